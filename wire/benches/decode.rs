@@ -1,0 +1,2 @@
+//! Placeholder replaced by the decode benchmark.
+fn main() {}

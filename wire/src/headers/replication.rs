@@ -1,0 +1,141 @@
+//! Normal operation: prepares, their acks, commit heartbeats, cursor shipping.
+
+use zerocopy::little_endian::{U32, U64, U128};
+
+use crate::command::Command;
+use crate::header::{FieldError, command_header, ensure};
+use crate::operation::Operation;
+
+command_header! {
+    /// Op `op` of a group's log: the primary of view `prefix.view` (replica
+    /// `prefix.replica`) turned a client request into it. Forwarded unchanged
+    /// during repair, so its checksum is its identity.
+    PrepareHeader => Command::Prepare;
+    /// Checksum of the prepare at `op - 1` (0 for op 1): the hash chain a backup
+    /// checks before appending.
+    parent: U32,
+    /// This prepare's position in the group's log, counting from 1.
+    op: U64,
+    /// The primary's commit number when it prepared this op (always below `op`).
+    commit: U64,
+    /// The client whose request this is (0 for prepares the group makes itself).
+    client: U128,
+    /// The client's request number.
+    request: U64,
+    /// The primary's wall clock when it prepared the op, in nanoseconds since
+    /// the Unix epoch (records without their own timestamp take this one).
+    timestamp_ns: U64,
+    /// Record offset of the first record in the body (produce only).
+    offset_base: U64,
+    /// Number of records in the body (produce only).
+    record_count: U32,
+    /// The [`Operation`] byte.
+    operation: u8,
+}
+
+impl PrepareHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        ensure(self.op.get() >= 1, "prepare op is zero")?;
+        ensure(self.commit.get() < self.op.get(), "commit >= op")?;
+        ensure(self.op.get() > 1 || self.parent.get() == 0, "op 1 has a parent")?;
+        let operation = Operation::from_u8(self.operation);
+        ensure(operation.is_some_and(Operation::is_replicated), "operation is not replicated")?;
+        ensure(
+            self.record_count.get() == 0 || operation == Some(Operation::Produce),
+            "records in a prepare that is not a produce",
+        )?;
+        ensure(
+            self.offset_base.get().checked_add(u64::from(self.record_count.get())).is_some(),
+            "record offsets overflow",
+        )
+    }
+
+    fn check_body(&self, _body: &[u8]) -> Result<(), FieldError> {
+        Ok(())
+    }
+
+    /// The operation, which `check_fields` guarantees is known.
+    pub fn operation(&self) -> Operation {
+        Operation::from_u8(self.operation).expect("validated header has a known operation")
+    }
+
+    /// One past the last record offset this prepare holds.
+    pub fn offset_end(&self) -> u64 {
+        self.offset_base.get() + u64::from(self.record_count.get())
+    }
+}
+
+command_header! {
+    /// A backup has appended `op` (durably under `persisted`, queued under
+    /// `replicated`) and acks it to the primary of `prefix.view`.
+    PrepareOkHeader => Command::PrepareOk;
+    /// Checksum of the prepare being acked, so an ack never counts for another
+    /// prepare at the same op.
+    prepare_checksum: U32,
+    /// The acked op.
+    op: U64,
+    /// The backup's commit number.
+    commit: U64,
+}
+
+impl PrepareOkHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        ensure(self.op.get() >= 1, "acked op is zero")
+    }
+
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        ensure(body.is_empty(), "prepare-ok has a body")
+    }
+}
+
+command_header! {
+    /// The primary's heartbeat: its commit number and its latest op.
+    CommitHeader => Command::Commit;
+    /// Checksum of the prepare at `commit` (0 when `commit` is 0), so a backup
+    /// commits only the prepare the primary committed.
+    commit_checksum: U32,
+    /// The primary's commit number.
+    commit: U64,
+    /// The primary's highest op.
+    op: U64,
+}
+
+impl CommitHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        ensure(self.commit.get() <= self.op.get(), "commit > op")?;
+        ensure(self.commit.get() > 0 || self.commit_checksum.get() == 0, "checksum of op 0")
+    }
+
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        ensure(body.is_empty(), "commit has a body")
+    }
+}
+
+command_header! {
+    /// Primary → backups: cursor events `cursor_base..cursor_base + event_count`
+    /// of the partition's cursor event log, durable on the primary.
+    CursorsHeader => Command::Cursors;
+    /// Sequence number of the first event in the body.
+    cursor_base: U64,
+    /// Number of events in the body.
+    event_count: U32,
+}
+
+impl CursorsHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        ensure(self.event_count.get() >= 1, "no cursor events")?;
+        ensure(
+            self.cursor_base.get().checked_add(u64::from(self.event_count.get())).is_some(),
+            "cursor sequence overflows",
+        )
+    }
+
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        ensure(!body.is_empty(), "cursor events missing")
+    }
+
+    /// One past the last cursor event sequence number carried.
+    pub fn cursor_end(&self) -> u64 {
+        self.cursor_base.get() + u64::from(self.event_count.get())
+    }
+}

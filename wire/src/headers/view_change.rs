@@ -1,0 +1,177 @@
+//! The view change: StartViewChange, DoViewChange, StartView, RequestStartView.
+
+use zerocopy::little_endian::{U32, U64, U128};
+
+use crate::command::Command;
+use crate::header::{FieldError, HEADER_SIZE, command_header, ensure, is_zero};
+use crate::headers::check_header_suffix;
+
+/// Most prepare headers a DoViewChange or StartView carries: one per bit of
+/// the 128-bit present/nack bitsets. A longer divergent suffix is repaired
+/// afterwards with RequestHeaders.
+pub const DVC_SUFFIX_HEADERS_MAX: usize = 128;
+
+/// The bit of [`DoViewChangeHeader::flags`] saying the sender's log is untrusted.
+pub const FLAG_UNTRUSTED_LOG: u8 = 1;
+
+bitflags::bitflags! {
+    /// Flags of a DoViewChange (byte 156 of its header). Unknown bits are rejected.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct DoViewChangeFlags: u8 {
+        /// The sender's log was recovered from disk under `replicated`
+        /// durability without a clean shutdown: it may lack ops it acked, so it
+        /// never counts toward the trusted quorum and never nacks an op.
+        const UNTRUSTED_LOG = FLAG_UNTRUSTED_LOG;
+        /// The sender cannot use its log at all (it awaits state transfer): the
+        /// DoViewChange is empty and only counts toward "every replica reported".
+        /// Always set together with `UNTRUSTED_LOG`.
+        const AWAITING_STATE_TRANSFER = 2;
+    }
+}
+
+command_header! {
+    /// A replica has moved to view `prefix.view` and no longer acks anything
+    /// from a lower view.
+    StartViewChangeHeader => Command::StartViewChange;
+}
+
+impl StartViewChangeHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        ensure(self.prefix.view.get() >= 1, "view change to view 0")
+    }
+
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        ensure(body.is_empty(), "start-view-change has a body")
+    }
+}
+
+command_header! {
+    /// A replica's summary of its log for the candidate primary of view
+    /// `prefix.view`. The body is a suffix of its prepare headers in ascending
+    /// op order; bit `i` of the bitsets describes body header `i`.
+    DoViewChangeHeader => Command::DoViewChange;
+    /// The sender's highest op.
+    op: U64,
+    /// The sender's commit number.
+    commit: U64,
+    /// Length of the sender's cursor event log (the view-change tie-break).
+    cursor_tail: U64,
+    /// Bit `i`: the sender does not hold body header `i`'s prepare and never
+    /// acked it (only meaningful when the log is trusted).
+    nack_bitset: U128,
+    /// Bit `i`: the sender holds body header `i`'s prepare, body included.
+    present_bitset: U128,
+    /// Op of the latest history start the sender knows.
+    history_start_op: U64,
+    /// Cursor tail of that history start.
+    history_start_cursor_tail: U64,
+    /// View of that history start (0: none recorded).
+    history_start_view: U32,
+    /// Replica that started that view.
+    history_start_replica: u8,
+    /// Zero.
+    reserved_a: [u8; 11],
+    /// The view in which the sender's log was last settled (it was Normal or
+    /// adopted a StartView); always below `prefix.view`.
+    log_view: U32,
+    /// [`DoViewChangeFlags`].
+    flags: u8,
+}
+
+const _: () = {
+    assert!(core::mem::offset_of!(DoViewChangeHeader, op) == 64);
+    assert!(core::mem::offset_of!(DoViewChangeHeader, nack_bitset) == 88);
+    assert!(core::mem::offset_of!(DoViewChangeHeader, present_bitset) == 104);
+    assert!(core::mem::offset_of!(DoViewChangeHeader, log_view) == 152);
+    assert!(core::mem::offset_of!(DoViewChangeHeader, flags) == 156);
+};
+
+impl DoViewChangeHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        let unknown = self.flags & !DoViewChangeFlags::all().bits();
+        if unknown != 0 {
+            return Err(FieldError::UnknownFlags { field: "flags", bits: u64::from(unknown) });
+        }
+        ensure(is_zero(&self.reserved_a), "reserved bytes not zero")?;
+        ensure(self.log_view.get() < self.prefix.view.get(), "log_view >= view")?;
+        ensure(self.commit.get() <= self.op.get(), "commit > op")?;
+        ensure(self.history_start_view.get() <= self.log_view.get(), "history start after log_view")?;
+        let nack = self.nack_bitset.get();
+        let present = self.present_bitset.get();
+        ensure(nack & present == 0, "an op is both present and nacked")?;
+        let flags = self.flags();
+        if flags.contains(DoViewChangeFlags::AWAITING_STATE_TRANSFER) {
+            ensure(flags.contains(DoViewChangeFlags::UNTRUSTED_LOG), "awaiting state transfer but trusted")?;
+            ensure(nack == 0 && present == 0, "empty log with bitsets")?;
+        }
+        Ok(())
+    }
+
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        if self.flags().contains(DoViewChangeFlags::AWAITING_STATE_TRANSFER) {
+            return ensure(body.is_empty(), "empty do-view-change has headers");
+        }
+        let count = check_header_suffix(body, DVC_SUFFIX_HEADERS_MAX, self.op.get())?;
+        let bits_used = if count == 128 { u128::MAX } else { (1u128 << count) - 1 };
+        let bits = self.nack_bitset.get() | self.present_bitset.get();
+        ensure(bits & !bits_used == 0, "bitset bit beyond the headers carried")?;
+        debug_assert_eq!(body.len(), count * HEADER_SIZE);
+        Ok(())
+    }
+
+    /// The flags, which `check_fields` guarantees are known.
+    pub fn flags(&self) -> DoViewChangeFlags {
+        DoViewChangeFlags::from_bits_truncate(self.flags)
+    }
+}
+
+command_header! {
+    /// The new primary's canonical log for view `prefix.view`. Its history
+    /// start is `(prefix.view, op, cursor_tail, prefix.replica)`. The body is
+    /// the log's suffix of prepare headers, ending at `op`.
+    StartViewHeader => Command::StartView;
+    /// The canonical log's highest op.
+    op: U64,
+    /// The new primary's commit number.
+    commit: U64,
+    /// The new primary's cursor event tail.
+    cursor_tail: U64,
+    /// The nonce of the RequestStartView this answers (0 when broadcast).
+    nonce: U64,
+}
+
+impl StartViewHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        ensure(self.commit.get() <= self.op.get(), "commit > op")
+    }
+
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        let count = check_header_suffix(body, DVC_SUFFIX_HEADERS_MAX, self.op.get())?;
+        if self.op.get() > 0 {
+            ensure(count > 0, "start-view without its head header")?;
+            let head = &body[(count - 1) * HEADER_SIZE..][..HEADER_SIZE];
+            let head = <crate::headers::PrepareHeader as zerocopy::FromBytes>::ref_from_bytes(head)
+                .map_err(|_| FieldError::Invalid("head header unreadable"))?;
+            ensure(head.op.get() == self.op.get(), "start-view suffix does not end at op")?;
+        }
+        Ok(())
+    }
+}
+
+command_header! {
+    /// A replica that restarted, or fell behind a view change, asks the primary
+    /// of `prefix.view` for a StartView.
+    RequestStartViewHeader => Command::RequestStartView;
+    /// Echoed in the StartView so a stale answer is recognised.
+    nonce: U64,
+}
+
+impl RequestStartViewHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        ensure(self.nonce.get() != 0, "nonce is zero")
+    }
+
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        ensure(body.is_empty(), "request-start-view has a body")
+    }
+}

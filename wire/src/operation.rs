@@ -1,0 +1,139 @@
+//! Client operations and result codes: the vocabulary of the client port.
+
+/// What a client asks for in a `Request` (and what a `Reply` answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Operation {
+    /// Create a stream (a namespace of topics). Metadata plane.
+    CreateStream = 1,
+    /// Create a topic with its partitions and policies. Metadata plane.
+    CreateTopic = 2,
+    /// Append a record batch to a partition.
+    Produce = 3,
+    /// Read record batches from a partition by offset, optionally waiting.
+    Fetch = 4,
+    /// Store a consumer's cursor (its next offset) on a partition.
+    StoreCursor = 5,
+    /// Read a consumer's stored cursor.
+    GetCursor = 6,
+    /// Nodes, groups, views, primaries, commit numbers, untrusted logs.
+    ClusterStatus = 7,
+    /// Every group whose view change waits, why, and for whom.
+    Attention = 8,
+    /// Let a stuck view change go on with the logs at hand (may lose records).
+    AcceptLoss = 9,
+    /// Routing: nodes and their addresses, topics and their partitions' groups.
+    Metadata = 10,
+}
+
+impl Operation {
+    /// Every operation, in wire order.
+    pub const ALL: [Operation; 10] = [
+        Operation::CreateStream,
+        Operation::CreateTopic,
+        Operation::Produce,
+        Operation::Fetch,
+        Operation::StoreCursor,
+        Operation::GetCursor,
+        Operation::ClusterStatus,
+        Operation::Attention,
+        Operation::AcceptLoss,
+        Operation::Metadata,
+    ];
+
+    /// Parses the operation byte; `None` for a byte that names none.
+    pub fn from_u8(value: u8) -> Option<Operation> {
+        Operation::ALL.iter().copied().find(|operation| *operation as u8 == value)
+    }
+
+    /// True for operations that become prepares in a group's log (and so are
+    /// ordered, replicated and idempotent through the client table).
+    pub fn is_replicated(self) -> bool {
+        matches!(
+            self,
+            Operation::CreateStream
+                | Operation::CreateTopic
+                | Operation::Produce
+                | Operation::AcceptLoss
+        )
+    }
+}
+
+/// Outcome of a request, in the `Reply` header. Anything but `Ok` comes with an
+/// error body (see `ops::ErrorBody`) saying what to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u16)]
+pub enum ResultCode {
+    /// Done; the body is the operation's reply.
+    Ok = 0,
+    /// This replica is not the group's primary: retry at the primary named in the body.
+    NotPrimary = 1,
+    /// The primary's pipeline is full: retry after a short wait, same request number.
+    Busy = 2,
+    /// No stream by that name.
+    UnknownStream = 3,
+    /// No topic by that name.
+    UnknownTopic = 4,
+    /// The group id names no partition on this node.
+    UnknownGroup = 5,
+    /// A stream or topic by that name exists already.
+    AlreadyExists = 6,
+    /// The request is larger than the server accepts.
+    TooLarge = 7,
+    /// The request is malformed or a field is out of range.
+    InvalidRequest = 8,
+    /// The fetch offset is outside the partition's retained records.
+    OffsetOutOfRange = 9,
+    /// The group cannot serve now (view change in progress, or waiting for
+    /// replicas): retry later, or see `attention`.
+    Unavailable = 10,
+    /// The client's entry was evicted from the client table: start a new client id.
+    SessionEvicted = 11,
+    /// Storage failed (disk full, I/O error): nothing was written for this request.
+    StorageError = 12,
+    /// A bug or an unexpected state on the server; the body says more.
+    Internal = 13,
+}
+
+impl ResultCode {
+    /// Every result code, in wire order.
+    pub const ALL: [ResultCode; 14] = [
+        ResultCode::Ok,
+        ResultCode::NotPrimary,
+        ResultCode::Busy,
+        ResultCode::UnknownStream,
+        ResultCode::UnknownTopic,
+        ResultCode::UnknownGroup,
+        ResultCode::AlreadyExists,
+        ResultCode::TooLarge,
+        ResultCode::InvalidRequest,
+        ResultCode::OffsetOutOfRange,
+        ResultCode::Unavailable,
+        ResultCode::SessionEvicted,
+        ResultCode::StorageError,
+        ResultCode::Internal,
+    ];
+
+    /// Parses a result code; `None` for a value that names none.
+    pub fn from_u16(value: u16) -> Option<ResultCode> {
+        ResultCode::ALL.iter().copied().find(|code| *code as u16 == value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_and_results_round_trip() {
+        for operation in Operation::ALL {
+            assert_eq!(Operation::from_u8(operation as u8), Some(operation));
+        }
+        assert_eq!(Operation::from_u8(0), None);
+        assert_eq!(Operation::from_u8(200), None);
+        for code in ResultCode::ALL {
+            assert_eq!(ResultCode::from_u16(code as u16), Some(code));
+        }
+        assert_eq!(ResultCode::from_u16(999), None);
+    }
+}

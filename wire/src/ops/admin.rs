@@ -1,0 +1,154 @@
+//! Metadata-plane operations: streams, topics, accepting loss.
+
+use crate::codec::{Body, BodyReader, BodyWriter};
+use crate::error::BodyError;
+use crate::header::REPLICAS_MAX;
+use crate::policy::{ConfirmPolicy, Durability};
+
+/// Most partitions one topic may have.
+pub const PARTITIONS_PER_TOPIC_MAX: u32 = 4096;
+
+/// Create a stream: a namespace of topics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateStream {
+    /// The stream's name.
+    pub name: String,
+}
+
+impl Body for CreateStream {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.name);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<CreateStream, BodyError> {
+        Ok(CreateStream { name: reader.name("stream")? })
+    }
+}
+
+/// Create a topic in a stream, with its partitions and policies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTopic {
+    /// The stream the topic belongs to.
+    pub stream: String,
+    /// The topic's name.
+    pub topic: String,
+    /// Number of partitions (each its own VSR group), 1 to 4096.
+    pub partition_count: u32,
+    /// Replicas per partition (`E`), 1 to `REPLICAS_MAX - 1`.
+    pub replica_count: u8,
+    /// How many copies confirm a record.
+    pub confirm: ConfirmPolicy,
+    /// When a copy of a record counts.
+    pub durability: Durability,
+    /// Whether the primary fsyncs a cursor commit before acking it.
+    pub consumer_offset_durability: Durability,
+    /// Records beyond this many bytes per partition are dropped oldest first (0: no limit).
+    pub retention_bytes: u64,
+    /// Records older than this are dropped (0: no limit).
+    pub retention_ms: u64,
+}
+
+impl Body for CreateTopic {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.stream);
+        writer.str(&self.topic);
+        writer.u32(self.partition_count);
+        writer.u8(self.replica_count);
+        let [kind, count] = self.confirm.to_bytes();
+        writer.u8(kind);
+        writer.u8(count);
+        writer.u8(self.durability as u8);
+        writer.u8(self.consumer_offset_durability as u8);
+        writer.u64(self.retention_bytes);
+        writer.u64(self.retention_ms);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<CreateTopic, BodyError> {
+        let stream = reader.name("stream")?;
+        let topic = reader.name("topic")?;
+        let partition_count = reader.u32("partition count")?;
+        if partition_count == 0 || partition_count > PARTITIONS_PER_TOPIC_MAX {
+            return Err(BodyError::Invalid { field: "partition count", reason: "not in 1..=4096" });
+        }
+        let replica_count = reader.u8("replica count")?;
+        if replica_count == 0 || replica_count >= REPLICAS_MAX {
+            return Err(BodyError::Invalid { field: "replica count", reason: "not in 1..=15" });
+        }
+        let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
+        let durability = Durability::from_u8(reader.u8("durability")?)?;
+        let consumer_offset_durability = Durability::from_u8(reader.u8("durability")?)?;
+        let retention_bytes = reader.u64("retention bytes")?;
+        let retention_ms = reader.u64("retention ms")?;
+        Ok(CreateTopic {
+            stream,
+            topic,
+            partition_count,
+            replica_count,
+            confirm,
+            durability,
+            consumer_offset_durability,
+            retention_bytes,
+            retention_ms,
+        })
+    }
+}
+
+/// The reply to CreateTopic: the group id of each partition, in partition order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicCreated {
+    /// Group id of partition `i` at index `i`.
+    pub groups: Vec<u64>,
+}
+
+impl Body for TopicCreated {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.list(&self.groups, |writer, group| writer.u64(*group));
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<TopicCreated, BodyError> {
+        Ok(TopicCreated { groups: reader.list("groups", 8, |reader| reader.u64("group"))? })
+    }
+}
+
+/// Let group `group`'s stuck view change proceed with the logs at hand. May lose
+/// confirmed records; the history start recorded for the view says what was accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptLoss {
+    /// The stuck group.
+    pub group: u64,
+}
+
+impl Body for AcceptLoss {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.u64(self.group);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<AcceptLoss, BodyError> {
+        let group = reader.u64("group")?;
+        if group == 0 {
+            return Err(BodyError::Invalid { field: "group", reason: "the metadata plane never accepts loss" });
+        }
+        Ok(AcceptLoss { group })
+    }
+}
+
+/// The reply to AcceptLoss: the view the group moved on in, and the op it
+/// started at (records above `op` on other replicas were given up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptLossReply {
+    /// The view started with the accepted loss.
+    pub view: u32,
+    /// The op the view started at.
+    pub op: u64,
+}
+
+impl Body for AcceptLossReply {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.u32(self.view);
+        writer.u64(self.op);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<AcceptLossReply, BodyError> {
+        Ok(AcceptLossReply { view: reader.u32("view")?, op: reader.u64("op")? })
+    }
+}

@@ -1,0 +1,90 @@
+//! Consumer cursors: store, get, and the cursor events primaries ship to backups.
+
+use crate::codec::{Body, BodyReader, BodyWriter};
+use crate::error::BodyError;
+
+/// Store `consumer`'s cursor on the partition: the next offset it will read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreCursor {
+    /// The consumer's name.
+    pub consumer: String,
+    /// The next offset the consumer will read.
+    pub offset: u64,
+}
+
+impl Body for StoreCursor {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.consumer);
+        writer.u64(self.offset);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<StoreCursor, BodyError> {
+        Ok(StoreCursor { consumer: reader.name("consumer")?, offset: reader.u64("offset")? })
+    }
+}
+
+/// Read `consumer`'s stored cursor on the partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetCursor {
+    /// The consumer's name.
+    pub consumer: String,
+}
+
+impl Body for GetCursor {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.consumer);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<GetCursor, BodyError> {
+        Ok(GetCursor { consumer: reader.name("consumer")? })
+    }
+}
+
+/// The stored cursor, if the consumer has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetCursorReply {
+    /// The next offset the consumer will read, or `None` if it never stored one.
+    pub offset: Option<u64>,
+}
+
+impl Body for GetCursorReply {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.option_u64(self.offset);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<GetCursorReply, BodyError> {
+        Ok(GetCursorReply { offset: reader.option_u64("offset")? })
+    }
+}
+
+/// One entry of a partition's cursor event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CursorEvent {
+    /// The consumer's name.
+    pub consumer: String,
+    /// The cursor it stored.
+    pub offset: u64,
+}
+
+/// The body of a `Cursors` frame: consecutive cursor events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CursorEvents {
+    /// The events, in cursor log order.
+    pub events: Vec<CursorEvent>,
+}
+
+impl Body for CursorEvents {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.list(&self.events, |writer, event| {
+            writer.str(&event.consumer);
+            writer.u64(event.offset);
+        });
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<CursorEvents, BodyError> {
+        let events = reader.list("cursor events", 2 + 1 + 8, |reader| {
+            Ok(CursorEvent { consumer: reader.name("consumer")?, offset: reader.u64("offset")? })
+        })?;
+        Ok(CursorEvents { events })
+    }
+}

@@ -1,0 +1,144 @@
+//! Produce replies and fetches: reading a partition by offset.
+
+use bytes::Bytes;
+
+use crate::batch::{RecordBatch, split_batches};
+use crate::codec::{Body, BodyReader, BodyWriter};
+use crate::error::BodyError;
+
+/// The reply to a produce: where the batch's records landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceReply {
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// Number of records appended (offsets `base_offset..base_offset + record_count`).
+    pub record_count: u32,
+}
+
+impl Body for ProduceReply {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.u64(self.base_offset);
+        writer.u32(self.record_count);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<ProduceReply, BodyError> {
+        let reply = ProduceReply {
+            base_offset: reader.u64("base offset")?,
+            record_count: reader.u32("record count")?,
+        };
+        if reply.base_offset.checked_add(u64::from(reply.record_count)).is_none() {
+            return Err(BodyError::Invalid { field: "base offset", reason: "offsets overflow" });
+        }
+        Ok(reply)
+    }
+}
+
+/// Read committed record batches from a partition, starting at `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchRequest {
+    /// First offset wanted; the reply starts with the batch holding it.
+    pub offset: u64,
+    /// Stop adding batches once this many bytes are in the reply (at least one
+    /// batch is always returned when one is available).
+    pub max_bytes: u32,
+    /// When nothing is available at `offset`, wait up to this long for records
+    /// to commit before replying empty (long poll); 0 replies at once.
+    pub wait_ms: u32,
+}
+
+/// Longest long poll a fetch may ask for.
+pub const FETCH_WAIT_MS_MAX: u32 = 60_000;
+
+impl Body for FetchRequest {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.u64(self.offset);
+        writer.u32(self.max_bytes);
+        writer.u32(self.wait_ms);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<FetchRequest, BodyError> {
+        let request = FetchRequest {
+            offset: reader.u64("offset")?,
+            max_bytes: reader.u32("max bytes")?,
+            wait_ms: reader.u32("wait ms")?,
+        };
+        if request.max_bytes == 0 {
+            return Err(BodyError::Invalid { field: "max bytes", reason: "zero" });
+        }
+        if request.wait_ms > FETCH_WAIT_MS_MAX {
+            return Err(BodyError::Invalid { field: "wait ms", reason: "longer than 60 s" });
+        }
+        Ok(request)
+    }
+}
+
+/// Size of the fixed part of a fetch reply, before its batches.
+pub const FETCH_REPLY_HEAD_SIZE: usize = 16;
+
+/// The reply to a fetch: the partition's bounds and the batches read.
+///
+/// On the wire: `high_watermark u64, log_start_offset u64`, then the batches
+/// back to back, each with its `base_offset` filled in. The server writes the
+/// head and the batches as separate slices, so record bytes are never copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchReply {
+    /// One past the last committed offset: what a consumer can read up to.
+    pub high_watermark: u64,
+    /// The oldest offset still retained.
+    pub log_start_offset: u64,
+    /// The batches read, in offset order.
+    pub batches: Vec<RecordBatch>,
+}
+
+impl FetchReply {
+    /// The fixed head of a reply.
+    pub fn head(high_watermark: u64, log_start_offset: u64) -> [u8; FETCH_REPLY_HEAD_SIZE] {
+        let mut head = [0u8; FETCH_REPLY_HEAD_SIZE];
+        head[..8].copy_from_slice(&high_watermark.to_le_bytes());
+        head[8..].copy_from_slice(&log_start_offset.to_le_bytes());
+        head
+    }
+
+    /// The whole reply body in one buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let batch_bytes: usize = self.batches.iter().map(|batch| batch.bytes().len()).sum();
+        let mut out = Vec::with_capacity(FETCH_REPLY_HEAD_SIZE + batch_bytes);
+        out.extend_from_slice(&FetchReply::head(self.high_watermark, self.log_start_offset));
+        for batch in &self.batches {
+            out.extend_from_slice(batch.bytes());
+        }
+        out
+    }
+
+    /// Parses a reply body, validating every batch (checksums included).
+    pub fn from_bytes(mut body: Bytes) -> Result<FetchReply, BodyError> {
+        if body.len() < FETCH_REPLY_HEAD_SIZE {
+            return Err(BodyError::Truncated { at: 0, field: "fetch reply head" });
+        }
+        let head = body.split_to(FETCH_REPLY_HEAD_SIZE);
+        let mut reader = BodyReader::new(&head);
+        let high_watermark = reader.u64("high watermark")?;
+        let log_start_offset = reader.u64("log start offset")?;
+        if log_start_offset > high_watermark {
+            return Err(BodyError::Invalid {
+                field: "log start offset",
+                reason: "above the high watermark",
+            });
+        }
+        let batches = split_batches(body)?;
+        let mut next: Option<u64> = None;
+        for batch in &batches {
+            let base = batch.header().base_offset.get();
+            let end = base.checked_add(u64::from(batch.record_count()));
+            let in_order = next.is_none_or(|next| base == next);
+            if !in_order || end.is_none_or(|end| end > high_watermark) {
+                return Err(BodyError::Invalid {
+                    field: "fetch reply",
+                    reason: "batches not contiguous or past the high watermark",
+                });
+            }
+            next = end;
+        }
+        Ok(FetchReply { high_watermark, log_start_offset, batches })
+    }
+}

@@ -1,0 +1,46 @@
+//! Bodies of the client operations and their replies.
+//!
+//! | operation | request body | reply body |
+//! |---|---|---|
+//! | CreateStream | [`CreateStream`] | [`Empty`] |
+//! | CreateTopic | [`CreateTopic`] | [`TopicCreated`] |
+//! | Produce | a record batch (`batch`) | [`ProduceReply`] |
+//! | Fetch | [`FetchRequest`] | [`FetchReply`] |
+//! | StoreCursor | [`StoreCursor`] | [`Empty`] |
+//! | GetCursor | [`GetCursor`] | [`GetCursorReply`] |
+//! | ClusterStatus | [`Empty`] | [`ClusterStatusReply`] |
+//! | Attention | [`Empty`] | [`AttentionReply`] |
+//! | AcceptLoss | [`AcceptLoss`] | [`AcceptLossReply`] |
+//! | Metadata | [`MetadataRequest`] | [`MetadataReply`] |
+//!
+//! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
+
+mod admin;
+mod cursor;
+mod error_body;
+mod fetch;
+mod status;
+
+pub use admin::{AcceptLoss, AcceptLossReply, CreateStream, CreateTopic, TopicCreated};
+pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
+pub use error_body::ErrorBody;
+pub use fetch::{FETCH_REPLY_HEAD_SIZE, FetchReply, FetchRequest, ProduceReply};
+pub use status::{
+    AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, GroupStatus,
+    MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
+};
+
+use crate::codec::{Body, BodyReader, BodyWriter};
+use crate::error::BodyError;
+
+/// The body of requests and replies that carry nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Empty;
+
+impl Body for Empty {
+    fn encode(&self, _writer: &mut BodyWriter) {}
+
+    fn decode(_reader: &mut BodyReader<'_>) -> Result<Empty, BodyError> {
+        Ok(Empty)
+    }
+}
