@@ -40,7 +40,9 @@ bitflags::bitflags! {
 }
 
 /// The fixed header in front of every record batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned,
+)]
 #[repr(C)]
 pub struct BatchHeader {
     /// Offset of the first record (0 from producers; assigned by the partition).
@@ -93,7 +95,10 @@ pub struct Record<'a> {
 impl<'a> Record<'a> {
     /// The record's headers, as (name, value) pairs.
     pub fn headers(&self) -> RecordHeaders<'a> {
-        RecordHeaders { bytes: self.headers, remaining: self.header_count }
+        RecordHeaders {
+            bytes: self.headers,
+            remaining: self.header_count,
+        }
     }
 }
 
@@ -185,7 +190,9 @@ impl<'a> Iterator for Records<'a> {
         self.bytes = rest;
         let record = Record {
             offset: self.next_offset,
-            timestamp_us: self.first_timestamp_us.wrapping_add_signed(parts.timestamp_delta_us),
+            timestamp_us: self
+                .first_timestamp_us
+                .wrapping_add_signed(parts.timestamp_delta_us),
             key: parts.key,
             value: parts.value,
             headers: parts.headers,
@@ -220,7 +227,12 @@ impl BatchBuilder {
     pub fn with_capacity(capacity: usize) -> BatchBuilder {
         let mut bytes = Vec::with_capacity(capacity.max(BATCH_HEADER_SIZE));
         bytes.resize(BATCH_HEADER_SIZE, 0);
-        BatchBuilder { bytes, record_count: 0, first_timestamp_us: None, max_timestamp_us: 0 }
+        BatchBuilder {
+            bytes,
+            record_count: 0,
+            first_timestamp_us: None,
+            max_timestamp_us: 0,
+        }
     }
 
     /// Number of records pushed.
@@ -235,15 +247,20 @@ impl BatchBuilder {
 
     /// Size a record with these parts adds to the batch.
     pub fn record_size(key: &[u8], value: &[u8], headers: &[(&str, &[u8])]) -> usize {
-        let header_bytes: usize =
-            headers.iter().map(|(name, value)| 2 + name.len() + 4 + value.len()).sum();
+        let header_bytes: usize = headers
+            .iter()
+            .map(|(name, value)| 2 + name.len() + 4 + value.len())
+            .sum();
         RECORD_OVERHEAD + key.len() + value.len() + header_bytes
     }
 
     /// Appends one record.
     pub fn push(&mut self, timestamp_us: u64, key: &[u8], value: &[u8], headers: &[(&str, &[u8])]) {
         assert!(self.record_count < u32::MAX, "batch record count overflows");
-        assert!(headers.len() <= usize::from(u16::MAX), "too many record headers");
+        assert!(
+            headers.len() <= usize::from(u16::MAX),
+            "too many record headers"
+        );
         let first = *self.first_timestamp_us.get_or_insert(timestamp_us);
         self.max_timestamp_us = self.max_timestamp_us.max(timestamp_us);
         let size = BatchBuilder::record_size(key, value, headers);
@@ -254,7 +271,8 @@ impl BatchBuilder {
         self.bytes.extend_from_slice(&delta.to_le_bytes());
         put_bytes_u32(&mut self.bytes, key);
         put_bytes_u32(&mut self.bytes, value);
-        self.bytes.extend_from_slice(&(headers.len() as u16).to_le_bytes());
+        self.bytes
+            .extend_from_slice(&(headers.len() as u16).to_le_bytes());
         for (name, value) in headers {
             let name_length = u16::try_from(name.len()).expect("header name shorter than 64 KiB");
             self.bytes.extend_from_slice(&name_length.to_le_bytes());
@@ -270,12 +288,16 @@ impl BatchBuilder {
         let mut header = BatchHeader::new_zeroed();
         header.length.set(length);
         header.record_count.set(self.record_count);
-        header.first_timestamp_us.set(self.first_timestamp_us.unwrap_or(0));
+        header
+            .first_timestamp_us
+            .set(self.first_timestamp_us.unwrap_or(0));
         header.max_timestamp_us.set(self.max_timestamp_us);
         self.bytes[..BATCH_HEADER_SIZE].copy_from_slice(header.as_bytes());
         let crc = checksum(&self.bytes[CHECKSUM_START..]);
         self.bytes[12..16].copy_from_slice(&crc.to_le_bytes());
-        let batch = RecordBatch { bytes: Bytes::from(self.bytes) };
+        let batch = RecordBatch {
+            bytes: Bytes::from(self.bytes),
+        };
         debug_assert_eq!(validate_batch(&batch.bytes), Ok(()));
         batch
     }
@@ -288,8 +310,10 @@ fn put_bytes_u32(out: &mut Vec<u8>, value: &[u8]) {
 }
 
 fn header_of(bytes: &[u8]) -> Result<&BatchHeader, BodyError> {
-    let (header, _) = BatchHeader::ref_from_prefix(bytes)
-        .map_err(|_| BodyError::Truncated { at: 0, field: "batch header" })?;
+    let (header, _) = BatchHeader::ref_from_prefix(bytes).map_err(|_| BodyError::Truncated {
+        at: 0,
+        field: "batch header",
+    })?;
     Ok(header)
 }
 
@@ -299,7 +323,10 @@ pub fn validate_batch(bytes: &[u8]) -> Result<(), BodyError> {
     let header = header_of(bytes)?;
     let length = header.length.get() as usize;
     if length < BATCH_HEADER_SIZE || length != bytes.len() {
-        return Err(BodyError::Invalid { field: "batch length", reason: "does not match the bytes" });
+        return Err(BodyError::Invalid {
+            field: "batch length",
+            reason: "does not match the bytes",
+        });
     }
     let expected = header.crc.get();
     let actual = checksum(&bytes[CHECKSUM_START..]);
@@ -308,15 +335,23 @@ pub fn validate_batch(bytes: &[u8]) -> Result<(), BodyError> {
     }
     let unknown = header.attributes.get() & !BatchAttributes::all().bits();
     if unknown != 0 {
-        return Err(BodyError::UnknownFlags { field: "batch attributes", bits: u64::from(unknown) });
+        return Err(BodyError::UnknownFlags {
+            field: "batch attributes",
+            bits: u64::from(unknown),
+        });
     }
     if header.reserved_a.get() != 0 || !is_zero(&header.reserved) {
-        return Err(BodyError::ReservedNotZero { field: "batch header" });
+        return Err(BodyError::ReservedNotZero {
+            field: "batch header",
+        });
     }
     let first = header.first_timestamp_us.get();
     let max = header.max_timestamp_us.get();
     if max < first {
-        return Err(BodyError::Invalid { field: "batch timestamps", reason: "max below first" });
+        return Err(BodyError::Invalid {
+            field: "batch timestamps",
+            reason: "max below first",
+        });
     }
     let mut rest = &bytes[BATCH_HEADER_SIZE..];
     for _ in 0..header.record_count.get() {
@@ -334,7 +369,10 @@ pub fn validate_batch(bytes: &[u8]) -> Result<(), BodyError> {
             headers = after_header;
         }
         if !headers.is_empty() {
-            return Err(BodyError::Invalid { field: "record", reason: "length disagrees with fields" });
+            return Err(BodyError::Invalid {
+                field: "record",
+                reason: "length disagrees with fields",
+            });
         }
         rest = after;
     }
@@ -352,7 +390,11 @@ struct RecordParts<'a> {
     headers: &'a [u8],
 }
 
-fn take<'a>(bytes: &mut &'a [u8], length: usize, field: &'static str) -> Result<&'a [u8], BodyError> {
+fn take<'a>(
+    bytes: &mut &'a [u8],
+    length: usize,
+    field: &'static str,
+) -> Result<&'a [u8], BodyError> {
     if bytes.len() < length {
         return Err(BodyError::Truncated { at: 0, field });
     }
@@ -378,8 +420,10 @@ fn split_record(bytes: &[u8]) -> Result<(RecordParts<'_>, &[u8]), BodyError> {
     let mut record = take(&mut cursor, length, "record")?;
     let rest = cursor;
     let delta_bytes = take(&mut record, 8, "record timestamp")?;
-    let delta = I64::read_from_bytes(delta_bytes)
-        .map_err(|_| BodyError::Truncated { at: 0, field: "record timestamp" })?;
+    let delta = I64::read_from_bytes(delta_bytes).map_err(|_| BodyError::Truncated {
+        at: 0,
+        field: "record timestamp",
+    })?;
     let key_length = take_u32(&mut record, "key length")?;
     let key = take(&mut record, key_length, "key")?;
     let value_length = take_u32(&mut record, "value length")?;
@@ -400,7 +444,9 @@ fn split_header(bytes: &[u8]) -> Result<(&str, &[u8], &[u8]), BodyError> {
     let mut cursor = bytes;
     let name_length = usize::from(take_u16(&mut cursor, "header name length")?);
     let name = take(&mut cursor, name_length, "header name")?;
-    let name = core::str::from_utf8(name).map_err(|_| BodyError::Utf8 { field: "header name" })?;
+    let name = core::str::from_utf8(name).map_err(|_| BodyError::Utf8 {
+        field: "header name",
+    })?;
     let value_length = take_u32(&mut cursor, "header value length")?;
     let value = take(&mut cursor, value_length, "header value")?;
     Ok((name, value, cursor))
@@ -412,7 +458,10 @@ pub fn split_batches(mut bytes: Bytes) -> Result<Vec<RecordBatch>, BodyError> {
     while !bytes.is_empty() {
         let length = header_of(&bytes)?.length.get() as usize;
         if length < BATCH_HEADER_SIZE || length > bytes.len() {
-            return Err(BodyError::Invalid { field: "batch length", reason: "past the end" });
+            return Err(BodyError::Invalid {
+                field: "batch length",
+                reason: "past the end",
+            });
         }
         batches.push(RecordBatch::from_bytes(bytes.split_to(length))?);
     }
@@ -455,7 +504,10 @@ mod tests {
         let patched = batch.header().with_base_offset(1 << 40);
         bytes[..BATCH_HEADER_SIZE].copy_from_slice(patched.as_bytes());
         let patched = RecordBatch::from_bytes(Bytes::from(bytes)).expect("still valid");
-        assert_eq!(patched.records().next().map(|record| record.offset), Some(1 << 40));
+        assert_eq!(
+            patched.records().next().map(|record| record.offset),
+            Some(1 << 40)
+        );
     }
 
     #[test]
@@ -464,7 +516,10 @@ mod tests {
         for index in 8..batch.bytes().len() {
             let mut bytes = batch.bytes().to_vec();
             bytes[index] ^= 0x5a;
-            assert!(RecordBatch::from_bytes(Bytes::from(bytes)).is_err(), "byte {index}");
+            assert!(
+                RecordBatch::from_bytes(Bytes::from(bytes)).is_err(),
+                "byte {index}"
+            );
         }
     }
 

@@ -16,7 +16,9 @@ pub fn checksum(bytes: &[u8]) -> u32 {
 /// segment slices) can be sealed without copying it into one buffer.
 #[inline]
 pub fn checksum_parts(parts: &[&[u8]]) -> u32 {
-    parts.iter().fold(0, |crc, part| crc32c::crc32c_append(crc, part))
+    parts
+        .iter()
+        .fold(0, |crc, part| crc32c::crc32c_append(crc, part))
 }
 
 #[cfg(test)]

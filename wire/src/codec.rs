@@ -130,7 +130,10 @@ impl<'a> BodyReader<'a> {
     /// Takes the next `length` bytes.
     pub fn take(&mut self, length: usize, field: &'static str) -> Result<&'a [u8], BodyError> {
         if length > self.remaining() {
-            return Err(BodyError::Truncated { at: self.position, field });
+            return Err(BodyError::Truncated {
+                at: self.position,
+                field,
+            });
         }
         let slice = &self.bytes[self.position..self.position + length];
         self.position += length;
@@ -169,7 +172,10 @@ impl<'a> BodyReader<'a> {
         match self.u8(field)? {
             0 => Ok(false),
             1 => Ok(true),
-            value => Err(BodyError::UnknownValue { field, value: u64::from(value) }),
+            value => Err(BodyError::UnknownValue {
+                field,
+                value: u64::from(value),
+            }),
         }
     }
 
@@ -215,7 +221,10 @@ impl<'a> BodyReader<'a> {
         assert!(item_size_min >= 1, "list items take at least one byte");
         let count = self.u32(field)? as usize;
         if count > self.remaining() / item_size_min {
-            return Err(BodyError::Truncated { at: self.position, field });
+            return Err(BodyError::Truncated {
+                at: self.position,
+                field,
+            });
         }
         let mut items = Vec::with_capacity(count);
         for _ in 0..count {
@@ -228,7 +237,11 @@ impl<'a> BodyReader<'a> {
 /// Checks a stream, topic or consumer name: 1 to [`NAME_LENGTH_MAX`] bytes of
 /// ASCII letters, digits, `.`, `_` and `-`, not starting with `.`.
 pub fn validate_name(field: &'static str, name: &str) -> Result<(), BodyError> {
-    let bad = |reason| BodyError::BadName { field, name: name.to_owned(), reason };
+    let bad = |reason| BodyError::BadName {
+        field,
+        name: name.to_owned(),
+        reason,
+    };
     if name.is_empty() {
         return Err(bad("empty"));
     }
@@ -240,7 +253,9 @@ pub fn validate_name(field: &'static str, name: &str) -> Result<(), BodyError> {
     }
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     if !name.chars().all(allowed) {
-        return Err(bad("only ASCII letters, digits, '.', '_' and '-' are allowed"));
+        return Err(bad(
+            "only ASCII letters, digits, '.', '_' and '-' are allowed",
+        ));
     }
     Ok(())
 }
@@ -256,7 +271,10 @@ mod tests {
         let bytes = writer.into_vec();
         let mut reader = BodyReader::new(&bytes);
         let result = reader.list("items", 8, |reader| reader.u64("item"));
-        assert!(matches!(result, Err(BodyError::Truncated { field: "items", .. })));
+        assert!(matches!(
+            result,
+            Err(BodyError::Truncated { field: "items", .. })
+        ));
     }
 
     #[test]
@@ -294,6 +312,9 @@ mod tests {
         writer.u16(2);
         let mut bytes = writer.into_vec();
         bytes.extend_from_slice(&[0xff, 0xfe]);
-        assert_eq!(BodyReader::new(&bytes).str("name"), Err(BodyError::Utf8 { field: "name" }));
+        assert_eq!(
+            BodyReader::new(&bytes).str("name"),
+            Err(BodyError::Utf8 { field: "name" })
+        );
     }
 }

@@ -68,7 +68,10 @@ impl Command {
 
     /// Parses the command byte; `None` for a byte that names no command.
     pub fn from_u8(value: u8) -> Option<Command> {
-        Command::ALL.iter().copied().find(|command| *command as u8 == value)
+        Command::ALL
+            .iter()
+            .copied()
+            .find(|command| *command as u8 == value)
     }
 }
 

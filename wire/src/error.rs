@@ -154,7 +154,9 @@ pub enum BodyError {
         reason: &'static str,
     },
     /// A record batch's checksum does not match its bytes.
-    #[error("record batch checksum mismatch: batch says {expected:#010x}, bytes give {actual:#010x}")]
+    #[error(
+        "record batch checksum mismatch: batch says {expected:#010x}, bytes give {actual:#010x}"
+    )]
     BatchChecksum {
         /// Value stored in the batch header.
         expected: u32,

@@ -27,9 +27,10 @@ pub const PROTOCOL_VERSION: u16 = 1;
 /// Replica indexes are below this bound (`replica < REPLICAS_MAX`).
 pub const REPLICAS_MAX: u8 = 16;
 
-
 /// The first 64 bytes of every header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned,
+)]
 #[repr(C)]
 pub struct HeaderPrefix {
     /// crc32c over header bytes `4..256` (everything after this field).
@@ -94,7 +95,11 @@ pub enum FieldError {
 
 /// Checks one invariant of a header's fields.
 pub(crate) fn ensure(condition: bool, reason: &'static str) -> Result<(), FieldError> {
-    if condition { Ok(()) } else { Err(FieldError::Invalid(reason)) }
+    if condition {
+        Ok(())
+    } else {
+        Err(FieldError::Invalid(reason))
+    }
 }
 
 /// A typed 256-byte header for one [`Command`].
@@ -161,8 +166,24 @@ pub trait CommandHeader:
     fn validate_header(&self) -> Result<(), FrameError> {
         let actual = self.calculate_checksum();
         if actual != self.checksum() {
-            return Err(FrameError::HeaderChecksum { expected: self.checksum(), actual });
+            return Err(FrameError::HeaderChecksum {
+                expected: self.checksum(),
+                actual,
+            });
         }
+        self.validate_fields()
+    }
+
+    /// Checks the header and the body it was sent with, including the body
+    /// checksum and the size field.
+    fn validate(&self, body: &[u8]) -> Result<(), FrameError> {
+        self.validate_header()?;
+        self.validate_body(body)
+    }
+
+    /// Everything [`CommandHeader::validate_header`] checks except the header
+    /// checksum, for callers that have just verified it.
+    fn validate_fields(&self) -> Result<(), FrameError> {
         validate_prefix(self.prefix(), Some(Self::COMMAND))?;
         if self.prefix().frame_size() < HEADER_SIZE {
             return Err(FrameError::BadSize {
@@ -171,25 +192,31 @@ pub trait CommandHeader:
             });
         }
         if !is_zero(self.reserved()) {
-            return Err(FrameError::ReservedNotZero { command: Self::COMMAND });
+            return Err(FrameError::ReservedNotZero {
+                command: Self::COMMAND,
+            });
         }
-        self.check_fields().map_err(|error| field_error(Self::COMMAND, error))
+        self.check_fields()
+            .map_err(|error| field_error(Self::COMMAND, error))
     }
 
-    /// Checks the header and the body it was sent with, including the body
-    /// checksum and the size field.
-    fn validate(&self, body: &[u8]) -> Result<(), FrameError> {
-        self.validate_header()?;
+    /// Checks the body against the header: size, body checksum, the command's
+    /// body rules. The header itself must already be valid.
+    fn validate_body(&self, body: &[u8]) -> Result<(), FrameError> {
         let size = self.prefix().size.get();
         if self.prefix().frame_size() != HEADER_SIZE + body.len() {
-            return Err(FrameError::BadSize { size, reason: "does not match the bytes given" });
+            return Err(FrameError::BadSize {
+                size,
+                reason: "does not match the bytes given",
+            });
         }
         let actual = checksum(body);
         let expected = self.prefix().checksum_body.get();
         if actual != expected {
             return Err(FrameError::BodyChecksum { expected, actual });
         }
-        self.check_body(body).map_err(|error| field_error(Self::COMMAND, error))
+        self.check_body(body)
+            .map_err(|error| field_error(Self::COMMAND, error))
     }
 }
 
@@ -201,20 +228,30 @@ pub(crate) fn validate_prefix(
 ) -> Result<Command, FrameError> {
     let version = prefix.protocol.get();
     if version != PROTOCOL_VERSION {
-        return Err(FrameError::UnsupportedProtocol { version, supported: PROTOCOL_VERSION });
+        return Err(FrameError::UnsupportedProtocol {
+            version,
+            supported: PROTOCOL_VERSION,
+        });
     }
-    let parsed = Command::from_u8(prefix.command)
-        .ok_or(FrameError::UnknownCommand { command: prefix.command })?;
+    let parsed = Command::from_u8(prefix.command).ok_or(FrameError::UnknownCommand {
+        command: prefix.command,
+    })?;
     if let Some(expected) = command {
         if parsed != expected {
-            return Err(FrameError::Invalid { command: parsed, reason: "unexpected command" });
+            return Err(FrameError::Invalid {
+                command: parsed,
+                reason: "unexpected command",
+            });
         }
     }
     if !is_zero(&prefix.reserved) {
         return Err(FrameError::ReservedNotZero { command: parsed });
     }
     if prefix.replica >= REPLICAS_MAX {
-        return Err(FrameError::Invalid { command: parsed, reason: "replica index out of range" });
+        return Err(FrameError::Invalid {
+            command: parsed,
+            reason: "replica index out of range",
+        });
     }
     Ok(parsed)
 }
@@ -222,9 +259,11 @@ pub(crate) fn validate_prefix(
 fn field_error(command: Command, error: FieldError) -> FrameError {
     match error {
         FieldError::Invalid(reason) => FrameError::Invalid { command, reason },
-        FieldError::UnknownFlags { field, bits } => {
-            FrameError::UnknownFlags { command, field, bits }
-        }
+        FieldError::UnknownFlags { field, bits } => FrameError::UnknownFlags {
+            command,
+            field,
+            bits,
+        },
     }
 }
 

@@ -33,7 +33,10 @@ impl<H: CommandHeader> Msg<H> {
     pub fn new(mut header: H, body: Bytes) -> Msg<H> {
         header.seal(&[&body]);
         if let Err(error) = header.validate(&body) {
-            panic!("built an invalid {:?} frame: {error}; header: {header:?}", H::COMMAND);
+            panic!(
+                "built an invalid {:?} frame: {error}; header: {header:?}",
+                H::COMMAND
+            );
         }
         Msg { header, body }
     }
@@ -137,7 +140,10 @@ macro_rules! messages {
                         Command::$variant => {
                             let header = <$header>::read_from_bytes(header)
                                 .map_err(|_| FrameError::Truncated { needed: HEADER_SIZE, available: header.len() })?;
-                            Ok(Message::$variant(Msg::from_parts(header, body)?))
+                            // check_header verified the header checksum already.
+                            header.validate_fields()?;
+                            header.validate_body(&body)?;
+                            Ok(Message::$variant(Msg { header, body }))
                         }
                     )*
                 }
@@ -172,7 +178,10 @@ impl Message {
     pub fn decode(frame: Bytes, frame_size_max: u32) -> Result<Message, FrameError> {
         let (command, size) = check_header(&frame, frame_size_max)?;
         if frame.len() < size {
-            return Err(FrameError::Truncated { needed: size, available: frame.len() });
+            return Err(FrameError::Truncated {
+                needed: size,
+                available: frame.len(),
+            });
         }
         if frame.len() > size {
             return Err(FrameError::BadSize {
@@ -197,21 +206,35 @@ impl Message {
 /// the header checksum has matched.
 pub fn check_header(bytes: &[u8], frame_size_max: u32) -> Result<(Command, usize), FrameError> {
     let Some(header) = bytes.get(..HEADER_SIZE) else {
-        return Err(FrameError::Truncated { needed: HEADER_SIZE, available: bytes.len() });
+        return Err(FrameError::Truncated {
+            needed: HEADER_SIZE,
+            available: bytes.len(),
+        });
     };
-    let (prefix, _) = HeaderPrefix::ref_from_prefix(header)
-        .map_err(|_| FrameError::Truncated { needed: HEADER_SIZE, available: bytes.len() })?;
+    let (prefix, _) = HeaderPrefix::ref_from_prefix(header).map_err(|_| FrameError::Truncated {
+        needed: HEADER_SIZE,
+        available: bytes.len(),
+    })?;
     let actual = checksum(&header[4..]);
     if actual != prefix.checksum.get() {
-        return Err(FrameError::HeaderChecksum { expected: prefix.checksum.get(), actual });
+        return Err(FrameError::HeaderChecksum {
+            expected: prefix.checksum.get(),
+            actual,
+        });
     }
     let command = validate_prefix(prefix, None)?;
     let size = prefix.size.get();
     if (size as usize) < HEADER_SIZE {
-        return Err(FrameError::BadSize { size, reason: "smaller than a header" });
+        return Err(FrameError::BadSize {
+            size,
+            reason: "smaller than a header",
+        });
     }
     if size > frame_size_max {
-        return Err(FrameError::TooLarge { size, max: frame_size_max });
+        return Err(FrameError::TooLarge {
+            size,
+            max: frame_size_max,
+        });
     }
     Ok((command, size as usize))
 }
@@ -229,7 +252,10 @@ pub struct FrameDecoder {
 impl FrameDecoder {
     /// A decoder that refuses frames larger than `frame_size_max` bytes.
     pub fn new(frame_size_max: u32) -> FrameDecoder {
-        assert!(frame_size_max as usize >= HEADER_SIZE, "frame_size_max below a header");
+        assert!(
+            frame_size_max as usize >= HEADER_SIZE,
+            "frame_size_max below a header"
+        );
         FrameDecoder { frame_size_max }
     }
 

@@ -43,7 +43,10 @@ impl Operation {
 
     /// Parses the operation byte; `None` for a byte that names none.
     pub fn from_u8(value: u8) -> Option<Operation> {
-        Operation::ALL.iter().copied().find(|operation| *operation as u8 == value)
+        Operation::ALL
+            .iter()
+            .copied()
+            .find(|operation| *operation as u8 == value)
     }
 
     /// True for operations that become prepares in a group's log (and so are
@@ -116,7 +119,10 @@ impl ResultCode {
 
     /// Parses a result code; `None` for a value that names none.
     pub fn from_u16(value: u16) -> Option<ResultCode> {
-        ResultCode::ALL.iter().copied().find(|code| *code as u16 == value)
+        ResultCode::ALL
+            .iter()
+            .copied()
+            .find(|code| *code as u16 == value)
     }
 }
 

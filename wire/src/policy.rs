@@ -23,7 +23,10 @@ impl Durability {
         match value {
             1 => Ok(Durability::Persisted),
             2 => Ok(Durability::Replicated),
-            _ => Err(BodyError::UnknownValue { field: "durability", value: u64::from(value) }),
+            _ => Err(BodyError::UnknownValue {
+                field: "durability",
+                value: u64::from(value),
+            }),
         }
     }
 
@@ -64,15 +67,19 @@ impl ConfirmPolicy {
         match bytes {
             [1, 0] => Ok(ConfirmPolicy::MajorityDurable),
             [2, 0] => Ok(ConfirmPolicy::LocalDurable),
-            [3, 0] => Err(BodyError::Invalid { field: "confirm policy", reason: "count of 0" }),
+            [3, 0] => Err(BodyError::Invalid {
+                field: "confirm policy",
+                reason: "count of 0",
+            }),
             [3, count] => Ok(ConfirmPolicy::Count(count)),
             [1 | 2, _] => Err(BodyError::Invalid {
                 field: "confirm policy",
                 reason: "count given for a policy without one",
             }),
-            [kind, _] => {
-                Err(BodyError::UnknownValue { field: "confirm policy", value: u64::from(kind) })
-            }
+            [kind, _] => Err(BodyError::UnknownValue {
+                field: "confirm policy",
+                value: u64::from(kind),
+            }),
         }
     }
 }

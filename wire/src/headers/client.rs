@@ -25,7 +25,10 @@ impl RequestHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         ensure(self.client.get() != 0, "client id is zero")?;
         ensure(self.request.get() != 0, "request number is zero")?;
-        ensure(Operation::from_u8(self.operation).is_some(), "unknown operation")
+        ensure(
+            Operation::from_u8(self.operation).is_some(),
+            "unknown operation",
+        )
     }
 
     fn check_body(&self, _body: &[u8]) -> Result<(), FieldError> {
@@ -60,8 +63,14 @@ impl ReplyHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         ensure(self.client.get() != 0, "client id is zero")?;
         ensure(self.request.get() != 0, "request number is zero")?;
-        ensure(Operation::from_u8(self.operation).is_some(), "unknown operation")?;
-        ensure(ResultCode::from_u16(self.result.get()).is_some(), "unknown result code")?;
+        ensure(
+            Operation::from_u8(self.operation).is_some(),
+            "unknown operation",
+        )?;
+        ensure(
+            ResultCode::from_u16(self.result.get()).is_some(),
+            "unknown result code",
+        )?;
         ensure(self.op.get() <= self.commit.get(), "op > commit")
     }
 

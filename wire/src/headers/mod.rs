@@ -27,7 +27,10 @@ use crate::header::{CommandHeader, FieldError, HEADER_SIZE, ensure};
 /// that sends a malformed or forged header is caught here, before consensus
 /// looks at it.
 pub fn prepare_headers(body: &[u8]) -> Result<&[PrepareHeader], FieldError> {
-    ensure(body.len() % HEADER_SIZE == 0, "body is not a whole number of headers")?;
+    ensure(
+        body.len() % HEADER_SIZE == 0,
+        "body is not a whole number of headers",
+    )?;
     let headers = <[PrepareHeader] as zerocopy::FromBytes>::ref_from_bytes(body)
         .map_err(|_| FieldError::Invalid("body is not a whole number of headers"))?;
     for header in headers {
@@ -35,7 +38,9 @@ pub fn prepare_headers(body: &[u8]) -> Result<&[PrepareHeader], FieldError> {
             .validate_header()
             .map_err(|_| FieldError::Invalid("embedded prepare header is invalid"))?;
     }
-    let ascending = headers.windows(2).all(|pair| pair[0].op.get() < pair[1].op.get());
+    let ascending = headers
+        .windows(2)
+        .all(|pair| pair[0].op.get() < pair[1].op.get());
     ensure(ascending, "embedded prepare headers do not ascend by op")?;
     Ok(headers)
 }

@@ -46,7 +46,10 @@ impl RequestHeadersHeader {
         let (op_min, op_max) = (self.op_min.get(), self.op_max.get());
         ensure(op_min >= 1, "op_min is zero")?;
         ensure(op_min <= op_max, "op_min > op_max")?;
-        ensure(op_max - op_min < HEADERS_PER_MESSAGE_MAX as u64, "range too long")
+        ensure(
+            op_max - op_min < HEADERS_PER_MESSAGE_MAX as u64,
+            "range too long",
+        )
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
@@ -106,10 +109,16 @@ command_header! {
 
 impl StateTransferChunkHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
-        ensure(self.chunk.get() < self.chunk_count.get(), "chunk index past chunk count")
+        ensure(
+            self.chunk.get() < self.chunk_count.get(),
+            "chunk index past chunk count",
+        )
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
-        ensure(body.len() <= STATE_TRANSFER_CHUNK_SIZE_MAX, "chunk too large")
+        ensure(
+            body.len() <= STATE_TRANSFER_CHUNK_SIZE_MAX,
+            "chunk too large",
+        )
     }
 }

@@ -37,15 +37,24 @@ impl PrepareHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         ensure(self.op.get() >= 1, "prepare op is zero")?;
         ensure(self.commit.get() < self.op.get(), "commit >= op")?;
-        ensure(self.op.get() > 1 || self.parent.get() == 0, "op 1 has a parent")?;
+        ensure(
+            self.op.get() > 1 || self.parent.get() == 0,
+            "op 1 has a parent",
+        )?;
         let operation = Operation::from_u8(self.operation);
-        ensure(operation.is_some_and(Operation::is_replicated), "operation is not replicated")?;
+        ensure(
+            operation.is_some_and(Operation::is_replicated),
+            "operation is not replicated",
+        )?;
         ensure(
             self.record_count.get() == 0 || operation == Some(Operation::Produce),
             "records in a prepare that is not a produce",
         )?;
         ensure(
-            self.offset_base.get().checked_add(u64::from(self.record_count.get())).is_some(),
+            self.offset_base
+                .get()
+                .checked_add(u64::from(self.record_count.get()))
+                .is_some(),
             "record offsets overflow",
         )
     }
@@ -103,7 +112,10 @@ command_header! {
 impl CommitHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         ensure(self.commit.get() <= self.op.get(), "commit > op")?;
-        ensure(self.commit.get() > 0 || self.commit_checksum.get() == 0, "checksum of op 0")
+        ensure(
+            self.commit.get() > 0 || self.commit_checksum.get() == 0,
+            "checksum of op 0",
+        )
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
@@ -125,7 +137,10 @@ impl CursorsHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         ensure(self.event_count.get() >= 1, "no cursor events")?;
         ensure(
-            self.cursor_base.get().checked_add(u64::from(self.event_count.get())).is_some(),
+            self.cursor_base
+                .get()
+                .checked_add(u64::from(self.event_count.get()))
+                .is_some(),
             "cursor sequence overflows",
         )
     }

@@ -90,31 +90,53 @@ impl DoViewChangeHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         let unknown = self.flags & !DoViewChangeFlags::all().bits();
         if unknown != 0 {
-            return Err(FieldError::UnknownFlags { field: "flags", bits: u64::from(unknown) });
+            return Err(FieldError::UnknownFlags {
+                field: "flags",
+                bits: u64::from(unknown),
+            });
         }
         ensure(is_zero(&self.reserved_a), "reserved bytes not zero")?;
-        ensure(self.log_view.get() < self.prefix.view.get(), "log_view >= view")?;
+        ensure(
+            self.log_view.get() < self.prefix.view.get(),
+            "log_view >= view",
+        )?;
         ensure(self.commit.get() <= self.op.get(), "commit > op")?;
-        ensure(self.history_start_view.get() <= self.log_view.get(), "history start after log_view")?;
+        ensure(
+            self.history_start_view.get() <= self.log_view.get(),
+            "history start after log_view",
+        )?;
         let nack = self.nack_bitset.get();
         let present = self.present_bitset.get();
         ensure(nack & present == 0, "an op is both present and nacked")?;
         let flags = self.flags();
         if flags.contains(DoViewChangeFlags::AWAITING_STATE_TRANSFER) {
-            ensure(flags.contains(DoViewChangeFlags::UNTRUSTED_LOG), "awaiting state transfer but trusted")?;
+            ensure(
+                flags.contains(DoViewChangeFlags::UNTRUSTED_LOG),
+                "awaiting state transfer but trusted",
+            )?;
             ensure(nack == 0 && present == 0, "empty log with bitsets")?;
         }
         Ok(())
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
-        if self.flags().contains(DoViewChangeFlags::AWAITING_STATE_TRANSFER) {
+        if self
+            .flags()
+            .contains(DoViewChangeFlags::AWAITING_STATE_TRANSFER)
+        {
             return ensure(body.is_empty(), "empty do-view-change has headers");
         }
         let count = check_header_suffix(body, DVC_SUFFIX_HEADERS_MAX, self.op.get())?;
-        let bits_used = if count == 128 { u128::MAX } else { (1u128 << count) - 1 };
+        let bits_used = if count == 128 {
+            u128::MAX
+        } else {
+            (1u128 << count) - 1
+        };
         let bits = self.nack_bitset.get() | self.present_bitset.get();
-        ensure(bits & !bits_used == 0, "bitset bit beyond the headers carried")?;
+        ensure(
+            bits & !bits_used == 0,
+            "bitset bit beyond the headers carried",
+        )?;
         debug_assert_eq!(body.len(), count * HEADER_SIZE);
         Ok(())
     }
@@ -152,7 +174,10 @@ impl StartViewHeader {
             let head = &body[(count - 1) * HEADER_SIZE..][..HEADER_SIZE];
             let head = <crate::headers::PrepareHeader as zerocopy::FromBytes>::ref_from_bytes(head)
                 .map_err(|_| FieldError::Invalid("head header unreadable"))?;
-            ensure(head.op.get() == self.op.get(), "start-view suffix does not end at op")?;
+            ensure(
+                head.op.get() == self.op.get(),
+                "start-view suffix does not end at op",
+            )?;
         }
         Ok(())
     }

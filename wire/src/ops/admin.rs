@@ -21,7 +21,9 @@ impl Body for CreateStream {
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<CreateStream, BodyError> {
-        Ok(CreateStream { name: reader.name("stream")? })
+        Ok(CreateStream {
+            name: reader.name("stream")?,
+        })
     }
 }
 
@@ -68,11 +70,17 @@ impl Body for CreateTopic {
         let topic = reader.name("topic")?;
         let partition_count = reader.u32("partition count")?;
         if partition_count == 0 || partition_count > PARTITIONS_PER_TOPIC_MAX {
-            return Err(BodyError::Invalid { field: "partition count", reason: "not in 1..=4096" });
+            return Err(BodyError::Invalid {
+                field: "partition count",
+                reason: "not in 1..=4096",
+            });
         }
         let replica_count = reader.u8("replica count")?;
         if replica_count == 0 || replica_count >= REPLICAS_MAX {
-            return Err(BodyError::Invalid { field: "replica count", reason: "not in 1..=15" });
+            return Err(BodyError::Invalid {
+                field: "replica count",
+                reason: "not in 1..=15",
+            });
         }
         let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
         let durability = Durability::from_u8(reader.u8("durability")?)?;
@@ -106,7 +114,9 @@ impl Body for TopicCreated {
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<TopicCreated, BodyError> {
-        Ok(TopicCreated { groups: reader.list("groups", 8, |reader| reader.u64("group"))? })
+        Ok(TopicCreated {
+            groups: reader.list("groups", 8, |reader| reader.u64("group"))?,
+        })
     }
 }
 
@@ -126,7 +136,10 @@ impl Body for AcceptLoss {
     fn decode(reader: &mut BodyReader<'_>) -> Result<AcceptLoss, BodyError> {
         let group = reader.u64("group")?;
         if group == 0 {
-            return Err(BodyError::Invalid { field: "group", reason: "the metadata plane never accepts loss" });
+            return Err(BodyError::Invalid {
+                field: "group",
+                reason: "the metadata plane never accepts loss",
+            });
         }
         Ok(AcceptLoss { group })
     }
@@ -149,6 +162,9 @@ impl Body for AcceptLossReply {
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<AcceptLossReply, BodyError> {
-        Ok(AcceptLossReply { view: reader.u32("view")?, op: reader.u64("op")? })
+        Ok(AcceptLossReply {
+            view: reader.u32("view")?,
+            op: reader.u64("op")?,
+        })
     }
 }

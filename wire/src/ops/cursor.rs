@@ -19,7 +19,10 @@ impl Body for StoreCursor {
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<StoreCursor, BodyError> {
-        Ok(StoreCursor { consumer: reader.name("consumer")?, offset: reader.u64("offset")? })
+        Ok(StoreCursor {
+            consumer: reader.name("consumer")?,
+            offset: reader.u64("offset")?,
+        })
     }
 }
 
@@ -36,7 +39,9 @@ impl Body for GetCursor {
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<GetCursor, BodyError> {
-        Ok(GetCursor { consumer: reader.name("consumer")? })
+        Ok(GetCursor {
+            consumer: reader.name("consumer")?,
+        })
     }
 }
 
@@ -53,7 +58,9 @@ impl Body for GetCursorReply {
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<GetCursorReply, BodyError> {
-        Ok(GetCursorReply { offset: reader.option_u64("offset")? })
+        Ok(GetCursorReply {
+            offset: reader.option_u64("offset")?,
+        })
     }
 }
 
@@ -83,7 +90,10 @@ impl Body for CursorEvents {
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<CursorEvents, BodyError> {
         let events = reader.list("cursor events", 2 + 1 + 8, |reader| {
-            Ok(CursorEvent { consumer: reader.name("consumer")?, offset: reader.u64("offset")? })
+            Ok(CursorEvent {
+                consumer: reader.name("consumer")?,
+                offset: reader.u64("offset")?,
+            })
         })?;
         Ok(CursorEvents { events })
     }

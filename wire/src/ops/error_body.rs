@@ -68,14 +68,22 @@ impl ErrorBody {
             !has_structured_body(code) && code != ResultCode::Ok,
             "{code:?} has its own body"
         );
-        ErrorBody::Message { code, message: message.into() }
+        ErrorBody::Message {
+            code,
+            message: message.into(),
+        }
     }
 
     /// Encodes the body.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut writer = BodyWriter::default();
         match self {
-            ErrorBody::NotPrimary { view, primary_replica, primary_node, address } => {
+            ErrorBody::NotPrimary {
+                view,
+                primary_replica,
+                primary_node,
+                address,
+            } => {
                 writer.u32(*view);
                 writer.u8(*primary_replica);
                 writer.u32(*primary_node);
@@ -86,7 +94,11 @@ impl ErrorBody {
                 writer.u64(*size);
                 writer.u64(*max);
             }
-            ErrorBody::OffsetOutOfRange { requested, log_start_offset, high_watermark } => {
+            ErrorBody::OffsetOutOfRange {
+                requested,
+                log_start_offset,
+                high_watermark,
+            } => {
                 writer.u64(*requested);
                 writer.u64(*log_start_offset);
                 writer.u64(*high_watermark);
@@ -104,7 +116,10 @@ impl ErrorBody {
         let mut reader = BodyReader::new(bytes);
         let body = match code {
             ResultCode::Ok => {
-                return Err(BodyError::Invalid { field: "result", reason: "Ok has no error body" });
+                return Err(BodyError::Invalid {
+                    field: "result",
+                    reason: "Ok has no error body",
+                });
             }
             ResultCode::NotPrimary => ErrorBody::NotPrimary {
                 view: reader.u32("view")?,
@@ -112,16 +127,22 @@ impl ErrorBody {
                 primary_node: reader.u32("primary node")?,
                 address: reader.str("address")?.to_owned(),
             },
-            ResultCode::Busy => ErrorBody::Busy { retry_after_ms: reader.u32("retry after")? },
-            ResultCode::TooLarge => {
-                ErrorBody::TooLarge { size: reader.u64("size")?, max: reader.u64("max")? }
-            }
+            ResultCode::Busy => ErrorBody::Busy {
+                retry_after_ms: reader.u32("retry after")?,
+            },
+            ResultCode::TooLarge => ErrorBody::TooLarge {
+                size: reader.u64("size")?,
+                max: reader.u64("max")?,
+            },
             ResultCode::OffsetOutOfRange => ErrorBody::OffsetOutOfRange {
                 requested: reader.u64("requested")?,
                 log_start_offset: reader.u64("log start offset")?,
                 high_watermark: reader.u64("high watermark")?,
             },
-            code => ErrorBody::Message { code, message: reader.str("message")?.to_owned() },
+            code => ErrorBody::Message {
+                code,
+                message: reader.str("message")?.to_owned(),
+            },
         };
         reader.finish()?;
         Ok(body)
@@ -142,23 +163,38 @@ fn floor_char_boundary(text: &str, limit: usize) -> usize {
     if text.len() <= limit {
         return text.len();
     }
-    (0..=limit).rev().find(|index| text.is_char_boundary(*index)).unwrap_or(0)
+    (0..=limit)
+        .rev()
+        .find(|index| text.is_char_boundary(*index))
+        .unwrap_or(0)
 }
 
 impl core::fmt::Display for ErrorBody {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            ErrorBody::NotPrimary { view, primary_replica, address, .. } => write!(
+            ErrorBody::NotPrimary {
+                view,
+                primary_replica,
+                address,
+                ..
+            } => write!(
                 f,
                 "not the primary: replica {primary_replica} is primary of view {view} at {address}"
             ),
             ErrorBody::Busy { retry_after_ms } => {
-                write!(f, "busy: retry in {retry_after_ms} ms with the same request number")
+                write!(
+                    f,
+                    "busy: retry in {retry_after_ms} ms with the same request number"
+                )
             }
             ErrorBody::TooLarge { size, max } => {
                 write!(f, "request of {size} bytes exceeds the limit of {max}")
             }
-            ErrorBody::OffsetOutOfRange { requested, log_start_offset, high_watermark } => write!(
+            ErrorBody::OffsetOutOfRange {
+                requested,
+                log_start_offset,
+                high_watermark,
+            } => write!(
                 f,
                 "offset {requested} is outside the retained range {log_start_offset}..{high_watermark}"
             ),
@@ -175,7 +211,9 @@ mod tests {
     fn long_messages_are_cut_on_a_char_boundary() {
         let body = ErrorBody::message(ResultCode::Internal, "é".repeat(40_000));
         let decoded = ErrorBody::from_bytes(ResultCode::Internal, &body.to_vec()).expect("valid");
-        let ErrorBody::Message { message, .. } = decoded else { panic!("message body") };
+        let ErrorBody::Message { message, .. } = decoded else {
+            panic!("message body")
+        };
         assert!(message.len() <= usize::from(u16::MAX));
         assert!(message.chars().all(|c| c == 'é'));
     }

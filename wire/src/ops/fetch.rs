@@ -26,8 +26,15 @@ impl Body for ProduceReply {
             base_offset: reader.u64("base offset")?,
             record_count: reader.u32("record count")?,
         };
-        if reply.base_offset.checked_add(u64::from(reply.record_count)).is_none() {
-            return Err(BodyError::Invalid { field: "base offset", reason: "offsets overflow" });
+        if reply
+            .base_offset
+            .checked_add(u64::from(reply.record_count))
+            .is_none()
+        {
+            return Err(BodyError::Invalid {
+                field: "base offset",
+                reason: "offsets overflow",
+            });
         }
         Ok(reply)
     }
@@ -63,10 +70,16 @@ impl Body for FetchRequest {
             wait_ms: reader.u32("wait ms")?,
         };
         if request.max_bytes == 0 {
-            return Err(BodyError::Invalid { field: "max bytes", reason: "zero" });
+            return Err(BodyError::Invalid {
+                field: "max bytes",
+                reason: "zero",
+            });
         }
         if request.wait_ms > FETCH_WAIT_MS_MAX {
-            return Err(BodyError::Invalid { field: "wait ms", reason: "longer than 60 s" });
+            return Err(BodyError::Invalid {
+                field: "wait ms",
+                reason: "longer than 60 s",
+            });
         }
         Ok(request)
     }
@@ -103,7 +116,10 @@ impl FetchReply {
     pub fn to_vec(&self) -> Vec<u8> {
         let batch_bytes: usize = self.batches.iter().map(|batch| batch.bytes().len()).sum();
         let mut out = Vec::with_capacity(FETCH_REPLY_HEAD_SIZE + batch_bytes);
-        out.extend_from_slice(&FetchReply::head(self.high_watermark, self.log_start_offset));
+        out.extend_from_slice(&FetchReply::head(
+            self.high_watermark,
+            self.log_start_offset,
+        ));
         for batch in &self.batches {
             out.extend_from_slice(batch.bytes());
         }
@@ -113,7 +129,10 @@ impl FetchReply {
     /// Parses a reply body, validating every batch (checksums included).
     pub fn from_bytes(mut body: Bytes) -> Result<FetchReply, BodyError> {
         if body.len() < FETCH_REPLY_HEAD_SIZE {
-            return Err(BodyError::Truncated { at: 0, field: "fetch reply head" });
+            return Err(BodyError::Truncated {
+                at: 0,
+                field: "fetch reply head",
+            });
         }
         let head = body.split_to(FETCH_REPLY_HEAD_SIZE);
         let mut reader = BodyReader::new(&head);
@@ -139,6 +158,10 @@ impl FetchReply {
             }
             next = end;
         }
-        Ok(FetchReply { high_watermark, log_start_offset, batches })
+        Ok(FetchReply {
+            high_watermark,
+            log_start_offset,
+            batches,
+        })
     }
 }

@@ -200,7 +200,10 @@ impl AttentionReason {
             1 => Ok(AttentionReason::FewerTrustedThanQuorum),
             2 => Ok(AttentionReason::BelowHistoryStart),
             3 => Ok(AttentionReason::AwaitingStateTransfer),
-            _ => Err(BodyError::UnknownValue { field: "attention reason", value: u64::from(value) }),
+            _ => Err(BodyError::UnknownValue {
+                field: "attention reason",
+                value: u64::from(value),
+            }),
         }
     }
 }
@@ -283,13 +286,19 @@ impl Body for MetadataRequest {
         let stream = optional_name(reader, "stream")?;
         let topic = optional_name(reader, "topic")?;
         if topic.is_some() && stream.is_none() {
-            return Err(BodyError::Invalid { field: "topic", reason: "given without a stream" });
+            return Err(BodyError::Invalid {
+                field: "topic",
+                reason: "given without a stream",
+            });
         }
         Ok(MetadataRequest { stream, topic })
     }
 }
 
-fn optional_name(reader: &mut BodyReader<'_>, field: &'static str) -> Result<Option<String>, BodyError> {
+fn optional_name(
+    reader: &mut BodyReader<'_>,
+    field: &'static str,
+) -> Result<Option<String>, BodyError> {
     let name = reader.str(field)?;
     if name.is_empty() {
         return Ok(None);
@@ -390,6 +399,10 @@ impl Body for MetadataReply {
                 })?,
             })
         })?;
-        Ok(MetadataReply { nodes, streams, topics })
+        Ok(MetadataReply {
+            nodes,
+            streams,
+            topics,
+        })
     }
 }

@@ -1,0 +1,351 @@
+//! Operation bodies and record batches: every one round-trips, and no
+//! truncated or random body panics the decoder.
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use strand_wire::ops::*;
+use strand_wire::*;
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,20}"
+}
+
+fn confirm() -> impl Strategy<Value = ConfirmPolicy> {
+    prop_oneof![
+        Just(ConfirmPolicy::MajorityDurable),
+        Just(ConfirmPolicy::LocalDurable),
+        (1..=u8::MAX).prop_map(ConfirmPolicy::Count),
+    ]
+}
+
+fn durability() -> impl Strategy<Value = Durability> {
+    prop_oneof![Just(Durability::Persisted), Just(Durability::Replicated)]
+}
+
+fn node() -> impl Strategy<Value = NodeInfo> {
+    (any::<u32>(), ".{0,20}", ".{0,20}", any::<bool>()).prop_map(
+        |(id, replica_address, client_address, reachable)| NodeInfo {
+            id,
+            replica_address,
+            client_address,
+            reachable,
+        },
+    )
+}
+
+fn group_status() -> impl Strategy<Value = GroupStatus> {
+    (
+        (
+            any::<u64>(),
+            ".{0,10}",
+            ".{0,10}",
+            any::<u32>(),
+            any::<u32>(),
+            confirm(),
+            durability(),
+        ),
+        (
+            any::<u8>(),
+            any::<u8>(),
+            any::<u8>(),
+            any::<u32>(),
+            any::<u32>(),
+            "[a-z_]{0,24}",
+        ),
+        (any::<u8>(), any::<u64>(), any::<u64>(), any::<bool>()),
+        proptest::collection::vec(
+            (any::<u8>(), any::<u32>(), any::<u64>(), any::<bool>()),
+            0..6,
+        ),
+    )
+        .prop_map(|(a, b, c, replicas)| GroupStatus {
+            group: a.0,
+            stream: a.1,
+            topic: a.2,
+            partition: a.3,
+            epoch: a.4,
+            confirm: a.5,
+            durability: a.6,
+            write_quorum: b.0,
+            view_change_quorum: b.1,
+            replica: b.2,
+            view: b.3,
+            log_view: b.4,
+            status: b.5,
+            primary: c.0,
+            op: c.1,
+            commit_op: c.2,
+            untrusted_log: c.3,
+            replicas: replicas
+                .into_iter()
+                .map(|(replica, node, op, caught_up)| ReplicaStatus {
+                    replica,
+                    node,
+                    op,
+                    caught_up,
+                })
+                .collect(),
+        })
+}
+
+fn batch() -> impl Strategy<Value = RecordBatch> {
+    proptest::collection::vec(
+        (
+            0..u64::MAX / 2,
+            proptest::collection::vec(any::<u8>(), 0..16),
+            proptest::collection::vec(any::<u8>(), 0..256),
+            proptest::collection::vec(
+                (".{0,8}", proptest::collection::vec(any::<u8>(), 0..8)),
+                0..3,
+            ),
+        ),
+        0..12,
+    )
+    .prop_map(|records| {
+        let mut builder = BatchBuilder::default();
+        for (timestamp, key, value, headers) in &records {
+            let headers: Vec<(&str, &[u8])> = headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_slice()))
+                .collect();
+            builder.push(*timestamp, key, value, &headers);
+        }
+        builder.finish()
+    })
+}
+
+fn round_trip<T: Body + PartialEq + std::fmt::Debug>(value: &T) -> Result<(), TestCaseError> {
+    let bytes = value.to_vec();
+    prop_assert_eq!(&T::from_bytes(&bytes).expect("decodes"), value);
+    for length in 0..bytes.len() {
+        prop_assert!(
+            T::from_bytes(&bytes[..length]).is_err(),
+            "prefix of {} bytes decoded",
+            length
+        );
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    prop_assert!(T::from_bytes(&longer).is_err());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn create_stream(name in name()) {
+        round_trip(&CreateStream { name })?;
+    }
+
+    #[test]
+    fn create_topic(
+        stream in name(), topic in name(), partition_count in 1..=4096u32, replica_count in 1..REPLICAS_MAX,
+        confirm in confirm(), durability in durability(), cursor in durability(),
+        retention_bytes in any::<u64>(), retention_ms in any::<u64>(),
+    ) {
+        round_trip(&CreateTopic {
+            stream, topic, partition_count, replica_count, confirm, durability,
+            consumer_offset_durability: cursor, retention_bytes, retention_ms,
+        })?;
+    }
+
+    #[test]
+    fn topic_created(groups in proptest::collection::vec(any::<u64>(), 0..20)) {
+        round_trip(&TopicCreated { groups })?;
+    }
+
+    #[test]
+    fn accept_loss(group in 1..u64::MAX, view in any::<u32>(), op in any::<u64>()) {
+        round_trip(&AcceptLoss { group })?;
+        round_trip(&AcceptLossReply { view, op })?;
+    }
+
+    #[test]
+    fn produce_reply(base_offset in 0..u64::MAX / 2, record_count in any::<u32>()) {
+        round_trip(&ProduceReply { base_offset, record_count })?;
+    }
+
+    #[test]
+    fn fetch_request(offset in any::<u64>(), max_bytes in 1..u32::MAX, wait_ms in 0..=60_000u32) {
+        round_trip(&FetchRequest { offset, max_bytes, wait_ms })?;
+    }
+
+    #[test]
+    fn cursors(consumer in name(), offset in any::<u64>(), stored in proptest::option::of(any::<u64>()),
+               events in proptest::collection::vec((name(), any::<u64>()), 0..10)) {
+        round_trip(&StoreCursor { consumer: consumer.clone(), offset })?;
+        round_trip(&GetCursor { consumer })?;
+        round_trip(&GetCursorReply { offset: stored })?;
+        let events = events.into_iter().map(|(consumer, offset)| CursorEvent { consumer, offset }).collect();
+        round_trip(&CursorEvents { events })?;
+    }
+
+    #[test]
+    fn cluster_status(node in any::<u32>(), nodes in proptest::collection::vec(node(), 0..5),
+                      groups in proptest::collection::vec(group_status(), 0..5)) {
+        round_trip(&ClusterStatusReply { node, nodes, groups })?;
+    }
+
+    #[test]
+    fn attention(entries in proptest::collection::vec(
+        (any::<u64>(), ".{0,10}", ".{0,10}", any::<u32>(), any::<u32>(), 1..=3u8,
+         proptest::collection::vec(any::<u8>(), 0..5), ".{0,40}"), 0..5)) {
+        let entries = entries.into_iter().map(|(group, stream, topic, partition, view, reason, awaited, detail)| {
+            let reason = match reason {
+                1 => AttentionReason::FewerTrustedThanQuorum,
+                2 => AttentionReason::BelowHistoryStart,
+                _ => AttentionReason::AwaitingStateTransfer,
+            };
+            AttentionEntry { group, stream, topic, partition, view, reason, awaited, detail }
+        }).collect();
+        round_trip(&AttentionReply { entries })?;
+    }
+
+    #[test]
+    fn metadata(stream in proptest::option::of(name()), topic in name(), with_topic in any::<bool>(),
+                nodes in proptest::collection::vec(node(), 0..4),
+                streams in proptest::collection::vec(name(), 0..4),
+                topics in proptest::collection::vec(
+                    (name(), name(), confirm(), durability(), durability(), any::<u64>(), any::<u64>(),
+                     proptest::collection::vec((any::<u32>(), any::<u64>(), any::<u32>(),
+                        proptest::collection::vec(any::<u32>(), 0..5), any::<u32>()), 0..4)), 0..4)) {
+        let topic = if with_topic && stream.is_some() { Some(topic) } else { None };
+        round_trip(&MetadataRequest { stream, topic })?;
+        let topics = topics.into_iter().map(|(stream, topic, confirm, durability, cursor, rb, rm, partitions)| TopicInfo {
+            stream, topic, confirm, durability, consumer_offset_durability: cursor,
+            retention_bytes: rb, retention_ms: rm,
+            partitions: partitions.into_iter().map(|(partition, group, epoch, replicas, view)|
+                PartitionInfo { partition, group, epoch, replicas, view }).collect(),
+        }).collect();
+        round_trip(&MetadataReply { nodes, streams, topics })?;
+    }
+
+    #[test]
+    fn error_bodies(view in any::<u32>(), replica in any::<u8>(), node in any::<u32>(), address in ".{0,30}",
+                    a in any::<u64>(), b in any::<u64>(), c in any::<u64>(), message in ".{0,60}") {
+        let bodies = [
+            ErrorBody::NotPrimary { view, primary_replica: replica, primary_node: node, address },
+            ErrorBody::Busy { retry_after_ms: view },
+            ErrorBody::TooLarge { size: a, max: b },
+            ErrorBody::OffsetOutOfRange { requested: a, log_start_offset: b, high_watermark: c },
+            ErrorBody::message(ResultCode::UnknownTopic, message.clone()),
+            ErrorBody::message(ResultCode::StorageError, message),
+        ];
+        for body in bodies {
+            let bytes = body.to_vec();
+            prop_assert_eq!(ErrorBody::from_bytes(body.code(), &bytes), Ok(body.clone()));
+            for length in 0..bytes.len() {
+                prop_assert!(ErrorBody::from_bytes(body.code(), &bytes[..length]).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn record_batches(batch in batch(), base in 0..u64::MAX / 4) {
+        let decoded = RecordBatch::from_bytes(batch.bytes().clone()).expect("valid");
+        prop_assert_eq!(&decoded, &batch);
+        let records: Vec<_> = decoded.records_from(base).collect();
+        prop_assert_eq!(records.len() as u32, batch.record_count());
+        for (index, record) in records.iter().enumerate() {
+            prop_assert_eq!(record.offset, base + index as u64);
+            prop_assert!(record.timestamp_us <= batch.header().max_timestamp_us.get());
+        }
+    }
+
+    #[test]
+    fn fetch_replies(batches in proptest::collection::vec(batch(), 0..4), start in 0..1000u64, slack in 0..10u64) {
+        let mut next = start;
+        let batches: Vec<RecordBatch> = batches.into_iter().map(|batch| {
+            let mut bytes = batch.bytes().to_vec();
+            bytes[..BATCH_HEADER_SIZE_FOR_TEST].copy_from_slice(
+                zerocopy::IntoBytes::as_bytes(&batch.header().with_base_offset(next)));
+            next += u64::from(batch.record_count());
+            RecordBatch::from_bytes(Bytes::from(bytes)).expect("patched batch stays valid")
+        }).collect();
+        let reply = FetchReply { high_watermark: next + slack, log_start_offset: start, batches };
+        let bytes = reply.to_vec();
+        prop_assert_eq!(FetchReply::from_bytes(Bytes::from(bytes.clone())), Ok(reply));
+        for length in 0..bytes.len() {
+            let _ = FetchReply::from_bytes(Bytes::copy_from_slice(&bytes[..length]));
+        }
+    }
+
+    #[test]
+    fn random_bodies_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = CreateTopic::from_bytes(&bytes);
+        let _ = ClusterStatusReply::from_bytes(&bytes);
+        let _ = MetadataReply::from_bytes(&bytes);
+        let _ = AttentionReply::from_bytes(&bytes);
+        let _ = CursorEvents::from_bytes(&bytes);
+        let _ = FetchReply::from_bytes(Bytes::from(bytes.clone()));
+        let _ = RecordBatch::from_bytes(Bytes::from(bytes.clone()));
+        for code in ResultCode::ALL {
+            let _ = ErrorBody::from_bytes(code, &bytes);
+        }
+    }
+}
+
+const BATCH_HEADER_SIZE_FOR_TEST: usize = strand_wire::batch::BATCH_HEADER_SIZE;
+
+#[test]
+fn fetch_reply_rejects_gaps_and_batches_past_the_high_watermark() {
+    let mut builder = BatchBuilder::default();
+    builder.push(1, b"k", b"v", &[]);
+    let batch = builder.finish();
+    let reply = FetchReply {
+        high_watermark: 0,
+        log_start_offset: 0,
+        batches: vec![batch.clone()],
+    };
+    assert!(FetchReply::from_bytes(Bytes::from(reply.to_vec())).is_err());
+    let reply = FetchReply {
+        high_watermark: 5,
+        log_start_offset: 0,
+        batches: vec![batch.clone(), batch],
+    };
+    assert!(
+        FetchReply::from_bytes(Bytes::from(reply.to_vec())).is_err(),
+        "two batches at offset 0"
+    );
+}
+
+#[test]
+fn create_topic_rejects_out_of_range_fields() {
+    let good = CreateTopic {
+        stream: "s".into(),
+        topic: "t".into(),
+        partition_count: 3,
+        replica_count: 3,
+        confirm: ConfirmPolicy::MajorityDurable,
+        durability: Durability::Persisted,
+        consumer_offset_durability: Durability::Persisted,
+        retention_bytes: 0,
+        retention_ms: 0,
+    };
+    assert!(CreateTopic::from_bytes(&good.to_vec()).is_ok());
+    for bad in [
+        CreateTopic {
+            partition_count: 0,
+            ..good.clone()
+        },
+        CreateTopic {
+            partition_count: 5000,
+            ..good.clone()
+        },
+        CreateTopic {
+            replica_count: 0,
+            ..good.clone()
+        },
+        CreateTopic {
+            replica_count: REPLICAS_MAX,
+            ..good.clone()
+        },
+        CreateTopic {
+            topic: "bad/name".into(),
+            ..good.clone()
+        },
+    ] {
+        assert!(CreateTopic::from_bytes(&bad.to_vec()).is_err(), "{bad:?}");
+    }
+}
