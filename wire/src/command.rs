@@ -22,7 +22,7 @@ pub enum Command {
     PrepareOk = 6,
     /// Primary → backups: heartbeat carrying the commit number.
     Commit = 7,
-    /// A replica has moved to a higher view and stopped acking the old one.
+    /// A replica votes to leave its view; a quorum of votes starts the next one.
     StartViewChange = 8,
     /// A replica's log summary, sent to the candidate primary of the new view.
     DoViewChange = 9,

@@ -32,12 +32,17 @@ impl<H: CommandHeader> Msg<H> {
     /// invalid frame is a bug in the caller, never input from a peer.
     pub fn new(mut header: H, body: Bytes) -> Msg<H> {
         header.seal(&[&body]);
-        if let Err(error) = header.validate(&body) {
+        // The checksums were just computed; check everything else.
+        let valid = header
+            .validate_fields()
+            .and_then(|()| header.check_body(&body).map_err(error_for::<H>));
+        if let Err(error) = valid {
             panic!(
                 "built an invalid {:?} frame: {error}; header: {header:?}",
                 H::COMMAND
             );
         }
+        debug_assert_eq!(header.validate(&body), Ok(()));
         Msg { header, body }
     }
 
@@ -85,6 +90,20 @@ impl<H: CommandHeader> Msg<H> {
         let mut out = BytesMut::with_capacity(self.frame_size());
         self.encode_into(&mut out);
         out.freeze()
+    }
+}
+
+fn error_for<H: CommandHeader>(error: crate::header::FieldError) -> FrameError {
+    match error {
+        crate::header::FieldError::Invalid(reason) => FrameError::Invalid {
+            command: H::COMMAND,
+            reason,
+        },
+        crate::header::FieldError::UnknownFlags { field, bits } => FrameError::UnknownFlags {
+            command: H::COMMAND,
+            field,
+            bits,
+        },
     }
 }
 

@@ -85,6 +85,8 @@ command_header! {
     op: U64,
     /// The backup's commit number.
     commit: U64,
+    /// Length of the backup's cursor event log, so the primary re-ships what it lacks.
+    cursor_tail: U64,
 }
 
 impl PrepareOkHeader {

@@ -30,14 +30,15 @@ bitflags::bitflags! {
 }
 
 command_header! {
-    /// A replica has moved to view `prefix.view` and no longer acks anything
-    /// from a lower view.
+    /// The sender votes to leave view `prefix.view` (its primary is silent, or
+    /// its view change is stuck). A quorum of votes moves every voter to the
+    /// next view.
     StartViewChangeHeader => Command::StartViewChange;
 }
 
 impl StartViewChangeHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
-        ensure(self.prefix.view.get() >= 1, "view change to view 0")
+        Ok(())
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
@@ -148,23 +149,28 @@ impl DoViewChangeHeader {
 }
 
 command_header! {
-    /// The new primary's canonical log for view `prefix.view`. Its history
-    /// start is `(prefix.view, op, cursor_tail, prefix.replica)`. The body is
-    /// the log's suffix of prepare headers, ending at `op`.
+    /// The primary's log for view `prefix.view`. The view's history start is
+    /// `(prefix.view, start_op, cursor_tail, prefix.replica)`. The body is the
+    /// log's suffix of prepare headers, ending at `op` (equal to `start_op`
+    /// when the view has just started; higher when the StartView answers a
+    /// later RequestStartView).
     StartViewHeader => Command::StartView;
-    /// The canonical log's highest op.
+    /// The primary's highest op.
     op: U64,
-    /// The new primary's commit number.
+    /// The primary's commit number.
     commit: U64,
-    /// The new primary's cursor event tail.
+    /// The cursor event tail the view started with.
     cursor_tail: U64,
     /// The nonce of the RequestStartView this answers (0 when broadcast).
     nonce: U64,
+    /// The op the view started with.
+    start_op: U64,
 }
 
 impl StartViewHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
-        ensure(self.commit.get() <= self.op.get(), "commit > op")
+        ensure(self.commit.get() <= self.op.get(), "commit > op")?;
+        ensure(self.start_op.get() <= self.op.get(), "start_op > op")
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {

@@ -192,6 +192,9 @@ pub enum AttentionReason {
     BelowHistoryStart = 2,
     /// The local replica awaits a state transfer.
     AwaitingStateTransfer = 3,
+    /// An op that may be confirmed has no copy among the replicas that
+    /// reported, and too few trusted replicas say they never had it.
+    MissingPrepare = 4,
 }
 
 impl AttentionReason {
@@ -200,6 +203,7 @@ impl AttentionReason {
             1 => Ok(AttentionReason::FewerTrustedThanQuorum),
             2 => Ok(AttentionReason::BelowHistoryStart),
             3 => Ok(AttentionReason::AwaitingStateTransfer),
+            4 => Ok(AttentionReason::MissingPrepare),
             _ => Err(BodyError::UnknownValue {
                 field: "attention reason",
                 value: u64::from(value),
