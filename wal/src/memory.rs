@@ -1,0 +1,407 @@
+//! [`MemoryStorage`]: a deterministic in-memory disk with a crash and fault
+//! model, for partition tests and the single-threaded simulator.
+//!
+//! Each file keeps three things: `current` (what reads see — the page cache),
+//! `synced` (what survived the last successful fdatasync — the platter) and the
+//! list of writes since then. A sync applies those writes to `synced`; a crash
+//! replaces every file by `synced` plus, depending on [`CrashMode`], nothing, a
+//! prefix of the unsynced writes in order, or such a prefix and then a torn
+//! piece of the next write. Randomness comes from a seeded [`SplitMix64`], so a
+//! crash replays exactly from its seed.
+//!
+//! Simplifications, stated so nobody relies on them by accident:
+//! - Name operations (create, rename) are durable at once, as the WAL always
+//!   syncs the directory right after them anyway.
+//! - Pages persist in write order; the real-disk case of a later page persisting
+//!   before an earlier one is not modelled (the scan would report it as a fault).
+//! - A failed fdatasync drops the unsynced writes from the crash image while
+//!   reads still see them (Linux's behaviour), and a later successful sync does
+//!   not bring them back: after a crash they read as zeros or are gone.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::request::{FileId, OpenMode};
+use crate::rng::SplitMix64;
+use crate::storage::Storage;
+
+/// What a simulated crash keeps of the bytes that were written but not synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Power loss before any unsynced byte reached the disk: all are lost.
+    LoseUnsynced,
+    /// Power loss after the disk kept a random prefix (possibly none, possibly
+    /// all) of each file's unsynced writes, in order.
+    KeepPrefix,
+    /// A random prefix of the unsynced writes short of all of them, then a random
+    /// strict prefix of the next one: a torn write, usually mid-entry. (With
+    /// nothing unsynced, nothing changes.)
+    TornWrite,
+    /// A process crash: the kernel survived, and every file keeps what reads
+    /// saw (every written byte).
+    KeepAll,
+    /// Each file independently picks one of the modes above.
+    Random,
+}
+
+/// One write not yet covered by a successful sync.
+#[derive(Debug, Clone)]
+struct PendingWrite {
+    offset: u64,
+    data: Vec<u8>,
+}
+
+/// One in-memory file (an inode).
+#[derive(Debug, Clone, Default)]
+struct MemoryFile {
+    current: Vec<u8>,
+    synced: Vec<u8>,
+    unsynced: Vec<PendingWrite>,
+    fail_next_write: Option<i32>,
+    fail_next_sync: Option<i32>,
+}
+
+impl MemoryFile {
+    fn sync(&mut self) {
+        for write in self.unsynced.drain(..) {
+            apply_write(&mut self.synced, write.offset, &write.data);
+        }
+    }
+
+    /// The bytes a crash in `mode` leaves, drawing from `rng`.
+    fn crash_image(&self, mode: CrashMode, rng: &mut SplitMix64) -> Vec<u8> {
+        if mode == CrashMode::KeepAll {
+            return self.current.clone();
+        }
+        let mut image = self.synced.clone();
+        let pending = self.unsynced.len() as u64;
+        let (kept, torn) = match mode {
+            CrashMode::LoseUnsynced => (0, false),
+            CrashMode::KeepAll => unreachable!("handled above"),
+            CrashMode::KeepPrefix => (rng.up_to(pending), false),
+            CrashMode::TornWrite if pending == 0 => (0, false),
+            CrashMode::TornWrite => (rng.below(pending), true),
+            CrashMode::Random => unreachable!("resolved by the caller"),
+        };
+        for write in &self.unsynced[..kept as usize] {
+            apply_write(&mut image, write.offset, &write.data);
+        }
+        if let (true, Some(next)) = (torn, self.unsynced.get(kept as usize)) {
+            let piece = rng.below(next.data.len().max(1) as u64) as usize;
+            apply_write(&mut image, next.offset, &next.data[..piece]);
+        }
+        image
+    }
+}
+
+fn apply_write(buffer: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let start = offset as usize;
+    let end = start + data.len();
+    if buffer.len() < end {
+        buffer.resize(end, 0);
+    }
+    buffer[start..end].copy_from_slice(data);
+}
+
+#[derive(Debug, Clone)]
+struct OpenHandle {
+    inode: u64,
+    path: PathBuf,
+}
+
+/// A deterministic in-memory disk. See the module docs for the model.
+#[derive(Debug, Clone)]
+pub struct MemoryStorage {
+    names: BTreeMap<PathBuf, u64>,
+    inodes: BTreeMap<u64, MemoryFile>,
+    handles: BTreeMap<FileId, OpenHandle>,
+    next_inode: u64,
+    rng: SplitMix64,
+}
+
+impl MemoryStorage {
+    /// An empty disk whose crash choices are fixed by `seed`.
+    pub fn new(seed: u64) -> MemoryStorage {
+        MemoryStorage {
+            names: BTreeMap::new(),
+            inodes: BTreeMap::new(),
+            handles: BTreeMap::new(),
+            next_inode: 1,
+            rng: SplitMix64::new(seed),
+        }
+    }
+
+    /// Simulates a crash: every open handle is gone and every file keeps what
+    /// `mode` says of its unsynced writes. Build a new `WalCore` over the storage
+    /// afterwards, as a restarted process would.
+    pub fn crash(&mut self, mode: CrashMode) {
+        self.handles.clear();
+        let linked: Vec<u64> = self.names.values().copied().collect();
+        self.inodes.retain(|inode, _| linked.contains(inode));
+        for file in self.inodes.values_mut() {
+            let file_mode = match mode {
+                CrashMode::Random => random_mode(&mut self.rng),
+                other => other,
+            };
+            let image = file.crash_image(file_mode, &mut self.rng);
+            *file = MemoryFile {
+                current: image.clone(),
+                synced: image,
+                ..MemoryFile::default()
+            };
+        }
+    }
+
+    /// What a read of `path` returns now (synced or not).
+    pub fn contents(&self, path: &Path) -> Option<&[u8]> {
+        Some(&self.file_at(path)?.current)
+    }
+
+    /// What `path` holds as of its last successful sync: what survives
+    /// a `LoseUnsynced` crash.
+    pub fn durable_contents(&self, path: &Path) -> Option<&[u8]> {
+        Some(&self.file_at(path)?.synced)
+    }
+
+    /// Every path that exists, in order.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.names.keys().cloned().collect()
+    }
+
+    /// Fault: flips bit `bit` (0..8) of byte `offset`, in the cache and on "disk".
+    pub fn flip_bit(&mut self, path: &Path, offset: u64, bit: u8) -> io::Result<()> {
+        assert!(bit < 8);
+        let file = self.file_at_mut(path)?;
+        for bytes in [&mut file.current, &mut file.synced] {
+            if let Some(byte) = bytes.get_mut(offset as usize) {
+                *byte ^= 1 << bit;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fault: cuts `path` to `len` bytes, in the cache and on "disk", as an
+    /// outside actor or a broken file system might.
+    pub fn cut(&mut self, path: &Path, len: u64) -> io::Result<()> {
+        let file = self.file_at_mut(path)?;
+        file.sync();
+        file.current.truncate(len as usize);
+        file.synced.truncate(len as usize);
+        Ok(())
+    }
+
+    /// Fault: the next write to `path` fails with `errno` (e.g. `libc::ENOSPC`)
+    /// and writes nothing.
+    pub fn fail_next_write(&mut self, path: &Path, errno: i32) -> io::Result<()> {
+        self.file_at_mut(path)?.fail_next_write = Some(errno);
+        Ok(())
+    }
+
+    /// Fault: the next fdatasync of `path` fails with `errno` (e.g. `libc::EIO`),
+    /// dropping the unsynced writes from what a crash keeps.
+    pub fn fail_next_sync(&mut self, path: &Path, errno: i32) -> io::Result<()> {
+        self.file_at_mut(path)?.fail_next_sync = Some(errno);
+        Ok(())
+    }
+
+    fn file_at(&self, path: &Path) -> Option<&MemoryFile> {
+        self.inodes.get(self.names.get(path)?)
+    }
+
+    fn file_at_mut(&mut self, path: &Path) -> io::Result<&mut MemoryFile> {
+        let inode = *self.names.get(path).ok_or_else(|| errno(libc::ENOENT))?;
+        Ok(self
+            .inodes
+            .get_mut(&inode)
+            .expect("every name points at an inode"))
+    }
+
+    fn handle_file(&mut self, file: FileId) -> io::Result<&mut MemoryFile> {
+        let inode = self
+            .handles
+            .get(&file)
+            .ok_or_else(|| errno(libc::EBADF))?
+            .inode;
+        Ok(self
+            .inodes
+            .get_mut(&inode)
+            .expect("every handle points at an inode"))
+    }
+
+    fn create(&mut self, path: &Path) -> u64 {
+        let inode = self.next_inode;
+        self.next_inode += 1;
+        self.inodes.insert(inode, MemoryFile::default());
+        self.names.insert(path.to_path_buf(), inode);
+        inode
+    }
+}
+
+fn random_mode(rng: &mut SplitMix64) -> CrashMode {
+    match rng.below(4) {
+        0 => CrashMode::LoseUnsynced,
+        1 => CrashMode::KeepPrefix,
+        2 => CrashMode::TornWrite,
+        _ => CrashMode::KeepAll,
+    }
+}
+
+fn errno(number: i32) -> io::Error {
+    io::Error::from_raw_os_error(number)
+}
+
+impl Storage for MemoryStorage {
+    fn open(&mut self, file: FileId, path: &Path, mode: OpenMode) -> io::Result<u64> {
+        assert!(!self.handles.contains_key(&file), "{file} opened twice");
+        let existing = self.names.get(path).copied();
+        let inode = match (mode, existing) {
+            (OpenMode::CreateNew, Some(_)) => return Err(errno(libc::EEXIST)),
+            (OpenMode::Append, None) => return Err(errno(libc::ENOENT)),
+            (_, None) => self.create(path),
+            (_, Some(inode)) => inode,
+        };
+        let path = path.to_path_buf();
+        self.handles.insert(file, OpenHandle { inode, path });
+        let entry = self.inodes.get_mut(&inode).expect("inode just resolved");
+        if mode == OpenMode::Truncate {
+            entry.sync();
+            entry.current.clear();
+            entry.synced.clear();
+        }
+        Ok(entry.current.len() as u64)
+    }
+
+    fn read_all(&mut self, file: FileId) -> io::Result<Vec<u8>> {
+        Ok(self.handle_file(file)?.current.clone())
+    }
+
+    fn write_at(&mut self, file: FileId, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        let entry = self.handle_file(file)?;
+        if let Some(number) = entry.fail_next_write.take() {
+            return Err(errno(number));
+        }
+        let data = parts.concat();
+        apply_write(&mut entry.current, offset, &data);
+        entry.unsynced.push(PendingWrite { offset, data });
+        Ok(())
+    }
+
+    fn sync_data(&mut self, file: FileId) -> io::Result<()> {
+        let entry = self.handle_file(file)?;
+        if let Some(number) = entry.fail_next_sync.take() {
+            entry.unsynced.clear();
+            return Err(errno(number));
+        }
+        entry.sync();
+        Ok(())
+    }
+
+    fn set_len(&mut self, file: FileId, len: u64) -> io::Result<()> {
+        let entry = self.handle_file(file)?;
+        entry.sync();
+        entry.current.resize(len as usize, 0);
+        entry.synced.resize(len as usize, 0);
+        Ok(())
+    }
+
+    fn rename(&mut self, file: FileId, to: &Path) -> io::Result<()> {
+        let handle = self
+            .handles
+            .get_mut(&file)
+            .ok_or_else(|| errno(libc::EBADF))?;
+        let removed = self.names.remove(&handle.path);
+        assert_eq!(
+            removed,
+            Some(handle.inode),
+            "an open handle's name is linked"
+        );
+        self.names.insert(to.to_path_buf(), handle.inode);
+        handle.path = to.to_path_buf();
+        Ok(())
+    }
+
+    fn close(&mut self, file: FileId) {
+        self.handles.remove(&file);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(storage: &mut MemoryStorage, path: &str, writes: &[&[u8]]) -> FileId {
+        let file = FileId(1);
+        storage
+            .open(file, Path::new(path), OpenMode::CreateNew)
+            .expect("new file");
+        let mut offset = 0;
+        for data in writes {
+            storage.write_at(file, offset, &[data]).expect("write");
+            offset += data.len() as u64;
+        }
+        file
+    }
+
+    #[test]
+    fn a_crash_loses_unsynced_writes_and_keeps_synced_ones() {
+        let mut storage = MemoryStorage::new(1);
+        let file = written(&mut storage, "a", &[b"durable"]);
+        storage.sync_data(file).expect("sync");
+        storage.write_at(file, 7, &[b"-lost"]).expect("write");
+        assert_eq!(storage.contents(Path::new("a")), Some(&b"durable-lost"[..]));
+        storage.crash(CrashMode::LoseUnsynced);
+        assert_eq!(storage.contents(Path::new("a")), Some(&b"durable"[..]));
+    }
+
+    #[test]
+    fn keep_prefix_keeps_whole_writes_in_order() {
+        for seed in 0..50 {
+            let mut storage = MemoryStorage::new(seed);
+            written(&mut storage, "a", &[b"11", b"22", b"33"]);
+            storage.crash(CrashMode::KeepPrefix);
+            let image = storage.contents(Path::new("a")).expect("exists").to_vec();
+            assert!([&b""[..], b"11", b"1122", b"112233"].contains(&&image[..]));
+        }
+    }
+
+    #[test]
+    fn a_torn_write_keeps_a_strict_prefix_of_one_write() {
+        for seed in 0..50 {
+            let mut storage = MemoryStorage::new(seed);
+            written(&mut storage, "a", &[b"1111", b"2222"]);
+            storage.crash(CrashMode::TornWrite);
+            let image = storage.contents(Path::new("a")).expect("exists").to_vec();
+            assert!(b"11112222".starts_with(&image));
+            assert!(image.len() < 8, "seed {seed}: a torn crash loses something");
+        }
+    }
+
+    #[test]
+    fn a_failed_sync_loses_the_writes_it_covered_even_after_a_later_sync() {
+        let mut storage = MemoryStorage::new(3);
+        let file = written(&mut storage, "a", &[b"gone"]);
+        storage
+            .fail_next_sync(Path::new("a"), libc::EIO)
+            .expect("exists");
+        assert!(storage.sync_data(file).is_err());
+        assert_eq!(storage.contents(Path::new("a")), Some(&b"gone"[..]));
+        storage.write_at(file, 4, &[b"next"]).expect("write");
+        storage.sync_data(file).expect("sync");
+        storage.crash(CrashMode::LoseUnsynced);
+        assert_eq!(storage.contents(Path::new("a")), Some(&b"\0\0\0\0next"[..]));
+    }
+
+    #[test]
+    fn same_seed_same_crash() {
+        let image = |seed| {
+            let mut storage = MemoryStorage::new(seed);
+            written(&mut storage, "a", &[b"aaaa", b"bbbb", b"cccc", b"dddd"]);
+            storage.crash(CrashMode::Random);
+            storage.contents(Path::new("a")).expect("exists").to_vec()
+        };
+        for seed in 0..20 {
+            assert_eq!(image(seed), image(seed));
+        }
+    }
+}

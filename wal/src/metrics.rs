@@ -1,0 +1,57 @@
+//! Metric names and the few places that record them (`metrics` crate macros;
+//! without an installed recorder they cost next to nothing).
+
+use std::time::Duration;
+
+/// Counter: frame bytes handed to the writer (the "queued" ack).
+pub const QUEUED_BYTES_TOTAL: &str = "wal_queued_bytes_total";
+/// Counter: bytes made durable by a completed fdatasync.
+pub const DURABLE_BYTES_TOTAL: &str = "wal_durable_bytes_total";
+/// Counter: fdatasyncs completed successfully.
+pub const FSYNCS_TOTAL: &str = "wal_fsyncs_total";
+/// Histogram: seconds from the start of a file's group-commit writes to the
+/// completion of the fdatasync after them.
+pub const FSYNC_LATENCY_SECONDS: &str = "wal_fsync_latency_seconds";
+/// Counter: error completions delivered, labelled `kind`
+/// (`no_space`, `io`, `sync_failed`, `poisoned`, `corrupt`, `open`, `other`).
+pub const ERRORS_TOTAL: &str = "wal_errors_total";
+
+/// Registers descriptions and units with the installed recorder. Call once after
+/// installing the exporter; recording works without it.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        QUEUED_BYTES_TOTAL,
+        metrics::Unit::Bytes,
+        "Frame bytes handed to the WAL writer"
+    );
+    metrics::describe_counter!(
+        DURABLE_BYTES_TOTAL,
+        metrics::Unit::Bytes,
+        "Bytes made durable by a completed fdatasync"
+    );
+    metrics::describe_counter!(FSYNCS_TOTAL, "fdatasyncs completed by the WAL writer");
+    metrics::describe_histogram!(
+        FSYNC_LATENCY_SECONDS,
+        metrics::Unit::Seconds,
+        "Group-commit writes plus fdatasync, per file"
+    );
+    metrics::describe_counter!(ERRORS_TOTAL, "WAL error completions by kind");
+}
+
+pub(crate) fn record_queued(bytes: u64) {
+    if bytes > 0 {
+        metrics::counter!(QUEUED_BYTES_TOTAL).increment(bytes);
+    }
+}
+
+pub(crate) fn record_sync(durable_bytes: u64, latency: Option<Duration>) {
+    metrics::counter!(FSYNCS_TOTAL).increment(1);
+    metrics::counter!(DURABLE_BYTES_TOTAL).increment(durable_bytes);
+    if let Some(latency) = latency {
+        metrics::histogram!(FSYNC_LATENCY_SECONDS).record(latency.as_secs_f64());
+    }
+}
+
+pub(crate) fn record_error(kind: &'static str) {
+    metrics::counter!(ERRORS_TOTAL, "kind" => kind).increment(1);
+}

@@ -1,0 +1,260 @@
+//! The storage backend abstraction: the few file operations the writer needs,
+//! and the one batched operation group commit is built on.
+//!
+//! Implementations: [`crate::DiskStorage`] (std files: `pwrite` + `fdatasync`,
+//! the fallback), [`crate::UringStorage`] (the same, with batches driven through
+//! io_uring) and [`crate::MemoryStorage`] (deterministic, crash and fault model,
+//! for partition tests and the simulator).
+//!
+//! Contract every implementation keeps:
+//! - `open` with creation, `rename` and `set_len` are durable when they return
+//!   (directories synced, truncation followed by fdatasync).
+//! - `write_at` writes every byte or fails; it never reports a short write.
+//! - `execute` runs each [`FileBatch`]: all writes in order, then (if asked) one
+//!   fdatasync after them, and fills in the batch's [`BatchOutcome`]. A sync is
+//!   reported successful only if it ran after every write of the batch succeeded.
+
+use std::io;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::{IoOp, errno_of};
+use crate::frame::Frame;
+use crate::request::{FileId, OpenMode};
+
+/// A backend the writer drives. See the module docs for the contract.
+pub trait Storage {
+    /// Opens `path` under the id `file` (the caller guarantees the id is unused)
+    /// and returns the file's current length.
+    fn open(&mut self, file: FileId, path: &Path, mode: OpenMode) -> io::Result<u64>;
+
+    /// Reads the whole file as it is now.
+    fn read_all(&mut self, file: FileId) -> io::Result<Vec<u8>>;
+
+    /// Writes `parts`, back to back, starting at `offset`. All or error.
+    fn write_at(&mut self, file: FileId, offset: u64, parts: &[&[u8]]) -> io::Result<()>;
+
+    /// `fdatasync`.
+    fn sync_data(&mut self, file: FileId) -> io::Result<()>;
+
+    /// Cuts (or extends) the file to `len` and syncs it.
+    fn set_len(&mut self, file: FileId, len: u64) -> io::Result<()>;
+
+    /// Renames the file to `to` (replacing what is there) and syncs the
+    /// directories involved.
+    fn rename(&mut self, file: FileId, to: &Path) -> io::Result<()>;
+
+    /// Forgets the id (closes the descriptor). Syncs nothing.
+    fn close(&mut self, file: FileId);
+
+    /// Executes one group commit: every batch's writes, then its fsync.
+    /// The default runs them one after the other with the methods above.
+    fn execute(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
+        for batch in batches.iter_mut() {
+            execute_sequential(self, batch, observer);
+        }
+    }
+}
+
+impl<S: Storage + ?Sized> Storage for Box<S> {
+    fn open(&mut self, file: FileId, path: &Path, mode: OpenMode) -> io::Result<u64> {
+        (**self).open(file, path, mode)
+    }
+    fn read_all(&mut self, file: FileId) -> io::Result<Vec<u8>> {
+        (**self).read_all(file)
+    }
+    fn write_at(&mut self, file: FileId, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        (**self).write_at(file, offset, parts)
+    }
+    fn sync_data(&mut self, file: FileId) -> io::Result<()> {
+        (**self).sync_data(file)
+    }
+    fn set_len(&mut self, file: FileId, len: u64) -> io::Result<()> {
+        (**self).set_len(file, len)
+    }
+    fn rename(&mut self, file: FileId, to: &Path) -> io::Result<()> {
+        (**self).rename(file, to)
+    }
+    fn close(&mut self, file: FileId) {
+        (**self).close(file)
+    }
+    fn execute(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
+        (**self).execute(batches, observer)
+    }
+}
+
+/// One file's share of a group commit: frames written back to back from
+/// `offset`, then one fdatasync if `sync`.
+#[derive(Debug)]
+pub struct FileBatch {
+    /// The file.
+    pub file: FileId,
+    /// Where the first frame goes (the file's append end).
+    pub offset: u64,
+    /// The frames, in append order.
+    pub frames: Vec<Frame>,
+    /// Whether an fdatasync must follow the writes.
+    pub sync: bool,
+    /// Filled in by [`Storage::execute`].
+    pub outcome: Option<BatchOutcome>,
+}
+
+impl FileBatch {
+    /// Total bytes the batch writes.
+    pub fn len(&self) -> u64 {
+        self.frames.iter().map(Frame::len).sum()
+    }
+
+    /// True when the batch writes nothing (a bare sync).
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Header and payload slices of every frame, in write order.
+    pub fn parts(&self) -> Vec<&[u8]> {
+        let mut parts = Vec::with_capacity(self.frames.len() * 2);
+        for frame in &self.frames {
+            parts.push(&frame.header()[..]);
+            parts.push(&frame.payload()[..]);
+        }
+        parts
+    }
+}
+
+/// How a [`FileBatch`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOutcome {
+    /// Every write succeeded; `synced` says whether an fdatasync then completed
+    /// (false when none was asked for). `sync_latency` is the time from the start
+    /// of the batch's writes to the sync's completion.
+    Done {
+        /// An fdatasync ran after the writes and succeeded.
+        synced: bool,
+        /// Writes + fsync wall time, when a sync ran.
+        sync_latency: Option<Duration>,
+    },
+    /// A write failed with `errno`; what was written of the batch is unknown and
+    /// no sync was claimed.
+    WriteFailed {
+        /// The OS error number.
+        errno: i32,
+    },
+    /// Every write succeeded but the fdatasync failed with `errno`.
+    SyncFailed {
+        /// The OS error number.
+        errno: i32,
+    },
+}
+
+/// One completed I/O, reported by a backend at the moment it learns of it
+/// (for io_uring: when the completion is reaped). A test hook and a tracing aid:
+/// it proves durable acks follow the fsyncs that cover them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoEvent {
+    /// `len` bytes at `offset` were written.
+    Written {
+        /// The file.
+        file: FileId,
+        /// First byte written.
+        offset: u64,
+        /// Bytes written.
+        len: u64,
+    },
+    /// An fdatasync completed: every byte below `durable_end` is durable.
+    Synced {
+        /// The file.
+        file: FileId,
+        /// End of the bytes the sync covers.
+        durable_end: u64,
+    },
+    /// An operation failed.
+    Failed {
+        /// The file.
+        file: FileId,
+        /// The operation.
+        op: IoOp,
+        /// The OS error number.
+        errno: i32,
+    },
+}
+
+/// Receives [`IoEvent`]s on the writer thread. Must be quick and must not block.
+pub trait IoObserver: Send + Sync {
+    /// One event.
+    fn on_event(&self, event: IoEvent);
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObserver;
+
+impl IoObserver for NoObserver {
+    fn on_event(&self, _event: IoEvent) {}
+}
+
+/// Runs one batch with plain calls: the writes, then the sync.
+/// The default [`Storage::execute`], and the io_uring backend's repair path.
+pub fn execute_sequential<S: Storage + ?Sized>(
+    storage: &mut S,
+    batch: &mut FileBatch,
+    observer: &dyn IoObserver,
+) {
+    assert!(batch.outcome.is_none(), "batch executed twice");
+    let started = Instant::now();
+    let len = batch.len();
+    if !batch.is_empty() {
+        let parts = batch.parts();
+        if let Err(error) = storage.write_at(batch.file, batch.offset, &parts) {
+            let errno = errno_of(&error);
+            report_failure(observer, batch, IoOp::Write, errno);
+            batch.outcome = Some(BatchOutcome::WriteFailed { errno });
+            return;
+        }
+        observer.on_event(IoEvent::Written {
+            file: batch.file,
+            offset: batch.offset,
+            len,
+        });
+    }
+    batch.outcome = Some(sync_after_writes(storage, batch, started, observer));
+}
+
+/// The sync step of a batch whose writes all succeeded.
+pub(crate) fn sync_after_writes<S: Storage + ?Sized>(
+    storage: &mut S,
+    batch: &FileBatch,
+    started: Instant,
+    observer: &dyn IoObserver,
+) -> BatchOutcome {
+    if !batch.sync {
+        return BatchOutcome::Done {
+            synced: false,
+            sync_latency: None,
+        };
+    }
+    match storage.sync_data(batch.file) {
+        Ok(()) => {
+            observer.on_event(IoEvent::Synced {
+                file: batch.file,
+                durable_end: batch.offset + batch.len(),
+            });
+            BatchOutcome::Done {
+                synced: true,
+                sync_latency: Some(started.elapsed()),
+            }
+        }
+        Err(error) => {
+            let errno = errno_of(&error);
+            report_failure(observer, batch, IoOp::Sync, errno);
+            BatchOutcome::SyncFailed { errno }
+        }
+    }
+}
+
+fn report_failure(observer: &dyn IoObserver, batch: &FileBatch, op: IoOp, errno: i32) {
+    observer.on_event(IoEvent::Failed {
+        file: batch.file,
+        op,
+        errno,
+    });
+}

@@ -1,0 +1,441 @@
+//! The WAL on real files in temp dirs, run against io_uring and the std fallback.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use bytes::Bytes;
+use common::{Backend, Collector, append_all, backend_kind, payload, start, start_with};
+use strand_wal::{
+    Ack, Completion, CompletionKind, IoEvent, IoObserver, OpenMode, Tail, WalConfig, WalError, scan,
+};
+
+for_each_backend!(
+    append_then_recover_round_trips,
+    truncating_the_last_entry_at_every_byte_recovers_the_prefix,
+    a_flipped_byte_in_the_middle_is_reported_at_its_position_and_nothing_is_cut,
+    concurrent_appenders_to_many_files_each_land_exactly_once_in_order,
+    a_durable_ack_never_precedes_the_fsync_that_covers_it,
+    written_acks_sync_and_close_make_bytes_durable,
+    superblock_style_replace_via_temp_file_and_rename,
+    truncate_request_cuts_and_later_appends_follow,
+);
+
+fn append_then_recover_round_trips(backend: Backend) {
+    let Some(wal) = start(backend) else { return };
+    assert_eq!(wal.backend(), backend_kind(backend));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("records.log");
+    let collector = Collector::new();
+    let opened = wal
+        .open(&path, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file");
+    assert_eq!(opened.len, 0);
+    let payloads: Vec<Bytes> = (0..100).map(|sequence| payload(1, sequence)).collect();
+    let ranges = append_all(&wal, &collector, opened.file, &payloads);
+    let mut expected_offset = 0;
+    for (range, payload) in ranges.iter().zip(&payloads) {
+        assert_eq!(
+            range.offset, expected_offset,
+            "appends are contiguous, in order"
+        );
+        assert_eq!(range.len, 8 + payload.len() as u64);
+        expected_offset = range.end();
+    }
+    wal.close(opened.file, 0).expect("queued");
+    assert_eq!(collector.recv().kind, CompletionKind::Closed);
+
+    let reopened = wal
+        .open(&path, OpenMode::Append, collector.sink.clone())
+        .expect("recovers");
+    assert!(reopened.scan.is_clean());
+    assert_eq!(reopened.len, expected_offset);
+    let recovered: Vec<&[u8]> = reopened
+        .scan
+        .frames
+        .iter()
+        .map(|span| span.payload(&reopened.contents))
+        .collect();
+    let written: Vec<&[u8]> = payloads.iter().map(|p| &p[..]).collect();
+    assert_eq!(recovered, written);
+    let on_disk = std::fs::read(&path).expect("readable");
+    assert_eq!(
+        scan(&on_disk),
+        reopened.scan,
+        "the pure scan agrees with open"
+    );
+    wal.shutdown().expect("clean shutdown");
+}
+
+fn truncating_the_last_entry_at_every_byte_recovers_the_prefix(backend: Backend) {
+    let Some(wal) = start(backend) else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let original = dir.path().join("original.log");
+    let collector = Collector::new();
+    let opened = wal
+        .open(&original, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file");
+    let payloads: Vec<Bytes> = (0..5).map(|sequence| payload(2, sequence)).collect();
+    let ranges = append_all(&wal, &collector, opened.file, &payloads);
+    wal.close(opened.file, 0).expect("queued");
+    collector.recv();
+    let bytes = std::fs::read(&original).expect("readable");
+    let last = ranges[4];
+    assert_eq!(bytes.len() as u64, last.end());
+
+    for cut in last.offset..last.end() {
+        let path = dir.path().join(format!("cut-{cut}.log"));
+        std::fs::write(&path, &bytes[..cut as usize]).expect("copy written");
+        let reopened = wal
+            .open(&path, OpenMode::Append, collector.sink.clone())
+            .expect("a torn tail is recoverable");
+        assert_eq!(reopened.scan.frames.len(), 4, "cut at {cut}");
+        assert_eq!(reopened.len, last.offset, "cut at {cut}");
+        let expected_tail = match cut - last.offset {
+            0 => Tail::Clean,
+            torn_bytes => Tail::Torn { torn_bytes },
+        };
+        assert_eq!(reopened.scan.tail, expected_tail, "cut at {cut}");
+        assert_eq!(std::fs::metadata(&path).expect("exists").len(), last.offset);
+        // Appending after recovery lands right after the valid prefix.
+        wal.append(reopened.file, payloads[4].clone(), 9)
+            .expect("queued");
+        let ack = collector.recv();
+        assert_eq!(ack.result, Ok(last), "cut at {cut}");
+        wal.close(reopened.file, 0).expect("queued");
+        collector.recv();
+        assert_eq!(
+            std::fs::read(&path).expect("readable"),
+            bytes,
+            "cut at {cut}"
+        );
+    }
+    wal.shutdown().expect("clean shutdown");
+}
+
+fn a_flipped_byte_in_the_middle_is_reported_at_its_position_and_nothing_is_cut(backend: Backend) {
+    let Some(wal) = start(backend) else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("records.log");
+    let collector = Collector::new();
+    let opened = wal
+        .open(&path, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file");
+    let payloads: Vec<Bytes> = (0..10).map(|sequence| payload(3, sequence)).collect();
+    let ranges = append_all(&wal, &collector, opened.file, &payloads);
+    wal.close(opened.file, 0).expect("queued");
+    collector.recv();
+
+    let clean = std::fs::read(&path).expect("readable");
+    // A byte in the payload, one in the length field, one in the checksum.
+    for position in [
+        ranges[4].offset + 20,
+        ranges[4].offset + 1,
+        ranges[4].offset + 6,
+    ] {
+        let mut damaged = clean.clone();
+        damaged[position as usize] ^= 0x40;
+        std::fs::write(&path, &damaged).expect("damage written");
+        let result = wal.open(&path, OpenMode::Append, collector.sink.clone());
+        match result {
+            Err(WalError::Corrupt {
+                fault_offset,
+                next_valid_offset,
+                ..
+            }) => {
+                assert_eq!(fault_offset, ranges[4].offset, "flip at {position}");
+                assert_eq!(next_valid_offset, ranges[5].offset, "flip at {position}");
+            }
+            other => panic!("flip at {position}: expected Corrupt, got {other:?}"),
+        }
+        assert_eq!(
+            std::fs::read(&path).expect("readable"),
+            damaged,
+            "nothing was cut"
+        );
+        assert!(matches!(scan(&damaged).tail, Tail::Corrupt { .. }));
+    }
+    wal.shutdown().expect("clean shutdown");
+}
+
+fn concurrent_appenders_to_many_files_each_land_exactly_once_in_order(backend: Backend) {
+    const FILES: usize = 16;
+    const THREADS: u64 = 8;
+    const PER_THREAD_PER_FILE: u64 = 25;
+    let Some(wal) = start(backend) else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let collector = Collector::new();
+    let files: Vec<_> = (0..FILES)
+        .map(|index| {
+            let path = dir.path().join(format!("partition-{index}.log"));
+            let opened = wal.open(&path, OpenMode::CreateNew, collector.sink.clone());
+            (path, opened.expect("new file").file)
+        })
+        .collect();
+    let appenders: Vec<_> = (0..THREADS)
+        .map(|writer| {
+            let wal = wal.clone();
+            let files: Vec<_> = files.iter().map(|(_, file)| *file).collect();
+            thread::spawn(move || {
+                for sequence in 0..PER_THREAD_PER_FILE {
+                    for &file in &files {
+                        let user_data = writer << 32 | sequence;
+                        wal.append(file, payload(writer, sequence), user_data)
+                            .expect("queued");
+                    }
+                }
+            })
+        })
+        .collect();
+    for appender in appenders {
+        appender.join().expect("appender finished");
+    }
+    let total = FILES * (THREADS * PER_THREAD_PER_FILE) as usize;
+    let mut ends: BTreeMap<_, Vec<_>> = BTreeMap::new();
+    for completion in collector.recv_n(total) {
+        let range = completion.result.expect("durable");
+        assert_eq!(completion.kind, CompletionKind::Durable);
+        ends.entry(completion.file).or_default().push(range);
+    }
+    for (_, file) in &files {
+        wal.close(*file, 0).expect("queued");
+    }
+    collector.recv_n(FILES);
+    for (path, file) in &files {
+        let mut ranges = ends.remove(file).expect("acks for every file");
+        ranges.sort_by_key(|range| range.offset);
+        let mut offset = 0;
+        for range in &ranges {
+            assert_eq!(range.offset, offset, "acked ranges tile the file");
+            offset = range.end();
+        }
+        assert_recovered_in_order(path, offset, THREADS, PER_THREAD_PER_FILE);
+    }
+    wal.shutdown().expect("clean shutdown");
+}
+
+/// Every (writer, sequence) appears once and each writer's entries in order.
+fn assert_recovered_in_order(path: &Path, len: u64, writers: u64, per_writer: u64) {
+    let bytes = std::fs::read(path).expect("readable");
+    assert_eq!(bytes.len() as u64, len);
+    let report = scan(&bytes);
+    assert!(report.is_clean());
+    let mut next = vec![0u64; writers as usize];
+    for span in &report.frames {
+        let entry = span.payload(&bytes);
+        let writer = u64::from_le_bytes(entry[..8].try_into().expect("8 bytes"));
+        let sequence = u64::from_le_bytes(entry[8..16].try_into().expect("8 bytes"));
+        assert_eq!(entry, &payload(writer, sequence)[..]);
+        assert_eq!(
+            next[writer as usize], sequence,
+            "writer {writer} in order, once"
+        );
+        next[writer as usize] += 1;
+    }
+    assert!(next.iter().all(|&count| count == per_writer));
+}
+
+/// One log of I/O events and completions, in the order they happened.
+#[derive(Default)]
+struct EventLog {
+    entries: Mutex<Vec<Logged>>,
+}
+
+#[derive(Debug, Clone)]
+enum Logged {
+    Io(IoEvent),
+    Done(Completion),
+}
+
+impl IoObserver for EventLog {
+    fn on_event(&self, event: IoEvent) {
+        self.entries.lock().expect("log").push(Logged::Io(event));
+    }
+}
+
+fn a_durable_ack_never_precedes_the_fsync_that_covers_it(backend: Backend) {
+    let log = Arc::new(EventLog::default());
+    let config = WalConfig {
+        backend: backend.choice(),
+        observer: Some(log.clone()),
+        ..WalConfig::default()
+    };
+    let Some(wal) = start_with(config) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sink_log = log.clone();
+    let sink = Arc::new(move |completion: Completion| {
+        sink_log
+            .entries
+            .lock()
+            .expect("log")
+            .push(Logged::Done(completion));
+    });
+    let files: Vec<_> = (0..4)
+        .map(|index| {
+            let path = dir.path().join(format!("f{index}.log"));
+            wal.open(&path, OpenMode::CreateNew, sink.clone())
+                .expect("new file")
+                .file
+        })
+        .collect();
+    for sequence in 0..400u64 {
+        let file = files[(sequence % 4) as usize];
+        let ack = if sequence % 5 == 0 {
+            Ack::Written
+        } else {
+            Ack::Durable
+        };
+        wal.append_with_ack(file, payload(0, sequence), sequence, ack)
+            .expect("queued");
+        if sequence % 97 == 0 {
+            wal.sync(file, 1000 + sequence).expect("queued");
+        }
+    }
+    wal.shutdown().expect("clean shutdown");
+
+    let entries = log.entries.lock().expect("log").clone();
+    let mut durable_end: BTreeMap<_, u64> = BTreeMap::new();
+    let mut acks = 0;
+    for entry in entries {
+        match entry {
+            Logged::Io(IoEvent::Synced {
+                file,
+                durable_end: end,
+            }) => {
+                let known = durable_end.entry(file).or_default();
+                *known = (*known).max(end);
+            }
+            Logged::Io(_) => {}
+            Logged::Done(completion) => {
+                let range = completion.result.clone().expect("no failures here");
+                let covered = durable_end.get(&completion.file).copied().unwrap_or(0);
+                if matches!(
+                    completion.kind,
+                    CompletionKind::Durable | CompletionKind::Synced
+                ) {
+                    assert!(
+                        range.end() <= covered,
+                        "{:?} acked durable up to {} before an fsync covered past {covered}",
+                        completion,
+                        range.end()
+                    );
+                    acks += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(acks, 320 + 5, "every durable append and sync was acked");
+}
+
+fn written_acks_sync_and_close_make_bytes_durable(backend: Backend) {
+    let Some(wal) = start(backend) else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cursors.log");
+    let collector = Collector::new();
+    let file = wal
+        .open(&path, OpenMode::CreateOrAppend, collector.sink.clone())
+        .expect("new file")
+        .file;
+    for sequence in 0..3 {
+        wal.append_with_ack(file, payload(4, sequence), sequence, Ack::Written)
+            .expect("queued");
+    }
+    wal.sync(file, 99).expect("queued");
+    let completions = collector.recv_n(4);
+    assert!(
+        completions[..3]
+            .iter()
+            .all(|c| c.kind == CompletionKind::Written)
+    );
+    let synced = &completions[3];
+    assert_eq!(synced.kind, CompletionKind::Synced);
+    assert_eq!(
+        synced.result.clone().expect("synced").end(),
+        completions[2].result.clone().expect("written").end()
+    );
+    // A sync with nothing new to cover answers at once.
+    wal.sync(file, 100).expect("queued");
+    assert_eq!(collector.recv().result, synced.result);
+    wal.close(file, 7).expect("queued");
+    let closed = collector.recv();
+    assert_eq!((closed.kind, closed.user_data), (CompletionKind::Closed, 7));
+    wal.shutdown().expect("clean shutdown");
+    assert!(scan(&std::fs::read(&path).expect("readable")).is_clean());
+}
+
+fn superblock_style_replace_via_temp_file_and_rename(backend: Backend) {
+    let Some(wal) = start(backend) else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let target = dir.path().join("superblock");
+    let temp = dir.path().join("superblock.tmp");
+    let collector = Collector::new();
+    for version in 0..3u8 {
+        let file = wal
+            .open(&temp, OpenMode::Truncate, collector.sink.clone())
+            .expect("temp file")
+            .file;
+        wal.append(file, Bytes::from(vec![version; 64]), 0)
+            .expect("queued");
+        wal.rename(file, &target, 1).expect("queued");
+        wal.close(file, 2).expect("queued");
+        let kinds: Vec<_> = collector
+            .recv_n(3)
+            .into_iter()
+            .map(|c| (c.kind, c.result.is_ok()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (CompletionKind::Durable, true),
+                (CompletionKind::Renamed, true),
+                (CompletionKind::Closed, true),
+            ]
+        );
+        let reopened = wal
+            .open(&target, OpenMode::Append, collector.sink.clone())
+            .expect("superblock");
+        assert_eq!(reopened.scan.frames.len(), 1);
+        assert_eq!(
+            reopened.scan.frames[0].payload(&reopened.contents),
+            &[version; 64][..]
+        );
+        wal.close(reopened.file, 0).expect("queued");
+        collector.recv();
+    }
+    assert!(!temp.exists());
+    wal.shutdown().expect("clean shutdown");
+}
+
+fn truncate_request_cuts_and_later_appends_follow(backend: Backend) {
+    let Some(wal) = start(backend) else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("records.log");
+    let collector = Collector::new();
+    let file = wal
+        .open(&path, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file")
+        .file;
+    let payloads: Vec<Bytes> = (0..6).map(|sequence| payload(5, sequence)).collect();
+    let ranges = append_all(&wal, &collector, file, &payloads);
+    wal.truncate(file, ranges[3].offset, 1).expect("queued");
+    wal.append(file, payloads[5].clone(), 2).expect("queued");
+    let truncated = collector.recv();
+    assert_eq!(truncated.kind, CompletionKind::Truncated);
+    let appended = collector.recv().result.expect("durable");
+    assert_eq!(appended.offset, ranges[3].offset);
+    wal.truncate(file, appended.end() + 1, 3).expect("queued");
+    assert!(matches!(
+        collector.recv().result,
+        Err(WalError::TruncateBeyondEnd { .. })
+    ));
+    wal.shutdown().expect("clean shutdown");
+    let bytes = std::fs::read(&path).expect("readable");
+    let report = scan(&bytes);
+    assert_eq!(report.frames.len(), 4);
+    assert_eq!(report.frames[3].payload(&bytes), &payloads[5][..]);
+}
