@@ -1,0 +1,100 @@
+//! A replica's identity, policies and timeouts.
+
+use strand_wire::{ConfirmPolicy, Durability, REPLICAS_MAX};
+
+/// Tick counts for every timeout. The server ticks every 10 ms, so the
+/// defaults are: heartbeat 50 ms, primary presumed dead after 300 ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// The primary sends a Commit heartbeat this often.
+    pub heartbeat_ticks: u64,
+    /// A backup that hears nothing from its primary this long starts a view change.
+    pub primary_ticks: u64,
+    /// The primary resends unacked prepares this often.
+    pub prepare_retransmit_ticks: u64,
+    /// A view change that has not finished this long moves to the next view
+    /// (with backoff).
+    pub view_change_ticks: u64,
+    /// StartViewChange and DoViewChange are resent this often while waiting.
+    pub view_change_retransmit_ticks: u64,
+    /// A restarted replica asks for the current view this often.
+    pub start_view_probe_ticks: u64,
+    /// After this many unanswered probes it starts a view change itself.
+    pub start_view_probes_max: u32,
+    /// Missing headers and prepares are asked for again this often.
+    pub repair_ticks: u64,
+    /// A waiting view change repeats its warning at most this often.
+    pub warning_ticks: u64,
+    /// The commit number is persisted at most this often (it is also
+    /// persisted with every view change).
+    pub commit_persist_ticks: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            heartbeat_ticks: 5,
+            primary_ticks: 30,
+            prepare_retransmit_ticks: 10,
+            view_change_ticks: 40,
+            view_change_retransmit_ticks: 10,
+            start_view_probe_ticks: 10,
+            start_view_probes_max: 5,
+            repair_ticks: 10,
+            warning_ticks: 500,
+            commit_persist_ticks: 100,
+        }
+    }
+}
+
+/// Everything fixed about one replica of one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The cluster id every frame must carry.
+    pub cluster: u64,
+    /// The group (partition, or 0 for the metadata plane).
+    pub group: u64,
+    /// This replica's index in the group.
+    pub replica: u8,
+    /// Replicas in the group (`E`).
+    pub replica_count: u8,
+    /// How many copies confirm.
+    pub confirm: ConfirmPolicy,
+    /// When a copy of a prepare counts: after fsync (`Persisted`) or once
+    /// queued to the WAL writer (`Replicated`).
+    pub durability: Durability,
+    /// Whether a cursor commit is acked after fsync or once queued.
+    pub cursor_durability: Durability,
+    /// Tick counts.
+    pub timeouts: Timeouts,
+    /// Seed for timeout jitter.
+    pub seed: u64,
+}
+
+impl Config {
+    /// Checks the configuration's own consistency (a bug if it fails).
+    pub fn assert_valid(&self) {
+        assert!(
+            self.replica_count >= 1 && self.replica_count < REPLICAS_MAX,
+            "{self:?}"
+        );
+        assert!(self.replica < self.replica_count, "{self:?}");
+        let timeouts = &self.timeouts;
+        assert!(timeouts.heartbeat_ticks >= 1);
+        assert!(
+            timeouts.primary_ticks > timeouts.heartbeat_ticks,
+            "backups would time out between heartbeats"
+        );
+        assert!(timeouts.start_view_probes_max >= 1);
+    }
+
+    /// Whether acks wait for fsync.
+    pub fn acks_wait_for_durable(&self) -> bool {
+        self.durability == Durability::Persisted
+    }
+
+    /// The primary of `view`.
+    pub fn primary_of(&self, view: u32) -> u8 {
+        (view % u32::from(self.replica_count)) as u8
+    }
+}

@@ -1,0 +1,266 @@
+//! Cursors: each partition's cursor event log. The primary appends a
+//! consumer's stored cursor as an event, acks it per
+//! `consumer_offset_durability`, and ships events to backups once durable.
+//! Cursor events are not ops of the log; their count (the cursor tail) breaks
+//! view-change ties, and a view's start cuts longer cursor logs back to it.
+//!
+//! Bounds: the last [`CURSOR_EVENTS_KEPT`] events stay in memory for
+//! shipping; a backup further behind is shipped from storage. At most
+//! [`CURSOR_COMMITS_PENDING_MAX`] commits wait for their ack; more are
+//! answered `Busy`.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use strand_wire::ops::{CursorEvent, CursorEvents, ErrorBody, StoreCursor};
+use strand_wire::{
+    Body, CursorsHeader, Durability, Message, Msg, REPLICAS_MAX, ReplyHeader, RequestHeader,
+    ResultCode,
+};
+
+use crate::effects::{DropReason, Effect, Effects, Event};
+use crate::replica::{Replica, Status, WriteStage};
+use crate::state_machine::StateMachine;
+
+/// Cursor events kept in memory for shipping to backups.
+pub const CURSOR_EVENTS_KEPT: usize = 4096;
+/// Cursor commits waiting for their ack at most.
+pub const CURSOR_COMMITS_PENDING_MAX: usize = 4096;
+/// Most events in one Cursors frame.
+const CURSOR_EVENTS_PER_FRAME: usize = 256;
+
+/// The replica's cursor log bookkeeping.
+#[derive(Debug, Clone)]
+pub struct CursorState {
+    /// Events appended (handed to storage).
+    pub tail: u64,
+    /// Events queued to the WAL writer.
+    pub queued: u64,
+    /// Events fsynced.
+    pub durable: u64,
+    recent: VecDeque<CursorEvent>,
+    recent_base: u64,
+    pending: VecDeque<(u64, RequestHeader)>,
+    /// Primary: each replica's reported tail.
+    pub replica_tails: [u64; REPLICAS_MAX as usize],
+}
+
+impl CursorState {
+    /// Bookkeeping for a cursor log of `tail` events, all durable.
+    pub fn new(tail: u64) -> CursorState {
+        CursorState {
+            tail,
+            queued: tail,
+            durable: tail,
+            recent: VecDeque::new(),
+            recent_base: tail,
+            pending: VecDeque::new(),
+            replica_tails: [0; REPLICAS_MAX as usize],
+        }
+    }
+
+    fn remember(&mut self, event: CursorEvent) {
+        self.recent.push_back(event);
+        if self.recent.len() > CURSOR_EVENTS_KEPT {
+            self.recent.pop_front();
+            self.recent_base += 1;
+        }
+    }
+
+    fn events_from(&self, from: u64, end: u64) -> Option<Vec<CursorEvent>> {
+        if from < self.recent_base || end > self.recent_base + self.recent.len() as u64 {
+            return None;
+        }
+        let start = (from - self.recent_base) as usize;
+        let count = (end - from) as usize;
+        Some(
+            self.recent
+                .iter()
+                .skip(start)
+                .take(count)
+                .cloned()
+                .collect(),
+        )
+    }
+}
+
+impl<S: StateMachine> Replica<S> {
+    /// Primary: a consumer stores its cursor. `high_watermark` is the
+    /// partition's committed offset end (a cursor may not point past it).
+    pub fn on_store_cursor(
+        &mut self,
+        request: &Msg<RequestHeader>,
+        cursor: StoreCursor,
+        high_watermark: u64,
+        effects: &mut Effects,
+    ) {
+        let header = *request.header();
+        let error = if !self.is_serving_primary() {
+            Some(self.not_primary())
+        } else if cursor.offset > high_watermark {
+            Some(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                "cursor is past the high watermark",
+            ))
+        } else if self.cursors.pending.len() >= CURSOR_COMMITS_PENDING_MAX {
+            Some(ErrorBody::Busy { retry_after_ms: 10 })
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            self.cursor_reply(&header, error.code(), Bytes::from(error.to_vec()), effects);
+            return;
+        }
+        let event = CursorEvent {
+            consumer: cursor.consumer,
+            offset: cursor.offset,
+        };
+        let events = CursorEvents {
+            events: vec![event.clone()],
+        };
+        effects.push(Effect::AppendCursors {
+            cursor_base: self.cursors.tail,
+            event_count: 1,
+            events: Bytes::from(events.to_vec()),
+        });
+        self.cursors.tail += 1;
+        self.cursors.remember(event);
+        self.cursors.pending.push_back((self.cursors.tail, header));
+    }
+
+    fn cursor_reply(
+        &self,
+        request: &RequestHeader,
+        result: ResultCode,
+        body: Bytes,
+        effects: &mut Effects,
+    ) {
+        let mut reply: ReplyHeader = self.new_header();
+        reply.client = request.client;
+        reply.request = request.request;
+        reply.operation = request.operation;
+        reply.result.set(result as u16);
+        reply.commit.set(self.commit);
+        effects.push(Effect::Reply {
+            reply: Msg::new(reply, body),
+        });
+    }
+
+    /// Storage wrote the cursor log up to `cursor_end` at `stage`.
+    pub(crate) fn cursors_written(
+        &mut self,
+        cursor_end: u64,
+        stage: WriteStage,
+        effects: &mut Effects,
+    ) {
+        let cursor_end = cursor_end.min(self.cursors.tail);
+        match stage {
+            WriteStage::Queued => self.cursors.queued = self.cursors.queued.max(cursor_end),
+            WriteStage::Durable => {
+                self.cursors.queued = self.cursors.queued.max(cursor_end);
+                self.cursors.durable = self.cursors.durable.max(cursor_end);
+            }
+        }
+        let acked = match self.config.cursor_durability {
+            Durability::Persisted => self.cursors.durable,
+            Durability::Replicated => self.cursors.queued,
+        };
+        while let Some((end, _)) = self.cursors.pending.front() {
+            if *end > acked {
+                break;
+            }
+            let (_, request) = self.cursors.pending.pop_front().expect("front exists");
+            self.cursor_reply(&request, ResultCode::Ok, Bytes::new(), effects);
+        }
+        if stage == WriteStage::Durable && self.is_serving_primary() {
+            self.ship_cursors(effects);
+        }
+    }
+
+    /// Primary: sends each backup the durable events it lacks.
+    pub(crate) fn ship_cursors(&mut self, effects: &mut Effects) {
+        if !self.is_serving_primary() {
+            return;
+        }
+        let durable = self.cursors.durable;
+        for to in self.others().collect::<Vec<_>>() {
+            let from = self.cursors.replica_tails[usize::from(to)];
+            if from >= durable {
+                continue;
+            }
+            let end = durable.min(from + CURSOR_EVENTS_PER_FRAME as u64);
+            match self.cursors.events_from(from, end) {
+                Some(events) => {
+                    let count = events.len() as u32;
+                    let mut header: CursorsHeader = self.new_header();
+                    header.cursor_base.set(from);
+                    header.event_count.set(count);
+                    let body = Bytes::from(CursorEvents { events }.to_vec());
+                    self.send(to, Message::Cursors(Msg::new(header, body)), effects);
+                }
+                None => effects.push(Effect::ShipCursors {
+                    to,
+                    cursor_from: from,
+                }),
+            }
+        }
+    }
+
+    /// Primary: a backup's cursor tail, from its PrepareOk.
+    pub(crate) fn cursor_tail_reported(&mut self, from: u8, tail: u64, _effects: &mut Effects) {
+        self.cursors.replica_tails[usize::from(from)] = tail.min(self.cursors.tail);
+    }
+
+    /// Backup: cursor events from the primary.
+    pub(crate) fn on_cursors(&mut self, message: Msg<CursorsHeader>, effects: &mut Effects) {
+        let header = *message.header();
+        let serving_backup = self.status == Status::Normal && !self.is_primary();
+        if !serving_backup
+            || header.prefix.view.get() != self.view
+            || header.prefix.replica != self.primary_index()
+        {
+            effects.event(Event::Dropped {
+                reason: DropReason::WrongStatus,
+            });
+            return;
+        }
+        let base = header.cursor_base.get();
+        let end = header.cursor_end();
+        if base > self.cursors.tail || end <= self.cursors.tail {
+            return; // a gap (re-shipped from our reported tail) or nothing new
+        }
+        let Ok(events) = CursorEvents::from_bytes(message.body()) else {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return;
+        };
+        if events.events.len() as u64 != end - base {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return;
+        }
+        let skip = (self.cursors.tail - base) as usize;
+        let fresh: Vec<CursorEvent> = events.events.into_iter().skip(skip).collect();
+        let count = fresh.len() as u32;
+        for event in &fresh {
+            self.cursors.remember(event.clone());
+        }
+        effects.push(Effect::AppendCursors {
+            cursor_base: self.cursors.tail,
+            event_count: count,
+            events: Bytes::from(CursorEvents { events: fresh }.to_vec()),
+        });
+        self.cursors.tail = end;
+    }
+
+    /// Cuts the cursor log back to `cursor_tail` (a view's start).
+    pub(crate) fn cut_cursors(&mut self, cursor_tail: u64, effects: &mut Effects) {
+        if self.cursors.tail <= cursor_tail {
+            return;
+        }
+        effects.push(Effect::CutCursors { cursor_tail });
+        self.cursors = CursorState::new(cursor_tail);
+    }
+}

@@ -1,0 +1,59 @@
+//! # strand-consensus: one group's Viewstamped Replication replica
+//!
+//! A pure, deterministic state machine: messages, client requests, ticks and
+//! storage completions go in; effects (send, write, truncate, persist, commit,
+//! reply, quarantine, events) come out into a caller-owned buffer. No I/O, no
+//! clock, no threads, no global state: the same inputs give the same effects,
+//! which is what lets the simulator run thousands of seeded clusters.
+//!
+//! Modules, in reading order:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`confirm`] | `ConfirmRule`, the one function W and R come from |
+//! | [`config`] | identity, policies, timeouts |
+//! | [`state`] | what survives a restart; what storage recovered |
+//! | [`effects`] | effects and events the driver executes |
+//! | [`journal`] | the in-memory window of the log's headers and bodies |
+//! | [`replica`] | the `Replica` state and input dispatch |
+//! | [`normal`] | request → prepare → ack → commit, heartbeats |
+//! | [`view_change`] | timeouts, StartViewChange, DoViewChange, StartView, installing a view |
+//! | [`merge`] | the canonical-log choice: a pure function of the DoViewChanges |
+//! | [`repair`] | fetching missing headers and prepares, serving peers |
+//! | [`cursors`] | the cursor event log: commits, shipping, cuts |
+//! | [`client_table`] | idempotent requests |
+//! | [`state_machine`] | what a committed op does |
+//! | [`timeout`], [`prng`] | ticks, backoff and seeded jitter |
+//!
+//! The invariants that matter most:
+//! - A replica acks nothing in a view before that view is persisted, and
+//!   nothing at all while its log is untrusted.
+//! - A prepare commits only on W copies; a view starts only from a log chosen
+//!   by R trusted DoViewChanges (or every replica), never below the latest
+//!   history start, and drops an op only on R trusted nacks.
+//! - Ops at or below the commit number are never truncated; a contradiction
+//!   with them quarantines the partition instead.
+
+pub mod client_table;
+pub mod config;
+pub mod confirm;
+pub mod cursors;
+pub mod effects;
+pub mod journal;
+pub mod merge;
+pub mod normal;
+pub mod prng;
+pub mod repair;
+pub mod replica;
+pub mod state;
+pub mod state_machine;
+pub mod timeout;
+pub mod view_change;
+
+pub use config::{Config, Timeouts};
+pub use confirm::{ConfirmPolicy, ConfirmRule, confirm_rule};
+pub use effects::{DropReason, Effect, Effects, Event, WaitReason};
+pub use normal::PIPELINE_PREPARES_MAX;
+pub use replica::{ClientRequest, Replica, Status, WriteStage};
+pub use state::{DurableState, HistoryStart, Recovered};
+pub use state_machine::{RecordLog, StateMachine};

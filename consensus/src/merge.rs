@@ -1,0 +1,479 @@
+//! The canonical-log choice of a view change: a pure function from the
+//! DoViewChanges at hand to a decision. Every rule of the design lives here.
+//!
+//! 1. Wait until R trusted DoViewChanges are in, or every replica has reported.
+//! 2. Choose among the trusted logs (or, when every replica reported with fewer
+//!    than R trusted, among every usable log): highest `log_view`, then
+//!    highest `op`, then highest cursor tail, then lowest replica index.
+//! 3. Walk the chosen log's uncommitted ops upward: an op with no copy among
+//!    the reporters is dropped (with everything after it) only when R trusted
+//!    replicas nack it; otherwise wait. Committed ops and ops at or below the
+//!    latest history start are never dropped.
+//! 4. Never start a view below the latest history start.
+//!
+//! `accept_loss` (an operator's decision) skips the waits of 1, 3 and 4.
+
+use strand_wire::{CommandHeader, DoViewChangeFlags, PrepareHeader};
+
+use crate::confirm::ConfirmRule;
+use crate::effects::WaitReason;
+use crate::state::HistoryStart;
+
+/// One replica's DoViewChange, as the merge sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DvcSummary {
+    /// The sender.
+    pub replica: u8,
+    /// Its log view.
+    pub log_view: u32,
+    /// Its head op.
+    pub op: u64,
+    /// Its commit number.
+    pub commit: u64,
+    /// Its cursor event tail.
+    pub cursor_tail: u64,
+    /// Its flags.
+    pub flags: DoViewChangeFlags,
+    /// The suffix of its log's headers, ascending.
+    pub headers: Vec<PrepareHeader>,
+    /// Bit `i`: it holds `headers[i]`'s body.
+    pub present: u128,
+    /// Bit `i`: it never acked `headers[i]`.
+    pub nack: u128,
+    /// The latest history start it knows.
+    pub history_start: Option<HistoryStart>,
+}
+
+impl DvcSummary {
+    /// Whether the log counts toward the view-change quorum and may nack.
+    pub fn trusted(&self) -> bool {
+        !self.flags.contains(DoViewChangeFlags::UNTRUSTED_LOG)
+    }
+
+    /// Whether the log can be chosen at all (it is not an empty placeholder).
+    pub fn usable(&self) -> bool {
+        !self
+            .flags
+            .contains(DoViewChangeFlags::AWAITING_STATE_TRANSFER)
+    }
+
+    fn index_of(&self, op: u64) -> Option<usize> {
+        let first = self.headers.first()?.op.get();
+        let index = usize::try_from(op.checked_sub(first)?).ok()?;
+        (self.headers.get(index)?.op.get() == op).then_some(index)
+    }
+
+    /// Whether it holds the body of the prepare with `checksum` at `op`.
+    pub fn has_present(&self, op: u64, checksum: u32) -> bool {
+        self.index_of(op).is_some_and(|index| {
+            self.headers[index].checksum() == checksum && self.present & (1u128 << index) != 0
+        })
+    }
+
+    /// Whether it says it never had (never acked) the prepare with `checksum` at `op`.
+    pub fn nacks(&self, op: u64, checksum: u32) -> bool {
+        if self.op < op {
+            return true;
+        }
+        match self.index_of(op) {
+            Some(index) => {
+                self.headers[index].checksum() != checksum || self.nack & (1u128 << index) != 0
+            }
+            None => false,
+        }
+    }
+}
+
+/// What the merge is given besides the DoViewChanges.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeParams {
+    /// Replicas in the group (`E`).
+    pub replica_count: u8,
+    /// The group's quorums.
+    pub rule: ConfirmRule,
+    /// An operator accepted loss: proceed with the logs at hand.
+    pub accept_loss: bool,
+    /// The trusted-quorum gate (reference B). Only the `mutations` feature
+    /// turns it off, to show what it prevents.
+    pub trusted_gate: bool,
+}
+
+/// The canonical log a view starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canonical {
+    /// The replica whose log was chosen.
+    pub source: u8,
+    /// The chosen log's view.
+    pub log_view: u32,
+    /// The canonical head op (after dropping nacked ops).
+    pub op: u64,
+    /// The highest commit number any reporter knows (never above `op`).
+    pub commit: u64,
+    /// The chosen log's suffix of headers, ascending, ending at `op`.
+    pub headers: Vec<PrepareHeader>,
+    /// The latest history start any reporter knows.
+    pub history_start: Option<HistoryStart>,
+    /// Ops dropped from the chosen log by nack quorums.
+    pub dropped: u64,
+    /// The chosen replica's cursor tail.
+    pub cursor_tail: u64,
+}
+
+/// The merge's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Not yet: why, and the replicas (bitset) whose DoViewChange would help.
+    Wait {
+        /// Why.
+        reason: WaitReason,
+        /// Replicas awaited, as a bitset of indexes.
+        awaited: u32,
+    },
+    /// Start the view from this log.
+    Ready(Canonical),
+}
+
+/// Decides the canonical log from the DoViewChanges at hand (at most one per
+/// replica, in any order).
+pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
+    let replica_count = params.replica_count;
+    assert!(replica_count >= 1 && u32::from(replica_count) <= 32);
+    let reported = dvcs.iter().fold(0u32, |set, dvc| set | 1 << dvc.replica);
+    assert_eq!(
+        reported.count_ones() as usize,
+        dvcs.len(),
+        "one DoViewChange per replica"
+    );
+    let all = if replica_count == 32 {
+        u32::MAX
+    } else {
+        (1u32 << replica_count) - 1
+    };
+    let not_reported = all & !reported;
+    let counts = |dvc: &DvcSummary| !params.trusted_gate || dvc.trusted();
+    let trusted_count = dvcs.iter().filter(|dvc| counts(dvc)).count();
+    let quorum = usize::from(params.rule.view_change);
+
+    let candidates: Vec<&DvcSummary> = if trusted_count >= quorum {
+        dvcs.iter()
+            .filter(|dvc| counts(dvc) && dvc.usable())
+            .collect()
+    } else if not_reported == 0 || params.accept_loss {
+        dvcs.iter().filter(|dvc| dvc.usable()).collect()
+    } else {
+        return Decision::Wait {
+            reason: WaitReason::FewerTrustedThanQuorum,
+            awaited: not_reported,
+        };
+    };
+    let Some(source) = candidates.iter().copied().max_by(|a, b| {
+        (
+            a.log_view,
+            a.op,
+            a.cursor_tail,
+            core::cmp::Reverse(a.replica),
+        )
+            .cmp(&(
+                b.log_view,
+                b.op,
+                b.cursor_tail,
+                core::cmp::Reverse(b.replica),
+            ))
+    }) else {
+        return Decision::Wait {
+            reason: WaitReason::AwaitingStateTransfer,
+            awaited: not_reported,
+        };
+    };
+
+    let commit = dvcs
+        .iter()
+        .map(|dvc| dvc.commit)
+        .max()
+        .unwrap_or(0)
+        .min(source.op);
+    let history_start = dvcs
+        .iter()
+        .filter_map(|dvc| dvc.history_start)
+        .max_by_key(|start| start.view);
+    let keep_floor = commit.max(history_start.map_or(0, |start| start.op));
+
+    let mut headers = source.headers.clone();
+    let mut op = source.op;
+    for (index, header) in source.headers.iter().enumerate() {
+        let header_op = header.op.get();
+        let checksum = header.checksum();
+        if dvcs.iter().any(|dvc| dvc.has_present(header_op, checksum)) {
+            continue;
+        }
+        if header_op <= keep_floor && !params.accept_loss {
+            return Decision::Wait {
+                reason: WaitReason::MissingPrepare,
+                awaited: not_reported,
+            };
+        }
+        let nacks = dvcs
+            .iter()
+            .filter(|dvc| counts(dvc) && dvc.nacks(header_op, checksum))
+            .count();
+        if nacks >= quorum || params.accept_loss {
+            headers.truncate(index);
+            op = header_op - 1;
+            break;
+        }
+        return Decision::Wait {
+            reason: WaitReason::MissingPrepare,
+            awaited: not_reported,
+        };
+    }
+    let dropped = source.op - op;
+    if let Some(start) = history_start {
+        if op < start.op && !params.accept_loss {
+            return Decision::Wait {
+                reason: WaitReason::BelowHistoryStart,
+                awaited: not_reported,
+            };
+        }
+    }
+    Decision::Ready(Canonical {
+        source: source.replica,
+        log_view: source.log_view,
+        op,
+        commit: commit.min(op),
+        headers,
+        history_start,
+        dropped,
+        cursor_tail: source.cursor_tail,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::confirm::{ConfirmPolicy, confirm_rule};
+    use strand_wire::Operation;
+
+    fn header(op: u64, view: u32) -> PrepareHeader {
+        let mut header = PrepareHeader::new(1, 1, view, 0);
+        header.op.set(op);
+        header.commit.set(op - 1);
+        header.operation = Operation::Produce as u8;
+        header.seal(&[]);
+        header
+    }
+
+    fn dvc(replica: u8, log_view: u32, ops: u64, commit: u64) -> DvcSummary {
+        let headers: Vec<_> = (1..=ops).map(|op| header(op, log_view)).collect();
+        let present = if ops == 128 {
+            u128::MAX
+        } else {
+            (1u128 << ops) - 1
+        };
+        DvcSummary {
+            replica,
+            log_view,
+            op: ops,
+            commit,
+            cursor_tail: 0,
+            flags: DoViewChangeFlags::empty(),
+            headers,
+            present,
+            nack: 0,
+            history_start: None,
+        }
+    }
+
+    fn params(replica_count: u8) -> MergeParams {
+        MergeParams {
+            replica_count,
+            rule: confirm_rule(ConfirmPolicy::MajorityDurable, replica_count),
+            accept_loss: false,
+            trusted_gate: true,
+        }
+    }
+
+    fn ready(decision: Decision) -> Canonical {
+        match decision {
+            Decision::Ready(canonical) => canonical,
+            Decision::Wait { reason, awaited } => panic!("waits: {reason:?} {awaited:b}"),
+        }
+    }
+
+    #[test]
+    fn highest_log_view_then_op_wins() {
+        let a = dvc(0, 3, 10, 5);
+        let b = dvc(1, 4, 8, 5);
+        let canonical = ready(decide(&[a.clone(), b], params(3)));
+        assert_eq!(
+            (canonical.source, canonical.op, canonical.log_view),
+            (1, 8, 4)
+        );
+        let c = dvc(2, 3, 12, 5);
+        let canonical = ready(decide(&[a, c], params(3)));
+        assert_eq!((canonical.source, canonical.op), (2, 12));
+    }
+
+    #[test]
+    fn ties_go_to_cursor_tail_then_lowest_index() {
+        let mut a = dvc(2, 3, 10, 5);
+        let mut b = dvc(1, 3, 10, 5);
+        assert_eq!(ready(decide(&[a.clone(), b.clone()], params(3))).source, 1);
+        a.cursor_tail = 7;
+        b.cursor_tail = 6;
+        assert_eq!(ready(decide(&[b, a], params(3))).source, 2);
+    }
+
+    #[test]
+    fn waits_for_trusted_quorum_naming_the_missing() {
+        let mut a = dvc(0, 3, 10, 5);
+        a.flags = DoViewChangeFlags::UNTRUSTED_LOG;
+        let b = dvc(1, 3, 8, 5);
+        assert_eq!(
+            decide(&[a.clone(), b.clone()], params(3)),
+            Decision::Wait {
+                reason: WaitReason::FewerTrustedThanQuorum,
+                awaited: 0b100
+            }
+        );
+        // Once everyone reported, proceed with every usable log.
+        let mut c = dvc(2, 0, 0, 0);
+        c.flags = DoViewChangeFlags::UNTRUSTED_LOG | DoViewChangeFlags::AWAITING_STATE_TRANSFER;
+        c.headers.clear();
+        c.present = 0;
+        let canonical = ready(decide(&[a, b, c], params(3)));
+        assert_eq!(
+            canonical.source, 0,
+            "the untrusted log is evidence, not a nack"
+        );
+        assert_eq!(canonical.op, 10);
+    }
+
+    #[test]
+    fn an_empty_flagged_dvc_is_never_chosen() {
+        let mut a = dvc(0, 0, 0, 0);
+        a.flags = DoViewChangeFlags::UNTRUSTED_LOG | DoViewChangeFlags::AWAITING_STATE_TRANSFER;
+        a.log_view = 9;
+        let b = dvc(1, 3, 4, 2);
+        let c = dvc(2, 3, 4, 2);
+        assert_eq!(ready(decide(&[a, b, c], params(3))).source, 1);
+    }
+
+    #[test]
+    fn an_op_without_a_copy_is_dropped_only_on_a_nack_quorum() {
+        // a knows op 10's header but never received its body: it nacks it.
+        let mut a = dvc(0, 3, 10, 5);
+        a.present &= !(1 << 9);
+        a.nack |= 1 << 9;
+        let b = dvc(1, 3, 9, 5); // never had op 10: a nack
+        let canonical = ready(decide(&[a.clone(), b.clone()], params(3)));
+        assert_eq!((canonical.op, canonical.dropped), (9, 1));
+        // A faulty copy (nack bit clear: it may have acked it) is not a nack:
+        // one nack of the two needed, so the view waits.
+        a.nack = 0;
+        let decision = decide(&[a.clone(), b.clone()], params(3));
+        assert_eq!(
+            decision,
+            Decision::Wait {
+                reason: WaitReason::MissingPrepare,
+                awaited: 0b100
+            }
+        );
+        // A copy anywhere keeps the op.
+        let c = dvc(2, 3, 10, 5);
+        let canonical = ready(decide(&[a, b, c], params(3)));
+        assert_eq!((canonical.source, canonical.op), (0, 10));
+    }
+
+    #[test]
+    fn untrusted_logs_never_nack() {
+        let mut a = dvc(0, 3, 10, 5);
+        a.present &= !(1 << 9);
+        let mut b = dvc(1, 3, 9, 5);
+        b.flags = DoViewChangeFlags::UNTRUSTED_LOG;
+        let mut c = dvc(2, 3, 9, 5);
+        c.flags = DoViewChangeFlags::UNTRUSTED_LOG;
+        let decision = decide(&[a.clone(), b.clone(), c.clone()], params(3));
+        assert!(matches!(
+            decision,
+            Decision::Wait {
+                reason: WaitReason::MissingPrepare,
+                ..
+            }
+        ));
+        let mut without_gate = params(3);
+        without_gate.trusted_gate = false;
+        assert_eq!(ready(decide(&[a, b, c], without_gate)).op, 9);
+    }
+
+    #[test]
+    fn committed_ops_and_ops_below_the_history_start_are_never_dropped() {
+        let mut a = dvc(0, 3, 10, 10);
+        a.present &= !(1 << 9);
+        let b = dvc(1, 3, 9, 9);
+        let decision = decide(&[a.clone(), b.clone()], params(3));
+        assert!(matches!(
+            decision,
+            Decision::Wait {
+                reason: WaitReason::MissingPrepare,
+                ..
+            }
+        ));
+        let mut a = dvc(0, 3, 10, 5);
+        a.present &= !(1 << 9);
+        a.history_start = Some(HistoryStart {
+            view: 3,
+            op: 10,
+            cursor_tail: 0,
+            replica: 0,
+            accepted_loss: false,
+        });
+        let decision = decide(&[a, b], params(3));
+        assert!(matches!(
+            decision,
+            Decision::Wait {
+                reason: WaitReason::MissingPrepare,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn never_starts_below_the_latest_history_start() {
+        let mut a = dvc(0, 3, 8, 5);
+        a.history_start = Some(HistoryStart {
+            view: 4,
+            op: 10,
+            cursor_tail: 0,
+            replica: 1,
+            accepted_loss: false,
+        });
+        let b = dvc(2, 3, 8, 5);
+        let decision = decide(&[a.clone(), b.clone()], params(3));
+        assert_eq!(
+            decision,
+            Decision::Wait {
+                reason: WaitReason::BelowHistoryStart,
+                awaited: 0b010
+            }
+        );
+        let mut accept = params(3);
+        accept.accept_loss = true;
+        assert_eq!(ready(decide(&[a, b], accept)).op, 8);
+    }
+
+    #[test]
+    fn the_choice_is_the_same_in_any_order() {
+        let dvcs = vec![
+            dvc(0, 2, 7, 3),
+            dvc(1, 3, 6, 3),
+            dvc(2, 3, 6, 3),
+            dvc(3, 1, 9, 3),
+            dvc(4, 3, 5, 3),
+        ];
+        let first = decide(&dvcs, params(5));
+        let mut reversed = dvcs.clone();
+        reversed.reverse();
+        assert_eq!(decide(&reversed, params(5)), first);
+        assert_eq!(ready(first).source, 1);
+    }
+}

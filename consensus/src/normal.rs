@@ -1,0 +1,628 @@
+//! Normal operation: a request becomes a prepare, backups append and ack,
+//! the primary commits on W copies in op order, heartbeats carry the commit.
+
+use bytes::Bytes;
+use strand_wire::ops::ErrorBody;
+use strand_wire::{
+    CommandHeader, CommitHeader, Message, Msg, Operation, PrepareHeader, PrepareOkHeader,
+    ReplyHeader, ResultCode,
+};
+
+use crate::client_table::Lookup;
+use crate::effects::{DropReason, Effect, Effects, Event};
+use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
+use crate::replica::{ClientRequest, Replica, Status};
+use crate::state_machine::StateMachine;
+
+/// Most prepares the primary has in flight (prepared, not committed). At the
+/// bound a new request is answered `Busy` (retry with the same request
+/// number); nothing is dropped silently.
+pub const PIPELINE_PREPARES_MAX: u64 = 64;
+
+const _: () = assert!(PIPELINE_PREPARES_MAX <= strand_wire::DVC_SUFFIX_HEADERS_MAX as u64 / 2);
+
+impl<S: StateMachine> Replica<S> {
+    /// A client request for this group.
+    pub fn on_request(&mut self, request: ClientRequest, effects: &mut Effects) {
+        let header = *request.request.header();
+        if let Err(error) = self.admit_request(&header, request.record_count) {
+            self.reply_error(&header, error, effects);
+            return;
+        }
+        let client = header.client.get();
+        let number = header.request.get();
+        match self
+            .client_table
+            .lookup(client, number, self.in_flight_last(client))
+        {
+            Lookup::New => {}
+            Lookup::Committed(reply) => {
+                let mut out = self.reply_header(&header, reply.result);
+                out.op.set(reply.op);
+                out.commit.set(self.commit.max(reply.op));
+                effects.push(Effect::Reply {
+                    reply: Msg::new(out, reply.body),
+                });
+                return;
+            }
+            Lookup::TooOld { oldest } => {
+                let message =
+                    format!("request {number} is older than the oldest remembered ({oldest})");
+                self.reply_error(
+                    &header,
+                    ErrorBody::message(ResultCode::InvalidRequest, message),
+                    effects,
+                );
+                return;
+            }
+            Lookup::OutOfOrder { expected } => {
+                if self.in_flight_contains(client, number) {
+                    return; // prepared already; the reply comes at commit
+                }
+                let message = format!("request {number} is out of order: resend from {expected}");
+                self.reply_error(
+                    &header,
+                    ErrorBody::message(ResultCode::InvalidRequest, message),
+                    effects,
+                );
+                return;
+            }
+            Lookup::Evicted => {
+                let message = "this client id is unknown or was evicted: start a new client id";
+                self.reply_error(
+                    &header,
+                    ErrorBody::message(ResultCode::SessionEvicted, message),
+                    effects,
+                );
+                return;
+            }
+        }
+        self.prepare(request, effects);
+    }
+
+    /// Checks that this replica can prepare the request now.
+    fn admit_request(
+        &self,
+        header: &strand_wire::RequestHeader,
+        record_count: u32,
+    ) -> Result<(), ErrorBody> {
+        if !self.is_primary() || self.status == Status::Recovering {
+            return Err(self.not_primary());
+        }
+        if self.status != Status::Normal {
+            return Err(ErrorBody::message(
+                ResultCode::Unavailable,
+                "view change in progress: retry soon",
+            ));
+        }
+        let operation = header.operation();
+        if !operation.is_replicated() {
+            return Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                "operation is not replicated",
+            ));
+        }
+        if record_count > 0 && operation != Operation::Produce {
+            return Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                "records outside a produce",
+            ));
+        }
+        if self.journal.head() - self.commit >= PIPELINE_PREPARES_MAX {
+            return Err(ErrorBody::Busy { retry_after_ms: 10 });
+        }
+        Ok(())
+    }
+
+    /// A redirect to the primary of the current view.
+    pub(crate) fn not_primary(&self) -> ErrorBody {
+        ErrorBody::NotPrimary {
+            view: self.view,
+            primary_replica: self.primary_index(),
+            primary_node: 0,
+            address: String::new(),
+        }
+    }
+
+    fn reply_header(
+        &self,
+        request: &strand_wire::RequestHeader,
+        result: ResultCode,
+    ) -> ReplyHeader {
+        let mut reply: ReplyHeader = self.new_header();
+        reply.client = request.client;
+        reply.request = request.request;
+        reply.operation = request.operation;
+        reply.result.set(result as u16);
+        reply.commit.set(self.commit);
+        reply
+    }
+
+    fn reply_error(
+        &self,
+        request: &strand_wire::RequestHeader,
+        error: ErrorBody,
+        effects: &mut Effects,
+    ) {
+        let reply = self.reply_header(request, error.code());
+        effects.push(Effect::Reply {
+            reply: Msg::new(reply, Bytes::from(error.to_vec())),
+        });
+    }
+
+    /// The highest request of `client` prepared and not yet committed.
+    fn in_flight_last(&self, client: u128) -> Option<u64> {
+        self.journal
+            .slots_from(self.commit + 1)
+            .filter_map(|(_, slot)| slot)
+            .filter(|slot| slot.header.client.get() == client)
+            .map(|slot| slot.header.request.get())
+            .max()
+    }
+
+    fn in_flight_contains(&self, client: u128, request: u64) -> bool {
+        self.journal
+            .slots_from(self.commit + 1)
+            .filter_map(|(_, slot)| slot)
+            .any(|slot| slot.header.client.get() == client && slot.header.request.get() == request)
+    }
+
+    /// Turns an admitted request into the next prepare.
+    fn prepare(&mut self, request: ClientRequest, effects: &mut Effects) {
+        let head = self.journal.head();
+        let head_header = match self.journal.header(head) {
+            Some(header) => *header,
+            None => {
+                assert_eq!(head, 0, "the head slot has a header");
+                self.genesis()
+            }
+        };
+        let (request_header, body) = request.request.into_parts();
+        let mut header: PrepareHeader = self.new_header();
+        header
+            .parent
+            .set(if head == 0 { 0 } else { head_header.checksum() });
+        header.op.set(head + 1);
+        header.commit.set(self.commit);
+        header.client = request_header.client;
+        header.request = request_header.request;
+        header.timestamp_ns.set(request.timestamp_ns);
+        header.offset_base.set(if head == 0 {
+            self.machine_offset_base()
+        } else {
+            head_header.offset_end()
+        });
+        header.record_count.set(request.record_count);
+        header.operation = request_header.operation;
+        let prepare = Msg::new(header, body);
+        let slot = self
+            .journal
+            .set_header(*prepare.header(), SlotState::Missing);
+        slot.prepare = Some(prepare.clone());
+        self.flush_writes(effects);
+        self.broadcast(Message::Prepare(prepare), effects);
+        if !self.prepare_timeout.ticking() {
+            self.prepare_timeout.start();
+        }
+        assert!(self.journal.head() - self.commit <= PIPELINE_PREPARES_MAX);
+    }
+
+    /// A stand-in for op 0's header when the log is empty.
+    fn genesis(&self) -> PrepareHeader {
+        let mut header: PrepareHeader = self.new_header();
+        header.operation = Operation::Produce as u8;
+        header
+    }
+
+    /// Offset of the first record when the log is empty.
+    fn machine_offset_base(&self) -> u64 {
+        0
+    }
+
+    /// A prepare from the primary (or a repair answer from any replica).
+    pub(crate) fn on_prepare(&mut self, prepare: Msg<PrepareHeader>, effects: &mut Effects) {
+        let header = *prepare.header();
+        let op = header.op.get();
+        let view = header.prefix.view.get();
+        let live = self.status == Status::Normal && view == self.view && !self.is_primary();
+        if !live {
+            // A repair answer: the body of a slot whose header is known.
+            if self.store_body(&prepare) {
+                self.flush_writes(effects);
+                self.advance_adoption(effects);
+                return;
+            }
+            if view > self.view {
+                self.request_start_view(self.config.primary_of(view), effects);
+            }
+            effects.event(Event::Dropped {
+                reason: DropReason::WrongStatus,
+            });
+            return;
+        }
+        debug_assert_eq!(
+            header.prefix.replica,
+            self.primary_index(),
+            "validated by view"
+        );
+        self.heard_from_primary();
+        self.primary_op = self.primary_op.max(op);
+        self.note_commit_max(header.commit.get(), effects);
+        if op <= self.commit {
+            self.send_ack(true, effects);
+            return;
+        }
+        if op > self.commit + JOURNAL_SLOTS_MAX {
+            effects.event(Event::Dropped {
+                reason: DropReason::Busy,
+            });
+            self.repair(effects);
+            return;
+        }
+        if !self.install_canonical_header(&header, effects) {
+            return;
+        }
+        self.store_body(&prepare);
+        self.flush_writes(effects);
+        if self.journal.gaps().next().is_some() {
+            self.repair(effects);
+        }
+        self.send_ack(op <= self.acked, effects);
+    }
+
+    /// Puts a header from the primary of this view (canonical) into the
+    /// journal, checking it chains with its neighbours. Returns false (and
+    /// drops it) if it contradicts the journal.
+    pub(crate) fn install_canonical_header(
+        &mut self,
+        header: &PrepareHeader,
+        effects: &mut Effects,
+    ) -> bool {
+        let op = header.op.get();
+        if let Some(existing) = self.journal.header(op) {
+            if existing.checksum() == header.checksum() {
+                return true;
+            }
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return false;
+        }
+        if op < self.journal.base() {
+            return false;
+        }
+        let below_matches = match self.journal.checksum(op - 1) {
+            Some(checksum) => checksum == header.parent.get(),
+            None => true,
+        };
+        let above_matches = self
+            .journal
+            .header(op + 1)
+            .is_none_or(|above| above.parent.get() == header.checksum());
+        if !below_matches || !above_matches {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return false;
+        }
+        let state = self.gap_state(op);
+        self.journal.set_header(*header, state);
+        if state == SlotState::Faulty {
+            self.faulty_ops.insert(op);
+        }
+        true
+    }
+
+    /// The state of a slot whose header was unknown: storage holds an
+    /// unreadable entry there if it is below the append point.
+    pub(crate) fn gap_state(&self, op: u64) -> SlotState {
+        if op < self.write_next {
+            SlotState::Faulty
+        } else {
+            SlotState::Missing
+        }
+    }
+
+    /// Learns a commit number from the primary and applies what it can.
+    pub(crate) fn note_commit_max(&mut self, commit: u64, effects: &mut Effects) {
+        self.commit_max = self.commit_max.max(commit);
+        self.commit_stored(effects);
+    }
+
+    /// Backup: applies ops up to the known commit number that are stored.
+    pub(crate) fn commit_stored(&mut self, effects: &mut Effects) {
+        while self.commit < self.commit_max {
+            let op = self.commit + 1;
+            let Some(slot) = self.journal.get(op) else {
+                break;
+            };
+            if !slot.state.stored(false) {
+                break;
+            }
+            self.apply(op, effects);
+        }
+    }
+
+    /// Applies committed op `op`: state machine, client table, reply (primary).
+    pub(crate) fn apply(&mut self, op: u64, effects: &mut Effects) {
+        assert_eq!(op, self.commit + 1, "ops commit in order");
+        let slot = self
+            .journal
+            .get_mut(op)
+            .expect("a committed op is in the journal");
+        let header = slot.header;
+        let prepare = slot.prepare.take();
+        let (result, reply_body) = self
+            .machine
+            .commit(&header, prepare.as_ref().map(Msg::body));
+        self.client_table
+            .commit(&header, result, reply_body.clone());
+        self.commit = op;
+        self.commit_max = self.commit_max.max(op);
+        effects.push(Effect::Commit { header });
+        if self.is_serving_primary() && header.client.get() != 0 {
+            let mut reply: ReplyHeader = self.new_header();
+            reply.client = header.client;
+            reply.request = header.request;
+            reply.operation = header.operation;
+            reply.op.set(op);
+            reply.commit.set(op);
+            reply.result.set(result as u16);
+            effects.push(Effect::Reply {
+                reply: Msg::new(reply, reply_body),
+            });
+        }
+        self.trim_journal();
+    }
+
+    /// Primary: an ack from a backup.
+    pub(crate) fn on_prepare_ok(&mut self, ok: &PrepareOkHeader, effects: &mut Effects) {
+        if !self.is_serving_primary() || ok.prefix.view.get() != self.view {
+            effects.event(Event::Dropped {
+                reason: DropReason::WrongStatus,
+            });
+            return;
+        }
+        let from = ok.prefix.replica;
+        let op = ok.op.get();
+        self.cursor_tail_reported(from, ok.cursor_tail.get(), effects);
+        match self.journal.checksum(op) {
+            Some(checksum) if checksum == ok.prepare_checksum.get() => {}
+            Some(_) => {
+                effects.event(Event::Dropped {
+                    reason: DropReason::Invalid,
+                });
+                return;
+            }
+            None if op < self.journal.base() && op <= self.commit => {}
+            None => return,
+        }
+        let acked = &mut self.acks[usize::from(from)];
+        *acked = (*acked).max(op);
+        self.abdicated = false;
+        if self.ack_timeout.ticking() {
+            self.ack_timeout.reset();
+        }
+        self.try_commit(effects);
+    }
+
+    /// Primary: commits every op that W replicas (itself included) hold.
+    pub(crate) fn try_commit(&mut self, effects: &mut Effects) {
+        if !self.is_serving_primary() {
+            return;
+        }
+        self.acks[usize::from(self.config.replica)] = self.stored_through();
+        let write_quorum = usize::from(self.rule.write);
+        loop {
+            let op = self.commit + 1;
+            if op > self.journal.head() {
+                break;
+            }
+            let copies = self.acks().iter().filter(|acked| **acked >= op).count();
+            if copies < write_quorum {
+                break;
+            }
+            self.apply(op, effects);
+        }
+        if self.commit == self.journal.head() {
+            self.prepare_timeout.stop();
+            self.ack_timeout.stop();
+            self.abdicated = false;
+        } else if !self.ack_timeout.ticking() {
+            self.ack_timeout.start();
+        }
+    }
+
+    /// Backup: acks the highest op it holds in order, if it may ack at all.
+    /// Sends PrepareOk for the highest op stored in order, if it is new (or
+    /// `force`: the primary may have lost the last one).
+    pub(crate) fn send_ack(&mut self, force: bool, effects: &mut Effects) {
+        if self.status != Status::Normal
+            || self.is_primary()
+            || !self.trusted
+            || self.view_persisted < self.view
+        {
+            return;
+        }
+        let op = self.stored_through();
+        if op == 0 || (op <= self.acked && !force) {
+            return;
+        }
+        let Some(checksum) = self.journal.checksum(op) else {
+            return;
+        };
+        let mut ok: PrepareOkHeader = self.new_header();
+        ok.prepare_checksum.set(checksum);
+        ok.op.set(op);
+        ok.commit.set(self.commit);
+        ok.cursor_tail.set(self.cursors.tail);
+        self.acked = op;
+        self.send(
+            self.primary_index(),
+            Message::PrepareOk(Msg::new(ok, Bytes::new())),
+            effects,
+        );
+    }
+
+    /// Storage made progress: commit, ack, or continue a view's installation.
+    pub(crate) fn on_storage_progress(&mut self, effects: &mut Effects) {
+        match self.status {
+            Status::Normal if self.is_primary() => self.try_commit(effects),
+            Status::Normal => {
+                self.send_ack(false, effects);
+                self.commit_stored(effects);
+            }
+            _ => {}
+        }
+        self.flush_writes(effects);
+        self.advance_adoption(effects);
+    }
+
+    /// Primary: the Commit heartbeat to every backup.
+    pub(crate) fn send_heartbeat(&mut self, effects: &mut Effects) {
+        if !self.is_serving_primary() || self.abdicated {
+            return;
+        }
+        let mut commit: CommitHeader = self.new_header();
+        commit.commit.set(self.commit);
+        commit
+            .commit_checksum
+            .set(self.journal.checksum(self.commit).unwrap_or(0));
+        commit.op.set(self.journal.head());
+        if self.commit > 0 && self.journal.checksum(self.commit).is_none() {
+            return;
+        }
+        self.broadcast(Message::Commit(Msg::new(commit, Bytes::new())), effects);
+        self.ship_cursors(effects);
+    }
+
+    /// Backup: the primary's heartbeat.
+    pub(crate) fn on_commit_heartbeat(&mut self, commit: &CommitHeader, effects: &mut Effects) {
+        let view = commit.prefix.view.get();
+        if view < self.view {
+            effects.event(Event::Dropped {
+                reason: DropReason::StaleView,
+            });
+            return;
+        }
+        if view > self.view || self.status != Status::Normal {
+            if self.status != Status::ViewChange || view > self.view {
+                self.request_start_view(commit.prefix.replica, effects);
+            }
+            return;
+        }
+        if self.is_primary() || commit.prefix.replica != self.primary_index() {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return;
+        }
+        self.heard_from_primary();
+        if let Some(checksum) = self.journal.checksum(commit.commit.get()) {
+            if checksum != commit.commit_checksum.get()
+                && commit.commit.get() <= self.journal.head()
+            {
+                effects.event(Event::Dropped {
+                    reason: DropReason::Invalid,
+                });
+                return;
+            }
+        }
+        self.primary_op = self.primary_op.max(commit.op.get());
+        self.note_commit_max(commit.commit.get(), effects);
+        if commit.op.get() > self.journal.head() || self.journal.gaps().next().is_some() {
+            self.repair(effects);
+        }
+        self.send_ack(true, effects);
+    }
+
+    /// Primary: resends each unacked prepare to each backup that lacks it.
+    pub(crate) fn retransmit_prepares(&mut self, effects: &mut Effects) {
+        if !self.is_serving_primary() {
+            self.prepare_timeout.stop();
+            return;
+        }
+        for to in self.others().collect::<Vec<_>>() {
+            let acked = self.acks[usize::from(to)];
+            for op in (acked.max(self.commit) + 1)..=self.journal.head() {
+                self.send_prepare(to, op, effects);
+            }
+        }
+    }
+
+    /// Sends the prepare at `op` to `to`, from memory or from storage.
+    pub(crate) fn send_prepare(&self, to: u8, op: u64, effects: &mut Effects) {
+        let Some(slot) = self.journal.get(op) else {
+            effects.push(Effect::ServePrepare {
+                to,
+                op,
+                checksum: 0,
+            });
+            return;
+        };
+        match &slot.prepare {
+            Some(prepare) => self.send(to, Message::Prepare(prepare.clone()), effects),
+            None if slot.state.stored(false) => {
+                effects.push(Effect::ServePrepare {
+                    to,
+                    op,
+                    checksum: slot.header.checksum(),
+                });
+            }
+            None => {}
+        }
+    }
+
+    /// Backup: the primary is alive; withdraw any vote to leave the view.
+    pub(crate) fn heard_from_primary(&mut self) {
+        if self.primary_timeout.ticking() {
+            self.primary_timeout.reset();
+        } else {
+            self.primary_timeout.start_jittered(&mut self.prng);
+        }
+        if self.suspecting {
+            self.suspecting = false;
+            self.svc_votes &= !(1 << self.config.replica);
+            self.view_change_retransmit.stop();
+        }
+    }
+
+    /// Enters Normal status in the current view (timers, first messages).
+    pub(crate) fn enter_normal(&mut self, effects: &mut Effects) {
+        self.status = Status::Normal;
+        self.log_view = self.view;
+        self.view_change_timeout.stop();
+        self.view_change_retransmit.stop();
+        self.probe_timeout.stop();
+        self.warning_timeout.stop();
+        self.view_change = Default::default();
+        self.repair_timeout.start();
+        self.acks = [0; strand_wire::REPLICAS_MAX as usize];
+        self.acked = 0;
+        self.svc_votes = 0;
+        self.suspecting = false;
+        self.abdicated = false;
+        self.ack_timeout.stop();
+        effects.event(Event::Normal {
+            view: self.view,
+            primary: self.is_primary(),
+        });
+        if self.is_primary() {
+            self.primary_timeout.stop();
+            self.heartbeat_timeout.start();
+            self.commit_max = self.commit_max.max(self.commit);
+            self.try_commit(effects);
+            if self.journal.head() > self.commit {
+                self.prepare_timeout.start();
+            }
+            self.send_heartbeat(effects);
+        } else {
+            self.heartbeat_timeout.stop();
+            self.prepare_timeout.stop();
+            self.primary_timeout.start_jittered(&mut self.prng);
+            self.commit_stored(effects);
+            self.send_ack(true, effects);
+            self.repair(effects);
+        }
+    }
+}

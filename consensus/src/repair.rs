@@ -1,0 +1,276 @@
+//! Repair: asking peers for the headers and prepares this replica lacks, and
+//! answering their requests from memory or (through the driver) from storage.
+//!
+//! Bounds: at most [`REPAIR_PREPARES_MAX`] prepares and one header range are
+//! asked for per repair round; rounds run on the repair timeout and whenever
+//! a gap is noticed.
+
+use bytes::Bytes;
+use strand_wire::{
+    CommandHeader, HEADERS_PER_MESSAGE_MAX, HeadersHeader, Message, Msg, PrepareHeader,
+    RequestHeadersHeader, RequestPrepareHeader,
+};
+use zerocopy::IntoBytes;
+
+use crate::effects::{DropReason, Effect, Effects, Event};
+use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
+use crate::replica::{Replica, Status};
+use crate::state_machine::StateMachine;
+
+/// Most prepares asked for in one repair round.
+pub const REPAIR_PREPARES_MAX: usize = 32;
+
+impl<S: StateMachine> Replica<S> {
+    /// One repair round: headers for gaps and for ops beyond the head that
+    /// are known to exist, then bodies for slots that lack them.
+    pub(crate) fn repair(&mut self, effects: &mut Effects) {
+        if let Some(adoption) = &self.adoption {
+            if adoption.verified_from > self.commit + 1 {
+                self.request_verification_headers(effects);
+                return;
+            }
+            self.request_missing_prepares(effects);
+            return;
+        }
+        if self.status != Status::Normal {
+            return;
+        }
+        if let Some((op_min, op_max)) = self.header_gap() {
+            // The primary's headers are canonical; gaps below known headers
+            // can be filled by anyone (checked against the hash chain).
+            let to = if self.is_primary() {
+                let others: Vec<u8> = self.others().collect();
+                others[(op_min as usize) % others.len()]
+            } else {
+                self.primary_index()
+            };
+            let mut request: RequestHeadersHeader = self.new_header();
+            request.op_min.set(op_min);
+            request.op_max.set(op_max);
+            self.send(
+                to,
+                Message::RequestHeaders(Msg::new(request, Bytes::new())),
+                effects,
+            );
+        }
+        self.request_missing_prepares(effects);
+    }
+
+    /// The first range of ops whose headers this backup lacks but knows exist.
+    fn header_gap(&self) -> Option<(u64, u64)> {
+        let limit = HEADERS_PER_MESSAGE_MAX as u64;
+        if let Some(gap) = self.journal.gaps().next() {
+            let end = (gap..gap + limit)
+                .take_while(|op| self.journal.header(*op).is_none())
+                .last()?;
+            return Some((gap, end));
+        }
+        let head = self.journal.head();
+        let known = self.commit_max.max(self.primary_op);
+        if known > head && head < self.commit + JOURNAL_SLOTS_MAX {
+            let op_max = known.min(head + limit).min(self.commit + JOURNAL_SLOTS_MAX);
+            return Some((head + 1, op_max));
+        }
+        None
+    }
+
+    /// Asks for the bodies of slots whose header is known and body is not.
+    fn request_missing_prepares(&mut self, effects: &mut Effects) {
+        let wanted: Vec<(u64, u32)> = self
+            .journal
+            .slots_from(self.journal.base())
+            .filter_map(|(op, slot)| {
+                let slot = slot?;
+                let missing = matches!(slot.state, SlotState::Missing | SlotState::Faulty)
+                    && slot.prepare.is_none();
+                missing.then(|| (op, slot.header.checksum()))
+            })
+            .take(REPAIR_PREPARES_MAX)
+            .collect();
+        for (index, (op, checksum)) in wanted.into_iter().enumerate() {
+            let Some(to) = self.repair_target(op, checksum, index) else {
+                continue;
+            };
+            let mut request: RequestPrepareHeader = self.new_header();
+            request.op.set(op);
+            request.prepare_checksum.set(checksum);
+            self.send(
+                to,
+                Message::RequestPrepare(Msg::new(request, Bytes::new())),
+                effects,
+            );
+        }
+    }
+
+    /// Which replica to ask for the prepare at `op`: the primary when
+    /// serving; during a view change, a reporter whose DoViewChange holds it
+    /// (rotating by `index`), else the adoption's source.
+    fn repair_target(&self, op: u64, checksum: u32, index: usize) -> Option<u8> {
+        if self.status == Status::Normal && !self.is_primary() {
+            return Some(self.primary_index());
+        }
+        if self.status == Status::Normal {
+            let others: Vec<u8> = self.others().collect();
+            return (!others.is_empty()).then(|| others[(op as usize + index) % others.len()]);
+        }
+        let holders: Vec<u8> = self
+            .view_change
+            .dvcs
+            .values()
+            .filter(|dvc| dvc.replica != self.config.replica && dvc.has_present(op, checksum))
+            .map(|dvc| dvc.replica)
+            .collect();
+        if !holders.is_empty() {
+            return Some(holders[index % holders.len()]);
+        }
+        let source = self.adoption.as_ref()?.source;
+        if source != self.config.replica {
+            return Some(source);
+        }
+        let others: Vec<u8> = self.others().collect();
+        (!others.is_empty()).then(|| others[index % others.len()])
+    }
+
+    /// A peer asks for headers: answered from the journal, or from storage
+    /// for ops the journal no longer holds.
+    pub(crate) fn on_request_headers(
+        &mut self,
+        request: &RequestHeadersHeader,
+        effects: &mut Effects,
+    ) {
+        if self.status == Status::AwaitingStateTransfer {
+            return;
+        }
+        let to = request.prefix.replica;
+        let (op_min, op_max) = (
+            request.op_min.get(),
+            request.op_max.get().min(self.journal.head()),
+        );
+        if op_min > op_max {
+            return;
+        }
+        let base = self.journal.base();
+        if op_min < base {
+            effects.push(Effect::ServeHeaders {
+                to,
+                op_min,
+                op_max: op_max.min(base - 1),
+            });
+        }
+        let headers: Vec<PrepareHeader> = self
+            .journal
+            .slots_from(op_min.max(base))
+            .take_while(|(op, _)| *op <= op_max)
+            .filter_map(|(_, slot)| slot.map(|slot| slot.header))
+            .collect();
+        if headers.is_empty() {
+            return;
+        }
+        let reply: HeadersHeader = self.new_header();
+        let body = Bytes::copy_from_slice(headers.as_bytes());
+        self.send(to, Message::Headers(Msg::new(reply, body)), effects);
+    }
+
+    /// Headers a peer sent: canonical ones from the adoption's source (while
+    /// adopting) or from the primary (while serving as backup).
+    pub(crate) fn on_headers(&mut self, message: Msg<HeadersHeader>, effects: &mut Effects) {
+        let from = message.header().prefix.replica;
+        let Ok(headers) = strand_wire::headers::prepare_headers(message.body()) else {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return;
+        };
+        let headers = headers.to_vec();
+        if let Some(adoption) = &self.adoption {
+            if from == adoption.source && adoption.verified_from > self.commit + 1 {
+                self.on_verification_headers(&headers, effects);
+                return;
+            }
+        }
+        if self.status != Status::Normal {
+            effects.event(Event::Dropped {
+                reason: DropReason::WrongStatus,
+            });
+            return;
+        }
+        let from_primary = !self.is_primary()
+            && from == self.primary_index()
+            && message.header().prefix.view.get() == self.view;
+        let commit = self.commit;
+        for header in &headers {
+            let op = header.op.get();
+            if op > commit + JOURNAL_SLOTS_MAX || op < self.journal.base() {
+                continue;
+            }
+            if from_primary && op > commit {
+                if !self.install_canonical_header(header, effects) {
+                    break;
+                }
+            } else if self.journal.in_window(op) && self.journal.header(op).is_none() {
+                self.fill_gap(header, effects);
+            }
+        }
+        self.request_missing_prepares(effects);
+    }
+
+    /// Fills a gap with a header from any replica, if it chains with a known
+    /// neighbour (the hash chain vouches for it).
+    fn fill_gap(&mut self, header: &PrepareHeader, effects: &mut Effects) {
+        let op = header.op.get();
+        let above = self
+            .journal
+            .header(op + 1)
+            .map(|above| above.parent.get() == header.checksum());
+        let below = self
+            .journal
+            .checksum(op - 1)
+            .map(|checksum| checksum == header.parent.get());
+        if above == Some(true) || (above.is_none() && below == Some(true)) {
+            let state = self.gap_state(op);
+            self.journal.set_header(*header, state);
+            if state == SlotState::Faulty {
+                self.faulty_ops.insert(op);
+            }
+        } else {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+        }
+    }
+
+    /// A peer asks for a prepare: sent from memory, or read from storage.
+    pub(crate) fn on_request_prepare(
+        &mut self,
+        request: &RequestPrepareHeader,
+        effects: &mut Effects,
+    ) {
+        if self.status == Status::AwaitingStateTransfer {
+            return;
+        }
+        let to = request.prefix.replica;
+        let op = request.op.get();
+        let checksum = request.prepare_checksum.get();
+        match self.journal.get(op) {
+            Some(slot) if checksum == 0 || slot.header.checksum() == checksum => {
+                if checksum == 0 && op > self.commit {
+                    return; // "whichever is committed": not yet
+                }
+                if let Some(prepare) = &slot.prepare {
+                    self.send(to, Message::Prepare(prepare.clone()), effects);
+                } else if slot.state.stored(false) {
+                    effects.push(Effect::ServePrepare {
+                        to,
+                        op,
+                        checksum: slot.header.checksum(),
+                    });
+                }
+            }
+            Some(_) => {}
+            None if op < self.journal.base() => {
+                effects.push(Effect::ServePrepare { to, op, checksum });
+            }
+            None => {}
+        }
+    }
+}

@@ -1,0 +1,788 @@
+//! The `Replica`: its state, its construction from what storage recovered, and
+//! the dispatch of every input to the module that owns the rule.
+//!
+//! Inputs: [`Replica::on_message`], [`Replica::on_request`], [`Replica::on_tick`],
+//! [`Replica::on_write`], [`Replica::on_truncated`], [`Replica::on_state_persisted`],
+//! [`Replica::on_cursors_written`], [`Replica::on_state_transfer_done`],
+//! [`Replica::accept_loss`]. Each pushes effects into the caller's [`Effects`].
+
+use std::collections::BTreeMap;
+
+use strand_wire::{
+    CommandHeader, Durability, Message, Msg, PrepareHeader, REPLICAS_MAX, RequestHeader,
+};
+
+use crate::client_table::ClientTable;
+use crate::config::Config;
+use crate::confirm::{ConfirmRule, confirm_rule};
+use crate::cursors::CursorState;
+use crate::effects::{DropReason, Effect, Effects, Event, WaitReason};
+use crate::journal::{Journal, SlotState};
+use crate::merge::{Canonical, DvcSummary};
+use crate::prng::Prng;
+use crate::state::{DurableState, HistoryStart, Recovered};
+use crate::state_machine::{StateMachine, reply_from_header};
+use crate::timeout::Timeout;
+
+/// Where a replica is in the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Serving in its view: the primary prepares, backups ack.
+    Normal,
+    /// Moving to a new view: acks nothing, collects or sends DoViewChanges.
+    ViewChange,
+    /// Restarted: asks for the current view before it serves.
+    Recovering,
+    /// Cannot use its log; waits for a state transfer.
+    AwaitingStateTransfer,
+}
+
+impl Status {
+    /// The name used in status output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Normal => "normal",
+            Status::ViewChange => "view_change",
+            Status::Recovering => "recovering",
+            Status::AwaitingStateTransfer => "awaiting_state_transfer",
+        }
+    }
+}
+
+/// A client request as the driver hands it over: the validated frame plus
+/// what only the driver can know.
+#[derive(Debug, Clone)]
+pub struct ClientRequest {
+    /// The request frame.
+    pub request: Msg<RequestHeader>,
+    /// Records in a produce's batch (0 for other operations); the driver has
+    /// validated the batch.
+    pub record_count: u32,
+    /// The driver's wall clock, nanoseconds since the Unix epoch.
+    pub timestamp_ns: u64,
+}
+
+/// Which stage of a storage write completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteStage {
+    /// Handed to the WAL writer.
+    Queued,
+    /// Fsynced.
+    Durable,
+}
+
+/// Progress of the view change this replica is in.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ViewChangeProgress {
+    /// DoViewChanges received for the current view (candidate only).
+    pub dvcs: BTreeMap<u8, DvcSummary>,
+    /// The merge's result once ready (candidate only).
+    pub canonical: Option<Canonical>,
+    /// The operator accepted loss for this view.
+    pub accept_loss: bool,
+    /// The latest wait, for `attention`.
+    pub waiting: Option<(WaitReason, u32)>,
+    /// StartViewChange and DoViewChange were sent for the current view.
+    pub announced: bool,
+}
+
+/// A StartView being adopted (or the merge result being installed): the log
+/// must match `headers` before the replica persists the view and serves.
+#[derive(Debug, Clone)]
+pub(crate) struct Adoption {
+    /// The view being adopted.
+    pub view: u32,
+    /// The canonical head op.
+    pub op: u64,
+    /// The canonical commit number (at least).
+    pub commit: u64,
+    /// The view's history start.
+    pub start: HistoryStart,
+    /// The replica canonical headers below the suffix are fetched from.
+    pub source: u8,
+    /// Lowest op whose canonical header has been matched against this
+    /// replica's log; reconciliation is done once it reaches `commit + 1`
+    /// (or the log's head is below it).
+    pub verified_from: u64,
+    /// A storage truncation is in flight (its target op).
+    pub truncating: Option<u64>,
+    /// The durable-state persist carrying the view was requested (its sequence).
+    pub persisting: Option<u64>,
+}
+
+/// One replica of one VSR group: see the crate docs.
+#[derive(Debug)]
+pub struct Replica<S> {
+    pub(crate) config: Config,
+    pub(crate) rule: ConfirmRule,
+    pub(crate) prng: Prng,
+    pub(crate) machine: S,
+
+    pub(crate) status: Status,
+    pub(crate) view: u32,
+    pub(crate) log_view: u32,
+    pub(crate) trusted: bool,
+    /// The durable state last asked for, and the sequence numbers of asks.
+    pub(crate) durable: DurableState,
+    pub(crate) persist_requested: u64,
+    pub(crate) persist_completed: u64,
+    /// The view known to be on disk (a replica acks nothing in a view before).
+    pub(crate) view_persisted: u32,
+
+    pub(crate) journal: Journal,
+    /// Ops whose slots are Faulty: rewritten in place once their prepare arrives.
+    pub(crate) faulty_ops: std::collections::BTreeSet<u64>,
+    /// Ops up to here are applied.
+    pub(crate) commit: u64,
+    /// The highest commit number heard of.
+    pub(crate) commit_max: u64,
+    /// The next op to append to storage (all below were handed over).
+    pub(crate) write_next: u64,
+    /// Every op from the commit number up to this one was stored (per policy)
+    /// when last looked; lowered by every truncation.
+    pub(crate) stored_hint: u64,
+    pub(crate) client_table: ClientTable,
+    pub(crate) cursors: CursorState,
+
+    /// Primary: the highest op each replica acked in this view.
+    pub(crate) acks: [u64; REPLICAS_MAX as usize],
+    /// Backup: the highest op acked to the primary in this view.
+    pub(crate) acked: u64,
+    pub(crate) view_change: ViewChangeProgress,
+    pub(crate) adoption: Option<Adoption>,
+    /// Backup: the highest op the primary is known to have.
+    pub(crate) primary_op: u64,
+    /// Nonce of this replica's outstanding RequestStartView (0: none).
+    pub(crate) probe_nonce: u64,
+    pub(crate) probes: u32,
+    pub(crate) commit_persisted: u64,
+    /// Replicas (bitset) that voted to leave the current view (StartViewChange).
+    pub(crate) svc_votes: u32,
+    /// This replica voted to leave the current view.
+    pub(crate) suspecting: bool,
+    /// Primary: no ack arrived for too long with prepares in flight, so it
+    /// stopped heartbeating to let the backups elect another primary.
+    pub(crate) abdicated: bool,
+
+    pub(crate) heartbeat_timeout: Timeout,
+    pub(crate) primary_timeout: Timeout,
+    pub(crate) ack_timeout: Timeout,
+    pub(crate) prepare_timeout: Timeout,
+    pub(crate) view_change_timeout: Timeout,
+    pub(crate) view_change_retransmit: Timeout,
+    pub(crate) probe_timeout: Timeout,
+    pub(crate) repair_timeout: Timeout,
+    pub(crate) warning_timeout: Timeout,
+    pub(crate) commit_persist_timeout: Timeout,
+
+    /// `mutations` only: the trusted-quorum gate.
+    pub(crate) trusted_gate: bool,
+}
+
+impl<S: StateMachine> Replica<S> {
+    /// Builds a replica from what storage recovered. Call [`Replica::start`] next.
+    pub fn open(config: Config, recovered: Recovered, machine: S) -> Replica<S> {
+        config.assert_valid();
+        let rule = confirm_rule(config.confirm, config.replica_count);
+        let base = recovered
+            .headers
+            .first()
+            .map_or(recovered.state.commit + 1, |header| header.op.get());
+        let mut journal = Journal::starting_at(base.max(1));
+        let mut head = recovered
+            .headers
+            .last()
+            .map_or(base - 1, |header| header.op.get());
+        for header in &recovered.headers {
+            let state = if recovered.faulty.contains(&header.op.get()) {
+                SlotState::Faulty
+            } else {
+                SlotState::Durable
+            };
+            journal.set_header(*header, state);
+        }
+        assert_eq!(head, journal.head());
+        head = journal.head();
+        let state = recovered.state.clone();
+        assert!(state.log_view <= state.view, "{state:?}");
+        // Ops at or below the persisted commit are applied; the journal holds
+        // every op above it.
+        let commit = state.commit.min(head);
+        assert!(
+            journal.is_empty() || journal.base() <= commit + 1,
+            "journal lacks uncommitted ops"
+        );
+        let mut client_table = ClientTable::new();
+        for header in recovered
+            .headers
+            .iter()
+            .filter(|header| header.op.get() <= commit)
+        {
+            let (result, body) = reply_from_header(header);
+            client_table.commit(header, result, body);
+        }
+        let timeouts = config.timeouts;
+        let mut replica = Replica {
+            rule,
+            prng: Prng::new(config.seed ^ u64::from(config.replica).wrapping_mul(0x9e37_79b9)),
+            machine,
+            status: Status::Recovering,
+            view: state.view,
+            log_view: state.log_view,
+            trusted: recovered.trusted,
+            view_persisted: state.view,
+            commit_persisted: commit,
+            durable: state,
+            persist_requested: 0,
+            persist_completed: 0,
+            faulty_ops: recovered.faulty.iter().copied().collect(),
+            journal,
+            commit,
+            commit_max: commit,
+            write_next: head + 1,
+            stored_hint: commit,
+            client_table,
+            cursors: CursorState::new(recovered.cursor_tail),
+            acks: [0; REPLICAS_MAX as usize],
+            acked: 0,
+            view_change: ViewChangeProgress::default(),
+            adoption: None,
+            primary_op: 0,
+            probe_nonce: 0,
+            probes: 0,
+            svc_votes: 0,
+            suspecting: false,
+            abdicated: false,
+            heartbeat_timeout: Timeout::new("heartbeat", timeouts.heartbeat_ticks),
+            primary_timeout: Timeout::new("primary", timeouts.primary_ticks),
+            ack_timeout: Timeout::new("ack", timeouts.primary_ticks),
+            prepare_timeout: Timeout::new("prepare", timeouts.prepare_retransmit_ticks),
+            view_change_timeout: Timeout::new("view_change", timeouts.view_change_ticks),
+            view_change_retransmit: Timeout::new(
+                "view_change_retransmit",
+                timeouts.view_change_retransmit_ticks,
+            ),
+            probe_timeout: Timeout::new("start_view_probe", timeouts.start_view_probe_ticks),
+            repair_timeout: Timeout::new("repair", timeouts.repair_ticks),
+            warning_timeout: Timeout::new("warning", timeouts.warning_ticks),
+            commit_persist_timeout: Timeout::new("commit_persist", timeouts.commit_persist_ticks),
+            trusted_gate: true,
+            config,
+        };
+        if recovered.faulty.iter().any(|op| *op > head) {
+            replica.trusted = false;
+        }
+        if recovered.awaiting_state_transfer {
+            replica.status = Status::AwaitingStateTransfer;
+            replica.trusted = false;
+        } else if recovered.fresh && replica.view == 0 {
+            replica.status = Status::Normal;
+        } else if replica.config.replica_count == 1 {
+            replica.status = Status::Normal;
+            replica.log_view = replica.view;
+        }
+        replica
+    }
+
+    /// Starts the replica's timers and first messages.
+    pub fn start(&mut self, effects: &mut Effects) {
+        self.commit_persist_timeout.start();
+        if !self.trusted {
+            effects.event(Event::UntrustedLog { untrusted: true });
+        }
+        match self.status {
+            Status::Normal => self.enter_normal(effects),
+            Status::Recovering => self.start_probing(effects),
+            Status::AwaitingStateTransfer => {}
+            Status::ViewChange => unreachable!("a replica never opens in a view change"),
+        }
+    }
+
+    // ----- accessors ---------------------------------------------------------
+
+    /// The replica's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The group's quorums.
+    pub fn rule(&self) -> ConfirmRule {
+        self.rule
+    }
+
+    /// The current view.
+    pub fn view(&self) -> u32 {
+        self.view
+    }
+
+    /// The view the log was last settled in.
+    pub fn log_view(&self) -> u32 {
+        self.log_view
+    }
+
+    /// The replica's status.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// The log's head op.
+    pub fn op(&self) -> u64 {
+        self.journal.head()
+    }
+
+    /// Ops up to here are applied.
+    pub fn commit(&self) -> u64 {
+        self.commit
+    }
+
+    /// Whether the log is trusted.
+    pub fn trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// The primary of the current view.
+    pub fn primary_index(&self) -> u8 {
+        self.config.primary_of(self.view)
+    }
+
+    /// Whether this replica is the primary of its view (in any status).
+    pub fn is_primary(&self) -> bool {
+        self.primary_index() == self.config.replica
+    }
+
+    /// Whether this replica serves as primary right now.
+    pub fn is_serving_primary(&self) -> bool {
+        self.status == Status::Normal && self.is_primary()
+    }
+
+    /// The journal's header of `op`, if in memory.
+    pub fn header(&self, op: u64) -> Option<&PrepareHeader> {
+        self.journal.header(op)
+    }
+
+    /// The state machine.
+    pub fn machine(&self) -> &S {
+        &self.machine
+    }
+
+    /// The cursor event log's length.
+    pub fn cursor_tail(&self) -> u64 {
+        self.cursors.tail
+    }
+
+    /// The durable state as last asked to be persisted.
+    pub fn durable_state(&self) -> &DurableState {
+        &self.durable
+    }
+
+    /// The highest op each replica acked in this view (primary only; index
+    /// by replica).
+    pub fn acks(&self) -> &[u64] {
+        &self.acks[..usize::from(self.config.replica_count)]
+    }
+
+    /// Why the view change waits and for whom (a bitset), if it does.
+    pub fn attention(&self) -> Option<(WaitReason, u32)> {
+        if self.status == Status::AwaitingStateTransfer {
+            return Some((WaitReason::AwaitingStateTransfer, 0));
+        }
+        if self.status != Status::ViewChange {
+            return None;
+        }
+        self.view_change.waiting
+    }
+
+    /// `mutations` only: switches the trusted-quorum gate of the view change
+    /// off, to show that the simulator's checkers catch the loss it prevents.
+    #[cfg(feature = "mutations")]
+    pub fn disable_trusted_gate(&mut self) {
+        self.trusted_gate = false;
+    }
+
+    // ----- inputs --------------------------------------------------------------
+
+    /// A frame from a peer replica of this group.
+    pub fn on_message(&mut self, message: Message, effects: &mut Effects) {
+        if let Err(reason) = self.check_envelope(&message) {
+            effects.event(Event::Dropped { reason });
+            return;
+        }
+        match message {
+            Message::Prepare(prepare) => self.on_prepare(prepare, effects),
+            Message::PrepareOk(ok) => self.on_prepare_ok(ok.header(), effects),
+            Message::Commit(commit) => self.on_commit_heartbeat(commit.header(), effects),
+            Message::StartViewChange(svc) => self.on_start_view_change(svc.header(), effects),
+            Message::DoViewChange(dvc) => self.on_do_view_change(dvc, effects),
+            Message::StartView(start) => self.on_start_view(start, effects),
+            Message::RequestStartView(request) => {
+                self.on_request_start_view(request.header(), effects)
+            }
+            Message::RequestPrepare(request) => self.on_request_prepare(request.header(), effects),
+            Message::RequestHeaders(request) => self.on_request_headers(request.header(), effects),
+            Message::Headers(headers) => self.on_headers(headers, effects),
+            Message::Cursors(cursors) => self.on_cursors(cursors, effects),
+            Message::Ping(_)
+            | Message::Pong(_)
+            | Message::Request(_)
+            | Message::Reply(_)
+            | Message::RequestStateTransfer(_)
+            | Message::StateTransferChunk(_) => {
+                effects.event(Event::Dropped {
+                    reason: DropReason::WrongStatus,
+                });
+            }
+        }
+    }
+
+    /// One tick of time.
+    pub fn on_tick(&mut self, effects: &mut Effects) {
+        for timeout in [
+            &mut self.heartbeat_timeout,
+            &mut self.primary_timeout,
+            &mut self.ack_timeout,
+            &mut self.prepare_timeout,
+            &mut self.view_change_timeout,
+            &mut self.view_change_retransmit,
+            &mut self.probe_timeout,
+            &mut self.repair_timeout,
+            &mut self.warning_timeout,
+            &mut self.commit_persist_timeout,
+        ] {
+            timeout.tick();
+        }
+        if self.heartbeat_timeout.fired() {
+            self.heartbeat_timeout.start();
+            self.send_heartbeat(effects);
+        }
+        if self.primary_timeout.fired() {
+            self.primary_timeout.stop();
+            self.vote_leave_view(effects);
+        }
+        if self.ack_timeout.fired() {
+            self.ack_timeout.stop();
+            self.abdicated = self.is_serving_primary() && self.journal.head() > self.commit;
+        }
+        if self.prepare_timeout.fired() {
+            self.prepare_timeout.start();
+            self.retransmit_prepares(effects);
+        }
+        if self.view_change_timeout.fired() {
+            self.on_view_change_timeout(effects);
+        }
+        if self.view_change_retransmit.fired() {
+            self.view_change_retransmit.start();
+            self.retransmit_view_change(effects);
+        }
+        if self.probe_timeout.fired() {
+            self.on_probe_timeout(effects);
+        }
+        if self.repair_timeout.fired() {
+            self.repair_timeout.start();
+            self.repair(effects);
+        }
+        if self.commit_persist_timeout.fired() {
+            self.commit_persist_timeout.start();
+            if self.commit > self.commit_persisted && self.status == Status::Normal {
+                self.durable.commit = self.commit;
+                self.request_persist(effects);
+            }
+        }
+    }
+
+    /// Storage took a write of `op` (whose prepare has `checksum`) to `stage`.
+    pub fn on_write(&mut self, op: u64, checksum: u32, stage: WriteStage, effects: &mut Effects) {
+        let keep_body = self.is_primary() || self.machine.needs_bodies();
+        let Some(slot) = self.journal.get_mut(op) else {
+            return;
+        };
+        if slot.header.checksum() != checksum {
+            return; // a write truncated away and replaced since
+        }
+        slot.state = match (slot.state, stage) {
+            (SlotState::Durable, _) => SlotState::Durable,
+            (_, WriteStage::Durable) => SlotState::Durable,
+            (SlotState::Writing | SlotState::Faulty, WriteStage::Queued) => SlotState::Queued,
+            (state, WriteStage::Queued) => state,
+        };
+        if !keep_body && slot.state != SlotState::Writing {
+            slot.prepare = None;
+        }
+        self.on_storage_progress(effects);
+    }
+
+    /// Storage finished truncating the log to `op`.
+    pub fn on_truncated(&mut self, op: u64, effects: &mut Effects) {
+        if let Some(adoption) = &mut self.adoption {
+            if adoption.truncating == Some(op) {
+                adoption.truncating = None;
+            }
+        }
+        self.advance_adoption(effects);
+    }
+
+    /// Storage persisted the durable state of request `sequence`.
+    pub fn on_state_persisted(&mut self, sequence: u64, effects: &mut Effects) {
+        assert!(
+            sequence <= self.persist_requested,
+            "persisted a state never asked for"
+        );
+        if sequence <= self.persist_completed {
+            return;
+        }
+        self.persist_completed = sequence;
+        if sequence == self.persist_requested {
+            self.view_persisted = self.durable.view;
+            self.commit_persisted = self.durable.commit;
+        }
+        self.on_persisted(effects);
+    }
+
+    /// The cursor log reached `cursor_end` events at `stage`.
+    pub fn on_cursors_written(
+        &mut self,
+        cursor_end: u64,
+        stage: WriteStage,
+        effects: &mut Effects,
+    ) {
+        self.cursors_written(cursor_end, stage, effects);
+    }
+
+    /// A state transfer finished: the log now ends at `head` (committed), the
+    /// cursor log at `cursor_tail`.
+    pub fn on_state_transfer_done(
+        &mut self,
+        head: PrepareHeader,
+        cursor_tail: u64,
+        effects: &mut Effects,
+    ) {
+        assert_eq!(
+            self.status,
+            Status::AwaitingStateTransfer,
+            "no state transfer was awaited"
+        );
+        let op = head.op.get();
+        self.journal.reset_at(head);
+        self.stored_hint = op;
+        self.commit = op;
+        self.commit_max = self.commit_max.max(op);
+        self.write_next = op + 1;
+        self.cursors = CursorState::new(cursor_tail);
+        self.status = Status::Recovering;
+        self.start_probing(effects);
+    }
+
+    /// An operator lets this replica's group go on with the logs at hand:
+    /// the view change it is candidate of (or, if it is not, one to the next
+    /// view it is primary of) starts from the DoViewChanges it has, without
+    /// the trusted quorum and history-start waits. May lose confirmed records;
+    /// the view's history start records that loss was accepted. Returns false
+    /// when the group is not stuck (this replica serves, or follows a primary).
+    pub fn accept_loss(&mut self, effects: &mut Effects) -> bool {
+        if self.status == Status::AwaitingStateTransfer {
+            return false;
+        }
+        let candidate = self.status == Status::ViewChange && self.is_primary();
+        if self.view_change.canonical.is_some()
+            || (self.status == Status::Normal && !self.suspecting)
+        {
+            return false;
+        }
+        if !candidate {
+            let mut view = self.view + 1;
+            while self.config.primary_of(view) != self.config.replica {
+                view += 1;
+            }
+            self.start_view_change(view, effects);
+        }
+        self.view_change.accept_loss = true;
+        self.try_merge(effects);
+        true
+    }
+
+    // ----- shared helpers ------------------------------------------------------
+
+    fn check_envelope(&self, message: &Message) -> Result<(), DropReason> {
+        let prefix = message.prefix();
+        if prefix.cluster.get() != self.config.cluster {
+            return Err(DropReason::WrongCluster);
+        }
+        if prefix.group.get() != self.config.group {
+            return Err(DropReason::WrongGroup);
+        }
+        let from_self_allowed = matches!(message, Message::Prepare(_) | Message::Headers(_));
+        if prefix.replica >= self.config.replica_count {
+            return Err(DropReason::ReplicaOutOfRange);
+        }
+        if prefix.replica == self.config.replica && !from_self_allowed {
+            return Err(DropReason::Invalid);
+        }
+        Ok(())
+    }
+
+    /// A header prefix for a frame from this replica in the current view.
+    pub(crate) fn new_header<H: CommandHeader>(&self) -> H {
+        H::new(
+            self.config.cluster,
+            self.config.group,
+            self.view,
+            self.config.replica,
+        )
+    }
+
+    /// Sends `message` to replica `to`.
+    pub(crate) fn send(&self, to: u8, message: Message, effects: &mut Effects) {
+        assert!(to < self.config.replica_count && to != self.config.replica);
+        effects.push(Effect::Send { to, message });
+    }
+
+    /// Sends `message` to every other replica.
+    pub(crate) fn broadcast(&self, message: Message, effects: &mut Effects) {
+        for to in self.others() {
+            effects.push(Effect::Send {
+                to,
+                message: message.clone(),
+            });
+        }
+    }
+
+    /// Every replica index but this one.
+    pub(crate) fn others(&self) -> impl Iterator<Item = u8> + use<S> {
+        let me = self.config.replica;
+        (0..self.config.replica_count).filter(move |replica| *replica != me)
+    }
+
+    /// Asks for the durable state to be persisted (coalescing: only the newest matters).
+    pub(crate) fn request_persist(&mut self, effects: &mut Effects) -> u64 {
+        self.persist_requested += 1;
+        effects.push(Effect::PersistState {
+            state: self.durable.clone(),
+            sequence: self.persist_requested,
+        });
+        self.persist_requested
+    }
+
+    /// Whether acks wait for durability under this group's policy.
+    pub(crate) fn ack_needs_durable(&self) -> bool {
+        self.config.durability == Durability::Persisted
+    }
+
+    /// The highest op such that every op from the commit number up to it is
+    /// stored (per the durability policy): what this replica can ack.
+    pub(crate) fn stored_through(&mut self) -> u64 {
+        let durable = self.ack_needs_durable();
+        let mut op = self.commit.max(self.stored_hint.min(self.journal.head()));
+        while let Some(slot) = self.journal.get(op + 1) {
+            if !slot.state.stored(durable) {
+                break;
+            }
+            op += 1;
+        }
+        self.stored_hint = op;
+        op
+    }
+
+    /// Hands every slot that can be appended in order to storage, then
+    /// rewrites in place every faulty slot whose prepare has arrived.
+    pub(crate) fn flush_writes(&mut self, effects: &mut Effects) {
+        loop {
+            let op = self.write_next;
+            let Some(slot) = self.journal.get_mut(op) else {
+                break;
+            };
+            let (SlotState::Missing, Some(prepare)) = (slot.state, &slot.prepare) else {
+                break;
+            };
+            let prepare = prepare.clone();
+            slot.state = SlotState::Writing;
+            effects.push(Effect::WritePrepare { prepare });
+            self.write_next += 1;
+        }
+        if self.faulty_ops.is_empty() {
+            return;
+        }
+        let faulty: Vec<u64> = self
+            .faulty_ops
+            .iter()
+            .copied()
+            .filter(|op| *op < self.write_next)
+            .collect();
+        for op in faulty {
+            let Some(slot) = self.journal.get_mut(op) else {
+                self.faulty_ops.remove(&op);
+                continue;
+            };
+            if slot.state != SlotState::Faulty {
+                self.faulty_ops.remove(&op);
+                continue;
+            }
+            let Some(prepare) = slot.prepare.clone() else {
+                continue;
+            };
+            slot.state = SlotState::Writing;
+            self.faulty_ops.remove(&op);
+            effects.push(Effect::WritePrepare { prepare });
+        }
+    }
+
+    /// Removes every op above `op` from the journal and from storage.
+    pub(crate) fn truncate_log(&mut self, op: u64, effects: &mut Effects) {
+        self.journal.truncate(op);
+        self.truncate_storage(op, effects);
+    }
+
+    /// Removes every op above `op` from storage; their journal slots (if any
+    /// stay) go back to Missing, to be written again.
+    pub(crate) fn truncate_storage(&mut self, op: u64, effects: &mut Effects) {
+        assert!(
+            op >= self.commit,
+            "truncating committed op {} (commit {})",
+            op + 1,
+            self.commit
+        );
+        if self.write_next <= op + 1 {
+            return;
+        }
+        let ops: Vec<u64> = self
+            .journal
+            .slots_from(op + 1)
+            .map(|(slot_op, _)| slot_op)
+            .collect();
+        for slot_op in ops {
+            if let Some(slot) = self.journal.get_mut(slot_op) {
+                slot.state = SlotState::Missing;
+            }
+        }
+        self.write_next = op + 1;
+        self.stored_hint = self.stored_hint.min(op);
+        effects.push(Effect::Truncate { op });
+        if let Some(adoption) = &mut self.adoption {
+            adoption.truncating = Some(op);
+        }
+    }
+
+    /// Trims committed slots beyond what the journal keeps in memory.
+    pub(crate) fn trim_journal(&mut self) {
+        let keep = crate::journal::JOURNAL_COMMITTED_KEEP;
+        self.journal.trim_below(
+            self.commit
+                .saturating_sub(keep)
+                .min(self.write_next.saturating_sub(1)),
+        );
+    }
+
+    /// Stores a body for `op` if its header matches and storage lacks it.
+    pub(crate) fn store_body(&mut self, prepare: &Msg<PrepareHeader>) -> bool {
+        let op = prepare.header().op.get();
+        let Some(slot) = self.journal.get_mut(op) else {
+            return false;
+        };
+        if slot.header.checksum() != prepare.checksum() {
+            return false;
+        }
+        if !matches!(slot.state, SlotState::Missing | SlotState::Faulty) || slot.prepare.is_some() {
+            return false;
+        }
+        slot.prepare = Some(prepare.clone());
+        true
+    }
+}

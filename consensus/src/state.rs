@@ -1,0 +1,116 @@
+//! What a replica keeps across restarts (the superblock's consensus fields),
+//! and what storage reports when a replica opens.
+
+use strand_wire::PrepareHeader;
+
+/// Most history starts a replica remembers; older ones are dropped first. The
+/// guard and the cut only ever need the latest few.
+pub const HISTORY_STARTS_MAX: usize = 16;
+
+/// Where the history of one view began: the new primary of `view` started it
+/// with its log at `op` and its cursor event log at `cursor_tail`.
+///
+/// Every confirmed record lies at or below the latest start, so no later view
+/// may start from a log that ends below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct HistoryStart {
+    /// The view that started here.
+    pub view: u32,
+    /// The canonical log's head op when the view started.
+    pub op: u64,
+    /// The new primary's cursor event log length when the view started.
+    pub cursor_tail: u64,
+    /// The replica that started the view (its primary).
+    pub replica: u8,
+    /// True when the view was started by an operator's accept-loss: records
+    /// confirmed above `op` may have been given up.
+    pub accepted_loss: bool,
+}
+
+/// The replica state that must survive a restart, written atomically by the
+/// driver (the partition superblock) whenever the replica asks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DurableState {
+    /// The highest view this replica has entered. Persisting it fences the
+    /// replica: it never acks anything from a lower view again.
+    pub view: u32,
+    /// The view in which the replica's log was last settled (Normal or adopted
+    /// from a StartView).
+    pub log_view: u32,
+    /// The replica's commit number.
+    pub commit: u64,
+    /// The history starts this replica knows, oldest first, at most
+    /// [`HISTORY_STARTS_MAX`].
+    pub history_starts: Vec<HistoryStart>,
+}
+
+impl DurableState {
+    /// The latest recorded history start, if any.
+    pub fn latest_start(&self) -> Option<HistoryStart> {
+        self.history_starts.last().copied()
+    }
+
+    /// Records a start, keeping the list sorted by view and bounded.
+    pub fn record_start(&mut self, start: HistoryStart) {
+        if let Some(latest) = self.latest_start() {
+            assert!(
+                start.view >= latest.view,
+                "history start for an older view: {start:?} after {latest:?}"
+            );
+            if latest.view == start.view {
+                assert_eq!(latest.op, start.op, "two starts for view {}", start.view);
+                return;
+            }
+        }
+        self.history_starts.push(start);
+        if self.history_starts.len() > HISTORY_STARTS_MAX {
+            self.history_starts.remove(0);
+        }
+    }
+}
+
+/// What storage found when the replica's group was opened; the replica's
+/// whole starting state.
+#[derive(Debug, Clone)]
+pub struct Recovered {
+    /// The durable state from the superblock (default when fresh).
+    pub state: DurableState,
+    /// Headers of the log's last ops, ascending, ending at the log's head.
+    /// Must include every readable op above `state.commit` (and may include up
+    /// to a journal's worth below it). An op whose entry is damaged so badly
+    /// its header cannot be read is left out (and listed in `faulty`). Empty
+    /// for an empty log.
+    pub headers: Vec<PrepareHeader>,
+    /// Ops whose entries storage found damaged (a checksum that does not
+    /// match a full-length entry, anywhere in the log; a torn, partial last
+    /// entry is not damage, it was never acked). Their bodies must be
+    /// repaired from peers; they are never nacked. A damaged entry above the
+    /// last readable header makes the log untrusted: the replica cannot say
+    /// what it acked there.
+    pub faulty: Vec<u64>,
+    /// The cursor event log's length.
+    pub cursor_tail: u64,
+    /// False when the log was recovered from disk under `replicated`
+    /// durability without a clean-shutdown mark: it may lack acked ops.
+    pub trusted: bool,
+    /// True when the partition cannot use its log at all and awaits a state
+    /// transfer (after a quarantine, or a damaged log head).
+    pub awaiting_state_transfer: bool,
+    /// True when nothing was on disk: a brand-new replica.
+    pub fresh: bool,
+}
+
+impl Recovered {
+    /// A brand-new, empty replica.
+    pub fn fresh() -> Recovered {
+        Recovered {
+            state: DurableState::default(),
+            headers: Vec::new(),
+            faulty: Vec::new(),
+            cursor_tail: 0,
+            trusted: true,
+            awaiting_state_transfer: false,
+            fresh: true,
+        }
+    }
+}

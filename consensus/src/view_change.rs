@@ -1,0 +1,869 @@
+//! The view change: timeouts, StartViewChange, DoViewChange, the candidate's
+//! merge, StartView, and installing a view's canonical log (as new primary or
+//! adopting backup) before serving in it.
+//!
+//! Order of durable steps, each waiting for the one before:
+//! 1. persist the higher view (fencing) → then send StartViewChange/DoViewChange;
+//! 2. install the canonical log: truncate what contradicts it (storage
+//!    truncation completes) and, for a new primary, repair every body;
+//! 3. persist `log_view = view` with the view's history start → then serve
+//!    (the new primary sends StartView).
+
+use bytes::Bytes;
+use strand_wire::{
+    CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, DoViewChangeHeader, Message, Msg,
+    PrepareHeader, RequestStartViewHeader, StartViewChangeHeader, StartViewHeader,
+};
+use zerocopy::IntoBytes;
+
+use crate::effects::{DropReason, Effect, Effects, Event};
+use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
+use crate::merge::{Decision, DvcSummary, MergeParams, decide};
+use crate::replica::{Adoption, Replica, Status};
+use crate::state::HistoryStart;
+use crate::state_machine::StateMachine;
+
+impl<S: StateMachine> Replica<S> {
+    /// Moves to `new_view`: stops acking the old one, persists the view, and
+    /// (once persisted) sends its DoViewChange to every replica.
+    pub(crate) fn start_view_change(&mut self, new_view: u32, effects: &mut Effects) {
+        assert!(
+            new_view > self.view,
+            "view {new_view} is not above {}",
+            self.view
+        );
+        let awaiting = self.status == Status::AwaitingStateTransfer;
+        self.view = new_view;
+        if !awaiting {
+            self.status = Status::ViewChange;
+        }
+        self.view_change = Default::default();
+        self.adoption = None;
+        self.svc_votes = 0;
+        self.suspecting = false;
+        self.abdicated = false;
+        self.acks = [0; strand_wire::REPLICAS_MAX as usize];
+        self.heartbeat_timeout.stop();
+        self.primary_timeout.stop();
+        self.ack_timeout.stop();
+        self.prepare_timeout.stop();
+        self.probe_timeout.stop();
+        if self.view_change_timeout.ticking() {
+            self.view_change_timeout.backoff(&mut self.prng);
+        } else {
+            self.view_change_timeout.start_jittered(&mut self.prng);
+        }
+        self.view_change_retransmit.start();
+        self.durable.view = new_view;
+        self.request_persist(effects);
+        effects.event(Event::ViewChangeStarted { view: new_view });
+    }
+
+    /// Votes to leave the current view: the primary is silent, the view
+    /// change is stuck, or a restart's probes went unanswered. The view moves
+    /// on only when a quorum votes so, which keeps a replica that can send but
+    /// not receive from disturbing a healthy view.
+    pub(crate) fn vote_leave_view(&mut self, effects: &mut Effects) {
+        self.suspecting = true;
+        self.svc_votes |= 1 << self.config.replica;
+        let svc: StartViewChangeHeader = self.new_header();
+        self.broadcast(
+            Message::StartViewChange(Msg::new(svc, Bytes::new())),
+            effects,
+        );
+        if !self.view_change_retransmit.ticking() {
+            self.view_change_retransmit.start();
+        }
+        self.check_svc_quorum(effects);
+    }
+
+    /// Votes needed to leave a view: a majority, and at least R.
+    fn svc_quorum(&self) -> u32 {
+        u32::from(self.rule.view_change.max(self.config.replica_count / 2 + 1))
+    }
+
+    fn check_svc_quorum(&mut self, effects: &mut Effects) {
+        if self.svc_votes.count_ones() >= self.svc_quorum() {
+            self.start_view_change(self.view + 1, effects);
+        }
+    }
+
+    /// Whether this replica has a working primary (and so ignores calls to
+    /// leave for views it has not reached).
+    fn healthy(&self) -> bool {
+        self.status == Status::Normal && !self.suspecting && !self.abdicated
+    }
+
+    /// The view change took too long: vote to leave this view too.
+    pub(crate) fn on_view_change_timeout(&mut self, effects: &mut Effects) {
+        if self.status == Status::ViewChange || self.adoption.is_some() {
+            self.view_change_timeout.backoff(&mut self.prng);
+            self.vote_leave_view(effects);
+        } else {
+            self.view_change_timeout.stop();
+        }
+    }
+
+    /// Resends what this replica owes (it may have been lost): its vote to
+    /// leave the view, and in a view change its DoViewChange.
+    pub(crate) fn retransmit_view_change(&mut self, effects: &mut Effects) {
+        if self.suspecting {
+            let svc: StartViewChangeHeader = self.new_header();
+            self.broadcast(
+                Message::StartViewChange(Msg::new(svc, Bytes::new())),
+                effects,
+            );
+        }
+        if !matches!(
+            self.status,
+            Status::ViewChange | Status::AwaitingStateTransfer
+        ) {
+            if !self.suspecting {
+                self.view_change_retransmit.stop();
+            }
+            return;
+        }
+        if self.view_persisted < self.view {
+            return;
+        }
+        self.announce_view_change(effects);
+        if self.adoption.is_some() {
+            self.repair(effects);
+        }
+    }
+
+    /// Sends this replica's DoViewChange to every replica (the primary of the
+    /// view merges them; the others learn the view from them). The primary
+    /// records its own and tries to merge.
+    fn announce_view_change(&mut self, effects: &mut Effects) {
+        if self.adoption.is_none() {
+            let dvc = self.do_view_change();
+            self.broadcast(Message::DoViewChange(dvc), effects);
+        }
+        self.try_merge(effects);
+    }
+
+    /// A replica votes to leave its view.
+    pub(crate) fn on_start_view_change(
+        &mut self,
+        svc: &StartViewChangeHeader,
+        effects: &mut Effects,
+    ) {
+        let view = svc.prefix.view.get();
+        let from = svc.prefix.replica;
+        if view < self.view {
+            effects.event(Event::Dropped {
+                reason: DropReason::StaleView,
+            });
+            return;
+        }
+        if view > self.view {
+            if self.healthy() || self.is_serving_primary() {
+                return; // a straggler's view; this one works
+            }
+            self.start_view_change(view, effects);
+        }
+        self.svc_votes |= 1 << from;
+        self.check_svc_quorum(effects);
+    }
+
+    /// This replica's DoViewChange for the current view.
+    pub(crate) fn do_view_change(&self) -> Msg<DoViewChangeHeader> {
+        let summary = self.own_summary();
+        let mut header: DoViewChangeHeader = self.new_header();
+        header.op.set(summary.op);
+        header.commit.set(summary.commit);
+        header.cursor_tail.set(summary.cursor_tail);
+        header.log_view.set(summary.log_view);
+        header.flags = summary.flags.bits();
+        header.present_bitset.set(summary.present);
+        header.nack_bitset.set(summary.nack);
+        if let Some(start) = summary.history_start {
+            header.history_start_op.set(start.op);
+            header.history_start_cursor_tail.set(start.cursor_tail);
+            header.history_start_view.set(start.view);
+            header.history_start_replica = start.replica;
+        }
+        let body = Bytes::copy_from_slice(summary.headers.as_bytes());
+        Msg::new(header, body)
+    }
+
+    /// This replica's log as the merge sees it.
+    pub(crate) fn own_summary(&self) -> DvcSummary {
+        let history_start = self
+            .durable
+            .latest_start()
+            .filter(|start| start.view <= self.log_view);
+        if self.status == Status::AwaitingStateTransfer {
+            return DvcSummary {
+                replica: self.config.replica,
+                log_view: self.log_view,
+                op: 0,
+                commit: 0,
+                cursor_tail: 0,
+                flags: DoViewChangeFlags::UNTRUSTED_LOG
+                    | DoViewChangeFlags::AWAITING_STATE_TRANSFER,
+                headers: Vec::new(),
+                present: 0,
+                nack: 0,
+                history_start,
+            };
+        }
+        let head = self.journal.head();
+        let low = head
+            .saturating_sub(DVC_SUFFIX_HEADERS_MAX as u64 - 1)
+            .max(self.journal.base())
+            .max(1);
+        let mut headers = Vec::new();
+        let mut present = 0u128;
+        let mut nack = 0u128;
+        for (_, slot) in self.journal.slots_from(low) {
+            let Some(slot) = slot else { continue };
+            let bit = 1u128 << headers.len();
+            let has_body = slot.state.stored(false) || slot.prepare.is_some();
+            if has_body {
+                present |= bit;
+            } else if matches!(slot.state, SlotState::Missing | SlotState::Writing) {
+                nack |= bit;
+            }
+            headers.push(slot.header);
+        }
+        let flags = if self.trusted {
+            DoViewChangeFlags::empty()
+        } else {
+            DoViewChangeFlags::UNTRUSTED_LOG
+        };
+        DvcSummary {
+            replica: self.config.replica,
+            log_view: self.log_view,
+            op: head,
+            commit: self.commit,
+            cursor_tail: self.cursors.tail,
+            flags,
+            headers,
+            present,
+            nack,
+            history_start,
+        }
+    }
+
+    /// A DoViewChange for this replica as the candidate primary.
+    pub(crate) fn on_do_view_change(
+        &mut self,
+        dvc: Msg<DoViewChangeHeader>,
+        effects: &mut Effects,
+    ) {
+        let view = dvc.header().prefix.view.get();
+        let from = dvc.header().prefix.replica;
+        if view < self.view {
+            effects.event(Event::Dropped {
+                reason: DropReason::StaleView,
+            });
+            return;
+        }
+        if view > self.view {
+            // A quorum moved on to this view: follow.
+            self.start_view_change(view, effects);
+        }
+        if self.status == Status::Normal {
+            if !self.is_primary() {
+                return;
+            }
+            // A straggler: it missed the StartView.
+            self.send_start_view(from, 0, effects);
+            return;
+        }
+        // Every replica keeps the DoViewChanges of its view: the primary merges
+        // them, the others can say why the view waits (`attention`).
+        let Some(summary) = summary_from_message(&dvc) else {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return;
+        };
+        self.view_change.dvcs.insert(from, summary);
+        self.try_merge(effects);
+    }
+
+    /// Decides the canonical log once the DoViewChanges allow it (the
+    /// primary of the view acts on it; the others only note why it waits).
+    pub(crate) fn try_merge(&mut self, effects: &mut Effects) {
+        if self.status != Status::ViewChange
+            || self.view_persisted < self.view
+            || self.view_change.canonical.is_some()
+            || self.adoption.is_some()
+        {
+            return;
+        }
+        let own = self.own_summary();
+        self.view_change.dvcs.insert(self.config.replica, own);
+        let dvcs: Vec<DvcSummary> = self.view_change.dvcs.values().cloned().collect();
+        let params = MergeParams {
+            replica_count: self.config.replica_count,
+            rule: self.rule,
+            accept_loss: self.view_change.accept_loss,
+            trusted_gate: self.trusted_gate,
+        };
+        match decide(&dvcs, params) {
+            Decision::Wait { reason, awaited } => {
+                self.view_change.waiting = Some((reason, awaited));
+                if self.is_primary()
+                    && (!self.warning_timeout.ticking() || self.warning_timeout.fired())
+                {
+                    self.warning_timeout.start();
+                    effects.event(Event::ViewChangeWaiting {
+                        view: self.view,
+                        reason,
+                        awaited,
+                    });
+                }
+            }
+            Decision::Ready(_) if !self.is_primary() => self.view_change.waiting = None,
+            Decision::Ready(canonical) => {
+                self.view_change.waiting = None;
+                if self.view_change.accept_loss {
+                    effects.event(Event::AcceptedLoss {
+                        view: self.view,
+                        op: canonical.op,
+                    });
+                }
+                let start = HistoryStart {
+                    view: self.view,
+                    op: canonical.op,
+                    cursor_tail: self.cursors.tail,
+                    replica: self.config.replica,
+                    accepted_loss: self.view_change.accept_loss,
+                };
+                let headers = canonical.headers.clone();
+                let (op, commit, source) = (canonical.op, canonical.commit, canonical.source);
+                self.view_change.canonical = Some(canonical);
+                self.begin_adoption(self.view, &headers, op, commit, start, source, effects);
+            }
+        }
+    }
+
+    /// A StartView from the primary of its view.
+    pub(crate) fn on_start_view(
+        &mut self,
+        start_view: Msg<StartViewHeader>,
+        effects: &mut Effects,
+    ) {
+        let header = *start_view.header();
+        let view = header.prefix.view.get();
+        let from = header.prefix.replica;
+        if view < self.view || (view == self.view && self.status == Status::Normal) {
+            effects.event(Event::Dropped {
+                reason: DropReason::StaleView,
+            });
+            return;
+        }
+        if from != self.config.primary_of(view) || from == self.config.replica {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return;
+        }
+        if self.status == Status::AwaitingStateTransfer {
+            return;
+        }
+        if let Some(adoption) = &self.adoption {
+            if adoption.view == view {
+                return; // already adopting it
+            }
+        }
+        let Ok(headers) = strand_wire::headers::prepare_headers(start_view.body()) else {
+            effects.event(Event::Dropped {
+                reason: DropReason::Invalid,
+            });
+            return;
+        };
+        let headers = headers.to_vec();
+        if view > self.view {
+            self.view = view;
+            self.durable.view = view;
+        }
+        self.status = Status::ViewChange;
+        self.heartbeat_timeout.stop();
+        self.primary_timeout.stop();
+        self.prepare_timeout.stop();
+        self.probe_timeout.stop();
+        self.view_change = Default::default();
+        if !self.view_change_timeout.ticking() {
+            self.view_change_timeout.start_jittered(&mut self.prng);
+        }
+        let start = HistoryStart {
+            view,
+            op: header.start_op.get(),
+            cursor_tail: header.cursor_tail.get(),
+            replica: from,
+            accepted_loss: false,
+        };
+        if self.log_view < view && self.cursors.tail > start.cursor_tail {
+            self.cut_cursors(start.cursor_tail, effects);
+        }
+        let op = header.op.get();
+        self.begin_adoption(
+            view,
+            &headers,
+            op,
+            header.commit.get(),
+            start,
+            from,
+            effects,
+        );
+    }
+
+    /// Starts installing a view's canonical log (headers: its suffix ending at
+    /// `op`). Divergence from applied history quarantines the partition.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn begin_adoption(
+        &mut self,
+        view: u32,
+        headers: &[PrepareHeader],
+        op: u64,
+        commit: u64,
+        start: HistoryStart,
+        source: u8,
+        effects: &mut Effects,
+    ) {
+        assert!(headers.last().is_none_or(|last| last.op.get() == op));
+        if let Some(diverged) = self.applied_divergence(headers) {
+            self.quarantine(diverged, effects);
+            return;
+        }
+        self.commit_max = self.commit_max.max(commit);
+        let window_end = self.commit + JOURNAL_SLOTS_MAX;
+        self.adoption = Some(Adoption {
+            view,
+            op,
+            commit,
+            start,
+            source,
+            verified_from: op.min(window_end) + 1,
+            truncating: None,
+            persisting: None,
+        });
+        // Cut a longer tail (an old primary's uncommitted ops) first.
+        if self.journal.head() > op {
+            self.truncate_log(op.max(self.commit), effects);
+        }
+        // Install the suffix from the top down while it stays contiguous.
+        for header in headers.iter().rev() {
+            let header_op = header.op.get();
+            let upper = self
+                .adoption
+                .as_ref()
+                .map_or(0, |adoption| adoption.verified_from);
+            if header_op <= self.commit || header_op + 1 != upper {
+                continue;
+            }
+            self.replace_with_canonical(header, effects);
+            self.set_verified_from(header_op);
+        }
+        if source == self.config.replica {
+            self.set_verified_from(self.commit + 1);
+        }
+        self.continue_verification(effects);
+        self.flush_writes(effects);
+        self.repair(effects);
+        self.advance_adoption(effects);
+    }
+
+    /// The first op of `headers` at or below the commit number that contradicts
+    /// this replica's applied log, if any.
+    fn applied_divergence(&self, headers: &[PrepareHeader]) -> Option<u64> {
+        for header in headers {
+            let op = header.op.get();
+            if op > self.commit {
+                break;
+            }
+            if self
+                .journal
+                .checksum(op)
+                .is_some_and(|checksum| checksum != header.checksum())
+            {
+                return Some(op);
+            }
+        }
+        let first = headers.first()?;
+        let below = first.op.get() - 1;
+        if below >= 1 && below <= self.commit {
+            if let Some(checksum) = self.journal.checksum(below) {
+                if checksum != first.parent.get() {
+                    return Some(below);
+                }
+            }
+        }
+        None
+    }
+
+    /// Puts canonical `header` into the journal, removing a divergent op at
+    /// its place (and, in storage, everything from there up).
+    pub(crate) fn replace_with_canonical(&mut self, header: &PrepareHeader, effects: &mut Effects) {
+        let op = header.op.get();
+        assert!(op > self.commit);
+        if let Some(existing) = self.journal.header(op) {
+            if existing.checksum() == header.checksum() {
+                return;
+            }
+            self.forget_divergent(op, effects);
+        }
+        if op >= self.journal.base() {
+            let state = self.gap_state(op);
+            self.journal.set_header(*header, state);
+            if state == SlotState::Faulty {
+                self.faulty_ops.insert(op);
+            }
+        }
+    }
+
+    /// Removes this replica's divergent op `op` from the journal (leaving a
+    /// gap, or lowering the head) and everything from it up from storage.
+    fn forget_divergent(&mut self, op: u64, effects: &mut Effects) {
+        assert!(
+            op > self.commit,
+            "divergent op {op} at or below the commit number"
+        );
+        if op == self.journal.head() {
+            self.truncate_log(op - 1, effects);
+        } else {
+            self.journal.forget(op);
+            self.truncate_storage(op - 1, effects);
+        }
+    }
+
+    /// Walks the adoption's verified boundary down: this replica's own ops
+    /// below it are checked against the canonical chain; a match ends the
+    /// walk (everything below chains to it), a mismatch is removed, and
+    /// missing canonical headers are asked of the source.
+    pub(crate) fn continue_verification(&mut self, effects: &mut Effects) {
+        loop {
+            let Some(adoption) = &self.adoption else {
+                return;
+            };
+            let upper = adoption.verified_from;
+            if upper <= self.commit + 1 {
+                return;
+            }
+            let ours = (self.commit + 1..upper)
+                .rev()
+                .find(|op| self.journal.header(*op).is_some());
+            let Some(own_op) = ours else {
+                self.set_verified_from(self.commit + 1);
+                return;
+            };
+            let canonical_above = if own_op + 1 == upper {
+                self.journal.header(upper).map(|header| header.parent.get())
+            } else {
+                None
+            };
+            match canonical_above {
+                Some(parent) if self.journal.checksum(own_op) == Some(parent) => {
+                    self.set_verified_from(self.commit + 1);
+                    return;
+                }
+                Some(_) => self.forget_divergent(own_op, effects),
+                None => {
+                    self.request_verification_headers(effects);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn set_verified_from(&mut self, op: u64) {
+        if let Some(adoption) = &mut self.adoption {
+            adoption.verified_from = op;
+        }
+    }
+
+    /// Asks the adoption's source for the canonical headers just below the
+    /// verified boundary.
+    pub(crate) fn request_verification_headers(&mut self, effects: &mut Effects) {
+        let Some(adoption) = &self.adoption else {
+            return;
+        };
+        let upper = adoption.verified_from;
+        if upper <= self.commit + 1 || adoption.source == self.config.replica {
+            return;
+        }
+        let op_max = upper - 1;
+        let op_min = op_max
+            .saturating_sub(strand_wire::HEADERS_PER_MESSAGE_MAX as u64 - 1)
+            .max(self.commit + 1);
+        let mut request: strand_wire::RequestHeadersHeader = self.new_header();
+        request.op_min.set(op_min);
+        request.op_max.set(op_max);
+        let source = adoption.source;
+        self.send(
+            source,
+            Message::RequestHeaders(Msg::new(request, Bytes::new())),
+            effects,
+        );
+    }
+
+    /// Canonical headers from the adoption's source, just below the verified
+    /// boundary: install them top down until one matches this replica's log.
+    pub(crate) fn on_verification_headers(
+        &mut self,
+        headers: &[PrepareHeader],
+        effects: &mut Effects,
+    ) {
+        for header in headers.iter().rev() {
+            let Some(adoption) = &self.adoption else {
+                return;
+            };
+            let upper = adoption.verified_from;
+            let op = header.op.get();
+            if op + 1 != upper || op <= self.commit {
+                continue;
+            }
+            if let Some(above) = self.journal.header(upper) {
+                if above.parent.get() != header.checksum() {
+                    effects.event(Event::Dropped {
+                        reason: DropReason::Invalid,
+                    });
+                    return;
+                }
+            }
+            if self.journal.checksum(op) == Some(header.checksum()) {
+                self.set_verified_from(self.commit + 1);
+                break;
+            }
+            self.replace_with_canonical(header, effects);
+            self.set_verified_from(op);
+        }
+        self.continue_verification(effects);
+        self.flush_writes(effects);
+        self.repair(effects);
+        self.advance_adoption(effects);
+    }
+
+    /// Moves an adoption on as far as storage and repairs allow.
+    pub(crate) fn advance_adoption(&mut self, effects: &mut Effects) {
+        let Some(adoption) = &self.adoption else {
+            return;
+        };
+        if adoption.persisting.is_some() || adoption.truncating.is_some() {
+            return;
+        }
+        if adoption.verified_from > self.commit + 1 {
+            return; // waiting for canonical headers from the source
+        }
+        let new_primary = self.config.replica == self.config.primary_of(adoption.view);
+        if new_primary {
+            let op = adoption.op;
+            let complete = (self.commit + 1..=op).all(|slot_op| {
+                self.journal
+                    .get(slot_op)
+                    .is_some_and(|slot| slot.state.stored(false))
+            });
+            if !complete {
+                return;
+            }
+        }
+        let (view, start) = (adoption.view, adoption.start);
+        if self.log_view < view && self.cursors.tail > start.cursor_tail && !new_primary {
+            self.cut_cursors(start.cursor_tail, effects);
+        }
+        self.durable.view = self.durable.view.max(view);
+        self.durable.log_view = view;
+        self.durable.commit = self.commit;
+        self.durable.record_start(start);
+        let sequence = self.request_persist(effects);
+        if let Some(adoption) = &mut self.adoption {
+            adoption.persisting = Some(sequence);
+        }
+    }
+
+    /// A persist completed: announce a fenced view, or finish an adoption.
+    pub(crate) fn on_persisted(&mut self, effects: &mut Effects) {
+        if let Some(adoption) = &self.adoption {
+            if adoption
+                .persisting
+                .is_some_and(|sequence| sequence <= self.persist_completed)
+                && self.view_persisted >= adoption.view
+            {
+                self.finish_adoption(effects);
+                return;
+            }
+        }
+        let announce = matches!(
+            self.status,
+            Status::ViewChange | Status::AwaitingStateTransfer
+        ) && self.adoption.is_none()
+            && self.view_persisted == self.view
+            && !self.view_change.announced;
+        if announce {
+            self.view_change.announced = true;
+            self.announce_view_change(effects);
+        }
+    }
+
+    /// The view's log is installed and its view persisted: serve in it.
+    fn finish_adoption(&mut self, effects: &mut Effects) {
+        let adoption = self.adoption.take().expect("finishing an adoption");
+        assert_eq!(self.view, adoption.view);
+        if !self.trusted {
+            self.trusted = true;
+            effects.event(Event::UntrustedLog { untrusted: false });
+        }
+        self.log_view = adoption.view;
+        self.commit_max = self.commit_max.max(adoption.commit);
+        let new_primary = self.is_primary();
+        self.enter_normal(effects);
+        if new_primary {
+            for to in self.others().collect::<Vec<_>>() {
+                self.send_start_view(to, 0, effects);
+            }
+        } else {
+            self.commit_stored(effects);
+        }
+    }
+
+    /// Sends this primary's StartView to `to`.
+    pub(crate) fn send_start_view(&self, to: u8, nonce: u64, effects: &mut Effects) {
+        let start = match self
+            .durable
+            .latest_start()
+            .filter(|start| start.view == self.view)
+        {
+            Some(start) => start,
+            // View 0 starts empty without a recorded start.
+            None if self.view == 0 => HistoryStart::default(),
+            None => return,
+        };
+        let head = self.journal.head();
+        let low = head
+            .saturating_sub(DVC_SUFFIX_HEADERS_MAX as u64 - 1)
+            .max(self.journal.base())
+            .max(1);
+        let headers: Vec<PrepareHeader> = self
+            .journal
+            .slots_from(low)
+            .filter_map(|(_, slot)| slot.map(|slot| slot.header))
+            .collect();
+        let mut header: StartViewHeader = self.new_header();
+        header.op.set(head);
+        header.commit.set(self.commit);
+        header.cursor_tail.set(start.cursor_tail);
+        header.nonce.set(nonce);
+        header.start_op.set(start.op.min(head));
+        let body = Bytes::copy_from_slice(headers.as_bytes());
+        self.send(to, Message::StartView(Msg::new(header, body)), effects);
+    }
+
+    /// A restarted or lagging replica asks for the current view.
+    pub(crate) fn on_request_start_view(
+        &mut self,
+        request: &RequestStartViewHeader,
+        effects: &mut Effects,
+    ) {
+        if self.is_serving_primary() && request.prefix.view.get() <= self.view {
+            self.send_start_view(request.prefix.replica, request.nonce.get(), effects);
+        }
+    }
+
+    /// Enters Recovering: asks every replica for the current view.
+    pub(crate) fn start_probing(&mut self, effects: &mut Effects) {
+        self.status = Status::Recovering;
+        self.probes = 0;
+        self.probe_timeout.start_jittered(&mut self.prng);
+        self.broadcast_probe(effects);
+    }
+
+    fn broadcast_probe(&mut self, effects: &mut Effects) {
+        self.probe_nonce = self.prng.next_u64() | 1;
+        let mut request: RequestStartViewHeader = self.new_header();
+        request.nonce.set(self.probe_nonce);
+        self.broadcast(
+            Message::RequestStartView(Msg::new(request, Bytes::new())),
+            effects,
+        );
+    }
+
+    /// No answer to the probe: ask again, and after enough tries elect.
+    pub(crate) fn on_probe_timeout(&mut self, effects: &mut Effects) {
+        if self.status != Status::Recovering {
+            self.probe_timeout.stop();
+            return;
+        }
+        self.probes += 1;
+        if self.probes >= self.config.timeouts.start_view_probes_max {
+            self.probe_timeout.start_jittered(&mut self.prng);
+            self.broadcast_probe(effects);
+            self.vote_leave_view(effects);
+        } else {
+            self.probe_timeout.start_jittered(&mut self.prng);
+            self.broadcast_probe(effects);
+        }
+    }
+
+    /// Asks replica `to` (the primary of a view this replica has not
+    /// adopted) for its StartView, at most once per probe period.
+    pub(crate) fn request_start_view(&mut self, to: u8, effects: &mut Effects) {
+        if to == self.config.replica || to >= self.config.replica_count {
+            return;
+        }
+        if self.status == Status::Recovering || self.probe_timeout.ticking() {
+            return;
+        }
+        self.probe_timeout.start();
+        self.probe_nonce = self.prng.next_u64() | 1;
+        let mut request: RequestStartViewHeader = self.new_header();
+        request.nonce.set(self.probe_nonce);
+        self.send(
+            to,
+            Message::RequestStartView(Msg::new(request, Bytes::new())),
+            effects,
+        );
+    }
+
+    /// The partition diverged from history it applied: move it aside and
+    /// rebuild it by state transfer.
+    pub(crate) fn quarantine(&mut self, diverged_op: u64, effects: &mut Effects) {
+        effects.event(Event::AppliedDivergence { op: diverged_op });
+        effects.push(Effect::Quarantine {
+            agreed_op: diverged_op - 1,
+        });
+        self.status = Status::AwaitingStateTransfer;
+        self.adoption = None;
+        if self.trusted {
+            self.trusted = false;
+            effects.event(Event::UntrustedLog { untrusted: true });
+        }
+        effects.push(Effect::StartStateTransfer {
+            from: self.primary_index(),
+            op_min: diverged_op - 1,
+        });
+    }
+}
+
+/// Reads a DoViewChange frame into the merge's summary (None if its headers
+/// are unusable; the frame decoder has already checked them).
+fn summary_from_message(dvc: &Msg<DoViewChangeHeader>) -> Option<DvcSummary> {
+    let header = dvc.header();
+    let headers = strand_wire::headers::prepare_headers(dvc.body())
+        .ok()?
+        .to_vec();
+    let start_view = header.history_start_view.get();
+    let history_start = (start_view > 0).then(|| HistoryStart {
+        view: start_view,
+        op: header.history_start_op.get(),
+        cursor_tail: header.history_start_cursor_tail.get(),
+        replica: header.history_start_replica,
+        accepted_loss: false,
+    });
+    Some(DvcSummary {
+        replica: header.prefix.replica,
+        log_view: header.log_view.get(),
+        op: header.op.get(),
+        commit: header.commit.get(),
+        cursor_tail: header.cursor_tail.get(),
+        flags: header.flags(),
+        headers,
+        present: header.present_bitset.get(),
+        nack: header.nack_bitset.get(),
+        history_start,
+    })
+}
