@@ -13,6 +13,8 @@
 //!
 //! `accept_loss` (an operator's decision) skips the waits of 1, 3 and 4.
 
+use std::collections::BTreeMap;
+
 use strand_wire::{CommandHeader, DoViewChangeFlags, PrepareHeader};
 
 use crate::confirm::ConfirmRule;
@@ -58,9 +60,14 @@ impl DvcSummary {
     }
 
     fn index_of(&self, op: u64) -> Option<usize> {
-        let first = self.headers.first()?.op.get();
-        let index = usize::try_from(op.checked_sub(first)?).ok()?;
-        (self.headers.get(index)?.op.get() == op).then_some(index)
+        self.headers
+            .binary_search_by_key(&op, |header| header.op.get())
+            .ok()
+    }
+
+    /// Its header at `op`, if its suffix holds one.
+    pub fn header_at(&self, op: u64) -> Option<&PrepareHeader> {
+        self.index_of(op).map(|index| &self.headers[index])
     }
 
     /// Whether it holds the body of the prepare with `checksum` at `op`.
@@ -133,6 +140,82 @@ pub enum Decision {
     Ready(Canonical),
 }
 
+/// The chosen log's suffix as a map, its gaps filled from any reporter whose
+/// header at that op has the checksum the op above names as its parent.
+fn canonical_suffix(dvcs: &[DvcSummary], source: &DvcSummary) -> BTreeMap<u64, PrepareHeader> {
+    let mut canonical: BTreeMap<u64, PrepareHeader> = source
+        .headers
+        .iter()
+        .map(|header| (header.op.get(), *header))
+        .collect();
+    let Some(first) = source.headers.first().map(|header| header.op.get()) else {
+        return canonical;
+    };
+    for op in (first..source.op).rev() {
+        if canonical.contains_key(&op) {
+            continue;
+        }
+        let Some(parent) = canonical.get(&(op + 1)).map(|above| above.parent.get()) else {
+            continue;
+        };
+        let found = dvcs
+            .iter()
+            .filter_map(|dvc| dvc.header_at(op))
+            .find(|header| header.checksum() == parent);
+        if let Some(header) = found {
+            canonical.insert(op, *header);
+        }
+    }
+    canonical
+}
+
+/// Walks the chosen suffix upward: every op must have a copy among the
+/// reporters; the first that has none is dropped (with all above it) on a
+/// nack quorum, or the view waits. Returns the canonical headers and head op.
+fn walk_suffix(
+    dvcs: &[DvcSummary],
+    source: &DvcSummary,
+    keep_floor: u64,
+    params: &MergeParams,
+    counts: &dyn Fn(&DvcSummary) -> bool,
+) -> Result<(Vec<PrepareHeader>, u64), WaitReason> {
+    let canonical = canonical_suffix(dvcs, source);
+    let Some(first) = source.headers.first().map(|header| header.op.get()) else {
+        return Ok((Vec::new(), source.op));
+    };
+    let quorum = usize::from(params.rule.view_change);
+    for op in first..=source.op {
+        let checksum = canonical
+            .get(&op)
+            .map(CommandHeader::checksum)
+            .or_else(|| canonical.get(&(op + 1)).map(|above| above.parent.get()));
+        let present =
+            checksum.is_some_and(|checksum| dvcs.iter().any(|dvc| dvc.has_present(op, checksum)));
+        if present && canonical.contains_key(&op) {
+            continue;
+        }
+        if op <= keep_floor && !params.accept_loss {
+            return Err(WaitReason::MissingPrepare);
+        }
+        let nacks = match checksum {
+            Some(checksum) => dvcs
+                .iter()
+                .filter(|dvc| counts(dvc) && dvc.nacks(op, checksum))
+                .count(),
+            None => dvcs.iter().filter(|dvc| counts(dvc) && dvc.op < op).count(),
+        };
+        if nacks >= quorum || params.accept_loss {
+            let headers = canonical
+                .range(first..op)
+                .map(|(_, header)| *header)
+                .collect();
+            return Ok((headers, op - 1));
+        }
+        return Err(WaitReason::MissingPrepare);
+    }
+    Ok((canonical.into_values().collect(), source.op))
+}
+
 /// Decides the canonical log from the DoViewChanges at hand (at most one per
 /// replica, in any order).
 pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
@@ -198,34 +281,15 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
         .max_by_key(|start| start.view);
     let keep_floor = commit.max(history_start.map_or(0, |start| start.op));
 
-    let mut headers = source.headers.clone();
-    let mut op = source.op;
-    for (index, header) in source.headers.iter().enumerate() {
-        let header_op = header.op.get();
-        let checksum = header.checksum();
-        if dvcs.iter().any(|dvc| dvc.has_present(header_op, checksum)) {
-            continue;
-        }
-        if header_op <= keep_floor && !params.accept_loss {
+    let (headers, op) = match walk_suffix(dvcs, source, keep_floor, &params, &counts) {
+        Ok(walked) => walked,
+        Err(reason) => {
             return Decision::Wait {
-                reason: WaitReason::MissingPrepare,
+                reason,
                 awaited: not_reported,
             };
         }
-        let nacks = dvcs
-            .iter()
-            .filter(|dvc| counts(dvc) && dvc.nacks(header_op, checksum))
-            .count();
-        if nacks >= quorum || params.accept_loss {
-            headers.truncate(index);
-            op = header_op - 1;
-            break;
-        }
-        return Decision::Wait {
-            reason: WaitReason::MissingPrepare,
-            awaited: not_reported,
-        };
-    }
+    };
     let dropped = source.op - op;
     if let Some(start) = history_start {
         if op < start.op && !params.accept_loss {

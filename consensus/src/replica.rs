@@ -126,6 +126,8 @@ pub struct Replica<S> {
     pub(crate) durable: DurableState,
     pub(crate) persist_requested: u64,
     pub(crate) persist_completed: u64,
+    /// Persists in flight: (sequence, view, log view, commit) each carries.
+    pub(crate) persists_in_flight: std::collections::VecDeque<(u64, u32, u32, u64)>,
     /// The view known to be on disk (a replica acks nothing in a view before).
     pub(crate) view_persisted: u32,
 
@@ -184,15 +186,36 @@ impl<S: StateMachine> Replica<S> {
     pub fn open(config: Config, recovered: Recovered, machine: S) -> Replica<S> {
         config.assert_valid();
         let rule = confirm_rule(config.confirm, config.replica_count);
-        let base = recovered
+        let log_head = recovered.log_head;
+        let last_header = recovered.headers.last().map_or(0, |header| header.op.get());
+        assert!(last_header <= log_head, "a header above the log head");
+        let state = recovered.state.clone();
+        assert!(state.log_view <= state.view, "{state:?}");
+        // Ops up to the persisted commit were applied, as far as the log still
+        // holds them readably: the commit number is the highest readable op
+        // at or below it (a damaged file may have cut or garbled the rest).
+        let commit = recovered
+            .headers
+            .iter()
+            .map(|header| header.op.get())
+            .filter(|op| *op <= state.commit.min(log_head))
+            .max()
+            .unwrap_or(0);
+        let first_faulty = recovered
+            .faulty
+            .iter()
+            .copied()
+            .filter(|op| *op <= log_head)
+            .min();
+        let first_header = recovered
             .headers
             .first()
-            .map_or(recovered.state.commit + 1, |header| header.op.get());
-        let mut journal = Journal::starting_at(base.max(1));
-        let mut head = recovered
-            .headers
-            .last()
-            .map_or(base - 1, |header| header.op.get());
+            .map_or(u64::MAX, |header| header.op.get());
+        let base = first_header
+            .min(commit + 1)
+            .min(first_faulty.unwrap_or(u64::MAX))
+            .max(1);
+        let mut journal = Journal::starting_at(base);
         for header in &recovered.headers {
             let state = if recovered.faulty.contains(&header.op.get()) {
                 SlotState::Faulty
@@ -201,17 +224,13 @@ impl<S: StateMachine> Replica<S> {
             };
             journal.set_header(*header, state);
         }
-        assert_eq!(head, journal.head());
-        head = journal.head();
-        let state = recovered.state.clone();
-        assert!(state.log_view <= state.view, "{state:?}");
-        // Ops at or below the persisted commit are applied; the journal holds
-        // every op above it.
-        let commit = state.commit.min(head);
+        let head = journal.head();
         assert!(
-            journal.is_empty() || journal.base() <= commit + 1,
+            journal.base() <= commit + 1,
             "journal lacks uncommitted ops"
         );
+        let mut machine = machine;
+        machine.restore(journal.header(commit));
         let mut client_table = ClientTable::new();
         for header in recovered
             .headers
@@ -235,11 +254,17 @@ impl<S: StateMachine> Replica<S> {
             durable: state,
             persist_requested: 0,
             persist_completed: 0,
-            faulty_ops: recovered.faulty.iter().copied().collect(),
+            persists_in_flight: std::collections::VecDeque::new(),
+            faulty_ops: recovered
+                .faulty
+                .iter()
+                .copied()
+                .filter(|op| *op <= log_head)
+                .collect(),
             journal,
             commit,
             commit_max: commit,
-            write_next: head + 1,
+            write_next: log_head + 1,
             stored_hint: commit,
             client_table,
             cursors: CursorState::new(recovered.cursor_tail),
@@ -278,8 +303,11 @@ impl<S: StateMachine> Replica<S> {
         } else if recovered.fresh && replica.view == 0 {
             replica.status = Status::Normal;
         } else if replica.config.replica_count == 1 {
+            // Alone, there is no one to adopt a view from and nothing to
+            // distrust against: a lone replica serves on what it has.
             replica.status = Status::Normal;
             replica.log_view = replica.view;
+            replica.trusted = true;
         }
         replica
     }
@@ -530,9 +558,16 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         self.persist_completed = sequence;
-        if sequence == self.persist_requested {
-            self.view_persisted = self.durable.view;
-            self.commit_persisted = self.durable.commit;
+        while let Some(&(pending, view, log_view, commit)) = self.persists_in_flight.front() {
+            if pending > sequence {
+                break;
+            }
+            self.persists_in_flight.pop_front();
+            self.view_persisted = self.view_persisted.max(view);
+            self.commit_persisted = self.commit_persisted.max(commit);
+            // The log on disk is settled in the persisted log view, even if the
+            // adoption that asked for it was overtaken by a newer view change.
+            self.log_view = self.log_view.max(log_view);
         }
         self.on_persisted(effects);
     }
@@ -562,6 +597,7 @@ impl<S: StateMachine> Replica<S> {
         );
         let op = head.op.get();
         self.journal.reset_at(head);
+        self.machine.restore(Some(&head));
         self.stored_hint = op;
         self.commit = op;
         self.commit_max = self.commit_max.max(op);
@@ -654,6 +690,12 @@ impl<S: StateMachine> Replica<S> {
     /// Asks for the durable state to be persisted (coalescing: only the newest matters).
     pub(crate) fn request_persist(&mut self, effects: &mut Effects) -> u64 {
         self.persist_requested += 1;
+        self.persists_in_flight.push_back((
+            self.persist_requested,
+            self.durable.view,
+            self.durable.log_view,
+            self.durable.commit,
+        ));
         effects.push(Effect::PersistState {
             state: self.durable.clone(),
             sequence: self.persist_requested,

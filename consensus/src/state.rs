@@ -88,10 +88,16 @@ pub struct Recovered {
     /// last readable header makes the log untrusted: the replica cannot say
     /// what it acked there.
     pub faulty: Vec<u64>,
+    /// The op of the log's last entry as storage holds it, readable or not
+    /// (0 for an empty log). Appends continue after it.
+    pub log_head: u64,
     /// The cursor event log's length.
     pub cursor_tail: u64,
     /// False when the log was recovered from disk under `replicated`
-    /// durability without a clean-shutdown mark: it may lack acked ops.
+    /// durability without a clean-shutdown mark: it may lack acked ops. The
+    /// driver writes that mark at shutdown only while the replica is trusted
+    /// ([`crate::Replica::trusted`]): a replica that has not yet recovered
+    /// from an earlier crash stays untrusted across a clean restart.
     pub trusted: bool,
     /// True when the partition cannot use its log at all and awaits a state
     /// transfer (after a quarantine, or a damaged log head).
@@ -107,6 +113,7 @@ impl Recovered {
             state: DurableState::default(),
             headers: Vec::new(),
             faulty: Vec::new(),
+            log_head: 0,
             cursor_tail: 0,
             trusted: true,
             awaiting_state_transfer: false,

@@ -18,6 +18,13 @@ pub trait StateMachine {
     fn needs_bodies(&self) -> bool {
         false
     }
+
+    /// The log was replaced up to `head` (opened from disk, or installed by
+    /// a state transfer; `None`: nothing applied): everything up to it counts
+    /// as applied.
+    fn restore(&mut self, head: Option<&PrepareHeader>) {
+        let _ = head;
+    }
 }
 
 /// A partition's record log: offsets come from the prepare, so committing is
@@ -43,6 +50,10 @@ pub fn reply_from_header(header: &PrepareHeader) -> (ResultCode, Bytes) {
 }
 
 impl StateMachine for RecordLog {
+    fn restore(&mut self, head: Option<&PrepareHeader>) {
+        self.offset_end = head.map_or(0, PrepareHeader::offset_end);
+    }
+
     fn commit(&mut self, header: &PrepareHeader, _body: Option<&Bytes>) -> (ResultCode, Bytes) {
         if header.operation() == Operation::Produce {
             assert_eq!(

@@ -99,6 +99,7 @@ impl Storage {
             state: self.state.clone().unwrap_or_default(),
             headers,
             faulty,
+            log_head: self.head(),
             cursor_tail: self.cursor_tail,
             trusted: durability == Durability::Persisted || self.clean || fresh,
             awaiting_state_transfer: false,

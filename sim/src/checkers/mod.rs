@@ -1,0 +1,31 @@
+//! The checkers, one property each, run continuously. Each returns a
+//! `Violation` describing what broke; the simulator stops at the first.
+
+mod acked;
+mod cursors;
+mod history;
+mod liveness;
+mod trust;
+mod views;
+
+pub use acked::AckedStays;
+pub use cursors::CursorsBounded;
+pub use history::LinearHistory;
+pub use liveness::LIVENESS_TICKS_MAX;
+pub use trust::UntrustedSilent;
+pub use views::ViewsMonotonic;
+
+/// A broken property: which checker, and what it saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The checker's number and name, as in the design of the simulator.
+    pub checker: &'static str,
+    /// What happened.
+    pub detail: String,
+}
+
+impl core::fmt::Display for Violation {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}: {}", self.checker, self.detail)
+    }
+}

@@ -1,0 +1,51 @@
+//! Checker 3: view and log_view never go backwards on any replica, across
+//! restarts (what is persisted only grows; what is in memory never trails it).
+
+use super::Violation;
+use strand_consensus::DurableState;
+
+/// Per replica: the highest persisted view and log view.
+#[derive(Debug, Default)]
+pub struct ViewsMonotonic {
+    persisted: Vec<(u32, u32)>,
+}
+
+impl ViewsMonotonic {
+    /// For `replica_count` replicas.
+    pub fn new(replica_count: u8) -> ViewsMonotonic {
+        ViewsMonotonic {
+            persisted: vec![(0, 0); usize::from(replica_count)],
+        }
+    }
+
+    /// `replica` persisted `state`.
+    pub fn persisted(&mut self, replica: u8, state: &DurableState) -> Result<(), Violation> {
+        let (view, log_view) = &mut self.persisted[usize::from(replica)];
+        if state.view < *view || state.log_view < *log_view {
+            return Err(Violation {
+                checker: "3 monotonic views",
+                detail: format!(
+                    "replica {replica} persisted view {} log_view {} after {view} / {log_view}",
+                    state.view, state.log_view
+                ),
+            });
+        }
+        *view = state.view;
+        *log_view = state.log_view;
+        Ok(())
+    }
+
+    /// `replica` runs in `view` with `log_view`: never below what it persisted.
+    pub fn running(&self, replica: u8, view: u32, log_view: u32) -> Result<(), Violation> {
+        let (persisted_view, persisted_log_view) = self.persisted[usize::from(replica)];
+        if view < persisted_view || log_view < persisted_log_view {
+            return Err(Violation {
+                checker: "3 monotonic views",
+                detail: format!(
+                    "replica {replica} runs in view {view} log_view {log_view} below persisted {persisted_view} / {persisted_log_view}"
+                ),
+            });
+        }
+        Ok(())
+    }
+}

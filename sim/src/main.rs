@@ -1,0 +1,199 @@
+//! `strand-sim`: run one seed or a batch of seeds of the cluster simulator.
+//!
+//! Exit status 0 means every checker held on every seed.
+
+use std::ops::Range;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use strand_sim::{Outcome, Overrides, run_seed};
+use strand_wire::Durability;
+
+/// Deterministic cluster simulator for Strand's replication.
+#[derive(Debug, Parser)]
+#[command(name = "strand-sim", version)]
+struct Args {
+    /// Run this one seed.
+    #[arg(long, conflicts_with = "seeds")]
+    seed: Option<u64>,
+    /// Run a batch of seeds, `A..B` (B excluded).
+    #[arg(long, value_parser = parse_range)]
+    seeds: Option<Range<u64>>,
+    /// Fix the replica count instead of drawing it from the seed.
+    #[arg(long)]
+    replicas: Option<u8>,
+    /// Fix the ticks of the faulty phase.
+    #[arg(long)]
+    ticks: Option<u64>,
+    /// Fix the durability policy.
+    #[arg(long, value_enum)]
+    durability: Option<DurabilityArg>,
+    /// Run with a protection switched off (needs the `mutations` feature).
+    #[arg(long, value_enum)]
+    mutation: Option<Mutation>,
+    /// Print the last events of a failing (or single) run.
+    #[arg(long)]
+    trace: bool,
+    /// Threads for a batch (default: available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DurabilityArg {
+    Persisted,
+    Replicated,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Mutation {
+    /// The view change merges without R trusted DoViewChanges.
+    UntrustedGate,
+}
+
+fn parse_range(text: &str) -> Result<Range<u64>, String> {
+    let (start, end) = text.split_once("..").ok_or("expected A..B")?;
+    let start: u64 = start.parse().map_err(|_| format!("bad start {start:?}"))?;
+    let end: u64 = end.parse().map_err(|_| format!("bad end {end:?}"))?;
+    if start >= end {
+        return Err("the range is empty".into());
+    }
+    Ok(start..end)
+}
+
+fn replay_command(args: &Args, seed: u64) -> String {
+    let mut command = format!("strand-sim --seed {seed}");
+    if let Some(replicas) = args.replicas {
+        command.push_str(&format!(" --replicas {replicas}"));
+    }
+    if let Some(ticks) = args.ticks {
+        command.push_str(&format!(" --ticks {ticks}"));
+    }
+    if let Some(durability) = args.durability {
+        command.push_str(&format!(
+            " --durability {}",
+            format!("{durability:?}").to_lowercase()
+        ));
+    }
+    if args.mutation.is_some() {
+        command.push_str(" --mutation untrusted-gate");
+    }
+    command.push_str(" --trace");
+    command
+}
+
+fn summary(outcome: &Outcome) -> String {
+    let stats = &outcome.stats;
+    let options = &outcome.options;
+    format!(
+        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} quiet_ticks={} result={}",
+        outcome.seed,
+        outcome.trace_hash,
+        options.replica_count,
+        options.confirm,
+        options.durability.name(),
+        outcome.ticks,
+        stats.committed,
+        stats.acked,
+        stats.view_changes,
+        stats.stops,
+        stats.storage_faults,
+        stats.quarantines,
+        stats.quiet_ticks,
+        match &outcome.violation {
+            None => "ok".to_string(),
+            Some(violation) => format!("VIOLATION {violation}"),
+        }
+    )
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.mutation == Some(Mutation::UntrustedGate) && !cfg!(feature = "mutations") {
+        eprintln!("--mutation untrusted-gate needs a build with `--features mutations`");
+        return ExitCode::from(2);
+    }
+    let overrides = Overrides {
+        replica_count: args.replicas,
+        durability: args.durability.map(|durability| match durability {
+            DurabilityArg::Persisted => Durability::Persisted,
+            DurabilityArg::Replicated => Durability::Replicated,
+        }),
+        ticks: args.ticks,
+        mutation_untrusted_gate: args.mutation == Some(Mutation::UntrustedGate),
+    };
+    if let Some(seed) = args.seed {
+        let (outcome, trace) = run_seed(seed, &overrides, if args.trace { 400 } else { 0 });
+        if args.trace {
+            for line in trace.lines() {
+                println!("{line}");
+            }
+        }
+        println!("{}", summary(&outcome));
+        if outcome.violation.is_some() {
+            println!("replay: {}", replay_command(&args, seed));
+            return ExitCode::FAILURE;
+        }
+        return ExitCode::SUCCESS;
+    }
+    let seeds = args.seeds.clone().unwrap_or(0..100);
+    run_batch(&args, &overrides, seeds)
+}
+
+fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode {
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let next = Arc::new(AtomicU64::new(seeds.start));
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let ticks = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            let (next, failures, ticks) = (next.clone(), failures.clone(), ticks.clone());
+            let seeds = seeds.clone();
+            scope.spawn(move || {
+                loop {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= seeds.end {
+                        break;
+                    }
+                    let (outcome, _) = run_seed(seed, overrides, 0);
+                    ticks.fetch_add(outcome.ticks, Ordering::Relaxed);
+                    if outcome.violation.is_some() {
+                        println!("{}", summary(&outcome));
+                        failures
+                            .lock()
+                            .expect("no thread panics holding it")
+                            .push(seed);
+                    }
+                }
+            });
+        }
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut failures = failures.lock().expect("threads joined").clone();
+    failures.sort_unstable();
+    let total = seeds.end - seeds.start;
+    let ticks = ticks.load(Ordering::Relaxed);
+    println!(
+        "seeds {}..{}: {} run, {} failed, {:.1} s, {:.0} simulated ticks/s",
+        seeds.start,
+        seeds.end,
+        total,
+        failures.len(),
+        elapsed,
+        ticks as f64 / elapsed
+    );
+    if failures.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    println!("failing seeds: {failures:?}");
+    for seed in failures.iter().take(5) {
+        println!("replay: {}", replay_command(args, *seed));
+    }
+    ExitCode::FAILURE
+}

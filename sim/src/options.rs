@@ -1,0 +1,131 @@
+//! Swarm options: every fault rate and cluster shape drawn from the seed, so
+//! that a batch of seeds covers many kinds of runs (swarm testing).
+
+use strand_consensus::prng::Prng;
+use strand_wire::{ConfirmPolicy, Durability};
+
+/// Probabilities are "per million per tick" unless named otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The seed everything is drawn from.
+    pub seed: u64,
+    /// Replicas in the group (`E`).
+    pub replica_count: u8,
+    /// The group's confirm policy.
+    pub confirm: ConfirmPolicy,
+    /// When a copy counts.
+    pub durability: Durability,
+    /// Ticks of the faulty phase; then a quiet phase checks liveness.
+    pub ticks: u64,
+    /// Message latency bounds, in ticks.
+    pub latency_min_ticks: u64,
+    /// Upper bound of message latency.
+    pub latency_max_ticks: u64,
+    /// Chance a message is lost, per million.
+    pub loss_ppm: u64,
+    /// Chance a message is delivered twice, per million.
+    pub duplicate_ppm: u64,
+    /// Chance per tick that the network's partition changes, per million.
+    pub partition_ppm: u64,
+    /// Chance per tick that a partition heals, per million.
+    pub heal_ppm: u64,
+    /// Chance per tick and replica of a crash, per million.
+    pub crash_ppm: u64,
+    /// Chance that a crash is followed at once by a second one.
+    pub double_crash_percent: u64,
+    /// Chance per tick that every replica crashes at once, per million.
+    pub full_crash_ppm: u64,
+    /// Chance a stop is a clean shutdown rather than a crash.
+    pub clean_percent: u64,
+    /// Ticks a crashed replica stays down (bounds).
+    pub down_min_ticks: u64,
+    /// Upper bound of the down time.
+    pub down_max_ticks: u64,
+    /// Fsync latency bounds, in ticks.
+    pub fsync_min_ticks: u64,
+    /// Upper bound of fsync latency.
+    pub fsync_max_ticks: u64,
+    /// Chance per restart that the disk of a replica took a fault (only on a
+    /// minority of replicas), in percent.
+    pub storage_fault_percent: u64,
+    /// Simulated clients.
+    pub clients: u8,
+    /// Requests a client keeps in flight.
+    pub client_in_flight: u8,
+    /// Chance per tick and client of sending a request, per million.
+    pub request_ppm: u64,
+    /// Chance per tick and client of storing a cursor, per million.
+    pub cursor_ppm: u64,
+    /// Switch off the trusted-quorum gate (`mutations` only).
+    pub mutation_untrusted_gate: bool,
+}
+
+/// Optional fixed choices from the command line; `None` means "draw it".
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Fix the replica count.
+    pub replica_count: Option<u8>,
+    /// Fix the durability.
+    pub durability: Option<Durability>,
+    /// Fix the number of faulty-phase ticks.
+    pub ticks: Option<u64>,
+    /// Switch off the trusted-quorum gate.
+    pub mutation_untrusted_gate: bool,
+}
+
+fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
+    assert!(low <= high);
+    low + prng.below(high - low + 1)
+}
+
+impl Options {
+    /// Draws every option from `seed`, then applies the overrides.
+    pub fn from_seed(seed: u64, overrides: &Overrides) -> Options {
+        let mut prng = Prng::new(seed ^ 0x5eed_5eed_5eed_5eed);
+        let replica_count = overrides.replica_count.unwrap_or(match prng.below(10) {
+            0 => 1,
+            1..=6 => 3,
+            _ => 5,
+        });
+        let confirm = match prng.below(6) {
+            0..=2 => ConfirmPolicy::MajorityDurable,
+            3 => ConfirmPolicy::LocalDurable,
+            _ => ConfirmPolicy::Count(1 + prng.below(u64::from(replica_count) + 1) as u8),
+        };
+        let durability = overrides.durability.unwrap_or(if prng.chance(1, 2) {
+            Durability::Persisted
+        } else {
+            Durability::Replicated
+        });
+        let latency_min_ticks = between(&mut prng, 0, 2);
+        let fsync_min_ticks = between(&mut prng, 0, 3);
+        let down_min_ticks = between(&mut prng, 1, 50);
+        Options {
+            seed,
+            replica_count,
+            confirm,
+            durability,
+            ticks: overrides.ticks.unwrap_or(between(&mut prng, 1_500, 4_000)),
+            latency_min_ticks,
+            latency_max_ticks: latency_min_ticks + between(&mut prng, 0, 8),
+            loss_ppm: [0, 1_000, 20_000, 100_000][prng.below(4) as usize],
+            duplicate_ppm: [0, 1_000, 20_000][prng.below(3) as usize],
+            partition_ppm: [0, 500, 3_000][prng.below(3) as usize],
+            heal_ppm: [5_000, 20_000][prng.below(2) as usize],
+            crash_ppm: [0, 300, 1_500, 5_000][prng.below(4) as usize],
+            double_crash_percent: [0, 30, 80][prng.below(3) as usize],
+            full_crash_ppm: [0, 0, 100, 500][prng.below(4) as usize],
+            clean_percent: [0, 20, 50][prng.below(3) as usize],
+            down_min_ticks,
+            down_max_ticks: down_min_ticks + between(&mut prng, 0, 400),
+            fsync_min_ticks,
+            fsync_max_ticks: fsync_min_ticks + between(&mut prng, 0, 20),
+            storage_fault_percent: [0, 0, 10, 40][prng.below(4) as usize],
+            clients: between(&mut prng, 1, 4) as u8,
+            client_in_flight: between(&mut prng, 1, 4) as u8,
+            request_ppm: [20_000, 100_000, 400_000][prng.below(3) as usize],
+            cursor_ppm: [0, 5_000, 50_000][prng.below(3) as usize],
+            mutation_untrusted_gate: overrides.mutation_untrusted_gate,
+        }
+    }
+}
