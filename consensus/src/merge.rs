@@ -32,6 +32,8 @@ pub struct DvcSummary {
     pub op: u64,
     /// Its commit number.
     pub commit: u64,
+    /// The highest op it may have acked; it never acked anything above.
+    pub ack_op: u64,
     /// Its cursor event tail.
     pub cursor_tail: u64,
     /// Its flags.
@@ -79,7 +81,7 @@ impl DvcSummary {
 
     /// Whether it says it never had (never acked) the prepare with `checksum` at `op`.
     pub fn nacks(&self, op: u64, checksum: u32) -> bool {
-        if self.op < op {
+        if self.ack_op < op {
             return true;
         }
         match self.index_of(op) {
@@ -202,7 +204,10 @@ fn walk_suffix(
                 .iter()
                 .filter(|dvc| counts(dvc) && dvc.nacks(op, checksum))
                 .count(),
-            None => dvcs.iter().filter(|dvc| counts(dvc) && dvc.op < op).count(),
+            None => dvcs
+                .iter()
+                .filter(|dvc| counts(dvc) && dvc.ack_op < op)
+                .count(),
         };
         if nacks >= quorum || params.accept_loss {
             let headers = canonical
@@ -338,6 +343,7 @@ mod tests {
             log_view,
             op: ops,
             commit,
+            ack_op: ops,
             cursor_tail: 0,
             flags: DoViewChangeFlags::empty(),
             headers,

@@ -159,7 +159,11 @@ impl<S: StateMachine> Replica<S> {
         }
         if view > self.view {
             if self.healthy() || self.is_serving_primary() {
-                return; // a straggler's view; this one works
+                // Views only advance by quorum, so a higher one exists: this
+                // replica is behind. Ask that view's primary for it rather
+                // than disturb anything.
+                self.request_start_view(self.config.primary_of(view), effects);
+                return;
             }
             self.start_view_change(view, effects);
         }
@@ -173,6 +177,7 @@ impl<S: StateMachine> Replica<S> {
         let mut header: DoViewChangeHeader = self.new_header();
         header.op.set(summary.op);
         header.commit.set(summary.commit);
+        header.ack_op.set(summary.ack_op);
         header.cursor_tail.set(summary.cursor_tail);
         header.log_view.set(summary.log_view);
         header.flags = summary.flags.bits();
@@ -200,6 +205,7 @@ impl<S: StateMachine> Replica<S> {
                 log_view: self.log_view,
                 op: 0,
                 commit: 0,
+                ack_op: 0,
                 cursor_tail: 0,
                 flags: DoViewChangeFlags::UNTRUSTED_LOG
                     | DoViewChangeFlags::AWAITING_STATE_TRANSFER,
@@ -238,12 +244,32 @@ impl<S: StateMachine> Replica<S> {
             log_view: self.log_view,
             op: head,
             commit: self.commit,
+            ack_op: self.ack_op(),
             cursor_tail: self.cursors.tail,
             flags,
             headers,
             present,
             nack,
             history_start,
+        }
+    }
+
+    /// The highest op this replica may have acked: ops are acked only in a
+    /// contiguous run from the commit number, each stored per the durability
+    /// policy; a damaged op may have been acked before the damage.
+    fn ack_op(&self) -> u64 {
+        let durable = self.ack_needs_durable();
+        let mut op = self.commit;
+        loop {
+            let next = op + 1;
+            let acked = match self.journal.get(next) {
+                Some(slot) => slot.state.stored(durable) || slot.state == SlotState::Faulty,
+                None => self.faulty_ops.contains(&next),
+            };
+            if !acked || next > self.journal.head() {
+                return op;
+            }
+            op = next;
         }
     }
 
@@ -656,7 +682,7 @@ impl<S: StateMachine> Replica<S> {
             let complete = (self.commit + 1..=op).all(|slot_op| {
                 self.journal
                     .get(slot_op)
-                    .is_some_and(|slot| slot.state.stored(false))
+                    .is_some_and(|slot| slot.state.stored(true))
             });
             if !complete {
                 return;
@@ -859,6 +885,7 @@ fn summary_from_message(dvc: &Msg<DoViewChangeHeader>) -> Option<DvcSummary> {
         log_view: header.log_view.get(),
         op: header.op.get(),
         commit: header.commit.get(),
+        ack_op: header.ack_op.get(),
         cursor_tail: header.cursor_tail.get(),
         flags: header.flags(),
         headers,

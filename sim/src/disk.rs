@@ -22,6 +22,8 @@ pub struct Entry {
     pub prepare: Msg<PrepareHeader>,
     /// Fsynced.
     pub durable: bool,
+    /// When it was written (the disk's write sequence).
+    pub seq: u64,
 }
 
 /// A truncation not yet covered by an fsync: the durable entries it removed.
@@ -29,6 +31,7 @@ pub struct Entry {
 struct PendingTruncation {
     to_op: u64,
     removed_durable: Vec<Entry>,
+    seq: u64,
 }
 
 /// A storage fault injected before a restart.
@@ -72,6 +75,8 @@ pub struct Disk {
     pub created: bool,
     /// Awaiting a state transfer (after a quarantine).
     pub awaiting_transfer: bool,
+    /// Counts writes and truncations: an fsync covers those before it started.
+    pub write_seq: u64,
 }
 
 impl Disk {
@@ -101,6 +106,8 @@ impl Disk {
             );
             entry.prepare = prepare;
             entry.durable = false;
+            self.write_seq += 1;
+            entry.seq = self.write_seq;
             self.faulty.remove(&op);
             self.faulty_headers.remove(&op);
             return;
@@ -120,9 +127,11 @@ impl Disk {
             );
         }
         self.missing.remove(&op);
+        self.write_seq += 1;
         self.log.push(Entry {
             prepare,
             durable: false,
+            seq: self.write_seq,
         });
     }
 
@@ -132,33 +141,47 @@ impl Disk {
             return;
         }
         let removed: Vec<Entry> = self.log.split_off(op as usize);
-        let removed_durable: Vec<Entry> =
-            removed.into_iter().filter(|entry| entry.durable).collect();
+        let removed_durable: Vec<Entry> = removed
+            .into_iter()
+            .take_while(|entry| entry.durable)
+            .collect();
+        self.write_seq += 1;
         self.pending_truncations.push(PendingTruncation {
             to_op: op,
             removed_durable,
+            seq: self.write_seq,
         });
         self.faulty.retain(|faulty| *faulty <= op);
         self.faulty_headers.retain(|faulty| *faulty <= op);
         self.missing.retain(|missing| *missing <= op);
     }
 
-    /// An fsync completed that started when the log was `log_len` long (and
-    /// the cursor log `cursor_len`): everything written before is durable.
-    pub fn synced(&mut self, log_len: usize, cursor_len: usize, truncations: usize) {
-        for entry in self.log.iter_mut().take(log_len) {
+    /// An fsync completed that started at write sequence `before` (and with
+    /// the cursor log `cursor_len` long): every write and truncation before it
+    /// is durable. Returns the ops of the truncations it settled.
+    pub fn synced(&mut self, before: u64, cursor_len: usize) -> Vec<u64> {
+        for entry in self.log.iter_mut().filter(|entry| entry.seq <= before) {
             entry.durable = true;
         }
         self.cursor_durable = self
             .cursor_durable
             .max(cursor_len.min(self.cursor_events.len()));
-        let settled = truncations.min(self.pending_truncations.len());
-        self.pending_truncations.drain(..settled);
+        let settled: Vec<u64> = self
+            .pending_truncations
+            .iter()
+            .filter(|truncation| truncation.seq <= before)
+            .map(|truncation| truncation.to_op)
+            .collect();
+        self.pending_truncations
+            .retain(|truncation| truncation.seq > before);
+        settled
     }
 
-    /// Truncations not yet durable (for snapshots of an fsync's coverage).
-    pub fn pending_truncation_count(&self) -> usize {
-        self.pending_truncations.len()
+    /// Whether anything written is not durable yet.
+    pub fn dirty(&self) -> bool {
+        self.log.iter().any(|entry| !entry.durable)
+            || self.cursor_durable < self.cursor_events.len()
+            || !self.pending_truncations.is_empty()
     }
 
     /// A crash: durable writes survive, a random prefix of the rest too; an
@@ -192,12 +215,8 @@ impl Disk {
 
     /// A clean shutdown: everything fsynced, the clean mark written.
     pub fn shut_down(&mut self) {
-        let (log_len, cursor_len, truncations) = (
-            self.log.len(),
-            self.cursor_events.len(),
-            self.pending_truncations.len(),
-        );
-        self.synced(log_len, cursor_len, truncations);
+        let cursor_len = self.cursor_events.len();
+        self.synced(self.write_seq, cursor_len);
         self.clean = true;
     }
 

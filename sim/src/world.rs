@@ -72,18 +72,9 @@ pub struct Stats {
 
 #[derive(Debug, Clone)]
 enum DiskEvent {
-    Sync {
-        log_len: usize,
-        cursor_len: usize,
-        truncations: usize,
-    },
-    Persist {
-        state: DurableState,
-        sequence: u64,
-    },
-    Transfer {
-        from: u8,
-    },
+    Sync { before: u64, cursor_len: usize },
+    Persist { state: DurableState, sequence: u64 },
+    Transfer { from: u8 },
 }
 
 /// The world.
@@ -96,7 +87,6 @@ pub struct World {
     down_until: Vec<Option<u64>>,
     generation: Vec<u64>,
     sync_in_flight: Vec<bool>,
-    pending_truncations: Vec<VecDeque<u64>>,
     pending_persists: Vec<Vec<(DurableState, u64)>>,
     disk_events: BTreeMap<(u64, u64), (u8, u64, DiskEvent)>,
     /// Superblock writes complete in the order they were asked for.
@@ -142,7 +132,6 @@ impl World {
             down_until: vec![None; count],
             generation: vec![0; count],
             sync_in_flight: vec![false; count],
-            pending_truncations: vec![VecDeque::new(); count],
             pending_persists: vec![Vec::new(); count],
             disk_events: BTreeMap::new(),
             last_persist_tick: vec![0; count],
@@ -233,14 +222,15 @@ impl World {
         for (index, replica) in self.replicas.iter().enumerate() {
             match replica {
                 Some(replica) => out.push_str(&format!(
-                    "[{index}: {} view {} log_view {} op {} commit {} trusted {} attention {:?}] ",
+                    "[{index}: {} view {} log_view {} op {} commit {} trusted {} attention {:?} starts {:?}] ",
                     replica.status().name(),
                     replica.view(),
                     replica.log_view(),
                     replica.op(),
                     replica.commit(),
                     replica.trusted(),
-                    replica.attention()
+                    replica.attention(),
+                    replica.durable_state().history_starts.iter().map(|start| (start.view, start.op)).collect::<Vec<_>>()
                 )),
                 None => out.push_str(&format!("[{index}: down] ")),
             }
@@ -331,11 +321,14 @@ impl World {
             return;
         };
         // Only a trusted replica may mark its log cleanly shut down: an
-        // untrusted one still lacks what it lost in an earlier crash.
-        let clean = clean && live.trusted();
+        // untrusted one still lacks what it lost in an earlier crash, so it
+        // is left running rather than stopped beyond the promise.
+        if clean && !live.trusted() {
+            self.replicas[index] = Some(live);
+            return;
+        }
         self.generation[index] += 1;
         self.sync_in_flight[index] = false;
-        self.pending_truncations[index].clear();
         let persists = std::mem::take(&mut self.pending_persists[index]);
         let disk = &mut self.disks[index];
         // A superblock write in flight either landed whole or not at all.
@@ -677,10 +670,20 @@ impl World {
             Effect::Truncate { op } => {
                 self.trace.record(self.now, endpoint, "truncate", &[op]);
                 self.disks[index].truncate(op);
-                self.pending_truncations[index].push_back(op);
                 self.ensure_sync(replica);
             }
             Effect::PersistState { state, sequence } => {
+                self.trace.record(
+                    self.now,
+                    endpoint,
+                    "persist",
+                    &[
+                        u64::from(state.view),
+                        u64::from(state.log_view),
+                        state.commit,
+                        sequence,
+                    ],
+                );
                 self.pending_persists[index].push((state.clone(), sequence));
                 let latency = self.fsync_latency();
                 let at = (self.now + latency).max(self.last_persist_tick[index]);
@@ -850,9 +853,8 @@ impl World {
         self.sync_in_flight[index] = true;
         let disk = &self.disks[index];
         let event = DiskEvent::Sync {
-            log_len: disk.log.len(),
+            before: disk.write_seq,
             cursor_len: disk.cursor_events.len(),
-            truncations: disk.pending_truncation_count(),
         };
         let latency = self.fsync_latency();
         self.schedule(replica, latency, event);
@@ -867,14 +869,22 @@ impl World {
                 continue;
             }
             match event {
-                DiskEvent::Sync {
-                    log_len,
-                    cursor_len,
-                    truncations,
-                } => self.complete_sync(replica, log_len, cursor_len, truncations)?,
+                DiskEvent::Sync { before, cursor_len } => {
+                    self.complete_sync(replica, before, cursor_len)?
+                }
                 DiskEvent::Persist { state, sequence } => {
                     self.pending_persists[index].retain(|(_, pending)| *pending != sequence);
                     self.views.persisted(replica, &state)?;
+                    self.trace.record(
+                        self.now,
+                        u16::from(replica),
+                        "persisted",
+                        &[
+                            u64::from(state.view),
+                            u64::from(state.log_view),
+                            state.commit,
+                        ],
+                    );
                     self.disks[index].persist(state);
                     let mut effects = Effects::new();
                     self.live(replica)
@@ -890,9 +900,8 @@ impl World {
     fn complete_sync(
         &mut self,
         replica: u8,
-        log_len: usize,
+        before: u64,
         cursor_len: usize,
-        truncations: usize,
     ) -> Result<(), Violation> {
         let index = usize::from(replica);
         self.sync_in_flight[index] = false;
@@ -900,18 +909,19 @@ impl World {
         let newly_durable: Vec<(u64, u32)> = disk
             .log
             .iter()
-            .take(log_len)
-            .filter(|entry| !entry.durable)
+            .filter(|entry| !entry.durable && entry.seq <= before)
             .map(|entry| (entry.prepare.header().op.get(), entry.prepare.checksum()))
             .collect();
-        disk.synced(log_len, cursor_len, truncations);
+        let settled = disk.synced(before, cursor_len);
+        let durable_head = disk.durable_head();
+        self.trace.record(
+            self.now,
+            u16::from(replica),
+            "synced",
+            &[before, durable_head],
+        );
         let cursor_end = disk.cursor_durable as u64;
-        let more_to_sync = disk.log.iter().any(|entry| !entry.durable)
-            || disk.cursor_durable < disk.cursor_events.len()
-            || disk.pending_truncation_count() > 0;
-        let settled: Vec<u64> = (0..truncations.min(self.pending_truncations[index].len()))
-            .filter_map(|_| self.pending_truncations[index].pop_front())
-            .collect();
+        let more_to_sync = disk.dirty();
         let mut effects = Effects::new();
         let live = self.live(replica);
         for op in settled {

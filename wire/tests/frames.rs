@@ -264,7 +264,7 @@ fn reserved_bytes_not_zero() {
     let mut header = DoViewChangeHeader::new(7, 5, 4, 2);
     header.log_view.set(3);
     let mut frame = encode(&Message::from(Msg::new(header, Bytes::new())));
-    frame[145] = 1;
+    frame[150] = 1;
     reseal(&mut frame);
     assert!(matches!(decode(frame), Err(FrameError::Invalid { .. })));
 }

@@ -70,8 +70,12 @@ command_header! {
     history_start_view: U32,
     /// Replica that started that view.
     history_start_replica: u8,
+    /// The highest op the sender may have acked: every op up to it is stored
+    /// (or damaged on disk), none above it was ever acked, so a trusted
+    /// sender nacks every op above it.
+    ack_op: U64,
     /// Zero.
-    reserved_a: [u8; 11],
+    reserved_a: [u8; 3],
     /// The view in which the sender's log was last settled (it was Normal or
     /// adopted a StartView); always below `prefix.view`.
     log_view: U32,
@@ -83,6 +87,7 @@ const _: () = {
     assert!(core::mem::offset_of!(DoViewChangeHeader, op) == 64);
     assert!(core::mem::offset_of!(DoViewChangeHeader, nack_bitset) == 88);
     assert!(core::mem::offset_of!(DoViewChangeHeader, present_bitset) == 104);
+    assert!(core::mem::offset_of!(DoViewChangeHeader, ack_op) == 141);
     assert!(core::mem::offset_of!(DoViewChangeHeader, log_view) == 152);
     assert!(core::mem::offset_of!(DoViewChangeHeader, flags) == 156);
 };

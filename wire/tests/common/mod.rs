@@ -229,6 +229,7 @@ pub fn message() -> impl Strategy<Value = Message> {
                     header.history_start_view.set((view - 1) / 2);
                     header.history_start_op.set(start);
                     header.history_start_replica = replica;
+                    header.ack_op.set(op - headers.len() as u64 / 2);
                     header.flags = if untrusted { FLAG_UNTRUSTED_LOG } else { 0 };
                     Message::from(Msg::new(header, headers_bytes(&headers)))
                 }
