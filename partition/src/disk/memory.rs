@@ -1,0 +1,257 @@
+//! [`MemoryDisk`]: the WAL's deterministic in-memory disk ([`MemoryStorage`])
+//! driven by a single-threaded [`WalCore`], for the simulator and crash tests.
+//!
+//! WAL requests run when the caller polls (one writer turn per poll), so a test
+//! decides exactly which writes have happened before it crashes the disk.
+//! Plain operations act on the storage directly through a reserved file id.
+//!
+//! The in-memory disk has no directories and no unlink: a directory exists
+//! while a file under it does, a removed file is renamed into a graveyard
+//! outside every partition (and emptied), and a hard link is a copy.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use strand_wal::{
+    Completion, CrashMode, FileId, MemoryStorage, OpenMode, OpenedFile, Request, Storage, WalCore,
+    WalError,
+};
+
+use super::{Disk, WaitError};
+
+/// The file id plain operations use; the WAL core counts its ids up from 1.
+const PLAIN_FILE: FileId = FileId(u64::MAX);
+
+/// Where removed files go.
+const GRAVEYARD: &str = "/.graveyard";
+
+/// Bound of the WAL core's request queue.
+const QUEUE_CAPACITY: usize = 1 << 16;
+
+/// An in-memory disk with crashes and faults. See the module docs.
+pub struct MemoryDisk {
+    core: WalCore<MemoryStorage>,
+    buffered: Vec<Completion>,
+    graveyard_next: u64,
+}
+
+impl MemoryDisk {
+    /// An empty disk whose crash choices are fixed by `seed`.
+    pub fn new(seed: u64) -> MemoryDisk {
+        MemoryDisk::from_storage(MemoryStorage::new(seed))
+    }
+
+    /// A disk over existing storage (as a restarted process finds it).
+    pub fn from_storage(storage: MemoryStorage) -> MemoryDisk {
+        let graveyard_next = storage
+            .paths()
+            .iter()
+            .filter(|path| path.starts_with(GRAVEYARD))
+            .count() as u64;
+        MemoryDisk {
+            core: WalCore::new(storage, QUEUE_CAPACITY),
+            buffered: Vec::new(),
+            graveyard_next,
+        }
+    }
+
+    /// Simulates a crash: queued WAL requests vanish, every file keeps what
+    /// `mode` says of its unsynced writes, and the WAL core starts over (as a
+    /// restarted process's would).
+    pub fn crash(&mut self, mode: CrashMode) {
+        let core = std::mem::replace(
+            &mut self.core,
+            WalCore::new(MemoryStorage::new(0), QUEUE_CAPACITY),
+        );
+        let mut storage = core.into_storage();
+        storage.crash(mode);
+        self.core = WalCore::new(storage, QUEUE_CAPACITY);
+        self.buffered.clear();
+    }
+
+    /// The storage (to inspect files).
+    pub fn storage(&self) -> &MemoryStorage {
+        self.core.storage()
+    }
+
+    /// The storage, mutably (to inject faults: bit flips, cuts, failed writes).
+    pub fn storage_mut(&mut self) -> &mut MemoryStorage {
+        self.core.storage_mut()
+    }
+
+    /// Runs WAL turns until nothing is queued, keeping the completions for
+    /// the next poll.
+    fn drain_queue(&mut self) {
+        while self.core.queued_requests() > 0 {
+            self.core.run_turn(&mut self.buffered);
+        }
+    }
+
+    /// Runs `action` on `path` opened under the reserved id, then closes it.
+    fn with_plain<T>(
+        &mut self,
+        path: &Path,
+        mode: OpenMode,
+        action: impl FnOnce(&mut MemoryStorage) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let storage = self.core.storage_mut();
+        storage.open(PLAIN_FILE, path, mode)?;
+        let result = action(storage);
+        storage.close(PLAIN_FILE);
+        result
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        self.storage().contents(path).is_some()
+    }
+
+    fn files_under(&self, dir: &Path) -> Vec<PathBuf> {
+        self.storage()
+            .paths()
+            .into_iter()
+            .filter(|path| path.starts_with(dir) && path != dir)
+            .collect()
+    }
+}
+
+impl Disk for MemoryDisk {
+    fn wal_open(&mut self, path: &Path, mode: OpenMode) -> Result<OpenedFile, WalError> {
+        self.drain_queue();
+        self.core.open(path, mode)
+    }
+
+    fn wal_submit(&mut self, request: Request) -> Result<(), WalError> {
+        self.core.submit(request).map_err(|_| WalError::ShutDown)
+    }
+
+    fn wal_poll(&mut self, out: &mut Vec<Completion>) {
+        out.append(&mut self.buffered);
+        self.core.run_turn(out);
+    }
+
+    fn wal_wait(&mut self, out: &mut Vec<Completion>) -> Result<(), WaitError> {
+        let before = out.len();
+        self.wal_poll(out);
+        while out.len() == before && self.core.queued_requests() > 0 {
+            self.core.run_turn(out);
+        }
+        if out.len() == before {
+            return Err(WaitError::NothingOutstanding);
+        }
+        Ok(())
+    }
+
+    fn read_file(&mut self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.storage().contents(path).map(<[u8]>::to_vec))
+    }
+
+    fn read_at(&mut self, path: &Path, offset: u64, len: usize) -> io::Result<Bytes> {
+        let contents = self
+            .storage()
+            .contents(path)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+        let end = start.checked_add(len).ok_or(io::ErrorKind::UnexpectedEof)?;
+        let slice = contents
+            .get(start..end)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        Ok(Bytes::copy_from_slice(slice))
+    }
+
+    fn file_len(&mut self, path: &Path) -> io::Result<Option<u64>> {
+        Ok(self
+            .storage()
+            .contents(path)
+            .map(|contents| contents.len() as u64))
+    }
+
+    fn write_at(&mut self, path: &Path, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.with_plain(path, OpenMode::CreateOrAppend, |storage| {
+            storage.write_at(PLAIN_FILE, offset, &[bytes])?;
+            storage.sync_data(PLAIN_FILE)
+        })
+    }
+
+    fn set_len(&mut self, path: &Path, len: u64) -> io::Result<()> {
+        self.with_plain(path, OpenMode::Append, |storage| {
+            storage.set_len(PLAIN_FILE, len)
+        })
+    }
+
+    fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .files_under(dir)
+            .iter()
+            .filter_map(|path| path.strip_prefix(dir).ok()?.components().next())
+            .map(|component| component.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    fn create_dir_all(&mut self, _dir: &Path) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn remove_file(&mut self, path: &Path) -> io::Result<()> {
+        if !self.is_file(path) {
+            return Ok(());
+        }
+        let grave = Path::new(GRAVEYARD).join(self.graveyard_next.to_string());
+        self.graveyard_next += 1;
+        self.with_plain(path, OpenMode::Append, |storage| {
+            storage.rename(PLAIN_FILE, &grave)?;
+            storage.set_len(PLAIN_FILE, 0)
+        })
+    }
+
+    fn remove_dir_all(&mut self, dir: &Path) -> io::Result<()> {
+        for path in self.files_under(dir) {
+            self.remove_file(&path)?;
+        }
+        Ok(())
+    }
+
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        if self.is_file(from) {
+            return self.with_plain(from, OpenMode::Append, |storage| {
+                storage.rename(PLAIN_FILE, to)
+            });
+        }
+        let files = self.files_under(from);
+        if files.is_empty() {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        if self.exists(to) {
+            return Err(io::ErrorKind::AlreadyExists.into());
+        }
+        for path in files {
+            let relative = path
+                .strip_prefix(from)
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+            let target = to.join(relative);
+            self.with_plain(&path, OpenMode::Append, |storage| {
+                storage.rename(PLAIN_FILE, &target)
+            })?;
+        }
+        Ok(())
+    }
+
+    fn hard_link(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        let bytes = self
+            .storage()
+            .contents(from)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?
+            .to_vec();
+        self.with_plain(to, OpenMode::CreateNew, |storage| {
+            storage.write_at(PLAIN_FILE, 0, &[&bytes])?;
+            storage.sync_data(PLAIN_FILE)
+        })
+    }
+
+    fn exists(&mut self, path: &Path) -> bool {
+        self.is_file(path) || !self.files_under(path).is_empty()
+    }
+}

@@ -1,0 +1,205 @@
+//! Where everything of one partition sits on disk, and the names of its files.
+//!
+//! ```text
+//! <data>/partitions/<stream>/<topic>/<partition>/
+//!     superblock.0, superblock.1        two copies, alternating by sequence
+//!     superblock.N.tmp                  a copy being written (renamed into place)
+//!     records/<first-offset>.log        record log segment (20-digit, zero-padded)
+//!     records/<first-offset>.index      its sparse index
+//!     cursors.log                       cursor event log
+//!     cursors.snapshot                  cursor map + the event sequence it covers
+//! <data>/partitions/<stream>/<topic>/<partition>.fenced.N   quarantined copies
+//! <data>/partitions/<stream>/<topic>/<partition>.staging    a state-transfer import
+//! <data>/partitions/<stream>/<topic>/<partition>.install    "swap staging in" marker
+//! <data>/partitions/<stream>/<topic>/<partition>.replaced   the copy a swap replaces
+//! ```
+//!
+//! Every name is built and parsed here, so the rest of the crate never
+//! formats a path by hand.
+
+use std::path::{Path, PathBuf};
+
+/// Digits of a segment file name: enough for every `u64` offset, so names sort
+/// the way offsets do.
+pub const SEGMENT_NAME_DIGITS: usize = 20;
+
+/// The directory of one partition under a node's data directory.
+pub fn partition_dir(data_dir: &Path, stream: &str, topic: &str, partition: u32) -> PathBuf {
+    data_dir
+        .join("partitions")
+        .join(stream)
+        .join(topic)
+        .join(partition.to_string())
+}
+
+/// The record log's directory.
+pub fn records_dir(dir: &Path) -> PathBuf {
+    dir.join("records")
+}
+
+/// The segment whose first record offset is `first_offset`.
+pub fn segment_path(dir: &Path, first_offset: u64) -> PathBuf {
+    records_dir(dir).join(format!(
+        "{first_offset:0width$}.log",
+        width = SEGMENT_NAME_DIGITS
+    ))
+}
+
+/// The sparse index of the segment whose first record offset is `first_offset`.
+pub fn index_path(dir: &Path, first_offset: u64) -> PathBuf {
+    records_dir(dir).join(format!(
+        "{first_offset:0width$}.index",
+        width = SEGMENT_NAME_DIGITS
+    ))
+}
+
+/// Where an index is rebuilt before it is renamed over the damaged one.
+pub fn index_tmp_path(dir: &Path, first_offset: u64) -> PathBuf {
+    records_dir(dir).join(format!(
+        "{first_offset:0width$}.index.tmp",
+        width = SEGMENT_NAME_DIGITS
+    ))
+}
+
+/// The first offset a segment file name stands for (`None` for other names).
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".log")?;
+    if digits.len() != SEGMENT_NAME_DIGITS || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Superblock copy `copy` (0 or 1).
+pub fn superblock_path(dir: &Path, copy: u8) -> PathBuf {
+    assert!(copy < 2, "two superblock copies");
+    dir.join(format!("superblock.{copy}"))
+}
+
+/// Where superblock copy `copy` is written before it is renamed into place.
+pub fn superblock_tmp_path(dir: &Path, copy: u8) -> PathBuf {
+    assert!(copy < 2, "two superblock copies");
+    dir.join(format!("superblock.{copy}.tmp"))
+}
+
+/// The cursor event log.
+pub fn cursors_log_path(dir: &Path) -> PathBuf {
+    dir.join("cursors.log")
+}
+
+/// Where a compacted cursor event log is built before it replaces the old one.
+pub fn cursors_log_tmp_path(dir: &Path) -> PathBuf {
+    dir.join("cursors.log.tmp")
+}
+
+/// The cursor snapshot.
+pub fn cursors_snapshot_path(dir: &Path) -> PathBuf {
+    dir.join("cursors.snapshot")
+}
+
+/// Where a cursor snapshot is written before it is renamed into place.
+pub fn cursors_snapshot_tmp_path(dir: &Path) -> PathBuf {
+    dir.join("cursors.snapshot.tmp")
+}
+
+/// `<dir>.<suffix>`, beside the partition directory.
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".");
+    name.push(suffix);
+    dir.with_file_name(name)
+}
+
+/// Quarantined copy number `n` of the partition at `dir`.
+pub fn fenced_path(dir: &Path, n: u64) -> PathBuf {
+    sibling(dir, &format!("fenced.{n}"))
+}
+
+/// The quarantine number a sibling entry named `entry` stands for, when it is
+/// `<partition>.fenced.N` for the partition directory named `partition`.
+pub fn parse_fenced_name(partition: &str, entry: &str) -> Option<u64> {
+    let rest = entry.strip_prefix(partition)?.strip_prefix(".fenced.")?;
+    if rest.is_empty() || !rest.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+/// The staging directory a state-transfer import is assembled in.
+pub fn staging_path(dir: &Path) -> PathBuf {
+    sibling(dir, "staging")
+}
+
+/// The marker saying "the staging directory is complete: swap it in".
+pub fn install_marker_path(dir: &Path) -> PathBuf {
+    sibling(dir, "install")
+}
+
+/// Where the directory a swap replaces is moved before it is removed.
+pub fn replaced_path(dir: &Path) -> PathBuf {
+    sibling(dir, "replaced")
+}
+
+/// The import's manifest inside the staging directory.
+pub fn staging_manifest_path(staging: &Path) -> PathBuf {
+    staging.join("transfer.manifest")
+}
+
+/// The import's record of finished chunks inside the staging directory.
+pub fn staging_progress_path(staging: &Path) -> PathBuf {
+    staging.join("transfer.progress")
+}
+
+/// The final name component of `path` as UTF-8 (empty when it has none).
+pub fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The directory holding `path` (`.` for a bare name).
+pub fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_are_twenty_digits_and_parse_back() {
+        let path = segment_path(Path::new("/p"), 42);
+        assert_eq!(
+            path,
+            Path::new("/p/records/00000000000000000042.log").to_path_buf()
+        );
+        assert_eq!(parse_segment_name(&file_name(&path)), Some(42));
+        assert_eq!(
+            parse_segment_name(&file_name(&segment_path(Path::new("/p"), u64::MAX))),
+            Some(u64::MAX)
+        );
+        assert_eq!(parse_segment_name("42.log"), None);
+        assert_eq!(parse_segment_name("00000000000000000042.index"), None);
+        assert_eq!(parse_segment_name("0000000000000000004x.log"), None);
+    }
+
+    #[test]
+    fn fenced_names_sit_beside_the_partition() {
+        let dir = Path::new("/data/partitions/s/t/3");
+        assert_eq!(
+            fenced_path(dir, 0),
+            Path::new("/data/partitions/s/t/3.fenced.0").to_path_buf()
+        );
+        assert_eq!(parse_fenced_name("3", "3.fenced.12"), Some(12));
+        assert_eq!(parse_fenced_name("3", "31.fenced.1"), None);
+        assert_eq!(parse_fenced_name("3", "3.fenced."), None);
+        assert_eq!(parse_fenced_name("3", "3.staging"), None);
+        assert_eq!(
+            staging_path(dir),
+            Path::new("/data/partitions/s/t/3.staging").to_path_buf()
+        );
+    }
+}

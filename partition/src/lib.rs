@@ -1,0 +1,101 @@
+//! # strand-partition: one partition replica's storage
+//!
+//! Everything a partition replica keeps on disk under
+//! `<data>/partitions/<stream>/<topic>/<partition>/`: the record log (segment
+//! files of prepares written through the node's WAL, with sparse indexes), the
+//! cursor event log and snapshot, the superblock (view, log_view, commit,
+//! history starts, clean-shutdown mark, policies), and the storage side of the
+//! failover rules: the cut to a history start, quarantine to `<dir>.fenced.N`,
+//! and state transfer. It executes consensus's storage effects and reports, at
+//! open, what consensus needs to start (see [`Recovery`]); it does not depend
+//! on consensus and holds no protocol decision of its own.
+//!
+//! Modules, in reading order:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`layout`] | every path and file name |
+//! | [`error`] | [`PartitionError`] |
+//! | [`disk`] | the [`Disk`] trait: real files over the threaded WAL ([`FileDisk`]), the WAL's in-memory crash-modelling disk ([`MemoryDisk`]) |
+//! | `io` | naming WAL requests, sorting their completions |
+//! | [`superblock`] | the two-copy checksummed superblock |
+//! | `entry`, `scan` | a log entry (one prepare per frame); scanning a segment past its faults |
+//! | [`index`] | the sparse segment index |
+//! | `record_log` | segments: append, roll, truncate, retention; the log's invariants |
+//! | `log_reads` | reads by op, headers, fetch by offset ([`FetchedBatch`]) |
+//! | `log_rewrite` | rewriting damaged entries in place |
+//! | `log_recovery` | opening the log: torn tails vs faults, lost ops, index rebuilds |
+//! | `cursors` | cursor event log, snapshot, map, compaction |
+//! | [`recovery`] | the open report, [`Recovery`] |
+//! | `partition` | [`Partition`]: open, close, reads |
+//! | `writes` | prepares, truncation, `PersistState`, cursor appends, retention; [`Completed`] |
+//! | `cut` | the cut to a history start (reference A) |
+//! | `quarantine` | fencing to `<dir>.fenced.N` and rebuilding from the agreed prefix |
+//! | [`transfer`] | state-transfer export, import, atomic install |
+//! | [`fixtures`] | valid prepare chains for tests, benches and the simulator |
+//!
+//! Driving it from consensus's effects (the server and the simulator):
+//!
+//! | effect | call | then report |
+//! |---|---|---|
+//! | `WritePrepare { prepare }` | [`Partition::write_prepare`] | `on_write(op, checksum, Queued)` on `Ok` (or `Durable` when [`WriteAccepted::stage`] says so); `Durable` on [`Completed::Prepare`] |
+//! | `Truncate { op }` | [`Partition::truncate`] (durable on return) | `on_truncated(op)` |
+//! | `PersistState { state, sequence }` | [`Partition::persist_state`] | `on_state_persisted(sequence)` on [`Completed::StatePersisted`] |
+//! | `ServePrepare { to, op, checksum }` | [`Partition::read_prepare`] | send it if its checksum matches (or, for 0, the op is committed) |
+//! | `ServeHeaders { to, op_min, op_max }` | [`Partition::read_headers`] | send them as a Headers frame |
+//! | `AppendCursors { cursor_base, event_count, events }` | [`Partition::append_cursors`] | `on_cursors_written(end, Queued)` on `Ok`; `Durable` on [`Completed::Cursors`] |
+//! | `CutCursors { cursor_tail }` | [`Partition::cut_cursors`] | — |
+//! | `ShipCursors { to, cursor_from }` | [`Partition::read_cursor_events`] up to [`Partition::cursor_durable_tail`] | send a Cursors frame |
+//! | `StartStateTransfer { from, op_min }` | peer: [`Partition::export`] + [`Partition::export_chunk`]; here: [`Partition::import_begin`], [`Partition::import_chunk`], [`Partition::install`] | `on_state_transfer_done(frontier header, cursor_tail)` |
+//! | `Quarantine { agreed_op }` | [`Partition::quarantine`] | (a state transfer follows) |
+//!
+//! Asynchronous answers come from [`Partition::poll`] / [`Partition::wait`];
+//! everything else is durable when it returns. At open, [`Recovery`] carries
+//! what consensus's `Recovered` needs, field for field.
+//!
+//! Invariants that matter most:
+//! - **Nothing durable is lost quietly.** Open cuts only a genuinely torn
+//!   tail of the last segment; damage anywhere else, ops missing from a sealed
+//!   segment, and ops lost below the superblock's durable checkpoint are
+//!   reported as faulty ops, never dropped.
+//! - **Order of durable steps.** A sealed segment is synced before its
+//!   successor gets a byte; a superblock that stops claiming ops (truncation,
+//!   retention) is written before the files change; a quarantined copy and the
+//!   files hard-linked from it are never written again; an import is verified
+//!   whole before the swap, and the swap completes on the next open.
+
+pub mod disk;
+pub mod error;
+pub mod fixtures;
+pub mod index;
+pub mod layout;
+pub mod recovery;
+pub mod superblock;
+pub mod transfer;
+
+mod cursors;
+mod cut;
+mod entry;
+mod io;
+mod log_reads;
+mod log_recovery;
+mod log_rewrite;
+mod partition;
+mod quarantine;
+mod record_log;
+mod scan;
+mod writes;
+
+pub use cursors::CursorFindings;
+pub use cut::{CutOutcome, CutPoint};
+pub use disk::{Disk, FileDisk, MemoryDisk, WaitError};
+pub use error::PartitionError;
+pub use log_reads::FetchedBatch;
+pub use log_recovery::{IndexRebuild, SegmentDamage};
+pub use partition::{HEADERS_COMMITTED_MAX_DEFAULT, Partition, PartitionConfig};
+pub use quarantine::{Quarantined, next_fenced_number};
+pub use record_log::{LogConfig, RetentionPolicy};
+pub use recovery::Recovery;
+pub use superblock::{DurableFields, HistoryStart, Superblock};
+pub use transfer::{Export, ExportConfig, Import, Manifest};
+pub use writes::{Completed, RetentionOutcome, WriteAccepted, WriteStage};

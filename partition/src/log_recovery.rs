@@ -1,0 +1,558 @@
+//! Opening the record log: read every segment, find what is valid, what is
+//! damaged and what is missing, and rebuild the in-memory log from it.
+//!
+//! The rules, in the order they are applied:
+//! 1. Segments below the superblock's retained head are leftovers of an
+//!    interrupted retention: removed. Empty trailing segments nobody listed
+//!    (a crash right after a roll) are removed too.
+//! 2. Every segment is scanned whole ([`crate::scan`]). A damaged region
+//!    between valid entries is a **fault**: the ops it held (counted from the
+//!    ops around it) are reported faulty, nothing after it is cut, and the
+//!    region is kept for the ops' rewrite in place.
+//! 3. Only the last segment can have a **torn tail** (sealed segments were
+//!    synced before their successor got a byte): it is cut. A sealed segment
+//!    shorter than the superblock says, or ending in damage, lost ops: faulty.
+//! 4. Ops above the log's end but at or below `op_checkpoint` (the superblock's
+//!    durable head) were durable and are gone: faulty, never silently lost.
+//! 5. Ops must follow each other, chain by checksum, and keep record offsets
+//!    contiguous; anything else is [`PartitionError::LogInconsistent`].
+//! 6. Each segment's sparse index is compared with the one its entries imply
+//!    and rebuilt when it differs.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+use strand_wire::{CommandHeader, PrepareHeader};
+
+use crate::disk::Disk;
+use crate::entry::{EntryMeta, carries_records, record_offset_base};
+use crate::error::PartitionError;
+use crate::index::{IndexDamage, decode_index, expected_index};
+use crate::io::Io;
+use crate::layout::{file_name, index_path, parse_segment_name, records_dir, segment_path};
+use crate::record_log::{
+    Gap, LogConfig, RecordLog, Segment, remove_segment_files, write_index_file,
+};
+use crate::scan::{Item, ScannedEntry, SegmentScan, scan_segment};
+use crate::superblock::{SealedSegment, Superblock};
+
+/// A damaged region found at open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentDamage {
+    /// The segment (its first offset).
+    pub segment_first_offset: u64,
+    /// First damaged byte.
+    pub byte_start: u64,
+    /// One past the last.
+    pub byte_end: u64,
+    /// The ops whose entries were there (empty range: junk between entries).
+    pub ops: std::ops::RangeInclusive<u64>,
+}
+
+/// An index that was rebuilt at open, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexRebuild {
+    /// The segment (its first offset).
+    pub segment_first_offset: u64,
+    /// What was wrong with the index file.
+    pub damage: IndexDamage,
+}
+
+/// What opening the log found.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LogFindings {
+    pub headers: Vec<PrepareHeader>,
+    pub torn_bytes_cut: u64,
+    pub damage: Vec<SegmentDamage>,
+    pub indexes_rebuilt: Vec<IndexRebuild>,
+    pub leftovers_removed: Vec<PathBuf>,
+}
+
+/// One segment as found on disk.
+struct Found {
+    first_offset: u64,
+    listed: Option<SealedSegment>,
+    scan: SegmentScan,
+    file_len: Option<u64>,
+}
+
+impl Found {
+    /// The first op the segment holds, when the disk says.
+    fn known_first_op(&self) -> Option<u64> {
+        if let Some(listed) = self.listed {
+            return Some(listed.first_op);
+        }
+        match self.scan.items.first() {
+            Some(Item::Entry(entry)) if entry.position == 0 => Some(entry.header.op.get()),
+            Some(Item::Fault(fault)) if fault.start == 0 => {
+                fault.readable.first().map(|entry| entry.header.op.get())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The last headers seen: every one above `commit` and `committed_keep` at or below.
+struct HeaderWindow {
+    commit: u64,
+    committed_keep: usize,
+    committed: usize,
+    headers: VecDeque<PrepareHeader>,
+}
+
+impl HeaderWindow {
+    fn push(&mut self, header: PrepareHeader) {
+        if header.op.get() <= self.commit {
+            self.committed += 1;
+        }
+        self.headers.push_back(header);
+        while self.committed > self.committed_keep {
+            let front = self
+                .headers
+                .pop_front()
+                .expect("committed headers are in the window");
+            assert!(front.op.get() <= self.commit);
+            self.committed -= 1;
+        }
+    }
+}
+
+/// The walk's running state: what the next op and offset must be.
+struct Walk {
+    dir: PathBuf,
+    expected_op: u64,
+    expected_offset: u64,
+    offset_known: bool,
+    previous_checksum: Option<u32>,
+    faulty: BTreeSet<u64>,
+    gaps: Vec<Gap>,
+    window: HeaderWindow,
+    findings: LogFindings,
+}
+
+/// Opens the record log of the partition at `dir` described by `superblock`.
+pub(crate) fn recover_log<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    superblock: &Superblock,
+    config: LogConfig,
+    headers_committed_max: usize,
+) -> Result<(RecordLog, LogFindings), PartitionError> {
+    let records = records_dir(dir);
+    io.disk
+        .create_dir_all(&records)
+        .map_err(|error| PartitionError::io(&records, "create the records directory", &error))?;
+    let mut walk = Walk {
+        dir: dir.to_path_buf(),
+        expected_op: superblock.head_op,
+        expected_offset: superblock.head_offset,
+        offset_known: true,
+        previous_checksum: initial_parent(superblock),
+        faulty: BTreeSet::new(),
+        gaps: Vec::new(),
+        window: HeaderWindow {
+            commit: superblock.durable.commit,
+            committed_keep: headers_committed_max,
+            committed: 0,
+            headers: VecDeque::new(),
+        },
+        findings: LogFindings::default(),
+    };
+    let founds = find_segments(io, dir, superblock, &mut walk.findings)?;
+    let mut segments = Vec::with_capacity(founds.len().max(1));
+    for (index, found) in founds.iter().enumerate() {
+        let is_last = index + 1 == founds.len();
+        segments.push(walk_segment(
+            io,
+            &mut walk,
+            found,
+            is_last,
+            founds.get(index + 1),
+        )?);
+    }
+    if segments.is_empty() {
+        let path = segment_path(dir, superblock.head_offset);
+        io.disk
+            .write_at(&path, 0, &[])
+            .map_err(|error| PartitionError::io(&path, "create a segment", &error))?;
+        segments.push(Segment::empty(superblock.head_offset, superblock.head_op));
+    }
+    let op = segments.last().expect("never empty").last_op();
+    for missing in op + 1..=superblock.op_checkpoint {
+        walk.faulty.insert(missing);
+    }
+    for segment in &mut segments {
+        check_index(io, dir, config, segment, &mut walk.findings)?;
+    }
+    let mut log = RecordLog {
+        dir: dir.to_path_buf(),
+        config,
+        segments,
+        active: None,
+        head_op: superblock.head_op,
+        head_offset: superblock.head_offset,
+        head_parent_checksum: superblock.head_parent_checksum,
+        op,
+        offset_end: walk.expected_offset,
+        durable_op: op,
+        faulty: walk.faulty,
+        gaps: walk.gaps,
+        in_flight: VecDeque::new(),
+        failure: None,
+    };
+    log.assert_invariants();
+    log.reopen_active(io)?;
+    let mut findings = walk.findings;
+    findings.headers = walk.window.headers.into_iter().collect();
+    Ok((log, findings))
+}
+
+/// The checksum op `head_op` must name as its parent, when known.
+fn initial_parent(superblock: &Superblock) -> Option<u32> {
+    match (superblock.head_op, superblock.head_parent_checksum) {
+        (1, _) => Some(0),
+        (_, 0) => None,
+        (_, checksum) => Some(checksum),
+    }
+}
+
+/// Lists, cleans up and scans the segment files.
+fn find_segments<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    superblock: &Superblock,
+    findings: &mut LogFindings,
+) -> Result<Vec<Found>, PartitionError> {
+    let records = records_dir(dir);
+    let names = io
+        .disk
+        .list_dir(&records)
+        .map_err(|error| PartitionError::io(&records, "list segments", &error))?;
+    for name in names.iter().filter(|name| name.ends_with(".tmp")) {
+        let path = records.join(name);
+        io.disk
+            .remove_file(&path)
+            .map_err(|error| PartitionError::io(&path, "remove a temp file", &error))?;
+    }
+    let mut offsets: BTreeSet<u64> = names
+        .iter()
+        .filter_map(|name| parse_segment_name(name))
+        .collect();
+    for &leftover in offsets
+        .iter()
+        .filter(|&&offset| offset < superblock.head_offset)
+    {
+        tracing::info!(
+            first_offset = leftover,
+            "partition: removing a segment retention left behind"
+        );
+        findings.leftovers_removed.push(segment_path(dir, leftover));
+        remove_segment_files(io, dir, leftover)?;
+    }
+    offsets.retain(|&offset| offset >= superblock.head_offset);
+    let listed: BTreeMap<u64, SealedSegment> = superblock
+        .sealed_segments
+        .iter()
+        .filter(|segment| segment.first_offset >= superblock.head_offset)
+        .map(|segment| (segment.first_offset, *segment))
+        .collect();
+    offsets.extend(listed.keys());
+    let mut founds = Vec::with_capacity(offsets.len());
+    for first_offset in offsets {
+        let path = segment_path(dir, first_offset);
+        let bytes = io
+            .disk
+            .read_file(&path)
+            .map_err(|error| PartitionError::io(&path, "read a segment", &error))?;
+        let file_len = bytes.as_ref().map(|bytes| bytes.len() as u64);
+        let scan = scan_segment(bytes.as_deref().unwrap_or(&[]));
+        founds.push(Found {
+            first_offset,
+            listed: listed.get(&first_offset).copied(),
+            scan,
+            file_len,
+        });
+    }
+    while founds.len() > 1 {
+        let last = founds.last().expect("len > 1");
+        if last.listed.is_some() || !last.scan.is_empty() {
+            break;
+        }
+        tracing::info!(
+            first_offset = last.first_offset,
+            "partition: removing an empty trailing segment"
+        );
+        remove_segment_files(io, dir, last.first_offset)?;
+        founds.pop();
+    }
+    Ok(founds)
+}
+
+/// Walks one segment's items, assigning ops and recording damage.
+fn walk_segment<D: Disk>(
+    io: &mut Io<D>,
+    walk: &mut Walk,
+    found: &Found,
+    is_last: bool,
+    next: Option<&Found>,
+) -> Result<Segment, PartitionError> {
+    let first_op = found
+        .listed
+        .map_or(walk.expected_op, |listed| listed.first_op);
+    if first_op != walk.expected_op {
+        return Err(PartitionError::LogInconsistent {
+            op: walk.expected_op,
+            reason: format!(
+                "segment {} starts at op {first_op}, the log continues at op {}",
+                found.first_offset, walk.expected_op
+            ),
+        });
+    }
+    let mut segment = Segment::empty(found.first_offset, first_op);
+    let items = &found.scan.items;
+    for (at, item) in items.iter().enumerate() {
+        match item {
+            Item::Entry(entry) => walk_entry(walk, &mut segment, entry)?,
+            Item::Fault(fault) => {
+                let Some(Item::Entry(following)) = items.get(at + 1) else {
+                    unreachable!("the scan merges faults and ends them at a valid entry");
+                };
+                let readable = &fault.readable;
+                let until = following.header.op.get();
+                let offset_end = record_offset_base(&following.header);
+                walk_damaged(
+                    walk,
+                    &mut segment,
+                    (fault.start, fault.end),
+                    until,
+                    offset_end,
+                    readable,
+                )?;
+            }
+        }
+    }
+    walk_tail(io, walk, &mut segment, found, is_last, next)?;
+    Ok(segment)
+}
+
+/// One valid entry: it must be the expected op, chain, and continue offsets.
+fn walk_entry(
+    walk: &mut Walk,
+    segment: &mut Segment,
+    entry: &ScannedEntry,
+) -> Result<(), PartitionError> {
+    let header = &entry.header;
+    let op = header.op.get();
+    let inconsistent = |reason: String| PartitionError::LogInconsistent { op, reason };
+    if op != walk.expected_op {
+        return Err(inconsistent(format!(
+            "found op {op} where op {} belongs",
+            walk.expected_op
+        )));
+    }
+    if let Some(parent) = walk.previous_checksum {
+        if header.parent.get() != parent {
+            return Err(inconsistent(format!(
+                "parent {:#010x} does not chain to {parent:#010x}",
+                header.parent.get()
+            )));
+        }
+    }
+    if carries_records(header)
+        && walk.offset_known
+        && header.offset_base.get() != walk.expected_offset
+    {
+        return Err(inconsistent(format!(
+            "records start at {}, the log's records end at {}",
+            header.offset_base.get(),
+            walk.expected_offset
+        )));
+    }
+    let meta = EntryMeta::of(header, entry.position, walk.expected_offset);
+    segment.entries.push(meta);
+    segment.len = meta.end();
+    walk.expected_op += 1;
+    walk.expected_offset = meta.offset_end;
+    walk.offset_known = true;
+    walk.previous_checksum = Some(header.checksum());
+    walk.window.push(*header);
+    Ok(())
+}
+
+/// A damaged run: ops `expected_op..until` lived in bytes `start..end`, their
+/// records ending at `offset_end`.
+fn walk_damaged(
+    walk: &mut Walk,
+    segment: &mut Segment,
+    (start, end): (u64, u64),
+    until: u64,
+    offset_end: u64,
+    readable: &[ScannedEntry],
+) -> Result<(), PartitionError> {
+    let first_op = walk.expected_op;
+    if until < first_op {
+        return Err(PartitionError::LogInconsistent {
+            op: until,
+            reason: format!("op {until} follows damage after op {first_op} was expected"),
+        });
+    }
+    tracing::error!(
+        segment = segment.first_offset,
+        start,
+        end,
+        first_op,
+        last_op = until.saturating_sub(1),
+        "partition: damaged entries in the record log"
+    );
+    walk.findings.damage.push(SegmentDamage {
+        segment_first_offset: segment.first_offset,
+        byte_start: start,
+        byte_end: end,
+        ops: first_op..=until.saturating_sub(1),
+    });
+    if until == first_op {
+        return Ok(()); // junk between two consecutive entries: no op lost
+    }
+    let offset_base = walk.expected_offset;
+    for op in first_op..until {
+        let known = readable.iter().find(|entry| entry.header.op.get() == op);
+        let mut meta = match known {
+            Some(entry) => {
+                walk.window.push(entry.header);
+                EntryMeta::of(&entry.header, entry.position, offset_base)
+            }
+            None => EntryMeta {
+                position: start,
+                frame_len: 0,
+                checksum: 0,
+                offset_base,
+                offset_end,
+                timestamp_ns: 0,
+                damaged: true,
+            },
+        };
+        meta.damaged = true;
+        meta.offset_base = offset_base;
+        meta.offset_end = offset_end;
+        segment.entries.push(meta);
+        walk.faulty.insert(op);
+    }
+    walk.gaps.push(Gap {
+        segment_first_offset: segment.first_offset,
+        first_op,
+        last_op: until - 1,
+        end,
+        open_ended: false,
+        next_op: first_op,
+        cursor: start,
+        early: BTreeMap::new(),
+    });
+    segment.len = end;
+    walk.expected_op = until;
+    walk.expected_offset = offset_end;
+    walk.offset_known = false;
+    walk.previous_checksum = readable
+        .iter()
+        .find(|entry| entry.header.op.get() == until - 1)
+        .map(|entry| entry.header.checksum());
+    Ok(())
+}
+
+/// The end of a segment: cut a torn tail of the last one; ops missing at the
+/// end of a sealed one are damage.
+fn walk_tail<D: Disk>(
+    io: &mut Io<D>,
+    walk: &mut Walk,
+    segment: &mut Segment,
+    found: &Found,
+    is_last: bool,
+    next: Option<&Found>,
+) -> Result<(), PartitionError> {
+    let next_first_op = next.and_then(Found::known_first_op);
+    let next_first_offset = next.map(|next| next.first_offset);
+    let valid_end = found.scan.valid_end();
+    let path = segment_path(&walk.dir, found.first_offset);
+    segment.len = segment.len.max(valid_end);
+    let next_first = next_first_op.unwrap_or(walk.expected_op);
+    if is_last || next_first == walk.expected_op {
+        if let Some(torn_from) = found.scan.torn_from {
+            let torn = found.scan.total_len - torn_from;
+            tracing::warn!(path = %path.display(), torn_from, torn, "partition: cutting a torn tail");
+            io.disk
+                .set_len(&path, torn_from)
+                .map_err(|error| PartitionError::io(&path, "cut a torn tail", &error))?;
+            walk.findings.torn_bytes_cut += torn;
+            segment.len = torn_from;
+        }
+        if found.file_len.is_none() && is_last {
+            io.disk
+                .write_at(&path, 0, &[])
+                .map_err(|error| PartitionError::io(&path, "create a segment", &error))?;
+        }
+        return Ok(());
+    }
+    if next_first < walk.expected_op {
+        return Err(PartitionError::LogInconsistent {
+            op: next_first,
+            reason: format!(
+                "segment after {} starts at an op it already holds",
+                found.first_offset
+            ),
+        });
+    }
+    let logical_len = found
+        .listed
+        .map_or(0, |listed| listed.len_bytes)
+        .max(found.file_len.unwrap_or(0))
+        .max(valid_end);
+    let offset_end = next_first_offset.unwrap_or(walk.expected_offset);
+    let readable = found.scan.torn_readable.clone();
+    let gaps_before = walk.gaps.len();
+    walk_damaged(
+        walk,
+        segment,
+        (valid_end, logical_len),
+        next_first,
+        offset_end,
+        &readable,
+    )?;
+    if let Some(gap) = walk.gaps.get_mut(gaps_before) {
+        gap.open_ended = true;
+    }
+    segment.len = logical_len;
+    Ok(())
+}
+
+/// Compares a segment's index file with what its entries imply; rebuilds it
+/// when they differ.
+fn check_index<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    config: LogConfig,
+    segment: &mut Segment,
+    findings: &mut LogFindings,
+) -> Result<(), PartitionError> {
+    let expected = expected_index(config.index, segment.first_op, &segment.entries);
+    let path = index_path(dir, segment.first_offset);
+    let bytes = io
+        .disk
+        .read_file(&path)
+        .map_err(|error| PartitionError::io(&path, "read an index", &error))?;
+    let damage = match bytes.map(|bytes| decode_index(&bytes)) {
+        None => IndexDamage::Missing,
+        Some(Ok(decoded)) if decoded == expected => {
+            segment.index = expected;
+            return Ok(());
+        }
+        Some(Ok(_)) => IndexDamage::Stale,
+        Some(Err(damage)) => damage,
+    };
+    tracing::info!(index = %file_name(&path), ?damage, "partition: rebuilding a segment index");
+    segment.index = expected;
+    write_index_file(io, dir, segment)?;
+    findings.indexes_rebuilt.push(IndexRebuild {
+        segment_first_offset: segment.first_offset,
+        damage,
+    });
+    Ok(())
+}

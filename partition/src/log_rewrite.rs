@@ -1,0 +1,175 @@
+//! Rewriting damaged entries in place: a damaged run of ops (a [`Gap`]) is
+//! refilled in op order from where its bytes start, each prepare exactly as
+//! its peers hold it (same bytes, same checksum, so the same length and
+//! position), durably, with a plain write beside the WAL (the WAL only
+//! appends). A prepare that arrives before the ops ahead of it in its run
+//! waits in memory for them.
+
+use std::collections::BTreeMap;
+
+use strand_wal::{FRAME_HEADER_BYTES, encode_frame_into};
+use strand_wire::{CommandHeader, Msg, PrepareHeader};
+
+use crate::disk::Disk;
+use crate::entry::{EntryMeta, encode_prepare};
+use crate::error::PartitionError;
+use crate::io::Io;
+use crate::layout::segment_path;
+use crate::record_log::{Gap, RecordLog};
+
+impl RecordLog {
+    /// Rewrites a damaged op in place (same bytes, same position), durably.
+    /// Returns the ops (with checksums) now written: the op itself and any
+    /// early arrivals it unblocked, or nothing while its predecessors in the
+    /// damaged run are still missing.
+    pub fn rewrite<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        prepare: Msg<PrepareHeader>,
+    ) -> Result<Vec<(u64, u32)>, PartitionError> {
+        let op = prepare.header().op.get();
+        assert!(
+            self.faulty.contains(&op) && op <= self.op,
+            "op {op} is not damaged"
+        );
+        self.check_rewrite(&prepare)?;
+        let gap_index = self
+            .gaps
+            .iter()
+            .position(|gap| gap.first_op <= op && op <= gap.last_op)
+            .ok_or(PartitionError::RewriteMismatch {
+                op,
+                reason: "no damaged region holds it",
+            })?;
+        self.gaps[gap_index].early.insert(op, prepare);
+        let mut written = Vec::new();
+        loop {
+            let gap = &mut self.gaps[gap_index];
+            let Some(next) = gap.early.remove(&gap.next_op) else {
+                break;
+            };
+            written.push(self.write_gap_entry(io, gap_index, &next)?);
+        }
+        let gap = &self.gaps[gap_index];
+        if gap.next_op > gap.last_op {
+            let gap = self.gaps.remove(gap_index);
+            self.close_gap(io, &gap)?;
+        }
+        Ok(written)
+    }
+
+    /// A rewrite must match what is known of the damaged entry and chain.
+    fn check_rewrite(&self, prepare: &Msg<PrepareHeader>) -> Result<(), PartitionError> {
+        let header = prepare.header();
+        let op = header.op.get();
+        let mismatch = |reason| PartitionError::RewriteMismatch { op, reason };
+        let (_, meta) = self.entry(op).ok_or(mismatch("op not in the log"))?;
+        if meta.checksum != 0 && meta.checksum != header.checksum() {
+            return Err(mismatch("checksum differs from the damaged entry's header"));
+        }
+        if meta.frame_len != 0
+            && meta.frame_len != (FRAME_HEADER_BYTES + prepare.frame_size()) as u64
+        {
+            return Err(mismatch("size differs from the damaged entry's header"));
+        }
+        if let Some(parent) = self.checksum_of(op - 1) {
+            if header.parent.get() != parent {
+                return Err(mismatch("parent does not chain"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the gap's next op at its cursor.
+    fn write_gap_entry<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        gap_index: usize,
+        prepare: &Msg<PrepareHeader>,
+    ) -> Result<(u64, u32), PartitionError> {
+        let header = *prepare.header();
+        let op = header.op.get();
+        let offset_at = self.offset_before(op);
+        let gap = &self.gaps[gap_index];
+        assert_eq!(gap.next_op, op);
+        let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + prepare.frame_size());
+        encode_frame_into(&encode_prepare(prepare), &mut frame)
+            .map_err(|error| PartitionError::wal(&self.dir, error))?;
+        if !gap.open_ended && gap.cursor + frame.len() as u64 > gap.end {
+            return Err(PartitionError::RewriteMismatch {
+                op,
+                reason: "does not fit the damaged region",
+            });
+        }
+        let position = gap.cursor;
+        let path = segment_path(&self.dir, gap.segment_first_offset);
+        io.disk
+            .write_at(&path, position, &frame)
+            .map_err(|error| PartitionError::io(&path, "rewrite a damaged entry", &error))?;
+        let gap = &mut self.gaps[gap_index];
+        gap.cursor += frame.len() as u64;
+        gap.next_op += 1;
+        let segment_index = self.segment_of(op).expect("a gap op is in the log");
+        let meta = EntryMeta::of(&header, position, offset_at);
+        *self.segments[segment_index]
+            .entry_mut(op)
+            .expect("checked above") = meta;
+        self.faulty.remove(&op);
+        tracing::info!(op, position, "partition: rewrote a damaged entry in place");
+        Ok((op, header.checksum()))
+    }
+
+    /// A finished run that ended short of its region leaves junk bytes; at
+    /// the end of a sealed segment they are cut away, and the segment ends
+    /// where the run's last rewrite does.
+    fn close_gap<D: Disk>(&mut self, io: &mut Io<D>, gap: &Gap) -> Result<(), PartitionError> {
+        if gap.cursor == gap.end && !gap.open_ended {
+            return Ok(());
+        }
+        let Some(index) = self
+            .segments
+            .iter()
+            .position(|segment| segment.first_offset == gap.segment_first_offset)
+        else {
+            return Ok(());
+        };
+        let is_active = index + 1 == self.segments.len();
+        let trailing = gap.open_ended || self.segments[index].len == gap.end;
+        if !is_active && trailing {
+            let path = self.path_of(&self.segments[index]);
+            io.disk
+                .set_len(&path, gap.cursor)
+                .map_err(|error| PartitionError::io(&path, "cut junk after a rewrite", &error))?;
+            self.segments[index].len = gap.cursor;
+        }
+        Ok(())
+    }
+
+    /// Marks `op`'s entry damaged after a read found it so, so it is reported
+    /// and can be rewritten.
+    pub fn mark_damaged(&mut self, op: u64) {
+        let Some(index) = self.segment_of(op) else {
+            return;
+        };
+        let segment = &mut self.segments[index];
+        let first_offset = segment.first_offset;
+        let meta = segment.entry_mut(op).expect("segment_of checked it");
+        if meta.damaged {
+            return;
+        }
+        meta.damaged = true;
+        let (start, end) = (meta.position, meta.end());
+        self.faulty.insert(op);
+        self.gaps.push(Gap {
+            segment_first_offset: first_offset,
+            first_op: op,
+            last_op: op,
+            end,
+            open_ended: false,
+            next_op: op,
+            cursor: start,
+            early: BTreeMap::new(),
+        });
+        tracing::error!(op, "partition: entry found damaged on read");
+    }
+}

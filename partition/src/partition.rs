@@ -1,0 +1,348 @@
+//! [`Partition`]: one partition replica's storage, opened from its directory.
+//! This module holds opening, closing, reads and accessors; writes and their
+//! completions live in [`crate::writes`], the cut in [`crate::cut`],
+//! quarantine and state transfer in their own modules.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use strand_wal::Request;
+use strand_wire::{ConfirmPolicy, Durability, Msg, PrepareHeader};
+
+use crate::cursors::CursorLog;
+use crate::disk::Disk;
+use crate::error::PartitionError;
+use crate::io::Io;
+use crate::layout::{cursors_log_path, parse_segment_name, records_dir, segment_path};
+use crate::log_reads::FetchedBatch;
+use crate::log_recovery::recover_log;
+use crate::record_log::{LogConfig, RecordLog};
+use crate::recovery::Recovery;
+use crate::superblock::{self, CopyRead, Superblock, read_copy};
+use crate::transfer::finish_interrupted_install;
+use crate::writes::{Completed, SuperblockWriter};
+
+/// Default number of committed headers reported at open (consensus keeps as
+/// many committed slots in its journal).
+pub const HEADERS_COMMITTED_MAX_DEFAULT: usize = 256;
+
+/// How a partition is laid out and who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionConfig {
+    /// This replica's index (used when the partition is created).
+    pub replica: u8,
+    /// The durability policy (used when the partition is created).
+    pub durability: Durability,
+    /// The confirm policy (used when the partition is created).
+    pub confirm: ConfirmPolicy,
+    /// Segment and index layout.
+    pub log: LogConfig,
+    /// Committed headers reported at open, below the uncommitted ones.
+    pub headers_committed_max: usize,
+}
+
+impl Default for PartitionConfig {
+    fn default() -> PartitionConfig {
+        PartitionConfig {
+            replica: 0,
+            durability: Durability::Persisted,
+            confirm: ConfirmPolicy::MajorityDurable,
+            log: LogConfig::default(),
+            headers_committed_max: HEADERS_COMMITTED_MAX_DEFAULT,
+        }
+    }
+}
+
+/// One partition replica's storage. See the crate docs.
+pub struct Partition<D: Disk> {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: PartitionConfig,
+    pub(crate) io: Io<D>,
+    pub(crate) log: RecordLog,
+    pub(crate) cursors: CursorLog,
+    pub(crate) superblock: Superblock,
+    pub(crate) writer: SuperblockWriter,
+    pub(crate) events: VecDeque<Completed>,
+}
+
+impl<D: Disk> Partition<D> {
+    /// Opens the partition at `dir` (creating it when nothing is there),
+    /// recovers it, and reports what it found. Finishes an interrupted
+    /// state-transfer swap first.
+    pub fn open(
+        disk: D,
+        dir: &Path,
+        config: PartitionConfig,
+    ) -> Result<(Partition<D>, Recovery), PartitionError> {
+        let mut io = Io::new(disk);
+        finish_interrupted_install(&mut io.disk, dir)?;
+        let copies = [
+            read_copy(&mut io.disk, dir, 0)?,
+            read_copy(&mut io.disk, dir, 1)?,
+        ];
+        let fresh = matches!(copies, [CopyRead::Absent, CopyRead::Absent]);
+        let superblock = match superblock::choose(dir, copies)? {
+            Some(superblock) => superblock,
+            None => create(&mut io, dir, config)?,
+        };
+        let (log, log_findings) = recover_log(
+            &mut io,
+            dir,
+            &superblock,
+            config.log,
+            config.headers_committed_max,
+        )?;
+        let (cursors, cursor_findings) = CursorLog::open(&mut io, dir)?;
+        let mut partition = Partition {
+            dir: dir.to_path_buf(),
+            config,
+            io,
+            log,
+            cursors,
+            superblock: superblock.clone(),
+            writer: SuperblockWriter::default(),
+            events: VecDeque::new(),
+        };
+        let mut cursor_findings = cursor_findings;
+        cursor_findings.cursors_clamped = partition.cursors.clamp(partition.log.offset_end);
+        partition.sync_active_segment()?;
+        partition.write_superblock_now(|_| {})?;
+        let recovery = Recovery {
+            fresh,
+            recovered_from_disk: !fresh,
+            clean_shutdown: superblock.clean_shutdown,
+            durable: superblock.durable.clone(),
+            replica: superblock.replica,
+            durability: superblock.durability,
+            confirm: superblock.confirm,
+            superblock_sequence: superblock.sequence,
+            op_checkpoint: superblock.op_checkpoint,
+            headers: log_findings.headers,
+            faulty: partition.log.faulty.iter().copied().collect(),
+            op: partition.log.op,
+            head_op: partition.log.head_op,
+            head_offset: partition.log.head_offset,
+            offset_end: partition.log.offset_end,
+            cursor_tail: partition.cursors.tail,
+            awaiting_state_transfer: superblock.awaiting_state_transfer,
+            torn_bytes_cut: log_findings.torn_bytes_cut,
+            damage: log_findings.damage,
+            indexes_rebuilt: log_findings.indexes_rebuilt,
+            cursors: cursor_findings,
+        };
+        tracing::info!(dir = %dir.display(), fresh, op = recovery.op, faulty = recovery.faulty.len(),
+            clean_shutdown = recovery.clean_shutdown, "partition: opened");
+        Ok((partition, recovery))
+    }
+
+    /// Makes everything read at open durable (a process crash leaves written
+    /// but unsynced bytes that a later power loss could still take).
+    fn sync_active_segment(&mut self) -> Result<(), PartitionError> {
+        let active = self.log.active.expect("an open log has an active segment");
+        self.io.run(active.log, |user_data| Request::Sync {
+            file: active.log,
+            user_data,
+        })?;
+        Ok(())
+    }
+
+    /// Shuts down cleanly: waits for every write, syncs and closes every file,
+    /// then writes the clean-shutdown mark. Returns the disk.
+    pub fn close(mut self) -> Result<D, PartitionError> {
+        self.settle()?;
+        self.log.close(&mut self.io)?;
+        self.cursors.close(&mut self.io)?;
+        self.settle()?;
+        self.write_superblock_now(|superblock| superblock.clean_shutdown = true)?;
+        tracing::info!(dir = %self.dir.display(), op = self.log.op, "partition: closed cleanly");
+        Ok(self.io.disk)
+    }
+
+    /// Gives the disk back without syncing or closing anything: what a crash
+    /// leaves. Tests and the simulator crash the disk next
+    /// ([`crate::MemoryDisk::crash`]); a [`crate::FileDisk`] closes its WAL
+    /// files when dropped.
+    pub fn abandon(self) -> D {
+        self.io.disk
+    }
+
+    /// The disk (to inject faults into an in-memory one).
+    pub fn disk_mut(&mut self) -> &mut D {
+        &mut self.io.disk
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The log's head op (0 when empty).
+    pub fn op(&self) -> u64 {
+        self.log.op
+    }
+
+    /// The highest op reported durable (appends), or the head at open.
+    pub fn durable_op(&self) -> u64 {
+        self.log.durable_op
+    }
+
+    /// The first retained op.
+    pub fn head_op(&self) -> u64 {
+        self.log.head_op
+    }
+
+    /// The first retained record offset (a fetch reply's `log_start_offset`).
+    pub fn head_offset(&self) -> u64 {
+        self.log.head_offset
+    }
+
+    /// One past the log's last record offset. The high watermark (committed
+    /// records) is the caller's to apply.
+    pub fn offset_end(&self) -> u64 {
+        self.log.offset_end
+    }
+
+    /// Ops whose entries are damaged or missing, ascending.
+    pub fn faulty(&self) -> Vec<u64> {
+        self.log.faulty.iter().copied().collect()
+    }
+
+    /// The checksum of op `op`'s prepare, when the log knows it.
+    pub fn checksum(&self, op: u64) -> Option<u32> {
+        self.log.checksum_of(op)
+    }
+
+    /// The latest superblock written or being written.
+    pub fn superblock(&self) -> &Superblock {
+        &self.superblock
+    }
+
+    /// The number of segments (sealed and active).
+    pub fn segment_count(&self) -> usize {
+        self.log.segments.len()
+    }
+
+    /// The first record offsets of the segments (their file names).
+    pub fn segment_offsets(&self) -> Vec<u64> {
+        self.log
+            .segments
+            .iter()
+            .map(|segment| segment.first_offset)
+            .collect()
+    }
+
+    /// The cursor event log's length.
+    pub fn cursor_tail(&self) -> u64 {
+        self.cursors.tail
+    }
+
+    /// The cursor event log's durable length.
+    pub fn cursor_durable_tail(&self) -> u64 {
+        self.cursors.durable_tail
+    }
+
+    /// Where the cursor snapshot's boundary is.
+    pub fn cursor_snapshot_covers(&self) -> u64 {
+        self.cursors.snapshot_covers()
+    }
+
+    /// The first cursor event the log can still ship.
+    pub fn cursor_log_start(&self) -> u64 {
+        self.cursors.log_start()
+    }
+
+    /// `consumer`'s cursor.
+    pub fn cursor(&self, consumer: &str) -> Option<u64> {
+        self.cursors.map.get(consumer).copied()
+    }
+
+    /// Every cursor.
+    pub fn cursors(&self) -> &BTreeMap<String, u64> {
+        &self.cursors.map
+    }
+
+    /// Reads op `op`'s prepare, validated, exactly as it was written (to serve
+    /// a peer's repair). `None` when the log holds no good copy.
+    pub fn read_prepare(&mut self, op: u64) -> Result<Option<Msg<PrepareHeader>>, PartitionError> {
+        self.log.read_prepare(&mut self.io, op)
+    }
+
+    /// Reads the headers of the readable ops in `op_min..=op_max`.
+    pub fn read_headers(
+        &mut self,
+        op_min: u64,
+        op_max: u64,
+    ) -> Result<Vec<PrepareHeader>, PartitionError> {
+        assert!(op_min <= op_max, "empty header range {op_min}..={op_max}");
+        self.log.read_headers(&mut self.io, op_min, op_max)
+    }
+
+    /// Reads record batches from `offset`: the batch holding it first, then
+    /// more until `max_bytes` are in (at least one when any is there).
+    pub fn fetch(
+        &mut self,
+        offset: u64,
+        max_bytes: u64,
+    ) -> Result<Vec<FetchedBatch>, PartitionError> {
+        self.log.fetch(&mut self.io, offset, max_bytes)
+    }
+
+    /// The first record offset whose prepare is at or after `timestamp_ns`.
+    pub fn offset_for_timestamp(&self, timestamp_ns: u64) -> Option<u64> {
+        self.log.offset_for_timestamp(timestamp_ns)
+    }
+
+    /// Cursor events `from..to`, to ship to a backup.
+    pub fn read_cursor_events(
+        &mut self,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<strand_wire::ops::CursorEvent>, PartitionError> {
+        self.cursors.read_events(&mut self.io, from, to)
+    }
+
+    /// Waits until nothing the partition submitted is outstanding.
+    pub(crate) fn settle(&mut self) -> Result<(), PartitionError> {
+        loop {
+            self.process_stash();
+            if !self.io.outstanding() && !self.writer.busy() {
+                return Ok(());
+            }
+            self.io.wait_once()?;
+        }
+    }
+}
+
+/// Creates a partition directory with its first superblock.
+fn create<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    config: PartitionConfig,
+) -> Result<Superblock, PartitionError> {
+    let leftovers = io
+        .disk
+        .list_dir(&records_dir(dir))
+        .map_err(|error| PartitionError::io(dir, "list segments", &error))?;
+    let has_log = leftovers
+        .iter()
+        .any(|name| parse_segment_name(name).is_some())
+        || io.disk.exists(&cursors_log_path(dir));
+    if has_log {
+        return Err(PartitionError::SuperblockUnreadable {
+            dir: dir.to_path_buf(),
+            copy0: "absent".to_owned(),
+            copy1: "absent, yet the partition has a log".to_owned(),
+        });
+    }
+    io.disk
+        .create_dir_all(&records_dir(dir))
+        .map_err(|error| PartitionError::io(dir, "create the partition directory", &error))?;
+    let superblock = Superblock::fresh(config.replica, config.durability, config.confirm);
+    superblock::write_now(&mut io.disk, dir, &superblock)?;
+    let first = segment_path(dir, 0);
+    io.disk
+        .write_at(&first, 0, &[])
+        .map_err(|error| PartitionError::io(&first, "create the first segment", &error))?;
+    tracing::info!(dir = %dir.display(), "partition: created");
+    Ok(superblock)
+}

@@ -1,0 +1,75 @@
+//! [`Recovery`]: what opening a partition found, in the terms consensus needs
+//! to build its `Recovered` (field names match consensus's), plus what the
+//! operator should know (damage, rebuilt indexes, torn bytes cut).
+
+use strand_wire::{ConfirmPolicy, Durability, PrepareHeader};
+
+use crate::cursors::CursorFindings;
+use crate::log_recovery::{IndexRebuild, SegmentDamage};
+use crate::superblock::DurableFields;
+
+/// What opening a partition found. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    /// Nothing was on disk: a brand-new replica (consensus's `fresh`).
+    pub fresh: bool,
+    /// The log was read back from disk (the opposite of `fresh`): an input of
+    /// consensus's `trusted`.
+    pub recovered_from_disk: bool,
+    /// The last run ended with a clean shutdown (every write synced, the mark
+    /// written): the other input of `trusted`.
+    pub clean_shutdown: bool,
+    /// View, log_view, commit and history starts (consensus's `state`).
+    pub durable: DurableFields,
+    /// The replica index the superblock names.
+    pub replica: u8,
+    /// The partition's durability policy.
+    pub durability: Durability,
+    /// The partition's confirm policy.
+    pub confirm: ConfirmPolicy,
+    /// The sequence of the superblock that was read.
+    pub superblock_sequence: u64,
+    /// The durable log head the superblock recorded.
+    pub op_checkpoint: u64,
+    /// Headers of the log's last ops, ascending, ending at the last readable
+    /// op: every readable op above the commit and up to
+    /// `headers_committed_max` at or below it (consensus's `headers`). A
+    /// damaged op whose header is still readable is included (and faulty).
+    pub headers: Vec<PrepareHeader>,
+    /// Ops whose entries are damaged or missing, ascending (consensus's
+    /// `faulty`): damaged frames anywhere, ops lost from a sealed segment, ops
+    /// above the log's end up to `op_checkpoint`.
+    pub faulty: Vec<u64>,
+    /// The log's head op (the last op with an entry, damaged or not).
+    pub op: u64,
+    /// The first retained op.
+    pub head_op: u64,
+    /// The first retained record offset.
+    pub head_offset: u64,
+    /// One past the log's last record offset (the high watermark is the caller's).
+    pub offset_end: u64,
+    /// The cursor event log's length (consensus's `cursor_tail`).
+    pub cursor_tail: u64,
+    /// The log is a bare prefix after a quarantine: consensus's
+    /// `awaiting_state_transfer`.
+    pub awaiting_state_transfer: bool,
+    /// Torn bytes cut from the last segment.
+    pub torn_bytes_cut: u64,
+    /// Damaged regions found.
+    pub damage: Vec<SegmentDamage>,
+    /// Indexes rebuilt from their segments.
+    pub indexes_rebuilt: Vec<IndexRebuild>,
+    /// What the cursor log and snapshot looked like.
+    pub cursors: CursorFindings,
+}
+
+impl Recovery {
+    /// Consensus's `trusted`: false when the log came back from disk under
+    /// `replicated` durability without a clean-shutdown mark (it may lack ops
+    /// it acked while they were only queued).
+    pub fn log_trusted(&self) -> bool {
+        !(self.recovered_from_disk
+            && self.durability == Durability::Replicated
+            && !self.clean_shutdown)
+    }
+}

@@ -1,0 +1,506 @@
+//! The superblock: what one partition replica must know after a restart that
+//! its log alone cannot tell — the consensus fields (view, log_view, commit,
+//! history starts), its identity and policies, the clean-shutdown mark, and
+//! what the log looked like when it was written (the durable head
+//! `op_checkpoint` and the sealed segments with their lengths), so that open
+//! can *detect* a log cut below what was durable instead of losing it quietly.
+//!
+//! On disk: two copies, `superblock.0` and `superblock.1`; the write with
+//! sequence `s` goes to copy `s % 2` (temp file, fsync, rename, fsync dir), so
+//! a torn write can only damage the copy being replaced, and the other still
+//! holds the previous state. Each copy is one WAL frame (crc32c) whose payload
+//! also ends in its own crc32c. Open takes the valid copy with the highest
+//! sequence.
+
+use std::path::Path;
+
+use strand_wire::codec::{BodyReader, BodyWriter};
+use strand_wire::error::BodyError;
+use strand_wire::{ConfirmPolicy, Durability, REPLICAS_MAX};
+
+use crate::disk::Disk;
+use crate::error::PartitionError;
+use crate::layout::{superblock_path, superblock_tmp_path};
+
+/// Most history starts kept; older ones are dropped first (as consensus does).
+pub const HISTORY_STARTS_MAX: usize = 16;
+
+/// Most sealed segments listed. With more, only the newest are listed, and a
+/// truncation of an older unlisted segment is found by the op sequence alone.
+pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
+
+const MAGIC: u32 = 0x4253_5453; // "STSB"
+const VERSION: u16 = 1;
+const FLAG_CLEAN_SHUTDOWN: u8 = 1;
+const FLAG_AWAITING_STATE_TRANSFER: u8 = 2;
+
+/// Where the history of one view began (consensus's `HistoryStart`, field for
+/// field): the primary `replica` of `view` started it with its log at `op`
+/// and its cursor event log at `cursor_tail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct HistoryStart {
+    /// The view that started here.
+    pub view: u32,
+    /// The canonical log's head op when the view started.
+    pub op: u64,
+    /// The new primary's cursor event log length when the view started.
+    pub cursor_tail: u64,
+    /// The replica that started the view.
+    pub replica: u8,
+    /// True when an operator's accept-loss started the view.
+    pub accepted_loss: bool,
+}
+
+/// A sealed segment as the superblock remembers it: open checks the file is
+/// still at least this long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SealedSegment {
+    /// First op the segment holds.
+    pub first_op: u64,
+    /// First record offset (the file name).
+    pub first_offset: u64,
+    /// Its length when it was sealed.
+    pub len_bytes: u64,
+}
+
+/// The consensus fields a `PersistState` effect carries (consensus's
+/// `DurableState`, field for field).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DurableFields {
+    /// The highest view entered.
+    pub view: u32,
+    /// The view in which the log was last settled.
+    pub log_view: u32,
+    /// The commit number.
+    pub commit: u64,
+    /// History starts, oldest first.
+    pub history_starts: Vec<HistoryStart>,
+}
+
+/// One superblock. See the module docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Superblock {
+    /// Increases with every write; the copy written is `sequence % 2`.
+    pub sequence: u64,
+    /// Consensus fields.
+    pub durable: DurableFields,
+    /// This replica's index in the group.
+    pub replica: u8,
+    /// The partition's durability policy.
+    pub durability: Durability,
+    /// The partition's confirm policy.
+    pub confirm: ConfirmPolicy,
+    /// Set only by the shutdown write, after every file was synced and closed.
+    pub clean_shutdown: bool,
+    /// Set after a quarantine: the log is a bare prefix until a state transfer
+    /// installs the rest.
+    pub awaiting_state_transfer: bool,
+    /// The log's durable head op when this was written.
+    pub op_checkpoint: u64,
+    /// The cursor log's durable tail when this was written.
+    pub cursor_checkpoint: u64,
+    /// The first op the log retains.
+    pub head_op: u64,
+    /// The first record offset the log retains.
+    pub head_offset: u64,
+    /// Checksum of op `head_op - 1` (0 when unknown or `head_op` is 1), so the
+    /// first retained op's parent can still be checked.
+    pub head_parent_checksum: u32,
+    /// Sealed segments, oldest first (at most [`SEALED_SEGMENTS_LISTED_MAX`]).
+    pub sealed_segments: Vec<SealedSegment>,
+}
+
+impl Superblock {
+    /// The first superblock of a brand-new partition.
+    pub fn fresh(replica: u8, durability: Durability, confirm: ConfirmPolicy) -> Superblock {
+        assert!(
+            replica < REPLICAS_MAX,
+            "replica index {replica} out of range"
+        );
+        Superblock {
+            sequence: 0,
+            durable: DurableFields::default(),
+            replica,
+            durability,
+            confirm,
+            clean_shutdown: false,
+            awaiting_state_transfer: false,
+            op_checkpoint: 0,
+            cursor_checkpoint: 0,
+            head_op: 1,
+            head_offset: 0,
+            head_parent_checksum: 0,
+            sealed_segments: Vec::new(),
+        }
+    }
+
+    /// Which copy this superblock is written to.
+    pub fn copy(&self) -> u8 {
+        (self.sequence % 2) as u8
+    }
+
+    /// The payload of the superblock's frame.
+    pub fn encode(&self) -> Vec<u8> {
+        self.assert_invariants();
+        let mut writer = BodyWriter::default();
+        writer.u32(MAGIC);
+        writer.u16(VERSION);
+        writer.u64(self.sequence);
+        writer.u32(self.durable.view);
+        writer.u32(self.durable.log_view);
+        writer.u64(self.durable.commit);
+        writer.u8(self.replica);
+        writer.u8(self.durability as u8);
+        let confirm = self.confirm.to_bytes();
+        writer.u8(confirm[0]);
+        writer.u8(confirm[1]);
+        writer.u8(self.flags());
+        writer.u64(self.op_checkpoint);
+        writer.u64(self.cursor_checkpoint);
+        writer.u64(self.head_op);
+        writer.u64(self.head_offset);
+        writer.u32(self.head_parent_checksum);
+        writer.list(&self.durable.history_starts, encode_start);
+        writer.list(&self.sealed_segments, |writer, segment| {
+            writer.u64(segment.first_op);
+            writer.u64(segment.first_offset);
+            writer.u64(segment.len_bytes);
+        });
+        let mut bytes = writer.into_vec();
+        let crc = crc32c::crc32c(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// Parses and checks a superblock frame payload.
+    pub fn decode(payload: &[u8]) -> Result<Superblock, PartitionError> {
+        let invalid = |reason: String| PartitionError::SuperblockInvalid { reason };
+        let Some(body_len) = payload.len().checked_sub(4) else {
+            return Err(invalid(format!("{} bytes is too short", payload.len())));
+        };
+        let (body, crc_bytes) = payload.split_at(body_len);
+        let stored = u32::from_le_bytes([crc_bytes[0], crc_bytes[1], crc_bytes[2], crc_bytes[3]]);
+        let actual = crc32c::crc32c(body);
+        if stored != actual {
+            return Err(invalid(format!(
+                "checksum {stored:#010x}, bytes give {actual:#010x}"
+            )));
+        }
+        let superblock = decode_body(body).map_err(|error| invalid(error.to_string()))?;
+        superblock
+            .validate()
+            .map_err(|reason| invalid(reason.to_owned()))?;
+        Ok(superblock)
+    }
+
+    fn flags(&self) -> u8 {
+        let mut flags = 0;
+        if self.clean_shutdown {
+            flags |= FLAG_CLEAN_SHUTDOWN;
+        }
+        if self.awaiting_state_transfer {
+            flags |= FLAG_AWAITING_STATE_TRANSFER;
+        }
+        flags
+    }
+
+    /// Checks what a decoded superblock must satisfy (input: typed refusal).
+    fn validate(&self) -> Result<(), &'static str> {
+        let ensure = |ok: bool, reason| if ok { Ok(()) } else { Err(reason) };
+        ensure(self.replica < REPLICAS_MAX, "replica index out of range")?;
+        ensure(
+            self.durable.log_view <= self.durable.view,
+            "log_view above view",
+        )?;
+        ensure(self.head_op >= 1, "head op is zero")?;
+        ensure(
+            self.durable.history_starts.len() <= HISTORY_STARTS_MAX,
+            "too many history starts",
+        )?;
+        ensure(
+            self.durable
+                .history_starts
+                .windows(2)
+                .all(|pair| pair[0].view < pair[1].view),
+            "history starts not ascending by view",
+        )?;
+        ensure(
+            self.sealed_segments.len() <= SEALED_SEGMENTS_LISTED_MAX,
+            "too many sealed segments",
+        )?;
+        ensure(
+            self.sealed_segments.windows(2).all(|pair| {
+                pair[0].first_op < pair[1].first_op && pair[0].first_offset < pair[1].first_offset
+            }),
+            "sealed segments not ascending",
+        )
+    }
+
+    /// Our own invariants, before writing.
+    fn assert_invariants(&self) {
+        if let Err(reason) = self.validate() {
+            panic!("writing an invalid superblock ({reason}): {self:?}");
+        }
+    }
+}
+
+pub(crate) fn encode_start(writer: &mut BodyWriter, start: &HistoryStart) {
+    writer.u32(start.view);
+    writer.u64(start.op);
+    writer.u64(start.cursor_tail);
+    writer.u8(start.replica);
+    writer.bool(start.accepted_loss);
+}
+
+pub(crate) fn decode_start(reader: &mut BodyReader<'_>) -> Result<HistoryStart, BodyError> {
+    Ok(HistoryStart {
+        view: reader.u32("history start view")?,
+        op: reader.u64("history start op")?,
+        cursor_tail: reader.u64("history start cursor tail")?,
+        replica: reader.u8("history start replica")?,
+        accepted_loss: reader.bool("history start accepted loss")?,
+    })
+}
+
+fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
+    let mut reader = BodyReader::new(body);
+    let magic = reader.u32("magic")?;
+    if magic != MAGIC {
+        return Err(BodyError::UnknownValue {
+            field: "superblock magic",
+            value: u64::from(magic),
+        });
+    }
+    let version = reader.u16("version")?;
+    if version != VERSION {
+        return Err(BodyError::UnknownValue {
+            field: "superblock version",
+            value: u64::from(version),
+        });
+    }
+    let sequence = reader.u64("sequence")?;
+    let view = reader.u32("view")?;
+    let log_view = reader.u32("log view")?;
+    let commit = reader.u64("commit")?;
+    let replica = reader.u8("replica")?;
+    let durability = Durability::from_u8(reader.u8("durability")?)?;
+    let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
+    let flags = reader.u8("flags")?;
+    if flags & !(FLAG_CLEAN_SHUTDOWN | FLAG_AWAITING_STATE_TRANSFER) != 0 {
+        return Err(BodyError::UnknownFlags {
+            field: "superblock flags",
+            bits: u64::from(flags),
+        });
+    }
+    let op_checkpoint = reader.u64("op checkpoint")?;
+    let cursor_checkpoint = reader.u64("cursor checkpoint")?;
+    let head_op = reader.u64("head op")?;
+    let head_offset = reader.u64("head offset")?;
+    let head_parent_checksum = reader.u32("head parent checksum")?;
+    let history_starts = reader.list("history starts", 22, decode_start)?;
+    let sealed_segments = reader.list("sealed segments", 24, |reader| {
+        Ok(SealedSegment {
+            first_op: reader.u64("segment first op")?,
+            first_offset: reader.u64("segment first offset")?,
+            len_bytes: reader.u64("segment length")?,
+        })
+    })?;
+    reader.finish()?;
+    Ok(Superblock {
+        sequence,
+        durable: DurableFields {
+            view,
+            log_view,
+            commit,
+            history_starts,
+        },
+        replica,
+        durability,
+        confirm,
+        clean_shutdown: flags & FLAG_CLEAN_SHUTDOWN != 0,
+        awaiting_state_transfer: flags & FLAG_AWAITING_STATE_TRANSFER != 0,
+        op_checkpoint,
+        cursor_checkpoint,
+        head_op,
+        head_offset,
+        head_parent_checksum,
+        sealed_segments,
+    })
+}
+
+/// What one copy held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopyRead {
+    /// No file.
+    Absent,
+    /// A file that is not a valid superblock (torn, truncated, damaged).
+    Invalid(String),
+    /// A valid superblock.
+    Valid(Superblock),
+}
+
+/// Reads one superblock copy: the file must be exactly one valid frame.
+pub fn read_copy<D: Disk>(disk: &mut D, dir: &Path, copy: u8) -> Result<CopyRead, PartitionError> {
+    let path = superblock_path(dir, copy);
+    let bytes = match disk.read_file(&path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(CopyRead::Absent),
+        Err(error) => return Err(PartitionError::io(&path, "read superblock", &error)),
+    };
+    let report = strand_wal::scan(&bytes);
+    let [frame] = report.frames[..] else {
+        return Ok(CopyRead::Invalid(format!(
+            "{} bytes hold {} valid frames, want exactly one",
+            bytes.len(),
+            report.frames.len()
+        )));
+    };
+    if !report.is_clean() {
+        return Ok(CopyRead::Invalid("bytes after the frame".to_owned()));
+    }
+    match Superblock::decode(frame.payload(&bytes)) {
+        Ok(superblock) if superblock.copy() == copy => Ok(CopyRead::Valid(superblock)),
+        Ok(_) => Ok(CopyRead::Invalid(
+            "sequence belongs to the other copy".to_owned(),
+        )),
+        Err(error) => Ok(CopyRead::Invalid(error.to_string())),
+    }
+}
+
+/// Picks the valid copy with the highest sequence: `Ok(None)` when neither
+/// copy exists, an error when copies exist but none is valid.
+pub fn choose(dir: &Path, copies: [CopyRead; 2]) -> Result<Option<Superblock>, PartitionError> {
+    let [copy0, copy1] = copies;
+    match (copy0, copy1) {
+        (CopyRead::Absent, CopyRead::Absent) => Ok(None),
+        (CopyRead::Valid(a), CopyRead::Valid(b)) => {
+            Ok(Some(if a.sequence > b.sequence { a } else { b }))
+        }
+        (CopyRead::Valid(superblock), _) | (_, CopyRead::Valid(superblock)) => Ok(Some(superblock)),
+        (copy0, copy1) => Err(PartitionError::SuperblockUnreadable {
+            dir: dir.to_path_buf(),
+            copy0: describe(&copy0),
+            copy1: describe(&copy1),
+        }),
+    }
+}
+
+fn describe(copy: &CopyRead) -> String {
+    match copy {
+        CopyRead::Absent => "absent".to_owned(),
+        CopyRead::Invalid(reason) => reason.clone(),
+        CopyRead::Valid(superblock) => format!("valid, sequence {}", superblock.sequence),
+    }
+}
+
+/// The bytes of a superblock copy's file: one WAL frame.
+pub fn encode_file(superblock: &Superblock) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    strand_wal::encode_frame_into(&superblock.encode(), &mut bytes)
+        .expect("a superblock fits a frame");
+    bytes
+}
+
+/// Writes a superblock copy now, durably and atomically: temp file (synced),
+/// rename over the copy, directory synced.
+pub(crate) fn write_now<D: Disk>(
+    disk: &mut D,
+    dir: &Path,
+    superblock: &Superblock,
+) -> Result<(), PartitionError> {
+    let copy = superblock.copy();
+    let tmp = superblock_tmp_path(dir, copy);
+    let path = superblock_path(dir, copy);
+    let bytes = encode_file(superblock);
+    disk.remove_file(&tmp)
+        .and_then(|()| disk.write_at(&tmp, 0, &bytes))
+        .and_then(|()| disk.rename(&tmp, &path))
+        .map_err(|error| PartitionError::io(&path, "write the superblock", &error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Superblock {
+        let mut superblock = Superblock::fresh(2, Durability::Replicated, ConfirmPolicy::Count(2));
+        superblock.sequence = 7;
+        superblock.durable = DurableFields {
+            view: 9,
+            log_view: 8,
+            commit: 1234,
+            history_starts: vec![
+                HistoryStart {
+                    view: 3,
+                    op: 100,
+                    cursor_tail: 5,
+                    replica: 0,
+                    accepted_loss: false,
+                },
+                HistoryStart {
+                    view: 8,
+                    op: 1200,
+                    cursor_tail: 44,
+                    replica: 2,
+                    accepted_loss: true,
+                },
+            ],
+        };
+        superblock.clean_shutdown = true;
+        superblock.op_checkpoint = 1300;
+        superblock.sealed_segments = vec![SealedSegment {
+            first_op: 1,
+            first_offset: 0,
+            len_bytes: 4096,
+        }];
+        superblock
+    }
+
+    #[test]
+    fn encodes_and_decodes_every_field() {
+        let superblock = sample();
+        assert_eq!(Superblock::decode(&superblock.encode()), Ok(superblock));
+    }
+
+    #[test]
+    fn every_flipped_byte_and_every_truncation_is_refused() {
+        let bytes = sample().encode();
+        for index in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[index] ^= 0x10;
+            assert!(Superblock::decode(&damaged).is_err(), "flip at {index}");
+        }
+        for len in 0..bytes.len() {
+            assert!(Superblock::decode(&bytes[..len]).is_err(), "cut at {len}");
+        }
+    }
+
+    #[test]
+    fn the_highest_valid_sequence_wins() {
+        let dir = Path::new("/p");
+        let mut older = sample();
+        older.sequence = 6;
+        let newer = sample();
+        let chosen = choose(
+            dir,
+            [
+                CopyRead::Valid(older.clone()),
+                CopyRead::Valid(newer.clone()),
+            ],
+        );
+        assert_eq!(chosen, Ok(Some(newer)));
+        let chosen = choose(
+            dir,
+            [
+                CopyRead::Valid(older.clone()),
+                CopyRead::Invalid("torn".into()),
+            ],
+        );
+        assert_eq!(chosen, Ok(Some(older)));
+        assert_eq!(choose(dir, [CopyRead::Absent, CopyRead::Absent]), Ok(None));
+        assert!(matches!(
+            choose(dir, [CopyRead::Invalid("a".into()), CopyRead::Absent]),
+            Err(PartitionError::SuperblockUnreadable { .. })
+        ));
+    }
+}

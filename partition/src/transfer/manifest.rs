@@ -1,0 +1,305 @@
+//! The export manifest (chunk 0): what the stream holds and how it is laid out.
+
+use strand_wire::codec::{BodyReader, BodyWriter};
+use strand_wire::error::BodyError;
+use strand_wire::{CommandHeader, ConfirmPolicy, Durability, HEADER_SIZE, PrepareHeader};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+use crate::error::PartitionError;
+use crate::superblock::{DurableFields, HISTORY_STARTS_MAX, decode_start, encode_start};
+
+const MAGIC: u32 = 0x4d58_5453; // "STXM"
+const VERSION: u16 = 1;
+
+/// What a manifest file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManifestFileKind {
+    /// A record log segment, cut at the frontier.
+    Segment {
+        /// Its first record offset (its name).
+        first_offset: u64,
+        /// Its first op.
+        first_op: u64,
+        /// Its last op in the export.
+        last_op: u64,
+        /// The checksum of that op's prepare.
+        last_checksum: u32,
+    },
+    /// The cursor snapshot.
+    CursorSnapshot,
+}
+
+/// One file of the export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManifestFile {
+    /// What it is.
+    pub kind: ManifestFileKind,
+    /// Its length in the export.
+    pub len_bytes: u64,
+    /// The chunk holding its first bytes.
+    pub first_chunk: u32,
+    /// How many chunks it spans.
+    pub chunk_count: u32,
+}
+
+/// Chunk 0 of an export. See the module docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The op the export is taken at.
+    pub frontier_op: u64,
+    /// One past the last record offset at the frontier.
+    pub frontier_offset: u64,
+    /// The frontier op's header (`None` for an empty export).
+    pub frontier_header: Option<PrepareHeader>,
+    /// The exporter's consensus fields, commit at most the frontier.
+    pub durable: DurableFields,
+    /// The partition's durability policy.
+    pub durability: Durability,
+    /// The partition's confirm policy.
+    pub confirm: ConfirmPolicy,
+    /// The first op exported.
+    pub head_op: u64,
+    /// The first record offset exported.
+    pub head_offset: u64,
+    /// The checksum of op `head_op - 1` (0 when unknown).
+    pub head_parent_checksum: u32,
+    /// The cursor tail the snapshot covers.
+    pub cursor_tail: u64,
+    /// The chunk data size the stream was cut with.
+    pub chunk_data_bytes_max: u32,
+    /// Chunks in the stream, the manifest included.
+    pub chunk_count: u32,
+    /// The files, in chunk order.
+    pub files: Vec<ManifestFile>,
+}
+
+impl Manifest {
+    /// Chunk 0's body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = BodyWriter::default();
+        writer.u32(MAGIC);
+        writer.u16(VERSION);
+        writer.u64(self.frontier_op);
+        writer.u64(self.frontier_offset);
+        writer.bool(self.frontier_header.is_some());
+        let header = self
+            .frontier_header
+            .unwrap_or_else(PrepareHeader::new_zeroed);
+        writer.bytes(header.as_bytes());
+        writer.u32(self.durable.view);
+        writer.u32(self.durable.log_view);
+        writer.u64(self.durable.commit);
+        writer.list(&self.durable.history_starts, encode_start);
+        writer.u8(self.durability as u8);
+        let confirm = self.confirm.to_bytes();
+        writer.u8(confirm[0]);
+        writer.u8(confirm[1]);
+        writer.u64(self.head_op);
+        writer.u64(self.head_offset);
+        writer.u32(self.head_parent_checksum);
+        writer.u64(self.cursor_tail);
+        writer.u32(self.chunk_data_bytes_max);
+        writer.u32(self.chunk_count);
+        writer.list(&self.files, encode_file);
+        let mut bytes = writer.into_vec();
+        let crc = crc32c::crc32c(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// Parses and checks chunk 0's body.
+    pub fn decode(body: &[u8]) -> Result<Manifest, PartitionError> {
+        let invalid = |reason: String| PartitionError::ChunkInvalid { chunk: 0, reason };
+        let Some(len) = body.len().checked_sub(4) else {
+            return Err(invalid("manifest too short".to_owned()));
+        };
+        let (content, crc_bytes) = body.split_at(len);
+        let stored = u32::from_le_bytes([crc_bytes[0], crc_bytes[1], crc_bytes[2], crc_bytes[3]]);
+        let actual = crc32c::crc32c(content);
+        if stored != actual {
+            return Err(PartitionError::ChunkChecksum {
+                chunk: 0,
+                expected: stored,
+                actual,
+            });
+        }
+        let manifest = decode_content(content).map_err(|error| invalid(error.to_string()))?;
+        manifest
+            .validate()
+            .map_err(|reason| invalid(reason.to_owned()))?;
+        Ok(manifest)
+    }
+
+    /// The layout rules a manifest from a peer must satisfy.
+    fn validate(&self) -> Result<(), &'static str> {
+        let ensure = |ok: bool, reason| if ok { Ok(()) } else { Err(reason) };
+        ensure(self.chunk_data_bytes_max > 0, "zero chunk size")?;
+        ensure(
+            self.chunk_data_bytes_max as usize <= super::CHUNK_DATA_BYTES_MAX,
+            "chunk size above the bound",
+        )?;
+        ensure(self.head_op >= 1, "head op is zero")?;
+        ensure(
+            self.durable.log_view <= self.durable.view,
+            "log_view above view",
+        )?;
+        let mut next_chunk = 1u32;
+        for file in &self.files {
+            ensure(
+                file.first_chunk == next_chunk,
+                "files do not tile the chunks",
+            )?;
+            let want = file
+                .len_bytes
+                .div_ceil(u64::from(self.chunk_data_bytes_max));
+            ensure(
+                u64::from(file.chunk_count) == want,
+                "a file's chunk count is wrong",
+            )?;
+            next_chunk = next_chunk
+                .checked_add(file.chunk_count)
+                .ok_or("chunk count overflows")?;
+        }
+        ensure(
+            next_chunk == self.chunk_count,
+            "chunk count disagrees with the files",
+        )?;
+        match &self.frontier_header {
+            Some(header) => {
+                ensure(header.validate_header().is_ok(), "frontier header invalid")?;
+                ensure(
+                    header.op.get() == self.frontier_op,
+                    "frontier header is another op",
+                )
+            }
+            None => ensure(self.frontier_op + 1 == self.head_op, "no frontier header"),
+        }
+    }
+
+    /// The file and offset chunk `chunk` (≥ 1) carries, with its data length.
+    pub(crate) fn locate(&self, chunk: u32) -> Option<(u32, u64, u64)> {
+        let (index, file) = self.files.iter().enumerate().find(|(_, file)| {
+            file.first_chunk <= chunk && chunk < file.first_chunk + file.chunk_count
+        })?;
+        let step = u64::from(self.chunk_data_bytes_max);
+        let offset = u64::from(chunk - file.first_chunk) * step;
+        let len = step.min(file.len_bytes - offset);
+        Some((index as u32, offset, len))
+    }
+}
+
+fn encode_file(writer: &mut BodyWriter, file: &ManifestFile) {
+    match file.kind {
+        ManifestFileKind::Segment {
+            first_offset,
+            first_op,
+            last_op,
+            last_checksum,
+        } => {
+            writer.u8(1);
+            writer.u64(first_offset);
+            writer.u64(first_op);
+            writer.u64(last_op);
+            writer.u32(last_checksum);
+        }
+        ManifestFileKind::CursorSnapshot => {
+            writer.u8(2);
+            writer.u64(0);
+            writer.u64(0);
+            writer.u64(0);
+            writer.u32(0);
+        }
+    }
+    writer.u64(file.len_bytes);
+    writer.u32(file.first_chunk);
+    writer.u32(file.chunk_count);
+}
+
+fn decode_file(reader: &mut BodyReader<'_>) -> Result<ManifestFile, BodyError> {
+    let kind = reader.u8("file kind")?;
+    let first_offset = reader.u64("first offset")?;
+    let first_op = reader.u64("first op")?;
+    let last_op = reader.u64("last op")?;
+    let last_checksum = reader.u32("last checksum")?;
+    let kind = match kind {
+        1 => ManifestFileKind::Segment {
+            first_offset,
+            first_op,
+            last_op,
+            last_checksum,
+        },
+        2 => ManifestFileKind::CursorSnapshot,
+        other => {
+            return Err(BodyError::UnknownValue {
+                field: "file kind",
+                value: u64::from(other),
+            });
+        }
+    };
+    Ok(ManifestFile {
+        kind,
+        len_bytes: reader.u64("file length")?,
+        first_chunk: reader.u32("first chunk")?,
+        chunk_count: reader.u32("chunk count")?,
+    })
+}
+
+fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
+    let mut reader = BodyReader::new(content);
+    let magic = reader.u32("magic")?;
+    let version = reader.u16("version")?;
+    if magic != MAGIC || version != VERSION {
+        return Err(BodyError::UnknownValue {
+            field: "manifest magic or version",
+            value: u64::from(magic),
+        });
+    }
+    let frontier_op = reader.u64("frontier op")?;
+    let frontier_offset = reader.u64("frontier offset")?;
+    let has_header = reader.bool("has header")?;
+    let header_bytes = reader.bytes("frontier header")?;
+    if header_bytes.len() != HEADER_SIZE {
+        return Err(BodyError::Invalid {
+            field: "frontier header",
+            reason: "not 256 bytes",
+        });
+    }
+    let header = PrepareHeader::read_from_bytes(header_bytes).map_err(|_| BodyError::Invalid {
+        field: "frontier header",
+        reason: "unreadable",
+    })?;
+    let view = reader.u32("view")?;
+    let log_view = reader.u32("log view")?;
+    let commit = reader.u64("commit")?;
+    let history_starts = reader.list("history starts", 22, decode_start)?;
+    if history_starts.len() > HISTORY_STARTS_MAX {
+        return Err(BodyError::Invalid {
+            field: "history starts",
+            reason: "too many",
+        });
+    }
+    let durability = Durability::from_u8(reader.u8("durability")?)?;
+    let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
+    let manifest = Manifest {
+        frontier_op,
+        frontier_offset,
+        frontier_header: has_header.then_some(header),
+        durable: DurableFields {
+            view,
+            log_view,
+            commit,
+            history_starts,
+        },
+        durability,
+        confirm,
+        head_op: reader.u64("head op")?,
+        head_offset: reader.u64("head offset")?,
+        head_parent_checksum: reader.u32("head parent checksum")?,
+        cursor_tail: reader.u64("cursor tail")?,
+        chunk_data_bytes_max: reader.u32("chunk size")?,
+        chunk_count: reader.u32("chunk count")?,
+        files: reader.list("files", 45, decode_file)?,
+    };
+    reader.finish()?;
+    Ok(manifest)
+}

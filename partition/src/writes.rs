@@ -1,0 +1,523 @@
+//! Writes and their completions: prepares (append, rewrite in place),
+//! truncation, the superblock (`PersistState`), cursor events, retention.
+//!
+//! Every asynchronous write answers twice: `Ok` from the call is the
+//! *queued* stage, and a [`Completed`] from [`Partition::poll`] (or
+//! [`Partition::wait`]) the *durable* stage or the failure. Truncation,
+//! retention, cursor snapshots and compaction are synchronous: durable when
+//! they return.
+
+use bytes::Bytes;
+use strand_wal::{Ack, Completion, FileId, OpenMode, Request};
+use strand_wire::{Msg, PrepareHeader};
+
+use crate::disk::Disk;
+use crate::error::PartitionError;
+use crate::io::{Pending, SuperblockStep};
+use crate::layout::{superblock_path, superblock_tmp_path};
+use crate::partition::Partition;
+use crate::record_log::RetentionPolicy;
+use crate::superblock::{self, DurableFields, Superblock};
+
+/// How far a write has been taken (consensus's `WriteStage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteStage {
+    /// Handed to the WAL writer.
+    Queued,
+    /// Fsynced.
+    Durable,
+}
+
+/// A write's later answer, from [`Partition::poll`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completed {
+    /// A prepare reached `stage` (report `on_write(op, checksum, stage)`).
+    Prepare {
+        /// The op.
+        op: u64,
+        /// Its checksum.
+        checksum: u32,
+        /// How far.
+        stage: WriteStage,
+    },
+    /// A prepare's write failed: its fate on disk is unknown, and the log takes
+    /// no more appends until the partition is reopened.
+    PrepareFailed {
+        /// The op.
+        op: u64,
+        /// Its checksum.
+        checksum: u32,
+        /// Why.
+        error: PartitionError,
+    },
+    /// Cursor events up to `cursor_end` reached `stage` (report
+    /// `on_cursors_written(cursor_end, stage)`).
+    Cursors {
+        /// The cursor log's length covered.
+        cursor_end: u64,
+        /// How far.
+        stage: WriteStage,
+    },
+    /// A cursor append failed.
+    CursorsFailed {
+        /// The length it would have reached.
+        cursor_end: u64,
+        /// Why.
+        error: PartitionError,
+    },
+    /// The superblock of `PersistState` request `sequence` is durable (report
+    /// `on_state_persisted(sequence)`).
+    StatePersisted {
+        /// The request's sequence.
+        sequence: u64,
+    },
+    /// Persisting request `sequence` failed; the previous superblock stands.
+    StatePersistFailed {
+        /// The request's sequence.
+        sequence: u64,
+        /// Why.
+        error: PartitionError,
+    },
+}
+
+/// The answer to [`Partition::write_prepare`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteAccepted {
+    /// The op.
+    pub op: u64,
+    /// Its checksum.
+    pub checksum: u32,
+    /// `Queued` for an append (or a rewrite waiting for the damaged ops before
+    /// it), `Durable` for a rewrite done in place already.
+    pub stage: WriteStage,
+}
+
+/// What a `PersistState` write is doing.
+#[derive(Debug, Clone)]
+struct AsyncWrite {
+    file: FileId,
+    request_sequence: u64,
+    superblock: Superblock,
+    failed: bool,
+}
+
+/// The one asynchronous superblock write in flight, and the newest request
+/// waiting for it (only the newest matters).
+#[derive(Debug, Default)]
+pub(crate) struct SuperblockWriter {
+    in_flight: Option<AsyncWrite>,
+    queued: Option<(DurableFields, u64)>,
+}
+
+impl SuperblockWriter {
+    /// True while a write is in flight or queued.
+    pub fn busy(&self) -> bool {
+        self.in_flight.is_some() || self.queued.is_some()
+    }
+}
+
+/// What [`Partition::apply_retention`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    /// Segments removed.
+    pub segments_removed: usize,
+    /// The retained head op now.
+    pub head_op: u64,
+    /// The retained head offset now.
+    pub head_offset: u64,
+}
+
+impl<D: Disk> Partition<D> {
+    /// Writes `prepare` at its op: an append when its op is the head + 1 (it
+    /// must chain), a rewrite in place when the op was reported damaged.
+    pub fn write_prepare(
+        &mut self,
+        prepare: Msg<PrepareHeader>,
+    ) -> Result<WriteAccepted, PartitionError> {
+        let op = prepare.header().op.get();
+        let checksum = prepare.checksum();
+        if op == self.log.op + 1 {
+            self.log.append(&mut self.io, prepare)?;
+            return Ok(WriteAccepted {
+                op,
+                checksum,
+                stage: WriteStage::Queued,
+            });
+        }
+        if op > self.log.op || !self.log.faulty.contains(&op) {
+            return Err(PartitionError::OpNotNext {
+                op,
+                head: self.log.op,
+            });
+        }
+        let written = self.log.rewrite(&mut self.io, prepare)?;
+        let mut stage = WriteStage::Queued;
+        for (written_op, written_checksum) in written {
+            if written_op == op {
+                stage = WriteStage::Durable;
+                continue;
+            }
+            self.events.push_back(Completed::Prepare {
+                op: written_op,
+                checksum: written_checksum,
+                stage: WriteStage::Durable,
+            });
+        }
+        Ok(WriteAccepted {
+            op,
+            checksum,
+            stage,
+        })
+    }
+
+    /// Moves the answers that have arrived into `out`, without waiting.
+    pub fn poll(&mut self, out: &mut Vec<Completed>) {
+        self.io.poll();
+        self.process_stash();
+        out.extend(self.events.drain(..));
+    }
+
+    /// Like [`Partition::poll`], but waits for at least one answer when a
+    /// write is outstanding and none has arrived.
+    pub fn wait(&mut self, out: &mut Vec<Completed>) -> Result<(), PartitionError> {
+        self.poll(out);
+        if out.is_empty() && self.io.outstanding() {
+            self.io.wait_once()?;
+            self.poll(out);
+        }
+        Ok(())
+    }
+
+    /// Waits until nothing this partition submitted is outstanding, moving
+    /// every answer into `out` (before a snapshot, a shutdown, a test check).
+    pub fn flush(&mut self, out: &mut Vec<Completed>) -> Result<(), PartitionError> {
+        self.settle()?;
+        out.extend(self.events.drain(..));
+        Ok(())
+    }
+
+    /// Turns stashed WAL completions into events, in arrival order.
+    pub(crate) fn process_stash(&mut self) {
+        for (pending, completion) in self.io.take_stash() {
+            match pending {
+                Pending::Prepare { op, checksum } => {
+                    self.prepare_completed(op, checksum, completion)
+                }
+                Pending::Cursors { cursor_end } => self.cursors_completed(cursor_end, completion),
+                Pending::Superblock { step } => self.superblock_step_completed(step, completion),
+                Pending::Internal | Pending::Ignored => unreachable!("never stashed"),
+            }
+        }
+    }
+
+    fn prepare_completed(&mut self, op: u64, checksum: u32, completion: Completion) {
+        match completion.result {
+            Ok(_) => {
+                if self.log.on_durable(op, checksum) {
+                    self.events.push_back(Completed::Prepare {
+                        op,
+                        checksum,
+                        stage: WriteStage::Durable,
+                    });
+                }
+            }
+            Err(error) => {
+                let error = PartitionError::wal(&self.io.path_of(completion.file), error);
+                tracing::error!(op, %error, "partition: a prepare write failed");
+                self.log.failure.get_or_insert(error.clone());
+                self.events.push_back(Completed::PrepareFailed {
+                    op,
+                    checksum,
+                    error,
+                });
+            }
+        }
+    }
+
+    fn cursors_completed(&mut self, cursor_end: u64, completion: Completion) {
+        match completion.result {
+            Ok(_) => {
+                if self.cursors.on_durable(cursor_end) {
+                    self.events.push_back(Completed::Cursors {
+                        cursor_end,
+                        stage: WriteStage::Durable,
+                    });
+                }
+            }
+            Err(error) => {
+                let error = PartitionError::wal(&self.io.path_of(completion.file), error);
+                tracing::error!(cursor_end, %error, "partition: a cursor write failed");
+                self.events
+                    .push_back(Completed::CursorsFailed { cursor_end, error });
+            }
+        }
+    }
+
+    /// Persists consensus's durable state (a `PersistState` effect) in the
+    /// superblock, asynchronously: `Completed::StatePersisted { sequence }`
+    /// follows. While a write is in flight the newest request waits for it.
+    pub fn persist_state(
+        &mut self,
+        fields: DurableFields,
+        sequence: u64,
+    ) -> Result<(), PartitionError> {
+        if self.writer.in_flight.is_some() {
+            self.writer.queued = Some((fields, sequence));
+            return Ok(());
+        }
+        self.start_async_write(fields, sequence)
+    }
+
+    fn start_async_write(
+        &mut self,
+        fields: DurableFields,
+        request_sequence: u64,
+    ) -> Result<(), PartitionError> {
+        let mut next = self.next_superblock();
+        next.durable = fields;
+        let tmp = superblock_tmp_path(&self.dir, next.copy());
+        let opened = self.io.open(&tmp, OpenMode::Truncate)?;
+        let payload = Bytes::from(next.encode());
+        let pending = Pending::Superblock {
+            step: SuperblockStep::Appended,
+        };
+        if let Err(error) = self.io.append(opened.file, payload, Ack::Durable, pending) {
+            self.io.close(opened.file)?;
+            return Err(error);
+        }
+        self.superblock = next.clone();
+        self.writer.in_flight = Some(AsyncWrite {
+            file: opened.file,
+            request_sequence,
+            superblock: next,
+            failed: false,
+        });
+        Ok(())
+    }
+
+    /// Advances the in-flight superblock write: append → rename → close.
+    fn superblock_step_completed(&mut self, step: SuperblockStep, completion: Completion) {
+        let write = self
+            .writer
+            .in_flight
+            .as_mut()
+            .expect("a superblock step is in flight");
+        let (file, sequence, copy) = (write.file, write.request_sequence, write.superblock.copy());
+        if let Err(error) = completion.result {
+            let error = PartitionError::wal(&self.io.path_of(file), error);
+            tracing::error!(%error, ?step, "partition: superblock write failed");
+            if !write.failed {
+                write.failed = true;
+                self.events
+                    .push_back(Completed::StatePersistFailed { sequence, error });
+            }
+            if step != SuperblockStep::Closed {
+                self.submit_superblock_step(file, SuperblockStep::Closed);
+                return;
+            }
+        }
+        match step {
+            SuperblockStep::Appended => self.submit_superblock_step(file, SuperblockStep::Renamed),
+            SuperblockStep::Renamed => {
+                self.io.set_path(file, &superblock_path(&self.dir, copy));
+                self.events
+                    .push_back(Completed::StatePersisted { sequence });
+                self.submit_superblock_step(file, SuperblockStep::Closed);
+            }
+            SuperblockStep::Closed => {
+                self.writer.in_flight = None;
+                if let Some((fields, sequence)) = self.writer.queued.take() {
+                    if let Err(error) = self.start_async_write(fields, sequence) {
+                        self.events
+                            .push_back(Completed::StatePersistFailed { sequence, error });
+                    }
+                }
+            }
+        }
+    }
+
+    fn submit_superblock_step(&mut self, file: FileId, step: SuperblockStep) {
+        let write = self
+            .writer
+            .in_flight
+            .as_ref()
+            .expect("a superblock write is in flight");
+        let to = superblock_path(&self.dir, write.superblock.copy());
+        let sequence = write.request_sequence;
+        let pending = Pending::Superblock { step };
+        let submitted = match step {
+            SuperblockStep::Renamed => {
+                self.io.request(file, pending, |user_data| Request::Rename {
+                    file,
+                    to,
+                    user_data,
+                })
+            }
+            SuperblockStep::Closed => self.io.request(file, pending, |user_data| Request::Close {
+                file,
+                user_data,
+            }),
+            SuperblockStep::Appended => unreachable!("the append starts the write"),
+        };
+        if let Err(error) = submitted {
+            tracing::error!(%error, "partition: the WAL refused a superblock step");
+            self.events
+                .push_back(Completed::StatePersistFailed { sequence, error });
+            self.writer.in_flight = None;
+        }
+    }
+
+    /// The next superblock: sequence + 1, the log's current shape, the
+    /// clean-shutdown mark cleared.
+    fn next_superblock(&self) -> Superblock {
+        let mut next = self.superblock.clone();
+        next.sequence += 1;
+        next.clean_shutdown = false;
+        next.op_checkpoint = next.op_checkpoint.max(self.log.durable_op);
+        next.cursor_checkpoint = self.cursors.durable_tail;
+        next.head_op = self.log.head_op;
+        next.head_offset = self.log.head_offset;
+        next.head_parent_checksum = self.log.head_parent_checksum;
+        next.sealed_segments = self.log.sealed_list();
+        next
+    }
+
+    /// Writes the next superblock now (after any asynchronous one), durably,
+    /// with `change` applied last.
+    pub(crate) fn write_superblock_now(
+        &mut self,
+        change: impl FnOnce(&mut Superblock),
+    ) -> Result<(), PartitionError> {
+        loop {
+            self.process_stash();
+            if !self.writer.busy() {
+                break;
+            }
+            self.io.wait_once()?;
+        }
+        let mut next = self.next_superblock();
+        change(&mut next);
+        superblock::write_now(&mut self.io.disk, &self.dir, &next)?;
+        self.superblock = next;
+        Ok(())
+    }
+
+    /// Removes every op above `op` from the log, durably (a `Truncate`
+    /// effect; report `on_truncated(op)` after). Ops at or below the persisted
+    /// commit are refused.
+    pub fn truncate(&mut self, op: u64) -> Result<(), PartitionError> {
+        let commit = self.superblock.durable.commit;
+        if op < commit {
+            return Err(PartitionError::TruncateBelowCommit { op, commit });
+        }
+        self.truncate_log(op)
+    }
+
+    /// The truncation both `truncate` and the cut use: superblock first (so
+    /// open never mistakes the removed ops for lost ones), then the files.
+    pub(crate) fn truncate_log(&mut self, op: u64) -> Result<(), PartitionError> {
+        if op + 1 < self.log.head_op {
+            return Err(PartitionError::BelowRetainedHead {
+                op,
+                head_op: self.log.head_op,
+            });
+        }
+        let lowers_checkpoint = self.superblock.op_checkpoint > op;
+        if op >= self.log.op {
+            self.log.faulty.retain(|&faulty| faulty <= op);
+            if lowers_checkpoint {
+                self.write_superblock_now(|superblock| superblock.op_checkpoint = op)?;
+            }
+            return Ok(());
+        }
+        let keep = self.log.segment_of(op + 1).expect("op + 1 is in the log");
+        let sealed: Vec<_> = self
+            .log
+            .sealed_list()
+            .into_iter()
+            .filter(|segment| segment.first_offset < self.log.segments[keep].first_offset)
+            .collect();
+        self.write_superblock_now(|superblock| {
+            superblock.op_checkpoint = superblock.op_checkpoint.min(op);
+            superblock.sealed_segments = sealed;
+        })?;
+        tracing::info!(
+            op,
+            head = self.log.op,
+            "partition: truncating the record log"
+        );
+        self.log.truncate_files(&mut self.io, op)
+    }
+
+    /// Appends cursor events (an `AppendCursors` effect); `Ok` is the queued
+    /// stage, `Completed::Cursors` the durable one.
+    pub fn append_cursors(
+        &mut self,
+        cursor_base: u64,
+        event_count: u32,
+        events: &Bytes,
+    ) -> Result<(), PartitionError> {
+        self.cursors
+            .append(&mut self.io, cursor_base, event_count, events)
+    }
+
+    /// Waits until every cursor append is durable.
+    pub(crate) fn drain_cursor_appends(&mut self) -> Result<(), PartitionError> {
+        loop {
+            self.process_stash();
+            if !self.cursors.has_in_flight() {
+                return Ok(());
+            }
+            self.io.wait_once()?;
+        }
+    }
+
+    /// Writes a cursor snapshot covering every event so far, durably.
+    pub fn snapshot_cursors(&mut self) -> Result<(), PartitionError> {
+        self.drain_cursor_appends()?;
+        self.cursors.snapshot(&mut self.io)
+    }
+
+    /// Drops cursor log frames the snapshot covers and no backup needs
+    /// (`keep_from`: the lowest event a backup may still be shipped).
+    /// Returns the frames dropped.
+    pub fn compact_cursors(&mut self, keep_from: u64) -> Result<usize, PartitionError> {
+        self.drain_cursor_appends()?;
+        self.cursors.compact(&mut self.io, keep_from)
+    }
+
+    /// Drops the oldest sealed segments the policy allows, never one holding
+    /// `keep_from_op` or later (the caller's bound: what consensus still
+    /// needs). Durable when it returns.
+    pub fn apply_retention(
+        &mut self,
+        policy: RetentionPolicy,
+        now_ns: u64,
+        keep_from_op: u64,
+    ) -> Result<RetentionOutcome, PartitionError> {
+        let count = self.log.retention_count(policy, now_ns, keep_from_op);
+        if count > 0 {
+            let (head_op, head_offset, parent) = self.log.head_after_dropping(count);
+            let first_kept = self.log.segments[count].first_offset;
+            self.write_superblock_now(|superblock| {
+                superblock.head_op = head_op;
+                superblock.head_offset = head_offset;
+                superblock.head_parent_checksum = parent;
+                superblock
+                    .sealed_segments
+                    .retain(|segment| segment.first_offset >= first_kept);
+            })?;
+            self.log.drop_head_segments(&mut self.io, count)?;
+            tracing::info!(
+                segments = count,
+                head_op,
+                "partition: retention moved the head"
+            );
+        }
+        Ok(RetentionOutcome {
+            segments_removed: count,
+            head_op: self.log.head_op,
+            head_offset: self.log.head_offset,
+        })
+    }
+}

@@ -1,0 +1,246 @@
+//! Quarantine on real files: `<dir>.fenced.0`, `.fenced.1`, … kept intact,
+//! the partition rebuilt from the agreed prefix (hard links for whole
+//! segments), then completed by a state transfer that reuses that prefix.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use strand_partition::fixtures::produce;
+use strand_partition::layout::{fenced_path, segment_path};
+use strand_partition::{ExportConfig, next_fenced_number};
+use strand_wire::CommandHeader;
+
+/// Every file under `dir` with its bytes.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).expect("under dir").to_path_buf();
+                files.insert(relative, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn quarantine_fences_in_order_keeps_the_copy_and_rebuilds_from_the_agreed_op() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    let written = append_durable(&mut partition, 50, 4, 150);
+    store_cursors(&mut partition, &[("a", 10)]);
+    let offsets = partition.segment_offsets();
+    let mut out = Vec::new();
+    partition.flush(&mut out).expect("flush");
+    assert_eq!(
+        next_fenced_number(partition.disk_mut(), &dir).expect("number"),
+        0
+    );
+
+    let agreed = 30;
+    let (mut rebuilt, recovery, quarantined) = partition.quarantine(agreed).expect("quarantine");
+    assert_eq!(quarantined.fenced_dir, fenced_path(&dir, 0));
+    assert_eq!(quarantined.fenced_number, 0);
+    let fenced_tree = tree(&quarantined.fenced_dir);
+    assert!(recovery.awaiting_state_transfer);
+    assert_eq!(recovery.op, agreed);
+    assert!(recovery.durable.commit <= agreed);
+    assert!(recovery.faulty.is_empty());
+    assert_eq!(
+        rebuilt.cursor_tail(),
+        0,
+        "cursors come with the state transfer"
+    );
+    assert_eq!(read_all(&mut rebuilt), written[..agreed as usize].to_vec());
+    assert!(quarantined.segments_linked > 0 && quarantined.segments_copied == 1);
+    let inode = |path: PathBuf| std::fs::metadata(path).expect("stat").ino();
+    assert_eq!(
+        inode(segment_path(&dir, offsets[0])),
+        inode(segment_path(&quarantined.fenced_dir, offsets[0])),
+        "a whole segment is a hard link"
+    );
+
+    // Writing to the rebuilt partition never changes the fenced copy.
+    append_durable(&mut rebuilt, 5, 4, 150);
+    rebuilt.truncate(agreed).expect("truncate");
+    let (rebuilt, recovery, quarantined) = rebuilt.quarantine(10).expect("quarantine again");
+    assert_eq!(quarantined.fenced_number, 1);
+    assert_eq!(quarantined.fenced_dir, fenced_path(&dir, 1));
+    assert_eq!(recovery.op, 10);
+    assert_eq!(
+        tree(&fenced_path(&dir, 0)),
+        fenced_tree,
+        "the first copy is untouched"
+    );
+    drop(rebuilt);
+    let (_, recovery) = open_file(&wal, &dir, small_config());
+    assert!(
+        recovery.awaiting_state_transfer,
+        "still awaiting after a restart"
+    );
+    wal.shutdown().expect("shutdown");
+}
+
+#[test]
+fn a_quarantined_partition_is_completed_by_a_transfer_that_reuses_its_prefix() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    // The replica's history and the primary's share ops 1..=30, then differ.
+    let dir = partition_dir(root.path());
+    let (mut replica, _) = open_file(&wal, &dir, small_config());
+    let shared = append_durable(&mut replica, 30, 4, 150);
+    let (mut primary, _) = open_file(&wal, &root.path().join("primary"), small_config());
+    for prepare in &shared {
+        primary.write_prepare(prepare.clone()).expect("append");
+    }
+    append_durable(&mut replica, 10, 4, 150);
+    for op in 31..=45u64 {
+        let parent = primary.checksum(op - 1).expect("chained");
+        let prepare = produce(op, parent, primary.offset_end(), 3, 90);
+        assert_ne!(Some(prepare.header().checksum()), replica.checksum(op));
+        primary.write_prepare(prepare).expect("append");
+    }
+    store_cursors(&mut primary, &[("a", 100)]);
+    let mut out = Vec::new();
+    primary.flush(&mut out).expect("flush");
+
+    let (mut replica, _, _) = replica.quarantine(30).expect("quarantine");
+    let export = primary
+        .export(
+            45,
+            ExportConfig {
+                chunk_data_bytes_max: 4096,
+            },
+        )
+        .expect("export");
+    let manifest = primary.export_chunk(&export, 0).expect("manifest");
+    let mut import = replica.import_begin(&manifest).expect("begin");
+    assert!(
+        import.segments_reused() > 0,
+        "whole shared segments are not fetched again"
+    );
+    let needed = import.needed_chunks();
+    assert!(needed.len() < export.chunk_count() as usize - 1);
+    for chunk in needed {
+        let body = primary.export_chunk(&export, chunk).expect("chunk");
+        replica
+            .import_chunk(&mut import, chunk, &body)
+            .expect("import");
+    }
+    let (mut replica, recovery) = replica.install(import).expect("install");
+    assert!(!recovery.awaiting_state_transfer);
+    assert_eq!(recovery.op, 45);
+    assert_eq!(replica.cursor("a"), Some(100));
+    for op in 1..=45 {
+        assert_eq!(
+            replica.read_prepare(op).expect("read"),
+            primary.read_prepare(op).expect("read")
+        );
+    }
+    assert!(
+        fenced_path(&dir, 0).exists(),
+        "the fenced copy outlives the transfer"
+    );
+    wal.shutdown().expect("shutdown");
+}
+
+#[test]
+fn quarantine_and_transfer_work_on_the_in_memory_disk_too() {
+    use strand_partition::MemoryDisk;
+    let (mut primary, _) = open_memory(MemoryDisk::new(1), small_config());
+    let written = append_durable(&mut primary, 40, 4, 150);
+    let (mut replica, _) = open_memory(MemoryDisk::new(2), small_config());
+    for prepare in &written[..25] {
+        replica.write_prepare(prepare.clone()).expect("append");
+    }
+    append_durable(&mut replica, 5, 1, 10);
+    let (mut replica, recovery, quarantined) = replica.quarantine(25).expect("quarantine");
+    assert_eq!(quarantined.fenced_number, 0);
+    assert!(recovery.awaiting_state_transfer && recovery.op == 25);
+    let dir = Path::new(MEMORY_DIR);
+    assert!(
+        replica
+            .disk_mut()
+            .storage()
+            .contents(&segment_path(&fenced_path(dir, 0), 0))
+            .is_some()
+    );
+    let export = primary
+        .export(
+            40,
+            ExportConfig {
+                chunk_data_bytes_max: 3000,
+            },
+        )
+        .expect("export");
+    let manifest = primary.export_chunk(&export, 0).expect("manifest");
+    let mut import = replica.import_begin(&manifest).expect("begin");
+    for chunk in import.needed_chunks() {
+        let body = primary.export_chunk(&export, chunk).expect("chunk");
+        replica
+            .import_chunk(&mut import, chunk, &body)
+            .expect("import");
+    }
+    let (mut replica, recovery) = replica.install(import).expect("install");
+    assert!(!recovery.awaiting_state_transfer && recovery.faulty.is_empty());
+    assert_eq!(read_all(&mut replica), written);
+    let mut disk = replica.abandon();
+    disk.crash(strand_wal::CrashMode::LoseUnsynced);
+    let (mut replica, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, 40);
+    assert_eq!(read_all(&mut replica), written);
+}
+
+#[test]
+fn an_unopenable_partition_is_fenced_and_recreated_awaiting_a_transfer() {
+    use strand_partition::{FileDisk, Partition, PartitionError};
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    append_durable(&mut partition, 5, 2, 50);
+    let mut fields = partition.superblock().durable.clone();
+    fields.view = 7;
+    fields.log_view = 6;
+    partition.persist_state(fields, 1).expect("persist");
+    partition.close().expect("close");
+    // A valid frame holding an op that does not belong: the log contradicts itself.
+    let stray = produce(100, 1, 10, 2, 50).to_bytes();
+    let mut frame = Vec::new();
+    strand_wal::encode_frame_into(&stray, &mut frame).expect("frame");
+    let segment = segment_path(&dir, 0);
+    let mut bytes = std::fs::read(&segment).expect("read");
+    bytes.extend_from_slice(&frame);
+    std::fs::write(&segment, bytes).expect("write");
+    let error = Partition::open(FileDisk::new(wal.clone()), &dir, small_config())
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(error, PartitionError::LogInconsistent { op: 100, .. }),
+        "{error}"
+    );
+    let (partition, recovery, quarantined) =
+        Partition::fence_unopenable(FileDisk::new(wal.clone()), &dir, small_config())
+            .expect("fence");
+    assert_eq!(quarantined.fenced_dir, fenced_path(&dir, 0));
+    assert!(recovery.awaiting_state_transfer && recovery.op == 0);
+    assert_eq!(
+        (recovery.durable.view, recovery.durable.log_view),
+        (7, 6),
+        "the view never goes back"
+    );
+    assert!(segment_path(&quarantined.fenced_dir, 0).exists());
+    drop(partition);
+    wal.shutdown().expect("shutdown");
+}

@@ -1,0 +1,348 @@
+//! Opening after faults: superblock copies, damaged and truncated segments,
+//! damaged indexes, a full disk. Every fault is a typed error or a report.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use strand_partition::index::IndexDamage;
+use strand_partition::layout::{index_path, segment_path, superblock_path};
+use strand_partition::superblock::HistoryStart;
+use strand_partition::{
+    Completed, DurableFields, MemoryDisk, Partition, PartitionError, WriteStage,
+};
+use strand_wal::FRAME_HEADER_BYTES;
+use strand_wire::{Durability, HEADER_SIZE};
+
+fn fields(view: u32, commit: u64) -> DurableFields {
+    DurableFields {
+        view,
+        log_view: view,
+        commit,
+        history_starts: vec![HistoryStart {
+            view,
+            op: commit,
+            cursor_tail: 0,
+            replica: 1,
+            accepted_loss: false,
+        }],
+    }
+}
+
+#[test]
+fn persisted_state_and_the_clean_shutdown_mark_come_back() {
+    let mut config = small_config();
+    config.durability = Durability::Replicated;
+    config.replica = 2;
+    let (mut partition, recovery) = open_memory(MemoryDisk::new(1), config);
+    assert!(recovery.fresh && recovery.log_trusted());
+    append_durable(&mut partition, 5, 1, 10);
+    partition.persist_state(fields(3, 4), 7).expect("persist");
+    partition
+        .persist_state(fields(4, 5), 8)
+        .expect("queued behind the first");
+    let mut out = Vec::new();
+    partition.flush(&mut out).expect("flush");
+    assert!(out.contains(&Completed::StatePersisted { sequence: 7 }));
+    assert!(out.contains(&Completed::StatePersisted { sequence: 8 }));
+    let disk = partition.close().expect("close");
+    let (partition, recovery) = open_memory(disk, config);
+    assert!(recovery.recovered_from_disk && recovery.clean_shutdown && recovery.log_trusted());
+    assert_eq!(recovery.durable, fields(4, 5));
+    assert_eq!(
+        (recovery.replica, recovery.durability),
+        (2, Durability::Replicated)
+    );
+    assert_eq!(recovery.op, 5);
+    assert_eq!(recovery.op_checkpoint, 5);
+    // Opening cleared the mark: a crash now is not a clean shutdown.
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::LoseUnsynced);
+    let (_, recovery) = open_memory(disk, config);
+    assert!(!recovery.clean_shutdown);
+    assert!(
+        !recovery.log_trusted(),
+        "replicated, recovered, not clean: untrusted"
+    );
+}
+
+#[test]
+fn a_truncated_superblock_copy_falls_back_to_the_other_and_both_is_an_error() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(2), small_config());
+    partition.persist_state(fields(1, 0), 1).expect("persist");
+    let mut out = Vec::new();
+    partition.flush(&mut out).expect("flush");
+    let newest = partition.superblock().clone();
+    let dir = Path::new(MEMORY_DIR);
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::KeepAll);
+    let newest_path = superblock_path(dir, newest.copy());
+    disk.storage_mut().cut(&newest_path, 10).expect("cut");
+    let (partition, recovery) = open_memory(disk, small_config());
+    assert_eq!(
+        recovery.superblock_sequence,
+        newest.sequence - 1,
+        "the older copy"
+    );
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::KeepAll);
+    for copy in 0..2 {
+        disk.storage_mut()
+            .cut(&superblock_path(dir, copy), 30)
+            .expect("cut");
+    }
+    let error = Partition::open(disk, dir, small_config())
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(error, PartitionError::SuperblockUnreadable { .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_damaged_entry_mid_log_is_reported_by_op_and_rewritten_in_place() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(3), small_config());
+    let written = append_durable(&mut partition, 40, 5, 200);
+    let offsets = partition.segment_offsets();
+    let dir = Path::new(MEMORY_DIR);
+    let mut disk = partition.close().expect("close");
+    // Flip a body byte of op 3 (first segment) and a header byte of the
+    // first op of the second segment.
+    let frame_len = (FRAME_HEADER_BYTES + written[0].frame_size()) as u64;
+    let body_byte = 2 * frame_len + (FRAME_HEADER_BYTES + HEADER_SIZE + 30) as u64;
+    disk.storage_mut()
+        .flip_bit(&segment_path(dir, offsets[0]), body_byte, 3)
+        .expect("flip");
+    disk.storage_mut()
+        .flip_bit(&segment_path(dir, offsets[1]), 40, 0)
+        .expect("flip");
+    let (mut partition, recovery) = open_memory(disk, small_config());
+    let second_first_op = offsets[1] / 5 + 1;
+    assert_eq!(recovery.faulty, vec![3, second_first_op]);
+    assert_eq!(recovery.op, 40, "nothing after the damage was cut");
+    assert_eq!(recovery.damage.len(), 2);
+    let header_ops: Vec<u64> = recovery
+        .headers
+        .iter()
+        .map(|header| header.op.get())
+        .collect();
+    assert!(
+        header_ops.contains(&3),
+        "a damaged body leaves its header readable"
+    );
+    assert!(
+        !header_ops.contains(&second_first_op),
+        "a damaged header is left out"
+    );
+    assert_eq!(
+        partition.read_prepare(3).expect("read"),
+        None,
+        "a damaged op is never served"
+    );
+    assert!(matches!(
+        partition.fetch(10, 10),
+        Err(PartitionError::EntryDamaged { op: 3, .. })
+    ));
+    let before_damage = partition.fetch(0, 1 << 20).expect("fetch up to the damage");
+    assert_eq!(
+        before_damage.len(),
+        2,
+        "the reply ends before the damaged op"
+    );
+    // Appending is still possible while repairs are pending.
+    append_durable(&mut partition, 1, 5, 200);
+    for op in [3, second_first_op] {
+        let accepted = partition
+            .write_prepare(written[op as usize - 1].clone())
+            .expect("rewrite");
+        assert_eq!(accepted.stage, WriteStage::Durable);
+    }
+    assert!(partition.faulty().is_empty());
+    assert_eq!(read_all(&mut partition)[..40], written[..]);
+    let disk = partition.close().expect("close");
+    let (_, recovery) = open_memory(disk, small_config());
+    assert!(recovery.faulty.is_empty() && recovery.damage.is_empty());
+}
+
+#[test]
+fn a_rewrite_must_match_the_damaged_entry() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(4), small_config());
+    let written = append_durable(&mut partition, 5, 2, 50);
+    let dir = Path::new(MEMORY_DIR);
+    let mut disk = partition.close().expect("close");
+    let frame_len = (FRAME_HEADER_BYTES + written[0].frame_size()) as u64;
+    disk.storage_mut()
+        .flip_bit(&segment_path(dir, 0), frame_len + 300, 1)
+        .expect("flip");
+    let (mut partition, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.faulty, vec![2]);
+    let impostor = strand_partition::fixtures::produce(2, written[0].checksum(), 2, 2, 51);
+    assert_ne!(impostor.checksum(), written[1].checksum());
+    assert!(matches!(
+        partition.write_prepare(impostor),
+        Err(PartitionError::RewriteMismatch { op: 2, .. })
+    ));
+    assert!(matches!(
+        partition.write_prepare(written[3].clone()),
+        Err(PartitionError::OpNotNext { op: 4, .. })
+    ));
+}
+
+#[test]
+fn a_corrupt_index_is_rebuilt_from_the_log() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    let written = append_durable(&mut partition, 40, 5, 200);
+    let offsets = partition.segment_offsets();
+    partition.close().expect("close");
+    let index = index_path(&dir, offsets[0]);
+    let mut bytes = std::fs::read(&index).expect("read");
+    bytes[12] ^= 0xff;
+    std::fs::write(&index, &bytes).expect("write");
+    std::fs::remove_file(index_path(&dir, offsets[1])).expect("remove");
+    let (mut partition, recovery) = open_file(&wal, &dir, small_config());
+    let rebuilt: Vec<_> = recovery
+        .indexes_rebuilt
+        .iter()
+        .map(|rebuild| (rebuild.segment_first_offset, rebuild.damage.clone()))
+        .collect();
+    assert_eq!(rebuilt.len(), 2);
+    assert!(
+        matches!(rebuilt[0], (offset, IndexDamage::Corrupt { .. } | IndexDamage::Torn) if offset == offsets[0])
+    );
+    assert_eq!(rebuilt[1], (offsets[1], IndexDamage::Missing));
+    assert!(recovery.faulty.is_empty());
+    assert_eq!(read_all(&mut partition), written);
+    partition.close().expect("close");
+    let (_, recovery) = open_file(&wal, &dir, small_config());
+    assert!(
+        recovery.indexes_rebuilt.is_empty(),
+        "the rebuilt indexes are good"
+    );
+    wal.shutdown().expect("shutdown");
+}
+
+#[test]
+fn a_sealed_segment_cut_short_reports_its_lost_ops_as_faulty() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    let written = append_durable(&mut partition, 40, 5, 200);
+    let offsets = partition.segment_offsets();
+    partition.close().expect("close");
+    let frame_len = (FRAME_HEADER_BYTES + written[0].frame_size()) as u64;
+    let first = segment_path(&dir, offsets[0]);
+    let len = std::fs::metadata(&first).expect("stat").len();
+    let kept_ops = 2;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&first)
+        .and_then(|file| file.set_len(kept_ops * frame_len + 17))
+        .expect("truncate");
+    let (mut partition, recovery) = open_file(&wal, &dir, small_config());
+    let ops_in_first = len / frame_len;
+    assert_eq!(
+        recovery.faulty,
+        (kept_ops + 1..=ops_in_first).collect::<Vec<_>>()
+    );
+    assert_eq!(recovery.op, 40);
+    // The lost ops come back by rewrite, extending the file again.
+    for op in kept_ops + 1..=ops_in_first {
+        partition
+            .write_prepare(written[op as usize - 1].clone())
+            .expect("rewrite");
+    }
+    assert!(partition.faulty().is_empty());
+    assert_eq!(read_all(&mut partition), written);
+    wal.shutdown().expect("shutdown");
+}
+
+#[test]
+fn the_log_cut_below_its_durable_checkpoint_reports_the_missing_ops() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    let written = append_durable(&mut partition, 10, 1, 50);
+    partition.close().expect("close");
+    let frame_len = (FRAME_HEADER_BYTES + written[0].frame_size()) as u64;
+    let segment = segment_path(&dir, 0);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .and_then(|file| file.set_len(6 * frame_len + 3))
+        .expect("truncate");
+    let (mut partition, recovery) = open_file(&wal, &dir, small_config());
+    assert_eq!(recovery.op, 6);
+    assert_eq!(recovery.op_checkpoint, 10);
+    assert_eq!(
+        recovery.faulty,
+        vec![7, 8, 9, 10],
+        "durable ops lost are faulty, not silent"
+    );
+    assert_eq!(recovery.torn_bytes_cut, 3);
+    // They come back as appends, which clear them.
+    for prepare in &written[6..] {
+        partition.write_prepare(prepare.clone()).expect("append");
+    }
+    assert!(partition.faulty().is_empty());
+    // A crash before the repair still reports them.
+    drop(partition);
+    let (_, recovery) = open_file(&wal, &dir, small_config());
+    assert!(recovery.faulty.is_empty());
+    wal.shutdown().expect("shutdown");
+}
+
+#[test]
+fn a_full_disk_fails_the_append_clearly_and_harms_nothing_before_it() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(5), small_config());
+    let written = append_durable(&mut partition, 4, 2, 100);
+    let active = segment_path(
+        Path::new(MEMORY_DIR),
+        *partition.segment_offsets().last().expect("a segment"),
+    );
+    partition
+        .disk_mut()
+        .storage_mut()
+        .fail_next_write(&active, libc::ENOSPC)
+        .expect("inject");
+    let doomed = next_prepare(&partition, 2, 100);
+    partition.write_prepare(doomed.clone()).expect("queued");
+    let mut out = Vec::new();
+    partition.flush(&mut out).expect("flush");
+    assert!(
+        matches!(
+            &out[..],
+            [Completed::PrepareFailed {
+                op: 5,
+                error: PartitionError::NoSpace { .. },
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    let next = next_prepare(&partition, 2, 100);
+    assert!(matches!(
+        partition.write_prepare(next),
+        Err(PartitionError::LogFailed { .. })
+    ));
+    assert_eq!(
+        read_all(&mut partition)[..4],
+        written[..],
+        "earlier ops are intact"
+    );
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::KeepAll);
+    let (mut partition, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, 4);
+    assert!(recovery.faulty.is_empty());
+    assert_eq!(read_all(&mut partition), written);
+    partition
+        .write_prepare(doomed)
+        .expect("the retry after reopening succeeds");
+}
