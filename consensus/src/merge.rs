@@ -173,13 +173,15 @@ fn canonical_suffix(dvcs: &[DvcSummary], source: &DvcSummary) -> BTreeMap<u64, P
 
 /// Walks the chosen suffix upward: every op must have a copy among the
 /// reporters; the first that has none is dropped (with all above it) on a
-/// nack quorum, or the view waits. Returns the canonical headers and head op.
+/// nack quorum or once every replica has reported (unless it may be
+/// committed), or the view waits. Returns the canonical headers and head op.
 fn walk_suffix(
     dvcs: &[DvcSummary],
     source: &DvcSummary,
     keep_floor: u64,
     params: &MergeParams,
     counts: &dyn Fn(&DvcSummary) -> bool,
+    everyone_reported: bool,
 ) -> Result<(Vec<PrepareHeader>, u64), WaitReason> {
     let canonical = canonical_suffix(dvcs, source);
     let Some(first) = source.headers.first().map(|header| header.op.get()) else {
@@ -209,7 +211,9 @@ fn walk_suffix(
                 .filter(|dvc| counts(dvc) && dvc.ack_op < op)
                 .count(),
         };
-        if nacks >= quorum || params.accept_loss {
+        // With every replica reported, an uncommitted op no one holds is
+        // gone for good: waiting cannot bring it back.
+        if nacks >= quorum || params.accept_loss || everyone_reported {
             let headers = canonical
                 .range(first..op)
                 .map(|(_, header)| *header)
@@ -286,7 +290,14 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
         .max_by_key(|start| start.view);
     let keep_floor = commit.max(history_start.map_or(0, |start| start.op));
 
-    let (headers, op) = match walk_suffix(dvcs, source, keep_floor, &params, &counts) {
+    let (headers, op) = match walk_suffix(
+        dvcs,
+        source,
+        keep_floor,
+        &params,
+        &counts,
+        not_reported == 0,
+    ) {
         Ok(walked) => walked,
         Err(reason) => {
             return Decision::Wait {
@@ -456,23 +467,41 @@ mod tests {
 
     #[test]
     fn untrusted_logs_never_nack() {
+        // E=5, R=3. Replica 0 holds op 10's header but its body is damaged
+        // (no nack); 3 and 4 are trusted and never had op 10; 1 is untrusted
+        // and lacks it too; 2 has not reported.
         let mut a = dvc(0, 3, 10, 5);
         a.present &= !(1 << 9);
+        a.ack_op = 10;
+        let mut b = dvc(1, 3, 9, 5);
+        b.flags = DoViewChangeFlags::UNTRUSTED_LOG;
+        let d = dvc(3, 3, 9, 5);
+        let e = dvc(4, 3, 9, 5);
+        let dvcs = [a, b, d, e];
+        let decision = decide(&dvcs, params(5));
+        assert_eq!(
+            decision,
+            Decision::Wait {
+                reason: WaitReason::MissingPrepare,
+                awaited: 0b00100
+            },
+            "two trusted nacks of the three needed: the untrusted one does not count"
+        );
+        let mut without_gate = params(5);
+        without_gate.trusted_gate = false;
+        assert_eq!(ready(decide(&dvcs, without_gate)).op, 9);
+    }
+
+    #[test]
+    fn once_every_replica_reported_an_op_no_one_holds_is_dropped() {
+        let mut a = dvc(0, 3, 10, 5);
+        a.present &= !(1 << 9);
+        a.ack_op = 10;
         let mut b = dvc(1, 3, 9, 5);
         b.flags = DoViewChangeFlags::UNTRUSTED_LOG;
         let mut c = dvc(2, 3, 9, 5);
         c.flags = DoViewChangeFlags::UNTRUSTED_LOG;
-        let decision = decide(&[a.clone(), b.clone(), c.clone()], params(3));
-        assert!(matches!(
-            decision,
-            Decision::Wait {
-                reason: WaitReason::MissingPrepare,
-                ..
-            }
-        ));
-        let mut without_gate = params(3);
-        without_gate.trusted_gate = false;
-        assert_eq!(ready(decide(&[a, b, c], without_gate)).op, 9);
+        assert_eq!(ready(decide(&[a, b, c], params(3))).op, 9);
     }
 
     #[test]

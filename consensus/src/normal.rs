@@ -305,22 +305,27 @@ impl<S: StateMachine> Replica<S> {
             });
             return false;
         }
-        let state = self.gap_state(op);
-        self.journal.set_header(*header, state);
-        if state == SlotState::Faulty {
-            self.faulty_ops.insert(op);
-        }
+        self.fill_slot(header, effects);
         true
     }
 
-    /// The state of a slot whose header was unknown: storage holds an
-    /// unreadable entry there if it is below the append point.
-    pub(crate) fn gap_state(&self, op: u64) -> SlotState {
-        if op < self.write_next {
+    /// Puts a canonical header into a slot whose header was unknown. Below
+    /// the append point storage holds an unreadable entry there: if the op
+    /// is committed that entry is this very prepare (rewrite it in place);
+    /// if not, it may be another one (drop it and everything after it from
+    /// storage, and append again).
+    pub(crate) fn fill_slot(&mut self, header: &PrepareHeader, effects: &mut Effects) {
+        let op = header.op.get();
+        let state = if op >= self.write_next {
+            SlotState::Missing
+        } else if op <= self.commit {
+            self.faulty_ops.insert(op);
             SlotState::Faulty
         } else {
+            self.truncate_storage(op - 1, effects);
             SlotState::Missing
-        }
+        };
+        self.journal.set_header(*header, state);
     }
 
     /// Learns a commit number from the primary and applies what it can.

@@ -227,11 +227,7 @@ impl<S: StateMachine> Replica<S> {
             .checksum(op - 1)
             .map(|checksum| checksum == header.parent.get());
         if above == Some(true) || (above.is_none() && below == Some(true)) {
-            let state = self.gap_state(op);
-            self.journal.set_header(*header, state);
-            if state == SlotState::Faulty {
-                self.faulty_ops.insert(op);
-            }
+            self.fill_slot(header, effects);
         } else {
             effects.event(Event::Dropped {
                 reason: DropReason::Invalid,

@@ -132,7 +132,9 @@ pub struct Replica<S> {
     pub(crate) view_persisted: u32,
 
     pub(crate) journal: Journal,
-    /// Ops whose slots are Faulty: rewritten in place once their prepare arrives.
+    /// Ops whose stored entry was found damaged (or was dropped while
+    /// damaged): they may have been acked, so they are never nacked; they
+    /// leave the set once their canonical prepare is durable again.
     pub(crate) faulty_ops: std::collections::BTreeSet<u64>,
     /// Ops up to here are applied.
     pub(crate) commit: u64,
@@ -255,12 +257,7 @@ impl<S: StateMachine> Replica<S> {
             persist_requested: 0,
             persist_completed: 0,
             persists_in_flight: std::collections::VecDeque::new(),
-            faulty_ops: recovered
-                .faulty
-                .iter()
-                .copied()
-                .filter(|op| *op <= log_head)
-                .collect(),
+            faulty_ops: recovered.faulty.iter().copied().collect(),
             journal,
             commit,
             commit_max: commit,
@@ -535,6 +532,10 @@ impl<S: StateMachine> Replica<S> {
         if !keep_body && slot.state != SlotState::Writing {
             slot.prepare = None;
         }
+        if slot.state == SlotState::Durable {
+            // Repaired: it is an ordinary stored op again.
+            self.faulty_ops.remove(&op);
+        }
         self.on_storage_progress(effects);
     }
 
@@ -742,6 +743,8 @@ impl<S: StateMachine> Replica<S> {
         if self.faulty_ops.is_empty() {
             return;
         }
+        // Damaged entries below the append point are rewritten in place once
+        // their prepare has arrived (they leave `faulty_ops` once durable).
         let faulty: Vec<u64> = self
             .faulty_ops
             .iter()
@@ -750,18 +753,15 @@ impl<S: StateMachine> Replica<S> {
             .collect();
         for op in faulty {
             let Some(slot) = self.journal.get_mut(op) else {
-                self.faulty_ops.remove(&op);
                 continue;
             };
             if slot.state != SlotState::Faulty {
-                self.faulty_ops.remove(&op);
                 continue;
             }
             let Some(prepare) = slot.prepare.clone() else {
                 continue;
             };
             slot.state = SlotState::Writing;
-            self.faulty_ops.remove(&op);
             effects.push(Effect::WritePrepare { prepare });
         }
     }
@@ -769,6 +769,8 @@ impl<S: StateMachine> Replica<S> {
     /// Removes every op above `op` from the journal and from storage.
     pub(crate) fn truncate_log(&mut self, op: u64, effects: &mut Effects) {
         self.journal.truncate(op);
+        // Ops cut from the journal were divergent, not damaged canonical ones.
+        self.faulty_ops.retain(|faulty| *faulty <= op);
         self.truncate_storage(op, effects);
     }
 

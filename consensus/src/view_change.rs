@@ -223,13 +223,15 @@ impl<S: StateMachine> Replica<S> {
         let mut headers = Vec::new();
         let mut present = 0u128;
         let mut nack = 0u128;
-        for (_, slot) in self.journal.slots_from(low) {
+        for (op, slot) in self.journal.slots_from(low) {
             let Some(slot) = slot else { continue };
             let bit = 1u128 << headers.len();
             let has_body = slot.state.stored(false) || slot.prepare.is_some();
             if has_body {
                 present |= bit;
-            } else if matches!(slot.state, SlotState::Missing | SlotState::Writing) {
+            } else if matches!(slot.state, SlotState::Missing | SlotState::Writing)
+                && !self.faulty_ops.contains(&op)
+            {
                 nack |= bit;
             }
             headers.push(slot.header);
@@ -262,10 +264,11 @@ impl<S: StateMachine> Replica<S> {
         let mut op = self.commit;
         loop {
             let next = op + 1;
-            let acked = match self.journal.get(next) {
-                Some(slot) => slot.state.stored(durable) || slot.state == SlotState::Faulty,
-                None => self.faulty_ops.contains(&next),
-            };
+            let acked = self.faulty_ops.contains(&next)
+                || self
+                    .journal
+                    .get(next)
+                    .is_some_and(|slot| slot.state.stored(durable));
             if !acked || next > self.journal.head() {
                 return op;
             }
@@ -470,7 +473,7 @@ impl<S: StateMachine> Replica<S> {
             persisting: None,
         });
         // Cut a longer tail (an old primary's uncommitted ops) first.
-        if self.journal.head() > op {
+        if self.journal.head() > op || self.write_next > op + 1 {
             self.truncate_log(op.max(self.commit), effects);
         }
         // Install the suffix from the top down while it stays contiguous.
@@ -535,11 +538,7 @@ impl<S: StateMachine> Replica<S> {
             self.forget_divergent(op, effects);
         }
         if op >= self.journal.base() {
-            let state = self.gap_state(op);
-            self.journal.set_header(*header, state);
-            if state == SlotState::Faulty {
-                self.faulty_ops.insert(op);
-            }
+            self.fill_slot(header, effects);
         }
     }
 
@@ -573,11 +572,16 @@ impl<S: StateMachine> Replica<S> {
             }
             let ours = (self.commit + 1..upper)
                 .rev()
-                .find(|op| self.journal.header(*op).is_some());
+                .find(|op| self.journal.header(*op).is_some() || self.faulty_ops.contains(op));
             let Some(own_op) = ours else {
                 self.set_verified_from(self.commit + 1);
                 return;
             };
+            if self.journal.header(own_op).is_none() {
+                // A damaged entry of unknown content: fetch the canonical header.
+                self.request_verification_headers(effects);
+                return;
+            }
             let canonical_above = if own_op + 1 == upper {
                 self.journal.header(upper).map(|header| header.parent.get())
             } else {

@@ -187,12 +187,13 @@ impl Disk {
     /// A crash: durable writes survive, a random prefix of the rest too; an
     /// unsettled truncation may be undone.
     pub fn crash(&mut self, prng: &mut Prng) {
-        if let Some(first) = self.pending_truncations.first().cloned() {
-            if prng.chance(1, 2) {
-                // The truncation never reached the disk: its durable entries return.
-                self.log.truncate(first.to_op as usize);
-                self.log.extend(first.removed_durable);
-                self.pending_truncations.clear();
+        if !self.pending_truncations.is_empty() && prng.chance(1, 2) {
+            // The unsettled truncations never reached the disk: undo them,
+            // newest first, and their durable entries return.
+            let truncations = std::mem::take(&mut self.pending_truncations);
+            for truncation in truncations.into_iter().rev() {
+                self.log.truncate(truncation.to_op as usize);
+                self.log.extend(truncation.removed_durable);
             }
         }
         self.pending_truncations.clear();
@@ -270,6 +271,13 @@ impl Disk {
 
     /// What the replica finds when it opens.
     pub fn recovered(&self, durability: Durability) -> Recovered {
+        for (index, entry) in self.log.iter().enumerate() {
+            assert_eq!(
+                entry.prepare.header().op.get(),
+                index as u64 + 1,
+                "disk log misaligned"
+            );
+        }
         let headers = self
             .log
             .iter()
