@@ -161,6 +161,17 @@ pub enum Event {
         /// The first op that differs.
         op: u64,
     },
+    /// The candidate chose the canonical log for `view` (for logs and traces).
+    Merged {
+        /// The view being started.
+        view: u32,
+        /// The replica whose log was chosen.
+        source: u8,
+        /// The canonical head op.
+        op: u64,
+        /// Ops dropped from the chosen log by nack quorums.
+        dropped: u64,
+    },
     /// An operator's accept-loss started `view` at `op`.
     AcceptedLoss {
         /// The view started.

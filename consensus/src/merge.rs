@@ -157,14 +157,19 @@ fn canonical_suffix(dvcs: &[DvcSummary], source: &DvcSummary) -> BTreeMap<u64, P
         if canonical.contains_key(&op) {
             continue;
         }
-        let Some(parent) = canonical.get(&(op + 1)).map(|above| above.parent.get()) else {
-            continue;
-        };
-        let found = dvcs
+        // Logs settled in the same view are prefixes of that view's log: their
+        // header at `op` is canonical. Otherwise the op above vouches for it.
+        let same_view = dvcs
             .iter()
-            .filter_map(|dvc| dvc.header_at(op))
-            .find(|header| header.checksum() == parent);
-        if let Some(header) = found {
+            .filter(|dvc| dvc.log_view == source.log_view)
+            .find_map(|dvc| dvc.header_at(op));
+        let parent = canonical.get(&(op + 1)).map(|above| above.parent.get());
+        let chained = parent.and_then(|parent| {
+            dvcs.iter()
+                .filter_map(|dvc| dvc.header_at(op))
+                .find(|header| header.checksum() == parent)
+        });
+        if let Some(header) = chained.or(same_view) {
             canonical.insert(op, *header);
         }
     }
@@ -212,8 +217,10 @@ fn walk_suffix(
                 .count(),
         };
         // With every replica reported, an uncommitted op no one holds is
-        // gone for good: waiting cannot bring it back.
-        if nacks >= quorum || params.accept_loss || everyone_reported {
+        // gone for good: waiting cannot bring it back. (An op whose identity
+        // is unknown counts as held while any reporter has a header there.)
+        let unheld = checksum.is_some() || dvcs.iter().all(|dvc| dvc.header_at(op).is_none());
+        if nacks >= quorum || params.accept_loss || (everyone_reported && unheld) {
             let headers = canonical
                 .range(first..op)
                 .map(|(_, header)| *header)

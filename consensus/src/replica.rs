@@ -108,6 +108,8 @@ pub(crate) struct Adoption {
     pub truncating: Option<u64>,
     /// The durable-state persist carrying the view was requested (its sequence).
     pub persisting: Option<u64>,
+    /// The canonical suffix being adopted (recorded as the view headers).
+    pub headers: Vec<PrepareHeader>,
 }
 
 /// One replica of one VSR group: see the crate docs.
@@ -225,6 +227,25 @@ impl<S: StateMachine> Replica<S> {
                 SlotState::Durable
             };
             journal.set_header(*header, state);
+        }
+        // The headers of the log adopted in `log_view` survive even where a
+        // crash took bodies: they are known, their bodies missing.
+        let base = journal.base();
+        for header in state
+            .view_headers
+            .iter()
+            .filter(|header| header.op.get() >= base)
+        {
+            let op = header.op.get();
+            if journal.header(op).is_some() {
+                continue;
+            }
+            let slot_state = if op <= log_head {
+                SlotState::Faulty
+            } else {
+                SlotState::Missing
+            };
+            journal.set_header(*header, slot_state);
         }
         let head = journal.head();
         assert!(

@@ -42,6 +42,13 @@ pub struct DurableState {
     /// The history starts this replica knows, oldest first, at most
     /// [`HISTORY_STARTS_MAX`].
     pub history_starts: Vec<HistoryStart>,
+    /// The suffix of headers (ascending, at most
+    /// `strand_wire::DVC_SUFFIX_HEADERS_MAX`) of the log this replica adopted
+    /// in `log_view`. A crash may take bodies this replica had not yet made
+    /// durable, but never the knowledge of what its `log_view` log holds: a
+    /// restarted replica reports these headers (bodies missing), so a log
+    /// settled in a higher view is never mistaken for a shorter one.
+    pub view_headers: Vec<PrepareHeader>,
 }
 
 impl DurableState {

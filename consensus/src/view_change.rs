@@ -350,6 +350,12 @@ impl<S: StateMachine> Replica<S> {
             Decision::Ready(_) if !self.is_primary() => self.view_change.waiting = None,
             Decision::Ready(canonical) => {
                 self.view_change.waiting = None;
+                effects.event(Event::Merged {
+                    view: self.view,
+                    source: canonical.source,
+                    op: canonical.op,
+                    dropped: canonical.dropped,
+                });
                 if self.view_change.accept_loss {
                     effects.event(Event::AcceptedLoss {
                         view: self.view,
@@ -471,6 +477,7 @@ impl<S: StateMachine> Replica<S> {
             verified_from: op.min(window_end) + 1,
             truncating: None,
             persisting: None,
+            headers: headers.to_vec(),
         });
         // Cut a longer tail (an old primary's uncommitted ops) first.
         if self.journal.head() > op || self.write_next > op + 1 {
@@ -693,6 +700,7 @@ impl<S: StateMachine> Replica<S> {
             }
         }
         let (view, start) = (adoption.view, adoption.start);
+        let adoption_headers = adoption.headers.clone();
         if self.log_view < view && self.cursors.tail > start.cursor_tail && !new_primary {
             self.cut_cursors(start.cursor_tail, effects);
         }
@@ -700,10 +708,22 @@ impl<S: StateMachine> Replica<S> {
         self.durable.log_view = view;
         self.durable.commit = self.commit;
         self.durable.record_start(start);
+        self.durable.view_headers = self.view_headers_for(adoption_headers);
         let sequence = self.request_persist(effects);
         if let Some(adoption) = &mut self.adoption {
             adoption.persisting = Some(sequence);
         }
+    }
+
+    /// The view headers to persist: the last `DVC_SUFFIX_HEADERS_MAX` of the
+    /// adopted suffix.
+    fn view_headers_for(&self, adopted: Vec<PrepareHeader>) -> Vec<PrepareHeader> {
+        let mut headers = adopted;
+        let keep = DVC_SUFFIX_HEADERS_MAX;
+        if headers.len() > keep {
+            headers.drain(..headers.len() - keep);
+        }
+        headers
     }
 
     /// A persist completed: announce a fenced view, or finish an adoption.

@@ -743,13 +743,23 @@ impl World {
                 self.disks[index].awaiting_transfer = true;
                 self.trace.record(self.now, endpoint, "quarantine", &[]);
             }
-            Effect::Event(event) => {
-                if let Event::ViewChangeStarted { view } = event {
+            Effect::Event(event) => match event {
+                Event::ViewChangeStarted { view } => {
                     self.stats.view_changes += 1;
                     self.trace
                         .record(self.now, endpoint, "view_change", &[u64::from(view)]);
                 }
-            }
+                Event::Merged {
+                    view,
+                    source,
+                    op,
+                    dropped,
+                } => {
+                    let values = [u64::from(view), u64::from(source), op, dropped];
+                    self.trace.record(self.now, endpoint, "merged", &values);
+                }
+                _ => {}
+            },
         }
         Ok(())
     }
