@@ -404,10 +404,6 @@ impl<S: StateMachine> Replica<S> {
         }
         let acked = &mut self.acks[usize::from(from)];
         *acked = (*acked).max(op);
-        self.abdicated = false;
-        if self.ack_timeout.ticking() {
-            self.ack_timeout.reset();
-        }
         self.try_commit(effects);
     }
 
@@ -418,6 +414,7 @@ impl<S: StateMachine> Replica<S> {
         }
         self.acks[usize::from(self.config.replica)] = self.stored_through();
         let write_quorum = usize::from(self.rule.write);
+        let commit_before = self.commit;
         loop {
             let op = self.commit + 1;
             if op > self.journal.head() {
@@ -429,12 +426,17 @@ impl<S: StateMachine> Replica<S> {
             }
             self.apply(op, effects);
         }
+        // The progress timeout measures how long prepares wait without any
+        // commit; a primary that stalls too long stops heartbeating so that
+        // the backups elect another (which also lets a replica stuck in a
+        // higher view back in).
         if self.commit == self.journal.head() {
             self.prepare_timeout.stop();
-            self.ack_timeout.stop();
+            self.progress_timeout.stop();
             self.abdicated = false;
-        } else if !self.ack_timeout.ticking() {
-            self.ack_timeout.start();
+        } else if self.commit > commit_before || !self.progress_timeout.ticking() {
+            self.progress_timeout.start();
+            self.abdicated = false;
         }
     }
 
@@ -607,7 +609,7 @@ impl<S: StateMachine> Replica<S> {
         self.svc_votes = 0;
         self.suspecting = false;
         self.abdicated = false;
-        self.ack_timeout.stop();
+        self.progress_timeout.stop();
         effects.event(Event::Normal {
             view: self.view,
             primary: self.is_primary(),

@@ -26,7 +26,7 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn repair(&mut self, effects: &mut Effects) {
         if let Some(adoption) = &self.adoption {
             if adoption.verified_from > self.commit + 1 {
-                self.request_verification_headers(effects);
+                self.request_verification_headers(true, effects);
                 return;
             }
             self.request_missing_prepares(effects);
@@ -75,7 +75,7 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Asks for the bodies of slots whose header is known and body is not.
-    fn request_missing_prepares(&mut self, effects: &mut Effects) {
+    pub(crate) fn request_missing_prepares(&mut self, effects: &mut Effects) {
         let wanted: Vec<(u64, u32)> = self
             .journal
             .slots_from(self.journal.base())

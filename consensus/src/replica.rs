@@ -110,6 +110,8 @@ pub(crate) struct Adoption {
     pub persisting: Option<u64>,
     /// The canonical suffix being adopted (recorded as the view headers).
     pub headers: Vec<PrepareHeader>,
+    /// The boundary canonical headers were last asked for below.
+    pub requested_upper: u64,
 }
 
 /// One replica of one VSR group: see the crate docs.
@@ -156,6 +158,8 @@ pub struct Replica<S> {
     pub(crate) acked: u64,
     pub(crate) view_change: ViewChangeProgress,
     pub(crate) adoption: Option<Adoption>,
+    /// The log head recovered at open (what survived a crash).
+    pub(crate) recovered_head: u64,
     /// Backup: the highest op the primary is known to have.
     pub(crate) primary_op: u64,
     /// Nonce of this replica's outstanding RequestStartView (0: none).
@@ -172,7 +176,7 @@ pub struct Replica<S> {
 
     pub(crate) heartbeat_timeout: Timeout,
     pub(crate) primary_timeout: Timeout,
-    pub(crate) ack_timeout: Timeout,
+    pub(crate) progress_timeout: Timeout,
     pub(crate) prepare_timeout: Timeout,
     pub(crate) view_change_timeout: Timeout,
     pub(crate) view_change_retransmit: Timeout,
@@ -291,6 +295,7 @@ impl<S: StateMachine> Replica<S> {
             view_change: ViewChangeProgress::default(),
             adoption: None,
             primary_op: 0,
+            recovered_head: log_head,
             probe_nonce: 0,
             probes: 0,
             svc_votes: 0,
@@ -298,7 +303,7 @@ impl<S: StateMachine> Replica<S> {
             abdicated: false,
             heartbeat_timeout: Timeout::new("heartbeat", timeouts.heartbeat_ticks),
             primary_timeout: Timeout::new("primary", timeouts.primary_ticks),
-            ack_timeout: Timeout::new("ack", timeouts.primary_ticks),
+            progress_timeout: Timeout::new("progress", timeouts.primary_ticks * 4),
             prepare_timeout: Timeout::new("prepare", timeouts.prepare_retransmit_ticks),
             view_change_timeout: Timeout::new("view_change", timeouts.view_change_ticks),
             view_change_retransmit: Timeout::new(
@@ -485,7 +490,7 @@ impl<S: StateMachine> Replica<S> {
         for timeout in [
             &mut self.heartbeat_timeout,
             &mut self.primary_timeout,
-            &mut self.ack_timeout,
+            &mut self.progress_timeout,
             &mut self.prepare_timeout,
             &mut self.view_change_timeout,
             &mut self.view_change_retransmit,
@@ -504,8 +509,8 @@ impl<S: StateMachine> Replica<S> {
             self.primary_timeout.stop();
             self.vote_leave_view(effects);
         }
-        if self.ack_timeout.fired() {
-            self.ack_timeout.stop();
+        if self.progress_timeout.fired() {
+            self.progress_timeout.stop();
             self.abdicated = self.is_serving_primary() && self.journal.head() > self.commit;
         }
         if self.prepare_timeout.fired() {

@@ -45,7 +45,7 @@ impl<S: StateMachine> Replica<S> {
         self.acks = [0; strand_wire::REPLICAS_MAX as usize];
         self.heartbeat_timeout.stop();
         self.primary_timeout.stop();
-        self.ack_timeout.stop();
+        self.progress_timeout.stop();
         self.prepare_timeout.stop();
         self.probe_timeout.stop();
         if self.view_change_timeout.ticking() {
@@ -478,6 +478,7 @@ impl<S: StateMachine> Replica<S> {
             truncating: None,
             persisting: None,
             headers: headers.to_vec(),
+            requested_upper: 0,
         });
         // Cut a longer tail (an old primary's uncommitted ops) first.
         if self.journal.head() > op || self.write_next > op + 1 {
@@ -586,7 +587,7 @@ impl<S: StateMachine> Replica<S> {
             };
             if self.journal.header(own_op).is_none() {
                 // A damaged entry of unknown content: fetch the canonical header.
-                self.request_verification_headers(effects);
+                self.request_verification_headers(false, effects);
                 return;
             }
             let canonical_above = if own_op + 1 == upper {
@@ -601,7 +602,7 @@ impl<S: StateMachine> Replica<S> {
                 }
                 Some(_) => self.forget_divergent(own_op, effects),
                 None => {
-                    self.request_verification_headers(effects);
+                    self.request_verification_headers(false, effects);
                     return;
                 }
             }
@@ -615,23 +616,30 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Asks the adoption's source for the canonical headers just below the
-    /// verified boundary.
-    pub(crate) fn request_verification_headers(&mut self, effects: &mut Effects) {
-        let Some(adoption) = &self.adoption else {
+    /// verified boundary, at most once per boundary, unless `force`d by the repair timer
+    /// (so that lost or duplicated answers never multiply the requests).
+    pub(crate) fn request_verification_headers(&mut self, force: bool, effects: &mut Effects) {
+        let commit = self.commit;
+        let me = self.config.replica;
+        let Some(adoption) = &mut self.adoption else {
             return;
         };
         let upper = adoption.verified_from;
-        if upper <= self.commit + 1 || adoption.source == self.config.replica {
+        if upper <= commit + 1 || adoption.source == me {
             return;
         }
+        if !force && adoption.requested_upper == upper {
+            return;
+        }
+        adoption.requested_upper = upper;
+        let source = adoption.source;
         let op_max = upper - 1;
         let op_min = op_max
             .saturating_sub(strand_wire::HEADERS_PER_MESSAGE_MAX as u64 - 1)
-            .max(self.commit + 1);
+            .max(commit + 1);
         let mut request: strand_wire::RequestHeadersHeader = self.new_header();
         request.op_min.set(op_min);
         request.op_max.set(op_max);
-        let source = adoption.source;
         self.send(
             source,
             Message::RequestHeaders(Msg::new(request, Bytes::new())),
@@ -672,7 +680,7 @@ impl<S: StateMachine> Replica<S> {
         }
         self.continue_verification(effects);
         self.flush_writes(effects);
-        self.repair(effects);
+        self.request_missing_prepares(effects);
         self.advance_adoption(effects);
     }
 
@@ -755,6 +763,18 @@ impl<S: StateMachine> Replica<S> {
         let adoption = self.adoption.take().expect("finishing an adoption");
         assert_eq!(self.view, adoption.view);
         if !self.trusted {
+            // Before its crash this replica may have acked any op above what
+            // it recovered, up to this view's head (anything acked above that
+            // was dropped by a nack quorum of trusted replicas). Until each
+            // is durable again it must never nack one: treat them as damaged.
+            let maybe_acked = self.recovered_head + 1..=adoption.op;
+            self.faulty_ops.extend(maybe_acked.filter(|op| {
+                *op > self.commit
+                    && !self
+                        .journal
+                        .get(*op)
+                        .is_some_and(|slot| slot.state.stored(true))
+            }));
             self.trusted = true;
             effects.event(Event::UntrustedLog { untrusted: false });
         }

@@ -29,6 +29,9 @@ use crate::trace::Trace;
 
 const CLUSTER: u64 = 0x5157;
 const GROUP: u64 = 1;
+/// More messages in flight than this is a storm (every protocol message is
+/// answered by a bounded number of others), reported as a violation.
+const TRAFFIC_IN_FLIGHT_MAX: usize = 100_000;
 /// Ticks a state transfer takes.
 const STATE_TRANSFER_TICKS: u64 = 40;
 
@@ -258,6 +261,16 @@ impl World {
             self.execute(replica, effects)?;
         }
         self.clients_act()?;
+        if self.network.in_flight() > TRAFFIC_IN_FLIGHT_MAX {
+            return Err(Violation {
+                checker: "7 bounded traffic",
+                detail: format!(
+                    "{} messages in flight: a message storm; {}",
+                    self.network.in_flight(),
+                    self.describe_replicas()
+                ),
+            });
+        }
         for replica in 0..self.options.replica_count {
             if let Some(live) = &self.replicas[usize::from(replica)] {
                 self.trust.status(replica, live)?;
