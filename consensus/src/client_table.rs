@@ -162,6 +162,45 @@ impl ClientTable {
         assert!(self.clients.len() <= CLIENTS_MAX);
     }
 
+    /// Records a committed request learnt late: the header of a committed
+    /// op that was unreadable when the table was rebuilt and was repaired
+    /// since. Inserted in request order; ignored if already known or older
+    /// than every reply kept.
+    pub fn recover(&mut self, header: &PrepareHeader, result: ResultCode, body: Bytes) {
+        let client = header.client.get();
+        if client == 0 {
+            return;
+        }
+        let reply = StoredReply {
+            request: header.request.get(),
+            op: header.op.get(),
+            operation: header.operation(),
+            result,
+            body,
+        };
+        let Some(entry) = self.clients.get_mut(&client) else {
+            self.commit(header, reply.result, reply.body);
+            return;
+        };
+        if entry
+            .replies
+            .iter()
+            .any(|kept| kept.request == reply.request)
+        {
+            return;
+        }
+        let position = entry
+            .replies
+            .partition_point(|kept| kept.request < reply.request);
+        if position == 0 && entry.replies.len() >= REPLIES_PER_CLIENT {
+            return;
+        }
+        entry.replies.insert(position, reply);
+        if entry.replies.len() > REPLIES_PER_CLIENT {
+            entry.replies.pop_front();
+        }
+    }
+
     fn evict_oldest(&mut self) {
         let oldest = self
             .clients

@@ -108,10 +108,25 @@ impl<S: StateMachine> Replica<S> {
                 "records outside a produce",
             ));
         }
+        if self.client_table_incomplete() {
+            return Err(ErrorBody::message(
+                ResultCode::Unavailable,
+                "repairing damaged entries: retry soon",
+            ));
+        }
         if self.journal.head() - self.commit >= PIPELINE_PREPARES_MAX {
             return Err(ErrorBody::Busy { retry_after_ms: 10 });
         }
         Ok(())
+    }
+
+    /// Whether a committed op's header is still unknown (its entry damaged):
+    /// until it is repaired the client table may lack that request, so no new
+    /// request is admitted (it could be a retry of that very one).
+    fn client_table_incomplete(&self) -> bool {
+        self.faulty_ops
+            .range(..=self.commit)
+            .any(|op| *op >= self.journal.base() && self.journal.header(*op).is_none())
     }
 
     /// A redirect to the primary of the current view.
@@ -256,7 +271,7 @@ impl<S: StateMachine> Replica<S> {
             effects.event(Event::Dropped {
                 reason: DropReason::Busy,
             });
-            self.repair(effects);
+            self.schedule_repair();
             return;
         }
         if !self.install_canonical_header(&header, effects) {
@@ -265,7 +280,7 @@ impl<S: StateMachine> Replica<S> {
         self.store_body(&prepare);
         self.flush_writes(effects);
         if self.journal.gaps().next().is_some() {
-            self.repair(effects);
+            self.schedule_repair();
         }
         self.send_ack(op <= self.acked, effects);
     }
@@ -319,6 +334,10 @@ impl<S: StateMachine> Replica<S> {
         let state = if op >= self.write_next {
             SlotState::Missing
         } else if op <= self.commit {
+            // A committed op whose header was unreadable: the client table
+            // could not learn it at open; it does now.
+            let (result, body) = crate::state_machine::reply_from_header(header);
+            self.client_table.recover(header, result, body);
             self.faulty_ops.insert(op);
             SlotState::Faulty
         } else {
@@ -538,7 +557,7 @@ impl<S: StateMachine> Replica<S> {
         self.primary_op = self.primary_op.max(commit.op.get());
         self.note_commit_max(commit.commit.get(), effects);
         if commit.op.get() > self.journal.head() || self.journal.gaps().next().is_some() {
-            self.repair(effects);
+            self.schedule_repair();
         }
         self.send_ack(true, effects);
     }
@@ -629,7 +648,7 @@ impl<S: StateMachine> Replica<S> {
             self.primary_timeout.start_jittered(&mut self.prng);
             self.commit_stored(effects);
             self.send_ack(true, effects);
-            self.repair(effects);
+            self.schedule_repair();
         }
     }
 }

@@ -21,6 +21,13 @@ use crate::state_machine::StateMachine;
 pub const REPAIR_PREPARES_MAX: usize = 32;
 
 impl<S: StateMachine> Replica<S> {
+    /// Asks for a repair round at the next tick. Events (a gap noticed, an
+    /// answer arrived) never send requests themselves, so however many of
+    /// them arrive, repair traffic stays one round per tick.
+    pub(crate) fn schedule_repair(&mut self) {
+        self.repair_due = true;
+    }
+
     /// One repair round: headers for gaps and for ops beyond the head that
     /// are known to exist, then bodies for slots that lack them.
     pub(crate) fn repair(&mut self, effects: &mut Effects) {
@@ -211,7 +218,7 @@ impl<S: StateMachine> Replica<S> {
                 self.fill_gap(header, effects);
             }
         }
-        self.request_missing_prepares(effects);
+        self.schedule_repair();
     }
 
     /// Fills a gap with a header from any replica, if it chains with a known

@@ -160,6 +160,8 @@ pub struct Replica<S> {
     pub(crate) adoption: Option<Adoption>,
     /// The log head recovered at open (what survived a crash).
     pub(crate) recovered_head: u64,
+    /// A repair round is wanted at the next tick.
+    pub(crate) repair_due: bool,
     /// Backup: the highest op the primary is known to have.
     pub(crate) primary_op: u64,
     /// Nonce of this replica's outstanding RequestStartView (0: none).
@@ -258,14 +260,15 @@ impl<S: StateMachine> Replica<S> {
         );
         let mut machine = machine;
         machine.restore(journal.header(commit));
+        // The client table is rebuilt from every committed header known:
+        // read from the log, or remembered with the view.
         let mut client_table = ClientTable::new();
-        for header in recovered
-            .headers
-            .iter()
-            .filter(|header| header.op.get() <= commit)
-        {
-            let (result, body) = reply_from_header(header);
-            client_table.commit(header, result, body);
+        for (_, slot) in journal.slots_from(journal.base()) {
+            let Some(slot) = slot.filter(|slot| slot.header.op.get() <= commit) else {
+                continue;
+            };
+            let (result, body) = reply_from_header(&slot.header);
+            client_table.commit(&slot.header, result, body);
         }
         let timeouts = config.timeouts;
         let mut replica = Replica {
@@ -296,6 +299,7 @@ impl<S: StateMachine> Replica<S> {
             adoption: None,
             primary_op: 0,
             recovered_head: log_head,
+            repair_due: false,
             probe_nonce: 0,
             probes: 0,
             svc_votes: 0,
@@ -511,7 +515,11 @@ impl<S: StateMachine> Replica<S> {
         }
         if self.progress_timeout.fired() {
             self.progress_timeout.stop();
-            self.abdicated = self.is_serving_primary() && self.journal.head() > self.commit;
+            if self.is_serving_primary() && self.journal.head() > self.commit {
+                // Stalled: stop heartbeating and vote to leave the view too.
+                self.abdicated = true;
+                self.vote_leave_view(effects);
+            }
         }
         if self.prepare_timeout.fired() {
             self.prepare_timeout.start();
@@ -527,8 +535,9 @@ impl<S: StateMachine> Replica<S> {
         if self.probe_timeout.fired() {
             self.on_probe_timeout(effects);
         }
-        if self.repair_timeout.fired() {
+        if self.repair_timeout.fired() || self.repair_due {
             self.repair_timeout.start();
+            self.repair_due = false;
             self.repair(effects);
         }
         if self.commit_persist_timeout.fired() {

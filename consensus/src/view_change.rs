@@ -152,6 +152,11 @@ impl<S: StateMachine> Replica<S> {
         let view = svc.prefix.view.get();
         let from = svc.prefix.replica;
         if view < self.view {
+            // A straggler wants to leave a view the group has left: the
+            // primary tells it where the group is.
+            if self.is_serving_primary() {
+                self.send_start_view(from, 0, effects);
+            }
             effects.event(Event::Dropped {
                 reason: DropReason::StaleView,
             });
@@ -502,7 +507,7 @@ impl<S: StateMachine> Replica<S> {
         }
         self.continue_verification(effects);
         self.flush_writes(effects);
-        self.repair(effects);
+        self.schedule_repair();
         self.advance_adoption(effects);
     }
 
@@ -680,7 +685,7 @@ impl<S: StateMachine> Replica<S> {
         }
         self.continue_verification(effects);
         self.flush_writes(effects);
-        self.request_missing_prepares(effects);
+        self.schedule_repair();
         self.advance_adoption(effects);
     }
 
