@@ -453,9 +453,11 @@ impl<S: StateMachine> Replica<S> {
             self.prepare_timeout.stop();
             self.progress_timeout.stop();
             self.abdicated = false;
-        } else if self.commit > commit_before || !self.progress_timeout.ticking() {
+        } else if self.commit > commit_before {
             self.progress_timeout.start();
             self.abdicated = false;
+        } else if !self.progress_timeout.ticking() && !self.abdicated {
+            self.progress_timeout.start();
         }
     }
 

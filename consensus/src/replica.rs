@@ -162,6 +162,9 @@ pub struct Replica<S> {
     pub(crate) recovered_head: u64,
     /// A repair round is wanted at the next tick.
     pub(crate) repair_due: bool,
+    /// A storage truncation waiting for the persist (its sequence) that
+    /// records which dropped ops may have been acked.
+    pub(crate) deferred_truncation: Option<(u64, u64)>,
     /// Backup: the highest op the primary is known to have.
     pub(crate) primary_op: u64,
     /// Nonce of this replica's outstanding RequestStartView (0: none).
@@ -211,12 +214,11 @@ impl<S: StateMachine> Replica<S> {
             .filter(|op| *op <= state.commit.min(log_head))
             .max()
             .unwrap_or(0);
-        let first_faulty = recovered
-            .faulty
-            .iter()
-            .copied()
-            .filter(|op| *op <= log_head)
-            .min();
+        // Ops the replica may have acked but no longer holds count as damaged.
+        let mut faulty: std::collections::BTreeSet<u64> =
+            recovered.faulty.iter().copied().collect();
+        faulty.extend(log_head + 1..=state.maybe_acked_op);
+        let first_faulty = faulty.iter().copied().filter(|op| *op <= log_head).min();
         let first_header = recovered
             .headers
             .first()
@@ -227,7 +229,7 @@ impl<S: StateMachine> Replica<S> {
             .max(1);
         let mut journal = Journal::starting_at(base);
         for header in &recovered.headers {
-            let state = if recovered.faulty.contains(&header.op.get()) {
+            let state = if faulty.contains(&header.op.get()) {
                 SlotState::Faulty
             } else {
                 SlotState::Durable
@@ -285,7 +287,7 @@ impl<S: StateMachine> Replica<S> {
             persist_requested: 0,
             persist_completed: 0,
             persists_in_flight: std::collections::VecDeque::new(),
-            faulty_ops: recovered.faulty.iter().copied().collect(),
+            faulty_ops: faulty.clone(),
             journal,
             commit,
             commit_max: commit,
@@ -300,6 +302,7 @@ impl<S: StateMachine> Replica<S> {
             primary_op: 0,
             recovered_head: log_head,
             repair_due: false,
+            deferred_truncation: None,
             probe_nonce: 0,
             probes: 0,
             svc_votes: 0,
@@ -321,7 +324,7 @@ impl<S: StateMachine> Replica<S> {
             trusted_gate: true,
             config,
         };
-        if recovered.faulty.iter().any(|op| *op > head) {
+        if faulty.iter().any(|op| *op > head) {
             replica.trusted = false;
         }
         if recovered.awaiting_state_transfer {
@@ -605,6 +608,13 @@ impl<S: StateMachine> Replica<S> {
             // adoption that asked for it was overtaken by a newer view change.
             self.log_view = self.log_view.max(log_view);
         }
+        if let Some((gate, op)) = self.deferred_truncation {
+            if gate <= sequence {
+                self.deferred_truncation = None;
+                effects.push(Effect::Truncate { op });
+                self.flush_writes(effects);
+            }
+        }
         self.on_persisted(effects);
     }
 
@@ -762,6 +772,9 @@ impl<S: StateMachine> Replica<S> {
     /// Hands every slot that can be appended in order to storage, then
     /// rewrites in place every faulty slot whose prepare has arrived.
     pub(crate) fn flush_writes(&mut self, effects: &mut Effects) {
+        if self.deferred_truncation.is_some() {
+            return; // appends follow the truncation they depend on
+        }
         loop {
             let op = self.write_next;
             let Some(slot) = self.journal.get_mut(op) else {
@@ -806,6 +819,7 @@ impl<S: StateMachine> Replica<S> {
         self.journal.truncate(op);
         // Ops cut from the journal were divergent, not damaged canonical ones.
         self.faulty_ops.retain(|faulty| *faulty <= op);
+        self.durable.maybe_acked_op = self.durable.maybe_acked_op.min(op.max(self.commit));
         self.truncate_storage(op, effects);
     }
 
@@ -826,16 +840,41 @@ impl<S: StateMachine> Replica<S> {
             .slots_from(op + 1)
             .map(|(slot_op, _)| slot_op)
             .collect();
+        let mut dropped_max = self
+            .faulty_ops
+            .range(op + 1..self.write_next)
+            .next_back()
+            .copied();
         for slot_op in ops {
             if let Some(slot) = self.journal.get_mut(slot_op) {
+                // A canonical op dropped only because storage is sequential
+                // may have been acked: it must not be nacked until it is
+                // durable again.
+                if slot.state.stored(false) || slot.state == SlotState::Faulty {
+                    self.faulty_ops.insert(slot_op);
+                    dropped_max = dropped_max.max(Some(slot_op));
+                }
                 slot.state = SlotState::Missing;
             }
         }
         self.write_next = op + 1;
         self.stored_hint = self.stored_hint.min(op);
-        effects.push(Effect::Truncate { op });
         if let Some(adoption) = &mut self.adoption {
             adoption.truncating = Some(op);
+        }
+        // That knowledge must reach the disk before the ops leave it.
+        if let Some(dropped_max) = dropped_max.filter(|max| *max > self.durable.maybe_acked_op) {
+            self.durable.maybe_acked_op = dropped_max;
+            let sequence = self.request_persist(effects);
+            let deferred = self
+                .deferred_truncation
+                .map_or(op, |(_, earlier)| earlier.min(op));
+            self.deferred_truncation = Some((sequence, deferred));
+            return;
+        }
+        match &mut self.deferred_truncation {
+            Some((_, deferred)) => *deferred = (*deferred).min(op),
+            None => effects.push(Effect::Truncate { op }),
         }
     }
 

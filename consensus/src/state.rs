@@ -49,6 +49,11 @@ pub struct DurableState {
     /// restarted replica reports these headers (bodies missing), so a log
     /// settled in a higher view is never mistaken for a shorter one.
     pub view_headers: Vec<PrepareHeader>,
+    /// The highest op this replica may have acked that its log might lack:
+    /// raised before storage drops ops that may have been acked, and when an
+    /// untrusted replica adopts a view. After a restart every op up to it
+    /// that the log lacks is treated as damaged: never nacked, repaired.
+    pub maybe_acked_op: u64,
 }
 
 impl DurableState {

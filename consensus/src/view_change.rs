@@ -714,6 +714,7 @@ impl<S: StateMachine> Replica<S> {
         }
         let (view, start) = (adoption.view, adoption.start);
         let adoption_headers = adoption.headers.clone();
+        let adoption_op = adoption.op;
         if self.log_view < view && self.cursors.tail > start.cursor_tail && !new_primary {
             self.cut_cursors(start.cursor_tail, effects);
         }
@@ -722,6 +723,10 @@ impl<S: StateMachine> Replica<S> {
         self.durable.commit = self.commit;
         self.durable.record_start(start);
         self.durable.view_headers = self.view_headers_for(adoption_headers);
+        if !self.trusted {
+            // It may have acked any op up to this view's head before its crash.
+            self.durable.maybe_acked_op = self.durable.maybe_acked_op.max(adoption_op);
+        }
         let sequence = self.request_persist(effects);
         if let Some(adoption) = &mut self.adoption {
             adoption.persisting = Some(sequence);
