@@ -31,6 +31,7 @@ impl<S: StateMachine> Replica<S> {
     /// One repair round: headers for gaps and for ops beyond the head that
     /// are known to exist, then bodies for slots that lack them.
     pub(crate) fn repair(&mut self, effects: &mut Effects) {
+        self.repair_rounds = self.repair_rounds.wrapping_add(1);
         if let Some(adoption) = &self.adoption {
             if adoption.verified_from > self.commit + 1 {
                 self.request_verification_headers(true, effects);
@@ -47,7 +48,7 @@ impl<S: StateMachine> Replica<S> {
             // can be filled by anyone (checked against the hash chain).
             let to = if self.is_primary() {
                 let others: Vec<u8> = self.others().collect();
-                others[(op_min as usize) % others.len()]
+                others[(op_min as usize + self.repair_rounds as usize) % others.len()]
             } else {
                 self.primary_index()
             };
@@ -118,7 +119,9 @@ impl<S: StateMachine> Replica<S> {
         }
         if self.status == Status::Normal {
             let others: Vec<u8> = self.others().collect();
-            return (!others.is_empty()).then(|| others[(op as usize + index) % others.len()]);
+            return (!others.is_empty()).then(|| {
+                others[(op as usize + index + self.repair_rounds as usize) % others.len()]
+            });
         }
         let holders: Vec<u8> = self
             .view_change
@@ -128,14 +131,14 @@ impl<S: StateMachine> Replica<S> {
             .map(|dvc| dvc.replica)
             .collect();
         if !holders.is_empty() {
-            return Some(holders[index % holders.len()]);
+            return Some(holders[(index + self.repair_rounds as usize) % holders.len()]);
         }
         let source = self.adoption.as_ref()?.source;
         if source != self.config.replica {
             return Some(source);
         }
         let others: Vec<u8> = self.others().collect();
-        (!others.is_empty()).then(|| others[index % others.len()])
+        (!others.is_empty()).then(|| others[(index + self.repair_rounds as usize) % others.len()])
     }
 
     /// A peer asks for headers: answered from the journal, or from storage

@@ -162,6 +162,8 @@ pub struct Replica<S> {
     pub(crate) recovered_head: u64,
     /// A repair round is wanted at the next tick.
     pub(crate) repair_due: bool,
+    /// Repair rounds so far (rotates which peer is asked).
+    pub(crate) repair_rounds: u64,
     /// A storage truncation waiting for the persist (its sequence) that
     /// records which dropped ops may have been acked.
     pub(crate) deferred_truncation: Option<(u64, u64)>,
@@ -302,6 +304,7 @@ impl<S: StateMachine> Replica<S> {
             primary_op: 0,
             recovered_head: log_head,
             repair_due: false,
+            repair_rounds: 0,
             deferred_truncation: None,
             probe_nonce: 0,
             probes: 0,

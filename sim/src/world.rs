@@ -547,6 +547,12 @@ impl World {
 
     fn client_reply(&mut self, index: usize, reply: &Msg<ReplyHeader>) -> Result<(), Violation> {
         let now = self.now;
+        let values = [
+            reply.header().request.get(),
+            u64::from(reply.header().result.get()),
+        ];
+        self.trace
+            .record(now, CLIENT_BASE + index as u16, "reply", &values);
         let (ack, resend) = self.clients[index].on_reply(reply, now);
         if let Some(ack) = ack {
             self.trace.record(
@@ -572,6 +578,13 @@ impl World {
     }
 
     fn send_from_client(&mut self, index: usize, to: u16, frame: Msg<strand_wire::RequestHeader>) {
+        let request = frame.header().request.get();
+        self.trace.record(
+            self.now,
+            CLIENT_BASE + index as u16,
+            "request",
+            &[u64::from(to), request],
+        );
         let packet = Packet {
             from: CLIENT_BASE + index as u16,
             to,
