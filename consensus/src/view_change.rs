@@ -198,8 +198,9 @@ impl<S: StateMachine> Replica<S> {
         Msg::new(header, body)
     }
 
-    /// This replica's log as the merge sees it.
-    pub(crate) fn own_summary(&self) -> DvcSummary {
+    /// This replica's log as a view change would see it (what its
+    /// DoViewChange says): for status output and tests.
+    pub fn own_summary(&self) -> DvcSummary {
         let history_start = self
             .durable
             .latest_start()

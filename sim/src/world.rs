@@ -727,13 +727,11 @@ impl World {
                     "commit",
                     &[header.op.get(), u64::from(header.checksum())],
                 );
-                self.history.commit(replica, &header)?;
-                let committed = self
-                    .history
-                    .get(header.op.get())
-                    .copied()
-                    .expect("just committed");
+                // An acked op replaced is the loss checker 2 exists for: check
+                // it before the history (checker 1) reports the same event.
+                let committed = crate::checkers::CommittedOp::of(&header);
                 self.acked.committed(header.op.get(), &committed)?;
+                self.history.commit(replica, &header)?;
             }
             Effect::ServeHeaders { to, op_min, op_max } => {
                 self.serve_headers(replica, to, op_min, op_max)

@@ -135,6 +135,8 @@ pub struct Cluster {
     pub untrusted_gate: bool,
     /// Every message sent: (from, to, command, view).
     pub sent: Vec<(u8, u8, Command, u32)>,
+    /// Every DoViewChange sent, by sender.
+    pub dvcs_sent: Vec<(u8, Msg<DoViewChangeHeader>)>,
     /// Replicas whose next restart finds a log they cannot use.
     pub awaiting: BTreeSet<u8>,
     next_request: BTreeMap<u128, u64>,
@@ -168,6 +170,7 @@ impl Cluster {
             conflicts: Vec::new(),
             untrusted_gate: true,
             sent: Vec::new(),
+            dvcs_sent: Vec::new(),
             awaiting: BTreeSet::new(),
             next_request: BTreeMap::new(),
         };
@@ -279,6 +282,9 @@ impl Cluster {
         let i = usize::from(index);
         match effect {
             Effect::Send { to, message } => {
+                if let Message::DoViewChange(dvc) = &message {
+                    self.dvcs_sent.push((index, dvc.clone()));
+                }
                 self.sent
                     .push((index, to, message.command(), message.prefix().view.get()));
                 self.network.push_back((index, to, message));

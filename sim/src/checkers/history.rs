@@ -22,6 +22,19 @@ pub struct CommittedOp {
     pub record_count: u32,
 }
 
+impl CommittedOp {
+    /// What `header` commits.
+    pub fn of(header: &PrepareHeader) -> CommittedOp {
+        CommittedOp {
+            checksum: header.checksum(),
+            client: header.client.get(),
+            request: header.request.get(),
+            offset_base: header.offset_base.get(),
+            record_count: header.record_count.get(),
+        }
+    }
+}
+
 /// The committed history seen across every replica and restart.
 #[derive(Debug, Default)]
 pub struct LinearHistory {
@@ -33,13 +46,7 @@ impl LinearHistory {
     /// Records that `replica` committed `header`.
     pub fn commit(&mut self, replica: u8, header: &PrepareHeader) -> Result<(), Violation> {
         let op = header.op.get();
-        let committed = CommittedOp {
-            checksum: header.checksum(),
-            client: header.client.get(),
-            request: header.request.get(),
-            offset_base: header.offset_base.get(),
-            record_count: header.record_count.get(),
-        };
+        let committed = CommittedOp::of(header);
         match self.ops.get(&op) {
             Some(existing) if *existing != committed => {
                 return Err(Violation {

@@ -10,7 +10,7 @@ mod views;
 
 pub use acked::AckedStays;
 pub use cursors::CursorsBounded;
-pub use history::LinearHistory;
+pub use history::{CommittedOp, LinearHistory};
 pub use liveness::LIVENESS_TICKS_MAX;
 pub use trust::UntrustedSilent;
 pub use views::ViewsMonotonic;
