@@ -59,12 +59,7 @@ impl<S: StateMachine> Replica<S> {
                 if self.in_flight_contains(client, number) {
                     return; // prepared already; the reply comes at commit
                 }
-                let message = format!("request {number} is out of order: resend from {expected}");
-                self.reply_error(
-                    &header,
-                    ErrorBody::message(ResultCode::InvalidRequest, message),
-                    effects,
-                );
+                self.reply_error(&header, ErrorBody::OutOfOrder { expected }, effects);
                 return;
             }
             Lookup::Evicted => {

@@ -426,6 +426,13 @@ impl<S: StateMachine> Replica<S> {
         &self.machine
     }
 
+    /// The state machine, for the driver to restore application state at
+    /// open (replaying the committed log up to [`Replica::commit`]) before
+    /// the replica handles any input.
+    pub fn machine_mut(&mut self) -> &mut S {
+        &mut self.machine
+    }
+
     /// The cursor event log's length.
     pub fn cursor_tail(&self) -> u64 {
         self.cursors.tail

@@ -217,7 +217,7 @@ impl Client {
             }
             // Out of order (an earlier request was lost): resend everything,
             // once per round trip (on the answer to the oldest).
-            ResultCode::InvalidRequest => {
+            ResultCode::OutOfOrder => {
                 let oldest = self
                     .pending
                     .front()

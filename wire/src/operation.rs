@@ -21,6 +21,7 @@ pub enum Operation {
     /// Every group whose view change waits, why, and for whom.
     Attention = 8,
     /// Let a stuck view change go on with the logs at hand (may lose records).
+    /// Node-local: sent to each node hosting a replica of the stuck group.
     AcceptLoss = 9,
     /// Routing: nodes and their addresses, topics and their partitions' groups.
     Metadata = 10,
@@ -54,10 +55,7 @@ impl Operation {
     pub fn is_replicated(self) -> bool {
         matches!(
             self,
-            Operation::CreateStream
-                | Operation::CreateTopic
-                | Operation::Produce
-                | Operation::AcceptLoss
+            Operation::CreateStream | Operation::CreateTopic | Operation::Produce
         )
     }
 }
@@ -96,11 +94,14 @@ pub enum ResultCode {
     StorageError = 12,
     /// A bug or an unexpected state on the server; the body says more.
     Internal = 13,
+    /// The request number is not the one the group expects next from this
+    /// client: resend the unanswered requests in order from the one named.
+    OutOfOrder = 14,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 14] = [
+    pub const ALL: [ResultCode; 15] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -115,6 +116,7 @@ impl ResultCode {
         ResultCode::SessionEvicted,
         ResultCode::StorageError,
         ResultCode::Internal,
+        ResultCode::OutOfOrder,
     ];
 
     /// Parses a result code; `None` for a value that names none.

@@ -230,6 +230,7 @@ proptest! {
             ErrorBody::Busy { retry_after_ms: view },
             ErrorBody::TooLarge { size: a, max: b },
             ErrorBody::OffsetOutOfRange { requested: a, log_start_offset: b, high_watermark: c },
+            ErrorBody::OutOfOrder { expected: a },
             ErrorBody::message(ResultCode::UnknownTopic, message.clone()),
             ErrorBody::message(ResultCode::StorageError, message),
         ];

@@ -41,6 +41,12 @@ pub enum ErrorBody {
         /// One past the last committed offset.
         high_watermark: u64,
     },
+    /// The request number skips ahead of (or falls behind) what the group
+    /// expects from this client: resend, in order, from `expected`.
+    OutOfOrder {
+        /// The request number the group takes next from this client.
+        expected: u64,
+    },
     /// Any other failure, with a message for humans.
     Message {
         /// The failure's result code (never `Ok` and never one of the codes above).
@@ -58,6 +64,7 @@ impl ErrorBody {
             ErrorBody::Busy { .. } => ResultCode::Busy,
             ErrorBody::TooLarge { .. } => ResultCode::TooLarge,
             ErrorBody::OffsetOutOfRange { .. } => ResultCode::OffsetOutOfRange,
+            ErrorBody::OutOfOrder { .. } => ResultCode::OutOfOrder,
             ErrorBody::Message { code, .. } => *code,
         }
     }
@@ -103,6 +110,7 @@ impl ErrorBody {
                 writer.u64(*log_start_offset);
                 writer.u64(*high_watermark);
             }
+            ErrorBody::OutOfOrder { expected } => writer.u64(*expected),
             ErrorBody::Message { message, .. } => {
                 let end = floor_char_boundary(message, usize::from(u16::MAX));
                 writer.str(&message[..end]);
@@ -139,6 +147,9 @@ impl ErrorBody {
                 log_start_offset: reader.u64("log start offset")?,
                 high_watermark: reader.u64("high watermark")?,
             },
+            ResultCode::OutOfOrder => ErrorBody::OutOfOrder {
+                expected: reader.u64("expected")?,
+            },
             code => ErrorBody::Message {
                 code,
                 message: reader.str("message")?.to_owned(),
@@ -156,6 +167,7 @@ fn has_structured_body(code: ResultCode) -> bool {
             | ResultCode::Busy
             | ResultCode::TooLarge
             | ResultCode::OffsetOutOfRange
+            | ResultCode::OutOfOrder
     )
 }
 
@@ -198,6 +210,12 @@ impl core::fmt::Display for ErrorBody {
                 f,
                 "offset {requested} is outside the retained range {log_start_offset}..{high_watermark}"
             ),
+            ErrorBody::OutOfOrder { expected } => {
+                write!(
+                    f,
+                    "request out of order: resend, in order, from request {expected}"
+                )
+            }
             ErrorBody::Message { code, message } => write!(f, "{code:?}: {message}"),
         }
     }
