@@ -573,13 +573,20 @@ mod tests {
     #[test]
     fn a_gap_in_the_chosen_log_is_filled_from_logs_of_the_same_view() {
         let mut source = dvc(1, 3, 12, 9);
-        let gap = source.headers.iter().position(|header| header.op.get() == 10).expect("op 10");
+        let gap = source
+            .headers
+            .iter()
+            .position(|header| header.op.get() == 10)
+            .expect("op 10");
         source.headers.remove(gap);
         source.present = (1u128 << source.headers.len()) - 1;
         source.ack_op = 9;
         let other = dvc(2, 3, 10, 9);
         let canonical = ready(decide(&[source.clone(), other], params(3)));
-        assert!(canonical.headers.iter().any(|header| header.op.get() == 10), "op 10 filled in");
+        assert!(
+            canonical.headers.iter().any(|header| header.op.get() == 10),
+            "op 10 filled in"
+        );
         assert!(canonical.op >= 10, "op 10 (held by replica 2) is kept");
         // Without anyone holding op 10, the gap's own replica nacks it (it
         // never acked past op 9) and so does a shorter trusted log.

@@ -43,8 +43,16 @@ fn a_retry_whose_committed_header_was_damaged_is_not_appended_again() {
         cluster.deliver_all();
         cluster.tick(50);
     }
-    assert_eq!(cluster.replica(1).op(), head, "request 3 is not appended a second time");
-    assert_eq!(cluster.acked()[&(1, 3)].0, 3, "it is answered with its original op");
+    assert_eq!(
+        cluster.replica(1).op(),
+        head,
+        "request 3 is not appended a second time"
+    );
+    assert_eq!(
+        cluster.acked()[&(1, 3)].0,
+        3,
+        "it is answered with its original op"
+    );
     cluster.assert_one_history();
 }
 
@@ -64,7 +72,10 @@ fn damaged_entries_are_never_nacked() {
     cluster.storage[2].faulty.insert(3);
     cluster.restart(2);
     let summary = cluster.replica(2).own_summary();
-    assert!(summary.ack_op >= 3, "it may have acked ops 2 and 3: {summary:?}");
+    assert!(
+        summary.ack_op >= 3,
+        "it may have acked ops 2 and 3: {summary:?}"
+    );
     assert_eq!(summary.nack, 0, "nothing it holds damaged is nacked");
     // A view change that hears from it keeps every committed op.
     cluster.crash(0);
@@ -87,14 +98,23 @@ fn an_untrusted_replica_adopting_a_view_never_nacks_what_it_may_have_acked() {
         cluster.produce(1, 1);
         cluster.deliver_all();
     }
-    assert_eq!(cluster.acked().len(), 3, "every copy acked (replica 2 on queueing)");
+    assert_eq!(
+        cluster.acked().len(),
+        3,
+        "every copy acked (replica 2 on queueing)"
+    );
     cluster.crash(2);
     assert_eq!(cluster.storage[2].head(), 0, "replica 2 lost what it acked");
     cluster.restart(2);
-    step_until(&mut cluster, |cluster| cluster.replica(2).status() == Status::Normal);
+    step_until(&mut cluster, |cluster| {
+        cluster.replica(2).status() == Status::Normal
+    });
     let summary = cluster.replica(2).own_summary();
     assert!(cluster.replica(2).trusted());
-    assert!(summary.ack_op >= 3, "ops 1..3 may have been acked before the crash: {summary:?}");
+    assert!(
+        summary.ack_op >= 3,
+        "ops 1..3 may have been acked before the crash: {summary:?}"
+    );
     assert_eq!(summary.nack, 0);
     // A crash before it repairs them keeps that knowledge.
     cluster.crash(2);
@@ -121,17 +141,35 @@ fn the_adopted_view_headers_survive_a_crash() {
     step_until(&mut cluster, |cluster| {
         cluster.replica(2).status() == Status::Normal && cluster.replica(2).view() >= 1
     });
-    assert!(cluster.storage[2].head() < 5, "replica 2 has not repaired the bodies yet");
+    assert!(
+        cluster.storage[2].head() < 5,
+        "replica 2 has not repaired the bodies yet"
+    );
     cluster.crash(2);
     cluster.restart(2);
     let summary = cluster.replica(2).own_summary();
     assert!(summary.log_view >= 1);
-    assert_eq!(summary.op, 5, "it still knows the view's log reaches op 5: {summary:?}");
+    assert_eq!(
+        summary.op, 5,
+        "it still knows the view's log reaches op 5: {summary:?}"
+    );
     let stored = cluster.storage[2].head();
-    for header in summary.headers.iter().filter(|header| header.op.get() > stored) {
-        let index = summary.headers.iter().position(|candidate| candidate.checksum() == header.checksum());
+    for header in summary
+        .headers
+        .iter()
+        .filter(|header| header.op.get() > stored)
+    {
+        let index = summary
+            .headers
+            .iter()
+            .position(|candidate| candidate.checksum() == header.checksum());
         let bit = 1u128 << index.expect("listed");
-        assert_eq!(summary.present & bit, 0, "op {} has no body here", header.op.get());
+        assert_eq!(
+            summary.present & bit,
+            0,
+            "op {} has no body here",
+            header.op.get()
+        );
     }
     cluster.tick(300);
     cluster.assert_acked_in_log(2);
@@ -151,9 +189,16 @@ fn a_stale_primary_learns_the_group_moved_on() {
     cluster.heal(0);
     cluster.tick(600);
     let view = cluster.replica(1).view();
-    assert_eq!(cluster.replica(0).view(), view, "the old primary joined the new view");
+    assert_eq!(
+        cluster.replica(0).view(),
+        view,
+        "the old primary joined the new view"
+    );
     cluster.produce(2, 1);
     cluster.deliver_all();
     cluster.tick(20);
-    assert!(cluster.acked().contains_key(&(2, 1)), "with every copy back, it commits");
+    assert!(
+        cluster.acked().contains_key(&(2, 1)),
+        "with every copy back, it commits"
+    );
 }

@@ -148,13 +148,24 @@ impl<D: Disk> Partition<D> {
 
     /// Shuts down cleanly: waits for every write, syncs and closes every file,
     /// then writes the clean-shutdown mark. Returns the disk.
-    pub fn close(mut self) -> Result<D, PartitionError> {
+    pub fn close(self) -> Result<D, PartitionError> {
+        self.close_marking(true)
+    }
+
+    /// Shuts down like [`Partition::close`] but without the clean-shutdown
+    /// mark: for a replica whose log is untrusted (it has not yet recovered
+    /// from an earlier crash), which must stay untrusted across the restart.
+    pub fn close_unmarked(self) -> Result<D, PartitionError> {
+        self.close_marking(false)
+    }
+
+    fn close_marking(mut self, clean_shutdown: bool) -> Result<D, PartitionError> {
         self.settle()?;
         self.log.close(&mut self.io)?;
         self.cursors.close(&mut self.io)?;
         self.settle()?;
-        self.write_superblock_now(|superblock| superblock.clean_shutdown = true)?;
-        tracing::info!(dir = %self.dir.display(), op = self.log.op, "partition: closed cleanly");
+        self.write_superblock_now(|superblock| superblock.clean_shutdown = clean_shutdown)?;
+        tracing::info!(dir = %self.dir.display(), op = self.log.op, clean_shutdown, "partition: closed");
         Ok(self.io.disk)
     }
 

@@ -16,7 +16,8 @@ use std::path::Path;
 
 use strand_wire::codec::{BodyReader, BodyWriter};
 use strand_wire::error::BodyError;
-use strand_wire::{ConfirmPolicy, Durability, REPLICAS_MAX};
+use strand_wire::{ConfirmPolicy, Durability, PrepareHeader, REPLICAS_MAX};
+use zerocopy::IntoBytes;
 
 use crate::disk::Disk;
 use crate::error::PartitionError;
@@ -25,12 +26,15 @@ use crate::layout::{superblock_path, superblock_tmp_path};
 /// Most history starts kept; older ones are dropped first (as consensus does).
 pub const HISTORY_STARTS_MAX: usize = 16;
 
+/// Most view headers kept (consensus's bound, the DoViewChange suffix).
+pub const VIEW_HEADERS_MAX: usize = strand_wire::DVC_SUFFIX_HEADERS_MAX;
+
 /// Most sealed segments listed. With more, only the newest are listed, and a
 /// truncation of an older unlisted segment is found by the op sequence alone.
 pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
 
 const MAGIC: u32 = 0x4253_5453; // "STSB"
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 const FLAG_CLEAN_SHUTDOWN: u8 = 1;
 const FLAG_AWAITING_STATE_TRANSFER: u8 = 2;
 
@@ -75,6 +79,12 @@ pub struct DurableFields {
     pub commit: u64,
     /// History starts, oldest first.
     pub history_starts: Vec<HistoryStart>,
+    /// The headers of the log adopted in `log_view` (its suffix, ascending,
+    /// at most [`VIEW_HEADERS_MAX`]), so a restart never mistakes a log settled
+    /// in a higher view for a shorter one.
+    pub view_headers: Vec<PrepareHeader>,
+    /// The highest op this replica may have acked that its log might lack.
+    pub maybe_acked_op: u64,
 }
 
 /// One superblock. See the module docs.
@@ -166,6 +176,8 @@ impl Superblock {
             writer.u64(segment.first_offset);
             writer.u64(segment.len_bytes);
         });
+        writer.bytes(self.durable.view_headers.as_bytes());
+        writer.u64(self.durable.maybe_acked_op);
         let mut bytes = writer.into_vec();
         let crc = crc32c::crc32c(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
@@ -223,6 +235,10 @@ impl Superblock {
                 .windows(2)
                 .all(|pair| pair[0].view < pair[1].view),
             "history starts not ascending by view",
+        )?;
+        ensure(
+            self.durable.view_headers.len() <= VIEW_HEADERS_MAX,
+            "too many view headers",
         )?;
         ensure(
             self.sealed_segments.len() <= SEALED_SEGMENTS_LISTED_MAX,
@@ -305,6 +321,13 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
             len_bytes: reader.u64("segment length")?,
         })
     })?;
+    let view_headers = strand_wire::prepare_headers(reader.bytes("view headers")?)
+        .map_err(|_| BodyError::Invalid {
+            field: "view headers",
+            reason: "not a run of valid, ascending prepare headers",
+        })?
+        .to_vec();
+    let maybe_acked_op = reader.u64("maybe acked op")?;
     reader.finish()?;
     Ok(Superblock {
         sequence,
@@ -313,6 +336,8 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
             log_view,
             commit,
             history_starts,
+            view_headers,
+            maybe_acked_op,
         },
         replica,
         durability,
@@ -445,6 +470,11 @@ mod tests {
                     accepted_loss: true,
                 },
             ],
+            view_headers: crate::fixtures::chain_from(1230, 0, 0, 3, 2)
+                .iter()
+                .map(|prepare| *prepare.header())
+                .collect(),
+            maybe_acked_op: 1233,
         };
         superblock.clean_shutdown = true;
         superblock.op_checkpoint = 1300;

@@ -88,6 +88,7 @@ fn run_until_crash(
                     log_view: 1,
                     commit,
                     history_starts: Vec::new(),
+                    ..DurableFields::default()
                 };
                 partition.persist_state(fields, sequence).expect("persist");
             }

@@ -238,6 +238,7 @@ fn the_cut_never_goes_below_the_retained_head_or_the_commit() {
         log_view: 2,
         commit: 55,
         history_starts: Vec::new(),
+        ..DurableFields::default()
     };
     partition.persist_state(fields, 1).expect("persist");
     let mut out = Vec::new();

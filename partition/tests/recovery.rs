@@ -27,6 +27,7 @@ fn fields(view: u32, commit: u64) -> DurableFields {
             replica: 1,
             accepted_loss: false,
         }],
+        ..DurableFields::default()
     }
 }
 

@@ -7,7 +7,10 @@ use strand_sim::{Overrides, run_seed};
 const CI_SEEDS: u64 = 2_000;
 
 fn seed_count() -> u64 {
-    std::env::var("STRAND_SIM_SEEDS").ok().and_then(|count| count.parse().ok()).unwrap_or(CI_SEEDS)
+    std::env::var("STRAND_SIM_SEEDS")
+        .ok()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(CI_SEEDS)
 }
 
 #[test]
@@ -17,10 +20,17 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
     for seed in 0..seed_count() {
         let (outcome, _) = run_seed(seed, &overrides, 0);
         if let Some(violation) = outcome.violation {
-            failures.push(format!("seed {seed}: {violation} (replay: strand-sim --seed {seed} --trace)"));
+            failures.push(format!(
+                "seed {seed}: {violation} (replay: strand-sim --seed {seed} --trace)"
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -35,13 +45,19 @@ fn one_seed_run_twice_gives_the_same_trace_hash() {
     }
     let (a, _) = run_seed(1, &overrides, 0);
     let (b, _) = run_seed(2, &overrides, 0);
-    assert_ne!(a.trace_hash, b.trace_hash, "different seeds, different runs");
+    assert_ne!(
+        a.trace_hash, b.trace_hash,
+        "different seeds, different runs"
+    );
 }
 
 #[cfg(feature = "mutations")]
 #[test]
 fn without_the_trusted_gate_a_batch_finds_a_lost_acknowledged_op() {
-    let overrides = Overrides { mutation_untrusted_gate: true, ..Overrides::default() };
+    let overrides = Overrides {
+        mutation_untrusted_gate: true,
+        ..Overrides::default()
+    };
     let found = (0..2_000u64).find_map(|seed| {
         let (outcome, _) = run_seed(seed, &overrides, 0);
         outcome
@@ -49,6 +65,7 @@ fn without_the_trusted_gate_a_batch_finds_a_lost_acknowledged_op() {
             .filter(|violation| violation.checker == "2 acked stays")
             .map(|violation| (seed, violation))
     });
-    let (seed, violation) = found.expect("within 2,000 seeds the gate-off mutation loses an acked op");
+    let (seed, violation) =
+        found.expect("within 2,000 seeds the gate-off mutation loses an acked op");
     eprintln!("gate off: seed {seed} lost an acknowledged op: {violation}");
 }

@@ -52,6 +52,26 @@ impl FileDisk {
         }
     }
 
+    /// Like [`FileDisk::new`], and `notify` runs after each completion is
+    /// queued: an owner that sleeps on its own inbox (a group's actor) is
+    /// woken to call [`Disk::wal_poll`] instead of polling on a timer.
+    pub fn with_notify(wal: Wal, notify: impl Fn() + Send + Sync + 'static) -> FileDisk {
+        let (sender, receiver): (Sender<Completion>, Receiver<Completion>) = mpsc::channel();
+        let sink = move |completion: Completion| {
+            // A dropped receiver means the owner no longer listens.
+            if sender.send(completion).is_ok() {
+                notify();
+            }
+        };
+        FileDisk {
+            wal,
+            sink: Arc::new(sink),
+            receiver,
+            read_handles: BTreeMap::new(),
+            open_files: BTreeSet::new(),
+        }
+    }
+
     /// The WAL writer this disk submits to.
     pub fn wal(&self) -> &Wal {
         &self.wal

@@ -289,6 +289,10 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
             log_view,
             commit,
             history_starts,
+            // The source's own adopted suffix and ack bound are not the
+            // receiver's: the transfer installs a committed prefix.
+            view_headers: Vec::new(),
+            maybe_acked_op: 0,
         },
         durability,
         confirm,

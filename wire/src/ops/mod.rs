@@ -24,7 +24,7 @@ mod status;
 pub use admin::{AcceptLoss, AcceptLossReply, CreateStream, CreateTopic, TopicCreated};
 pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
 pub use error_body::ErrorBody;
-pub use fetch::{FETCH_REPLY_HEAD_SIZE, FetchReply, FetchRequest, ProduceReply};
+pub use fetch::{FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, ProduceReply};
 pub use status::{
     AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, GroupStatus,
     MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,

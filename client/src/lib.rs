@@ -1,0 +1,1 @@
+//! # strand-client: the Strand Rust SDK (under construction)

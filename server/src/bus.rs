@@ -1,0 +1,401 @@
+//! The replica bus: one TCP connection per pair of nodes, carrying every
+//! group's consensus frames both ways.
+//!
+//! The node with the lower id dials, with backoff, and opens with a `Ping`
+//! naming itself; the higher id accepts and checks that ping (cluster, a
+//! known lower node) before using the connection. Each peer has one bounded
+//! outbound queue ([`PEER_QUEUE_CAPACITY`] frames): a group's actor never
+//! waits on the network, and a frame that finds the queue full is dropped
+//! (consensus retransmits). A writer task drains the queue with vectored
+//! writes of many frames at once; a reader task decodes frames and hands
+//! each to its group's actor, after checking that the frame's replica index
+//! is the connected node's place in that group (a peer cannot speak for
+//! another). Any malformed frame closes the connection.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::IoSlice;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Buf, Bytes, BytesMut};
+use strand_wire::{CommandHeader, FrameDecoder, Message, Msg, PingHeader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::group::Input;
+use crate::metrics;
+use crate::replies::frame_of;
+use crate::shared::{Refused, Shared};
+
+/// Frames queued to one peer at most.
+pub const PEER_QUEUE_CAPACITY: usize = 16 * 1024;
+
+/// Largest frame accepted on the bus (a prepare of the largest batch, a
+/// state-transfer chunk).
+pub const BUS_FRAME_SIZE_MAX: u32 = 16 * 1024 * 1024;
+
+/// Bytes gathered into one vectored write at most.
+const WRITE_GATHER_BYTES_MAX: usize = 1024 * 1024;
+
+/// Frames gathered into one vectored write at most.
+const WRITE_GATHER_FRAMES_MAX: usize = 512;
+
+/// How long an accepted connection may take to identify itself.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reconnect backoff bounds.
+const BACKOFF_MIN: Duration = Duration::from_millis(20);
+const BACKOFF_MAX: Duration = Duration::from_millis(1000);
+
+/// The outbound queues, one per peer: senders for [`Shared`], receivers for
+/// [`run`].
+pub fn queues(
+    me: u32,
+    peers: impl Iterator<Item = u32>,
+) -> (
+    BTreeMap<u32, mpsc::Sender<Bytes>>,
+    BTreeMap<u32, mpsc::Receiver<Bytes>>,
+) {
+    let mut senders = BTreeMap::new();
+    let mut receivers = BTreeMap::new();
+    for peer in peers.filter(|peer| *peer != me) {
+        let (sender, receiver) = mpsc::channel(PEER_QUEUE_CAPACITY);
+        senders.insert(peer, sender);
+        receivers.insert(peer, receiver);
+    }
+    (senders, receivers)
+}
+
+/// A connection handed from the acceptor to a peer's writer.
+struct Accepted {
+    write: OwnedWriteHalf,
+    reader_done: oneshot::Receiver<()>,
+}
+
+/// Runs the bus: a writer per peer, and the acceptor.
+pub async fn run(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    receivers: BTreeMap<u32, mpsc::Receiver<Bytes>>,
+) {
+    let me = shared.config.node;
+    let mut accepted_to = BTreeMap::new();
+    for (peer, queue) in receivers {
+        let (accepted_sender, accepted_receiver) = mpsc::channel(4);
+        if peer > me {
+            tokio::spawn(dial_and_write(Arc::clone(&shared), peer, queue));
+        } else {
+            accepted_to.insert(peer, accepted_sender);
+            tokio::spawn(accept_and_write(
+                Arc::clone(&shared),
+                peer,
+                queue,
+                accepted_receiver,
+            ));
+        }
+    }
+    let accepted_to = Arc::new(accepted_to);
+    loop {
+        let (stream, address) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "bus: accept failed");
+                tokio::time::sleep(BACKOFF_MIN).await;
+                continue;
+            }
+        };
+        let shared = Arc::clone(&shared);
+        let accepted_to = Arc::clone(&accepted_to);
+        tokio::spawn(async move {
+            match handshake(&shared, stream).await {
+                Ok((node, read, write)) => {
+                    let Some(handoff) = accepted_to.get(&node) else {
+                        tracing::warn!(node, %address, "bus: node {node} should not dial this node");
+                        return;
+                    };
+                    let (done_sender, reader_done) = oneshot::channel();
+                    tokio::spawn(read_frames(Arc::clone(&shared), node, read, done_sender));
+                    let _ = handoff.send(Accepted { write, reader_done }).await;
+                }
+                Err(reason) => {
+                    metrics::replica_frame_rejected();
+                    tracing::warn!(%address, reason, "bus: refused a connection");
+                }
+            }
+        });
+    }
+}
+
+/// Reads and checks the opening ping of an accepted connection.
+async fn handshake(
+    shared: &Shared,
+    stream: TcpStream,
+) -> Result<(u32, OwnedReadHalf, OwnedWriteHalf), String> {
+    let _ = stream.set_nodelay(true);
+    let (mut read, write) = stream.into_split();
+    let decoder = FrameDecoder::new(BUS_FRAME_SIZE_MAX);
+    let mut buffer = BytesMut::with_capacity(4096);
+    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+        loop {
+            if let Some(message) = decoder
+                .decode(&mut buffer)
+                .map_err(|error| error.to_string())?
+            {
+                return Ok::<Message, String>(message);
+            }
+            let read_bytes = read
+                .read_buf(&mut buffer)
+                .await
+                .map_err(|error| error.to_string())?;
+            if read_bytes == 0 {
+                return Err("closed before identifying itself".to_owned());
+            }
+        }
+    })
+    .await
+    .map_err(|_| "did not identify itself in time".to_owned())??;
+    let Message::Ping(ping) = first else {
+        return Err(format!("opened with {:?}, not a ping", first.command()));
+    };
+    let header = ping.header();
+    if header.prefix.cluster.get() != shared.config.cluster {
+        return Err(format!(
+            "cluster {} is not this cluster ({})",
+            header.prefix.cluster.get(),
+            shared.config.cluster
+        ));
+    }
+    let node = header.node.get();
+    if node >= shared.config.node || shared.config.peer(node).is_none() {
+        return Err(format!("node {node} is not a lower peer of this node"));
+    }
+    if !buffer.is_empty() {
+        return Err("sent frames before the handshake completed".to_owned());
+    }
+    Ok((node, read, write))
+}
+
+/// The dialing side: connect (with backoff), identify, drain the queue.
+async fn dial_and_write(shared: Arc<Shared>, peer: u32, mut queue: mpsc::Receiver<Bytes>) {
+    let Some(address) = shared
+        .config
+        .peer(peer)
+        .map(|peer| peer.replica_address.clone())
+    else {
+        return;
+    };
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let stream = match TcpStream::connect(&address).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(peer, %error, "bus: dial failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (read, mut write) = stream.into_split();
+        if let Err(error) = write.write_all(&ping_frame(&shared)).await {
+            tracing::debug!(peer, %error, "bus: handshake write failed");
+            tokio::time::sleep(backoff).await;
+            continue;
+        }
+        backoff = BACKOFF_MIN;
+        tracing::info!(peer, %address, "bus: connected");
+        let (done_sender, mut reader_done) = oneshot::channel();
+        tokio::spawn(read_frames(Arc::clone(&shared), peer, read, done_sender));
+        shared.set_reachable(peer, true);
+        drain(&mut queue, &mut write, &mut reader_done, None).await;
+        shared.set_reachable(peer, false);
+        tracing::info!(peer, "bus: connection lost; redialing");
+    }
+}
+
+/// The accepting side: wait for the peer to dial, drain the queue into the
+/// newest connection.
+async fn accept_and_write(
+    shared: Arc<Shared>,
+    peer: u32,
+    mut queue: mpsc::Receiver<Bytes>,
+    mut accepted: mpsc::Receiver<Accepted>,
+) {
+    let mut next = accepted.recv().await;
+    while let Some(Accepted {
+        mut write,
+        mut reader_done,
+    }) = next.take()
+    {
+        tracing::info!(peer, "bus: peer connected");
+        shared.set_reachable(peer, true);
+        next = drain(
+            &mut queue,
+            &mut write,
+            &mut reader_done,
+            Some(&mut accepted),
+        )
+        .await;
+        shared.set_reachable(peer, false);
+        if next.is_none() {
+            next = accepted.recv().await;
+        }
+    }
+}
+
+/// Writes queued frames until the connection fails, its reader ends, or a
+/// newer connection arrives (returned).
+async fn drain(
+    queue: &mut mpsc::Receiver<Bytes>,
+    write: &mut OwnedWriteHalf,
+    reader_done: &mut oneshot::Receiver<()>,
+    mut newer: Option<&mut mpsc::Receiver<Accepted>>,
+) -> Option<Accepted> {
+    let mut frames: VecDeque<Bytes> = VecDeque::new();
+    loop {
+        tokio::select! {
+            frame = queue.recv() => {
+                let frame = frame?;
+                frames.push_back(frame);
+                gather(queue, &mut frames);
+                if let Err(error) = write_frames(write, &mut frames).await {
+                    tracing::debug!(%error, "bus: write failed");
+                    return None;
+                }
+            }
+            _ = &mut *reader_done => return None,
+            accepted = async {
+                match newer.as_deref_mut() {
+                    Some(newer) => newer.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => return accepted,
+        }
+    }
+}
+
+/// Moves more ready frames into `frames`, up to the gather bounds.
+pub fn gather(queue: &mut mpsc::Receiver<Bytes>, frames: &mut VecDeque<Bytes>) {
+    let mut bytes: usize = frames.iter().map(Bytes::len).sum();
+    while frames.len() < WRITE_GATHER_FRAMES_MAX && bytes < WRITE_GATHER_BYTES_MAX {
+        let Ok(frame) = queue.try_recv() else { break };
+        bytes += frame.len();
+        frames.push_back(frame);
+    }
+}
+
+/// Writes every frame with vectored writes, handling partial writes.
+pub async fn write_frames(
+    write: &mut OwnedWriteHalf,
+    frames: &mut VecDeque<Bytes>,
+) -> std::io::Result<()> {
+    while !frames.is_empty() {
+        let slices: Vec<IoSlice<'_>> = frames
+            .iter()
+            .take(64)
+            .map(|frame| IoSlice::new(frame))
+            .collect();
+        let mut written = write.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let front = frames.front_mut().expect("written bytes come from frames");
+            if written >= front.len() {
+                written -= front.len();
+                frames.pop_front();
+            } else {
+                front.advance(written);
+                written = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Decodes frames from a peer and hands each to its group.
+async fn read_frames(
+    shared: Arc<Shared>,
+    node: u32,
+    mut read: OwnedReadHalf,
+    done: oneshot::Sender<()>,
+) {
+    let decoder = FrameDecoder::new(BUS_FRAME_SIZE_MAX);
+    let mut buffer = BytesMut::with_capacity(256 * 1024);
+    'connection: loop {
+        loop {
+            match decoder.decode(&mut buffer) {
+                Ok(Some(message)) => {
+                    if let Err(reason) = dispatch(&shared, node, message) {
+                        metrics::replica_frame_rejected();
+                        tracing::warn!(node, reason, "bus: closing the connection");
+                        break 'connection;
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    metrics::replica_frame_rejected();
+                    tracing::warn!(node, %error, "bus: malformed frame; closing the connection");
+                    break 'connection;
+                }
+            }
+        }
+        if buffer.capacity() - buffer.len() < 64 * 1024 {
+            buffer.reserve(256 * 1024);
+        }
+        match read.read_buf(&mut buffer).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(node, %error, "bus: read failed");
+                break;
+            }
+        }
+    }
+    let _ = done.send(());
+}
+
+/// Hands one frame to its group's actor. An error closes the connection.
+fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> {
+    let command = message.command();
+    match message {
+        Message::Ping(_) | Message::Pong(_) => return Ok(()),
+        Message::Request(_) | Message::Reply(_) => {
+            return Err(format!("{command:?} frames belong on the client port"));
+        }
+        _ => {}
+    }
+    let prefix = *message.prefix();
+    if prefix.cluster.get() != shared.config.cluster {
+        return Err(format!("frame of cluster {}", prefix.cluster.get()));
+    }
+    let group = prefix.group.get();
+    let Some(handle) = shared.group(group) else {
+        // Not (yet) hosted here: the metadata commit that places it may not
+        // have arrived. The sender retransmits.
+        return Ok(());
+    };
+    if handle.replicas.get(usize::from(prefix.replica)) != Some(&node) {
+        return Err(format!(
+            "node {node} spoke as replica {} of group {group}",
+            prefix.replica
+        ));
+    }
+    match shared.send_to_group(group, Input::Peer(message)) {
+        Ok(()) | Err(Refused::Gone) => {}
+        Err(Refused::Full) => metrics::bus_frame_dropped(),
+    }
+    Ok(())
+}
+
+fn ping_frame(shared: &Shared) -> Bytes {
+    let mut header = PingHeader::new(shared.config.cluster, 0, 0, 0);
+    header.node.set(shared.config.node);
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    header.ping_timestamp_ns.set(now_ns);
+    frame_of(&Message::Ping(Msg::new(header, Bytes::new())))
+}

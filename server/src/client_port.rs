@@ -1,0 +1,280 @@
+//! The client port: accepts client connections, decodes request frames,
+//! answers what the node knows itself (routing, status, attention), and hands
+//! everything else to the group it names.
+//!
+//! Replies are routed by client id to the connection the client last used,
+//! through a bounded queue per connection ([`CONNECTION_QUEUE_CAPACITY`]
+//! frames; a reply that finds it full is dropped and the client retries with
+//! the same request number). A malformed frame closes its connection (the
+//! typed error is logged and counted); other connections are unaffected. A
+//! request the node cannot take (a full group inbox, shutdown) is answered
+//! `Busy` or `Unavailable`, never dropped silently.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use strand_wire::ops::{
+    AcceptLoss, AttentionReply, ClusterStatusReply, ErrorBody, MetadataReply, MetadataRequest,
+    NodeInfo,
+};
+use strand_wire::{Body, FrameDecoder, Message, Msg, Operation, RequestHeader, ResultCode};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::mpsc;
+
+use crate::bus::{gather, write_frames};
+use crate::group::Input;
+use crate::metrics;
+use crate::replies::{error_frame, reply_frame};
+use crate::shared::{ConnectionSender, Refused, Shared};
+
+/// Reply frames queued to one connection at most.
+pub const CONNECTION_QUEUE_CAPACITY: usize = 8192;
+
+/// Largest request frame accepted (header + body).
+pub const CLIENT_FRAME_SIZE_MAX: u32 = 8 * 1024 * 1024;
+
+/// Accepts client connections forever.
+pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, address)) => {
+                let _ = stream.set_nodelay(true);
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let (read, write) = stream.into_split();
+                    let (sender, receiver) = mpsc::channel(CONNECTION_QUEUE_CAPACITY);
+                    tokio::spawn(write_replies(write, receiver));
+                    if let Err(reason) = read_requests(&shared, read, &sender).await {
+                        metrics::client_frame_rejected();
+                        tracing::warn!(%address, reason, "client: closing the connection");
+                    }
+                    shared.forget_connection(&sender);
+                });
+            }
+            Err(error) => {
+                tracing::warn!(%error, "client: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+async fn write_replies(mut write: OwnedWriteHalf, mut receiver: mpsc::Receiver<Bytes>) {
+    let mut frames = VecDeque::new();
+    while let Some(frame) = receiver.recv().await {
+        frames.push_back(frame);
+        gather(&mut receiver, &mut frames);
+        if write_frames(&mut write, &mut frames).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads frames until the client closes (Ok) or sends something unusable
+/// (Err with the reason).
+async fn read_requests(
+    shared: &Shared,
+    mut read: tokio::net::tcp::OwnedReadHalf,
+    sender: &ConnectionSender,
+) -> Result<(), String> {
+    let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
+    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    loop {
+        while let Some(message) = decoder
+            .decode(&mut buffer)
+            .map_err(|error| format!("malformed frame: {error}"))?
+        {
+            let Message::Request(request) = message else {
+                return Err(format!(
+                    "{:?} frames are not accepted on the client port",
+                    message.command()
+                ));
+            };
+            handle(shared, request, sender);
+        }
+        if buffer.capacity() - buffer.len() < 16 * 1024 {
+            buffer.reserve(64 * 1024);
+        }
+        match read.read_buf(&mut buffer).await {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(error) => return Err(format!("read failed: {error}")),
+        }
+    }
+}
+
+/// Answers or routes one request.
+fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSender) {
+    let header = *request.header();
+    let answer = |frame: Bytes| {
+        let _ = sender.try_send(frame);
+    };
+    if header.prefix.cluster.get() != shared.config.cluster {
+        let message = format!(
+            "this node belongs to cluster {}, the request names cluster {}",
+            shared.config.cluster,
+            header.prefix.cluster.get()
+        );
+        let error = ErrorBody::message(ResultCode::InvalidRequest, message);
+        return answer(error_frame(&header, &error));
+    }
+    if shared.stopping() {
+        let error = ErrorBody::message(
+            ResultCode::Unavailable,
+            "this node is shutting down: retry at another node",
+        );
+        return answer(error_frame(&header, &error));
+    }
+    shared.route_client(header.client.get(), sender);
+    let group = header.prefix.group.get();
+    let operation = header.operation();
+    let local = matches!(
+        operation,
+        Operation::Metadata
+            | Operation::ClusterStatus
+            | Operation::Attention
+            | Operation::AcceptLoss
+    );
+    let metadata = matches!(operation, Operation::CreateStream | Operation::CreateTopic);
+    if (local || metadata) != (group == 0) {
+        let message = if group == 0 {
+            format!("{operation:?} needs a partition's group id, not 0")
+        } else {
+            format!("{operation:?} goes to group 0 (the metadata plane)")
+        };
+        let error = ErrorBody::message(ResultCode::InvalidRequest, message);
+        return answer(error_frame(&header, &error));
+    }
+    match operation {
+        Operation::Metadata => answer(metadata_reply(shared, &request)),
+        Operation::ClusterStatus => {
+            let reply = ClusterStatusReply {
+                node: shared.config.node,
+                nodes: nodes(shared),
+                groups: shared.views().into_iter().map(|view| view.status).collect(),
+            };
+            answer(reply_frame(
+                &header,
+                ResultCode::Ok,
+                Bytes::from(reply.to_vec()),
+            ));
+        }
+        Operation::Attention => {
+            let reply = AttentionReply {
+                entries: shared
+                    .views()
+                    .into_iter()
+                    .filter_map(|view| view.attention)
+                    .collect(),
+            };
+            answer(reply_frame(
+                &header,
+                ResultCode::Ok,
+                Bytes::from(reply.to_vec()),
+            ));
+        }
+        Operation::AcceptLoss => match AcceptLoss::from_bytes(request.body()) {
+            Ok(accept) => route(
+                shared,
+                accept.group,
+                Input::AcceptLoss(request),
+                &header,
+                answer,
+            ),
+            Err(error) => {
+                let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
+                answer(error_frame(&header, &error));
+            }
+        },
+        _ => route(shared, group, Input::Request(request), &header, answer),
+    }
+}
+
+fn route(
+    shared: &Shared,
+    group: u64,
+    input: Input,
+    header: &RequestHeader,
+    answer: impl Fn(Bytes),
+) {
+    let error = match shared.send_to_group(group, input) {
+        Ok(()) => return,
+        Err(Refused::Full) => ErrorBody::Busy { retry_after_ms: 5 },
+        Err(Refused::Gone) => ErrorBody::message(
+            ResultCode::UnknownGroup,
+            format!(
+                "group {group} is not hosted on node {}: refresh metadata",
+                shared.config.node
+            ),
+        ),
+    };
+    answer(error_frame(header, &error));
+}
+
+fn nodes(shared: &Shared) -> Vec<NodeInfo> {
+    shared
+        .config
+        .peers
+        .iter()
+        .map(|peer| NodeInfo {
+            id: peer.id,
+            replica_address: peer.replica_address.clone(),
+            client_address: peer.client_address.clone(),
+            reachable: shared.reachable(peer.id),
+        })
+        .collect()
+}
+
+fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
+    let header = request.header();
+    let query = match MetadataRequest::from_bytes(request.body()) {
+        Ok(query) => query,
+        Err(error) => {
+            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
+            return error_frame(header, &error);
+        }
+    };
+    let catalog = shared.catalog();
+    let views = |group: u64| shared.view_of(group).unwrap_or(0);
+    let mut topics = Vec::new();
+    for (stream, stream_topics) in &catalog.streams {
+        if query.stream.as_ref().is_some_and(|wanted| wanted != stream) {
+            continue;
+        }
+        for topic in stream_topics.keys() {
+            if query.topic.as_ref().is_some_and(|wanted| wanted != topic) {
+                continue;
+            }
+            if let Some(info) = catalog.topic_info(stream, topic, &views) {
+                topics.push(info);
+            }
+        }
+    }
+    if let Some(stream) = &query.stream {
+        if !catalog.streams.contains_key(stream) {
+            let error = ErrorBody::message(
+                ResultCode::UnknownStream,
+                format!("no stream named {stream}"),
+            );
+            return error_frame(header, &error);
+        }
+        if let Some(topic) = &query.topic
+            && topics.is_empty()
+        {
+            let error = ErrorBody::message(
+                ResultCode::UnknownTopic,
+                format!("no topic named {topic} in stream {stream}"),
+            );
+            return error_frame(header, &error);
+        }
+    }
+    let reply = MetadataReply {
+        nodes: nodes(shared),
+        streams: catalog.streams.keys().cloned().collect(),
+        topics,
+    };
+    reply_frame(header, ResultCode::Ok, Bytes::from(reply.to_vec()))
+}

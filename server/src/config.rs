@@ -1,0 +1,378 @@
+//! Node configuration: a TOML file, then environment overrides, then CLI
+//! flags. Every error names the field it is about.
+//!
+//! ```toml
+//! node = 1
+//! cluster = 7
+//! data_dir = "/var/lib/strand"
+//! metrics_address = "127.0.0.1:9101"   # optional
+//! tick_ms = 10                          # optional
+//!
+//! [[peers]]
+//! id = 1
+//! replica_address = "127.0.0.1:7101"
+//! client_address = "127.0.0.1:7201"
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use strand_wire::{ConfirmPolicy, Durability};
+
+/// Why a configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (it names the field).
+        message: String,
+    },
+    /// A field's value is invalid.
+    #[error("invalid `{field}`: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One node of the cluster, as every node's configuration lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// The node's id (unique, any `u32`).
+    pub id: u32,
+    /// Where its replica bus listens.
+    pub replica_address: String,
+    /// Where its client port listens.
+    pub client_address: String,
+}
+
+/// Defaults for topics created without explicit policies.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TopicDefaults {
+    /// `persisted` (default) or `replicated`.
+    pub durability: Option<String>,
+    /// `majority_durable` (default), `local_durable` or a count.
+    pub confirm: Option<String>,
+}
+
+/// The file's shape.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    node: u32,
+    cluster: u64,
+    data_dir: PathBuf,
+    peers: Vec<PeerConfig>,
+    metrics_address: Option<String>,
+    tick_ms: Option<u64>,
+    #[serde(default)]
+    topic_defaults: TopicDefaults,
+}
+
+/// A validated node configuration.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's id.
+    pub node: u32,
+    /// The cluster id every frame carries (clients must name the same one;
+    /// `0`, the SDK's default, is fine for a single local cluster).
+    pub cluster: u64,
+    /// Where this node keeps its data.
+    pub data_dir: PathBuf,
+    /// Every node, this one included, sorted by id (the metadata plane's
+    /// replica order).
+    pub peers: Vec<PeerConfig>,
+    /// Prometheus metrics endpoint, if any.
+    pub metrics_address: Option<SocketAddr>,
+    /// Milliseconds per consensus tick.
+    pub tick_ms: u64,
+    /// Durability for topics that do not say.
+    pub default_durability: Durability,
+    /// Confirm policy for topics that do not say.
+    pub default_confirm: ConfirmPolicy,
+}
+
+/// Overrides from the environment and the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--node` / `STRAND_NODE`.
+    pub node: Option<u32>,
+    /// `--data` / `STRAND_DATA_DIR`.
+    pub data_dir: Option<PathBuf>,
+    /// `--metrics` / `STRAND_METRICS_ADDRESS`.
+    pub metrics_address: Option<String>,
+}
+
+impl Overrides {
+    /// Reads `STRAND_NODE`, `STRAND_DATA_DIR`, `STRAND_METRICS_ADDRESS`, then
+    /// lets `cli` win over them.
+    pub fn from_env_then(cli: Overrides) -> Result<Overrides, ConfigError> {
+        let node = match std::env::var("STRAND_NODE") {
+            Ok(value) => Some(value.parse().map_err(|_| ConfigError::Invalid {
+                field: "STRAND_NODE",
+                reason: format!("{value:?} is not a node id"),
+            })?),
+            Err(_) => None,
+        };
+        Ok(Overrides {
+            node: cli.node.or(node),
+            data_dir: cli
+                .data_dir
+                .or_else(|| std::env::var_os("STRAND_DATA_DIR").map(PathBuf::from)),
+            metrics_address: cli
+                .metrics_address
+                .or_else(|| std::env::var("STRAND_METRICS_ADDRESS").ok()),
+        })
+    }
+}
+
+impl NodeConfig {
+    /// Loads and validates `path`, applying `overrides`.
+    pub fn load(path: &Path, overrides: Overrides) -> Result<NodeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        NodeConfig::parse(path, &text, overrides)
+    }
+
+    /// Parses and validates configuration text.
+    pub fn parse(path: &Path, text: &str, overrides: Overrides) -> Result<NodeConfig, ConfigError> {
+        let file: FileConfig = toml::from_str(text).map_err(|error| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })?;
+        let node = overrides.node.unwrap_or(file.node);
+        let data_dir = overrides.data_dir.unwrap_or(file.data_dir);
+        let metrics_address = overrides.metrics_address.or(file.metrics_address);
+        let mut peers = file.peers;
+        peers.sort_by_key(|peer| peer.id);
+        validate_peers(&peers, node)?;
+        let metrics_address = metrics_address
+            .map(|address| {
+                address.parse().map_err(|_| ConfigError::Invalid {
+                    field: "metrics_address",
+                    reason: format!("{address:?} is not host:port"),
+                })
+            })
+            .transpose()?;
+        let tick_ms = file.tick_ms.unwrap_or(10);
+        if !(1..=1000).contains(&tick_ms) {
+            return Err(ConfigError::Invalid {
+                field: "tick_ms",
+                reason: "must be 1..=1000".into(),
+            });
+        }
+        Ok(NodeConfig {
+            node,
+            cluster: file.cluster,
+            data_dir,
+            peers,
+            metrics_address,
+            tick_ms,
+            default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
+            default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
+        })
+    }
+
+    /// This node's own entry.
+    pub fn me(&self) -> &PeerConfig {
+        self.peers
+            .iter()
+            .find(|peer| peer.id == self.node)
+            .expect("validated: the node is a peer")
+    }
+
+    /// A peer by id.
+    pub fn peer(&self, id: u32) -> Option<&PeerConfig> {
+        self.peers.iter().find(|peer| peer.id == id)
+    }
+}
+
+fn validate_peers(peers: &[PeerConfig], node: u32) -> Result<(), ConfigError> {
+    if peers.is_empty() {
+        return Err(ConfigError::Invalid {
+            field: "peers",
+            reason: "at least one node".into(),
+        });
+    }
+    if peers.len() >= usize::from(strand_wire::REPLICAS_MAX) {
+        return Err(ConfigError::Invalid {
+            field: "peers",
+            reason: "at most 15 nodes".into(),
+        });
+    }
+    if peers.windows(2).any(|pair| pair[0].id == pair[1].id) {
+        return Err(ConfigError::Invalid {
+            field: "peers.id",
+            reason: "ids must be unique".into(),
+        });
+    }
+    if !peers.iter().any(|peer| peer.id == node) {
+        return Err(ConfigError::Invalid {
+            field: "node",
+            reason: format!("node {node} is not in `peers`"),
+        });
+    }
+    for peer in peers {
+        for (field, address) in [
+            ("peers.replica_address", &peer.replica_address),
+            ("peers.client_address", &peer.client_address),
+        ] {
+            if address.parse::<SocketAddr>().is_err() {
+                return Err(ConfigError::Invalid {
+                    field,
+                    reason: format!("{address:?} of node {} is not host:port", peer.id),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses `persisted` / `replicated`.
+pub fn parse_durability(text: Option<&str>) -> Result<Durability, ConfigError> {
+    match text {
+        None | Some("persisted") => Ok(Durability::Persisted),
+        Some("replicated") => Ok(Durability::Replicated),
+        Some(other) => Err(ConfigError::Invalid {
+            field: "durability",
+            reason: format!("{other:?}: expected persisted or replicated"),
+        }),
+    }
+}
+
+/// Parses `majority_durable` / `local_durable` / a count.
+pub fn parse_confirm(text: Option<&str>) -> Result<ConfirmPolicy, ConfigError> {
+    match text {
+        None | Some("majority_durable") => Ok(ConfirmPolicy::MajorityDurable),
+        Some("local_durable") => Ok(ConfirmPolicy::LocalDurable),
+        Some(other) => match other.parse::<u8>() {
+            Ok(count) if count >= 1 => Ok(ConfirmPolicy::Count(count)),
+            _ => Err(ConfigError::Invalid {
+                field: "confirm",
+                reason: format!("{other:?}: expected majority_durable, local_durable or a count"),
+            }),
+        },
+    }
+}
+
+/// Writes a configuration file for node `node` of a local cluster.
+pub fn local_cluster_toml(
+    node: u32,
+    cluster: u64,
+    data_dir: &Path,
+    peers: &[PeerConfig],
+    metrics: Option<&str>,
+) -> String {
+    let mut text = format!(
+        "node = {node}\ncluster = {cluster}\ndata_dir = {:?}\n",
+        data_dir.display().to_string()
+    );
+    if let Some(metrics) = metrics {
+        text.push_str(&format!("metrics_address = {metrics:?}\n"));
+    }
+    for peer in peers {
+        text.push_str(&format!(
+            "\n[[peers]]\nid = {}\nreplica_address = {:?}\nclient_address = {:?}\n",
+            peer.id, peer.replica_address, peer.client_address
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        node = 2
+        cluster = 9
+        data_dir = "/tmp/strand"
+        [[peers]]
+        id = 2
+        replica_address = "127.0.0.1:7102"
+        client_address = "127.0.0.1:7202"
+        [[peers]]
+        id = 1
+        replica_address = "127.0.0.1:7101"
+        client_address = "127.0.0.1:7201"
+    "#;
+
+    #[test]
+    fn a_good_file_parses_and_sorts_peers() {
+        let config =
+            NodeConfig::parse(Path::new("x.toml"), GOOD, Overrides::default()).expect("valid");
+        assert_eq!(config.node, 2);
+        assert_eq!(
+            config.peers.iter().map(|peer| peer.id).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert_eq!(config.me().replica_address, "127.0.0.1:7102");
+        assert_eq!(config.default_durability, Durability::Persisted);
+        assert_eq!(config.default_confirm, ConfirmPolicy::MajorityDurable);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (GOOD.replace("node = 2", "node = 3"), "node"),
+            (
+                GOOD.replace("127.0.0.1:7101", "nowhere"),
+                "peers.replica_address",
+            ),
+            (GOOD.replace("cluster = 9", "cluster = -1"), "cluster"),
+            (GOOD.replace("id = 1", "id = 2"), "peers.id"),
+        ];
+        for (text, field) in cases {
+            let error = NodeConfig::parse(Path::new("x.toml"), &text, Overrides::default())
+                .expect_err("invalid");
+            assert!(
+                error.to_string().contains(field),
+                "{error} should name {field}"
+            );
+        }
+        let unknown = GOOD.replace("cluster = 9", "cluster = 9\nclusterr = 1");
+        let error = NodeConfig::parse(Path::new("x.toml"), &unknown, Overrides::default())
+            .expect_err("unknown field");
+        assert!(error.to_string().contains("clusterr"), "{error}");
+    }
+
+    #[test]
+    fn overrides_win() {
+        let overrides = Overrides {
+            node: Some(1),
+            data_dir: Some("/elsewhere".into()),
+            metrics_address: None,
+        };
+        let config = NodeConfig::parse(Path::new("x.toml"), GOOD, overrides).expect("valid");
+        assert_eq!(config.node, 1);
+        assert_eq!(config.data_dir, PathBuf::from("/elsewhere"));
+    }
+
+    #[test]
+    fn policies_parse() {
+        assert_eq!(
+            parse_confirm(Some("3")).expect("count"),
+            ConfirmPolicy::Count(3)
+        );
+        assert!(parse_confirm(Some("0")).is_err());
+        assert!(parse_durability(Some("fast")).is_err());
+    }
+}

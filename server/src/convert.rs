@@ -1,0 +1,96 @@
+//! Field-for-field conversions between consensus's view of durable state and
+//! partition storage's (the partition crate does not depend on consensus).
+
+use strand_consensus::{DurableState, HistoryStart, Recovered, WriteStage};
+use strand_partition::recovery::Recovery;
+use strand_partition::superblock::{self, DurableFields};
+
+/// Consensus's state as the superblock stores it.
+pub fn fields_of(state: &DurableState) -> DurableFields {
+    DurableFields {
+        view: state.view,
+        log_view: state.log_view,
+        commit: state.commit,
+        history_starts: state
+            .history_starts
+            .iter()
+            .map(|start| superblock::HistoryStart {
+                view: start.view,
+                op: start.op,
+                cursor_tail: start.cursor_tail,
+                replica: start.replica,
+                accepted_loss: start.accepted_loss,
+            })
+            .collect(),
+        view_headers: state.view_headers.clone(),
+        maybe_acked_op: state.maybe_acked_op,
+    }
+}
+
+/// The superblock's fields as consensus's state.
+pub fn state_of(fields: &DurableFields) -> DurableState {
+    DurableState {
+        view: fields.view,
+        log_view: fields.log_view,
+        commit: fields.commit,
+        history_starts: fields
+            .history_starts
+            .iter()
+            .map(|start| HistoryStart {
+                view: start.view,
+                op: start.op,
+                cursor_tail: start.cursor_tail,
+                replica: start.replica,
+                accepted_loss: start.accepted_loss,
+            })
+            .collect(),
+        view_headers: fields.view_headers.clone(),
+        maybe_acked_op: fields.maybe_acked_op,
+    }
+}
+
+/// What consensus needs to open, from what the partition found.
+pub fn recovered_of(recovery: &Recovery) -> Recovered {
+    Recovered {
+        state: state_of(&recovery.durable),
+        headers: recovery.headers.clone(),
+        faulty: recovery.faulty.clone(),
+        log_head: recovery.op,
+        cursor_tail: recovery.cursor_tail,
+        trusted: recovery.log_trusted(),
+        awaiting_state_transfer: recovery.awaiting_state_transfer,
+        fresh: recovery.fresh,
+    }
+}
+
+/// A storage write stage as consensus names it.
+pub fn stage_of(stage: strand_partition::WriteStage) -> WriteStage {
+    match stage {
+        strand_partition::WriteStage::Queued => WriteStage::Queued,
+        strand_partition::WriteStage::Durable => WriteStage::Durable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durable_state_survives_the_round_trip() {
+        let state = DurableState {
+            view: 7,
+            log_view: 6,
+            commit: 99,
+            history_starts: vec![HistoryStart {
+                view: 6,
+                op: 90,
+                cursor_tail: 3,
+                replica: 2,
+                accepted_loss: true,
+            }],
+            view_headers: Vec::new(),
+            maybe_acked_op: 101,
+        };
+        assert_eq!(state_of(&fields_of(&state)), state);
+    }
+}

@@ -1,0 +1,129 @@
+//! `strand-server dev-cluster`: writes a configuration per node, starts one
+//! real `strand-server run` process per node on loopback, prints where they
+//! listen, and on Ctrl-C (or SIGTERM) stops them all with SIGTERM and waits.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::config::{PeerConfig, local_cluster_toml};
+
+/// The cluster id a dev cluster uses (the SDK's default).
+pub const DEV_CLUSTER_ID: u64 = 0;
+
+/// Runs a local cluster of `nodes` processes until Ctrl-C.
+pub fn run(nodes: u32, data: &Path, port: u16) -> Result<(), String> {
+    if !(1..=7).contains(&nodes) {
+        return Err(format!("--nodes {nodes}: a dev cluster has 1 to 7 nodes"));
+    }
+    let peers = peers(nodes, port)?;
+    let exe = std::env::current_exe().map_err(|error| format!("cannot find myself: {error}"))?;
+    std::fs::create_dir_all(data)
+        .map_err(|error| format!("cannot create {}: {error}", data.display()))?;
+    let data = data
+        .canonicalize()
+        .map_err(|error| format!("{}: {error}", data.display()))?;
+    let mut children: Vec<(u32, Child)> = Vec::new();
+    for peer in &peers {
+        let node_dir = data.join(format!("node-{}", peer.id));
+        let metrics = format!("127.0.0.1:{}", u32::from(port) + 200 + peer.id);
+        let text = local_cluster_toml(peer.id, DEV_CLUSTER_ID, &node_dir, &peers, Some(&metrics));
+        let config_path = data.join(format!("node-{}.toml", peer.id));
+        let log_path = data.join(format!("node-{}.log", peer.id));
+        std::fs::write(&config_path, text)
+            .map_err(|error| format!("cannot write {}: {error}", config_path.display()))?;
+        let log = std::fs::File::create(&log_path)
+            .map_err(|error| format!("cannot create {}: {error}", log_path.display()))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|error| format!("cannot share {}: {error}", log_path.display()))?;
+        let child = Command::new(&exe)
+            .arg("run")
+            .arg("--config")
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|error| format!("cannot start node {}: {error}", peer.id))?;
+        println!(
+            "node {}: clients {}  replicas {}  metrics http://{}/metrics  log {}",
+            peer.id,
+            peer.client_address,
+            peer.replica_address,
+            metrics,
+            log_path.display()
+        );
+        children.push((peer.id, child));
+    }
+    let bootstrap: Vec<&str> = peers
+        .iter()
+        .map(|peer| peer.client_address.as_str())
+        .collect();
+    println!(
+        "cluster id {DEV_CLUSTER_ID}; connect to {}",
+        bootstrap.join(",")
+    );
+    println!("Ctrl-C stops every node cleanly.");
+    wait_for_signal_or_exit(&mut children)?;
+    stop(children);
+    Ok(())
+}
+
+fn peers(nodes: u32, port: u16) -> Result<Vec<PeerConfig>, String> {
+    if u32::from(port) + 200 + nodes > u32::from(u16::MAX) {
+        return Err(format!("--port {port} leaves no room for {nodes} nodes"));
+    }
+    Ok((1..=nodes)
+        .map(|id| PeerConfig {
+            id,
+            replica_address: format!("127.0.0.1:{}", u32::from(port) + id),
+            client_address: format!("127.0.0.1:{}", u32::from(port) + 100 + id),
+        })
+        .collect())
+}
+
+/// Waits for SIGINT/SIGTERM, or for a node to exit on its own.
+fn wait_for_signal_or_exit(children: &mut [(u32, Child)]) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start: {error}"))?;
+    runtime.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).map_err(|error| error.to_string())?;
+        let mut interrupt = signal(SignalKind::interrupt()).map_err(|error| error.to_string())?;
+        let mut poll = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tokio::select! {
+                _ = terminate.recv() => return Ok(()),
+                _ = interrupt.recv() => return Ok(()),
+                _ = poll.tick() => {
+                    for (id, child) in children.iter_mut() {
+                        if let Ok(Some(status)) = child.try_wait() {
+                            eprintln!("node {id} exited ({status}); stopping the others");
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// SIGTERM to every node still running, then wait for each.
+fn stop(children: Vec<(u32, Child)>) {
+    for (_, child) in &children {
+        // `kill` keeps this crate free of unsafe signal calls.
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+    }
+    for (id, mut child) in children {
+        match child.wait() {
+            Ok(status) => println!("node {id} stopped ({status})"),
+            Err(error) => eprintln!("node {id}: {error}"),
+        }
+    }
+}

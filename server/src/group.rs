@@ -1,0 +1,1045 @@
+//! A group's actor: one thread that owns a group's `consensus::Replica` and
+//! its partition storage, takes inputs from a bounded inbox (peer frames,
+//! client requests, storage completions, ticks), executes the replica's
+//! effects, and feeds completions back.
+//!
+//! One thread per group: a replica's work is mostly handing writes to the
+//! node's WAL writer and frames to the bus, so a thread per group keeps each
+//! group's latency independent of the others' without any scheduling of our
+//! own; nodes host tens of groups, not thousands.
+//!
+//! Bounds: the inbox holds [`INBOX_CAPACITY`] inputs (peer frames beyond it
+//! are dropped, consensus retransmits; client requests beyond it are
+//! answered `Busy`); at most [`PARKED_FETCHES_MAX`] long polls wait per group
+//! (more are answered at once, empty).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use strand_consensus::{
+    ClientRequest, Config, Effect, Effects, Event, RecordLog, Replica, Status, Timeouts,
+    WaitReason, confirm_rule,
+};
+use strand_partition::{Completed, FileDisk, Partition, PartitionConfig, PartitionError};
+use strand_wal::Wal;
+use strand_wire::ops::{
+    AcceptLossReply, AttentionEntry, AttentionReason, CursorEvents, ErrorBody, FETCH_WAIT_MS_MAX,
+    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, ReplicaStatus, StoreCursor,
+};
+use strand_wire::{
+    Body, CommandHeader, ConfirmPolicy, CursorsHeader, Durability, HEADERS_PER_MESSAGE_MAX,
+    HeadersHeader, Message, Msg, Operation, RecordBatch, RequestHeader, ResultCode,
+};
+use tokio::sync::mpsc::UnboundedSender;
+use zerocopy::IntoBytes;
+
+use crate::catalog::{Assignment, Catalog};
+use crate::convert::{fields_of, recovered_of, stage_of};
+use crate::machine::Machine;
+use crate::metrics;
+use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
+use crate::shared::{GroupHandle, GroupView, Shared};
+
+/// Inputs a group's inbox holds at most.
+pub const INBOX_CAPACITY: usize = 8192;
+
+/// Long polls that may wait per group.
+pub const PARKED_FETCHES_MAX: usize = 1024;
+
+/// Largest fetch reply body a fetch may ask for.
+pub const FETCH_BYTES_MAX: u32 = 8 * 1024 * 1024;
+
+/// Most cursor events shipped in one frame.
+const CURSOR_EVENTS_PER_FRAME_MAX: u64 = 256;
+
+/// Inputs drained per wakeup before effects run (batching at the actor).
+const INPUTS_PER_TURN_MAX: usize = 256;
+
+/// Produce latencies tracked at once (beyond, the oldest are forgotten).
+const LATENCIES_TRACKED_MAX: usize = 4096;
+
+/// What a group's actor receives.
+#[derive(Debug)]
+pub enum Input {
+    /// A frame from a peer replica of this group.
+    Peer(Message),
+    /// A client request addressed to this group.
+    Request(Msg<RequestHeader>),
+    /// An operator's accept-loss for this group (the request came to group 0).
+    AcceptLoss(Msg<RequestHeader>),
+    /// The WAL completed something: poll storage.
+    Storage,
+    /// Stop: finish in-flight work, close storage, exit.
+    Shutdown,
+}
+
+/// Everything fixed about one hosted group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// The group id (0: the metadata plane).
+    pub group: u64,
+    /// Stream name (empty for the metadata plane).
+    pub stream: String,
+    /// Topic name (empty for the metadata plane).
+    pub topic: String,
+    /// Partition index.
+    pub partition: u32,
+    /// Assignment epoch.
+    pub epoch: u32,
+    /// Node id of each replica, by replica index.
+    pub replicas: Vec<u32>,
+    /// Confirm policy.
+    pub confirm: ConfirmPolicy,
+    /// Durability of records.
+    pub durability: Durability,
+    /// Durability of cursor commits.
+    pub cursor_durability: Durability,
+    /// The partition directory.
+    pub dir: PathBuf,
+}
+
+impl GroupSpec {
+    /// The metadata plane: every node, in id order, always `persisted`.
+    pub fn metadata(nodes: Vec<u32>, data_dir: &std::path::Path) -> GroupSpec {
+        GroupSpec {
+            group: 0,
+            stream: String::new(),
+            topic: String::new(),
+            partition: 0,
+            epoch: 0,
+            replicas: nodes,
+            confirm: ConfirmPolicy::MajorityDurable,
+            durability: Durability::Persisted,
+            cursor_durability: Durability::Persisted,
+            dir: data_dir.join("metadata"),
+        }
+    }
+
+    /// A partition as the catalog places it.
+    pub fn partition(assignment: &Assignment, data_dir: &std::path::Path) -> GroupSpec {
+        GroupSpec {
+            group: assignment.group,
+            stream: assignment.stream.clone(),
+            topic: assignment.topic.clone(),
+            partition: assignment.partition,
+            epoch: assignment.epoch,
+            replicas: assignment.replicas.clone(),
+            confirm: assignment.confirm,
+            durability: assignment.durability,
+            cursor_durability: assignment.consumer_offset_durability,
+            dir: strand_partition::layout::partition_dir(
+                data_dir,
+                &assignment.stream,
+                &assignment.topic,
+                assignment.partition,
+            ),
+        }
+    }
+}
+
+/// Starts a group's actor on its own thread. `hosted` receives, from the
+/// metadata plane's actor only, every partition assignment this node hosts.
+pub fn spawn(
+    shared: Arc<Shared>,
+    wal: Wal,
+    spec: GroupSpec,
+    hosted: Option<UnboundedSender<Assignment>>,
+) -> std::io::Result<Option<JoinHandle<()>>> {
+    let (inbox, receiver) = sync_channel(INBOX_CAPACITY);
+    let handle = GroupHandle {
+        inbox: inbox.clone(),
+        replicas: spec.replicas.clone(),
+    };
+    if !shared.register(spec.group, handle) {
+        return Ok(None);
+    }
+    let group = spec.group;
+    let thread = std::thread::Builder::new()
+        .name(format!("group-{group}"))
+        .spawn(move || {
+            let span = tracing::info_span!("group", group);
+            let _entered = span.enter();
+            let shared_for_exit = Arc::clone(&shared);
+            match Actor::open(Arc::clone(&shared), wal, spec, inbox, hosted) {
+                Ok(mut actor) => actor.run(&receiver),
+                Err(error) => {
+                    tracing::error!(%error, "group: cannot open its storage; the group stays down");
+                }
+            }
+            shared_for_exit.unregister(group);
+        })?;
+    Ok(Some(thread))
+}
+
+/// A long poll waiting for records to commit.
+struct ParkedFetch {
+    request: RequestHeader,
+    fetch: FetchRequest,
+    deadline: Instant,
+}
+
+/// The actor's state. See the module docs.
+struct Actor {
+    shared: Arc<Shared>,
+    spec: GroupSpec,
+    replica: Replica<Machine>,
+    partition: Option<Partition<FileDisk>>,
+    effects: Effects,
+    completed: Vec<Completed>,
+    parked: VecDeque<ParkedFetch>,
+    tick: Duration,
+    next_tick: Instant,
+    hosted: Option<UnboundedSender<Assignment>>,
+    hosted_sent: BTreeSet<u64>,
+    produce_started: BTreeMap<(u128, u64), Instant>,
+    write_queued: BTreeMap<u64, Instant>,
+    storage_failed: bool,
+    untrusted_reported: bool,
+    stopping: bool,
+    label: String,
+}
+
+impl Actor {
+    fn open(
+        shared: Arc<Shared>,
+        wal: Wal,
+        spec: GroupSpec,
+        inbox: SyncSender<Input>,
+        hosted: Option<UnboundedSender<Assignment>>,
+    ) -> Result<Actor, PartitionError> {
+        let me = shared.config.node;
+        let replica_index = spec
+            .replicas
+            .iter()
+            .position(|node| *node == me)
+            .expect("a group is only spawned on its replicas") as u8;
+        let notify = move || {
+            // A full inbox is about to be drained anyway; storage is polled
+            // after every input.
+            let _ = inbox.try_send(Input::Storage);
+        };
+        let disk = FileDisk::with_notify(wal, notify);
+        let partition_config = PartitionConfig {
+            replica: replica_index,
+            durability: spec.durability,
+            confirm: spec.confirm,
+            ..PartitionConfig::default()
+        };
+        let (mut partition, recovery) = Partition::open(disk, &spec.dir, partition_config)?;
+        let config = Config {
+            cluster: shared.config.cluster,
+            group: spec.group,
+            replica: replica_index,
+            replica_count: spec.replicas.len() as u8,
+            confirm: spec.confirm,
+            durability: spec.durability,
+            cursor_durability: spec.cursor_durability,
+            timeouts: Timeouts::default(),
+            seed: spec.group ^ (u64::from(me) << 32),
+        };
+        let machine = if spec.group == 0 {
+            Machine::Catalog(Catalog::new(spec.replicas.to_vec()))
+        } else {
+            Machine::Records(RecordLog::default())
+        };
+        let mut replica = Replica::open(config, recovered_of(&recovery), machine);
+        if spec.group == 0 {
+            replay_catalog(&mut replica, &mut partition)?;
+            if let Some(catalog) = replica.machine().catalog() {
+                shared.publish_catalog(catalog.clone());
+            }
+        }
+        tracing::info!(
+            replica = replica_index,
+            view = replica.view(),
+            op = replica.op(),
+            commit = replica.commit(),
+            trusted = replica.trusted(),
+            fresh = recovery.fresh,
+            faulty = recovery.faulty.len(),
+            "group: opened"
+        );
+        let tick = Duration::from_millis(shared.config.tick_ms);
+        let label = spec.group.to_string();
+        Ok(Actor {
+            shared,
+            spec,
+            replica,
+            partition: Some(partition),
+            effects: Effects::new(),
+            completed: Vec::new(),
+            parked: VecDeque::new(),
+            tick,
+            next_tick: Instant::now() + tick,
+            hosted,
+            hosted_sent: BTreeSet::new(),
+            produce_started: BTreeMap::new(),
+            write_queued: BTreeMap::new(),
+            storage_failed: false,
+            untrusted_reported: false,
+            stopping: false,
+            label,
+        })
+    }
+
+    fn partition(&mut self) -> &mut Partition<FileDisk> {
+        self.partition
+            .as_mut()
+            .expect("the partition is open while the actor runs")
+    }
+
+    // ----- the loop ------------------------------------------------------------
+
+    fn run(&mut self, inbox: &Receiver<Input>) {
+        self.replica.start(&mut self.effects);
+        self.after_inputs();
+        self.hand_over_hosted();
+        self.publish();
+        while !self.stopping {
+            let now = Instant::now();
+            let wait = self.next_tick.saturating_duration_since(now);
+            match inbox.recv_timeout(wait) {
+                Ok(input) => {
+                    self.on_input(input);
+                    for _ in 1..INPUTS_PER_TURN_MAX {
+                        let Ok(input) = inbox.try_recv() else { break };
+                        self.on_input(input);
+                        if self.stopping {
+                            break;
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => self.stopping = true,
+            }
+            if Instant::now() >= self.next_tick {
+                self.next_tick += self.tick;
+                if self.next_tick < Instant::now() {
+                    self.next_tick = Instant::now() + self.tick;
+                }
+                self.replica.on_tick(&mut self.effects);
+                self.expire_parked();
+                self.publish();
+            }
+            self.after_inputs();
+        }
+        self.shut_down();
+    }
+
+    /// Polls storage and runs effects until both are quiet.
+    fn after_inputs(&mut self) {
+        loop {
+            self.poll_storage();
+            if self.effects.is_empty() {
+                return;
+            }
+            self.run_effects();
+        }
+    }
+
+    fn on_input(&mut self, input: Input) {
+        match input {
+            Input::Peer(message) => self.replica.on_message(message, &mut self.effects),
+            Input::Request(request) => self.on_request(request),
+            Input::AcceptLoss(request) => self.on_accept_loss(&request),
+            Input::Storage => {}
+            Input::Shutdown => self.stopping = true,
+        }
+    }
+
+    fn shut_down(&mut self) {
+        self.after_inputs();
+        if self.untrusted_reported {
+            metrics::untrusted_log(false);
+        }
+        let trusted = self.replica.trusted();
+        let Some(partition) = self.partition.take() else {
+            return;
+        };
+        let closed = if trusted && !self.storage_failed {
+            partition.close()
+        } else {
+            partition.close_unmarked()
+        };
+        match closed {
+            Ok(_) => tracing::info!(clean_mark = trusted, "group: closed"),
+            Err(error) => tracing::error!(%error, "group: closing storage failed"),
+        }
+    }
+
+    // ----- storage -------------------------------------------------------------
+
+    fn poll_storage(&mut self) {
+        let mut completed = std::mem::take(&mut self.completed);
+        self.partition().poll(&mut completed);
+        for done in completed.drain(..) {
+            self.on_completed(done);
+        }
+        self.completed = completed;
+    }
+
+    fn on_completed(&mut self, done: Completed) {
+        let effects = &mut self.effects;
+        match done {
+            Completed::Prepare {
+                op,
+                checksum,
+                stage,
+            } => {
+                if stage == strand_partition::WriteStage::Durable
+                    && let Some(queued) = self.write_queued.remove(&op)
+                {
+                    metrics::write_durable(queued.elapsed());
+                }
+                self.replica
+                    .on_write(op, checksum, stage_of(stage), effects);
+            }
+            Completed::Cursors { cursor_end, stage } => {
+                self.replica
+                    .on_cursors_written(cursor_end, stage_of(stage), effects);
+            }
+            Completed::StatePersisted { sequence } => {
+                self.replica.on_state_persisted(sequence, effects);
+            }
+            Completed::PrepareFailed { op, error, .. } => {
+                self.storage_failed = true;
+                tracing::error!(op, %error, "group: a prepare's write failed; appends stop until restart");
+            }
+            Completed::CursorsFailed { cursor_end, error } => {
+                self.storage_failed = true;
+                tracing::error!(cursor_end, %error, "group: a cursor append failed");
+            }
+            Completed::StatePersistFailed { sequence, error } => {
+                self.storage_failed = true;
+                tracing::error!(sequence, %error, "group: persisting the superblock failed");
+            }
+        }
+    }
+
+    // ----- effects -------------------------------------------------------------
+
+    fn run_effects(&mut self) {
+        let batch: Vec<Effect> = self.effects.drain().collect();
+        for effect in batch {
+            self.execute(effect);
+        }
+    }
+
+    fn execute(&mut self, effect: Effect) {
+        match effect {
+            Effect::Send { to, message } => self.send_to_replica(to, &message),
+            Effect::Reply { reply } => self.reply(reply),
+            Effect::WritePrepare { prepare } => self.write_prepare(prepare),
+            Effect::Truncate { op } => match self.partition().truncate(op) {
+                Ok(()) => self.replica.on_truncated(op, &mut self.effects),
+                Err(error) => self.storage_error("truncate", &error),
+            },
+            Effect::PersistState { state, sequence } => {
+                if let Err(error) = self.partition().persist_state(fields_of(&state), sequence) {
+                    self.storage_error("persist the superblock", &error);
+                }
+            }
+            Effect::Commit { header } => self.on_commit(header.op.get()),
+            Effect::ServeHeaders { to, op_min, op_max } => self.serve_headers(to, op_min, op_max),
+            Effect::ServePrepare { to, op, checksum } => self.serve_prepare(to, op, checksum),
+            Effect::AppendCursors {
+                cursor_base,
+                event_count,
+                events,
+            } => match self
+                .partition()
+                .append_cursors(cursor_base, event_count, &events)
+            {
+                Ok(()) => {
+                    let end = cursor_base + u64::from(event_count);
+                    self.replica.on_cursors_written(
+                        end,
+                        strand_consensus::WriteStage::Queued,
+                        &mut self.effects,
+                    );
+                }
+                Err(error) => self.storage_error("append cursor events", &error),
+            },
+            Effect::CutCursors { cursor_tail } => {
+                if let Err(error) = self.partition().cut_cursors(cursor_tail) {
+                    self.storage_error("cut the cursor log", &error);
+                }
+            }
+            Effect::ShipCursors { to, cursor_from } => self.ship_cursors(to, cursor_from),
+            Effect::StartStateTransfer { from, op_min } => {
+                tracing::error!(
+                    from,
+                    op_min,
+                    "group: needs a state transfer, which this node does not run yet"
+                );
+            }
+            Effect::Quarantine { agreed_op } => {
+                tracing::error!(
+                    agreed_op,
+                    "group: applied history contradicts the new view; quarantine needed"
+                );
+            }
+            Effect::Event(event) => self.on_event(event),
+        }
+    }
+
+    fn storage_error(&mut self, what: &str, error: &PartitionError) {
+        self.storage_failed = true;
+        tracing::error!(%error, "group: cannot {what}");
+    }
+
+    fn write_prepare(&mut self, prepare: Msg<strand_wire::PrepareHeader>) {
+        let op = prepare.header().op.get();
+        match self.partition().write_prepare(prepare) {
+            Ok(accepted) => {
+                if accepted.stage == strand_partition::WriteStage::Queued
+                    && self.write_queued.len() < LATENCIES_TRACKED_MAX
+                {
+                    self.write_queued.insert(op, Instant::now());
+                }
+                self.replica.on_write(
+                    accepted.op,
+                    accepted.checksum,
+                    stage_of(accepted.stage),
+                    &mut self.effects,
+                );
+            }
+            Err(error) => self.storage_error("write a prepare", &error),
+        }
+    }
+
+    fn send_to_replica(&self, to: u8, message: &Message) {
+        let Some(node) = self.spec.replicas.get(usize::from(to)).copied() else {
+            tracing::error!(to, "group: effect names a replica outside the group");
+            return;
+        };
+        if self.shared.send_to_node(node, frame_of(message)).is_err() {
+            metrics::bus_frame_dropped();
+        }
+    }
+
+    fn reply(&mut self, reply: Msg<strand_wire::ReplyHeader>) {
+        let header = *reply.header();
+        let key = (header.client.get(), header.request.get());
+        if let Some(started) = self.produce_started.remove(&key)
+            && header.result.get() == ResultCode::Ok as u16
+        {
+            metrics::produce_latency(started.elapsed());
+        }
+        let shared = &self.shared;
+        let reply = with_redirect(reply, &self.spec.replicas, |node| {
+            shared.client_address(node)
+        });
+        let frame = Message::Reply(reply);
+        let _ = self.shared.reply(header.client.get(), frame_of(&frame));
+    }
+
+    fn on_commit(&mut self, op: u64) {
+        metrics::commit_op(&self.label, op);
+        if self.spec.group == 0 {
+            if let Some(catalog) = self.replica.machine().catalog() {
+                self.shared.publish_catalog(catalog.clone());
+            }
+            self.hand_over_hosted();
+        } else {
+            self.serve_parked();
+        }
+    }
+
+    fn serve_headers(&mut self, to: u8, op_min: u64, op_max: u64) {
+        let op_max = op_max.min(op_min + HEADERS_PER_MESSAGE_MAX as u64 - 1);
+        let headers = match self.partition().read_headers(op_min, op_max) {
+            Ok(headers) => headers,
+            Err(error) => return self.storage_error("read headers", &error),
+        };
+        if headers.is_empty() {
+            return;
+        }
+        let header = HeadersHeader::new(
+            self.shared.config.cluster,
+            self.spec.group,
+            self.replica.view(),
+            self.replica.config().replica,
+        );
+        let body = Bytes::copy_from_slice(headers.as_bytes());
+        self.send_to_replica(to, &Message::Headers(Msg::new(header, body)));
+    }
+
+    fn serve_prepare(&mut self, to: u8, op: u64, checksum: u32) {
+        let prepare = match self.partition().read_prepare(op) {
+            Ok(Some(prepare)) => prepare,
+            Ok(None) => return,
+            Err(error) => return self.storage_error("read a prepare", &error),
+        };
+        let wanted = if checksum == 0 {
+            op <= self.replica.commit()
+        } else {
+            prepare.checksum() == checksum
+        };
+        if wanted {
+            self.send_to_replica(to, &Message::Prepare(prepare));
+        }
+    }
+
+    fn ship_cursors(&mut self, to: u8, cursor_from: u64) {
+        let durable = self.partition().cursor_durable_tail();
+        let end = durable.min(cursor_from + CURSOR_EVENTS_PER_FRAME_MAX);
+        if cursor_from >= end {
+            return;
+        }
+        let events = match self.partition().read_cursor_events(cursor_from, end) {
+            Ok(events) => events,
+            Err(error) => return self.storage_error("read cursor events", &error),
+        };
+        if events.is_empty() {
+            return;
+        }
+        let mut header = CursorsHeader::new(
+            self.shared.config.cluster,
+            self.spec.group,
+            self.replica.view(),
+            self.replica.config().replica,
+        );
+        header.cursor_base.set(cursor_from);
+        header.event_count.set(events.len() as u32);
+        let body = Bytes::from(CursorEvents { events }.to_vec());
+        self.send_to_replica(to, &Message::Cursors(Msg::new(header, body)));
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::ViewChangeStarted { view } => {
+                metrics::view_change(&self.label);
+                tracing::info!(view, "group: view change started");
+            }
+            Event::Normal { view, primary } => {
+                metrics::view(&self.label, view);
+                tracing::info!(view, primary, "group: normal");
+            }
+            Event::ViewChangeWaiting {
+                view,
+                reason,
+                awaited,
+            } => {
+                let nodes = self.awaited_nodes(awaited);
+                tracing::warn!(view, ?reason, awaited_nodes = ?nodes, "group: view change waits");
+            }
+            Event::UntrustedLog { untrusted } => {
+                if untrusted != self.untrusted_reported {
+                    self.untrusted_reported = untrusted;
+                    metrics::untrusted_log(untrusted);
+                }
+                tracing::info!(untrusted, "group: log trust changed");
+            }
+            Event::AppliedDivergence { op } => {
+                metrics::applied_divergence(&self.label);
+                tracing::error!(op, "group: a new view contradicts applied history");
+            }
+            Event::Merged {
+                view,
+                source,
+                op,
+                dropped,
+            } => tracing::info!(view, source, op, dropped, "group: canonical log chosen"),
+            Event::AcceptedLoss { view, op } => {
+                tracing::warn!(view, op, "group: started a view accepting loss")
+            }
+            Event::Dropped { reason } => metrics::dropped(reason),
+        }
+    }
+
+    fn awaited_nodes(&self, awaited: u32) -> Vec<u32> {
+        (0..self.spec.replicas.len())
+            .filter(|index| awaited & (1 << index) != 0)
+            .map(|index| self.spec.replicas[index])
+            .collect()
+    }
+
+    /// The metadata plane: hands every assignment hosted here to the node
+    /// (once each), which starts its actor.
+    fn hand_over_hosted(&mut self) {
+        let Some(hosted) = &self.hosted else { return };
+        let Some(catalog) = self.replica.machine().catalog() else {
+            return;
+        };
+        let me = self.shared.config.node;
+        for assignment in catalog.hosted_on(me) {
+            if self.hosted_sent.insert(assignment.group) {
+                let _ = hosted.send(assignment.clone());
+            }
+        }
+    }
+
+    // ----- requests ------------------------------------------------------------
+
+    fn on_request(&mut self, request: Msg<RequestHeader>) {
+        let header = *request.header();
+        let operation = header.operation();
+        match operation {
+            Operation::Produce => self.on_produce(request),
+            Operation::CreateStream | Operation::CreateTopic => {
+                self.submit(request, 0);
+            }
+            Operation::Fetch => self.on_fetch(&request),
+            Operation::StoreCursor => match StoreCursor::from_bytes(request.body()) {
+                Ok(cursor) => {
+                    let high_watermark = self.replica.machine().high_watermark();
+                    self.replica.on_store_cursor(
+                        &request,
+                        cursor,
+                        high_watermark,
+                        &mut self.effects,
+                    );
+                }
+                Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
+            },
+            Operation::GetCursor => self.on_get_cursor(&request),
+            Operation::ClusterStatus
+            | Operation::Attention
+            | Operation::AcceptLoss
+            | Operation::Metadata => self.refuse(
+                &header,
+                ResultCode::InvalidRequest,
+                format!("{operation:?} goes to group 0"),
+            ),
+        }
+    }
+
+    fn on_produce(&mut self, request: Msg<RequestHeader>) {
+        let header = *request.header();
+        if self.spec.group == 0 {
+            return self.refuse(
+                &header,
+                ResultCode::InvalidRequest,
+                "group 0 holds no records",
+            );
+        }
+        let record_count = match RecordBatch::from_bytes(request.body().clone()) {
+            Ok(batch) => batch.record_count(),
+            Err(error) => {
+                return self.refuse(
+                    &header,
+                    ResultCode::InvalidRequest,
+                    format!("the produce body is not one valid record batch: {error}"),
+                );
+            }
+        };
+        if record_count == 0 {
+            return self.refuse(&header, ResultCode::InvalidRequest, "empty batch");
+        }
+        if self.storage_failed {
+            return self.refuse(
+                &header,
+                ResultCode::StorageError,
+                "this replica's storage failed; the node needs attention",
+            );
+        }
+        if self.produce_started.len() >= LATENCIES_TRACKED_MAX {
+            self.produce_started.pop_first();
+        }
+        self.produce_started
+            .insert((header.client.get(), header.request.get()), Instant::now());
+        self.submit(request, record_count);
+    }
+
+    fn submit(&mut self, request: Msg<RequestHeader>, record_count: u32) {
+        let timestamp_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos() as u64);
+        let request = ClientRequest {
+            request,
+            record_count,
+            timestamp_ns,
+        };
+        self.replica.on_request(request, &mut self.effects);
+    }
+
+    fn refuse(&self, request: &RequestHeader, code: ResultCode, message: impl Into<String>) {
+        let body = ErrorBody::message(code, message);
+        let _ = self
+            .shared
+            .reply(request.client.get(), error_frame(request, &body));
+    }
+
+    fn send_reply(&self, request: &RequestHeader, result: ResultCode, body: Bytes) {
+        let _ = self
+            .shared
+            .reply(request.client.get(), reply_frame(request, result, body));
+    }
+
+    /// Answers `NotPrimary` (with the primary's address) unless this replica
+    /// serves as primary; returns whether it does.
+    fn serving_or_redirect(&self, request: &RequestHeader) -> bool {
+        if self.replica.is_serving_primary() {
+            return true;
+        }
+        let error = if self.replica.status() == Status::Normal
+            || self.replica.status() == Status::Recovering
+        {
+            let primary = self.replica.primary_index();
+            let node = self.spec.replicas[usize::from(primary)];
+            ErrorBody::NotPrimary {
+                view: self.replica.view(),
+                primary_replica: primary,
+                primary_node: node,
+                address: self.shared.client_address(node).unwrap_or_default(),
+            }
+        } else {
+            ErrorBody::message(
+                ResultCode::Unavailable,
+                "view change in progress: retry soon",
+            )
+        };
+        let _ = self
+            .shared
+            .reply(request.client.get(), error_frame(request, &error));
+        false
+    }
+
+    fn on_fetch(&mut self, request: &Msg<RequestHeader>) {
+        let header = *request.header();
+        if !self.serving_or_redirect(&header) {
+            return;
+        }
+        let fetch = match FetchRequest::from_bytes(request.body()) {
+            Ok(fetch) => fetch,
+            Err(error) => {
+                return self.refuse(&header, ResultCode::InvalidRequest, error.to_string());
+            }
+        };
+        let high_watermark = self.replica.machine().high_watermark();
+        let log_start = self.partition().head_offset();
+        if fetch.offset < log_start || fetch.offset > high_watermark {
+            let error = ErrorBody::OffsetOutOfRange {
+                requested: fetch.offset,
+                log_start_offset: log_start,
+                high_watermark,
+            };
+            let _ = self
+                .shared
+                .reply(header.client.get(), error_frame(&header, &error));
+            return;
+        }
+        if fetch.offset == high_watermark
+            && fetch.wait_ms > 0
+            && self.parked.len() < PARKED_FETCHES_MAX
+        {
+            let wait = Duration::from_millis(u64::from(fetch.wait_ms.min(FETCH_WAIT_MS_MAX)));
+            self.parked.push_back(ParkedFetch {
+                request: header,
+                fetch,
+                deadline: Instant::now() + wait,
+            });
+            return;
+        }
+        self.serve_fetch(&header, &fetch);
+    }
+
+    fn serve_fetch(&mut self, request: &RequestHeader, fetch: &FetchRequest) {
+        let high_watermark = self.replica.machine().high_watermark();
+        let log_start = self.partition().head_offset();
+        let max_bytes = u64::from(fetch.max_bytes.clamp(1, FETCH_BYTES_MAX));
+        let batches = if fetch.offset < high_watermark {
+            match self.partition().fetch(fetch.offset, max_bytes) {
+                Ok(batches) => batches,
+                Err(error) => {
+                    tracing::error!(%error, offset = fetch.offset, "group: fetch failed");
+                    return self.refuse(request, ResultCode::StorageError, error.to_string());
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let committed: Vec<_> = batches
+            .into_iter()
+            .filter(|batch| batch.base_offset + u64::from(batch.record_count()) <= high_watermark)
+            .collect();
+        let size = strand_wire::ops::FETCH_REPLY_HEAD_SIZE
+            + committed
+                .iter()
+                .map(|batch| batch.bytes.len())
+                .sum::<usize>();
+        let mut body = BytesMut::with_capacity(size);
+        body.extend_from_slice(&FetchReply::head(high_watermark, log_start));
+        for batch in &committed {
+            body.extend_from_slice(batch.patched_header().as_bytes());
+            body.extend_from_slice(&batch.records());
+        }
+        self.send_reply(request, ResultCode::Ok, body.freeze());
+    }
+
+    fn serve_parked(&mut self) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let high_watermark = self.replica.machine().high_watermark();
+        let mut waiting = VecDeque::with_capacity(self.parked.len());
+        while let Some(parked) = self.parked.pop_front() {
+            if parked.fetch.offset < high_watermark {
+                self.serve_fetch(&parked.request, &parked.fetch);
+            } else {
+                waiting.push_back(parked);
+            }
+        }
+        self.parked = waiting;
+    }
+
+    fn expire_parked(&mut self) {
+        let now = Instant::now();
+        let mut waiting = VecDeque::with_capacity(self.parked.len());
+        while let Some(parked) = self.parked.pop_front() {
+            if parked.deadline <= now || !self.replica.is_serving_primary() {
+                self.serve_fetch(&parked.request, &parked.fetch);
+            } else {
+                waiting.push_back(parked);
+            }
+        }
+        self.parked = waiting;
+    }
+
+    fn on_get_cursor(&mut self, request: &Msg<RequestHeader>) {
+        let header = *request.header();
+        if !self.serving_or_redirect(&header) {
+            return;
+        }
+        match GetCursor::from_bytes(request.body()) {
+            Ok(query) => {
+                let offset = self.partition().cursor(&query.consumer);
+                let body = Bytes::from(GetCursorReply { offset }.to_vec());
+                self.send_reply(&header, ResultCode::Ok, body);
+            }
+            Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
+        }
+    }
+
+    fn on_accept_loss(&mut self, request: &Msg<RequestHeader>) {
+        let header = *request.header();
+        if self.replica.accept_loss(&mut self.effects) {
+            let body = AcceptLossReply {
+                view: self.replica.view(),
+                op: self.replica.op(),
+            };
+            tracing::warn!(view = body.view, "group: an operator accepted loss");
+            self.send_reply(&header, ResultCode::Ok, Bytes::from(body.to_vec()));
+        } else {
+            self.refuse(
+                &header,
+                ResultCode::Unavailable,
+                format!(
+                    "group {} is not stuck on this node (status {}, view {}): nothing to accept",
+                    self.spec.group,
+                    self.replica.status().name(),
+                    self.replica.view()
+                ),
+            );
+        }
+    }
+
+    // ----- status --------------------------------------------------------------
+
+    fn publish(&self) {
+        let rule = confirm_rule(self.spec.confirm, self.spec.replicas.len() as u8);
+        let me = self.replica.config().replica;
+        let acks = if self.replica.is_primary() {
+            self.replica.acks().to_vec()
+        } else {
+            Vec::new()
+        };
+        let commit = self.replica.commit();
+        let replicas = self
+            .spec
+            .replicas
+            .iter()
+            .enumerate()
+            .map(|(index, node)| {
+                let op = if index == usize::from(me) {
+                    self.replica.op()
+                } else {
+                    acks.get(index).copied().unwrap_or(0)
+                };
+                ReplicaStatus {
+                    replica: index as u8,
+                    node: *node,
+                    op,
+                    caught_up: op >= commit,
+                }
+            })
+            .collect();
+        let status = GroupStatus {
+            group: self.spec.group,
+            stream: self.spec.stream.clone(),
+            topic: self.spec.topic.clone(),
+            partition: self.spec.partition,
+            epoch: self.spec.epoch,
+            confirm: self.spec.confirm,
+            durability: self.spec.durability,
+            write_quorum: rule.write,
+            view_change_quorum: rule.view_change,
+            replica: me,
+            view: self.replica.view(),
+            log_view: self.replica.log_view(),
+            status: self.replica.status().name().to_owned(),
+            primary: self.replica.primary_index(),
+            op: self.replica.op(),
+            commit_op: commit,
+            untrusted_log: !self.replica.trusted(),
+            replicas,
+        };
+        let attention = self.replica.attention().map(|(reason, awaited)| {
+            let awaited_indexes: Vec<u8> = (0..self.spec.replicas.len() as u8)
+                .filter(|index| awaited & (1 << index) != 0)
+                .collect();
+            AttentionEntry {
+                group: self.spec.group,
+                stream: self.spec.stream.clone(),
+                topic: self.spec.topic.clone(),
+                partition: self.spec.partition,
+                view: self.replica.view(),
+                reason: attention_reason(reason),
+                awaited: awaited_indexes,
+                detail: format!(
+                    "waiting for nodes {:?}; latest history start {:?}",
+                    self.awaited_nodes(awaited),
+                    self.replica.durable_state().latest_start()
+                ),
+            }
+        });
+        self.shared.publish(GroupView { status, attention });
+    }
+}
+
+fn attention_reason(reason: WaitReason) -> AttentionReason {
+    match reason {
+        WaitReason::FewerTrustedThanQuorum => AttentionReason::FewerTrustedThanQuorum,
+        WaitReason::BelowHistoryStart => AttentionReason::BelowHistoryStart,
+        WaitReason::AwaitingStateTransfer => AttentionReason::AwaitingStateTransfer,
+        WaitReason::MissingPrepare => AttentionReason::MissingPrepare,
+    }
+}
+
+/// Rebuilds the catalog by applying every committed metadata op in order.
+fn replay_catalog(
+    replica: &mut Replica<Machine>,
+    partition: &mut Partition<FileDisk>,
+) -> Result<(), PartitionError> {
+    let commit = replica.commit();
+    for op in 1..=commit {
+        let Some(prepare) = partition.read_prepare(op)? else {
+            return Err(PartitionError::EntryDamaged {
+                op,
+                reason: "a committed metadata op is unreadable; the catalog cannot be rebuilt"
+                    .to_owned(),
+            });
+        };
+        let (header, body) = prepare.into_parts();
+        let machine = replica.machine_mut();
+        use strand_consensus::StateMachine;
+        machine.commit(&header, Some(&body));
+    }
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! # strand-server: the Strand node
+//!
+//! One process per node: the replica bus to its peers, the client port, the
+//! metadata plane (group 0, a VSR group over every node) and one actor per
+//! hosted partition, each driving a `consensus::Replica` over its partition
+//! storage and the node's WAL writer.
+//!
+//! Modules, in reading order:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
+//! | [`catalog`] | the metadata plane's state machine: streams, topics, placements |
+//! | [`machine`] | a group's state machine: the catalog or a record log |
+//! | [`convert`] | consensus state ⇄ partition superblock fields |
+//! | [`shared`] | the group registry, published status, reply routing, bus queues |
+//! | [`group`] | a group's actor: inputs in, effects executed, completions back |
+//! | [`replies`] | reply frames the node builds itself; redirects with addresses |
+//! | [`bus`] | the replica bus: one connection per node pair |
+//! | [`client_port`] | client connections: local answers and routing |
+//! | [`metrics`] | metric names, the Prometheus endpoint |
+//! | [`node`] | a node's lifetime: start, host partitions, shut down |
+//! | [`dev_cluster`] | `strand-server dev-cluster` |
+//!
+//! Invariants that matter most:
+//! - Consensus decides; the node only executes effects and reports
+//!   completions, in order, per group, on the group's own thread.
+//! - Nothing blocks a group on the network: every queue is bounded and a
+//!   full queue drops (peer frames, which are retransmitted) or refuses with
+//!   `Busy` (client requests).
+//! - A clean-shutdown mark is written only for a replica whose log is trusted.
+
+pub mod bus;
+pub mod catalog;
+pub mod client_port;
+pub mod config;
+pub mod convert;
+pub mod dev_cluster;
+pub mod group;
+pub mod machine;
+pub mod metrics;
+pub mod node;
+pub mod replies;
+pub mod shared;

@@ -1,0 +1,119 @@
+//! Metrics: names, the Prometheus endpoint, and handles the hot paths keep.
+//!
+//! | metric | kind | meaning |
+//! |---|---|---|
+//! | `partitions_untrusted_log` | gauge | hosted groups whose log is untrusted (restarted without a clean mark, not yet in a view) |
+//! | `partition_applied_divergence_total{group}` | counter | StartViews that contradicted applied history |
+//! | `view_changes_total{group}` | counter | view changes this replica started |
+//! | `partition_view{group}` | gauge | the view the replica is normal in |
+//! | `partition_commit_op{group}` | gauge | the replica's commit number |
+//! | `produce_latency_seconds` | histogram | produce request in → reply out, on the primary |
+//! | `wal_write_durable_seconds` | histogram | prepare handed to the WAL → fsynced |
+//! | `wal_bytes_written_total` | counter | bytes the WAL wrote |
+//! | `wal_syncs_total` | counter | fdatasyncs the WAL completed |
+//! | `wal_io_errors_total` | counter | failed WAL operations |
+//! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
+//! | `client_frames_rejected_total` | counter | client connections closed for a bad frame |
+//! | `replica_frames_rejected_total` | counter | replica-bus connections closed for a bad frame |
+//! | `consensus_dropped_total{reason}` | counter | inputs consensus dropped |
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::PrometheusBuilder;
+use strand_consensus::DropReason;
+use strand_wal::{IoEvent, IoObserver};
+
+/// Starts the `/metrics` endpoint on `address` (needs a tokio runtime).
+pub fn install(address: SocketAddr) -> Result<(), String> {
+    PrometheusBuilder::new()
+        .with_http_listener(address)
+        .install()
+        .map_err(|error| format!("cannot serve metrics on {address}: {error}"))?;
+    describe();
+    Ok(())
+}
+
+fn describe() {
+    metrics::describe_gauge!(
+        "partitions_untrusted_log",
+        "hosted groups whose log is untrusted"
+    );
+    metrics::describe_counter!(
+        "partition_applied_divergence_total",
+        "StartViews that contradicted applied history"
+    );
+    metrics::describe_counter!("view_changes_total", "view changes this replica started");
+    gauge!("partitions_untrusted_log").set(0.0);
+}
+
+/// A group's log became untrusted (`true`) or trusted again (`false`).
+pub fn untrusted_log(untrusted: bool) {
+    let delta = if untrusted { 1.0 } else { -1.0 };
+    gauge!("partitions_untrusted_log").increment(delta);
+}
+
+/// A prepare became durable `elapsed` after it was handed to the WAL.
+pub fn write_durable(elapsed: Duration) {
+    histogram!("wal_write_durable_seconds").record(elapsed.as_secs_f64());
+}
+
+/// A produce was answered `Ok` `elapsed` after it arrived.
+pub fn produce_latency(elapsed: Duration) {
+    histogram!("produce_latency_seconds").record(elapsed.as_secs_f64());
+}
+
+/// A group's commit number.
+pub fn commit_op(group: &str, op: u64) {
+    gauge!("partition_commit_op", "group" => group.to_owned()).set(op as f64);
+}
+
+/// A group's view, when it becomes normal.
+pub fn view(group: &str, view: u32) {
+    gauge!("partition_view", "group" => group.to_owned()).set(f64::from(view));
+}
+
+/// A group started a view change.
+pub fn view_change(group: &str) {
+    counter!("view_changes_total", "group" => group.to_owned()).increment(1);
+}
+
+/// A group's new view contradicted applied history.
+pub fn applied_divergence(group: &str) {
+    counter!("partition_applied_divergence_total", "group" => group.to_owned()).increment(1);
+}
+
+/// Consensus dropped an input.
+pub fn dropped(reason: DropReason) {
+    counter!("consensus_dropped_total", "reason" => format!("{reason:?}")).increment(1);
+}
+
+/// A frame to a peer was dropped at its queue.
+pub fn bus_frame_dropped() {
+    counter!("bus_frames_dropped_total").increment(1);
+}
+
+/// A client connection was closed for a bad frame.
+pub fn client_frame_rejected() {
+    counter!("client_frames_rejected_total").increment(1);
+}
+
+/// A replica-bus connection was closed for a bad frame.
+pub fn replica_frame_rejected() {
+    counter!("replica_frames_rejected_total").increment(1);
+}
+
+/// Counts the WAL's I/O on its writer thread.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WalMetrics;
+
+impl IoObserver for WalMetrics {
+    fn on_event(&self, event: IoEvent) {
+        match event {
+            IoEvent::Written { len, .. } => counter!("wal_bytes_written_total").increment(len),
+            IoEvent::Synced { .. } => counter!("wal_syncs_total").increment(1),
+            IoEvent::Failed { .. } => counter!("wal_io_errors_total").increment(1),
+        }
+    }
+}

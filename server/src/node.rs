@@ -1,0 +1,202 @@
+//! A node's lifetime: lock the data directory, start the WAL writer, bind the
+//! replica bus and the client port, open the metadata plane, start every
+//! partition the catalog places here (now and as topics are created), and on
+//! SIGTERM or SIGINT shut down cleanly.
+
+use std::fs::File;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use strand_wal::{Wal, WalConfig};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::bus;
+use crate::catalog::Assignment;
+use crate::client_port;
+use crate::config::NodeConfig;
+use crate::group::{self, GroupSpec, Input};
+use crate::metrics::{self, WalMetrics};
+use crate::shared::Shared;
+
+/// Why a node could not start (or stopped badly).
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The data directory could not be created or locked.
+    #[error("data directory {path}: {reason}")]
+    DataDir {
+        /// The directory.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A listener could not be bound.
+    #[error("cannot listen on {address} ({what}): {source}")]
+    Bind {
+        /// The address.
+        address: String,
+        /// Which listener.
+        what: &'static str,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The WAL writer could not start.
+    #[error("cannot start the WAL writer: {0}")]
+    Wal(String),
+    /// The metrics endpoint could not start.
+    #[error("{0}")]
+    Metrics(String),
+    /// A thread or the runtime could not start.
+    #[error("cannot start: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Runs a node until SIGTERM or SIGINT, then shuts it down cleanly.
+pub fn run(config: NodeConfig) -> Result<(), NodeError> {
+    let _lock = lock_data_dir(&config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("strand-io")
+        .enable_all()
+        .build()
+        .map_err(NodeError::Runtime)?;
+    runtime.block_on(serve(config))
+}
+
+/// Holds the data directory's lock file: one node per directory.
+fn lock_data_dir(config: &NodeConfig) -> Result<File, NodeError> {
+    let path = config.data_dir.display().to_string();
+    std::fs::create_dir_all(&config.data_dir).map_err(|error| NodeError::DataDir {
+        path: path.clone(),
+        reason: error.to_string(),
+    })?;
+    let lock = File::create(config.data_dir.join("LOCK")).map_err(|error| NodeError::DataDir {
+        path: path.clone(),
+        reason: error.to_string(),
+    })?;
+    lock.try_lock().map_err(|_| NodeError::DataDir {
+        path,
+        reason: "another node is running on it".to_owned(),
+    })?;
+    Ok(lock)
+}
+
+async fn bind(address: &str, what: &'static str) -> Result<TcpListener, NodeError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| NodeError::Bind {
+            address: address.to_owned(),
+            what,
+            source,
+        })
+}
+
+async fn serve(config: NodeConfig) -> Result<(), NodeError> {
+    let me = config.me().clone();
+    let bus_listener = bind(&me.replica_address, "replica bus").await?;
+    let client_listener = bind(&me.client_address, "client port").await?;
+    if let Some(address) = config.metrics_address {
+        metrics::install(address).map_err(NodeError::Metrics)?;
+    }
+    let wal = Wal::start(WalConfig {
+        observer: Some(Arc::new(WalMetrics)),
+        ..WalConfig::default()
+    })
+    .map_err(|error| NodeError::Wal(error.to_string()))?;
+    let (senders, receivers) = bus::queues(config.node, config.peers.iter().map(|peer| peer.id));
+    let nodes: Vec<u32> = config.peers.iter().map(|peer| peer.id).collect();
+    let data_dir = config.data_dir.clone();
+    let shared = Arc::new(Shared::new(config, senders));
+    tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
+    tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
+    let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Assignment>();
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    let metadata = GroupSpec::metadata(nodes, &data_dir);
+    if let Some(thread) = group::spawn(
+        Arc::clone(&shared),
+        wal.clone(),
+        metadata,
+        Some(hosted_sender),
+    )
+    .map_err(NodeError::Runtime)?
+    {
+        threads.push(thread);
+    }
+    tracing::info!(
+        node = shared.config.node,
+        replica_address = %me.replica_address,
+        client_address = %me.client_address,
+        "node: serving"
+    );
+    let mut signals = Signals::new()?;
+    loop {
+        tokio::select! {
+            assignment = hosted.recv() => {
+                let Some(assignment) = assignment else { break };
+                let spec = GroupSpec::partition(&assignment, &data_dir);
+                tracing::info!(group = spec.group, stream = %spec.stream, topic = %spec.topic,
+                    partition = spec.partition, "node: hosting a partition");
+                match group::spawn(Arc::clone(&shared), wal.clone(), spec, None) {
+                    Ok(Some(thread)) => threads.push(thread),
+                    Ok(None) => {}
+                    Err(error) => tracing::error!(%error, "node: cannot start a group's thread"),
+                }
+            }
+            signal = signals.next() => {
+                tracing::info!(signal, "node: shutting down");
+                break;
+            }
+        }
+    }
+    shut_down(&shared, threads, &wal).await;
+    Ok(())
+}
+
+/// Stops taking requests, lets every group finish and close its storage
+/// (clean marks where trusted), then stops the WAL writer.
+async fn shut_down(shared: &Arc<Shared>, threads: Vec<JoinHandle<()>>, wal: &Wal) {
+    shared.begin_shutdown();
+    let groups = shared.groups();
+    let wal = wal.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        for (_, handle) in groups {
+            // Blocks while the inbox is full: the actor is draining it.
+            let _ = handle.inbox.send(Input::Shutdown);
+        }
+        for thread in threads {
+            let _ = thread.join();
+        }
+        if let Err(error) = wal.shutdown() {
+            tracing::warn!(%error, "node: WAL shutdown");
+        }
+    })
+    .await;
+    if joined.is_err() {
+        tracing::error!("node: shutdown did not complete");
+    } else {
+        tracing::info!("node: stopped cleanly");
+    }
+}
+
+/// SIGTERM and SIGINT.
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals, NodeError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            terminate: signal(SignalKind::terminate()).map_err(NodeError::Runtime)?,
+            interrupt: signal(SignalKind::interrupt()).map_err(NodeError::Runtime)?,
+        })
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
+        }
+    }
+}
