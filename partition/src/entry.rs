@@ -2,8 +2,8 @@
 //! `Msg<PrepareHeader>` bytes) in one WAL frame, and what the log keeps in
 //! memory about it ([`EntryMeta`]).
 
-use bytes::{Bytes, BytesMut};
-use strand_wal::FRAME_HEADER_BYTES;
+use bytes::Bytes;
+use strand_wal::{FRAME_HEADER_BYTES, Frame, WalError};
 use strand_wire::{CommandHeader, HEADER_SIZE, Msg, Operation, PrepareHeader};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -83,12 +83,10 @@ pub(crate) fn carries_records(header: &PrepareHeader) -> bool {
     header.record_count.get() > 0
 }
 
-/// The frame payload for `prepare`: its header then its body, contiguous.
-pub(crate) fn encode_prepare(prepare: &Msg<PrepareHeader>) -> Bytes {
-    let mut payload = BytesMut::with_capacity(prepare.frame_size());
-    payload.extend_from_slice(prepare.header().as_bytes());
-    payload.extend_from_slice(prepare.body());
-    payload.freeze()
+/// The WAL frame for `prepare`: its header then its body, checksummed as one
+/// payload; the body is shared, not copied (only the 256-byte header is).
+pub(crate) fn frame_prepare(prepare: &Msg<PrepareHeader>) -> Result<Frame, WalError> {
+    Frame::from_parts(prepare.header().as_bytes(), prepare.body().clone())
 }
 
 /// Reads and checks the prepare header at the front of a frame payload: its

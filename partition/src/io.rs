@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use strand_wal::{Ack, Completion, FileId, FileRange, OpenMode, OpenedFile, Request, WalError};
+use strand_wal::{
+    Ack, Completion, FileId, FileRange, Frame, OpenMode, OpenedFile, Request, WalError,
+};
 
 use crate::disk::{Disk, WaitError};
 use crate::error::PartitionError;
@@ -110,6 +112,20 @@ impl<D: Disk> Io<D> {
         let user_data = self.take_user_data(pending);
         let request = Request::append_with_ack(file, payload, user_data, ack);
         self.submit_built(file, user_data, request)
+    }
+
+    /// Submits an append of a frame built by the caller (a prepare's header
+    /// and body framed without copying the body); returns its id.
+    pub fn append_frame(
+        &mut self,
+        file: FileId,
+        frame: Frame,
+        ack: Ack,
+        pending: Pending,
+    ) -> Result<u64, PartitionError> {
+        let user_data = self.take_user_data(pending);
+        let request = Request::append_frame(file, frame, user_data, ack);
+        self.submit_built(file, user_data, Ok(request))
     }
 
     /// Submits a non-append request built from its id.

@@ -1,17 +1,20 @@
 //! Rewriting damaged entries in place: a damaged run of ops (a [`Gap`]) is
 //! refilled in op order from where its bytes start, each prepare exactly as
 //! its peers hold it (same bytes, same checksum, so the same length and
-//! position), durably, with a plain write beside the WAL (the WAL only
-//! appends). A prepare that arrives before the ops ahead of it in its run
-//! waits in memory for them.
+//! position), durably. In the active segment the rewrite goes through the
+//! WAL's in-place write (`Request::WriteAt`), ordered after the appends in
+//! flight on that file and acknowledged once an fdatasync covers it; in a
+//! sealed segment (not open in the WAL, and opening it there would re-read it
+//! whole) it is a plain write, synced. A prepare that arrives before the ops
+//! ahead of it in its run waits in memory for them.
 
 use std::collections::BTreeMap;
 
-use strand_wal::{FRAME_HEADER_BYTES, encode_frame_into};
+use strand_wal::{Ack, FRAME_HEADER_BYTES, Frame, Request};
 use strand_wire::{CommandHeader, Msg, PrepareHeader};
 
 use crate::disk::Disk;
-use crate::entry::{EntryMeta, encode_prepare};
+use crate::entry::{EntryMeta, frame_prepare};
 use crate::error::PartitionError;
 use crate::io::Io;
 use crate::layout::segment_path;
@@ -92,22 +95,19 @@ impl RecordLog {
         let offset_at = self.offset_before(op);
         let gap = &self.gaps[gap_index];
         assert_eq!(gap.next_op, op);
-        let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + prepare.frame_size());
-        encode_frame_into(&encode_prepare(prepare), &mut frame)
-            .map_err(|error| PartitionError::wal(&self.dir, error))?;
-        if !gap.open_ended && gap.cursor + frame.len() as u64 > gap.end {
+        let frame =
+            frame_prepare(prepare).map_err(|error| PartitionError::wal(&self.dir, error))?;
+        let frame_len = frame.len();
+        if !gap.open_ended && gap.cursor + frame_len > gap.end {
             return Err(PartitionError::RewriteMismatch {
                 op,
                 reason: "does not fit the damaged region",
             });
         }
         let position = gap.cursor;
-        let path = segment_path(&self.dir, gap.segment_first_offset);
-        io.disk
-            .write_at(&path, position, &frame)
-            .map_err(|error| PartitionError::io(&path, "rewrite a damaged entry", &error))?;
+        self.write_in_place(io, gap.segment_first_offset, position, frame)?;
         let gap = &mut self.gaps[gap_index];
-        gap.cursor += frame.len() as u64;
+        gap.cursor += frame_len;
         gap.next_op += 1;
         let segment_index = self.segment_of(op).expect("a gap op is in the log");
         let meta = EntryMeta::of(&header, position, offset_at);
@@ -117,6 +117,37 @@ impl RecordLog {
         self.faulty.remove(&op);
         tracing::info!(op, position, "partition: rewrote a damaged entry in place");
         Ok((op, header.checksum()))
+    }
+
+    /// Writes `frame` at `position` of the segment starting at
+    /// `segment_first_offset`, durably: through the WAL when it is the active
+    /// segment, with a plain synced write when it is sealed.
+    fn write_in_place<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        segment_first_offset: u64,
+        position: u64,
+        frame: Frame,
+    ) -> Result<(), PartitionError> {
+        let is_active = self
+            .segments
+            .last()
+            .is_some_and(|segment| segment.first_offset == segment_first_offset);
+        if let (true, Some(active)) = (is_active, self.active) {
+            let file = active.log;
+            io.run(file, |user_data| Request::WriteAt {
+                file,
+                offset: position,
+                frame,
+                user_data,
+                ack: Ack::Durable,
+            })?;
+            return Ok(());
+        }
+        let path = segment_path(&self.dir, segment_first_offset);
+        io.disk
+            .write_at(&path, position, &frame.to_vec())
+            .map_err(|error| PartitionError::io(&path, "rewrite a damaged entry", &error))
     }
 
     /// A finished run that ended short of its region leaves junk bytes; at

@@ -23,7 +23,7 @@ use strand_wal::{Ack, FRAME_HEADER_BYTES, FileId, OpenMode, WalError};
 use strand_wire::{CommandHeader, Msg, PrepareHeader};
 
 use crate::disk::Disk;
-use crate::entry::{EntryMeta, carries_records, encode_prepare};
+use crate::entry::{EntryMeta, carries_records, frame_prepare};
 use crate::error::PartitionError;
 use crate::index::{IndexConfig, IndexEntry, encode_index, should_index};
 use crate::io::{Io, Pending};
@@ -279,15 +279,20 @@ impl RecordLog {
     ) -> Result<(), PartitionError> {
         self.refuse_if_failed()?;
         self.check_append(&prepare)?;
-        let payload = encode_prepare(&prepare);
-        let frame_len = (FRAME_HEADER_BYTES + payload.len()) as u64;
+        let frame =
+            frame_prepare(&prepare).map_err(|error| PartitionError::wal(&self.dir, error))?;
+        let frame_len = frame.len();
+        assert_eq!(
+            frame_len,
+            (FRAME_HEADER_BYTES + prepare.frame_size()) as u64
+        );
         self.roll_if_needed(io, frame_len)?;
         let active = self.active.expect("an open log has an active segment");
         let header = *prepare.header();
         let op = header.op.get();
         let checksum = header.checksum();
         let pending = Pending::Prepare { op, checksum };
-        if let Err(error) = io.append(active.log, payload, Ack::Durable, pending) {
+        if let Err(error) = io.append_frame(active.log, frame, Ack::Durable, pending) {
             self.failure = Some(error.clone());
             return Err(error);
         }

@@ -347,3 +347,43 @@ fn a_full_disk_fails_the_append_clearly_and_harms_nothing_before_it() {
         .write_prepare(doomed)
         .expect("the retry after reopening succeeds");
 }
+
+#[test]
+fn damage_found_in_the_active_segment_is_rewritten_through_the_wal() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(11), small_config());
+    let written = append_durable(&mut partition, 8, 5, 200);
+    assert_eq!(
+        partition.segment_count(),
+        1,
+        "every op is in the active segment"
+    );
+    let active = partition.segment_offsets()[0];
+    // Damage the body of op 3 while the segment is open in the WAL.
+    let frame_len = (FRAME_HEADER_BYTES + written[0].frame_size()) as u64;
+    let body_byte = 2 * frame_len + (FRAME_HEADER_BYTES + HEADER_SIZE + 30) as u64;
+    partition
+        .disk_mut()
+        .storage_mut()
+        .flip_bit(&segment_path(Path::new(MEMORY_DIR), active), body_byte, 5)
+        .expect("flip");
+    assert!(matches!(
+        partition.read_prepare(3),
+        Err(PartitionError::EntryDamaged { op: 3, .. })
+    ));
+    assert_eq!(partition.faulty(), vec![3], "found damaged on read");
+    let accepted = partition
+        .write_prepare(written[2].clone())
+        .expect("rewrite");
+    assert_eq!(accepted.stage, WriteStage::Durable);
+    assert!(partition.faulty().is_empty());
+    // Appends after the rewrite land after the segment's end, not over it.
+    let more = append_durable(&mut partition, 2, 5, 200);
+    let all = read_all(&mut partition);
+    assert_eq!(all[..8], written[..]);
+    assert_eq!(all[8..], more[..]);
+    let mut disk = partition.close().expect("close");
+    disk.crash(strand_wal::CrashMode::LoseUnsynced);
+    let (_, recovery) = open_memory(disk, small_config());
+    assert!(recovery.faulty.is_empty() && recovery.damage.is_empty());
+    assert_eq!(recovery.op, 10, "the durable rewrite survived the crash");
+}

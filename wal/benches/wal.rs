@@ -1,8 +1,22 @@
 //! WAL bench: durable-ack throughput and latency of group commit, beside the
-//! two numbers that frame it, measured in the same run on the same disk:
+//! numbers that frame it, measured in the same run on the same disk:
 //!
-//! - **baseline**: one appender doing plain `pwrite` + `fdatasync` per append;
-//! - **raw**: sequential 1 MiB `pwrite`s with one `fdatasync` at the end.
+//! - **baseline**: one appender doing plain `pwrite` + `fdatasync` per append
+//!   (a fresh file, so every fsync also commits the file's new size, as the
+//!   WAL's do). Like raw, measured before and after each repetition's cases,
+//!   and the faster of the two is used (the conservative choice for the
+//!   "x baseline" ratio);
+//! - **raw**: sequential 1 MiB `pwrite`s into a fresh file, then one
+//!   `fdatasync`; MB/s over the whole thing, the final fsync included. Measured
+//!   right before and right after each repetition's cases; the better of the
+//!   two is that repetition's raw (so a disk that slows down or speeds up
+//!   during the cases is never held against the WAL's ratio, and never in its
+//!   favour: the faster bracket wins);
+//! - **ideal**: what plain `pwrite` + `fdatasync` reaches on the same pattern
+//!   with perfect batching and no WAL at all: one thread per file, each
+//!   writing its share of the appenders' bytes (`appenders / files` appends)
+//!   as one `pwrite`, then `fdatasync`, in a loop. Shown for the 64-appender
+//!   cases: the ceiling a group commit can approach on this disk.
 //!
 //! Cases: 1 KiB, 64 KiB and 1 MiB appends; 1, 16 and 64 appenders; 1 and 16
 //! files. An appender is a closed loop with exactly one append outstanding: it
@@ -10,18 +24,32 @@
 //! append goes to file `(a + k) % files`). Appenders are multiplexed over a few
 //! driver threads, the way tasks share a runtime's workers.
 //!
+//! Each size runs `WAL_BENCH_REPEAT` repetitions (raw, baseline, every case,
+//! ideal, raw again); the summary gives the median and the spread (min–max)
+//! over repetitions. Ratios are per repetition (against that repetition's
+//! baseline and raw), then summarised.
+//!
 //! Files are kept until the end of the run: deleting them mid-run would make
 //! the file system discard their blocks during the next case's fsyncs.
 //!
+//! The default run (3 sizes x 3 repetitions) takes about five minutes and
+//! writes some tens of GB (deleted at the end). On a disk whose speed drifts
+//! (the development VM's flips between a fast and a throttled mode within
+//! seconds), read the per-repetition lines, not only the summary.
+//!
 //! Settings (environment):
-//! - `WAL_BENCH_SECONDS` — seconds per case (default 1; the default run takes
-//!   about a minute);
+//! - `WAL_BENCH_SECONDS` — seconds per case (default 1);
+//! - `WAL_BENCH_REPEAT` — repetitions per size (default 3);
 //! - `WAL_BENCH_BACKENDS` — `uring`, `std` or `uring,std` (default `uring`);
 //! - `WAL_BENCH_DIR` — where the files go (default the system temp dir);
 //! - `WAL_BENCH_SIZES` — append sizes in KiB, e.g. `1,64` (default `1,64,1024`);
-//! - `WAL_BENCH_SYNC_BYTES` — the WAL's `sync_bytes_max` (default 1 MiB).
+//! - `WAL_BENCH_APPENDERS` — e.g. `64` (default `1,16,64`);
+//! - `WAL_BENCH_RAW_MIB` — size of the raw sequential write (default 1024);
+//! - `WAL_BENCH_SYNC_BYTES` — the WAL's `sync_bytes_max` (default 1 MiB);
+//! - `WAL_BENCH_GATHER_US` — the WAL's gather window in µs (default 250);
+//! - `WAL_BENCH_SYNCS` — the WAL's `syncs_in_flight_max` (default 8).
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,9 +70,9 @@ const SIZES: [usize; 3] = [KIB, 64 * KIB, MIB];
 const APPENDERS: [usize; 3] = [1, 16, 64];
 const FILES: [usize; 2] = [1, 16];
 const DRIVER_THREADS_MAX: usize = 4;
-const RAW_BYTES: usize = 1024 * MIB;
 
-/// One measured case.
+/// One measured run.
+#[derive(Clone)]
 struct Measured {
     payload_bytes: u64,
     appends: u64,
@@ -63,6 +91,12 @@ impl Measured {
     fn appends_per_s(&self) -> f64 {
         self.appends as f64 / self.elapsed.as_secs_f64()
     }
+    fn p50(&self) -> f64 {
+        self.latency_us.value_at_quantile(0.5) as f64
+    }
+    fn p99(&self) -> f64 {
+        self.latency_us.value_at_quantile(0.99) as f64
+    }
 }
 
 #[derive(Default)]
@@ -76,71 +110,201 @@ impl IoObserver for SyncCounter {
     }
 }
 
-fn main() {
-    let seconds: f64 = std::env::var("WAL_BENCH_SECONDS")
+/// The run's settings.
+struct Settings {
+    case_time: Duration,
+    repeat: usize,
+    backends: Vec<String>,
+    sizes: Vec<usize>,
+    appenders: Vec<usize>,
+    raw_bytes: usize,
+    sync_bytes_max: u64,
+    gather_window: Duration,
+    syncs_in_flight_max: usize,
+}
+
+fn env_list(name: &str) -> Option<Vec<usize>> {
+    std::env::var(name).ok().map(|list| {
+        list.split(',')
+            .filter_map(|item| item.trim().parse::<usize>().ok())
+            .collect()
+    })
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name)
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(1.0);
-    let case_time = Duration::from_secs_f64(seconds);
-    let backends = std::env::var("WAL_BENCH_BACKENDS").unwrap_or_else(|_| "uring".into());
+}
+
+impl Settings {
+    fn from_env() -> Settings {
+        let seconds: f64 = env_number("WAL_BENCH_SECONDS").unwrap_or(1.0);
+        let backends = std::env::var("WAL_BENCH_BACKENDS").unwrap_or_else(|_| "uring".into());
+        Settings {
+            case_time: Duration::from_secs_f64(seconds),
+            repeat: env_number("WAL_BENCH_REPEAT").unwrap_or(3).max(1),
+            backends: backends.split(',').map(|b| b.trim().to_owned()).collect(),
+            sizes: env_list("WAL_BENCH_SIZES")
+                .map(|kib| kib.into_iter().map(|k| k * KIB).collect())
+                .unwrap_or_else(|| SIZES.to_vec()),
+            appenders: env_list("WAL_BENCH_APPENDERS").unwrap_or_else(|| APPENDERS.to_vec()),
+            raw_bytes: env_number::<usize>("WAL_BENCH_RAW_MIB").unwrap_or(1024) * MIB,
+            sync_bytes_max: env_number("WAL_BENCH_SYNC_BYTES")
+                .unwrap_or(strand_wal::SYNC_BYTES_MAX_DEFAULT),
+            gather_window: env_number("WAL_BENCH_GATHER_US")
+                .map(Duration::from_micros)
+                .unwrap_or(strand_wal::GATHER_WINDOW_DEFAULT),
+            syncs_in_flight_max: env_number("WAL_BENCH_SYNCS").unwrap_or(8),
+        }
+    }
+}
+
+/// One case's results over the repetitions.
+struct CaseRuns {
+    backend: String,
+    appenders: usize,
+    files: usize,
+    runs: Vec<Measured>,
+    x_baseline: Vec<f64>,
+    of_raw: Vec<f64>,
+    of_ideal: Vec<f64>,
+}
+
+fn main() {
+    let settings = Settings::from_env();
     let base = std::env::var("WAL_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir());
     let dir = tempfile::tempdir_in(base).expect("bench dir");
     println!(
-        "strand-wal bench: {seconds} s per case, files in {}",
+        "strand-wal bench: {} s per case, {} repetition(s), files in {}",
+        settings.case_time.as_secs_f64(),
+        settings.repeat,
         dir.path().display()
     );
-
-    let sizes: Vec<usize> = std::env::var("WAL_BENCH_SIZES")
-        .ok()
-        .map(|list| {
-            list.split(',')
-                .filter_map(|kib| kib.trim().parse::<usize>().ok())
-                .map(|kib| kib * KIB)
-                .collect()
-        })
-        .unwrap_or_else(|| SIZES.to_vec());
-    let backends: Vec<&str> = backends.split(',').map(str::trim).collect();
+    let mut files = FileNames::new(dir.path());
     let mut targets = Vec::new();
-    for &size in &sizes {
-        // This disk's speed drifts over a run (host caches), so each size group
-        // gets its own raw and baseline, measured right before its cases.
-        let raw = raw_sequential(dir.path(), RAW_BYTES);
-        let baseline = baseline(dir.path(), size, case_time);
-        println!(
-            "\n== {} appends ==\nraw sequential (1 MiB pwrite x {}, one fdatasync): {raw:.1} MB/s",
-            size_name(size),
-            RAW_BYTES / MIB
-        );
-        print_baseline(size, &baseline);
-        for &backend in &backends {
-            println!("backend {backend}:");
-            print_header();
-            for appenders in APPENDERS {
-                for files in FILES {
-                    let measured = wal_case(backend, dir.path(), size, appenders, files, case_time);
-                    let baseline = baseline.mb_per_s();
-                    print_row(size, appenders, files, &measured, baseline, raw);
-                    let (x_baseline, of_raw) =
-                        (measured.mb_per_s() / baseline, measured.mb_per_s() / raw);
-                    targets.push((backend, size, appenders, files, x_baseline, of_raw));
-                }
-            }
-        }
+    for &size in &settings.sizes {
+        let cases = run_size(&settings, &mut files, size);
+        targets.extend(cases.into_iter().map(|case| (size, case)));
     }
     print_targets(&targets);
 }
 
-/// Sequential 1 MiB writes then one fdatasync; MB/s over the whole thing.
-fn raw_sequential(dir: &Path, total: usize) -> f64 {
-    let path = dir.join("raw.bin");
-    let file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .expect("raw file");
+/// Fresh file names, so no file is ever overwritten or deleted mid-run.
+struct FileNames {
+    dir: PathBuf,
+    next: u64,
+}
+
+impl FileNames {
+    fn new(dir: &Path) -> FileNames {
+        FileNames {
+            dir: dir.to_path_buf(),
+            next: 0,
+        }
+    }
+    fn fresh(&mut self, what: &str) -> PathBuf {
+        self.next += 1;
+        self.dir.join(format!("{what}-{}", self.next))
+    }
+}
+
+/// Every repetition of one append size; prints each run and the summary.
+fn run_size(settings: &Settings, names: &mut FileNames, size: usize) -> Vec<CaseRuns> {
+    println!("\n== {} appends ==", size_name(size));
+    let mut cases: Vec<CaseRuns> = Vec::new();
+    let (mut raws, mut baselines) = (Vec::new(), Vec::new());
+    for rep in 0..settings.repeat {
+        let raw_before = raw_sequential(&names.fresh("raw"), settings.raw_bytes);
+        let baseline_before = baseline(&names.fresh("baseline"), size, settings.case_time);
+        let mut measured = Vec::new();
+        for backend in &settings.backends {
+            for &appenders in &settings.appenders {
+                for files in FILES {
+                    let case_dir = names.fresh(&format!("{backend}-{size}-{appenders}-{files}"));
+                    let run = wal_case(settings, backend, &case_dir, size, appenders, files);
+                    measured.push((backend.clone(), appenders, files, run));
+                }
+            }
+        }
+        let ideal: Vec<(usize, Measured)> = FILES
+            .iter()
+            .map(|&files| {
+                let case_dir = names.fresh(&format!("ideal-{size}-{files}"));
+                (
+                    files,
+                    ideal_group(&case_dir, size, 64, files, settings.case_time),
+                )
+            })
+            .collect();
+        let baseline_after = baseline(&names.fresh("baseline"), size, settings.case_time);
+        let raw_after = raw_sequential(&names.fresh("raw"), settings.raw_bytes);
+        let raw = raw_before.max(raw_after);
+        let baseline_before_mb = baseline_before.mb_per_s();
+        let baseline_after_mb = baseline_after.mb_per_s();
+        let baseline = if baseline_after_mb > baseline_before_mb {
+            baseline_after
+        } else {
+            baseline_before
+        };
+        println!(
+            "rep {}: raw {raw_before:.0} / {raw_after:.0} MB/s (using {raw:.0}); baseline {baseline_before_mb:.1} / {:.1} MB/s (using {:.1}), {:.0} fsyncs/s, p50 {} us; ideal 64x{} {}",
+            rep + 1,
+            baseline_after_mb,
+            baseline.mb_per_s(),
+            baseline.fsyncs_per_s(),
+            baseline.p50(),
+            size_name(size),
+            ideal
+                .iter()
+                .map(|(files, m)| format!("{files} file(s) {:.1} MB/s", m.mb_per_s()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        for (index, (backend, appenders, files, run)) in measured.into_iter().enumerate() {
+            if cases.len() <= index {
+                cases.push(CaseRuns {
+                    backend: backend.clone(),
+                    appenders,
+                    files,
+                    runs: Vec::new(),
+                    x_baseline: Vec::new(),
+                    of_raw: Vec::new(),
+                    of_ideal: Vec::new(),
+                });
+            }
+            let case = &mut cases[index];
+            case.x_baseline.push(run.mb_per_s() / baseline.mb_per_s());
+            case.of_raw.push(run.mb_per_s() / raw);
+            if appenders == 64 {
+                let (_, ideal) = ideal.iter().find(|(f, _)| *f == files).expect("ideal");
+                case.of_ideal.push(run.mb_per_s() / ideal.mb_per_s());
+            }
+            println!(
+                "  rep {}: {backend} {appenders} x {} to {files} file(s): {:.1} MB/s, p50 {} us, p99 {} us, {:.1}x baseline, {:.0}% raw",
+                rep + 1,
+                size_name(size),
+                run.mb_per_s(),
+                run.p50(),
+                run.p99(),
+                run.mb_per_s() / baseline.mb_per_s(),
+                100.0 * run.mb_per_s() / raw,
+            );
+            case.runs.push(run);
+        }
+        raws.push(raw);
+        baselines.push(baseline);
+    }
+    print_summary(size, &raws, &baselines, &cases);
+    cases
+}
+
+/// Sequential 1 MiB writes into a fresh file, then one fdatasync; MB/s over
+/// the whole thing.
+fn raw_sequential(path: &Path, total: usize) -> f64 {
+    let file = create(path);
     let chunk = vec![0x5au8; MIB];
     let started = Instant::now();
     for index in 0..total / MIB {
@@ -149,19 +313,20 @@ fn raw_sequential(dir: &Path, total: usize) -> f64 {
     }
     file.sync_data().expect("raw sync");
     let elapsed = started.elapsed();
-    drop(file);
     total as f64 / 1e6 / elapsed.as_secs_f64()
 }
 
-/// One appender, one file, `pwrite` + `fdatasync` per append.
-fn baseline(dir: &Path, size: usize, case_time: Duration) -> Measured {
-    let path = dir.join(format!("baseline-{size}.bin"));
-    let file = OpenOptions::new()
-        .create(true)
+fn create(path: &Path) -> File {
+    OpenOptions::new()
+        .create_new(true)
         .write(true)
-        .truncate(true)
-        .open(&path)
-        .expect("baseline file");
+        .open(path)
+        .expect("a fresh bench file")
+}
+
+/// One appender, one file, `pwrite` + `fdatasync` per append.
+fn baseline(path: &Path, size: usize, case_time: Duration) -> Measured {
+    let file = create(path);
     let payload = vec![0xa5u8; size];
     let mut latency_us = histogram();
     let mut offset = 0u64;
@@ -174,7 +339,6 @@ fn baseline(dir: &Path, size: usize, case_time: Duration) -> Measured {
         offset += size as u64;
     }
     let elapsed = started.elapsed();
-    drop(file);
     let appends = latency_us.len();
     Measured {
         payload_bytes: offset,
@@ -185,33 +349,78 @@ fn baseline(dir: &Path, size: usize, case_time: Duration) -> Measured {
     }
 }
 
-/// One WAL case: `appenders` closed loops over `files` files.
-fn wal_case(
-    backend: &str,
+/// Plain `pwrite` + `fdatasync` with perfect batching: one thread per file,
+/// each writing `appenders / files` appends' bytes at once, then syncing.
+fn ideal_group(
     dir: &Path,
     size: usize,
     appenders: usize,
     files: usize,
     case_time: Duration,
 ) -> Measured {
+    std::fs::create_dir_all(dir).expect("ideal dir");
+    let group = size * appenders.div_ceil(files);
+    let started = Instant::now();
+    let handles: Vec<_> = (0..files)
+        .map(|index| {
+            let file = create(&dir.join(format!("{index}.log")));
+            thread::spawn(move || {
+                let buffer = vec![0xa5u8; group];
+                let mut latency_us = histogram();
+                let mut offset = 0u64;
+                while started.elapsed() < case_time {
+                    let group_started = Instant::now();
+                    file.write_all_at(&buffer, offset).expect("ideal write");
+                    file.sync_data().expect("ideal sync");
+                    record(&mut latency_us, group_started.elapsed());
+                    offset += group as u64;
+                }
+                (offset, latency_us)
+            })
+        })
+        .collect();
+    let mut latency_us = histogram();
+    let mut payload_bytes = 0;
+    for handle in handles {
+        let (bytes, latencies) = handle.join().expect("ideal thread");
+        payload_bytes += bytes;
+        latency_us.add(&latencies).expect("same bounds");
+    }
+    let elapsed = started.elapsed();
+    let fsyncs = latency_us.len();
+    Measured {
+        payload_bytes,
+        appends: payload_bytes / size as u64,
+        fsyncs,
+        elapsed,
+        latency_us,
+    }
+}
+
+/// One WAL case: `appenders` closed loops over `files` files.
+fn wal_case(
+    settings: &Settings,
+    backend: &str,
+    case_dir: &Path,
+    size: usize,
+    appenders: usize,
+    files: usize,
+) -> Measured {
     let counter = Arc::new(SyncCounter::default());
     let choice = match backend {
         "std" => BackendChoice::Std,
         _ => BackendChoice::Uring,
     };
-    let sync_bytes_max = std::env::var("WAL_BENCH_SYNC_BYTES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(strand_wal::SYNC_BYTES_MAX_DEFAULT);
     let wal = Wal::start(WalConfig {
         backend: choice,
         observer: Some(counter.clone()),
-        sync_bytes_max,
+        sync_bytes_max: settings.sync_bytes_max,
+        gather_window: settings.gather_window,
+        syncs_in_flight_max: settings.syncs_in_flight_max,
         ..WalConfig::default()
     })
     .expect("WAL started");
-    let case_dir = dir.join(format!("{backend}-{size}-{appenders}-{files}"));
-    std::fs::create_dir_all(&case_dir).expect("case dir");
+    std::fs::create_dir_all(case_dir).expect("case dir");
     let drivers = appenders.min(DRIVER_THREADS_MAX);
     let (senders, receivers): (Vec<Sender<Completion>>, Vec<_>) =
         (0..drivers).map(|_| mpsc::channel()).unzip();
@@ -231,7 +440,7 @@ fn wal_case(
     let merged = Arc::new(Mutex::new(histogram()));
     let fsyncs_before = counter.0.load(Ordering::Relaxed);
     let started = Instant::now();
-    let deadline = started + case_time;
+    let deadline = started + settings.case_time;
     let handles: Vec<_> = receivers
         .into_iter()
         .enumerate()
@@ -343,22 +552,60 @@ fn size_name(size: usize) -> String {
     }
 }
 
-fn print_baseline(size: usize, measured: &Measured) {
-    println!(
-        "baseline pwrite+fdatasync per append, {:>6}: {:>8.1} MB/s {:>8.0} fsyncs/s  p50 {:>6} us  p99 {:>6} us",
-        size_name(size),
-        measured.mb_per_s(),
-        measured.fsyncs_per_s(),
-        measured.latency_us.value_at_quantile(0.5),
-        measured.latency_us.value_at_quantile(0.99),
-    );
+/// Median and spread of `values`.
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
 }
 
-fn print_header() {
+fn spread(values: &[f64]) -> Spread {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    };
+    Spread {
+        median,
+        min: sorted.first().copied().unwrap_or(f64::NAN),
+        max: sorted.last().copied().unwrap_or(f64::NAN),
+    }
+}
+
+fn show(values: &[f64], scale: f64, decimals: usize) -> String {
+    let s = spread(values);
+    if values.len() == 1 {
+        return format!("{:.*}", decimals, s.median * scale);
+    }
+    format!(
+        "{:.*} [{:.*}-{:.*}]",
+        decimals,
+        s.median * scale,
+        decimals,
+        s.min * scale,
+        decimals,
+        s.max * scale
+    )
+}
+
+fn print_summary(size: usize, raws: &[f64], baselines: &[Measured], cases: &[CaseRuns]) {
+    let of = |f: fn(&Measured) -> f64, runs: &[Measured]| runs.iter().map(f).collect::<Vec<_>>();
     println!(
-        "{:>7} {:>9} {:>5} {:>9} {:>10} {:>9} {:>8} {:>8} {:>10} {:>7}",
+        "summary, median [min-max] over {} repetition(s): raw {} MB/s; baseline {} MB/s, {} fsyncs/s, p50 {} us, p99 {} us",
+        raws.len(),
+        show(raws, 1.0, 0),
+        show(&of(Measured::mb_per_s, baselines), 1.0, 1),
+        show(&of(Measured::fsyncs_per_s, baselines), 1.0, 0),
+        show(&of(Measured::p50, baselines), 1.0, 0),
+        show(&of(Measured::p99, baselines), 1.0, 0),
+    );
+    println!(
+        "{:>6} {:>7} {:>3} {:>5} {:>20} {:>9} {:>9} {:>8} {:>8} {:>18} {:>14} {:>14}",
+        "",
         "size",
-        "appenders",
+        "app",
         "files",
         "MB/s",
         "appends/s",
@@ -366,50 +613,56 @@ fn print_header() {
         "p50 us",
         "p99 us",
         "x baseline",
-        "% raw"
+        "% raw",
+        "% ideal"
     );
+    for case in cases {
+        let ideal = if case.of_ideal.is_empty() {
+            "-".to_owned()
+        } else {
+            show(&case.of_ideal, 100.0, 0)
+        };
+        println!(
+            "{:>6} {:>7} {:>3} {:>5} {:>20} {:>9.0} {:>9.0} {:>8.0} {:>8.0} {:>18} {:>14} {:>14}",
+            case.backend,
+            size_name(size),
+            case.appenders,
+            case.files,
+            show(&of(Measured::mb_per_s, &case.runs), 1.0, 1),
+            spread(&of(Measured::appends_per_s, &case.runs)).median,
+            spread(&of(Measured::fsyncs_per_s, &case.runs)).median,
+            spread(&of(Measured::p50, &case.runs)).median,
+            spread(&of(Measured::p99, &case.runs)).median,
+            show(&case.x_baseline, 1.0, 1),
+            show(&case.of_raw, 100.0, 0),
+            ideal,
+        );
+    }
 }
 
-fn print_row(
-    size: usize,
-    appenders: usize,
-    files: usize,
-    measured: &Measured,
-    baseline: f64,
-    raw: f64,
-) {
-    println!(
-        "{:>7} {:>9} {:>5} {:>9.1} {:>10.0} {:>9.0} {:>8} {:>8} {:>10.1} {:>6.0}%",
-        size_name(size),
-        appenders,
-        files,
-        measured.mb_per_s(),
-        measured.appends_per_s(),
-        measured.fsyncs_per_s(),
-        measured.latency_us.value_at_quantile(0.5),
-        measured.latency_us.value_at_quantile(0.99),
-        measured.mb_per_s() / baseline,
-        100.0 * measured.mb_per_s() / raw,
-    );
-}
-
-fn print_targets(results: &[(&str, usize, usize, usize, f64, f64)]) {
-    println!("\ntargets:");
-    for &(backend, size, appenders, files, x_baseline, of_raw) in results {
-        if appenders != 64 {
+fn print_targets(results: &[(usize, CaseRuns)]) {
+    println!("\ntargets (median [min-max] over repetitions):");
+    for (size, case) in results {
+        if case.appenders != 64 {
             continue;
         }
-        if size == KIB {
-            let verdict = if x_baseline >= 20.0 { "PASS" } else { "MISS" };
+        let backend = &case.backend;
+        let files = case.files;
+        if *size == KIB {
+            let s = spread(&case.x_baseline);
+            let verdict = if s.median >= 20.0 { "PASS" } else { "MISS" };
             println!(
-                "  {backend:>5}: 64 appenders x 1 KiB, {files:>2} file(s): {x_baseline:>6.1}x baseline (target >= 20x)  {verdict}"
+                "  {backend:>5}: 64 appenders x 1 KiB, {files:>2} file(s): {}x baseline (target >= 20x)  {verdict}",
+                show(&case.x_baseline, 1.0, 1)
             );
         }
-        if size == 64 * KIB {
-            let verdict = if of_raw >= 0.8 { "PASS" } else { "MISS" };
+        if *size == 64 * KIB {
+            let s = spread(&case.of_raw);
+            let verdict = if s.median >= 0.8 { "PASS" } else { "MISS" };
             println!(
-                "  {backend:>5}: 64 appenders x 64 KiB, {files:>2} file(s): {:>5.0}% of raw (target >= 80%)  {verdict}",
-                100.0 * of_raw
+                "  {backend:>5}: 64 appenders x 64 KiB, {files:>2} file(s): {}% of raw (target >= 80%)  {verdict}; {}% of ideal",
+                show(&case.of_raw, 100.0, 0),
+                show(&case.of_ideal, 100.0, 0),
             );
         }
     }

@@ -145,7 +145,7 @@ fn open_path(path: &Path, mode: OpenMode) -> io::Result<(File, bool)> {
     options.read(true).write(true);
     match mode {
         OpenMode::CreateNew => Ok((options.create_new(true).open(path)?, true)),
-        OpenMode::Append => Ok((options.open(path)?, false)),
+        OpenMode::Append | OpenMode::AppendDamaged => Ok((options.open(path)?, false)),
         OpenMode::Truncate | OpenMode::CreateOrAppend => {
             match OpenOptions::new()
                 .read(true)

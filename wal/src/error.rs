@@ -118,6 +118,19 @@ pub enum WalError {
         /// The file's append end.
         end: u64,
     },
+    /// An in-place write ([`crate::Request::WriteAt`]) reaching past the
+    /// file's append end. Nothing was written; the file is not poisoned.
+    #[error("{file}: cannot write {len} bytes at {offset} in place, the file ends at {end}")]
+    WriteBeyondEnd {
+        /// The file.
+        file: FileId,
+        /// The requested position.
+        offset: u64,
+        /// The frame's length.
+        len: u64,
+        /// The file's append end.
+        end: u64,
+    },
     /// A payload above [`crate::FRAME_PAYLOAD_BYTES_MAX`].
     #[error("entry of {len} bytes exceeds the {max}-byte frame limit")]
     EntryTooLarge {

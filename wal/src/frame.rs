@@ -32,11 +32,17 @@ const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
 
 /// One entry ready to be written: its header (computed on the caller's thread,
 /// so checksumming is spread over the callers rather than the writer thread)
-/// and its payload.
+/// and its payload, held as one part ([`Frame::new`]) or two
+/// ([`Frame::from_parts`]: a small head, e.g. a 256-byte prepare header, and a
+/// body that is never copied). On disk the parts sit back to back and the
+/// checksum covers their concatenation: the two kinds are indistinguishable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
     header: [u8; FRAME_HEADER_BYTES],
-    payload: Bytes,
+    /// The payload's first part; empty for a one-part frame.
+    head: Bytes,
+    /// The payload (one-part frame) or its second part.
+    body: Bytes,
 }
 
 impl Frame {
@@ -44,14 +50,31 @@ impl Frame {
     ///
     /// Fails with [`WalError::EntryTooLarge`] above [`FRAME_PAYLOAD_BYTES_MAX`].
     pub fn new(payload: Bytes) -> Result<Frame, WalError> {
-        if payload.len() > FRAME_PAYLOAD_BYTES_MAX {
+        Frame::from_bytes_parts(Bytes::new(), payload)
+    }
+
+    /// Frames the payload `head ++ body` without copying `body` (only the small
+    /// `head` is copied). The checksum covers the concatenation, so the frame
+    /// reads back exactly as `Frame::new(head ++ body)` would.
+    ///
+    /// Fails with [`WalError::EntryTooLarge`] when the two together exceed
+    /// [`FRAME_PAYLOAD_BYTES_MAX`].
+    pub fn from_parts(head: &[u8], body: Bytes) -> Result<Frame, WalError> {
+        Frame::from_bytes_parts(Bytes::copy_from_slice(head), body)
+    }
+
+    /// [`Frame::from_parts`] with a head the caller already holds as `Bytes`
+    /// (nothing is copied).
+    pub fn from_bytes_parts(head: Bytes, body: Bytes) -> Result<Frame, WalError> {
+        let len = head.len().saturating_add(body.len());
+        if len > FRAME_PAYLOAD_BYTES_MAX {
             return Err(WalError::EntryTooLarge {
-                len: payload.len(),
+                len,
                 max: FRAME_PAYLOAD_BYTES_MAX,
             });
         }
-        let header = encode_header(&payload);
-        Ok(Frame { header, payload })
+        let header = encode_header(&[&head, &body]);
+        Ok(Frame { header, head, body })
     }
 
     /// The 8 header bytes, as they go to disk.
@@ -59,14 +82,35 @@ impl Frame {
         &self.header
     }
 
-    /// The caller's payload.
+    /// The payload's last part: the whole payload of a frame built with
+    /// [`Frame::new`], the body of one built with [`Frame::from_parts`]
+    /// (see [`Frame::head`]).
     pub fn payload(&self) -> &Bytes {
-        &self.payload
+        &self.body
+    }
+
+    /// The payload's first part: empty for a frame built with [`Frame::new`].
+    pub fn head(&self) -> &Bytes {
+        &self.head
+    }
+
+    /// Payload bytes (all parts).
+    pub fn payload_len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    /// The slices that go to disk, in order: the header, then the non-empty
+    /// payload parts.
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> {
+        let head = (!self.head.is_empty()).then_some(&self.head[..]);
+        std::iter::once(&self.header[..])
+            .chain(head)
+            .chain(std::iter::once(&self.body[..]))
     }
 
     /// Bytes the frame occupies on disk (header + payload).
     pub fn len(&self) -> u64 {
-        (FRAME_HEADER_BYTES + self.payload.len()) as u64
+        (FRAME_HEADER_BYTES + self.payload_len()) as u64
     }
 
     /// Always false: a frame has at least its header. Present because `len` is.
@@ -77,17 +121,22 @@ impl Frame {
     /// The whole frame as one contiguous buffer (tests, simulators, tools).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(self.len() as usize);
-        bytes.extend_from_slice(&self.header);
-        bytes.extend_from_slice(&self.payload);
+        for part in self.parts() {
+            bytes.extend_from_slice(part);
+        }
         bytes
     }
 }
 
-/// Computes the header for `payload`. The caller has checked the size bound.
-fn encode_header(payload: &[u8]) -> [u8; FRAME_HEADER_BYTES] {
-    assert!(payload.len() <= FRAME_PAYLOAD_BYTES_MAX);
-    let len_bytes = (payload.len() as u32).to_le_bytes();
-    let crc = frame_checksum(len_bytes, payload);
+/// Computes the header for the payload `parts` (back to back). The caller has
+/// checked the size bound.
+fn encode_header(parts: &[&[u8]]) -> [u8; FRAME_HEADER_BYTES] {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    assert!(len <= FRAME_PAYLOAD_BYTES_MAX);
+    let len_bytes = (len as u32).to_le_bytes();
+    let crc = parts.iter().fold(crc32c::crc32c(&len_bytes), |crc, part| {
+        crc32c::crc32c_append(crc, part)
+    });
     let mut header = [0u8; FRAME_HEADER_BYTES];
     header[..4].copy_from_slice(&len_bytes);
     header[4..].copy_from_slice(&crc.to_le_bytes());
@@ -109,7 +158,7 @@ pub fn encode_frame_into(payload: &[u8], out: &mut Vec<u8>) -> Result<(), WalErr
             max: FRAME_PAYLOAD_BYTES_MAX,
         });
     }
-    out.extend_from_slice(&encode_header(payload));
+    out.extend_from_slice(&encode_header(&[payload]));
     out.extend_from_slice(payload);
     Ok(())
 }
@@ -128,6 +177,25 @@ mod tests {
         let mut encoded = Vec::new();
         encode_frame_into(b"hello", &mut encoded).expect("small payload");
         assert_eq!(encoded, frame.to_vec());
+    }
+
+    #[test]
+    fn a_two_part_frame_is_the_frame_of_the_concatenation() {
+        let head = [7u8; 256];
+        let body = Bytes::from_static(b"the body is not copied");
+        let parts = Frame::from_parts(&head, body.clone()).expect("small payload");
+        let mut whole = head.to_vec();
+        whole.extend_from_slice(&body);
+        let single = Frame::new(Bytes::from(whole)).expect("small payload");
+        assert_eq!(parts.to_vec(), single.to_vec());
+        assert_eq!(parts.len(), single.len());
+        assert_eq!(
+            parts.payload().as_ptr(),
+            body.as_ptr(),
+            "the body is shared"
+        );
+        assert_eq!(parts.parts().count(), 3);
+        assert_eq!(single.parts().count(), 2);
     }
 
     #[test]

@@ -4,12 +4,22 @@
 //! thread. A write gets two acks from here: **queued** (the submit returned: the
 //! writer has it) and **durable** (an `fdatasync` covering it has completed).
 //! The thread drives `io_uring` and falls back to `pwrite` + `fdatasync` where
-//! io_uring cannot be set up. Everything queued during one loop turn is one
-//! group commit: each dirty file gets one fdatasync linked after its writes.
-//! Two knobs shape the groups, never correctness: a short gather window (a
-//! turn under concurrent load waits up to 100 µs for the appenders the last
-//! turn acked) and a per-file byte cap per turn (1 MiB; the rest of that file's
-//! requests run, in order, in the next turn).
+//! io_uring cannot be set up.
+//!
+//! Group commit is pipelined: everything queued during one loop turn becomes
+//! one batch per file (its frames in one `writev` chain, with an fdatasync
+//! linked after them when the file has nothing else in flight). Over io_uring
+//! the turn only starts its batches; the next turn's writes go out while this
+//! turn's fsyncs run, and each file's acks go out the moment its own fsync
+//! returns. A file's batches are settled strictly in order. Bounds: at most
+//! one fdatasync in flight per file, [`WRITE_BATCHES_IN_FLIGHT_MAX`] write
+//! batches per file, [`SYNCS_IN_FLIGHT_MAX_DEFAULT`] fsyncs over all files
+//! (configurable); requests past a bound wait in the queue, in order. Three
+//! knobs shape the groups, never correctness: a short gather window (a turn,
+//! and the fsyncs due with it, waits up to 250 µs for the callers the writer
+//! just answered, so their appends share those fsyncs; a lone appender never
+//! waits), the fsync cap just named, and a per-file byte cap (4 MiB queued
+//! past what the file's fsync in flight covers).
 //!
 //! Files are sequences of frames (`len u32 | crc32c u32 | payload`); a pure
 //! [`scan()`] of a file's bytes finds the longest valid prefix and tells a torn
@@ -23,26 +33,29 @@
 //! | [`scan`](mod@scan) | recovery: `scan(&[u8]) -> ScanReport`, torn tail vs corruption |
 //! | [`request`] | [`Request`], [`Completion`], [`FileId`], [`OpenMode`], [`CompletionSink`] |
 //! | [`error`] | [`WalError`], poisoning causes |
-//! | [`storage`] | the [`Storage`] backend trait, [`FileBatch`], [`IoObserver`] |
-//! | `group_commit` | batching a turn per file; turning outcomes into acks |
+//! | [`storage`] | the [`Storage`] backend trait, [`Pipeline`], [`FileBatch`], [`IoObserver`] |
+//! | `group_commit` | per-file watermarks of writes and fsyncs in flight; batching a turn; acks in order |
 //! | [`engine`] | [`WalCore`]: the writer logic, single-threaded, deterministic |
 //! | [`writer`] | [`Wal`]: the writer thread, the bounded queue, backend choice |
 //! | [`disk`] | [`DiskStorage`]: std files, `pwrite` + `fdatasync` (the fallback) |
-//! | [`uring`] | [`UringStorage`]: the same files, batches through io_uring |
+//! | [`uring`] | [`UringStorage`]: the same files, batches pipelined through io_uring; [`Doorbell`] |
 //! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
 //! | [`rng`] | [`SplitMix64`], the seeded generator behind simulated crashes |
 //! | [`metrics`] | metric names and recording |
 //!
 //! Invariants that matter most:
 //! - **Never durable before the fsync.** A `Durable` or `Synced` completion is
-//!   produced only from a batch whose fdatasync ran after all its writes and
-//!   succeeded (asserted in `group_commit::settle`).
+//!   produced only once an fdatasync issued after all the writes it covers
+//!   has succeeded (asserted in `group_commit`); with fsyncs of one file never
+//!   overlapping, so no writeback error can be reported to the wrong one.
 //! - **A failed file stays failed.** After a failed write, fsync or truncate the
-//!   file is poisoned: every later request on it fails with
-//!   [`WalError::Poisoned`], whose docs say what the caller must do. Other files
-//!   are unaffected.
+//!   file is poisoned: every waiter not yet answered fails (even one whose own
+//!   pipelined fsync may still succeed), and every later request on it fails
+//!   with [`WalError::Poisoned`], whose docs say what the caller must do. Other
+//!   files are unaffected.
 //! - **Recovery never cuts past a fault.** Only a torn tail (nothing valid after
-//!   it) is truncated; corruption is refused with its byte offset.
+//!   it) is truncated; corruption is refused with its byte offset, or, with
+//!   [`OpenMode::AppendDamaged`], reported for the caller to repair.
 
 pub mod disk;
 pub mod engine;
@@ -59,9 +72,10 @@ pub mod uring;
 pub mod writer;
 
 pub use disk::DiskStorage;
-pub use engine::{FileStatus, SYNC_BYTES_MAX_DEFAULT, WalCore};
+pub use engine::{FileStatus, SYNC_BYTES_MAX_DEFAULT, SYNCS_IN_FLIGHT_MAX_DEFAULT, WalCore};
 pub use error::{IoOp, PoisonCause, WalError};
 pub use frame::{FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, Frame, encode_frame_into};
+pub use group_commit::WRITE_BATCHES_IN_FLIGHT_MAX;
 pub use memory::{CrashMode, MemoryStorage};
 pub use metrics::describe_metrics;
 pub use request::{
@@ -70,8 +84,8 @@ pub use request::{
 };
 pub use rng::SplitMix64;
 pub use scan::{FrameSpan, ScanReport, Tail, scan};
-pub use storage::{BatchOutcome, FileBatch, IoEvent, IoObserver, NoObserver, Storage};
-pub use uring::UringStorage;
+pub use storage::{BatchOutcome, FileBatch, IoEvent, IoObserver, NoObserver, Pipeline, Storage};
+pub use uring::{Doorbell, UringStorage};
 pub use writer::{
     BackendChoice, BackendKind, GATHER_WINDOW_DEFAULT, QUEUE_CAPACITY_DEFAULT, Wal, WalConfig,
 };

@@ -9,9 +9,16 @@
 //! piece of the next write. Randomness comes from a seeded [`SplitMix64`], so a
 //! crash replays exactly from its seed.
 //!
+//! Names follow POSIX: a path names an inode; [`MemoryStorage::link`] adds a
+//! second name for the same inode (a hard link: a write through either name
+//! is seen through both, and both keep the bytes after a crash);
+//! [`MemoryStorage::remove`] drops a name, and the inode goes with its last
+//! name once no handle holds it open. Directories are implicit: one exists
+//! while a path below it does ([`MemoryStorage::list_dir`]).
+//!
 //! Simplifications, stated so nobody relies on them by accident:
-//! - Name operations (create, rename) are durable at once, as the WAL always
-//!   syncs the directory right after them anyway.
+//! - Name operations (create, rename, link, remove) are durable at once, as
+//!   the WAL and the partition always sync the directory right after them.
 //! - Pages persist in write order; the real-disk case of a later page persisting
 //!   before an earlier one is not modelled (the scan would report it as a fault).
 //! - A failed fdatasync drops the unsynced writes from the crash image while
@@ -169,6 +176,52 @@ impl MemoryStorage {
         self.names.keys().cloned().collect()
     }
 
+    /// The names directly inside directory `dir` (files, and the
+    /// subdirectories implied by deeper paths), sorted; empty when nothing is
+    /// under it.
+    pub fn list_dir(&self, dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .names
+            .keys()
+            .filter(|path| path.as_path() != dir)
+            .filter_map(|path| path.strip_prefix(dir).ok()?.components().next())
+            .map(|component| component.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        names.dedup();
+        names
+    }
+
+    /// Removes the name `path` (`unlink`), durably. The bytes stay reachable
+    /// through other names of the same inode and through handles still open
+    /// on it; the inode is freed with its last name and handle. `ENOENT` when
+    /// there is no such file.
+    pub fn remove(&mut self, path: &Path) -> io::Result<()> {
+        let inode = self.names.remove(path).ok_or_else(|| errno(libc::ENOENT))?;
+        self.free_if_unreferenced(inode);
+        Ok(())
+    }
+
+    /// Makes `to` a second name of the file at `from` (`link`), durably: a
+    /// hard link, sharing the bytes, synced and not. `ENOENT` when `from` does
+    /// not exist, `EEXIST` when `to` does.
+    pub fn link(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        let inode = *self.names.get(from).ok_or_else(|| errno(libc::ENOENT))?;
+        if self.names.contains_key(to) {
+            return Err(errno(libc::EEXIST));
+        }
+        self.names.insert(to.to_path_buf(), inode);
+        Ok(())
+    }
+
+    /// Drops an inode nothing names and no handle holds.
+    fn free_if_unreferenced(&mut self, inode: u64) {
+        let named = self.names.values().any(|&named| named == inode);
+        let held = self.handles.values().any(|handle| handle.inode == inode);
+        if !named && !held {
+            self.inodes.remove(&inode);
+        }
+    }
+
     /// Fault: flips bit `bit` (0..8) of byte `offset`, in the cache and on "disk".
     pub fn flip_bit(&mut self, path: &Path, offset: u64, bit: u8) -> io::Result<()> {
         assert!(bit < 8);
@@ -257,7 +310,7 @@ impl Storage for MemoryStorage {
         let existing = self.names.get(path).copied();
         let inode = match (mode, existing) {
             (OpenMode::CreateNew, Some(_)) => return Err(errno(libc::EEXIST)),
-            (OpenMode::Append, None) => return Err(errno(libc::ENOENT)),
+            (OpenMode::Append | OpenMode::AppendDamaged, None) => return Err(errno(libc::ENOENT)),
             (_, None) => self.create(path),
             (_, Some(inode)) => inode,
         };
@@ -310,19 +363,25 @@ impl Storage for MemoryStorage {
             .handles
             .get_mut(&file)
             .ok_or_else(|| errno(libc::EBADF))?;
-        let removed = self.names.remove(&handle.path);
-        assert_eq!(
-            removed,
-            Some(handle.inode),
-            "an open handle's name is linked"
-        );
-        self.names.insert(to.to_path_buf(), handle.inode);
+        if self.names.get(&handle.path) != Some(&handle.inode) {
+            // The name was removed (or replaced) while the file was open.
+            return Err(errno(libc::ENOENT));
+        }
+        let inode = handle.inode;
+        self.names.remove(&handle.path);
         handle.path = to.to_path_buf();
+        if let Some(replaced) = self.names.insert(to.to_path_buf(), inode) {
+            if replaced != inode {
+                self.free_if_unreferenced(replaced);
+            }
+        }
         Ok(())
     }
 
     fn close(&mut self, file: FileId) {
-        self.handles.remove(&file);
+        if let Some(handle) = self.handles.remove(&file) {
+            self.free_if_unreferenced(handle.inode);
+        }
     }
 }
 
@@ -390,6 +449,47 @@ mod tests {
         storage.sync_data(file).expect("sync");
         storage.crash(CrashMode::LoseUnsynced);
         assert_eq!(storage.contents(Path::new("a")), Some(&b"\0\0\0\0next"[..]));
+    }
+
+    #[test]
+    fn a_hard_link_shares_the_bytes_and_survives_removing_the_first_name() {
+        let mut storage = MemoryStorage::new(4);
+        let file = written(&mut storage, "dir/a", &[b"sealed"]);
+        storage.sync_data(file).expect("sync");
+        storage.close(file);
+        storage
+            .link(Path::new("dir/a"), Path::new("fenced/a"))
+            .expect("link");
+        assert_eq!(
+            storage
+                .link(Path::new("dir/a"), Path::new("fenced/a"))
+                .map_err(|error| error.raw_os_error()),
+            Err(Some(libc::EEXIST))
+        );
+        storage.remove(Path::new("dir/a")).expect("remove");
+        assert_eq!(storage.contents(Path::new("dir/a")), None);
+        assert_eq!(storage.list_dir(Path::new("dir")), Vec::<String>::new());
+        storage.crash(CrashMode::LoseUnsynced);
+        assert_eq!(
+            storage.contents(Path::new("fenced/a")),
+            Some(&b"sealed"[..])
+        );
+        assert_eq!(storage.list_dir(Path::new("fenced")), ["a"]);
+        assert_eq!(storage.list_dir(Path::new("")), ["fenced"]);
+        assert!(storage.remove(Path::new("dir/a")).is_err());
+    }
+
+    #[test]
+    fn a_removed_file_stays_readable_through_its_open_handle_until_closed() {
+        let mut storage = MemoryStorage::new(5);
+        let file = written(&mut storage, "a", &[b"kept"]);
+        storage.remove(Path::new("a")).expect("remove");
+        assert_eq!(storage.read_all(file).expect("still open"), b"kept");
+        storage.close(file);
+        assert!(
+            storage.inodes.is_empty(),
+            "the inode went with its last handle"
+        );
     }
 
     #[test]

@@ -38,6 +38,17 @@ pub enum OpenMode {
     Append,
     /// [`OpenMode::Append`] when the file exists, [`OpenMode::CreateNew`] when not.
     CreateOrAppend,
+    /// Open an existing file that may be damaged, for the caller to repair.
+    /// Like [`OpenMode::Append`] (a torn tail with nothing valid after it is
+    /// cut, durably), except that corruption with valid frames after it is
+    /// *reported* in [`OpenedFile::scan`] (`Tail::Corrupt`, with the fault's
+    /// offset and the next valid frame's) instead of refused. Then nothing at
+    /// all is cut, [`OpenedFile::len`] is the whole file and
+    /// [`OpenedFile::contents`] holds every byte, so the caller can find the
+    /// frames past the fault and decide: rewrite the damage in place
+    /// ([`Request::WriteAt`]), cut what it knows is junk ([`Request::Truncate`]),
+    /// or quarantine the file. Appends go after the last byte.
+    AppendDamaged,
 }
 
 /// The result of a successful `open`.
@@ -45,13 +56,15 @@ pub enum OpenMode {
 pub struct OpenedFile {
     /// The id to name the file in requests.
     pub file: FileId,
-    /// Where the next append goes: the end of the valid prefix.
+    /// Where the next append goes: the end of the valid prefix (the end of the
+    /// file when [`OpenMode::AppendDamaged`] found corruption).
     pub len: u64,
     /// The recovery scan of what was on disk (empty for new or truncated files).
-    /// If its tail is `Torn`, those bytes have been cut already.
+    /// If its tail is `Torn`, those bytes have been cut already; if it is
+    /// `Corrupt` (only with [`OpenMode::AppendDamaged`]), nothing was cut.
     pub scan: ScanReport,
-    /// The file's bytes as read for the scan, up to the valid prefix, so the
-    /// caller can rebuild its indexes without reading the file again.
+    /// The file's bytes as read for the scan, up to `len`, so the caller can
+    /// rebuild its indexes without reading the file again.
     pub contents: Bytes,
 }
 
@@ -68,7 +81,8 @@ pub enum Ack {
 }
 
 /// One request to the writer. Requests on one file are executed in the order
-/// submitted; requests on different files are independent.
+/// submitted, and their completions arrive in that order; requests on
+/// different files are independent.
 #[derive(Debug, Clone)]
 pub enum Request {
     /// Append one framed entry at the file's end.
@@ -76,6 +90,25 @@ pub enum Request {
         /// The file.
         file: FileId,
         /// The framed entry.
+        frame: Frame,
+        /// Returned in the completion.
+        user_data: u64,
+        /// Which acknowledgement to send.
+        ack: Ack,
+    },
+    /// Overwrite bytes inside the file with one frame, in place: for
+    /// rewriting a damaged entry exactly where it was. The range
+    /// `offset..offset + frame.len()` must lie below the file's append end
+    /// ([`WalError::WriteBeyondEnd`] otherwise); the append end does not move.
+    /// Acknowledged like an append ([`Ack`]): `Durable` once an fdatasync
+    /// issued after the write has completed. It waits for the file's writes
+    /// already in flight, so it lands after every earlier request.
+    WriteAt {
+        /// The file.
+        file: FileId,
+        /// Where the frame's first byte goes.
+        offset: u64,
+        /// The frame to write.
         frame: Frame,
         /// Returned in the completion.
         user_data: u64,
@@ -139,10 +172,41 @@ impl Request {
         })
     }
 
+    /// An append of a frame built by the caller (e.g. [`Frame::from_parts`]:
+    /// a prepare's header and body framed without copying the body).
+    pub fn append_frame(file: FileId, frame: Frame, user_data: u64, ack: Ack) -> Request {
+        Request::Append {
+            file,
+            frame,
+            user_data,
+            ack,
+        }
+    }
+
+    /// An in-place rewrite of `payload` as one frame at `offset`. Fails only on
+    /// an oversized payload.
+    pub fn write_at(
+        file: FileId,
+        offset: u64,
+        payload: Bytes,
+        user_data: u64,
+        ack: Ack,
+    ) -> Result<Request, WalError> {
+        let frame = Frame::new(payload)?;
+        Ok(Request::WriteAt {
+            file,
+            offset,
+            frame,
+            user_data,
+            ack,
+        })
+    }
+
     /// The file the request is about.
     pub fn file(&self) -> FileId {
         match self {
             Request::Append { file, .. }
+            | Request::WriteAt { file, .. }
             | Request::Sync { file, .. }
             | Request::Truncate { file, .. }
             | Request::Rename { file, .. }
@@ -154,6 +218,7 @@ impl Request {
     pub fn user_data(&self) -> u64 {
         match self {
             Request::Append { user_data, .. }
+            | Request::WriteAt { user_data, .. }
             | Request::Sync { user_data, .. }
             | Request::Truncate { user_data, .. }
             | Request::Rename { user_data, .. }
@@ -161,10 +226,10 @@ impl Request {
         }
     }
 
-    /// Bytes this request adds to the file (frames only).
+    /// Bytes this request writes (frames only).
     pub fn queued_bytes(&self) -> u64 {
         match self {
-            Request::Append { frame, .. } => frame.len(),
+            Request::Append { frame, .. } | Request::WriteAt { frame, .. } => frame.len(),
             _ => 0,
         }
     }
@@ -174,8 +239,14 @@ impl Request {
         match self {
             Request::Append {
                 ack: Ack::Durable, ..
+            }
+            | Request::WriteAt {
+                ack: Ack::Durable, ..
             } => CompletionKind::Durable,
             Request::Append {
+                ack: Ack::Written, ..
+            }
+            | Request::WriteAt {
                 ack: Ack::Written, ..
             } => CompletionKind::Written,
             Request::Sync { .. } => CompletionKind::Synced,
@@ -222,7 +293,8 @@ impl FileRange {
 /// The answer to one request.
 ///
 /// `result` on success is, by kind: `Written`/`Durable` — the frame's range
-/// (header included; the payload starts 8 bytes in); `Synced`/`Closed` —
+/// (header included; the payload starts 8 bytes in), for appends and
+/// in-place writes alike; `Synced`/`Closed` —
 /// `0..durable end`; `Truncated` — `0..new length`; `Renamed` — `0..append end`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {

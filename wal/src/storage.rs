@@ -13,9 +13,17 @@
 //! - `execute` runs each [`FileBatch`]: all writes in order, then (if asked) one
 //!   fdatasync after them, and fills in the batch's [`BatchOutcome`]. A sync is
 //!   reported successful only if it ran after every write of the batch succeeded.
+//! - A backend that can keep batches in flight (io_uring) also offers a
+//!   [`Pipeline`]: `start` hands a batch to the device and returns, `reap` hands
+//!   finished batches back. The engine keeps the ordering rules (see
+//!   `group_commit`): at most one fdatasync in flight per file, and an fsync is
+//!   linked after a batch's writes only when no earlier write of that file is
+//!   still in flight, so every fsync covers exactly the writes that finished
+//!   before it was issued.
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{IoOp, errno_of};
@@ -54,6 +62,42 @@ pub trait Storage {
             execute_sequential(self, batch, observer);
         }
     }
+
+    /// The asynchronous side of a backend that keeps batches in flight while
+    /// the writer plans the next group. `None` (the default): every batch is
+    /// finished when [`Storage::execute`] returns.
+    fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
+        None
+    }
+}
+
+/// A backend that runs batches asynchronously (see the module docs).
+///
+/// The engine starts a batch, keeps planning, and later reaps it finished,
+/// with its [`BatchOutcome`] filled in. Batches of one file may finish in any
+/// order; the engine settles them in order. [`Storage::execute`] on the same
+/// backend must still work (the engine uses it for the rare synchronous step,
+/// e.g. the sync of a `close`) and must not lose batches started here.
+pub trait Pipeline {
+    /// Hands `batch` to the device and returns without waiting for it.
+    fn start(&mut self, batch: FileBatch, observer: &dyn IoObserver);
+
+    /// Submits what was started and moves every finished batch into `done`.
+    /// Never blocks.
+    fn reap(&mut self, done: &mut Vec<FileBatch>, observer: &dyn IoObserver);
+
+    /// Batches started and not yet handed back by [`Pipeline::reap`].
+    fn in_flight(&self) -> usize;
+
+    /// Blocks until a batch finishes, the [`Pipeline::doorbell`] rings, or
+    /// `timeout` passes (`None`: no limit). May return early for no reason.
+    fn wait(&mut self, timeout: Option<Duration>, observer: &dyn IoObserver);
+
+    /// What other threads ring to end a [`Pipeline::wait`] early. `None` when
+    /// waits cannot be interrupted (the writer then waits in short slices).
+    fn doorbell(&self) -> Option<Arc<crate::uring::Doorbell>> {
+        None
+    }
 }
 
 impl<S: Storage + ?Sized> Storage for Box<S> {
@@ -81,15 +125,23 @@ impl<S: Storage + ?Sized> Storage for Box<S> {
     fn execute(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
         (**self).execute(batches, observer)
     }
+    fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
+        (**self).pipeline()
+    }
 }
 
 /// One file's share of a group commit: frames written back to back from
-/// `offset`, then one fdatasync if `sync`.
+/// `offset`, then one fdatasync if `sync`. A batch with no frames is a bare
+/// fdatasync.
 #[derive(Debug)]
 pub struct FileBatch {
+    /// Names the batch among those in flight (assigned by the engine; a
+    /// backend hands it back unchanged).
+    pub id: u64,
     /// The file.
     pub file: FileId,
-    /// Where the first frame goes (the file's append end).
+    /// Where the first frame goes (the file's append end, or the position of
+    /// an in-place rewrite).
     pub offset: u64,
     /// The frames, in append order.
     pub frames: Vec<Frame>,
@@ -110,12 +162,12 @@ impl FileBatch {
         self.frames.is_empty()
     }
 
-    /// Header and payload slices of every frame, in write order.
+    /// The byte slices of every frame (header, then payload parts), in write
+    /// order.
     pub fn parts(&self) -> Vec<&[u8]> {
-        let mut parts = Vec::with_capacity(self.frames.len() * 2);
+        let mut parts = Vec::with_capacity(self.frames.len() * 3);
         for frame in &self.frames {
-            parts.push(&frame.header()[..]);
-            parts.push(&frame.payload()[..]);
+            parts.extend(frame.parts());
         }
         parts
     }

@@ -1,19 +1,41 @@
-//! [`UringStorage`]: group commits driven through one io_uring instance.
+//! [`UringStorage`]: batches driven through one io_uring instance, pipelined.
 //!
 //! Each [`FileBatch`] becomes one linked chain: `writev` SQEs (at most
 //! [`IOVECS_PER_WRITE_MAX`] iovecs and [`WRITE_BYTES_MAX`] bytes each) with
-//! `IOSQE_IO_LINK`, then one `IORING_OP_FSYNC` with `IORING_FSYNC_DATASYNC`. The
-//! chains of every file in the turn are submitted together and the turn waits
-//! for all of them. Opens, truncates and renames go through [`DiskStorage`].
+//! `IOSQE_IO_LINK`, then, if the batch asks for it, one `IORING_OP_FSYNC` with
+//! `IORING_FSYNC_DATASYNC`. [`Pipeline::start`] pushes a chain and returns;
+//! the chains started in one turn reach the kernel together at the next
+//! `reap` or `wait` (one `io_uring_enter`), and the writer plans the next turn
+//! while they run. Opens, truncates and renames go through [`DiskStorage`].
+//!
+//! Memory the kernel reads (the frames, and the iovec array pointing into
+//! them) is owned by the chain's slot from the push until its last completion
+//! is reaped; dropping the storage first waits for every chain in flight.
 //!
 //! A chain whose write came back short (the kernel then cancels the rest of the
 //! chain) is finished with plain `pwrite`s and a plain `fdatasync`: the sync that
 //! makes it durable always runs after every byte of the batch was written.
+//!
+//! Where the kernel supports it, every entry of a chain but the last carries
+//! `IOSQE_CQE_SKIP_SUCCESS`: a chain then posts exactly one completion, its last
+//! entry's when all went well, or the first failed (or short) entry's, after
+//! which the kernel cancels the rest without posting. ext4 runs buffered writes
+//! on io_uring's workers, so without this every chain would wake the writer
+//! once for its write and again for its fsync.
+//!
+//! The writer waits for completions inside `io_uring_enter`. To be woken by a
+//! new request as well, it parks on the [`Doorbell`]: an eventfd on which the
+//! ring keeps a read armed, written by a submitter that finds the writer
+//! parked.
 #![allow(unsafe_code)]
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
-use std::time::Instant;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
@@ -21,11 +43,13 @@ use crate::disk::DiskStorage;
 use crate::error::IoOp;
 use crate::request::{FileId, OpenMode};
 use crate::storage::{
-    BatchOutcome, FileBatch, IoEvent, IoObserver, Storage, execute_sequential, sync_after_writes,
+    BatchOutcome, FileBatch, IoEvent, IoObserver, NoObserver, Pipeline, Storage,
+    execute_sequential, sync_after_writes,
 };
 
-/// Submission queue entries of the ring. A turn with more work is submitted in
-/// waves; one file's chain must fit in it (longer chains run without the ring).
+/// Submission queue entries of the ring. One file's chain must fit in it
+/// (longer chains run without the ring); completions in flight are kept below
+/// the completion queue's size (twice this).
 pub const RING_ENTRIES: u32 = 256;
 
 /// iovecs per `writev` (the kernel's `IOV_MAX`).
@@ -34,7 +58,104 @@ pub const IOVECS_PER_WRITE_MAX: usize = 1024;
 /// Bytes per `writev`, well below the kernel's per-call cap of 2 GiB - 4 KiB.
 pub const WRITE_BYTES_MAX: u64 = 1 << 30;
 
-/// One SQE of a turn and, once reaped, its result.
+// A completion's result is an i32; a full write's length must fit in it.
+const _: () = assert!(WRITE_BYTES_MAX <= i32::MAX as u64);
+
+/// The most io_uring workers for regular-file work (writes that must block,
+/// fdatasyncs), so the fsyncs of that many files run at once. The kernel's
+/// default is `min(ring entries, 4 x CPUs)`: 8 on a 2-CPU machine, which
+/// would serialise the fsyncs of a turn with 16 dirty files in two waves.
+pub const IO_WORKERS_MAX: u32 = 64;
+
+/// The `user_data` of the doorbell's read; chains use `slot << 32 | op`.
+const DOORBELL_USER_DATA: u64 = u64::MAX;
+
+/// Wakes the writer thread out of an io_uring wait.
+///
+/// An eventfd on which the ring keeps a read armed while the writer waits,
+/// a count of requests submitted, and the count at which the parked writer
+/// wants to be woken (one more request when it waits for I/O; the rest of
+/// the group when it gathers one, so a group of n requests costs one wake,
+/// not n). A submitter rings after queueing its request; only the ring that
+/// reaches the mark costs a syscall.
+#[derive(Debug)]
+pub struct Doorbell {
+    eventfd: File,
+    /// Requests rung in so far.
+    arrivals: AtomicU64,
+    /// Wake the writer when `arrivals` reaches this; `NOT_PARKED` while it runs.
+    wake_at: AtomicU64,
+}
+
+/// `Doorbell::wake_at` while the writer is not parked.
+const NOT_PARKED: u64 = u64::MAX;
+
+impl Doorbell {
+    fn new() -> io::Result<Doorbell> {
+        // SAFETY: eventfd takes no pointers; its result is checked below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a descriptor we just created and nobody else owns.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Doorbell {
+            eventfd: File::from(owned),
+            arrivals: AtomicU64::new(0),
+            wake_at: AtomicU64::new(NOT_PARKED),
+        })
+    }
+
+    /// Counts one queued request and wakes the writer if it is parked and
+    /// this request is the one it waits for. Call after the request is queued.
+    pub fn ring(&self) {
+        let arrived = self.arrivals.fetch_add(1, Ordering::SeqCst) + 1;
+        // Pairs with the fence in `park`: either the writer sees the request
+        // when it checks the queue after parking, or we see its mark.
+        fence(Ordering::SeqCst);
+        if arrived >= self.wake_at.load(Ordering::SeqCst) {
+            self.ring_now();
+        }
+    }
+
+    /// Wakes the writer if it is parked, whatever it waits for (an open or a
+    /// shutdown must not wait for a group to fill).
+    pub(crate) fn ring_now(&self) {
+        if self.wake_at.swap(NOT_PARKED, Ordering::SeqCst) != NOT_PARKED {
+            self.signal();
+        }
+    }
+
+    /// Marks the writer as about to wait until `requests` more arrive (at
+    /// least one). It must check its queue after this.
+    pub(crate) fn park(&self, requests: usize) {
+        let requests = requests.max(1) as u64;
+        let mark = self
+            .arrivals
+            .load(Ordering::SeqCst)
+            .saturating_add(requests);
+        self.wake_at
+            .store(mark.min(NOT_PARKED - 1), Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Marks the writer as running.
+    pub(crate) fn unpark(&self) {
+        self.wake_at.store(NOT_PARKED, Ordering::SeqCst);
+    }
+
+    fn signal(&self) {
+        // EAGAIN means the counter is already non-zero: the wake is pending.
+        let _ = (&self.eventfd).write(&1u64.to_ne_bytes());
+    }
+
+    fn raw_fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.eventfd.as_raw_fd()
+    }
+}
+
+/// One SQE of a chain and, once reaped, its result.
 #[derive(Debug)]
 struct Op {
     kind: OpKind,
@@ -47,7 +168,7 @@ struct Op {
 #[derive(Debug, Clone, Copy)]
 enum OpKind {
     /// Writes frames `frames.0..frames.1` of the batch, `len` bytes at `offset`,
-    /// from iovecs `iovecs.0..iovecs.1` of the turn.
+    /// from iovecs `iovecs.0..iovecs.1` of the chain.
     Write {
         offset: u64,
         len: u64,
@@ -57,15 +178,61 @@ enum OpKind {
     Sync,
 }
 
-/// Real files, with group commits executed through io_uring.
+/// The iovec array of one chain: pointers into the frames of the same chain.
+struct Iovecs(Vec<libc::iovec>);
+
+// SAFETY: the pointers are into the `Bytes` and headers of the frames owned by
+// the same `Chain`, which is `Send`; they are only dereferenced by the kernel,
+// never through this array by any thread, so moving both together to another
+// thread is sound.
+unsafe impl Send for Iovecs {}
+
+/// One batch in flight, owning everything the kernel reads for it.
+struct Chain {
+    batch: FileBatch,
+    iovecs: Iovecs,
+    ops: Vec<Op>,
+    /// Completions still expected: one per op, or one in all with
+    /// `IOSQE_CQE_SKIP_SUCCESS`.
+    pending: usize,
+    started: Instant,
+    /// Started by [`Storage::execute`] at this position of its slice; it
+    /// waits for the chain itself.
+    blocking: Option<usize>,
+}
+
+/// Real files, with group commits executed through io_uring, pipelined.
 pub struct UringStorage {
     disk: DiskStorage,
     ring: IoUring,
+    chains: Vec<Option<Chain>>,
+    free_slots: Vec<usize>,
+    /// Completions expected and not yet reaped (chains' and the doorbell's).
+    entries_in_flight: usize,
+    /// Finished batches not yet handed back by `reap`.
+    finished: Vec<FileBatch>,
+    /// Finished batches an `execute` call waits for, by position.
+    finished_blocking: Vec<(usize, FileBatch)>,
+    /// Batches started by `Pipeline::start` and not yet handed back.
+    outstanding: usize,
+    /// Reused buffer for the completions of one drain.
+    reaped: Vec<(u64, i32)>,
+    doorbell: Arc<Doorbell>,
+    /// Where the doorbell's armed read puts the eventfd counter.
+    doorbell_buffer: Box<[u8; 8]>,
+    doorbell_armed: bool,
+    /// The kernel takes a timeout on `io_uring_enter` (IORING_FEAT_EXT_ARG).
+    timed_waits: bool,
+    /// The kernel honours `IOSQE_CQE_SKIP_SUCCESS` (IORING_FEAT_CQE_SKIP).
+    skip_success: bool,
 }
 
 impl std::fmt::Debug for UringStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UringStorage").finish_non_exhaustive()
+        f.debug_struct("UringStorage")
+            .field("entries_in_flight", &self.entries_in_flight)
+            .field("outstanding", &self.outstanding)
+            .finish_non_exhaustive()
     }
 }
 
@@ -76,11 +243,16 @@ impl UringStorage {
         let mut ring = IoUring::new(RING_ENTRIES)?;
         let mut probe = io_uring::Probe::new();
         ring.submitter().register_probe(&mut probe)?;
-        let needed = [opcode::Writev::CODE, opcode::Fsync::CODE, opcode::Nop::CODE];
+        let needed = [
+            opcode::Writev::CODE,
+            opcode::Fsync::CODE,
+            opcode::Nop::CODE,
+            opcode::Read::CODE,
+        ];
         if !needed.iter().all(|&code| probe.is_supported(code)) {
             return Err(io::Error::from_raw_os_error(libc::ENOSYS));
         }
-        let nop = opcode::Nop::new().build().user_data(u64::MAX);
+        let nop = opcode::Nop::new().build().user_data(DOORBELL_USER_DATA);
         // SAFETY: a NOP references no memory.
         unsafe { ring.submission().push(&nop) }
             .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
@@ -89,122 +261,226 @@ impl UringStorage {
         if nop_result != Some(0) {
             return Err(io::Error::from_raw_os_error(libc::ENOSYS));
         }
+        // Older kernels lack the call; their default worker count then applies.
+        let _ = ring
+            .submitter()
+            .register_iowq_max_workers(&mut [IO_WORKERS_MAX, 0]);
+        let timed_waits = ring.params().is_feature_ext_arg();
+        let skip_success = ring.params().is_feature_skip_cqe_on_success();
         Ok(UringStorage {
             disk: DiskStorage::new(),
             ring,
+            chains: Vec::new(),
+            free_slots: Vec::new(),
+            entries_in_flight: 0,
+            finished: Vec::new(),
+            finished_blocking: Vec::new(),
+            outstanding: 0,
+            reaped: Vec::new(),
+            doorbell: Arc::new(Doorbell::new()?),
+            doorbell_buffer: Box::new([0; 8]),
+            doorbell_armed: false,
+            timed_waits,
+            skip_success,
         })
     }
 
-    /// Plans every SQE of the turn. Fills `iovecs` completely before any SQE
-    /// is built, so the pointers handed to the kernel never move.
-    fn plan(
-        &self,
-        batches: &[FileBatch],
-        iovecs: &mut Vec<libc::iovec>,
-    ) -> (Vec<Op>, Vec<(usize, usize)>) {
+    /// Starts one batch: pushes its chain, or runs it with plain calls when it
+    /// cannot go through the ring (too long, or the descriptor is unknown).
+    fn start_chain(
+        &mut self,
+        mut batch: FileBatch,
+        blocking: Option<usize>,
+        observer: &dyn IoObserver,
+    ) {
+        assert!(batch.outcome.is_none(), "batch started twice");
+        let mut iovecs = Vec::new();
         let mut ops = Vec::new();
-        let mut chains = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let first = ops.len();
-            plan_writes(batch, iovecs, &mut ops);
-            if batch.sync {
-                ops.push(Op {
-                    kind: OpKind::Sync,
-                    result: None,
-                    reaped_at: None,
-                });
-            }
-            chains.push((first, ops.len()));
+        plan_writes(&batch, &mut iovecs, &mut ops);
+        if batch.sync {
+            ops.push(Op {
+                kind: OpKind::Sync,
+                result: None,
+                reaped_at: None,
+            });
         }
-        (ops, chains)
+        let fd = self.disk.raw_fd(batch.file);
+        let sq_capacity = self.ring.params().sq_entries() as usize;
+        if ops.is_empty() || ops.len() > sq_capacity || fd.is_err() {
+            execute_sequential(&mut self.disk, &mut batch, observer);
+            self.push_finished(batch, blocking);
+            return;
+        }
+        let fd = fd.expect("checked above");
+        let chain_len = ops.len();
+        let completions = if self.skip_success { 1 } else { chain_len };
+        // One more completion of room for the doorbell's read.
+        self.make_room(chain_len, completions + 1, observer);
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.chains.push(None);
+            self.chains.len() - 1
+        });
+        let skip_success = self.skip_success;
+        let chain = self.chains[slot].insert(Chain {
+            batch,
+            iovecs: Iovecs(iovecs),
+            ops,
+            pending: completions,
+            started: Instant::now(),
+            blocking,
+        });
+        for (index, op) in chain.ops.iter().enumerate() {
+            let link = index + 1 < chain_len;
+            let user_data = (slot as u64) << 32 | index as u64;
+            let mut flags = squeue::Flags::empty();
+            if link {
+                flags |= squeue::Flags::IO_LINK;
+                if skip_success {
+                    flags |= squeue::Flags::SKIP_SUCCESS;
+                }
+            }
+            let entry = build_entry(fd, op, &chain.iovecs.0, user_data, flags);
+            // SAFETY: the entry points at `chain.iovecs`, which point at frame
+            // headers and payloads owned by `chain.batch`. The chain stays in its
+            // slot, unchanged, until the completion of its last entry is reaped
+            // (`drain_completions`), and `Drop` waits for that. The fd stays
+            // open: the engine closes a file only when nothing of it is in flight.
+            unsafe { self.ring.submission().push(&entry) }
+                .expect("the chain fits: room was made above");
+        }
+        self.entries_in_flight += completions;
     }
 
-    /// Submits every chain that fits the ring and waits for all completions.
-    /// Returns, per batch, whether it went through the ring and when it started.
-    fn run_chains(
-        &mut self,
-        batches: &[FileBatch],
-        iovecs: &[libc::iovec],
-        ops: &mut [Op],
-        chains: &[(usize, usize)],
-    ) -> Vec<Option<Instant>> {
+    /// Makes room for `entries` more SQEs in the submission queue and
+    /// `completions` more in the completion queue, submitting and reaping if
+    /// needed.
+    fn make_room(&mut self, entries: usize, completions: usize, observer: &dyn IoObserver) {
         let sq_capacity = self.ring.params().sq_entries() as usize;
         let cq_capacity = self.ring.params().cq_entries() as usize;
-        let mut started = vec![None; batches.len()];
-        let mut in_flight = 0usize;
-        for (index, &(first, end)) in chains.iter().enumerate() {
-            let chain_len = end - first;
-            if chain_len == 0 || chain_len > sq_capacity {
-                continue;
-            }
-            let Ok(fd) = self.disk.raw_fd(batches[index].file) else {
-                continue;
-            };
-            while self.ring.submission().len() + chain_len > sq_capacity
-                || in_flight + chain_len > cq_capacity
-            {
-                let want = usize::from(in_flight + chain_len > cq_capacity);
-                self.submit(want);
-                in_flight -= self.reap(ops);
-            }
-            for (op_index, op) in ops.iter().enumerate().take(end).skip(first) {
-                let link = op_index + 1 < end;
-                let entry = build_entry(fd, op, iovecs, op_index, link);
-                // SAFETY: the entry points at `iovecs[..]`, which point at frame
-                // headers and payloads owned by `batches`. Neither is moved, changed
-                // or dropped before this function returns, and it returns only once
-                // every submitted entry has completed (`in_flight == 0`). The fd
-                // stays open: files are closed only between turns.
-                unsafe { self.ring.submission().push(&entry) }
-                    .expect("the chain fits: room was made above");
-            }
-            in_flight += chain_len;
-            started[index] = Some(Instant::now());
+        while self.ring.submission().len() + entries > sq_capacity
+            || self.entries_in_flight + completions > cq_capacity
+        {
+            let want = usize::from(self.entries_in_flight + completions > cq_capacity);
+            self.enter(want, None);
+            self.drain_completions(observer);
         }
-        while in_flight > 0 {
-            self.submit(1);
-            in_flight -= self.reap(ops);
-        }
-        started
     }
 
-    /// `io_uring_enter`, retried on EINTR/EBUSY. Any other failure means the
-    /// ring itself is broken, which leaves in-flight buffers in the kernel's
-    /// hands: we cannot continue safely, so we stop loudly.
-    fn submit(&mut self, want: usize) {
-        loop {
-            match self.ring.submit_and_wait(want) {
-                Ok(_) => return,
-                Err(error)
-                    if matches!(
-                        error.raw_os_error(),
-                        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
-                    ) =>
-                {
-                    if error.raw_os_error() != Some(libc::EINTR) {
-                        return;
+    /// `io_uring_enter`: submits what is queued and waits for `want`
+    /// completions, at most `timeout`. EINTR, EBUSY, EAGAIN and ETIME end the
+    /// wait early. Any other failure means the ring itself is broken, which
+    /// leaves buffers in the kernel's hands: we cannot continue safely, so we
+    /// stop loudly.
+    fn enter(&mut self, want: usize, timeout: Option<Duration>) {
+        let result = match timeout {
+            Some(timeout) if want > 0 && self.timed_waits => {
+                let timespec = types::Timespec::from(timeout);
+                let args = types::SubmitArgs::new().timespec(&timespec);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            _ => self.ring.submit_and_wait(want),
+        };
+        match result {
+            Ok(_) => {}
+            Err(error)
+                if matches!(
+                    error.raw_os_error(),
+                    Some(libc::EINTR | libc::EBUSY | libc::EAGAIN | libc::ETIME)
+                ) => {}
+            Err(error) => panic!("wal: io_uring_enter failed: {error}"),
+        }
+    }
+
+    /// Records every available completion; finishes the chains that are done.
+    fn drain_completions(&mut self, observer: &dyn IoObserver) {
+        let mut reaped = std::mem::take(&mut self.reaped);
+        reaped.extend(
+            self.ring
+                .completion()
+                .map(|cqe| (cqe.user_data(), cqe.result())),
+        );
+        let now = Instant::now();
+        for &(user_data, result) in &reaped {
+            if user_data == DOORBELL_USER_DATA {
+                self.doorbell_armed = false;
+                self.entries_in_flight -= 1;
+                continue;
+            }
+            let (slot, index) = (
+                (user_data >> 32) as usize,
+                (user_data & 0xffff_ffff) as usize,
+            );
+            let chain = self.chains[slot]
+                .as_mut()
+                .expect("a completion belongs to a chain in flight");
+            let op = &mut chain.ops[index];
+            assert!(op.result.is_none(), "one completion per entry");
+            op.result = Some(result);
+            op.reaped_at = Some(now);
+            if self.skip_success {
+                // The one completion of the chain: every entry before this one
+                // succeeded silently, every entry after it was cancelled.
+                for (other, op) in chain.ops.iter_mut().enumerate() {
+                    if other != index {
+                        op.result = Some(implied_result(op, other < index));
                     }
                 }
-                Err(error) => panic!("wal: io_uring_enter failed: {error}"),
+            }
+            chain.pending -= 1;
+            self.entries_in_flight -= 1;
+            if chain.pending == 0 {
+                let chain = self.chains[slot].take().expect("checked above");
+                self.free_slots.push(slot);
+                self.finish_chain(chain, observer);
             }
         }
+        reaped.clear();
+        self.reaped = reaped;
     }
 
-    /// Records every available completion; returns how many.
-    fn reap(&mut self, ops: &mut [Op]) -> usize {
-        let now = Instant::now();
-        let mut reaped = 0;
-        for cqe in self.ring.completion() {
-            let op = &mut ops[cqe.user_data() as usize];
-            assert!(op.result.is_none(), "one completion per entry");
-            op.result = Some(cqe.result());
-            op.reaped_at = Some(now);
-            reaped += 1;
+    fn finish_chain(&mut self, chain: Chain, observer: &dyn IoObserver) {
+        let Chain {
+            mut batch,
+            ops,
+            started,
+            blocking,
+            ..
+        } = chain;
+        let outcome = self.settle_batch(&batch, &ops, started, observer);
+        batch.outcome = Some(outcome);
+        self.push_finished(batch, blocking);
+    }
+
+    fn push_finished(&mut self, batch: FileBatch, blocking: Option<usize>) {
+        assert!(batch.outcome.is_some(), "a finished batch has its outcome");
+        match blocking {
+            Some(position) => self.finished_blocking.push((position, batch)),
+            None => self.finished.push(batch),
         }
-        reaped
     }
 
-    /// Turns one batch's reaped results into its outcome, finishing short writes.
+    /// Keeps a read of the doorbell's eventfd armed, so a ring ends a wait.
+    fn arm_doorbell(&mut self, observer: &dyn IoObserver) {
+        if self.doorbell_armed {
+            return;
+        }
+        self.make_room(1, 1, observer);
+        let entry = opcode::Read::new(
+            types::Fd(self.doorbell.raw_fd()),
+            self.doorbell_buffer.as_mut_ptr(),
+            8,
+        )
+        .build()
+        .user_data(DOORBELL_USER_DATA);
+        // SAFETY: the read fills `doorbell_buffer`, a heap buffer owned by the
+        // storage and never touched elsewhere while the read is armed; `Drop`
+        // completes the read before freeing it.
+        unsafe { self.ring.submission().push(&entry) }.expect("room was made above");
+        self.doorbell_armed = true;
+        self.entries_in_flight += 1;
+    }
+
+    /// Turns one chain's reaped results into its outcome, finishing short writes.
     fn settle_batch(
         &mut self,
         batch: &FileBatch,
@@ -270,6 +546,71 @@ impl UringStorage {
     }
 }
 
+impl Drop for UringStorage {
+    /// Waits until the kernel is done with every buffer it was given: each
+    /// chain in flight, and the doorbell's read (rung to complete it).
+    fn drop(&mut self) {
+        if self.doorbell_armed {
+            self.doorbell.signal();
+        }
+        while self.entries_in_flight > 0 {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(error)
+                    if matches!(
+                        error.raw_os_error(),
+                        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                    ) => {}
+                Err(error) => {
+                    // The ring is broken and the kernel may still use the
+                    // buffers: leak them rather than free memory it may touch.
+                    tracing::error!(%error, "wal: io_uring broken at shutdown; leaking its buffers");
+                    std::mem::forget(std::mem::take(&mut self.chains));
+                    std::mem::forget(std::mem::replace(
+                        &mut self.doorbell_buffer,
+                        Box::new([0; 8]),
+                    ));
+                    return;
+                }
+            }
+            self.drain_completions(&NoObserver);
+        }
+    }
+}
+
+impl Pipeline for UringStorage {
+    fn start(&mut self, batch: FileBatch, observer: &dyn IoObserver) {
+        self.outstanding += 1;
+        self.start_chain(batch, None, observer);
+    }
+
+    fn reap(&mut self, done: &mut Vec<FileBatch>, observer: &dyn IoObserver) {
+        if !self.ring.submission().is_empty() {
+            self.enter(0, None);
+        }
+        self.drain_completions(observer);
+        self.outstanding -= self.finished.len();
+        done.append(&mut self.finished);
+    }
+
+    fn in_flight(&self) -> usize {
+        self.outstanding
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>, observer: &dyn IoObserver) {
+        if !self.finished.is_empty() || self.outstanding == 0 {
+            return;
+        }
+        self.arm_doorbell(observer);
+        self.enter(1, timeout);
+        self.drain_completions(observer);
+    }
+
+    fn doorbell(&self) -> Option<Arc<Doorbell>> {
+        Some(Arc::clone(&self.doorbell))
+    }
+}
+
 /// Splits a batch's frames into `writev` operations.
 fn plan_writes(batch: &FileBatch, iovecs: &mut Vec<libc::iovec>, ops: &mut Vec<Op>) {
     let mut offset = batch.offset;
@@ -278,12 +619,11 @@ fn plan_writes(batch: &FileBatch, iovecs: &mut Vec<libc::iovec>, ops: &mut Vec<O
         let (first_frame, first_iovec) = (frame, iovecs.len());
         let mut len = 0u64;
         while frame < batch.frames.len()
-            && iovecs.len() - first_iovec + 2 <= IOVECS_PER_WRITE_MAX
+            && iovecs.len() - first_iovec + 3 <= IOVECS_PER_WRITE_MAX
             && (len == 0 || len + batch.frames[frame].len() <= WRITE_BYTES_MAX)
         {
             let entry = &batch.frames[frame];
-            iovecs.push(iovec_of(&entry.header()[..]));
-            iovecs.push(iovec_of(&entry.payload()[..]));
+            iovecs.extend(entry.parts().map(iovec_of));
             len += entry.len();
             frame += 1;
         }
@@ -312,12 +652,25 @@ fn iovec_of(bytes: &[u8]) -> libc::iovec {
     }
 }
 
+/// The result of an entry that posted no completion in a chain whose one
+/// completion came from another entry: a full success before it, a
+/// cancellation after it.
+fn implied_result(op: &Op, before: bool) -> i32 {
+    match (op.kind, before) {
+        (OpKind::Write { len, .. }, true) => {
+            i32::try_from(len).expect("a writev is at most WRITE_BYTES_MAX")
+        }
+        (OpKind::Sync, true) => 0,
+        (_, false) => -libc::ECANCELED,
+    }
+}
+
 fn build_entry(
     fd: i32,
     op: &Op,
     iovecs: &[libc::iovec],
-    op_index: usize,
-    link: bool,
+    user_data: u64,
+    flags: squeue::Flags,
 ) -> io_uring::squeue::Entry {
     let entry = match op.kind {
         OpKind::Write {
@@ -335,20 +688,14 @@ fn build_entry(
             .flags(types::FsyncFlags::DATASYNC)
             .build(),
     };
-    let flags = if link {
-        squeue::Flags::IO_LINK
-    } else {
-        squeue::Flags::empty()
-    };
-    entry.flags(flags).user_data(op_index as u64)
+    entry.flags(flags).user_data(user_data)
 }
 
-/// Header and payload slices of frames `range.0..range.1`.
+/// The byte slices of frames `range.0..range.1`.
 fn frame_parts(batch: &FileBatch, range: (usize, usize)) -> Vec<&[u8]> {
-    let mut parts = Vec::with_capacity((range.1 - range.0) * 2);
+    let mut parts = Vec::with_capacity((range.1 - range.0) * 3);
     for frame in &batch.frames[range.0..range.1] {
-        parts.push(&frame.header()[..]);
-        parts.push(&frame.payload()[..]);
+        parts.extend(frame.parts());
     }
     parts
 }
@@ -399,19 +746,32 @@ impl Storage for UringStorage {
         self.disk.close(file)
     }
 
+    /// Runs the batches through the ring and waits for them (batches started
+    /// by [`Pipeline::start`] keep running and are reaped as usual).
     fn execute(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
-        let mut iovecs = Vec::new();
-        let (mut ops, chains) = self.plan(batches, &mut iovecs);
-        let started = self.run_chains(batches, &iovecs, &mut ops, &chains);
-        for (index, batch) in batches.iter_mut().enumerate() {
-            assert!(batch.outcome.is_none(), "batch executed twice");
-            let (first, end) = chains[index];
-            batch.outcome = started[index]
-                .map(|start| self.settle_batch(batch, &ops[first..end], start, observer));
-            if batch.outcome.is_none() {
-                // Empty, unknown to the disk, or longer than the ring: plain calls.
-                execute_sequential(&mut self.disk, batch, observer);
-            }
+        assert!(self.finished_blocking.is_empty());
+        for (position, slot) in batches.iter_mut().enumerate() {
+            let placeholder = FileBatch {
+                id: slot.id,
+                file: slot.file,
+                offset: slot.offset,
+                frames: Vec::new(),
+                sync: false,
+                outcome: None,
+            };
+            let batch = std::mem::replace(slot, placeholder);
+            self.start_chain(batch, Some(position), observer);
         }
+        while self.finished_blocking.len() < batches.len() {
+            self.enter(1, None);
+            self.drain_completions(observer);
+        }
+        for (position, batch) in self.finished_blocking.drain(..) {
+            batches[position] = batch;
+        }
+    }
+
+    fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
+        Some(self)
     }
 }

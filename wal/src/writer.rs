@@ -1,16 +1,20 @@
 //! [`Wal`]: the node's WAL writer — one thread, one bounded queue, one
 //! [`WalCore`] over the chosen backend.
 //!
-//! The writer thread loops: block for the first message, take every message
-//! already queued (at most the queue capacity), run them as one turn (one group
-//! commit), deliver the completions to each file's sink, repeat. While a turn's
-//! fsyncs run, new requests pile up in the queue and form the next turn: the
-//! slower the disk, the bigger the groups.
+//! The writer thread loops: settle the I/O that finished and deliver its
+//! completions, take every message already queued (at most the queue
+//! capacity), run them as one turn (one group commit) when the gather rule says
+//! so, otherwise sleep until a message, a completion or the gather deadline.
+//! Over io_uring the turn only starts its batches: the next turn's writes go
+//! out while this turn's fdatasyncs run, and each file's acks are delivered the
+//! moment its own fsync returns, not when the slowest file's does. While
+//! fsyncs run, new requests pile up and form the next group: the slower the
+//! disk, the bigger the groups.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -18,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::disk::DiskStorage;
-use crate::engine::{SYNC_BYTES_MAX_DEFAULT, WalCore};
+use crate::engine::{SYNC_BYTES_MAX_DEFAULT, SYNCS_IN_FLIGHT_MAX_DEFAULT, WalCore};
 use crate::error::{WalError, errno_of};
 use crate::metrics;
 use crate::request::{
@@ -26,13 +30,21 @@ use crate::request::{
     TrySubmitError,
 };
 use crate::storage::{IoObserver, Storage};
-use crate::uring::UringStorage;
+use crate::uring::{Doorbell, UringStorage};
 
 /// Default bound of the request queue.
 pub const QUEUE_CAPACITY_DEFAULT: usize = 4096;
 
-/// Default [`WalConfig::gather_window`]: well under one fdatasync.
-pub const GATHER_WINDOW_DEFAULT: Duration = Duration::from_micros(100);
+/// Default [`WalConfig::gather_window`]: 250 µs.
+///
+/// The window only applies when fewer requests have come back than the
+/// writer just answered (a lone appender never waits), and a group of n
+/// requests costs one wake-up, not n. On the development VM (2 shared CPUs,
+/// fdatasync 0.2-0.4 ms when the disk is not throttled), 64 appenders of
+/// 1 KiB over 16 files ran at 64-77 MB/s with 100 µs and 98-119 MB/s with
+/// 250 µs, at a lower median latency (0.5 ms against 0.8-0.9 ms); one file
+/// was unaffected.
+pub const GATHER_WINDOW_DEFAULT: Duration = Duration::from_micros(250);
 
 /// Which backend the writer should use.
 pub enum BackendChoice {
@@ -86,6 +98,9 @@ pub struct WalConfig {
     /// Per-file bytes per turn, and so per fdatasync (see
     /// [`WalCore::set_sync_bytes_max`]).
     pub sync_bytes_max: u64,
+    /// fdatasyncs in flight at once over io_uring, all files together (see
+    /// [`WalCore::set_syncs_in_flight_max`]).
+    pub syncs_in_flight_max: usize,
 }
 
 impl Default for WalConfig {
@@ -96,6 +111,7 @@ impl Default for WalConfig {
             observer: None,
             gather_window: GATHER_WINDOW_DEFAULT,
             sync_bytes_max: SYNC_BYTES_MAX_DEFAULT,
+            syncs_in_flight_max: SYNCS_IN_FLIGHT_MAX_DEFAULT,
         }
     }
 }
@@ -128,6 +144,8 @@ struct Inner {
     writer: Mutex<Option<JoinHandle<()>>>,
     backend: BackendKind,
     queue_capacity: usize,
+    /// Wakes the writer when it waits inside io_uring (pipelined backends).
+    doorbell: Option<Arc<Doorbell>>,
 }
 
 impl Wal {
@@ -143,6 +161,8 @@ impl Wal {
             core.set_observer(observer);
         }
         core.set_sync_bytes_max(config.sync_bytes_max);
+        core.set_syncs_in_flight_max(config.syncs_in_flight_max);
+        let doorbell = core.doorbell();
         let (sender, receiver) = mpsc::sync_channel(config.queue_capacity);
         let capacity = config.queue_capacity;
         let writer = Writer {
@@ -152,6 +172,10 @@ impl Wal {
             out: Vec::new(),
             turn_requests_max: capacity,
             gather_window: config.gather_window,
+            doorbell: doorbell.clone(),
+            fresh: 0,
+            expected: 0,
+            deadline: None,
         };
         let writer = thread::Builder::new()
             .name("strand-wal".into())
@@ -164,6 +188,7 @@ impl Wal {
             writer: Mutex::new(Some(writer)),
             backend,
             queue_capacity: capacity,
+            doorbell,
         };
         Ok(Wal {
             inner: Arc::new(inner),
@@ -216,6 +241,7 @@ impl Wal {
         let bytes = request.queued_bytes();
         match self.inner.sender.try_send(Message::Request(request)) {
             Ok(()) => {
+                self.inner.ring();
                 metrics::record_queued(bytes);
                 Ok(())
             }
@@ -233,6 +259,31 @@ impl Wal {
     /// queue bound.
     pub fn append(&self, file: FileId, payload: Bytes, user_data: u64) -> Result<(), WalError> {
         self.submit(Request::append(file, payload, user_data)?)
+    }
+
+    /// Appends a frame built by the caller (e.g. [`crate::Frame::from_parts`])
+    /// with the given [`Ack`]. Blocks at the queue bound.
+    pub fn append_frame(
+        &self,
+        file: FileId,
+        frame: crate::Frame,
+        user_data: u64,
+        ack: Ack,
+    ) -> Result<(), WalError> {
+        self.submit(Request::append_frame(file, frame, user_data, ack))
+    }
+
+    /// Overwrites the frame at `offset` with `payload` framed, in place
+    /// ([`Request::WriteAt`]). Blocks at the queue bound.
+    pub fn write_at(
+        &self,
+        file: FileId,
+        offset: u64,
+        payload: Bytes,
+        user_data: u64,
+        ack: Ack,
+    ) -> Result<(), WalError> {
+        self.submit(Request::write_at(file, offset, payload, user_data, ack)?)
     }
 
     /// Appends `payload` with the given [`Ack`]. Blocks at the queue bound.
@@ -292,14 +343,36 @@ impl Wal {
     }
 
     fn send(&self, message: Message) -> Result<(), WalError> {
+        let request = matches!(message, Message::Request(_));
         self.inner
             .sender
             .send(message)
-            .map_err(|_| WalError::ShutDown)
+            .map_err(|_| WalError::ShutDown)?;
+        if request {
+            self.inner.ring();
+        } else {
+            self.inner.ring_now();
+        }
+        Ok(())
     }
 }
 
 impl Inner {
+    /// Counts a queued request; wakes the writer if it waits inside
+    /// io_uring for it.
+    fn ring(&self) {
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.ring();
+        }
+    }
+
+    /// Wakes the writer if it waits inside io_uring, for a control message.
+    fn ring_now(&self) {
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.ring_now();
+        }
+    }
+
     fn join(&self) {
         let handle = self.writer.lock().map(|mut guard| guard.take());
         if let Ok(Some(handle)) = handle {
@@ -314,6 +387,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let (reply, answer) = mpsc::sync_channel(1);
         if self.sender.send(Message::Shutdown { reply }).is_ok() {
+            self.ring_now();
             let _ = answer.recv();
         }
         self.join();
@@ -357,85 +431,175 @@ struct Writer {
     out: Vec<Completion>,
     turn_requests_max: usize,
     gather_window: Duration,
+    /// Rung by submitters while the writer waits inside io_uring.
+    doorbell: Option<Arc<Doorbell>>,
+    /// Requests taken since the last turn.
+    fresh: usize,
+    /// Completions delivered since the last turn: callers likely to submit
+    /// again soon.
+    expected: usize,
+    /// When the turn being gathered runs at the latest.
+    deadline: Option<Instant>,
 }
 
-/// Whether the loop goes on after a message.
+/// Whether the loop goes on.
 enum Flow {
     Continue,
+    /// A shutdown was handled: the thread ends.
     Stop,
+    /// Every handle is gone: finish what was queued and end.
+    Disconnected,
 }
 
+/// How long the writer waits for I/O at a time when the backend has no
+/// doorbell, before checking the queue again.
+const WAIT_SLICE_WITHOUT_DOORBELL: Duration = Duration::from_micros(200);
+
 impl Writer {
-    /// The thread's body: one group commit per turn until shutdown.
+    /// The thread's body: settle finished I/O, take what is queued, run a
+    /// turn when one is due, otherwise sleep until something happens.
     fn run(mut self) {
-        let mut previous_turn = 0;
         loop {
-            let leftovers = self.core.queued_requests() > 0;
-            let first = if leftovers {
-                self.receiver.try_recv().ok()
-            } else {
-                match self.receiver.recv() {
-                    Ok(message) => Some(message),
-                    Err(_) => break,
-                }
-            };
-            if let Some(first) = first {
-                let expected = if leftovers { 0 } else { previous_turn };
-                let Some(taken) = self.gather(first, expected) else {
-                    return;
-                };
-                previous_turn = taken;
+            let finished = self.core.reap_io(&mut self.out);
+            self.expected += self.deliver();
+            match self.drain() {
+                Flow::Continue => {}
+                Flow::Stop => return,
+                Flow::Disconnected => break,
             }
-            self.core.run_turn(&mut self.out);
-            self.deliver();
+            let now = Instant::now();
+            let pending = self.fresh > 0 || self.core.syncs_due();
+            if pending && self.deadline.is_none() {
+                self.deadline = Some(now + self.gather_window);
+            }
+            let leftovers = self.core.queued_requests() > self.fresh;
+            let unblocked = leftovers && (finished > 0 || self.core.in_flight() == 0);
+            if (pending && self.gathered(now)) || unblocked {
+                self.turn();
+                continue;
+            }
+            let timeout = self
+                .deadline
+                .filter(|_| pending)
+                .map(|deadline| deadline.saturating_duration_since(now));
+            match self.sleep(timeout) {
+                Flow::Continue => {}
+                Flow::Stop => return,
+                Flow::Disconnected => break,
+            }
         }
         // Every handle is gone: finish and sync what was queued.
         let _ = self.core.shutdown(&mut self.out);
         self.deliver();
     }
 
-    /// Takes `first` and what else is queued. If fewer requests came than the
-    /// previous turn had, waits up to the gather window for the rest: under
-    /// steady concurrent load the appenders acked by the last turn are about to
-    /// append again, and one turn with all of them costs one fsync, not two.
-    /// Returns the number of requests taken, or `None` after a shutdown.
-    fn gather(&mut self, first: Message, expected: usize) -> Option<usize> {
-        let expected = expected.min(self.turn_requests_max);
-        let deadline = Instant::now() + self.gather_window;
-        let mut taken = 0;
-        let mut next = Some(first);
-        loop {
-            while let Some(message) = next.take() {
-                if let Flow::Stop = self.take(message) {
-                    return None;
-                }
-                taken += 1;
-                if taken < self.turn_requests_max {
-                    next = self.receiver.try_recv().ok();
-                }
-            }
-            let now = Instant::now();
-            if taken >= expected || now >= deadline {
-                return Some(taken);
-            }
-            match self.receiver.recv_timeout(deadline - now) {
-                Ok(message) => next = Some(message),
-                Err(_) => return Some(taken),
+    /// Whether the requests taken so far (and the fsyncs due) should go out
+    /// now. Fewer requests than were answered since the last turn means the
+    /// rest of a closed loop is about to come back: one turn with all of them
+    /// costs one fsync, not two (their appends ride on the fsync a file is
+    /// due, linked after them), so it waits for them up to the gather window.
+    /// A lone appender (one answered, one back) never waits.
+    fn gathered(&self, now: Instant) -> bool {
+        let expected = self.expected.min(self.turn_requests_max);
+        self.fresh >= expected
+            || self.deadline.is_some_and(|deadline| now >= deadline)
+            || self.core.queued_requests() >= self.turn_requests_max
+    }
+
+    fn turn(&mut self) {
+        let queued = self.core.queued_requests();
+        let idle = self.core.in_flight() == 0;
+        self.core.run_turn(&mut self.out);
+        self.fresh = 0;
+        self.deadline = None;
+        self.expected = self.deliver();
+        // With nothing in flight, what stays queued could wait forever: a turn
+        // must answer, start or run something (else this loop would spin).
+        assert!(
+            !idle
+                || queued == 0
+                || self.expected > 0
+                || self.core.in_flight() > 0
+                || self.core.queued_requests() < queued,
+            "wal: a turn with nothing in flight made no progress ({queued} queued)"
+        );
+    }
+
+    /// Takes every message already queued, up to the turn's bound.
+    fn drain(&mut self) -> Flow {
+        while self.core.queued_requests() < self.turn_requests_max {
+            match self.receiver.try_recv() {
+                Ok(message) => match self.take(message) {
+                    Flow::Continue => {}
+                    other => return other,
+                },
+                Err(TryRecvError::Empty) => return Flow::Continue,
+                Err(TryRecvError::Disconnected) => return Flow::Disconnected,
             }
         }
+        Flow::Continue
+    }
+
+    /// Waits for a message, finished I/O or `timeout`. With I/O in flight it
+    /// waits inside the backend, parked on the doorbell; otherwise on the queue.
+    fn sleep(&mut self, timeout: Option<Duration>) -> Flow {
+        if self.core.in_flight() == 0 {
+            let message = match timeout {
+                None => self
+                    .receiver
+                    .recv()
+                    .map_err(|_| RecvTimeoutError::Disconnected),
+                Some(timeout) => self.receiver.recv_timeout(timeout),
+            };
+            return match message {
+                Ok(message) => self.take(message),
+                Err(RecvTimeoutError::Timeout) => Flow::Continue,
+                Err(RecvTimeoutError::Disconnected) => Flow::Disconnected,
+            };
+        }
+        let Some(doorbell) = self.doorbell.clone() else {
+            let slice = timeout.map_or(WAIT_SLICE_WITHOUT_DOORBELL, |timeout| {
+                timeout.min(WAIT_SLICE_WITHOUT_DOORBELL)
+            });
+            self.core.wait_io(Some(slice));
+            return Flow::Continue;
+        };
+        // While gathering, wake for the rest of the group (or the deadline),
+        // not for each request of it.
+        let awaited = if timeout.is_some() {
+            self.expected
+                .min(self.turn_requests_max)
+                .saturating_sub(self.fresh)
+        } else {
+            1
+        };
+        doorbell.park(awaited);
+        let flow = match self.receiver.try_recv() {
+            Ok(message) => {
+                doorbell.unpark();
+                return self.take(message);
+            }
+            Err(TryRecvError::Disconnected) => Flow::Disconnected,
+            Err(TryRecvError::Empty) => Flow::Continue,
+        };
+        self.core.wait_io(timeout);
+        doorbell.unpark();
+        flow
     }
 
     fn take(&mut self, message: Message) -> Flow {
         match message {
-            Message::Request(request) => self.core.enqueue(request),
+            Message::Request(request) => {
+                self.core.enqueue(request);
+                self.fresh += 1;
+            }
             Message::Open {
                 path,
                 mode,
                 sink,
                 reply,
             } => {
-                self.core.run_turn(&mut self.out);
-                self.deliver();
+                self.turn();
                 let result = self.core.open(&path, mode);
                 if let Ok(opened) = &result {
                     self.sinks.insert(opened.file, sink);
@@ -453,8 +617,11 @@ impl Writer {
         Flow::Continue
     }
 
-    fn deliver(&mut self) {
+    /// Delivers what is due; returns how many completions went out.
+    fn deliver(&mut self) -> usize {
+        let count = self.out.len();
         deliver(&mut self.sinks, &mut self.out);
+        count
     }
 }
 

@@ -22,6 +22,7 @@ for_each_backend!(
     written_acks_sync_and_close_make_bytes_durable,
     superblock_style_replace_via_temp_file_and_rename,
     truncate_request_cuts_and_later_appends_follow,
+    a_damaged_frame_is_rewritten_in_place_through_the_writer,
 );
 
 fn append_then_recover_round_trips(backend: Backend) {
@@ -438,4 +439,53 @@ fn truncate_request_cuts_and_later_appends_follow(backend: Backend) {
     let report = scan(&bytes);
     assert_eq!(report.frames.len(), 4);
     assert_eq!(report.frames[3].payload(&bytes), &payloads[5][..]);
+}
+
+fn a_damaged_frame_is_rewritten_in_place_through_the_writer(backend: Backend) {
+    let Some(wal) = start(backend) else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("segment.log");
+    let collector = Collector::new();
+    let opened = wal
+        .open(&path, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file");
+    let payloads: Vec<Bytes> = (0..6).map(|sequence| payload(4, sequence)).collect();
+    let ranges = append_all(&wal, &collector, opened.file, &payloads);
+    wal.close(opened.file, 0).expect("queued");
+    collector.recv();
+    let clean = std::fs::read(&path).expect("readable");
+    let mut damaged = clean.clone();
+    damaged[ranges[2].offset as usize + 10] ^= 0x01;
+    std::fs::write(&path, &damaged).expect("damage written");
+
+    let reopened = wal
+        .open(&path, OpenMode::AppendDamaged, collector.sink.clone())
+        .expect("opens for repair");
+    assert_eq!(
+        reopened.scan.tail,
+        Tail::Corrupt {
+            fault_offset: ranges[2].offset,
+            next_valid_offset: ranges[3].offset
+        }
+    );
+    assert_eq!(reopened.len, clean.len() as u64);
+    wal.write_at(
+        reopened.file,
+        ranges[2].offset,
+        payloads[2].clone(),
+        7,
+        Ack::Durable,
+    )
+    .expect("queued");
+    let rewritten = collector.recv();
+    assert_eq!(rewritten.kind, CompletionKind::Durable);
+    assert_eq!(rewritten.result, Ok(ranges[2]));
+    wal.close(reopened.file, 0).expect("queued");
+    collector.recv();
+    assert_eq!(std::fs::read(&path).expect("readable"), clean, "healed");
+    let healed = wal
+        .open(&path, OpenMode::Append, collector.sink.clone())
+        .expect("clean again");
+    assert!(healed.scan.is_clean());
+    wal.shutdown().expect("clean shutdown");
 }

@@ -5,9 +5,12 @@
 //! decides exactly which writes have happened before it crashes the disk.
 //! Plain operations act on the storage directly through a reserved file id.
 //!
-//! The in-memory disk has no directories and no unlink: a directory exists
-//! while a file under it does, a removed file is renamed into a graveyard
-//! outside every partition (and emptied), and a hard link is a copy.
+//! Names follow the storage's POSIX model, as [`super::FileDisk`] sees a real
+//! file system: a removed file is unlinked (its bytes go with its last name),
+//! and a hard link is a second name of the same bytes, so a write through
+//! one name shows through the other (the partition links only sealed
+//! segments into and out of quarantined copies). Directories are implicit:
+//! one exists while a file under it does.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -23,9 +26,6 @@ use super::{Disk, WaitError};
 /// The file id plain operations use; the WAL core counts its ids up from 1.
 const PLAIN_FILE: FileId = FileId(u64::MAX);
 
-/// Where removed files go.
-const GRAVEYARD: &str = "/.graveyard";
-
 /// Bound of the WAL core's request queue.
 const QUEUE_CAPACITY: usize = 1 << 16;
 
@@ -33,7 +33,6 @@ const QUEUE_CAPACITY: usize = 1 << 16;
 pub struct MemoryDisk {
     core: WalCore<MemoryStorage>,
     buffered: Vec<Completion>,
-    graveyard_next: u64,
 }
 
 impl MemoryDisk {
@@ -44,15 +43,9 @@ impl MemoryDisk {
 
     /// A disk over existing storage (as a restarted process finds it).
     pub fn from_storage(storage: MemoryStorage) -> MemoryDisk {
-        let graveyard_next = storage
-            .paths()
-            .iter()
-            .filter(|path| path.starts_with(GRAVEYARD))
-            .count() as u64;
         MemoryDisk {
             core: WalCore::new(storage, QUEUE_CAPACITY),
             buffered: Vec::new(),
-            graveyard_next,
         }
     }
 
@@ -180,15 +173,7 @@ impl Disk for MemoryDisk {
     }
 
     fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut names: Vec<String> = self
-            .files_under(dir)
-            .iter()
-            .filter_map(|path| path.strip_prefix(dir).ok()?.components().next())
-            .map(|component| component.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names.dedup();
-        Ok(names)
+        Ok(self.storage().list_dir(dir))
     }
 
     fn create_dir_all(&mut self, _dir: &Path) -> io::Result<()> {
@@ -199,12 +184,7 @@ impl Disk for MemoryDisk {
         if !self.is_file(path) {
             return Ok(());
         }
-        let grave = Path::new(GRAVEYARD).join(self.graveyard_next.to_string());
-        self.graveyard_next += 1;
-        self.with_plain(path, OpenMode::Append, |storage| {
-            storage.rename(PLAIN_FILE, &grave)?;
-            storage.set_len(PLAIN_FILE, 0)
-        })
+        self.storage_mut().remove(path)
     }
 
     fn remove_dir_all(&mut self, dir: &Path) -> io::Result<()> {
@@ -240,15 +220,7 @@ impl Disk for MemoryDisk {
     }
 
     fn hard_link(&mut self, from: &Path, to: &Path) -> io::Result<()> {
-        let bytes = self
-            .storage()
-            .contents(from)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?
-            .to_vec();
-        self.with_plain(to, OpenMode::CreateNew, |storage| {
-            storage.write_at(PLAIN_FILE, 0, &[&bytes])?;
-            storage.sync_data(PLAIN_FILE)
-        })
+        self.storage_mut().link(from, to)
     }
 
     fn exists(&mut self, path: &Path) -> bool {
