@@ -1,1 +1,77 @@
-//! # strand-client: the Strand Rust SDK (under construction)
+//! # strand-client: the Strand Rust SDK
+//!
+//! Talks to a Strand cluster over its client port: routing (which node is a
+//! group's primary), redirects, idempotent retries, a batching producer, a
+//! long-polling consumer with stored cursors, and the operator calls.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), strand_client::ClientError> {
+//! use strand_client::{Client, ClientConfig, TopicSpec};
+//! let client = Client::connect(ClientConfig::new(["127.0.0.1:7000"])).await?;
+//! client.create_stream("shop").await?;
+//! client.create_topic(TopicSpec::new("shop", "orders")).await?;
+//! let producer = client.producer("shop", "orders", Default::default()).await?;
+//! let offset = producer.send(0, "order-1", "42 apples").await?.await?;
+//! # let _ = offset; Ok(()) }
+//! ```
+//!
+//! Modules, in reading order:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`error`] | `ClientError`: every failure, each saying what to do |
+//! | [`config`] | client, producer and consumer settings; `TopicSpec` |
+//! | [`session`] | **pure**: one group's request numbering, window and retries |
+//! | [`query`] | **pure**: retries of non-replicated requests (fetch, cursors, status) |
+//! | [`routing`] | **pure**: node addresses, group primaries, redirects |
+//! | [`backoff`] | **pure**: bounded exponential backoff, the seeded generator |
+//! | `frames` | requests as frames, replies as values (the only wire-header code) |
+//! | `connection`, `connections` | one TCP connection per node; reconnect pacing |
+//! | `driver` | the event loop: feeds the pure cores, carries out their actions |
+//! | [`Client`] (`client`, `admin`) | the API: admin calls, produce, fetch, cursors |
+//! | [`Producer`], [`Consumer`] | batching producer; partition consumer |
+//! | `records` | records out (batches) and in (zero-copy from fetch replies) |
+//!
+//! Invariants that matter most (enforced in [`session`], property-tested):
+//! - A `(client id, request number)` pair, once sent, always carries the same
+//!   batch; only never-sent requests are renumbered. So a retry after a
+//!   timeout, redirect or failover is answered from the group's client table,
+//!   never appended twice.
+//! - Per group, request numbers go out contiguously from 1 and in submission
+//!   order (after any resend too); a number the group will never take makes
+//!   the later requests move to a fresh client id, so no gap ever blocks them.
+//! - Non-replicated requests use a separate client id, so their replies are
+//!   never confused with replicated ones.
+
+pub mod backoff;
+pub mod config;
+pub mod error;
+pub mod query;
+pub mod routing;
+pub mod session;
+
+mod admin;
+mod client;
+mod connection;
+mod connections;
+mod consumer;
+mod driver;
+mod frames;
+mod producer;
+mod records;
+
+pub use admin::{AttentionReport, ClusterStatus, NodeAnswer};
+pub use client::{Client, FETCH_WAIT_MS_MAX, PARTITIONS_PER_TOPIC_MAX};
+pub use config::{ClientConfig, ConsumerConfig, ProducerConfig, StartFrom, TopicSpec};
+pub use consumer::Consumer;
+pub use error::ClientError;
+pub use frames::{ConnectionId, Reply, ReplyBody};
+pub use producer::{Delivery, Producer};
+pub use records::{ConsumedRecord, FetchedRecords, NewRecord, ProduceAck};
+
+/// The wire types that appear in this crate's API.
+pub use strand_wire::ops::{
+    AcceptLossReply, AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply,
+    GroupStatus, MetadataReply, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
+};
+pub use strand_wire::{ConfirmPolicy, Durability, Operation};

@@ -1,0 +1,476 @@
+//! `Client`: the handle every SDK call goes through. Cheap to clone; all
+//! clones share one driver task (one connection per node, one session per
+//! group).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use strand_wire::ops::{
+    CreateStream, CreateTopic, Empty, FetchReply, FetchRequest, GetCursor, GetCursorReply,
+    MetadataReply, MetadataRequest, ProduceReply, StoreCursor, TopicCreated, TopicInfo,
+};
+use strand_wire::{Body, Operation};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::{ClientConfig, ConsumerConfig, ProducerConfig, TopicSpec};
+use crate::consumer::Consumer;
+use crate::driver::{Driver, DriverCommand, SharedRouting};
+use crate::error::ClientError;
+use crate::producer::Producer;
+use crate::query::QueryTarget;
+use crate::records::{self, FetchedRecords, NewRecord, ProduceAck};
+use crate::routing::METADATA_GROUP;
+
+/// Longest long poll a fetch may ask for (the server refuses longer).
+pub const FETCH_WAIT_MS_MAX: u32 = 60_000;
+
+/// Most partitions a topic may have (the server refuses more).
+pub const PARTITIONS_PER_TOPIC_MAX: u32 = 4096;
+
+/// A connection to a Strand cluster: admin calls, produce, fetch, cursors.
+///
+/// Every call retries on its own (redirects, busy and unavailable groups,
+/// lost connections) until `deadline_ms`; produce and create calls are
+/// idempotent across those retries, so a retry never writes twice.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    commands: mpsc::UnboundedSender<DriverCommand>,
+    shared: Arc<SharedRouting>,
+    config: ClientConfig,
+}
+
+impl Client {
+    /// Starts the client and learns the cluster's routing from any
+    /// bootstrap node. Must be called inside a tokio runtime.
+    pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
+        config.validate()?;
+        let (commands, shared) = Driver::spawn(config.clone());
+        let client = Client {
+            inner: Arc::new(Inner {
+                commands,
+                shared,
+                config,
+            }),
+        };
+        if let Err(error) = client.metadata().await {
+            let config = &client.inner.config;
+            return Err(ClientError::Connect {
+                bootstrap: config.bootstrap.clone(),
+                cluster: config.cluster,
+                reason: error.to_string(),
+            });
+        }
+        Ok(client)
+    }
+
+    /// The configuration the client runs with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// Hands a replicated request to the driver now (so submission order is
+    /// request order) and returns where its outcome will arrive.
+    pub(crate) fn submit_replicated(
+        &self,
+        group: u64,
+        operation: Operation,
+        body: Bytes,
+    ) -> oneshot::Receiver<Result<Bytes, ClientError>> {
+        let (reply, outcome) = oneshot::channel();
+        let command = DriverCommand::Replicated {
+            group,
+            operation,
+            body,
+            reply,
+        };
+        // If the driver is gone the receiver reports it as `Closed`.
+        let _ = self.inner.commands.send(command);
+        outcome
+    }
+
+    pub(crate) async fn replicated(
+        &self,
+        group: u64,
+        operation: Operation,
+        body: Bytes,
+    ) -> Result<Bytes, ClientError> {
+        let outcome = self.submit_replicated(group, operation, body);
+        outcome.await.map_err(|_| ClientError::Closed)?
+    }
+
+    /// A non-replicated request, retried per its target until the deadline.
+    pub(crate) async fn query(
+        &self,
+        target: QueryTarget,
+        operation: Operation,
+        body: Bytes,
+        extra_wait_ms: u64,
+    ) -> Result<Bytes, ClientError> {
+        let config = &self.inner.config;
+        let (attempt_timeout_ms, deadline_ms) = match target {
+            // One attempt: a node-local answer or the node's failure.
+            QueryTarget::Node(_) => (config.request_timeout_ms, config.request_timeout_ms),
+            _ => (
+                config.request_timeout_ms + extra_wait_ms,
+                config.deadline_ms + extra_wait_ms,
+            ),
+        };
+        let (reply, outcome) = oneshot::channel();
+        let command = DriverCommand::Query {
+            target,
+            operation,
+            body,
+            attempt_timeout_ms,
+            deadline_ms,
+            reply,
+        };
+        self.inner
+            .commands
+            .send(command)
+            .map_err(|_| ClientError::Closed)?;
+        outcome.await.map_err(|_| ClientError::Closed)?
+    }
+
+    pub(crate) async fn ask_driver<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<T>) -> DriverCommand,
+    ) -> Result<T, ClientError> {
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .commands
+            .send(command(reply))
+            .map_err(|_| ClientError::Closed)?;
+        answer.await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Routing for every stream and topic (also refreshes the client's own).
+    pub async fn metadata(&self) -> Result<MetadataReply, ClientError> {
+        self.metadata_for(MetadataRequest::default()).await
+    }
+
+    async fn metadata_for(&self, request: MetadataRequest) -> Result<MetadataReply, ClientError> {
+        let body = Bytes::from(request.to_vec());
+        let reply = self
+            .query(QueryTarget::AnyNode, Operation::Metadata, body, 0)
+            .await?;
+        MetadataReply::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("metadata reply", error))
+    }
+
+    /// One topic's policies and partitions, fresh from the cluster.
+    pub async fn topic(&self, stream: &str, topic: &str) -> Result<TopicInfo, ClientError> {
+        check_name("stream", stream)?;
+        check_name("topic", topic)?;
+        let request = MetadataRequest {
+            stream: Some(stream.to_owned()),
+            topic: Some(topic.to_owned()),
+        };
+        let reply = self.metadata_for(request).await?;
+        reply
+            .topics
+            .into_iter()
+            .find(|info| info.stream == stream && info.topic == topic)
+            .ok_or_else(|| ClientError::UnknownTopic {
+                message: format!("{stream}/{topic} is not in the cluster's metadata"),
+            })
+    }
+
+    /// The topic from the client's routing, fetched when not known yet.
+    pub(crate) async fn known_topic(
+        &self,
+        stream: &str,
+        topic: &str,
+    ) -> Result<TopicInfo, ClientError> {
+        match self.inner.shared.topic(stream, topic) {
+            Some(info) => Ok(info),
+            None => self.topic(stream, topic).await,
+        }
+    }
+
+    /// The group id of a partition.
+    pub(crate) async fn partition_group(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+    ) -> Result<u64, ClientError> {
+        let info = self.known_topic(stream, topic).await?;
+        partition_group_of(&info, partition)
+    }
+
+    /// Creates a stream (a namespace of topics). `AlreadyExists` if it does.
+    pub async fn create_stream(&self, name: &str) -> Result<(), ClientError> {
+        check_name("stream", name)?;
+        let body = Bytes::from(
+            CreateStream {
+                name: name.to_owned(),
+            }
+            .to_vec(),
+        );
+        let reply = self
+            .replicated(METADATA_GROUP, Operation::CreateStream, body)
+            .await?;
+        Empty::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("create stream reply", error))?;
+        Ok(())
+    }
+
+    /// Creates a topic; returns the group id of each partition, in order.
+    /// `AlreadyExists` if it does.
+    pub async fn create_topic(&self, spec: TopicSpec) -> Result<Vec<u64>, ClientError> {
+        check_name("stream", &spec.stream)?;
+        check_name("topic", &spec.topic)?;
+        let partition_range = 1..=PARTITIONS_PER_TOPIC_MAX;
+        if !partition_range.contains(&spec.partition_count) {
+            return Err(invalid("partition_count must be in 1..=4096"));
+        }
+        if spec.replica_count == 0 || spec.replica_count >= strand_wire::REPLICAS_MAX {
+            return Err(invalid("replica_count must be in 1..=15"));
+        }
+        let request = CreateTopic {
+            stream: spec.stream,
+            topic: spec.topic,
+            partition_count: spec.partition_count,
+            replica_count: spec.replica_count,
+            confirm: spec.confirm,
+            durability: spec.durability,
+            consumer_offset_durability: spec.consumer_offset_durability,
+            retention_bytes: spec.retention_bytes,
+            retention_ms: spec.retention_ms,
+        };
+        let body = Bytes::from(request.to_vec());
+        let reply = self
+            .replicated(METADATA_GROUP, Operation::CreateTopic, body)
+            .await?;
+        let created = TopicCreated::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("create topic reply", error))?;
+        if created.groups.len() != request.partition_count as usize {
+            return Err(ClientError::Protocol {
+                reason: format!(
+                    "create topic returned {} groups for {} partitions",
+                    created.groups.len(),
+                    request.partition_count
+                ),
+            });
+        }
+        Ok(created.groups)
+    }
+
+    /// Appends `records` to a partition as one batch; returns where they landed.
+    /// Retried with the same request number until acknowledged, so it is
+    /// written once, or the error says it may have been (`OutcomeUnknown`).
+    pub async fn produce(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+        records: Vec<NewRecord>,
+    ) -> Result<ProduceAck, ClientError> {
+        if records.is_empty() {
+            return Err(invalid("produce needs at least one record"));
+        }
+        for record in &records {
+            record.check()?;
+        }
+        let group = self.partition_group(stream, topic, partition).await?;
+        let batch = records::build_batch(&records);
+        let reply = self
+            .replicated(group, Operation::Produce, batch.bytes().clone())
+            .await?;
+        produce_ack(&reply, records.len())
+    }
+
+    /// Reads committed records from `offset` (the first batch returned may
+    /// start earlier; those records are skipped). Waits up to `wait_ms` for
+    /// records when none are there yet.
+    pub async fn fetch(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: u32,
+        wait_ms: u32,
+    ) -> Result<FetchedRecords, ClientError> {
+        let group = self.partition_group(stream, topic, partition).await?;
+        self.fetch_group(group, offset, max_bytes, wait_ms).await
+    }
+
+    pub(crate) async fn fetch_group(
+        &self,
+        group: u64,
+        offset: u64,
+        max_bytes: u32,
+        wait_ms: u32,
+    ) -> Result<FetchedRecords, ClientError> {
+        if max_bytes == 0 || wait_ms > FETCH_WAIT_MS_MAX {
+            return Err(invalid("fetch needs max_bytes >= 1 and wait_ms <= 60000"));
+        }
+        let request = FetchRequest {
+            offset,
+            max_bytes,
+            wait_ms,
+        };
+        let body = Bytes::from(request.to_vec());
+        let reply = self
+            .query(
+                QueryTarget::Group(group),
+                Operation::Fetch,
+                body,
+                u64::from(wait_ms),
+            )
+            .await?;
+        let reply = FetchReply::from_bytes(reply)
+            .map_err(|error| ClientError::from_body_error("fetch reply", error))?;
+        Ok(records::unpack_fetch(reply, offset))
+    }
+
+    /// Stores `consumer`'s cursor (the next offset it will read) on a partition.
+    pub async fn store_cursor(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+        consumer: &str,
+        offset: u64,
+    ) -> Result<(), ClientError> {
+        let group = self.partition_group(stream, topic, partition).await?;
+        self.store_cursor_group(group, consumer, offset).await
+    }
+
+    pub(crate) async fn store_cursor_group(
+        &self,
+        group: u64,
+        consumer: &str,
+        offset: u64,
+    ) -> Result<(), ClientError> {
+        check_name("consumer", consumer)?;
+        let request = StoreCursor {
+            consumer: consumer.to_owned(),
+            offset,
+        };
+        let body = Bytes::from(request.to_vec());
+        let reply = self
+            .query(QueryTarget::Group(group), Operation::StoreCursor, body, 0)
+            .await?;
+        Empty::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("store cursor reply", error))?;
+        Ok(())
+    }
+
+    /// Reads `consumer`'s stored cursor on a partition (`None`: never stored).
+    pub async fn get_cursor(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+        consumer: &str,
+    ) -> Result<Option<u64>, ClientError> {
+        let group = self.partition_group(stream, topic, partition).await?;
+        self.get_cursor_group(group, consumer).await
+    }
+
+    pub(crate) async fn get_cursor_group(
+        &self,
+        group: u64,
+        consumer: &str,
+    ) -> Result<Option<u64>, ClientError> {
+        check_name("consumer", consumer)?;
+        let body = Bytes::from(
+            GetCursor {
+                consumer: consumer.to_owned(),
+            }
+            .to_vec(),
+        );
+        let reply = self
+            .query(QueryTarget::Group(group), Operation::GetCursor, body, 0)
+            .await?;
+        let reply = GetCursorReply::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("get cursor reply", error))?;
+        Ok(reply.offset)
+    }
+
+    /// A batching producer for one topic.
+    pub async fn producer(
+        &self,
+        stream: &str,
+        topic: &str,
+        config: ProducerConfig,
+    ) -> Result<Producer, ClientError> {
+        config.validate()?;
+        let info = self.known_topic(stream, topic).await?;
+        let groups = info
+            .partitions
+            .iter()
+            .map(|partition| partition.group)
+            .collect();
+        Ok(Producer::start(
+            self.clone(),
+            info.stream,
+            info.topic,
+            groups,
+            config,
+        ))
+    }
+
+    /// A consumer of one partition, positioned per `config.start_from`.
+    pub async fn consumer(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+        config: ConsumerConfig,
+    ) -> Result<Consumer, ClientError> {
+        let group = self.partition_group(stream, topic, partition).await?;
+        Consumer::open(self.clone(), group, config).await
+    }
+}
+
+/// The group of `partition` in `info`, or a typed error.
+pub(crate) fn partition_group_of(info: &TopicInfo, partition: u32) -> Result<u64, ClientError> {
+    info.partitions
+        .iter()
+        .find(|known| known.partition == partition)
+        .map(|known| known.group)
+        .ok_or_else(|| ClientError::UnknownPartition {
+            stream: info.stream.clone(),
+            topic: info.topic.clone(),
+            partition,
+            partition_count: info.partitions.len() as u32,
+        })
+}
+
+/// Decodes a produce reply and checks it covers the records sent.
+pub(crate) fn produce_ack(reply: &Bytes, record_count: usize) -> Result<ProduceAck, ClientError> {
+    let reply = ProduceReply::from_bytes(reply)
+        .map_err(|error| ClientError::from_body_error("produce reply", error))?;
+    if reply.record_count as usize != record_count {
+        return Err(ClientError::Protocol {
+            reason: format!(
+                "produce acknowledged {} records, {} were sent",
+                reply.record_count, record_count
+            ),
+        });
+    }
+    Ok(ProduceAck {
+        base_offset: reply.base_offset,
+        record_count: reply.record_count,
+    })
+}
+
+pub(crate) fn check_name(field: &'static str, name: &str) -> Result<(), ClientError> {
+    strand_wire::codec::validate_name(field, name).map_err(|error| ClientError::InvalidArgument {
+        reason: error.to_string(),
+    })
+}
+
+pub(crate) fn invalid(reason: &str) -> ClientError {
+    ClientError::InvalidArgument {
+        reason: reason.to_owned(),
+    }
+}

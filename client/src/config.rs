@@ -1,0 +1,205 @@
+//! What a caller can tune: the client, producers, consumers, and the spec of
+//! a new topic. Every field has a default and a stated bound.
+
+use strand_wire::{ConfirmPolicy, Durability, FRAME_SIZE_MAX_DEFAULT};
+
+use crate::error::ClientError;
+use crate::session::WINDOW_MAX;
+
+/// How a [`crate::Client`] connects and retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Client addresses (`host:port`) of some nodes; any one that answers is enough.
+    pub bootstrap: Vec<String>,
+    /// The cluster id; must equal the servers' (frames of other clusters are dropped).
+    pub cluster: u64,
+    /// How long one attempt may go unanswered before the connection is
+    /// suspected and the request resent (a fetch adds its `wait_ms`).
+    pub request_timeout_ms: u64,
+    /// How long a call may take in all, retries included.
+    pub deadline_ms: u64,
+    /// Requests in flight per group, 1 to 32 (the group remembers the last
+    /// 32 replies per client; more would make old retries unanswerable).
+    pub in_flight_per_group_max: usize,
+    /// First retry delay after `Unavailable` and friends.
+    pub retry_backoff_min_ms: u64,
+    /// Longest retry delay.
+    pub retry_backoff_max_ms: u64,
+    /// Largest reply frame accepted, header included.
+    pub frame_size_max: u32,
+}
+
+impl Default for ClientConfig {
+    fn default() -> ClientConfig {
+        ClientConfig {
+            bootstrap: Vec::new(),
+            cluster: 0,
+            request_timeout_ms: 5_000,
+            deadline_ms: 30_000,
+            in_flight_per_group_max: 8,
+            retry_backoff_min_ms: 10,
+            retry_backoff_max_ms: 500,
+            frame_size_max: FRAME_SIZE_MAX_DEFAULT,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// The default configuration for these bootstrap addresses.
+    pub fn new(bootstrap: impl IntoIterator<Item = impl Into<String>>) -> ClientConfig {
+        ClientConfig {
+            bootstrap: bootstrap.into_iter().map(Into::into).collect(),
+            ..ClientConfig::default()
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ClientError> {
+        let invalid = |reason: &str| {
+            Err(ClientError::InvalidArgument {
+                reason: reason.to_owned(),
+            })
+        };
+        if self.bootstrap.is_empty() {
+            return invalid("bootstrap is empty: give at least one node's client address");
+        }
+        if self.request_timeout_ms == 0 || self.deadline_ms == 0 {
+            return invalid("request_timeout_ms and deadline_ms must be above 0");
+        }
+        if !(1..=WINDOW_MAX).contains(&self.in_flight_per_group_max) {
+            return invalid("in_flight_per_group_max must be in 1..=32");
+        }
+        if self.retry_backoff_min_ms == 0 || self.retry_backoff_max_ms < self.retry_backoff_min_ms {
+            return invalid("retry backoff must satisfy 1 <= min_ms <= max_ms");
+        }
+        if (self.frame_size_max as usize) < strand_wire::HEADER_SIZE * 2 {
+            return invalid("frame_size_max is too small to hold a reply");
+        }
+        Ok(())
+    }
+}
+
+/// A topic to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec {
+    /// The stream it belongs to (must exist).
+    pub stream: String,
+    /// Its name.
+    pub topic: String,
+    /// Number of partitions, 1 to 4096 (each its own replicated group).
+    pub partition_count: u32,
+    /// Replicas per partition, 1 to 15.
+    pub replica_count: u8,
+    /// When a copy of a record counts (fsynced or queued).
+    pub durability: Durability,
+    /// How many copies confirm a record.
+    pub confirm: ConfirmPolicy,
+    /// Whether a cursor commit is fsynced before it is acknowledged.
+    pub consumer_offset_durability: Durability,
+    /// Per-partition size limit in bytes, oldest dropped first (0: none).
+    pub retention_bytes: u64,
+    /// Age limit in milliseconds (0: none).
+    pub retention_ms: u64,
+}
+
+impl TopicSpec {
+    /// A topic with one partition, three replicas and the safe defaults
+    /// (`persisted`, majority confirm, no retention limit).
+    pub fn new(stream: impl Into<String>, topic: impl Into<String>) -> TopicSpec {
+        TopicSpec {
+            stream: stream.into(),
+            topic: topic.into(),
+            partition_count: 1,
+            replica_count: 3,
+            durability: Durability::Persisted,
+            confirm: ConfirmPolicy::MajorityDurable,
+            consumer_offset_durability: Durability::Persisted,
+            retention_bytes: 0,
+            retention_ms: 0,
+        }
+    }
+}
+
+/// How a [`crate::Producer`] batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerConfig {
+    /// A batch is sent once it holds this many records.
+    pub batch_records_max: u32,
+    /// A batch is sent before it would grow past this many bytes (a single
+    /// larger record still goes, alone).
+    pub batch_bytes_max: usize,
+    /// A batch is sent at the latest this long after its first record.
+    pub linger_ms: u64,
+    /// Batches in flight per partition (more wait, in order).
+    pub in_flight_max: usize,
+    /// Records buffered and unacknowledged in all; `send` waits beyond it.
+    pub buffer_records_max: usize,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> ProducerConfig {
+        ProducerConfig {
+            batch_records_max: 1_000,
+            batch_bytes_max: 256 * 1024,
+            linger_ms: 5,
+            in_flight_max: 8,
+            buffer_records_max: 100_000,
+        }
+    }
+}
+
+impl ProducerConfig {
+    pub(crate) fn validate(&self) -> Result<(), ClientError> {
+        let valid = self.batch_records_max >= 1
+            && self.batch_bytes_max >= 1
+            && (1..=WINDOW_MAX).contains(&self.in_flight_max)
+            && self.buffer_records_max >= 1
+            && self.buffer_records_max <= tokio::sync::Semaphore::MAX_PERMITS;
+        if valid {
+            Ok(())
+        } else {
+            Err(ClientError::InvalidArgument {
+                reason: "producer config: batch limits and buffer_records_max must be at least 1, \
+                         in_flight_max in 1..=32"
+                    .to_owned(),
+            })
+        }
+    }
+}
+
+/// Where a [`crate::Consumer`] starts reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartFrom {
+    /// The oldest retained record.
+    Earliest,
+    /// Only records produced from now on.
+    Latest,
+    /// This offset.
+    Offset(u64),
+    /// The cursor stored under the consumer's name, or the oldest retained
+    /// record if it never stored one.
+    StoredCursor,
+}
+
+/// How a [`crate::Consumer`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerConfig {
+    /// The name its cursor is stored under (needed by `commit` and `StoredCursor`).
+    pub name: Option<String>,
+    /// Where to start.
+    pub start_from: StartFrom,
+    /// Bytes per fetch (at least one batch is returned when one is available).
+    pub max_bytes: u32,
+    /// How long a poll waits for new records before returning empty (up to 60 000).
+    pub wait_ms: u32,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> ConsumerConfig {
+        ConsumerConfig {
+            name: None,
+            start_from: StartFrom::Earliest,
+            max_bytes: 1024 * 1024,
+            wait_ms: 1_000,
+        }
+    }
+}

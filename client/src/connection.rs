@@ -1,0 +1,163 @@
+//! One TCP connection to one node's client port: a task that connects, then
+//! writes the frames the driver hands it and reads reply frames back. It
+//! reports to the driver through events and holds no protocol state.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use strand_wire::{FrameDecoder, Message, Msg, ReplyHeader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use crate::frames::ConnectionId;
+
+/// Read buffer size reserved per read call.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// What a connection task tells the driver.
+#[derive(Debug)]
+pub(crate) enum ConnectionEvent {
+    /// Connected: frames sent to `writer` go out on the socket.
+    Connected {
+        connection: ConnectionId,
+        writer: mpsc::UnboundedSender<Bytes>,
+    },
+    /// A reply frame arrived (validated by the decoder).
+    Reply {
+        connection: ConnectionId,
+        reply: Msg<ReplyHeader>,
+    },
+    /// The connection failed or closed; nothing more comes from it.
+    Closed {
+        connection: ConnectionId,
+        reason: String,
+    },
+}
+
+/// Starts a connection task to `address`. Abort it through the handle to
+/// close the connection (no `Closed` event follows an abort).
+pub(crate) fn spawn(
+    connection: ConnectionId,
+    address: String,
+    connect_timeout: Duration,
+    frame_size_max: u32,
+    events: mpsc::UnboundedSender<ConnectionEvent>,
+) -> AbortHandle {
+    let task = tokio::spawn(async move {
+        let reason = match run(
+            connection,
+            &address,
+            connect_timeout,
+            frame_size_max,
+            &events,
+        )
+        .await
+        {
+            Ok(()) => "closed by the server".to_owned(),
+            Err(reason) => reason,
+        };
+        tracing::debug!(connection, %address, %reason, "connection closed");
+        // The driver may be gone already; nothing to do then.
+        let _ = events.send(ConnectionEvent::Closed { connection, reason });
+    });
+    task.abort_handle()
+}
+
+async fn run(
+    connection: ConnectionId,
+    address: &str,
+    connect_timeout: Duration,
+    frame_size_max: u32,
+    events: &mpsc::UnboundedSender<ConnectionEvent>,
+) -> Result<(), String> {
+    let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(address))
+        .await
+        .map_err(|_| {
+            format!(
+                "connecting timed out after {} ms",
+                connect_timeout.as_millis()
+            )
+        })?
+        .map_err(|error| format!("connect failed: {error}"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|error| format!("setting TCP_NODELAY failed: {error}"))?;
+    let (reader, writer) = stream.into_split();
+    let (frames_sender, frames) = mpsc::unbounded_channel();
+    events
+        .send(ConnectionEvent::Connected {
+            connection,
+            writer: frames_sender,
+        })
+        .map_err(|_| "the client shut down".to_owned())?;
+    tokio::select! {
+        result = read_replies(connection, reader, frame_size_max, events) => result,
+        result = write_frames(writer, frames) => result,
+    }
+}
+
+async fn read_replies(
+    connection: ConnectionId,
+    mut reader: OwnedReadHalf,
+    frame_size_max: u32,
+    events: &mpsc::UnboundedSender<ConnectionEvent>,
+) -> Result<(), String> {
+    let decoder = FrameDecoder::new(frame_size_max);
+    let mut buffer = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        while let Some(message) = decoder
+            .decode(&mut buffer)
+            .map_err(|error| format!("undecodable frame from the server: {error}"))?
+        {
+            match message {
+                Message::Reply(reply) => events
+                    .send(ConnectionEvent::Reply { connection, reply })
+                    .map_err(|_| "the client shut down".to_owned())?,
+                other => {
+                    return Err(format!(
+                        "the server sent a {:?} frame on the client port",
+                        other.command()
+                    ));
+                }
+            }
+        }
+        buffer.reserve(READ_CHUNK_BYTES);
+        let read = reader
+            .read_buf(&mut buffer)
+            .await
+            .map_err(|error| format!("read failed: {error}"))?;
+        if read == 0 {
+            return Ok(());
+        }
+    }
+}
+
+async fn write_frames(
+    writer: OwnedWriteHalf,
+    mut frames: mpsc::UnboundedReceiver<Bytes>,
+) -> Result<(), String> {
+    let mut writer = BufWriter::new(writer);
+    while let Some(frame) = frames.recv().await {
+        writer
+            .write_all(&frame)
+            .await
+            .map_err(|error| format!("write failed: {error}"))?;
+        // Coalesce what is already queued into one flush.
+        while let Ok(frame) = frames.try_recv() {
+            writer
+                .write_all(&frame)
+                .await
+                .map_err(|error| format!("write failed: {error}"))?;
+        }
+        writer
+            .flush()
+            .await
+            .map_err(|error| format!("write failed: {error}"))?;
+    }
+    // The driver dropped the sender: it closed this connection on purpose.
+    std::future::pending::<()>().await;
+    Ok(())
+}

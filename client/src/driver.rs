@@ -1,0 +1,610 @@
+//! The driver: one task per [`crate::Client`] that owns every session, query,
+//! connection and the routing table. It turns commands (from the API),
+//! connection events and time into calls on the pure cores, and carries out
+//! the actions they push. It holds no retry or numbering rule of its own.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use strand_wire::ops::{MetadataReply, MetadataRequest, TopicInfo};
+use strand_wire::{Body, Msg, Operation, ReplyHeader};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::backoff::{Backoff, Prng};
+use crate::config::ClientConfig;
+use crate::connection::ConnectionEvent;
+use crate::connections::Connections;
+use crate::error::ClientError;
+use crate::frames::{self, ConnectionId};
+use crate::query::{Query, QueryAction, QueryTarget};
+use crate::routing::Routing;
+use crate::session::{Action, Session, SessionConfig, Submission, Token};
+
+/// Shortest time between two routing refreshes the driver starts itself.
+const REFRESH_INTERVAL_MIN_MS: u64 = 50;
+
+/// Longest the driver sleeps when nothing is scheduled.
+const IDLE_SLEEP_MS: u64 = 60_000;
+
+/// Where a call's outcome goes.
+pub(crate) type ReplySender = oneshot::Sender<Result<Bytes, ClientError>>;
+
+/// What the API asks of the driver.
+#[derive(Debug)]
+pub(crate) enum DriverCommand {
+    /// A replicated request (Produce, CreateStream, CreateTopic) for `group`.
+    Replicated {
+        group: u64,
+        operation: Operation,
+        body: Bytes,
+        reply: ReplySender,
+    },
+    /// A non-replicated request.
+    Query {
+        target: QueryTarget,
+        operation: Operation,
+        body: Bytes,
+        attempt_timeout_ms: u64,
+        deadline_ms: u64,
+        reply: ReplySender,
+    },
+    /// Every node id and client address the last metadata named.
+    Nodes {
+        reply: oneshot::Sender<Vec<(u32, String)>>,
+    },
+    /// The nodes hosting a group's replicas, if known.
+    ReplicaNodes {
+        group: u64,
+        reply: oneshot::Sender<Option<Vec<(u32, String)>>>,
+    },
+}
+
+/// State the API reads without asking the driver: topics by name.
+#[derive(Debug, Default)]
+pub(crate) struct SharedRouting {
+    topics: Mutex<HashMap<(String, String), TopicInfo>>,
+}
+
+impl SharedRouting {
+    /// The topic as the last metadata described it.
+    pub(crate) fn topic(&self, stream: &str, topic: &str) -> Option<TopicInfo> {
+        let topics = self
+            .topics
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        topics.get(&(stream.to_owned(), topic.to_owned())).cloned()
+    }
+
+    fn learn(&self, reply: &MetadataReply) {
+        let mut topics = self
+            .topics
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for topic in &reply.topics {
+            topics.insert((topic.stream.clone(), topic.topic.clone()), topic.clone());
+        }
+    }
+}
+
+struct QueryEntry {
+    query: Query,
+    /// `None` for the driver's own routing refreshes.
+    reply: Option<ReplySender>,
+    /// Every request number this query was sent under.
+    requests: Vec<u64>,
+}
+
+pub(crate) struct Driver {
+    config: ClientConfig,
+    epoch: Instant,
+    commands: mpsc::UnboundedReceiver<DriverCommand>,
+    events: mpsc::UnboundedReceiver<ConnectionEvent>,
+    routing: Routing,
+    connections: Connections,
+    shared: Arc<SharedRouting>,
+    prng: Prng,
+    backoff: Backoff,
+    session_config: SessionConfig,
+    sessions: HashMap<u64, Session>,
+    waiters: HashMap<Token, ReplySender>,
+    next_token: Token,
+    queries: HashMap<Token, QueryEntry>,
+    query_by_request: HashMap<u64, Token>,
+    /// The client id of non-replicated requests (never a session's id).
+    query_client: u128,
+    next_query_request: u64,
+    refresh_in_flight: bool,
+    refresh_wanted: bool,
+    refresh_not_before_ms: u64,
+}
+
+impl Driver {
+    /// Starts the driver task; returns the command sender and the shared routing.
+    pub(crate) fn spawn(
+        config: ClientConfig,
+    ) -> (mpsc::UnboundedSender<DriverCommand>, Arc<SharedRouting>) {
+        let (command_sender, commands) = mpsc::unbounded_channel();
+        let (event_sender, events) = mpsc::unbounded_channel();
+        let shared = Arc::new(SharedRouting::default());
+        let mut prng = Prng::new(rand::random()).with_client_id_salt(rand::random());
+        let backoff = Backoff::new(config.retry_backoff_min_ms, config.retry_backoff_max_ms);
+        let session_config = SessionConfig {
+            window_max: config.in_flight_per_group_max,
+            attempt_timeout_ms: config.request_timeout_ms,
+            backoff,
+        };
+        let connect_timeout = Duration::from_millis(config.request_timeout_ms);
+        let driver = Driver {
+            routing: Routing::new(&config.bootstrap),
+            connections: Connections::new(connect_timeout, config.frame_size_max, event_sender),
+            epoch: Instant::now(),
+            commands,
+            events,
+            shared: Arc::clone(&shared),
+            query_client: prng.client_id(),
+            prng,
+            backoff,
+            session_config,
+            sessions: HashMap::new(),
+            waiters: HashMap::new(),
+            next_token: 1,
+            queries: HashMap::new(),
+            query_by_request: HashMap::new(),
+            next_query_request: 1,
+            refresh_in_flight: false,
+            refresh_wanted: false,
+            refresh_not_before_ms: 0,
+            config,
+        };
+        tokio::spawn(driver.run());
+        (command_sender, shared)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    async fn run(mut self) {
+        loop {
+            let now_ms = self.now_ms();
+            self.tick(now_ms);
+            self.pump(now_ms);
+            let wake_ms = self.next_wakeup_ms(now_ms).min(now_ms + IDLE_SLEEP_MS);
+            let wake = self.epoch + Duration::from_millis(wake_ms);
+            tokio::select! {
+                command = self.commands.recv() => match command {
+                    Some(command) => self.on_command(command),
+                    None => break, // every Client handle is gone
+                },
+                Some(event) = self.events.recv() => self.on_event(event),
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+        self.connections.close_all();
+    }
+
+    fn on_command(&mut self, command: DriverCommand) {
+        let now_ms = self.now_ms();
+        match command {
+            DriverCommand::Replicated {
+                group,
+                operation,
+                body,
+                reply,
+            } => {
+                let token = self.take_token();
+                self.waiters.insert(token, reply);
+                if !self.sessions.contains_key(&group) {
+                    let ids = Prng::new(self.prng.next_u64()).with_client_id_salt(rand::random());
+                    let session = Session::new(group, self.session_config, ids);
+                    self.sessions.insert(group, session);
+                }
+                let session = self.sessions.get_mut(&group).expect("inserted above");
+                session.submit(Submission {
+                    token,
+                    operation,
+                    body,
+                    submitted_ms: now_ms,
+                    deadline_ms: now_ms + self.config.deadline_ms,
+                });
+            }
+            DriverCommand::Query {
+                target,
+                operation,
+                body,
+                attempt_timeout_ms,
+                deadline_ms,
+                reply,
+            } => {
+                let query = Query::new(
+                    operation,
+                    body,
+                    target,
+                    now_ms,
+                    deadline_ms,
+                    attempt_timeout_ms,
+                );
+                self.add_query(query, Some(reply));
+            }
+            DriverCommand::Nodes { reply } => {
+                let _ = reply.send(self.routing.nodes());
+            }
+            DriverCommand::ReplicaNodes { group, reply } => {
+                let _ = reply.send(self.routing.replica_addresses(group));
+            }
+        }
+    }
+
+    fn take_token(&mut self) -> Token {
+        let token = self.next_token;
+        self.next_token += 1;
+        token
+    }
+
+    fn add_query(&mut self, query: Query, reply: Option<ReplySender>) -> Token {
+        let token = self.take_token();
+        let entry = QueryEntry {
+            query,
+            reply,
+            requests: Vec::new(),
+        };
+        self.queries.insert(token, entry);
+        token
+    }
+
+    fn on_event(&mut self, event: ConnectionEvent) {
+        match event {
+            ConnectionEvent::Connected { connection, writer } => {
+                self.connections.on_connected(connection, writer);
+            }
+            ConnectionEvent::Reply { connection, reply } => self.on_reply(connection, &reply),
+            ConnectionEvent::Closed { connection, reason } => {
+                if let Some(address) =
+                    self.connections
+                        .on_closed(connection, self.now_ms(), &reason)
+                {
+                    self.on_connection_lost(connection, &address, &reason);
+                }
+            }
+        }
+    }
+
+    fn on_reply(&mut self, connection: ConnectionId, message: &Msg<ReplyHeader>) {
+        let cluster = message.header().prefix.cluster.get();
+        if cluster != self.config.cluster {
+            tracing::warn!(
+                cluster,
+                expected = self.config.cluster,
+                "reply from another cluster dropped: check the client's cluster id"
+            );
+            return;
+        }
+        self.connections.on_reply(connection);
+        let reply = frames::parse_reply(connection, message);
+        let now_ms = self.now_ms();
+        if reply.client == self.query_client {
+            let Some(token) = self.query_by_request.get(&reply.request).copied() else {
+                return; // answered already
+            };
+            let mut actions = Vec::new();
+            if let Some(entry) = self.queries.get_mut(&token) {
+                entry
+                    .query
+                    .on_reply(reply, now_ms, &self.backoff, &mut self.prng, &mut actions);
+            }
+            self.apply_query_actions(token, actions);
+            return;
+        }
+        let group = reply.group;
+        let Some(session) = self.sessions.get_mut(&group) else {
+            return; // no session with that group: a stray reply
+        };
+        let mut actions = Vec::new();
+        session.on_reply(reply, now_ms, &mut actions);
+        self.apply_session_actions(group, actions);
+    }
+
+    /// A connection is gone (closed by us or by the network).
+    fn on_connection_lost(&mut self, connection: ConnectionId, address: &str, reason: &str) {
+        tracing::debug!(connection, address, reason, "connection lost");
+        self.routing.on_unreachable(address);
+        for session in self.sessions.values_mut() {
+            session.on_connection_lost(connection);
+        }
+        let tokens: Vec<Token> = self.queries.keys().copied().collect();
+        for token in tokens {
+            let mut actions = Vec::new();
+            if let Some(entry) = self.queries.get_mut(&token) {
+                entry
+                    .query
+                    .on_connection_lost(connection, address, reason, &mut actions);
+            }
+            self.apply_query_actions(token, actions);
+        }
+    }
+
+    fn close_connection(&mut self, connection: ConnectionId, reason: &str) {
+        let now_ms = self.now_ms();
+        if let Some(address) = self.connections.close(connection, now_ms, reason) {
+            self.on_connection_lost(connection, &address, reason);
+        }
+    }
+
+    fn tick(&mut self, now_ms: u64) {
+        let groups: Vec<u64> = self
+            .sessions
+            .iter()
+            .filter(|(_, session)| !session.is_idle())
+            .map(|(group, _)| *group)
+            .collect();
+        for group in groups {
+            let mut actions = Vec::new();
+            if let Some(session) = self.sessions.get_mut(&group) {
+                session.on_tick(now_ms, &mut actions);
+            }
+            self.apply_session_actions(group, actions);
+        }
+        let tokens: Vec<Token> = self.queries.keys().copied().collect();
+        for token in tokens {
+            let mut actions = Vec::new();
+            if let Some(entry) = self.queries.get_mut(&token) {
+                entry.query.on_tick(now_ms, &mut actions);
+            }
+            self.apply_query_actions(token, actions);
+        }
+        if self.refresh_wanted {
+            self.start_refresh(now_ms);
+        }
+    }
+
+    /// Sends everything that can go now.
+    fn pump(&mut self, now_ms: u64) {
+        let groups: Vec<u64> = self
+            .sessions
+            .iter()
+            .filter(|(_, session)| session.wants_transmit())
+            .map(|(group, _)| *group)
+            .collect();
+        for group in groups {
+            self.pump_session(group, now_ms);
+        }
+        if self.refresh_wanted {
+            self.start_refresh(now_ms);
+        }
+        let tokens: Vec<Token> = self
+            .queries
+            .iter()
+            .filter(|(_, entry)| entry.query.wants_transmit())
+            .map(|(token, _)| *token)
+            .collect();
+        for token in tokens {
+            self.pump_query(token, now_ms);
+        }
+        // A route was missing above: ask for one now rather than at the next wakeup.
+        if self.refresh_wanted {
+            if let Some(token) = self.start_refresh(now_ms) {
+                self.pump_query(token, now_ms);
+            }
+        }
+    }
+
+    fn pump_session(&mut self, group: u64, now_ms: u64) {
+        let Some(address) = self.routing.primary_address(group) else {
+            self.refresh_wanted = true; // no route yet (a new topic's group)
+            return;
+        };
+        let Some(connection) = self.connections.ensure(&address, now_ms) else {
+            return; // reconnecting later; the wakeup covers it
+        };
+        let mut actions = Vec::new();
+        if let Some(session) = self.sessions.get_mut(&group) {
+            session.poll_transmit(now_ms, connection, &mut actions);
+        }
+        for action in actions {
+            let Action::Transmit {
+                client,
+                request,
+                operation,
+                body,
+                ..
+            } = action
+            else {
+                unreachable!("poll_transmit only transmits");
+            };
+            let frame = frames::request_frame(
+                self.config.cluster,
+                group,
+                client,
+                request,
+                operation,
+                &body,
+            );
+            self.connections.send(connection, frame);
+        }
+    }
+
+    fn pump_query(&mut self, token: Token, now_ms: u64) {
+        let Some(entry) = self.queries.get(&token) else {
+            return;
+        };
+        let target = entry.query.target().clone();
+        let address = match &target {
+            QueryTarget::AnyNode => self.routing.any_address(),
+            QueryTarget::Group(group) => self.routing.primary_address(*group),
+            QueryTarget::Node(address) => Some(address.clone()),
+        };
+        let Some(address) = address else {
+            self.refresh_wanted |= matches!(target, QueryTarget::Group(_));
+            return;
+        };
+        let Some(connection) = self.connections.ensure(&address, now_ms) else {
+            if let QueryTarget::Node(address) = target {
+                let reason = self.connections.last_failure(&address);
+                let error = ClientError::Unreachable { address, reason };
+                self.apply_query_actions(token, vec![QueryAction::Finish(Err(error))]);
+            }
+            return;
+        };
+        let group = match target {
+            QueryTarget::Group(group) => group,
+            QueryTarget::AnyNode | QueryTarget::Node(_) => crate::routing::METADATA_GROUP,
+        };
+        let request = self.next_query_request;
+        self.next_query_request += 1;
+        let Some(entry) = self.queries.get_mut(&token) else {
+            return;
+        };
+        let frame = frames::request_frame(
+            self.config.cluster,
+            group,
+            self.query_client,
+            request,
+            entry.query.operation(),
+            entry.query.body(),
+        );
+        entry.query.transmitted(connection, request, now_ms);
+        entry.requests.push(request);
+        self.query_by_request.insert(request, token);
+        self.connections.send(connection, frame);
+    }
+
+    fn apply_session_actions(&mut self, group: u64, actions: Vec<Action>) {
+        let mut suspects = Vec::new();
+        for action in actions {
+            match action {
+                Action::Complete { token, outcome } => {
+                    if let Some(waiter) = self.waiters.remove(&token) {
+                        let _ = waiter.send(outcome); // the caller may have stopped waiting
+                    }
+                }
+                Action::Redirect {
+                    view,
+                    primary_replica,
+                    primary_node,
+                    address,
+                } => {
+                    tracing::debug!(group, view, primary_replica, %address, "redirected");
+                    self.routing.on_not_primary(
+                        group,
+                        view,
+                        primary_replica,
+                        primary_node,
+                        &address,
+                    );
+                }
+                Action::RefreshRouting => self.refresh_wanted = true,
+                Action::SuspectConnection { connection } => suspects.push(connection),
+                Action::Transmit { .. } => unreachable!("transmits come from poll_transmit"),
+            }
+        }
+        for connection in suspects {
+            self.close_connection(connection, "no answer within request_timeout_ms");
+        }
+    }
+
+    fn apply_query_actions(&mut self, token: Token, actions: Vec<QueryAction>) {
+        let mut suspects = Vec::new();
+        for action in actions {
+            match action {
+                QueryAction::Finish(outcome) => self.finish_query(token, outcome),
+                QueryAction::Redirect {
+                    group,
+                    view,
+                    primary_replica,
+                    primary_node,
+                    address,
+                } => self.routing.on_not_primary(
+                    group,
+                    view,
+                    primary_replica,
+                    primary_node,
+                    &address,
+                ),
+                QueryAction::RefreshRouting => self.refresh_wanted = true,
+                QueryAction::NextNode => {
+                    if let Some(address) = self.routing.any_address() {
+                        self.routing.on_unreachable(&address);
+                    }
+                }
+                QueryAction::SuspectConnection(connection) => suspects.push(connection),
+            }
+        }
+        for connection in suspects {
+            self.close_connection(connection, "no answer within request_timeout_ms");
+        }
+    }
+
+    fn finish_query(&mut self, token: Token, mut outcome: Result<Bytes, ClientError>) {
+        let Some(entry) = self.queries.remove(&token) else {
+            return;
+        };
+        for request in &entry.requests {
+            self.query_by_request.remove(request);
+        }
+        if entry.query.operation() == Operation::Metadata {
+            if let Ok(body) = &outcome {
+                match MetadataReply::from_bytes(body) {
+                    Ok(metadata) => {
+                        self.routing.apply_metadata(&metadata);
+                        self.shared.learn(&metadata);
+                    }
+                    Err(error) => {
+                        outcome = Err(ClientError::from_body_error("metadata reply", error))
+                    }
+                }
+            }
+        }
+        match entry.reply {
+            Some(reply) => {
+                let _ = reply.send(outcome);
+            }
+            None => {
+                self.refresh_in_flight = false;
+                if let Err(error) = outcome {
+                    tracing::debug!(%error, "routing refresh failed");
+                }
+            }
+        }
+    }
+
+    /// Starts a routing refresh unless one runs or one ran very recently.
+    fn start_refresh(&mut self, now_ms: u64) -> Option<Token> {
+        if self.refresh_in_flight || now_ms < self.refresh_not_before_ms {
+            return None;
+        }
+        self.refresh_wanted = false;
+        self.refresh_in_flight = true;
+        self.refresh_not_before_ms = now_ms + REFRESH_INTERVAL_MIN_MS;
+        let body = Bytes::from(MetadataRequest::default().to_vec());
+        let query = Query::new(
+            Operation::Metadata,
+            body,
+            QueryTarget::AnyNode,
+            now_ms,
+            self.config.request_timeout_ms,
+            self.config.request_timeout_ms,
+        );
+        Some(self.add_query(query, None))
+    }
+
+    fn next_wakeup_ms(&self, now_ms: u64) -> u64 {
+        let sessions = self.sessions.values().filter_map(Session::next_wakeup_ms);
+        let queries = self
+            .queries
+            .values()
+            .map(|entry| entry.query.next_wakeup_ms());
+        let refresh_paused =
+            self.refresh_wanted && !self.refresh_in_flight && self.refresh_not_before_ms > now_ms;
+        let refresh = refresh_paused.then_some(self.refresh_not_before_ms);
+        let reconnect = self.connections.next_retry_ms(now_ms);
+        sessions
+            .chain(queries)
+            .chain(refresh)
+            .chain(reconnect)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+}

@@ -1,0 +1,397 @@
+//! `Producer`: batches records per partition by count, size and linger time,
+//! keeps a bounded number of batches in flight per partition, and resolves
+//! each record to its offset.
+//!
+//! Order: a partition's batches are handed to the client's session for that
+//! partition's group in the order they were sealed, and the session keeps
+//! that order on the wire and across retries and failovers. Records of one
+//! partition are therefore written in `send` order. A batch that fails
+//! (refused, or outcome unknown) does not stop the later ones.
+//!
+//! Bounds: at most `buffer_records_max` records are buffered or in flight
+//! (`send` waits beyond that), at most `in_flight_max` batches per partition
+//! are in flight (the rest wait, sealed, in order).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use strand_wire::Operation;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::client::{Client, produce_ack};
+use crate::config::ProducerConfig;
+use crate::error::ClientError;
+use crate::records::{self, NewRecord};
+
+/// Resolves to the offset a record was written at.
+#[derive(Debug)]
+pub struct Delivery {
+    receiver: oneshot::Receiver<Result<u64, ClientError>>,
+}
+
+impl Future for Delivery {
+    type Output = Result<u64, ClientError>;
+
+    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.receiver)
+            .poll(context)
+            .map(|outcome| outcome.unwrap_or(Err(ClientError::Closed)))
+    }
+}
+
+/// A batching producer for one topic. Dropping it still sends what was
+/// buffered; `close` also waits for the acknowledgements.
+#[derive(Debug)]
+pub struct Producer {
+    stream: String,
+    topic: String,
+    partition_count: u32,
+    commands: mpsc::UnboundedSender<Command>,
+    buffer: Arc<Semaphore>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Debug)]
+enum Command {
+    Record {
+        partition: u32,
+        record: NewRecord,
+        delivery: oneshot::Sender<Result<u64, ClientError>>,
+        permit: OwnedSemaphorePermit,
+    },
+    Flush {
+        done: oneshot::Sender<()>,
+    },
+}
+
+impl Producer {
+    pub(crate) fn start(
+        client: Client,
+        stream: String,
+        topic: String,
+        groups: Vec<u64>,
+        config: ProducerConfig,
+    ) -> Producer {
+        let (commands, command_receiver) = mpsc::unbounded_channel();
+        let buffer = Arc::new(Semaphore::new(config.buffer_records_max));
+        let partition_count = groups.len() as u32;
+        let accumulator = Accumulator::new(client, groups, config);
+        let task = tokio::spawn(accumulator.run(command_receiver));
+        Producer {
+            stream,
+            topic,
+            partition_count,
+            commands,
+            buffer,
+            task,
+        }
+    }
+
+    /// Buffers a record for `partition`; waits while the buffer is full.
+    /// The returned [`Delivery`] resolves to the record's offset.
+    pub async fn send(
+        &self,
+        partition: u32,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+    ) -> Result<Delivery, ClientError> {
+        self.send_record(partition, NewRecord::new(key, value))
+            .await
+    }
+
+    /// Like [`Producer::send`], for a record with headers or a timestamp.
+    pub async fn send_record(
+        &self,
+        partition: u32,
+        mut record: NewRecord,
+    ) -> Result<Delivery, ClientError> {
+        if partition >= self.partition_count {
+            return Err(ClientError::UnknownPartition {
+                stream: self.stream.clone(),
+                topic: self.topic.clone(),
+                partition,
+                partition_count: self.partition_count,
+            });
+        }
+        record.check()?;
+        // Stamped when sent, not when its batch leaves.
+        record.timestamp_us = Some(record.timestamp_us.unwrap_or_else(records::now_us));
+        let permit = Arc::clone(&self.buffer)
+            .acquire_owned()
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        let (delivery, receiver) = oneshot::channel();
+        let command = Command::Record {
+            partition,
+            record,
+            delivery,
+            permit,
+        };
+        self.commands
+            .send(command)
+            .map_err(|_| ClientError::Closed)?;
+        Ok(Delivery { receiver })
+    }
+
+    /// Sends every buffered record now and waits until all records sent
+    /// before this call are acknowledged or failed.
+    pub async fn flush(&self) -> Result<(), ClientError> {
+        let (done, flushed) = oneshot::channel();
+        self.commands
+            .send(Command::Flush { done })
+            .map_err(|_| ClientError::Closed)?;
+        flushed.await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Flushes and stops the producer.
+    pub async fn close(self) -> Result<(), ClientError> {
+        self.flush().await?;
+        drop(self.commands);
+        self.task.await.map_err(|_| ClientError::Closed)
+    }
+}
+
+/// A batch being filled or waiting to be sent.
+#[derive(Debug)]
+struct Batch {
+    sequence: u64,
+    records: Vec<NewRecord>,
+    deliveries: Vec<oneshot::Sender<Result<u64, ClientError>>>,
+    permits: Vec<OwnedSemaphorePermit>,
+    bytes: usize,
+    opened_at: Instant,
+}
+
+#[derive(Debug, Default)]
+struct PartitionQueue {
+    open: Option<Batch>,
+    sealed: VecDeque<Batch>,
+    in_flight: usize,
+}
+
+#[derive(Debug)]
+struct Completion {
+    partition: usize,
+    batch: Batch,
+    outcome: Result<Bytes, ClientError>,
+}
+
+/// The producer's task: owns the batches; nothing else touches them.
+struct Accumulator {
+    client: Client,
+    groups: Vec<u64>,
+    config: ProducerConfig,
+    partitions: Vec<PartitionQueue>,
+    next_sequence: u64,
+    /// Sequences of batches opened and not yet finished.
+    outstanding: BTreeSet<u64>,
+    /// Flushes waiting for every batch below their sequence mark.
+    flushes: Vec<(u64, oneshot::Sender<()>)>,
+    completions: mpsc::UnboundedSender<Completion>,
+    completion_receiver: mpsc::UnboundedReceiver<Completion>,
+}
+
+impl Accumulator {
+    fn new(client: Client, groups: Vec<u64>, config: ProducerConfig) -> Accumulator {
+        let (completions, completion_receiver) = mpsc::unbounded_channel();
+        let partitions = groups.iter().map(|_| PartitionQueue::default()).collect();
+        Accumulator {
+            client,
+            groups,
+            config,
+            partitions,
+            next_sequence: 0,
+            outstanding: BTreeSet::new(),
+            flushes: Vec::new(),
+            completions,
+            completion_receiver,
+        }
+    }
+
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let mut closing = false;
+        loop {
+            if closing && self.outstanding.is_empty() {
+                return;
+            }
+            let linger_deadline = self.linger_deadline();
+            tokio::select! {
+                command = commands.recv(), if !closing => match command {
+                    Some(Command::Record { partition, record, delivery, permit }) => {
+                        self.add(partition as usize, record, delivery, permit);
+                    }
+                    Some(Command::Flush { done }) => self.flush(done),
+                    None => {
+                        closing = true;
+                        self.seal_all();
+                    }
+                },
+                Some(completion) = self.completion_receiver.recv() => self.on_completion(completion),
+                () = sleep_until(linger_deadline) => self.seal_lingered(),
+            }
+        }
+    }
+
+    fn add(
+        &mut self,
+        partition: usize,
+        record: NewRecord,
+        delivery: oneshot::Sender<Result<u64, ClientError>>,
+        permit: OwnedSemaphorePermit,
+    ) {
+        assert!(
+            partition < self.partitions.len(),
+            "send checked the partition"
+        );
+        let size = record.encoded_size();
+        let would_overflow = self.partitions[partition]
+            .open
+            .as_ref()
+            .is_some_and(|open| open.bytes + size > self.config.batch_bytes_max);
+        if would_overflow {
+            self.seal(partition);
+        }
+        if self.partitions[partition].open.is_none() {
+            let sequence = self.next_sequence;
+            self.next_sequence += 1;
+            self.outstanding.insert(sequence);
+            self.partitions[partition].open = Some(Batch {
+                sequence,
+                records: Vec::new(),
+                deliveries: Vec::new(),
+                permits: Vec::new(),
+                bytes: strand_wire::batch::BATCH_HEADER_SIZE,
+                opened_at: Instant::now(),
+            });
+        }
+        let open = self.partitions[partition]
+            .open
+            .as_mut()
+            .expect("opened above");
+        open.bytes += size;
+        open.records.push(record);
+        open.deliveries.push(delivery);
+        open.permits.push(permit);
+        if open.records.len() >= self.config.batch_records_max as usize {
+            self.seal(partition);
+        }
+    }
+
+    fn flush(&mut self, done: oneshot::Sender<()>) {
+        self.seal_all();
+        let mark = self.next_sequence;
+        self.flushes.push((mark, done));
+        self.release_flushes();
+    }
+
+    fn seal(&mut self, partition: usize) {
+        if let Some(batch) = self.partitions[partition].open.take() {
+            self.partitions[partition].sealed.push_back(batch);
+        }
+        self.dispatch(partition);
+    }
+
+    fn seal_all(&mut self) {
+        for partition in 0..self.partitions.len() {
+            self.seal(partition);
+        }
+    }
+
+    fn seal_lingered(&mut self) {
+        let now = Instant::now();
+        let linger = Duration::from_millis(self.config.linger_ms);
+        for partition in 0..self.partitions.len() {
+            let lingered = self.partitions[partition]
+                .open
+                .as_ref()
+                .is_some_and(|open| open.opened_at + linger <= now);
+            if lingered {
+                self.seal(partition);
+            }
+        }
+    }
+
+    fn linger_deadline(&self) -> Option<Instant> {
+        let linger = Duration::from_millis(self.config.linger_ms);
+        self.partitions
+            .iter()
+            .filter_map(|queue| queue.open.as_ref().map(|open| open.opened_at + linger))
+            .min()
+    }
+
+    /// Hands sealed batches to the client, in order, up to the in-flight bound.
+    fn dispatch(&mut self, partition: usize) {
+        let group = self.groups[partition];
+        while self.partitions[partition].in_flight < self.config.in_flight_max {
+            let Some(batch) = self.partitions[partition].sealed.pop_front() else {
+                return;
+            };
+            self.partitions[partition].in_flight += 1;
+            let body = records::build_batch(&batch.records).bytes().clone();
+            let outcome = self
+                .client
+                .submit_replicated(group, Operation::Produce, body);
+            let completions = self.completions.clone();
+            tokio::spawn(async move {
+                let outcome = outcome.await.unwrap_or(Err(ClientError::Closed));
+                // The accumulator outlives its batches; if not, nobody waits.
+                let _ = completions.send(Completion {
+                    partition,
+                    batch,
+                    outcome,
+                });
+            });
+        }
+    }
+
+    fn on_completion(&mut self, completion: Completion) {
+        let Completion {
+            partition,
+            batch,
+            outcome,
+        } = completion;
+        let queue = &mut self.partitions[partition];
+        assert!(
+            queue.in_flight > 0,
+            "a completion without a batch in flight"
+        );
+        queue.in_flight -= 1;
+        let acknowledged = outcome.and_then(|reply| produce_ack(&reply, batch.records.len()));
+        for (index, delivery) in batch.deliveries.into_iter().enumerate() {
+            let offset = acknowledged
+                .as_ref()
+                .map(|ack| ack.base_offset + index as u64)
+                .map_err(Clone::clone);
+            let _ = delivery.send(offset); // the sender may have dropped its Delivery
+        }
+        drop(batch.permits); // frees buffer room for waiting senders
+        self.outstanding.remove(&batch.sequence);
+        self.release_flushes();
+        self.dispatch(partition);
+    }
+
+    fn release_flushes(&mut self) {
+        let oldest = self.outstanding.first().copied().unwrap_or(u64::MAX);
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flushes)
+            .into_iter()
+            .partition(|(mark, _)| oldest >= *mark);
+        self.flushes = waiting;
+        for (_, flushed) in done {
+            let _ = flushed.send(());
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,413 @@
+//! One non-replicated request (Fetch, GetCursor, StoreCursor, Metadata,
+//! ClusterStatus, Attention, AcceptLoss) and its retries. Pure, like
+//! [`crate::session`].
+//!
+//! These requests are not checked against a group's client table, so every
+//! attempt may carry a new request number (under the client's separate query
+//! id); a late answer to an earlier attempt is still a valid answer.
+
+use bytes::Bytes;
+use strand_wire::ops::ErrorBody;
+use strand_wire::{Operation, ResultCode};
+
+use crate::backoff::{Backoff, Prng};
+use crate::error::ClientError;
+use crate::frames::{ConnectionId, Reply, ReplyBody};
+use crate::session::BUSY_RETRY_AFTER_MS_MAX;
+
+/// Where a query goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum QueryTarget {
+    /// Any node (Metadata): moves on to another node when one fails.
+    AnyNode,
+    /// The primary of this group (Fetch, cursors); follows redirects.
+    Group(u64),
+    /// Exactly this node's client address (ClusterStatus, Attention,
+    /// AcceptLoss): never redirected, fails fast when the node is unreachable.
+    Node(String),
+}
+
+/// What the driver must do for a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryAction {
+    /// The query is over: hand this to its caller.
+    Finish(Result<Bytes, ClientError>),
+    /// A replica named the group's primary: update routing.
+    Redirect {
+        /// The group.
+        group: u64,
+        /// The view the replica knows.
+        view: u32,
+        /// The primary's replica index.
+        primary_replica: u8,
+        /// The primary's node id.
+        primary_node: u32,
+        /// The primary's client address, or empty.
+        address: String,
+    },
+    /// Routing looks stale: fetch metadata again.
+    RefreshRouting,
+    /// The node answering "any node" queries cannot help now: use another.
+    NextNode,
+    /// An attempt went unanswered: close this connection.
+    SuspectConnection(ConnectionId),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Queued,
+    Delayed {
+        until_ms: u64,
+    },
+    Sent {
+        connection: ConnectionId,
+        request: u64,
+        sent_at_ms: u64,
+    },
+}
+
+/// One query and its retry state.
+#[derive(Debug, Clone)]
+pub struct Query {
+    operation: Operation,
+    body: Bytes,
+    target: QueryTarget,
+    submitted_ms: u64,
+    deadline_ms: u64,
+    attempt_timeout_ms: u64,
+    state: State,
+    retries: u32,
+    redirects: u32,
+}
+
+impl Query {
+    /// A query, ready to send.
+    pub fn new(
+        operation: Operation,
+        body: Bytes,
+        target: QueryTarget,
+        now_ms: u64,
+        deadline_ms: u64,
+        attempt_timeout_ms: u64,
+    ) -> Query {
+        assert!(
+            !operation.is_replicated(),
+            "{operation:?} goes through a session"
+        );
+        assert!(attempt_timeout_ms >= 1);
+        Query {
+            operation,
+            body,
+            target,
+            submitted_ms: now_ms,
+            deadline_ms: now_ms.saturating_add(deadline_ms),
+            attempt_timeout_ms,
+            state: State::Queued,
+            retries: 0,
+            redirects: 0,
+        }
+    }
+
+    /// The operation.
+    pub fn operation(&self) -> Operation {
+        self.operation
+    }
+
+    /// The request body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// Where it goes.
+    pub fn target(&self) -> &QueryTarget {
+        &self.target
+    }
+
+    /// True when it waits to be (re)sent.
+    pub fn wants_transmit(&self) -> bool {
+        self.state == State::Queued
+    }
+
+    /// Records that attempt `request` went out on `connection`.
+    pub fn transmitted(&mut self, connection: ConnectionId, request: u64, now_ms: u64) {
+        assert_eq!(
+            self.state,
+            State::Queued,
+            "sent a query that was not queued"
+        );
+        self.state = State::Sent {
+            connection,
+            request,
+            sent_at_ms: now_ms,
+        };
+    }
+
+    /// Applies a reply to any attempt of this query.
+    pub fn on_reply(
+        &mut self,
+        reply: Reply,
+        now_ms: u64,
+        backoff: &Backoff,
+        prng: &mut Prng,
+        actions: &mut Vec<QueryAction>,
+    ) {
+        let current_attempt = matches!(
+            self.state,
+            State::Sent { connection, request, .. }
+                if connection == reply.connection && request == reply.request
+        );
+        let error = match reply.body {
+            ReplyBody::Ok(body) => return actions.push(QueryAction::Finish(Ok(body))),
+            ReplyBody::Malformed(reason) => {
+                return actions.push(QueryAction::Finish(Err(ClientError::Protocol { reason })));
+            }
+            ReplyBody::Error(error) => error,
+        };
+        if !is_retriable(&self.target, &error) {
+            let error = ClientError::from_error_body(self.operation, error);
+            return actions.push(QueryAction::Finish(Err(error)));
+        }
+        if !current_attempt {
+            return; // a retriable answer to an attempt already superseded
+        }
+        match error {
+            ErrorBody::Busy { retry_after_ms } => {
+                let wait_ms = u64::from(retry_after_ms).clamp(1, BUSY_RETRY_AFTER_MS_MAX);
+                self.state = State::Delayed {
+                    until_ms: now_ms + wait_ms,
+                };
+            }
+            ErrorBody::NotPrimary {
+                view,
+                primary_replica,
+                primary_node,
+                address,
+            } => {
+                if let QueryTarget::Group(group) = self.target {
+                    actions.push(QueryAction::Redirect {
+                        group,
+                        view,
+                        primary_replica,
+                        primary_node,
+                        address,
+                    });
+                }
+                self.redirects += 1;
+                if self.redirects == 1 {
+                    self.state = State::Queued;
+                } else {
+                    self.back_off(now_ms, backoff, prng, actions);
+                }
+            }
+            _ => self.back_off(now_ms, backoff, prng, actions),
+        }
+    }
+
+    fn back_off(
+        &mut self,
+        now_ms: u64,
+        backoff: &Backoff,
+        prng: &mut Prng,
+        actions: &mut Vec<QueryAction>,
+    ) {
+        let delay_ms = backoff.delay_ms(self.retries, prng);
+        self.retries += 1;
+        self.state = State::Delayed {
+            until_ms: now_ms + delay_ms,
+        };
+        actions.push(match self.target {
+            QueryTarget::AnyNode => QueryAction::NextNode,
+            _ => QueryAction::RefreshRouting,
+        });
+    }
+
+    /// The connection `connection` (to `address`) is gone.
+    pub fn on_connection_lost(
+        &mut self,
+        connection: ConnectionId,
+        address: &str,
+        reason: &str,
+        actions: &mut Vec<QueryAction>,
+    ) {
+        if !matches!(self.state, State::Sent { connection: sent_on, .. } if sent_on == connection) {
+            return;
+        }
+        if matches!(self.target, QueryTarget::Node(_)) {
+            let error = ClientError::Unreachable {
+                address: address.to_owned(),
+                reason: reason.to_owned(),
+            };
+            return actions.push(QueryAction::Finish(Err(error)));
+        }
+        self.state = State::Queued;
+    }
+
+    /// Time passes: attempt timeouts, delays, the deadline.
+    pub fn on_tick(&mut self, now_ms: u64, actions: &mut Vec<QueryAction>) {
+        if self.deadline_ms <= now_ms {
+            let error = ClientError::Timeout {
+                operation: self.operation,
+                deadline_ms: self.deadline_ms - self.submitted_ms,
+            };
+            return actions.push(QueryAction::Finish(Err(error)));
+        }
+        match self.state {
+            State::Sent {
+                connection,
+                sent_at_ms,
+                ..
+            } if sent_at_ms + self.attempt_timeout_ms <= now_ms => {
+                self.state = State::Queued;
+                actions.push(QueryAction::SuspectConnection(connection));
+            }
+            State::Delayed { until_ms } if until_ms <= now_ms => self.state = State::Queued,
+            _ => {}
+        }
+    }
+
+    /// When the query next needs `on_tick`.
+    pub fn next_wakeup_ms(&self) -> u64 {
+        let state = match self.state {
+            State::Queued => u64::MAX,
+            State::Delayed { until_ms } => until_ms,
+            State::Sent { sent_at_ms, .. } => sent_at_ms + self.attempt_timeout_ms,
+        };
+        state.min(self.deadline_ms)
+    }
+}
+
+/// Which error answers are worth another attempt for a target.
+fn is_retriable(target: &QueryTarget, error: &ErrorBody) -> bool {
+    let code = error.code();
+    match target {
+        QueryTarget::Node(_) => code == ResultCode::Busy,
+        QueryTarget::AnyNode => matches!(
+            code,
+            ResultCode::Busy | ResultCode::Unavailable | ResultCode::NotPrimary
+        ),
+        QueryTarget::Group(_) => matches!(
+            code,
+            ResultCode::Busy
+                | ResultCode::Unavailable
+                | ResultCode::NotPrimary
+                | ResultCode::UnknownGroup
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(target: QueryTarget) -> Query {
+        Query::new(Operation::Fetch, Bytes::new(), target, 0, 1_000, 100)
+    }
+
+    fn reply(connection: ConnectionId, request: u64, body: ReplyBody) -> Reply {
+        Reply {
+            connection,
+            group: 5,
+            client: 1,
+            request,
+            op: 0,
+            operation: Operation::Fetch,
+            body,
+        }
+    }
+
+    fn run(query: &mut Query, reply_body: ReplyBody) -> Vec<QueryAction> {
+        let mut actions = Vec::new();
+        let backoff = Backoff::new(10, 500);
+        let mut prng = Prng::new(1);
+        query.on_reply(
+            reply(1, 1, reply_body),
+            0,
+            &backoff,
+            &mut prng,
+            &mut actions,
+        );
+        actions
+    }
+
+    #[test]
+    fn group_queries_follow_redirects() {
+        let mut fetch = query(QueryTarget::Group(5));
+        fetch.transmitted(1, 1, 0);
+        let not_primary = ErrorBody::NotPrimary {
+            view: 3,
+            primary_replica: 1,
+            primary_node: 2,
+            address: String::new(),
+        };
+        let actions = run(&mut fetch, ReplyBody::Error(not_primary));
+        assert!(matches!(
+            actions[..],
+            [QueryAction::Redirect {
+                group: 5,
+                view: 3,
+                ..
+            }]
+        ));
+        assert!(fetch.wants_transmit());
+    }
+
+    #[test]
+    fn node_queries_fail_fast_except_busy() {
+        let mut status = query(QueryTarget::Node("a:1".into()));
+        status.transmitted(1, 1, 0);
+        let unavailable = ErrorBody::message(ResultCode::Unavailable, "not stuck");
+        let actions = run(&mut status, ReplyBody::Error(unavailable));
+        assert!(matches!(
+            &actions[..],
+            [QueryAction::Finish(Err(ClientError::Unavailable { .. }))]
+        ));
+
+        let mut status = query(QueryTarget::Node("a:1".into()));
+        status.transmitted(1, 1, 0);
+        let mut actions = Vec::new();
+        status.on_connection_lost(1, "a:1", "refused", &mut actions);
+        assert!(matches!(
+            &actions[..],
+            [QueryAction::Finish(Err(ClientError::Unreachable { .. }))]
+        ));
+    }
+
+    #[test]
+    fn offset_out_of_range_is_final_and_typed() {
+        let mut fetch = query(QueryTarget::Group(5));
+        fetch.transmitted(1, 1, 0);
+        let out_of_range = ErrorBody::OffsetOutOfRange {
+            requested: 9,
+            log_start_offset: 0,
+            high_watermark: 4,
+        };
+        let actions = run(&mut fetch, ReplyBody::Error(out_of_range));
+        assert_eq!(
+            actions,
+            vec![QueryAction::Finish(Err(ClientError::OffsetOutOfRange {
+                requested: 9,
+                log_start_offset: 0,
+                high_watermark: 4
+            }))]
+        );
+    }
+
+    #[test]
+    fn timeouts_resend_and_the_deadline_ends_the_query() {
+        let mut fetch = query(QueryTarget::Group(5));
+        fetch.transmitted(1, 1, 0);
+        let mut actions = Vec::new();
+        fetch.on_tick(100, &mut actions);
+        assert_eq!(actions, vec![QueryAction::SuspectConnection(1)]);
+        assert!(fetch.wants_transmit());
+        actions.clear();
+        fetch.on_tick(1_000, &mut actions);
+        assert!(matches!(
+            &actions[..],
+            [QueryAction::Finish(Err(ClientError::Timeout {
+                deadline_ms: 1_000,
+                ..
+            }))]
+        ));
+    }
+}

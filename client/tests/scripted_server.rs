@@ -1,0 +1,550 @@
+//! The SDK against a scripted cluster on loopback (real TCP, real frames):
+//! redirects, Busy, OutOfOrder resends, reconnects, timeouts, and that every
+//! retry of a replicated request carries the same number.
+
+mod support;
+
+use std::time::Duration;
+
+use strand_client::{
+    Client, ClientConfig, ClientError, ConsumerConfig, NewRecord, ProducerConfig, StartFrom,
+    TopicSpec,
+};
+use strand_wire::Operation;
+use strand_wire::ResultCode;
+use strand_wire::ops::ErrorBody;
+use support::{Cluster, FaultAction, Seen};
+
+/// Fails a test that hangs instead of hanging the suite.
+const TEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+async fn connect(cluster: &Cluster, bootstrap_node: u32) -> Client {
+    let mut config = ClientConfig::new([cluster.address(bootstrap_node)]);
+    config.cluster = support::CLUSTER;
+    config.request_timeout_ms = 300;
+    config.deadline_ms = 5_000;
+    Client::connect(config).await.expect("connects")
+}
+
+fn record(value: &str) -> Vec<NewRecord> {
+    vec![NewRecord::new("key", value.to_owned())]
+}
+
+/// (client, request) of each attempt.
+fn numbers(seen: &[Seen]) -> Vec<(u128, u64)> {
+    seen.iter()
+        .map(|seen| (seen.client, seen.request))
+        .collect()
+}
+
+async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(TEST_TIMEOUT, future)
+        .await
+        .expect("test finished in time")
+}
+
+#[tokio::test]
+async fn produce_follows_a_redirect_to_the_primary_with_the_same_number() {
+    within(async {
+        let cluster = Cluster::start(3, 0).await;
+        // Metadata says view 0 (node 1); node 2 is the primary.
+        let groups = cluster.add_topic("shop", "orders", 1, &[1, 2, 3], 0, 2);
+        let client = connect(&cluster, 1).await;
+        let ack = client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        assert_eq!((ack.base_offset, ack.record_count), (0, 1));
+        let seen = cluster.seen(Operation::Produce);
+        assert_eq!(
+            seen.iter().map(|seen| seen.node).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert_eq!(numbers(&seen)[0], numbers(&seen)[1]);
+        assert_eq!(numbers(&seen)[0].1, 1);
+        assert_eq!(cluster.high_watermark(groups[0]), 1);
+        // Routing learnt: the next produce goes straight to node 2.
+        client
+            .produce("shop", "orders", 0, record("b"))
+            .await
+            .expect("produced");
+        let seen = cluster.seen(Operation::Produce);
+        assert_eq!(seen[2].node, 2);
+        assert_eq!(seen[2].request, 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn busy_is_retried_with_the_same_request_number() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        cluster.add_fault(
+            Operation::Produce,
+            1,
+            FaultAction::Reply(ErrorBody::Busy { retry_after_ms: 20 }),
+        );
+        let client = connect(&cluster, 1).await;
+        client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        let seen = numbers(&cluster.seen(Operation::Produce));
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0], seen[1]);
+        assert_eq!(cluster.high_watermark(groups[0]), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unavailable_backs_off_and_retries_until_it_serves() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        for nth in 1..=3 {
+            let unavailable =
+                ErrorBody::message(ResultCode::Unavailable, "view change in progress");
+            cluster.add_fault(Operation::Produce, nth, FaultAction::Reply(unavailable));
+        }
+        let client = connect(&cluster, 1).await;
+        client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        let seen = numbers(&cluster.seen(Operation::Produce));
+        assert_eq!(seen.len(), 4);
+        assert!(seen.iter().all(|attempt| *attempt == seen[0]));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn out_of_order_resends_pending_requests_in_order() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        // Request 1 is refused Busy; 2.. arrive before its retry and are
+        // refused OutOfOrder by the client table.
+        cluster.add_fault(
+            Operation::Produce,
+            1,
+            FaultAction::Reply(ErrorBody::Busy { retry_after_ms: 30 }),
+        );
+        let client = connect(&cluster, 1).await;
+        let config = ProducerConfig {
+            batch_records_max: 1,
+            linger_ms: 0,
+            in_flight_max: 8,
+            ..ProducerConfig::default()
+        };
+        let producer = client
+            .producer("shop", "orders", config)
+            .await
+            .expect("producer");
+        let mut deliveries = Vec::new();
+        for index in 0..10 {
+            deliveries.push(
+                producer
+                    .send(0, "key", format!("value {index}"))
+                    .await
+                    .expect("buffered"),
+            );
+        }
+        let mut offsets = Vec::new();
+        for delivery in deliveries {
+            offsets.push(delivery.await.expect("delivered"));
+        }
+        assert_eq!(
+            offsets,
+            (0..10).collect::<Vec<u64>>(),
+            "records land in send order"
+        );
+        let applied: Vec<u64> = cluster
+            .applied()
+            .iter()
+            .map(|(_, _, request)| *request)
+            .collect();
+        assert_eq!(applied, (1..=10).collect::<Vec<u64>>());
+        let seen = cluster.seen(Operation::Produce);
+        assert!(
+            seen.len() > 10,
+            "some requests were refused and resent: {seen:?}"
+        );
+        assert_eq!(cluster.high_watermark(groups[0]), 10);
+        producer.close().await.expect("closed");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn reconnects_after_the_server_drops_the_connection() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        cluster.add_fault(Operation::Produce, 1, FaultAction::DropConnection);
+        let client = connect(&cluster, 1).await;
+        client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        let seen = cluster.seen(Operation::Produce);
+        assert_eq!(seen.len(), 2);
+        assert_ne!(seen[0].connection, seen[1].connection, "a new connection");
+        assert_eq!(numbers(&seen)[0], numbers(&seen)[1]);
+        assert_eq!(cluster.high_watermark(groups[0]), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_lost_reply_is_answered_from_the_client_table_not_applied_twice() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        cluster.add_fault(Operation::Produce, 1, FaultAction::ApplyThenDrop);
+        let client = connect(&cluster, 1).await;
+        let ack = client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        assert_eq!(ack.base_offset, 0);
+        assert_eq!(cluster.high_watermark(groups[0]), 1, "applied once");
+        let seen = numbers(&cluster.seen(Operation::Produce));
+        assert_eq!(seen[0], seen[1]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_request_timeout_resends_with_the_same_number() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        cluster.add_fault(Operation::Produce, 1, FaultAction::Ignore);
+        let client = connect(&cluster, 1).await;
+        let started = tokio::time::Instant::now();
+        client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        assert!(
+            started.elapsed() >= Duration::from_millis(300),
+            "waited for the attempt timeout"
+        );
+        let seen = cluster.seen(Operation::Produce);
+        assert_eq!(seen.len(), 2);
+        assert_eq!(numbers(&seen)[0], numbers(&seen)[1]);
+        assert_ne!(
+            seen[0].connection, seen[1].connection,
+            "the silent connection was replaced"
+        );
+        assert_eq!(cluster.high_watermark(groups[0]), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn eviction_after_commits_is_outcome_unknown_and_a_new_client_id_follows() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        cluster.add_fault(Operation::Produce, 2, FaultAction::EvictClients);
+        let client = connect(&cluster, 1).await;
+        client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        let error = client
+            .produce("shop", "orders", 0, record("b"))
+            .await
+            .expect_err("evicted");
+        assert!(error.is_outcome_unknown(), "{error}");
+        client
+            .produce("shop", "orders", 0, record("c"))
+            .await
+            .expect("produced");
+        let seen = numbers(&cluster.seen(Operation::Produce));
+        assert_eq!(seen[1].1, 2);
+        assert_ne!(seen[2].0, seen[0].0, "a fresh client id");
+        assert_eq!(seen[2].1, 1, "numbered from 1 again");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_refused_batch_does_not_block_the_ones_behind_it() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        let too_large = ErrorBody::TooLarge { size: 10, max: 5 };
+        cluster.add_fault(Operation::Produce, 2, FaultAction::Reply(too_large));
+        let client = connect(&cluster, 1).await;
+        let config = ProducerConfig {
+            batch_records_max: 1,
+            linger_ms: 0,
+            ..ProducerConfig::default()
+        };
+        let producer = client
+            .producer("shop", "orders", config)
+            .await
+            .expect("producer");
+        let mut deliveries = Vec::new();
+        for index in 0..5 {
+            deliveries.push(
+                producer
+                    .send(0, "key", format!("value {index}"))
+                    .await
+                    .expect("buffered"),
+            );
+        }
+        let mut outcomes = Vec::new();
+        for delivery in deliveries {
+            outcomes.push(delivery.await);
+        }
+        assert_eq!(outcomes[1], Err(ClientError::TooLarge { size: 10, max: 5 }));
+        let offsets: Vec<u64> = outcomes
+            .iter()
+            .filter_map(|outcome| outcome.clone().ok())
+            .collect();
+        assert_eq!(offsets, vec![0, 1, 2, 3], "the others land, in order");
+        assert_eq!(cluster.high_watermark(groups[0]), 4);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn create_calls_follow_the_metadata_primary_and_report_already_exists() {
+    within(async {
+        let cluster = Cluster::start(3, 0).await;
+        cluster.set_metadata_primary(3);
+        let client = connect(&cluster, 1).await;
+        client.create_stream("shop").await.expect("created");
+        let groups = client
+            .create_topic(TopicSpec::new("shop", "orders"))
+            .await
+            .expect("created");
+        assert_eq!(groups.len(), 1);
+        let again = client.create_topic(TopicSpec::new("shop", "orders")).await;
+        assert!(
+            matches!(again, Err(ClientError::AlreadyExists { .. })),
+            "{again:?}"
+        );
+        let seen = cluster.seen(Operation::CreateStream);
+        assert_eq!(
+            seen.iter().map(|seen| seen.node).collect::<Vec<_>>(),
+            vec![1, 3]
+        );
+        assert_eq!(numbers(&seen)[0], numbers(&seen)[1]);
+        let topics = cluster.seen(Operation::CreateTopic);
+        assert!(
+            topics.iter().all(|seen| seen.node == 3),
+            "the redirect was remembered"
+        );
+        // The new topic is usable at once.
+        client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        let missing = client.produce("shop", "orders", 5, record("a")).await;
+        assert!(matches!(
+            missing,
+            Err(ClientError::UnknownPartition {
+                partition_count: 1,
+                ..
+            })
+        ));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn consumer_starts_from_a_stored_cursor_polls_and_commits() {
+    within(async {
+        let cluster = Cluster::start(2, 0).await;
+        cluster.add_topic("shop", "orders", 1, &[1, 2], 1, 2);
+        let client = connect(&cluster, 1).await;
+        for index in 0..5 {
+            client
+                .produce("shop", "orders", 0, record(&format!("value {index}")))
+                .await
+                .expect("produced");
+        }
+        client
+            .store_cursor("shop", "orders", 0, "billing", 2)
+            .await
+            .expect("stored");
+        let config = ConsumerConfig {
+            name: Some("billing".into()),
+            start_from: StartFrom::StoredCursor,
+            wait_ms: 50,
+            ..ConsumerConfig::default()
+        };
+        let mut consumer = client
+            .consumer("shop", "orders", 0, config)
+            .await
+            .expect("consumer");
+        assert_eq!(consumer.position(), 2);
+        let records = consumer.poll().await.expect("polled");
+        let offsets: Vec<u64> = records.iter().map(|record| record.offset).collect();
+        assert_eq!(offsets, vec![2, 3, 4]);
+        assert_eq!(&records[0].value[..], b"value 2");
+        assert_eq!(consumer.lag(), Some(0));
+        assert!(
+            consumer
+                .poll()
+                .await
+                .expect("long poll ends empty")
+                .is_empty()
+        );
+        consumer.commit().await.expect("committed");
+        let stored = client
+            .get_cursor("shop", "orders", 0, "billing")
+            .await
+            .expect("read");
+        assert_eq!(stored, Some(5));
+        let latest = client
+            .consumer(
+                "shop",
+                "orders",
+                0,
+                ConsumerConfig {
+                    start_from: StartFrom::Latest,
+                    ..ConsumerConfig::default()
+                },
+            )
+            .await
+            .expect("consumer");
+        assert_eq!(latest.position(), 5);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn fetch_past_the_end_is_a_typed_error_with_the_bounds() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        let client = connect(&cluster, 1).await;
+        let error = client
+            .fetch("shop", "orders", 0, 9, 1024, 0)
+            .await
+            .expect_err("out of range");
+        assert_eq!(
+            error,
+            ClientError::OffsetOutOfRange {
+                requested: 9,
+                log_start_offset: 0,
+                high_watermark: 0
+            }
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cluster_status_reports_every_node_and_the_unreachable_one() {
+    within(async {
+        let cluster = Cluster::start(2, 1).await;
+        let client = connect(&cluster, 1).await;
+        let status = client.cluster_status().await.expect("status");
+        assert_eq!(status.nodes.len(), 3);
+        assert!(status.nodes[0].result.is_ok());
+        assert!(status.nodes[1].result.is_ok());
+        assert!(
+            matches!(status.nodes[2].result, Err(ClientError::Unreachable { .. })),
+            "{:?}",
+            status.nodes[2]
+        );
+        assert_eq!(status.failures().count(), 1);
+        let attention = client.attention().await.expect("attention");
+        assert_eq!(attention.entries().count(), 0);
+        assert!(!attention.is_clear(), "a node did not answer");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn accept_loss_asks_only_the_nodes_hosting_the_group() {
+    within(async {
+        let cluster = Cluster::start(3, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1, 2], 0, 1);
+        let client = connect(&cluster, 1).await;
+        let answers = client.accept_loss(groups[0]).await.expect("asked");
+        let nodes: Vec<u32> = answers.iter().map(|answer| answer.node).collect();
+        assert_eq!(nodes, vec![1, 2]);
+        assert!(answers.iter().all(|answer| answer.result.is_ok()));
+        let unknown = client.accept_loss(999).await.expect("asked every node");
+        assert_eq!(unknown.len(), 3);
+        assert!(
+            unknown
+                .iter()
+                .all(|answer| matches!(answer.result, Err(ClientError::UnknownGroup { .. })))
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn connect_fails_with_a_typed_error_when_no_node_answers() {
+    within(async {
+        let cluster = Cluster::start(0, 1).await;
+        let mut config = ClientConfig::new([cluster.address(1)]);
+        config.request_timeout_ms = 100;
+        config.deadline_ms = 300;
+        let error = Client::connect(config).await.expect_err("nobody listens");
+        assert!(matches!(error, ClientError::Connect { .. }), "{error}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn producer_batches_by_count_and_linger_per_partition() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 2, &[1], 0, 1);
+        let client = connect(&cluster, 1).await;
+        let config = ProducerConfig {
+            batch_records_max: 4,
+            linger_ms: 50,
+            ..ProducerConfig::default()
+        };
+        let producer = client
+            .producer("shop", "orders", config)
+            .await
+            .expect("producer");
+        let mut deliveries = Vec::new();
+        for index in 0..10u32 {
+            let partition = index % 2;
+            let delivery = producer
+                .send(partition, "key", format!("value {index}"))
+                .await;
+            deliveries.push((partition, delivery.expect("buffered")));
+        }
+        producer.flush().await.expect("flushed");
+        let mut offsets = [Vec::new(), Vec::new()];
+        for (partition, delivery) in deliveries {
+            offsets[partition as usize].push(delivery.await.expect("delivered"));
+        }
+        assert_eq!(offsets[0], vec![0, 1, 2, 3, 4]);
+        assert_eq!(offsets[1], vec![0, 1, 2, 3, 4]);
+        // Five records per partition in batches of at most four: two each.
+        let produces = cluster.seen(Operation::Produce);
+        for group in &groups {
+            let batches = produces.iter().filter(|seen| seen.group == *group).count();
+            assert_eq!(batches, 2, "partition group {group}");
+            assert_eq!(cluster.high_watermark(*group), 5);
+        }
+        let rejected = producer.send(2, "key", "value").await;
+        assert!(matches!(
+            rejected,
+            Err(ClientError::UnknownPartition {
+                partition_count: 2,
+                ..
+            })
+        ));
+        producer.close().await.expect("closed");
+    })
+    .await;
+}

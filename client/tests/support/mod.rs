@@ -1,0 +1,690 @@
+//! A scripted Strand cluster on loopback: real TCP, real frames, a client
+//! table per group with the server's rules, and faults injected by script.
+//!
+//! It is not the server: every node shares one in-memory state, a group's
+//! "primary" is whichever node the state says, and replication is instant.
+//! What it keeps faithful is what the SDK depends on: redirects, Busy,
+//! OutOfOrder and SessionEvicted from the client table, stored replies for
+//! retries, `op = 0` on refusals, and connections that drop or go silent.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use strand_wire::ops::{
+    AcceptLoss, AcceptLossReply, AttentionReply, ClusterStatusReply, CreateStream, CreateTopic,
+    Empty, ErrorBody, FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply,
+    MetadataRequest, NodeInfo, PartitionInfo, ProduceReply, StoreCursor, TopicCreated, TopicInfo,
+};
+use strand_wire::{
+    Body, CommandHeader, FrameDecoder, Message, Msg, Operation, RecordBatch, ReplyHeader,
+    RequestHeader, ResultCode,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// The cluster id the scripted cluster answers with.
+pub const CLUSTER: u64 = 7;
+
+/// What a fault does to the request it matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Answer with this error (`op = 0`), without applying.
+    Reply(ErrorBody),
+    /// Close the connection without answering or applying.
+    DropConnection,
+    /// Apply the request, then close the connection before answering.
+    ApplyThenDrop,
+    /// Neither answer nor apply (the client must time out).
+    Ignore,
+    /// Forget every client of the request's group (as if evicted), then
+    /// handle the request normally.
+    EvictClients,
+}
+
+/// A fault for the `nth` (from 1) request of `operation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub operation: Operation,
+    pub nth: usize,
+    pub action: FaultAction,
+}
+
+/// One request as a node saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub node: u32,
+    pub connection: u64,
+    pub group: u64,
+    pub client: u128,
+    pub request: u64,
+    pub operation: Operation,
+}
+
+#[derive(Debug, Default)]
+struct Partition {
+    group: u64,
+    replicas: Vec<u32>,
+    primary: u32,
+    view: u32,
+    batches: Vec<(u64, RecordBatch)>,
+    high_watermark: u64,
+    cursors: HashMap<String, u64>,
+}
+
+#[derive(Debug, Clone)]
+struct StoredReply {
+    op: u64,
+    result: Result<Bytes, ErrorBody>,
+}
+
+#[derive(Debug, Default)]
+pub struct State {
+    nodes: Vec<NodeInfo>,
+    metadata_primary: u32,
+    streams: Vec<String>,
+    topics: Vec<TopicInfo>,
+    partitions: BTreeMap<u64, Partition>,
+    next_group: u64,
+    /// (group, client) -> request -> stored reply.
+    tables: HashMap<(u64, u128), BTreeMap<u64, StoredReply>>,
+    ops: HashMap<u64, u64>,
+    faults: Vec<Fault>,
+    counts: HashMap<Operation, usize>,
+    pub seen: Vec<Seen>,
+    /// Requests applied, in order: (group, client, request).
+    pub applied: Vec<(u64, u128, u64)>,
+}
+
+/// The scripted cluster; dropping it stops the listeners.
+pub struct Cluster {
+    state: Arc<Mutex<State>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Cluster {
+    /// `live` nodes listening on loopback, plus `dead` nodes whose address
+    /// refuses connections. Node ids count from 1; node 1 is the metadata
+    /// primary.
+    pub async fn start(live: u32, dead: u32) -> Cluster {
+        let state = Arc::new(Mutex::new(State {
+            metadata_primary: 1,
+            next_group: 100,
+            ..State::default()
+        }));
+        let mut tasks = Vec::new();
+        for id in 1..=live {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let address = listener.local_addr().expect("address").to_string();
+            lock(&state).nodes.push(node(id, address));
+            tasks.push(tokio::spawn(serve(id, listener, Arc::clone(&state))));
+        }
+        for id in live + 1..=live + dead {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let address = listener.local_addr().expect("address").to_string();
+            drop(listener);
+            lock(&state).nodes.push(node(id, address));
+        }
+        Cluster { state, tasks }
+    }
+
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    pub fn address(&self, node: u32) -> String {
+        self.state()
+            .nodes
+            .iter()
+            .find(|info| info.id == node)
+            .map(|info| info.client_address.clone())
+            .expect("known node")
+    }
+
+    pub fn set_metadata_primary(&self, node: u32) {
+        self.state().metadata_primary = node;
+    }
+
+    pub fn add_fault(&self, operation: Operation, nth: usize, action: FaultAction) {
+        self.state().faults.push(Fault {
+            operation,
+            nth,
+            action,
+        });
+    }
+
+    /// A topic with `partitions` partitions on `replicas`; the metadata view
+    /// is `view`, the actual primary `primary`.
+    pub fn add_topic(
+        &self,
+        stream: &str,
+        topic: &str,
+        partitions: u32,
+        replicas: &[u32],
+        view: u32,
+        primary: u32,
+    ) -> Vec<u64> {
+        let mut state = self.state();
+        if !state.streams.iter().any(|known| known == stream) {
+            state.streams.push(stream.to_owned());
+        }
+        let groups = state.create_topic(stream, topic, partitions, replicas);
+        for group in &groups {
+            let partition = state.partitions.get_mut(group).expect("created");
+            partition.view = view;
+            partition.primary = primary;
+        }
+        for info in &mut state.topics {
+            for partition in &mut info.partitions {
+                partition.view = view;
+            }
+        }
+        groups
+    }
+
+    /// Requests of `operation` seen, in arrival order.
+    pub fn seen(&self, operation: Operation) -> Vec<Seen> {
+        self.state()
+            .seen
+            .iter()
+            .filter(|seen| seen.operation == operation)
+            .cloned()
+            .collect()
+    }
+
+    pub fn high_watermark(&self, group: u64) -> u64 {
+        self.state().partitions[&group].high_watermark
+    }
+
+    pub fn applied(&self) -> Vec<(u64, u128, u64)> {
+        self.state().applied.clone()
+    }
+}
+
+fn node(id: u32, address: String) -> NodeInfo {
+    NodeInfo {
+        id,
+        replica_address: String::new(),
+        client_address: address,
+        reachable: true,
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+async fn serve(node: u32, listener: TcpListener, state: Arc<Mutex<State>>) {
+    let mut connections = Vec::new();
+    while let Ok((stream, _)) = listener.accept().await {
+        let connection = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        connections.push(tokio::spawn(connection_loop(
+            node,
+            connection,
+            stream,
+            Arc::clone(&state),
+        )));
+    }
+}
+
+enum Outcome {
+    Reply(Msg<ReplyHeader>),
+    /// Answer later (a long-polling fetch).
+    Later(JoinHandle<Msg<ReplyHeader>>),
+    Silent,
+    Drop,
+    AppliedThenDrop,
+}
+
+async fn connection_loop(node: u32, connection: u64, stream: TcpStream, state: Arc<Mutex<State>>) {
+    let (mut reader, mut writer) = stream.into_split();
+    let (replies, mut outgoing) = mpsc::unbounded_channel::<Msg<ReplyHeader>>();
+    let writer_task = tokio::spawn(async move {
+        while let Some(reply) = outgoing.recv().await {
+            if writer.write_all(&reply.to_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
+    let decoder = FrameDecoder::default();
+    let mut buffer = BytesMut::new();
+    'connection: loop {
+        while let Ok(Some(message)) = decoder.decode(&mut buffer) {
+            let Message::Request(request) = message else {
+                break 'connection;
+            };
+            let outcome = lock(&state).handle(node, connection, &request);
+            match outcome {
+                Outcome::Reply(reply) => drop(replies.send(reply)),
+                Outcome::Later(task) => {
+                    let replies = replies.clone();
+                    tokio::spawn(async move {
+                        if let Ok(reply) = task.await {
+                            let _ = replies.send(reply);
+                        }
+                    });
+                }
+                Outcome::Silent => {}
+                Outcome::Drop | Outcome::AppliedThenDrop => break 'connection,
+            }
+        }
+        match reader.read_buf(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    writer_task.abort();
+}
+
+impl State {
+    fn create_topic(
+        &mut self,
+        stream: &str,
+        topic: &str,
+        partitions: u32,
+        replicas: &[u32],
+    ) -> Vec<u64> {
+        let mut infos = Vec::new();
+        let mut groups = Vec::new();
+        for index in 0..partitions {
+            let group = self.next_group;
+            self.next_group += 1;
+            groups.push(group);
+            self.partitions.insert(
+                group,
+                Partition {
+                    group,
+                    replicas: replicas.to_vec(),
+                    primary: replicas[0],
+                    ..Partition::default()
+                },
+            );
+            infos.push(PartitionInfo {
+                partition: index,
+                group,
+                epoch: 1,
+                replicas: replicas.to_vec(),
+                view: 0,
+            });
+        }
+        self.topics.push(TopicInfo {
+            stream: stream.to_owned(),
+            topic: topic.to_owned(),
+            confirm: Default::default(),
+            durability: Default::default(),
+            consumer_offset_durability: Default::default(),
+            retention_bytes: 0,
+            retention_ms: 0,
+            partitions: infos,
+        });
+        groups
+    }
+
+    fn handle(&mut self, node: u32, connection: u64, request: &Msg<RequestHeader>) -> Outcome {
+        let header = request.header();
+        let operation = header.operation();
+        let group = header.prefix.group.get();
+        self.seen.push(Seen {
+            node,
+            connection,
+            group,
+            client: header.client.get(),
+            request: header.request.get(),
+            operation,
+        });
+        let count = self.counts.entry(operation).or_default();
+        *count += 1;
+        let nth = *count;
+        let fault = self
+            .faults
+            .iter()
+            .position(|fault| fault.operation == operation && fault.nth == nth)
+            .map(|index| self.faults.remove(index).action);
+        match fault {
+            Some(FaultAction::Reply(error)) => return Outcome::Reply(reply(header, 0, Err(error))),
+            Some(FaultAction::DropConnection) => return Outcome::Drop,
+            Some(FaultAction::Ignore) => return Outcome::Silent,
+            Some(FaultAction::EvictClients) => self
+                .tables
+                .retain(|(table_group, _), _| *table_group != group),
+            Some(FaultAction::ApplyThenDrop) => {
+                let _ = self.handle_request(node, request);
+                return Outcome::AppliedThenDrop;
+            }
+            None => {}
+        }
+        self.handle_request(node, request)
+    }
+
+    fn handle_request(&mut self, node: u32, request: &Msg<RequestHeader>) -> Outcome {
+        let header = request.header();
+        let operation = header.operation();
+        let group = header.prefix.group.get();
+        let body = request.body();
+        match operation {
+            Operation::Metadata => Outcome::Reply(reply(header, 0, self.metadata(body))),
+            Operation::ClusterStatus => {
+                let status = ClusterStatusReply {
+                    node,
+                    nodes: self.nodes.clone(),
+                    groups: Vec::new(),
+                };
+                Outcome::Reply(reply(header, 0, Ok(Bytes::from(status.to_vec()))))
+            }
+            Operation::Attention => {
+                let attention = AttentionReply {
+                    entries: Vec::new(),
+                };
+                Outcome::Reply(reply(header, 0, Ok(Bytes::from(attention.to_vec()))))
+            }
+            Operation::AcceptLoss => Outcome::Reply(reply(header, 0, self.accept_loss(node, body))),
+            Operation::CreateStream | Operation::CreateTopic | Operation::Produce => {
+                self.replicated(node, header, body)
+            }
+            Operation::Fetch | Operation::GetCursor | Operation::StoreCursor => {
+                if let Some(redirect) = self.not_primary(node, group) {
+                    return Outcome::Reply(reply(header, 0, Err(redirect)));
+                }
+                match operation {
+                    Operation::Fetch => self.fetch(header, body),
+                    Operation::GetCursor => {
+                        Outcome::Reply(reply(header, 0, self.get_cursor(group, body)))
+                    }
+                    _ => Outcome::Reply(reply(header, 0, self.store_cursor(group, body))),
+                }
+            }
+        }
+    }
+
+    fn not_primary(&self, node: u32, group: u64) -> Option<ErrorBody> {
+        if group == 0 {
+            if node == self.metadata_primary {
+                return None;
+            }
+            let address = self.address_of(self.metadata_primary);
+            return Some(ErrorBody::NotPrimary {
+                view: 1,
+                primary_replica: 0,
+                primary_node: self.metadata_primary,
+                address,
+            });
+        }
+        let partition = self.partitions.get(&group)?;
+        if partition.primary == node {
+            return None;
+        }
+        let index = partition
+            .replicas
+            .iter()
+            .position(|replica| *replica == partition.primary)?;
+        // The node knows the view but not the address: the SDK routes by replica index.
+        Some(ErrorBody::NotPrimary {
+            view: index as u32,
+            primary_replica: index as u8,
+            primary_node: partition.primary,
+            address: String::new(),
+        })
+    }
+
+    fn address_of(&self, node: u32) -> String {
+        self.nodes
+            .iter()
+            .find(|info| info.id == node)
+            .map(|info| info.client_address.clone())
+            .unwrap_or_default()
+    }
+
+    fn replicated(&mut self, node: u32, header: &RequestHeader, body: &Bytes) -> Outcome {
+        let group = header.prefix.group.get();
+        if group != 0 && !self.partitions.contains_key(&group) {
+            let error = ErrorBody::message(ResultCode::UnknownGroup, "no such group here");
+            return Outcome::Reply(reply(header, 0, Err(error)));
+        }
+        if let Some(redirect) = self.not_primary(node, group) {
+            return Outcome::Reply(reply(header, 0, Err(redirect)));
+        }
+        let (client, number) = (header.client.get(), header.request.get());
+        let table = self.tables.get(&(group, client));
+        let expected = match table {
+            None if number != 1 => {
+                let error = ErrorBody::message(
+                    ResultCode::SessionEvicted,
+                    "unknown client: start a new client id",
+                );
+                return Outcome::Reply(reply(header, 0, Err(error)));
+            }
+            None => 1,
+            Some(table) => {
+                if let Some(stored) = table.get(&number) {
+                    return Outcome::Reply(reply(header, stored.op, stored.result.clone()));
+                }
+                table.keys().next_back().map_or(1, |last| last + 1)
+            }
+        };
+        if number != expected {
+            let error = ErrorBody::OutOfOrder { expected };
+            return Outcome::Reply(reply(header, 0, Err(error)));
+        }
+        let result = match header.operation() {
+            Operation::CreateStream => self.apply_create_stream(body),
+            Operation::CreateTopic => self.apply_create_topic(body),
+            _ => self.apply_produce(group, body),
+        };
+        let op = self.ops.entry(group).or_default();
+        *op += 1;
+        let stored = StoredReply { op: *op, result };
+        self.tables
+            .entry((group, client))
+            .or_default()
+            .insert(number, stored.clone());
+        self.applied.push((group, client, number));
+        Outcome::Reply(reply(header, stored.op, stored.result))
+    }
+
+    fn apply_create_stream(&mut self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = CreateStream::from_bytes(body).map_err(invalid)?;
+        if self.streams.contains(&request.name) {
+            return Err(ErrorBody::message(
+                ResultCode::AlreadyExists,
+                "stream exists",
+            ));
+        }
+        self.streams.push(request.name);
+        Ok(Bytes::from(Empty.to_vec()))
+    }
+
+    fn apply_create_topic(&mut self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = CreateTopic::from_bytes(body).map_err(invalid)?;
+        if !self.streams.contains(&request.stream) {
+            return Err(ErrorBody::message(
+                ResultCode::UnknownStream,
+                "no such stream",
+            ));
+        }
+        let exists = self
+            .topics
+            .iter()
+            .any(|info| info.stream == request.stream && info.topic == request.topic);
+        if exists {
+            return Err(ErrorBody::message(
+                ResultCode::AlreadyExists,
+                "topic exists",
+            ));
+        }
+        let replicas: Vec<u32> = self
+            .nodes
+            .iter()
+            .map(|info| info.id)
+            .take(request.replica_count as usize)
+            .collect();
+        let groups = self.create_topic(
+            &request.stream,
+            &request.topic,
+            request.partition_count,
+            &replicas,
+        );
+        Ok(Bytes::from(TopicCreated { groups }.to_vec()))
+    }
+
+    fn apply_produce(&mut self, group: u64, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let batch = RecordBatch::from_bytes(body.clone()).map_err(invalid)?;
+        let partition = self.partitions.get_mut(&group).expect("checked above");
+        let base_offset = partition.high_watermark;
+        let record_count = batch.record_count();
+        partition.high_watermark += u64::from(record_count);
+        partition.batches.push((base_offset, batch));
+        let reply = ProduceReply {
+            base_offset,
+            record_count,
+        };
+        Ok(Bytes::from(reply.to_vec()))
+    }
+
+    fn metadata(&self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = MetadataRequest::from_bytes(body).map_err(invalid)?;
+        let topics = self
+            .topics
+            .iter()
+            .filter(|info| {
+                request
+                    .stream
+                    .as_ref()
+                    .is_none_or(|stream| *stream == info.stream)
+            })
+            .filter(|info| {
+                request
+                    .topic
+                    .as_ref()
+                    .is_none_or(|topic| *topic == info.topic)
+            })
+            .cloned()
+            .collect();
+        let metadata = MetadataReply {
+            nodes: self.nodes.clone(),
+            streams: self.streams.clone(),
+            topics,
+        };
+        Ok(Bytes::from(metadata.to_vec()))
+    }
+
+    fn accept_loss(&self, node: u32, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = AcceptLoss::from_bytes(body).map_err(invalid)?;
+        let hosted = self
+            .partitions
+            .get(&request.group)
+            .is_some_and(|partition| partition.replicas.contains(&node));
+        if !hosted {
+            return Err(ErrorBody::message(
+                ResultCode::UnknownGroup,
+                "not hosted on this node",
+            ));
+        }
+        Ok(Bytes::from(AcceptLossReply { view: 9, op: 3 }.to_vec()))
+    }
+
+    fn fetch(&self, header: &RequestHeader, body: &Bytes) -> Outcome {
+        let group = header.prefix.group.get();
+        let request = match FetchRequest::from_bytes(body) {
+            Ok(request) => request,
+            Err(error) => return Outcome::Reply(reply(header, 0, Err(invalid(error)))),
+        };
+        let partition = &self.partitions[&group];
+        if request.offset > partition.high_watermark {
+            let error = ErrorBody::OffsetOutOfRange {
+                requested: request.offset,
+                log_start_offset: 0,
+                high_watermark: partition.high_watermark,
+            };
+            return Outcome::Reply(reply(header, 0, Err(error)));
+        }
+        let batches: Vec<RecordBatch> = partition
+            .batches
+            .iter()
+            .filter(|(base, batch)| base + u64::from(batch.record_count()) > request.offset)
+            .take(if request.max_bytes <= 1 {
+                1
+            } else {
+                usize::MAX
+            })
+            .map(|(base, batch)| with_base_offset(batch, *base))
+            .collect();
+        let fetch = FetchReply {
+            high_watermark: partition.high_watermark,
+            log_start_offset: 0,
+            batches,
+        };
+        let ready = reply(header, 0, Ok(Bytes::from(fetch.to_vec())));
+        if !fetch.batches.is_empty() || request.wait_ms == 0 {
+            return Outcome::Reply(ready);
+        }
+        // Long poll: this scripted cluster only waits, it never wakes early.
+        let wait = Duration::from_millis(u64::from(request.wait_ms).min(200));
+        Outcome::Later(tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            ready
+        }))
+    }
+
+    fn get_cursor(&self, group: u64, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = GetCursor::from_bytes(body).map_err(invalid)?;
+        let offset = self.partitions[&group]
+            .cursors
+            .get(&request.consumer)
+            .copied();
+        Ok(Bytes::from(GetCursorReply { offset }.to_vec()))
+    }
+
+    fn store_cursor(&mut self, group: u64, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = StoreCursor::from_bytes(body).map_err(invalid)?;
+        let partition = self.partitions.get_mut(&group).expect("routed");
+        partition.cursors.insert(request.consumer, request.offset);
+        Ok(Bytes::from(Empty.to_vec()))
+    }
+}
+
+fn with_base_offset(batch: &RecordBatch, base_offset: u64) -> RecordBatch {
+    let mut bytes = batch.bytes().to_vec();
+    bytes[..8].copy_from_slice(&base_offset.to_le_bytes());
+    RecordBatch::from_bytes(Bytes::from(bytes)).expect("patched batch is valid")
+}
+
+fn invalid(error: strand_wire::BodyError) -> ErrorBody {
+    ErrorBody::message(ResultCode::InvalidRequest, error.to_string())
+}
+
+fn reply(request: &RequestHeader, op: u64, result: Result<Bytes, ErrorBody>) -> Msg<ReplyHeader> {
+    let mut header = ReplyHeader::new(CLUSTER, request.prefix.group.get(), 0, 0);
+    header.client = request.client;
+    header.request = request.request;
+    header.operation = request.operation;
+    header.op.set(op);
+    header.commit.set(op);
+    let body = match result {
+        Ok(body) => {
+            header.result.set(ResultCode::Ok as u16);
+            body
+        }
+        Err(error) => {
+            header.result.set(error.code() as u16);
+            Bytes::from(error.to_vec())
+        }
+    };
+    Msg::new(header, body)
+}
