@@ -3,10 +3,11 @@
 //! start on their nodes, a produce to a partition's primary commits, a fetch
 //! reads the record back, and SIGTERM stops every node with exit 0.
 
+mod common;
+
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -19,64 +20,8 @@ use strand_wire::{
     Operation, ReplyHeader, RequestHeader, ResultCode,
 };
 
-const CLUSTER: u64 = 0;
 const CLIENT: u128 = 0x5eed;
 const READER: u128 = 0x5eed_0001;
-
-struct Node {
-    child: Child,
-    client_address: String,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
-}
-
-fn start_cluster(dir: &Path) -> Vec<Node> {
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
-    let mut peers = String::new();
-    for (index, (replica, client)) in ports.iter().enumerate() {
-        peers.push_str(&format!(
-            "\n[[peers]]\nid = {}\nreplica_address = \"127.0.0.1:{replica}\"\nclient_address = \"127.0.0.1:{client}\"\n",
-            index + 1
-        ));
-    }
-    (1..=3)
-        .map(|node| {
-            let data = dir.join(format!("node-{node}"));
-            let config = format!(
-                "node = {node}\ncluster = {CLUSTER}\ndata_dir = {:?}\n{peers}",
-                data.display().to_string()
-            );
-            let path = dir.join(format!("node-{node}.toml"));
-            std::fs::write(&path, config).expect("write config");
-            let log = std::fs::File::create(dir.join(format!("node-{node}.log"))).expect("log");
-            let child = Command::new(env!("CARGO_BIN_EXE_strand-server"))
-                .arg("run")
-                .arg("--config")
-                .arg(&path)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("start a node");
-            Node {
-                child,
-                client_address: format!("127.0.0.1:{}", ports[node - 1].1),
-            }
-        })
-        .collect()
-}
 
 /// One blocking client connection speaking raw frames.
 struct Connection {
@@ -115,7 +60,7 @@ impl Connection {
         operation: Operation,
         body: Bytes,
     ) -> Msg<ReplyHeader> {
-        let mut header = RequestHeader::new(CLUSTER, group, 0, 0);
+        let mut header = RequestHeader::new(common::CLUSTER, group, 0, 0);
         header.client.set(client);
         header.request.set(request);
         header.operation = operation as u8;
@@ -159,7 +104,7 @@ fn eventually<T>(deadline: Instant, what: &str, mut attempt: impl FnMut() -> Opt
 #[test]
 fn a_three_node_cluster_creates_a_topic_produces_and_fetches() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = start_cluster(dir.path());
+    let mut nodes = common::start_cluster(dir.path());
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut first = Connection::open(&nodes[0].client_address, deadline);
 
