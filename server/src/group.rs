@@ -444,7 +444,7 @@ impl Actor {
                     self.storage_error("persist the superblock", &error);
                 }
             }
-            Effect::Commit { header } => self.on_commit(header.op.get()),
+            Effect::Commit { .. } => self.on_commit(),
             Effect::ServeHeaders { to, op_min, op_max } => self.serve_headers(to, op_min, op_max),
             Effect::ServePrepare { to, op, checksum } => self.serve_prepare(to, op, checksum),
             Effect::AppendCursors {
@@ -539,8 +539,7 @@ impl Actor {
         let _ = self.shared.reply(header.client.get(), frame_of(&frame));
     }
 
-    fn on_commit(&mut self, op: u64) {
-        metrics::commit_op(&self.label, op);
+    fn on_commit(&mut self) {
         if self.spec.group == 0 {
             if let Some(catalog) = self.replica.machine().catalog() {
                 self.shared.publish_catalog(catalog.clone());
@@ -951,6 +950,8 @@ impl Actor {
             Vec::new()
         };
         let commit = self.replica.commit();
+        // Once per tick, not per commit: the gauge's label is an allocation.
+        metrics::commit_op(&self.label, commit);
         let replicas = self
             .spec
             .replicas
