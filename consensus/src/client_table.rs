@@ -10,16 +10,23 @@
 //!   latest request committed earliest (smallest op; deterministic). An
 //!   evicted client that comes back with a request number above 1 is told
 //!   `SessionEvicted` and must start over with a new client id;
+//! - at most [`EVICTED_REMEMBERED_MAX`] evicted clients are remembered (the
+//!   oldest forgotten first): one of them retrying request 1 is told
+//!   `SessionEvicted` too, since its request 1 may have committed already and
+//!   taking it as new would apply it twice;
 //! - at most [`REPLIES_PER_CLIENT`] replies per client (covering the SDK's
 //!   requests in flight); a retry of an older request is refused as too old.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use strand_wire::{Operation, PrepareHeader, ResultCode};
 
 /// Most clients the table remembers per group.
 pub const CLIENTS_MAX: usize = 1024;
+
+/// Evicted client ids remembered per group.
+pub const EVICTED_REMEMBERED_MAX: usize = 4096;
 
 /// Replies remembered per client: at least the SDK's in-flight bound.
 pub const REPLIES_PER_CLIENT: usize = 32;
@@ -75,6 +82,8 @@ pub enum Lookup {
 #[derive(Debug, Clone, Default)]
 pub struct ClientTable {
     clients: BTreeMap<u128, ClientEntry>,
+    evicted: BTreeSet<u128>,
+    evicted_order: VecDeque<u128>,
 }
 
 impl ClientTable {
@@ -103,6 +112,9 @@ impl ClientTable {
     pub fn lookup(&self, client: u128, request: u64, in_flight_last: Option<u64>) -> Lookup {
         assert!(client != 0 && request != 0, "validated requests have ids");
         let Some(entry) = self.clients.get(&client) else {
+            if in_flight_last.is_none() && self.evicted.contains(&client) {
+                return Lookup::Evicted;
+            }
             let expected = in_flight_last.map_or(1, |last| last + 1);
             return match request {
                 _ if request == expected => Lookup::New,
@@ -209,6 +221,13 @@ impl ClientTable {
             .map(|(client, _)| *client)
             .expect("a full table has a client");
         self.clients.remove(&oldest);
+        if self.evicted.insert(oldest) {
+            self.evicted_order.push_back(oldest);
+        }
+        if self.evicted_order.len() > EVICTED_REMEMBERED_MAX {
+            let forgotten = self.evicted_order.pop_front().expect("non-empty");
+            self.evicted.remove(&forgotten);
+        }
     }
 }
 
@@ -226,6 +245,26 @@ mod tests {
         header.operation = Operation::Produce as u8;
         header.seal(&[]);
         header
+    }
+
+    #[test]
+    fn an_evicted_client_retrying_request_one_is_not_applied_twice() {
+        let mut table = ClientTable::new();
+        table.commit(&committed(1, 7, 1), ResultCode::Ok, Bytes::new());
+        for client in 0..CLIENTS_MAX as u128 {
+            table.commit(
+                &committed(2 + client as u64, 100 + client, 1),
+                ResultCode::Ok,
+                Bytes::new(),
+            );
+        }
+        assert_eq!(table.last_request(7), None, "client 7 was evicted");
+        assert_eq!(table.lookup(7, 1, None), Lookup::Evicted);
+        assert_eq!(
+            table.lookup(8, 1, None),
+            Lookup::New,
+            "a new client starts at 1"
+        );
     }
 
     #[test]
