@@ -46,6 +46,19 @@ pub struct StoredReply {
     pub body: Bytes,
 }
 
+impl StoredReply {
+    /// The reply a committed prepare gave.
+    fn of(header: &PrepareHeader, result: ResultCode, body: Bytes) -> StoredReply {
+        StoredReply {
+            request: header.request.get(),
+            op: header.op.get(),
+            operation: header.operation(),
+            result,
+            body,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct ClientEntry {
     replies: VecDeque<StoredReply>,
@@ -148,13 +161,7 @@ impl ClientTable {
         if client == 0 {
             return;
         }
-        let reply = StoredReply {
-            request: header.request.get(),
-            op: header.op.get(),
-            operation: header.operation(),
-            result,
-            body,
-        };
+        let reply = StoredReply::of(header, result, body);
         if !self.clients.contains_key(&client) && self.clients.len() >= CLIENTS_MAX {
             self.evict_oldest();
         }
@@ -183,13 +190,7 @@ impl ClientTable {
         if client == 0 {
             return;
         }
-        let reply = StoredReply {
-            request: header.request.get(),
-            op: header.op.get(),
-            operation: header.operation(),
-            result,
-            body,
-        };
+        let reply = StoredReply::of(header, result, body);
         let Some(entry) = self.clients.get_mut(&client) else {
             self.commit(header, reply.result, reply.body);
             return;
