@@ -572,9 +572,11 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Walks the adoption's verified boundary down: this replica's own ops
-    /// below it are checked against the canonical chain; a match ends the
-    /// walk (everything below chains to it), a mismatch is removed, and
-    /// missing canonical headers are asked of the source.
+    /// below it are checked one by one against the canonical chain (a match
+    /// vouches for the op just below through its parent checksum, a mismatch
+    /// is removed), and missing canonical headers are asked of the source.
+    /// A match never ends the walk early: the journal below it need not be
+    /// one contiguous chain (a gap left by an earlier adoption, repairs).
     pub(crate) fn continue_verification(&mut self, effects: &mut Effects) {
         loop {
             let Some(adoption) = &self.adoption else {
@@ -602,9 +604,11 @@ impl<S: StateMachine> Replica<S> {
                 None
             };
             match canonical_above {
+                // Verified through the chain; the walk goes on op by op, since
+                // an earlier, unfinished adoption may have left this
+                // replica's own ops below a gap that no chain vouches for.
                 Some(parent) if self.journal.checksum(own_op) == Some(parent) => {
-                    self.set_verified_from(self.commit + 1);
-                    return;
+                    self.set_verified_from(own_op);
                 }
                 Some(_) => self.forget_divergent(own_op, effects),
                 None => {
@@ -677,11 +681,9 @@ impl<S: StateMachine> Replica<S> {
                     return;
                 }
             }
-            if self.journal.checksum(op) == Some(header.checksum()) {
-                self.set_verified_from(self.commit + 1);
-                break;
+            if self.journal.checksum(op) != Some(header.checksum()) {
+                self.replace_with_canonical(header, effects);
             }
-            self.replace_with_canonical(header, effects);
             self.set_verified_from(op);
         }
         self.continue_verification(effects);
