@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use strand_wire::{CommandHeader, DoViewChangeFlags, PrepareHeader};
+use strand_wire::{CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, PrepareHeader};
 
 use crate::confirm::ConfirmRule;
 use crate::effects::WaitReason;
@@ -142,18 +142,38 @@ pub enum Decision {
     Ready(Canonical),
 }
 
-/// The chosen log's suffix as a map, its gaps filled from any reporter whose
-/// header at that op has the checksum the op above names as its parent.
-fn canonical_suffix(dvcs: &[DvcSummary], source: &DvcSummary) -> BTreeMap<u64, PrepareHeader> {
+/// The lowest op the walk must account for: the source's first header, or
+/// the op above the commit number if that is lower, within the
+/// DoViewChange window (the last `DVC_SUFFIX_HEADERS_MAX` ops). The first
+/// header alone is no bound: an op whose header storage could not read
+/// leaves a hole, and the hole may be the suffix's lowest uncommitted op.
+fn walk_floor(source: &DvcSummary, commit: u64) -> u64 {
+    let window = DVC_SUFFIX_HEADERS_MAX as u64;
+    let first = source
+        .headers
+        .first()
+        .map_or(u64::MAX, |header| header.op.get());
+    first
+        .min(commit + 1)
+        .max((source.op + 1).saturating_sub(window))
+        .max(1)
+}
+
+/// The chosen log's suffix from `low` as a map, its gaps filled from any
+/// reporter whose header at that op has the checksum the op above names as
+/// its parent.
+fn canonical_suffix(
+    dvcs: &[DvcSummary],
+    source: &DvcSummary,
+    low: u64,
+) -> BTreeMap<u64, PrepareHeader> {
     let mut canonical: BTreeMap<u64, PrepareHeader> = source
         .headers
         .iter()
+        .filter(|header| header.op.get() >= low)
         .map(|header| (header.op.get(), *header))
         .collect();
-    let Some(first) = source.headers.first().map(|header| header.op.get()) else {
-        return canonical;
-    };
-    for op in (first..source.op).rev() {
+    for op in (low..source.op).rev() {
         if canonical.contains_key(&op) {
             continue;
         }
@@ -183,15 +203,14 @@ fn canonical_suffix(dvcs: &[DvcSummary], source: &DvcSummary) -> BTreeMap<u64, P
 fn walk_suffix(
     dvcs: &[DvcSummary],
     source: &DvcSummary,
+    commit: u64,
     keep_floor: u64,
     params: &MergeParams,
     counts: &dyn Fn(&DvcSummary) -> bool,
     everyone_reported: bool,
 ) -> Result<(Vec<PrepareHeader>, u64), WaitReason> {
-    let canonical = canonical_suffix(dvcs, source);
-    let Some(first) = source.headers.first().map(|header| header.op.get()) else {
-        return Ok((Vec::new(), source.op));
-    };
+    let first = walk_floor(source, commit);
+    let canonical = canonical_suffix(dvcs, source, first);
     let quorum = usize::from(params.rule.view_change);
     for op in first..=source.op {
         let checksum = canonical
@@ -300,6 +319,7 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
     let (headers, op) = match walk_suffix(
         dvcs,
         source,
+        commit,
         keep_floor,
         &params,
         &counts,
@@ -509,6 +529,28 @@ mod tests {
         let mut c = dvc(2, 3, 9, 5);
         c.flags = DoViewChangeFlags::UNTRUSTED_LOG;
         assert_eq!(ready(decide(&[a, b, c], params(3))).op, 9);
+    }
+
+    #[test]
+    fn an_unreadable_lowest_header_is_walked_not_skipped() {
+        // The chosen log's op 1 header was unreadable (a storage fault), so
+        // its suffix starts at op 2; no one else holds op 1. Everyone
+        // reported, all untrusted: op 1 and everything above it are gone.
+        let mut a = dvc(0, 0, 4, 0);
+        a.flags = DoViewChangeFlags::UNTRUSTED_LOG;
+        a.headers.remove(0);
+        a.present = 0b111;
+        let mut b = dvc(1, 0, 0, 0);
+        b.flags = DoViewChangeFlags::UNTRUSTED_LOG;
+        b.headers.clear();
+        b.present = 0;
+        let mut c = b.clone();
+        c.replica = 2;
+        let canonical = ready(decide(&[a.clone(), b.clone(), c], params(3)));
+        assert_eq!((canonical.op, canonical.dropped), (0, 4));
+        assert!(canonical.headers.is_empty());
+        // Before everyone reported, it waits instead.
+        assert!(matches!(decide(&[a, b], params(3)), Decision::Wait { .. }));
     }
 
     #[test]
