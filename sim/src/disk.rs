@@ -197,7 +197,20 @@ impl Disk {
             }
         }
         self.pending_truncations.clear();
-        let durable = self.durable_head() as usize;
+        // Undurable entries below the last durable one are in-place rewrites
+        // of damaged entries: each either reached the disk or is still
+        // damaged; the entries around them stay. Above it, a random prefix
+        // of the unsynced appends survives.
+        let durable = self
+            .log
+            .iter()
+            .rposition(|entry| entry.durable)
+            .map_or(0, |index| index + 1);
+        for (index, entry) in self.log[..durable].iter_mut().enumerate() {
+            if !entry.durable && prng.chance(1, 2) {
+                self.faulty.insert(index as u64 + 1);
+            }
+        }
         let undurable = self.log.len() - durable;
         let keep = durable + prng.below(undurable as u64 + 1) as usize;
         self.log.truncate(keep);

@@ -89,7 +89,7 @@ fn summary(outcome: &Outcome) -> String {
     let stats = &outcome.stats;
     let options = &outcome.options;
     format!(
-        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} quiet_ticks={} result={}",
+        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} accepted_losses={} quiet_ticks={} result={}",
         outcome.seed,
         outcome.trace_hash,
         options.replica_count,
@@ -102,6 +102,7 @@ fn summary(outcome: &Outcome) -> String {
         stats.stops,
         stats.storage_faults,
         stats.quarantines,
+        stats.accepted_losses,
         stats.quiet_ticks,
         match &outcome.violation {
             None => "ok".to_string(),

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use strand_consensus::prng::Prng;
 use strand_consensus::{
     ClientRequest, Config, DurableState, Effect, Effects, Event, RecordLog, Replica, Timeouts,
-    WriteStage,
+    WaitReason, WriteStage,
 };
 use strand_wire::ops::{CursorEvents, StoreCursor};
 use strand_wire::{
@@ -18,8 +18,8 @@ use strand_wire::{
 use zerocopy::IntoBytes;
 
 use crate::checkers::{
-    AckedStays, CursorsBounded, LIVENESS_TICKS_MAX, LinearHistory, UntrustedSilent, ViewsMonotonic,
-    Violation,
+    AckedStays, CursorsBounded, LIVENESS_TICKS_MAX, LinearHistory, OPERATOR_PATIENCE_TICKS,
+    UntrustedSilent, ViewsMonotonic, Violation,
 };
 use crate::client::Client;
 use crate::disk::Disk;
@@ -71,6 +71,8 @@ pub struct Stats {
     pub dropped: u64,
     /// Ticks the quiet phase needed.
     pub quiet_ticks: u64,
+    /// Times the simulated operator accepted loss to unstick a group.
+    pub accepted_losses: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -210,6 +212,9 @@ impl World {
                     ),
                 });
             }
+            if (self.now - quiet_start) % OPERATOR_PATIENCE_TICKS == 0 && self.now > quiet_start {
+                self.operator_accepts_loss()?;
+            }
             self.step()?;
         }
         self.stats.quiet_ticks = self.now - quiet_start;
@@ -218,6 +223,33 @@ impl World {
             self.step()?;
         }
         self.acked.all_present(&self.history)
+    }
+
+    /// The operator's `accept-loss` on a group stuck with `attention`
+    /// raised: on the first replica whose attention names a wait an
+    /// operator can lift (never a pending state transfer).
+    fn operator_accepts_loss(&mut self) -> Result<(), Violation> {
+        let stuck = self.replicas.iter().position(|replica| {
+            replica.as_ref().is_some_and(|live| {
+                live.attention()
+                    .is_some_and(|(reason, _)| reason != WaitReason::AwaitingStateTransfer)
+            })
+        });
+        let Some(index) = stuck else {
+            return Ok(());
+        };
+        let mut effects = Effects::new();
+        let live = self.replicas[index]
+            .as_mut()
+            .expect("the stuck replica is up");
+        if !live.accept_loss(&mut effects) {
+            return Ok(());
+        }
+        self.stats.accepted_losses += 1;
+        let replica = index as u8;
+        self.trace
+            .record(self.now, u16::from(replica), "accept_loss", &[]);
+        self.execute(replica, effects)
     }
 
     fn describe_replicas(&self) -> String {

@@ -11,7 +11,7 @@ mod views;
 pub use acked::AckedStays;
 pub use cursors::CursorsBounded;
 pub use history::{CommittedOp, LinearHistory};
-pub use liveness::LIVENESS_TICKS_MAX;
+pub use liveness::{LIVENESS_TICKS_MAX, OPERATOR_PATIENCE_TICKS};
 pub use trust::UntrustedSilent;
 pub use views::ViewsMonotonic;
 
