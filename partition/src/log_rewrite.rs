@@ -9,6 +9,7 @@
 //! ahead of it in its run waits in memory for them.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use strand_wal::{Ack, FRAME_HEADER_BYTES, Frame, Request};
 use strand_wire::{CommandHeader, Msg, PrepareHeader};
@@ -18,7 +19,7 @@ use crate::entry::{EntryMeta, frame_prepare};
 use crate::error::PartitionError;
 use crate::io::Io;
 use crate::layout::segment_path;
-use crate::record_log::{Gap, RecordLog};
+use crate::record_log::{Gap, RecordLog, replace_with_prefix};
 
 impl RecordLog {
     /// Rewrites a damaged op in place (same bytes, same position), durably.
@@ -145,6 +146,7 @@ impl RecordLog {
             return Ok(());
         }
         let path = segment_path(&self.dir, segment_first_offset);
+        unshare(io, &path)?;
         io.disk
             .write_at(&path, position, &frame.to_vec())
             .map_err(|error| PartitionError::io(&path, "rewrite a damaged entry", &error))
@@ -168,6 +170,7 @@ impl RecordLog {
         let trailing = gap.open_ended || self.segments[index].len == gap.end;
         if !is_active && trailing {
             let path = self.path_of(&self.segments[index]);
+            unshare(io, &path)?;
             io.disk
                 .set_len(&path, gap.cursor)
                 .map_err(|error| PartitionError::io(&path, "cut junk after a rewrite", &error))?;
@@ -203,4 +206,23 @@ impl RecordLog {
         });
         tracing::error!(op, "partition: entry found damaged on read");
     }
+}
+
+/// Gives a sealed segment that shares its bytes with another name (a hard
+/// link into a `.fenced.N` copy, which must never change) a file of its own
+/// before it is changed in place: a copy, renamed over it.
+fn unshare<D: Disk>(io: &mut Io<D>, path: &Path) -> Result<(), PartitionError> {
+    let links = io
+        .disk
+        .link_count(path)
+        .map_err(|error| PartitionError::io(path, "stat a segment", &error))?;
+    if links <= 1 {
+        return Ok(());
+    }
+    let len = io
+        .disk
+        .file_len(path)
+        .map_err(|error| PartitionError::io(path, "stat a segment", &error))?
+        .unwrap_or(0);
+    replace_with_prefix(io, path, len)
 }

@@ -627,7 +627,7 @@ pub(crate) fn write_index_file<D: Disk>(
 /// Replaces a sealed segment file by its first `len` bytes in a new file: a
 /// sealed segment may be a hard link shared with a quarantined copy, which
 /// must never change.
-fn replace_with_prefix<D: Disk>(
+pub(crate) fn replace_with_prefix<D: Disk>(
     io: &mut Io<D>,
     path: &Path,
     len: u64,

@@ -244,3 +244,51 @@ fn an_unopenable_partition_is_fenced_and_recreated_awaiting_a_transfer() {
     drop(partition);
     wal.shutdown().expect("shutdown");
 }
+
+#[test]
+fn repairing_a_linked_segment_never_changes_the_fenced_copy() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    let written = append_durable(&mut partition, 50, 4, 150);
+    let offsets = partition.segment_offsets();
+    let (rebuilt, _, quarantined) = partition.quarantine(30).expect("quarantine");
+    drop(rebuilt);
+    let shared = segment_path(&dir, offsets[0]);
+    let fenced_segment = segment_path(&quarantined.fenced_dir, offsets[0]);
+    let links = |path: &Path| std::fs::metadata(path).expect("stat").nlink();
+    assert_eq!(links(&shared), 2, "the first segment is a hard link");
+    // Damage the body of op 2 in the shared bytes: both names see it.
+    let frame_len = (strand_wal::FRAME_HEADER_BYTES + written[0].frame_size()) as u64;
+    let body_byte =
+        frame_len + (strand_wal::FRAME_HEADER_BYTES + strand_wire::HEADER_SIZE) as u64 + 30;
+    let mut bytes = std::fs::read(&shared).expect("read");
+    bytes[body_byte as usize] ^= 0x10;
+    std::fs::write(&shared, &bytes).expect("damage");
+    let damaged_fenced = std::fs::read(&fenced_segment).expect("read fenced");
+    assert_eq!(damaged_fenced, bytes);
+
+    let (mut rebuilt, recovery) = open_file(&wal, &dir, small_config());
+    assert_eq!(recovery.faulty, vec![2]);
+    rebuilt
+        .write_prepare(written[1].clone())
+        .expect("rewrite the damaged op");
+    assert!(rebuilt.faulty().is_empty());
+    assert_eq!(
+        rebuilt.read_prepare(2).expect("read"),
+        Some(written[1].clone())
+    );
+    assert_eq!(
+        links(&shared),
+        1,
+        "the repaired segment is a file of its own"
+    );
+    assert_eq!(links(&fenced_segment), 1);
+    assert_eq!(
+        std::fs::read(&fenced_segment).expect("read fenced"),
+        damaged_fenced,
+        "the fenced copy is evidence: never changed"
+    );
+    wal.shutdown().expect("shutdown");
+}

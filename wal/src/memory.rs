@@ -213,6 +213,13 @@ impl MemoryStorage {
         Ok(())
     }
 
+    /// How many names `path`'s file has (`st_nlink`): above one, writing to
+    /// it changes the bytes under its other names too. `ENOENT` when absent.
+    pub fn link_count(&self, path: &Path) -> io::Result<u64> {
+        let inode = *self.names.get(path).ok_or_else(|| errno(libc::ENOENT))?;
+        Ok(self.names.values().filter(|named| **named == inode).count() as u64)
+    }
+
     /// Drops an inode nothing names and no handle holds.
     fn free_if_unreferenced(&mut self, inode: u64) {
         let named = self.names.values().any(|&named| named == inode);

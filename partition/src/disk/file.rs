@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -244,6 +244,10 @@ impl Disk for FileDisk {
     fn hard_link(&mut self, from: &Path, to: &Path) -> io::Result<()> {
         fs::hard_link(from, to)?;
         sync_dir(&parent_dir(to))
+    }
+
+    fn link_count(&mut self, path: &Path) -> io::Result<u64> {
+        Ok(fs::metadata(path)?.nlink())
     }
 
     fn exists(&mut self, path: &Path) -> bool {

@@ -223,6 +223,10 @@ impl Disk for MemoryDisk {
         self.storage_mut().link(from, to)
     }
 
+    fn link_count(&mut self, path: &Path) -> io::Result<u64> {
+        self.storage().link_count(path)
+    }
+
     fn exists(&mut self, path: &Path) -> bool {
         self.is_file(path) || !self.files_under(path).is_empty()
     }

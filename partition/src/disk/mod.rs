@@ -81,6 +81,11 @@ pub trait Disk {
     /// has them, a copy otherwise), durably.
     fn hard_link(&mut self, from: &Path, to: &Path) -> io::Result<()>;
 
+    /// How many names the file at `path` has: above one it shares its bytes
+    /// with another name (a hard link into a quarantined copy), and must be
+    /// copied before it is changed in place.
+    fn link_count(&mut self, path: &Path) -> io::Result<u64>;
+
     /// Whether a file or directory exists at `path`.
     fn exists(&mut self, path: &Path) -> bool;
 }
