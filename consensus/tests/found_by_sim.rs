@@ -202,3 +202,172 @@ fn a_stale_primary_learns_the_group_moved_on() {
         "with every copy back, it commits"
     );
 }
+
+/// Delivers queued messages one at a time until `stop` matches the next one
+/// (left queued) or the network is quiet; returns whether `stop` matched.
+fn deliver_until(
+    cluster: &mut Cluster,
+    stop: impl Fn(u8, u8, &strand_wire::Message) -> bool,
+) -> bool {
+    for _ in 0..100_000 {
+        let Some((from, to, message)) = cluster.network.front() else {
+            return false;
+        };
+        if stop(*from, *to, message) {
+            return true;
+        }
+        cluster.deliver_one();
+    }
+    panic!("the network never went quiet");
+}
+
+/// One tick of every live replica; what they send stays queued.
+fn tick_without_delivery(cluster: &mut Cluster) {
+    for index in 0..cluster.count() {
+        let Some(replica) = cluster.replicas[usize::from(index)].as_mut() else {
+            continue;
+        };
+        let mut effects = Effects::new();
+        replica.on_tick(&mut effects);
+        cluster.execute(index, effects);
+    }
+}
+
+/// Seed 44837: an old primary's own uncommitted ops sat below a gap that an
+/// unfinished adoption had left (it removed a divergent op and was still
+/// waiting for the canonical header there). A newer StartView's chain
+/// matched the op above the gap, the walk took that as proof for everything
+/// below, and the replica committed one of its own old ops: two prepares at
+/// one op.
+#[test]
+fn an_adoption_never_vouches_for_own_ops_below_a_gap() {
+    use strand_wire::Message;
+    let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted);
+    for _ in 0..2 {
+        cluster.produce(1, 1);
+        cluster.deliver_all();
+    }
+    // Replica 1 becomes primary of view 1 and prepares ops 3..=12 that no
+    // one else receives.
+    cluster.crash(0);
+    cluster.tick(300);
+    assert_eq!(cluster.primary(), Some(1));
+    cluster.restart(0);
+    cluster.tick(100);
+    cluster.isolate(1);
+    for request in 1..=10 {
+        cluster.produce_to(1, 7, request, 1);
+    }
+    cluster.deliver_all();
+    assert_eq!(cluster.replica(1).op(), 12);
+    // The others move on (view 2, primary 2) and commit a history whose
+    // length puts the lower end of one canonical-header answer right above
+    // replica 1's own ops: the StartView carries ops 141..=268, the first
+    // answer 13..=140.
+    cluster.tick(300);
+    let primary = cluster.primary().expect("a primary without replica 1");
+    assert_ne!(primary, 1);
+    let suffix = strand_wire::DVC_SUFFIX_HEADERS_MAX as u64;
+    let answer = strand_wire::HEADERS_PER_MESSAGE_MAX as u64;
+    let head = 12 + suffix + answer;
+    for _ in 2..head {
+        cluster.produce(2, 1);
+        cluster.deliver_all();
+    }
+    cluster.tick(20);
+    // Replica 1 hears of that view and starts verifying its log downward,
+    // asking for canonical headers; once it has removed its top divergent
+    // op (a gap) and asks for the headers below it, it is cut off again.
+    cluster.heal(1);
+    let mut removed_top = false;
+    for _ in 0..2_000 {
+        let waiting_below_gap = deliver_until(&mut cluster, |_, to, message| {
+            to == 1 && matches!(message, Message::Headers(_))
+        });
+        if !waiting_below_gap {
+            tick_without_delivery(&mut cluster);
+            continue;
+        }
+        let replica = cluster.replica(1);
+        removed_top = replica.header(12).is_none() && replica.header(11).is_some();
+        if removed_top {
+            break;
+        }
+        cluster.deliver_one();
+    }
+    assert!(
+        removed_top,
+        "replica 1 reached its own ops and left a gap at 12"
+    );
+    cluster.isolate(1);
+    cluster
+        .network
+        .retain(|(from, to, _)| *from != 1 && *to != 1);
+    // A newer view starts among the others; replica 1 then adopts it.
+    let old_primary = cluster.primary().expect("serving");
+    cluster.crash(old_primary);
+    cluster.restart(old_primary);
+    cluster.tick(400);
+    assert!(cluster.primary().is_some());
+    // It hears of the newer view before any answer about the gap arrives.
+    cluster.heal(1);
+    let newer_view = cluster.replica(0).view();
+    for _ in 0..2_000 {
+        if cluster.replica(1).view() >= newer_view {
+            break;
+        }
+        if deliver_until(&mut cluster, |_, to, message| {
+            to == 1 && matches!(message, Message::Headers(_))
+        }) {
+            cluster.network.pop_front();
+        } else {
+            tick_without_delivery(&mut cluster);
+        }
+    }
+    assert_eq!(cluster.replica(1).view(), newer_view);
+    cluster.tick(600);
+    cluster.produce(3, 1);
+    cluster.deliver_all();
+    cluster.tick(100);
+    assert_eq!(cluster.replica(1).status(), Status::Normal);
+    cluster.assert_one_history();
+    assert!(cluster.replica(1).commit() > head, "replica 1 caught up");
+}
+
+/// Seed 91300: after a full crash under `replicated`, the chosen log's
+/// lowest uncommitted op had an unreadable header and no one else held it.
+/// The merge started its walk at the first readable header, called the log
+/// complete, and the new primary waited forever for an op no one had.
+#[test]
+fn the_merge_accounts_for_an_unreadable_lowest_header() {
+    let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Replicated);
+    // The primary's prepares reach no one: nothing commits.
+    cluster.cut.insert((0, 1));
+    cluster.cut.insert((0, 2));
+    for _ in 0..3 {
+        cluster.produce(1, 1);
+        cluster.deliver_all();
+    }
+    assert!(cluster.acked().is_empty());
+    for index in 0..3 {
+        cluster.crash(index);
+    }
+    assert_eq!(cluster.storage[1].head(), 0);
+    assert_eq!(cluster.storage[2].head(), 0);
+    assert_eq!(cluster.storage[0].head(), 3);
+    cluster.storage[0].faulty_headers.insert(1);
+    cluster.cut.clear();
+    for index in 0..3 {
+        cluster.restart(index);
+    }
+    cluster.tick(600);
+    assert!(cluster.primary().is_some(), "the view change completes");
+    cluster.produce(2, 1);
+    cluster.deliver_all();
+    cluster.tick(20);
+    assert!(
+        cluster.acked().contains_key(&(2, 1)),
+        "and the group serves"
+    );
+    cluster.assert_one_history();
+}
