@@ -10,7 +10,8 @@
 //! writes of many frames at once; a reader task decodes frames and hands
 //! each to its group's actor, after checking that the frame's replica index
 //! is the connected node's place in that group (a peer cannot speak for
-//! another). Any malformed frame closes the connection.
+//! another). Any malformed frame, or a close in the middle of a frame,
+//! closes the connection and is counted; the bus has no error reply.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::IoSlice;
@@ -346,7 +347,16 @@ async fn read_frames(
             buffer.reserve(256 * 1024);
         }
         match read.read_buf(&mut buffer).await {
-            Ok(0) => break,
+            Ok(0) if buffer.is_empty() => break,
+            Ok(0) => {
+                metrics::replica_frame_rejected();
+                tracing::warn!(
+                    node,
+                    buffered = buffer.len(),
+                    "bus: connection closed in the middle of a frame"
+                );
+                break;
+            }
             Ok(_) => {}
             Err(error) => {
                 tracing::debug!(node, %error, "bus: read failed");

@@ -5,8 +5,12 @@
 //! Replies are routed by client id to the connection the client last used,
 //! through a bounded queue per connection ([`CONNECTION_QUEUE_CAPACITY`]
 //! frames; a reply that finds it full is dropped and the client retries with
-//! the same request number). A malformed frame closes its connection (the
-//! typed error is logged and counted); other connections are unaffected. A
+//! the same request number). A malformed frame (or a connection closed in the
+//! middle of one) closes its connection: the typed error is logged and
+//! counted, and answered with an error reply when the frame's request header
+//! is intact (a request too large, a bad body checksum, a truncated body),
+//! since only then is there a client and request number to answer; other
+//! connections are unaffected. A
 //! request the node cannot take (a full group inbox, shutdown) is answered
 //! `Busy` or `Unavailable`, never dropped silently.
 
@@ -14,15 +18,20 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use strand_wire::message::check_header;
 use strand_wire::ops::{
     AcceptLoss, AttentionReply, ClusterStatusReply, ErrorBody, MetadataReply, MetadataRequest,
     NodeInfo,
 };
-use strand_wire::{Body, FrameDecoder, Message, Msg, Operation, RequestHeader, ResultCode};
+use strand_wire::{
+    Body, CommandHeader, FrameDecoder, FrameError, HEADER_SIZE, Message, Msg, Operation,
+    RequestHeader, ResultCode,
+};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
+use zerocopy::FromBytes;
 
 use crate::bus::{gather, write_frames};
 use crate::group::Input;
@@ -82,11 +91,24 @@ async fn read_requests(
 ) -> Result<(), String> {
     let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
     let mut buffer = BytesMut::with_capacity(64 * 1024);
+    // The header of the frame being decoded: a frame whose body fails is
+    // already cut off the buffer, and its refusal needs the header.
+    let mut front = [0u8; HEADER_SIZE];
     loop {
-        while let Some(message) = decoder
-            .decode(&mut buffer)
-            .map_err(|error| format!("malformed frame: {error}"))?
-        {
+        loop {
+            let header = match buffer.get(..HEADER_SIZE) {
+                Some(bytes) => {
+                    front.copy_from_slice(bytes);
+                    &front[..]
+                }
+                None => &[],
+            };
+            let Some(message) = decoder
+                .decode(&mut buffer)
+                .map_err(|error| refuse(sender, header, &error))?
+            else {
+                break;
+            };
             let Message::Request(request) = message else {
                 return Err(format!(
                     "{:?} frames are not accepted on the client port",
@@ -99,11 +121,53 @@ async fn read_requests(
             buffer.reserve(64 * 1024);
         }
         match read.read_buf(&mut buffer).await {
-            Ok(0) => return Ok(()),
+            Ok(0) if buffer.is_empty() => return Ok(()),
+            Ok(0) => {
+                // Closed (or half-closed) in the middle of a frame.
+                let needed = check_header(&buffer, CLIENT_FRAME_SIZE_MAX)
+                    .map_or(HEADER_SIZE, |(_, size)| size);
+                let error = FrameError::Truncated {
+                    needed,
+                    available: buffer.len(),
+                };
+                return Err(refuse(sender, &buffer, &error));
+            }
             Ok(_) => {}
             Err(error) => return Err(format!("read failed: {error}")),
         }
     }
+}
+
+/// Queues the error reply `error` deserves, if any (see [`refusal`]), and
+/// returns the reason to log. `front` holds the rejected frame's first bytes.
+fn refuse(sender: &ConnectionSender, front: &[u8], error: &FrameError) -> String {
+    if let Some(frame) = refusal(front, error) {
+        // The writer sends it before the connection closes.
+        let _ = sender.try_send(frame);
+    }
+    format!("malformed frame: {error}")
+}
+
+/// The error reply to a rejected frame starting with `front`: only when
+/// its header is an intact `Request` header (checksum, prefix and fields
+/// valid), so the reply names a real client and request number. Random
+/// bytes, a broken header checksum, an unknown command byte or another
+/// command get no reply: there is no request to answer.
+fn refusal(front: &[u8], error: &FrameError) -> Option<Bytes> {
+    let bytes = front.get(..HEADER_SIZE)?;
+    let header = RequestHeader::read_from_bytes(bytes).ok()?;
+    header.validate_header().ok()?;
+    let body = match error {
+        FrameError::TooLarge { size, max } => ErrorBody::TooLarge {
+            size: u64::from(*size),
+            max: u64::from(*max),
+        },
+        other => ErrorBody::message(
+            ResultCode::InvalidRequest,
+            format!("malformed request frame: {other}"),
+        ),
+    };
+    Some(error_frame(&header, &body))
 }
 
 /// Answers or routes one request.

@@ -49,6 +49,10 @@ pub enum NodeError {
     /// A thread or the runtime could not start.
     #[error("cannot start: {0}")]
     Runtime(std::io::Error),
+    /// The metadata plane's actor ended without a shutdown (it panicked):
+    /// the node cannot learn placements any more, so it stops.
+    #[error("the metadata plane stopped unexpectedly (see the log); the node shut down")]
+    MetadataStopped,
 }
 
 /// Runs a node until SIGTERM or SIGINT, then shuts it down cleanly.
@@ -129,10 +133,15 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
         "node: serving"
     );
     let mut signals = Signals::new()?;
+    let mut outcome = Ok(());
     loop {
         tokio::select! {
             assignment = hosted.recv() => {
-                let Some(assignment) = assignment else { break };
+                let Some(assignment) = assignment else {
+                    tracing::error!("node: the metadata plane stopped; shutting down");
+                    outcome = Err(NodeError::MetadataStopped);
+                    break;
+                };
                 let spec = GroupSpec::partition(&assignment, &data_dir);
                 tracing::info!(group = spec.group, stream = %spec.stream, topic = %spec.topic,
                     partition = spec.partition, "node: hosting a partition");
@@ -149,7 +158,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
         }
     }
     shut_down(&shared, threads, &wal).await;
-    Ok(())
+    outcome
 }
 
 /// Stops taking requests, lets every group finish and close its storage

@@ -222,13 +222,13 @@ fn a_three_node_cluster_creates_a_topic_produces_and_fetches() {
     for node in &mut nodes {
         let status = Command::new("kill")
             .arg("-TERM")
-            .arg(node.child.id().to_string())
+            .arg(node.child().id().to_string())
             .status()
             .expect("kill");
         assert!(status.success());
     }
     for node in &mut nodes {
-        let status = node.child.wait().expect("wait");
+        let status = node.child().wait().expect("wait");
         assert!(status.success(), "a node exited with {status}");
     }
 }

@@ -1,24 +1,91 @@
-//! Starting real `strand-server` processes for the end-to-end tests.
+//! Starting real `strand-server` processes for the end-to-end tests, and the
+//! SDK calls every test needs before it can produce (connect, wait for a
+//! topic's partitions to take requests).
+
+// Each test binary compiles this module and uses a different part of it.
+#![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use strand_client::{Client, ClientConfig, Producer, ProducerConfig};
 
 /// The cluster id the test clusters use (the SDK's default).
 pub const CLUSTER: u64 = 0;
 
 /// A running node; killed when dropped.
 pub struct Node {
-    /// The process.
-    pub child: Child,
+    /// The process (`None` while the node is stopped).
+    pub child: Option<Child>,
+    /// Its id.
+    pub node: u32,
     /// Its client port.
     pub client_address: String,
+    /// Its replica-bus port.
+    pub replica_address: String,
+    /// Its Prometheus endpoint (`host:port`; the path is `/metrics`).
+    pub metrics_address: String,
+    /// Its configuration file.
+    pub config: PathBuf,
+    /// Where its stderr (the log) goes; appended to across restarts.
+    pub log: PathBuf,
+}
+
+impl Node {
+    /// Starts (or restarts) the node's process on its configuration.
+    pub fn start(&mut self) {
+        assert!(
+            self.child.is_none(),
+            "node {} is running already",
+            self.node
+        );
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("open the node's log");
+        let child = Command::new(env!("CARGO_BIN_EXE_strand-server"))
+            .arg("run")
+            .arg("--config")
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start a node");
+        self.child = Some(child);
+    }
+
+    /// SIGKILLs the process and reaps it: no clean shutdown.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The process, which must be running.
+    pub fn child(&mut self) -> &mut Child {
+        self.child.as_mut().expect("the node is running")
+    }
+
+    /// Asserts that the process has not exited.
+    pub fn assert_alive(&mut self) {
+        let node = self.node;
+        let status = self.child().try_wait().expect("poll the node process");
+        assert!(
+            status.is_none(),
+            "node {node} exited ({status:?}); its log is {}",
+            self.log.display()
+        );
+    }
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
@@ -30,39 +97,216 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// Three nodes with their configuration and logs under `dir`.
+/// Three running nodes with their configuration, data and logs under `dir`.
 pub fn start_cluster(dir: &Path) -> Vec<Node> {
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let mut nodes = configure_cluster(dir, 3);
+    for node in &mut nodes {
+        node.start();
+    }
+    nodes
+}
+
+/// Writes the configuration of `count` nodes under `dir`; starts none.
+pub fn configure_cluster(dir: &Path, count: u32) -> Vec<Node> {
+    let addresses: Vec<[String; 3]> = (0..count)
+        .map(|_| [free_port(), free_port(), free_port()].map(|port| format!("127.0.0.1:{port}")))
+        .collect();
     let mut peers = String::new();
-    for (index, (replica, client)) in ports.iter().enumerate() {
+    for (index, [replica, client, _]) in addresses.iter().enumerate() {
         peers.push_str(&format!(
-            "\n[[peers]]\nid = {}\nreplica_address = \"127.0.0.1:{replica}\"\nclient_address = \"127.0.0.1:{client}\"\n",
+            "\n[[peers]]\nid = {}\nreplica_address = \"{replica}\"\nclient_address = \"{client}\"\n",
             index + 1
         ));
     }
-    (1..=3)
-        .map(|node| {
+    addresses
+        .into_iter()
+        .zip(1..=count)
+        .map(|([replica, client, metrics], node)| {
             let data = dir.join(format!("node-{node}"));
             let config = format!(
-                "node = {node}\ncluster = {CLUSTER}\ndata_dir = {:?}\n{peers}",
+                "node = {node}\ncluster = {CLUSTER}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{peers}",
                 data.display().to_string()
             );
             let path = dir.join(format!("node-{node}.toml"));
             std::fs::write(&path, config).expect("write config");
-            let log = std::fs::File::create(dir.join(format!("node-{node}.log"))).expect("log");
-            let child = Command::new(env!("CARGO_BIN_EXE_strand-server"))
-                .arg("run")
-                .arg("--config")
-                .arg(&path)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("start a node");
             Node {
-                child,
-                client_address: format!("127.0.0.1:{}", ports[node - 1].1),
+                child: None,
+                node,
+                client_address: client,
+                replica_address: replica,
+                metrics_address: metrics,
+                config: path,
+                log: dir.join(format!("node-{node}.log")),
             }
         })
         .collect()
+}
+
+/// The client addresses of `nodes`, for the SDK's bootstrap list.
+pub fn bootstrap(nodes: &[Node]) -> Vec<String> {
+    nodes
+        .iter()
+        .map(|node| node.client_address.clone())
+        .collect()
+}
+
+/// The tokio runtime the SDK tests drive the client with.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// An SDK client, once some node answers (nodes take a moment to bind).
+pub async fn connect(bootstrap: Vec<String>, deadline: Instant) -> Client {
+    loop {
+        match Client::connect(ClientConfig::new(bootstrap.clone())).await {
+            Ok(client) => return client,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "cannot connect: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// A producer for `stream`/`topic`, once the node the client asks knows the
+/// topic (backups apply the metadata commit a heartbeat later).
+pub async fn producer(
+    client: &Client,
+    stream: &str,
+    topic: &str,
+    config: ProducerConfig,
+    deadline: Instant,
+) -> Producer {
+    loop {
+        match client.producer(stream, topic, config.clone()).await {
+            Ok(producer) => return producer,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "no producer: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// A partition's records as `(offset, key, value)`, in offset order.
+pub type Records = Vec<(u64, Vec<u8>, Vec<u8>)>;
+
+/// The first `count` records of a partition, as `(offset, key, value)`,
+/// fetched 4 MiB at a time; a failed fetch (a group still recovering) is
+/// retried until `deadline`.
+pub async fn read_partition(
+    client: &Client,
+    stream: &str,
+    topic: &str,
+    partition: u32,
+    count: usize,
+    deadline: Instant,
+) -> Records {
+    let mut read = Vec::with_capacity(count);
+    let mut offset = 0;
+    while read.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "partition {partition}: read {} of {count} records before the deadline",
+            read.len()
+        );
+        let fetched = match client
+            .fetch(stream, topic, partition, offset, 4 * 1024 * 1024, 1000)
+            .await
+        {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "partition {partition}: fetch at {offset}: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        for record in fetched.records {
+            read.push((record.offset, record.key.to_vec(), record.value.to_vec()));
+        }
+        offset = fetched.next_offset;
+    }
+    read
+}
+
+/// A plain HTTP/1.1 GET of `path` from `address` (`host:port`): the status
+/// code and the body (chunked bodies decoded).
+pub fn http_get(address: &str, path: &str) -> Result<(u16, String), String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address)
+        .map_err(|error| format!("connect to {address}: {error}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|error| error.to_string())?;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nAccept: */*\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|error| format!("send to {address}: {error}"))?;
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .map_err(|error| format!("read from {address}: {error}"))?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no end of headers in {text:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse::<u16>().ok())
+        .ok_or_else(|| format!("no status in {head:?}"))?;
+    let chunked = head.lines().any(|line| {
+        let line = line.to_ascii_lowercase();
+        line.starts_with("transfer-encoding:") && line.contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(body)?
+    } else {
+        body.to_owned()
+    };
+    Ok((status, body))
+}
+
+/// Decodes an HTTP/1.1 chunked body.
+fn dechunk(mut body: &str) -> Result<String, String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body
+            .split_once("\r\n")
+            .ok_or_else(|| "chunk size line missing".to_owned())?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|error| format!("bad chunk size {size:?}: {error}"))?;
+        if size == 0 {
+            return Ok(out);
+        }
+        let chunk = rest
+            .get(..size)
+            .ok_or_else(|| "chunk shorter than its size".to_owned())?;
+        out.push_str(chunk);
+        body = rest
+            .get(size..)
+            .and_then(|rest| rest.strip_prefix("\r\n"))
+            .ok_or_else(|| "chunk not followed by CRLF".to_owned())?;
+    }
+}
+
+/// The value of the unlabelled metric `name` on `node`'s Prometheus
+/// endpoint; 0 when the node has not reported it yet.
+pub fn metric(node: &Node, name: &str) -> f64 {
+    let (status, body) = http_get(&node.metrics_address, "/metrics").expect("scrape metrics");
+    assert_eq!(status, 200, "GET /metrics on node {}: {body}", node.node);
+    body.lines()
+        .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .map(|value| value.trim().parse::<f64>().expect("a metric value"))
+        .next()
+        .unwrap_or(0.0)
 }
