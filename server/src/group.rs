@@ -38,12 +38,16 @@ use strand_wire::{
 use tokio::sync::mpsc::UnboundedSender;
 use zerocopy::IntoBytes;
 
-use crate::catalog::{Assignment, Catalog};
+use crate::catalog::Assignment;
 use crate::convert::{fields_of, recovered_of, stage_of};
 use crate::machine::Machine;
 use crate::metrics;
 use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
 use crate::shared::{GroupHandle, GroupView, Shared};
+
+mod transfer;
+
+use transfer::Transfers;
 
 /// Inputs a group's inbox holds at most.
 pub const INBOX_CAPACITY: usize = 8192;
@@ -202,6 +206,10 @@ struct Actor {
     untrusted_reported: bool,
     stopping: bool,
     label: String,
+    transfers: Transfers,
+    wal: Wal,
+    inbox: SyncSender<Input>,
+    partition_config: PartitionConfig,
 }
 
 impl Actor {
@@ -218,12 +226,7 @@ impl Actor {
             .iter()
             .position(|node| *node == me)
             .expect("a group is only spawned on its replicas") as u8;
-        let notify = move || {
-            // A full inbox is about to be drained anyway; storage is polled
-            // after every input.
-            let _ = inbox.try_send(Input::Storage);
-        };
-        let disk = FileDisk::with_notify(wal, notify);
+        let disk = disk_for(&wal, &inbox);
         let partition_config = PartitionConfig {
             replica: replica_index,
             durability: spec.durability,
@@ -243,13 +246,14 @@ impl Actor {
             seed: spec.group ^ (u64::from(me) << 32),
         };
         let machine = if spec.group == 0 {
-            Machine::Catalog(Catalog::new(spec.replicas.to_vec()))
+            Machine::catalog_of(spec.replicas.to_vec())
         } else {
             Machine::Records(RecordLog::default())
         };
         let mut replica = Replica::open(config, recovered_of(&recovery), machine);
         if spec.group == 0 {
             replay_catalog(&mut replica, &mut partition)?;
+            keep_uncommitted_bodies(&mut replica, &mut partition);
             if let Some(catalog) = replica.machine().catalog() {
                 shared.publish_catalog(catalog.clone());
             }
@@ -284,7 +288,16 @@ impl Actor {
             untrusted_reported: false,
             stopping: false,
             label,
+            transfers: Transfers::default(),
+            wal,
+            inbox,
+            partition_config,
         })
+    }
+
+    /// A disk on the node's WAL that wakes this actor on completions.
+    fn new_disk(&self) -> FileDisk {
+        disk_for(&self.wal, &self.inbox)
     }
 
     fn partition(&mut self) -> &mut Partition<FileDisk> {
@@ -323,6 +336,7 @@ impl Actor {
                     self.next_tick = Instant::now() + self.tick;
                 }
                 self.replica.on_tick(&mut self.effects);
+                self.tick_transfer();
                 self.expire_parked();
                 self.publish();
             }
@@ -344,6 +358,10 @@ impl Actor {
 
     fn on_input(&mut self, input: Input) {
         match input {
+            Input::Peer(Message::RequestStateTransfer(request)) => {
+                self.serve_transfer(request.header());
+            }
+            Input::Peer(Message::StateTransferChunk(chunk)) => self.on_transfer_chunk(chunk),
             Input::Peer(message) => self.replica.on_message(message, &mut self.effects),
             Input::Request(request) => self.on_request(request),
             Input::AcceptLoss(request) => self.on_accept_loss(&request),
@@ -471,19 +489,8 @@ impl Actor {
                 }
             }
             Effect::ShipCursors { to, cursor_from } => self.ship_cursors(to, cursor_from),
-            Effect::StartStateTransfer { from, op_min } => {
-                tracing::error!(
-                    from,
-                    op_min,
-                    "group: needs a state transfer, which this node does not run yet"
-                );
-            }
-            Effect::Quarantine { agreed_op } => {
-                tracing::error!(
-                    agreed_op,
-                    "group: applied history contradicts the new view; quarantine needed"
-                );
-            }
+            Effect::StartStateTransfer { from, op_min } => self.start_transfer(from, op_min),
+            Effect::Quarantine { agreed_op } => self.quarantine(agreed_op),
             Effect::Event(event) => self.on_event(event),
         }
     }
@@ -1023,6 +1030,33 @@ fn attention_reason(reason: WaitReason) -> AttentionReason {
     }
 }
 
+/// Reads the metadata ops above the commit number from the log into the
+/// catalog machine: after a crash, consensus knows their headers only, and
+/// committing one later needs its body. An op that cannot be read is left
+/// out (consensus repairs it from a peer, body included).
+fn keep_uncommitted_bodies(replica: &mut Replica<Machine>, partition: &mut Partition<FileDisk>) {
+    let (commit, op_head) = (replica.commit(), replica.op());
+    let Machine::Catalog { recovered, .. } = replica.machine_mut() else {
+        panic!("only the metadata plane replays its bodies");
+    };
+    assert!(recovered.is_empty(), "bodies are read once, at open");
+    for op in commit + 1..=op_head {
+        match partition.read_prepare(op) {
+            Ok(Some(prepare)) => recovered.insert(prepare),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(op, %error, "group: an uncommitted metadata op is unreadable")
+            }
+        }
+    }
+    tracing::debug!(
+        commit,
+        op_head,
+        kept = recovered.len(),
+        "group: uncommitted metadata bodies"
+    );
+}
+
 /// Rebuilds the catalog by applying every committed metadata op in order.
 fn replay_catalog(
     replica: &mut Replica<Machine>,
@@ -1043,4 +1077,15 @@ fn replay_catalog(
         machine.commit(&header, Some(&body));
     }
     Ok(())
+}
+
+/// A disk on `wal` whose completions wake the actor behind `inbox`.
+fn disk_for(wal: &Wal, inbox: &SyncSender<Input>) -> FileDisk {
+    let inbox = inbox.clone();
+    let notify = move || {
+        // A full inbox is about to be drained anyway; storage is polled
+        // after every input.
+        let _ = inbox.try_send(Input::Storage);
+    };
+    FileDisk::with_notify(wal.clone(), notify)
 }

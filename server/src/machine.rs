@@ -1,9 +1,11 @@
 //! The state machine a group's replica commits into: the metadata plane's
 //! catalog (group 0) or a partition's record log (every other group).
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use strand_consensus::{RecordLog, StateMachine};
-use strand_wire::{PrepareHeader, ResultCode};
+use strand_wire::{CommandHeader, Msg, PrepareHeader, ResultCode};
 
 use crate::catalog::Catalog;
 
@@ -11,16 +13,29 @@ use crate::catalog::Catalog;
 #[derive(Debug, Clone)]
 pub enum Machine {
     /// Group 0: streams, topics and placements.
-    Catalog(Catalog),
+    Catalog {
+        /// The catalog.
+        catalog: Catalog,
+        /// Bodies of uncommitted ops found in the log at open.
+        recovered: RecoveredBodies,
+    },
     /// A partition: the committed offset end.
     Records(RecordLog),
 }
 
 impl Machine {
+    /// The machine of the metadata plane, over an empty catalog of `nodes`.
+    pub fn catalog_of(nodes: Vec<u32>) -> Machine {
+        Machine::Catalog {
+            catalog: Catalog::new(nodes),
+            recovered: RecoveredBodies::default(),
+        }
+    }
+
     /// The catalog, for group 0.
     pub fn catalog(&self) -> Option<&Catalog> {
         match self {
-            Machine::Catalog(catalog) => Some(catalog),
+            Machine::Catalog { catalog, .. } => Some(catalog),
             Machine::Records(_) => None,
         }
     }
@@ -28,23 +43,67 @@ impl Machine {
     /// One past the last committed record offset (0 for the catalog).
     pub fn high_watermark(&self) -> u64 {
         match self {
-            Machine::Catalog(_) => 0,
+            Machine::Catalog { .. } => 0,
             Machine::Records(records) => records.offset_end,
         }
+    }
+}
+
+/// The metadata plane's uncommitted prepares read from its log when the
+/// node opens it. Consensus recovers only their headers, yet may commit them
+/// later (after a view change adopts them); the catalog then needs their
+/// bodies, and these are they. A body is used only for the very prepare it
+/// was read with (same op and header checksum).
+#[derive(Debug, Clone, Default)]
+pub struct RecoveredBodies {
+    by_op: BTreeMap<u64, Msg<PrepareHeader>>,
+}
+
+impl RecoveredBodies {
+    /// Keeps a prepare read from the log.
+    pub fn insert(&mut self, prepare: Msg<PrepareHeader>) {
+        let op = prepare.header().op.get();
+        assert!(op > 0, "op 0 is the root, never a prepare");
+        self.by_op.insert(op, prepare);
+    }
+
+    /// How many bodies are kept.
+    pub fn len(&self) -> usize {
+        self.by_op.len()
+    }
+
+    /// Whether none are kept.
+    pub fn is_empty(&self) -> bool {
+        self.by_op.is_empty()
+    }
+
+    /// The body of committed `header`'s prepare if it is the one read from
+    /// the log; forgets every kept op up to `header`'s.
+    fn take(&mut self, header: &PrepareHeader) -> Option<Bytes> {
+        let op = header.op.get();
+        let later = self.by_op.split_off(&(op + 1));
+        let through = std::mem::replace(&mut self.by_op, later);
+        let prepare = through.into_values().next_back()?;
+        let same =
+            prepare.header().op.get() == op && prepare.header().checksum() == header.checksum();
+        same.then(|| prepare.body().clone())
     }
 }
 
 impl StateMachine for Machine {
     fn commit(&mut self, header: &PrepareHeader, body: Option<&Bytes>) -> (ResultCode, Bytes) {
         match self {
-            Machine::Catalog(catalog) => catalog.commit(header, body),
+            Machine::Catalog { catalog, recovered } => {
+                let from_log = recovered.take(header);
+                catalog.commit(header, body.or(from_log.as_ref()))
+            }
             Machine::Records(records) => records.commit(header, body),
         }
     }
 
     fn needs_bodies(&self) -> bool {
         match self {
-            Machine::Catalog(catalog) => catalog.needs_bodies(),
+            Machine::Catalog { catalog, .. } => catalog.needs_bodies(),
             Machine::Records(records) => records.needs_bodies(),
         }
     }
@@ -53,8 +112,69 @@ impl StateMachine for Machine {
         match self {
             // The catalog is rebuilt by replaying the committed log before the
             // replica opens (see `group::open_catalog`).
-            Machine::Catalog(_) => {}
+            Machine::Catalog { .. } => {}
             Machine::Records(records) => records.restore(head),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_wire::Operation;
+    use strand_wire::ops::CreateStream;
+    use strand_wire::{Body, Msg};
+
+    fn create_stream(op: u64, name: &str, view: u32) -> Msg<PrepareHeader> {
+        let mut header = PrepareHeader::new(0, 0, view, 0);
+        header.op.set(op);
+        header.client.set(9);
+        header.request.set(op);
+        header.operation = Operation::CreateStream as u8;
+        let body = Bytes::from(CreateStream { name: name.into() }.to_vec());
+        Msg::new(header, body)
+    }
+
+    #[test]
+    fn a_recovered_body_commits_only_the_prepare_it_was_read_with() {
+        let mut machine = Machine::catalog_of(vec![1, 2, 3]);
+        let Machine::Catalog { recovered, .. } = &mut machine else {
+            unreachable!()
+        };
+        recovered.insert(create_stream(1, "a", 0));
+        recovered.insert(create_stream(2, "b", 0));
+        recovered.insert(create_stream(3, "c", 0));
+        // Op 1 as read from the log: its body is used.
+        let (result, _) = machine.commit(create_stream(1, "a", 0).header(), None);
+        assert_eq!(result, ResultCode::Ok);
+        assert!(
+            machine
+                .catalog()
+                .expect("catalog")
+                .streams
+                .contains_key("a")
+        );
+        // A view change replaced op 2 (another prepare, its body in memory):
+        // the stale body read from the log is dropped, never applied.
+        let replaced = create_stream(2, "other", 1);
+        let (result, _) = machine.commit(replaced.header(), Some(replaced.body()));
+        assert_eq!(result, ResultCode::Ok);
+        let streams = &machine.catalog().expect("catalog").streams;
+        assert!(streams.contains_key("other") && !streams.contains_key("b"));
+        let Machine::Catalog { recovered, .. } = &machine else {
+            unreachable!()
+        };
+        assert_eq!(recovered.len(), 1, "only op 3 is left");
+    }
+
+    #[test]
+    #[should_panic(expected = "committed without its body")]
+    fn a_different_prepare_at_a_recovered_op_gets_no_body() {
+        let mut machine = Machine::catalog_of(vec![1]);
+        let Machine::Catalog { recovered, .. } = &mut machine else {
+            unreachable!()
+        };
+        recovered.insert(create_stream(1, "a", 0));
+        machine.commit(create_stream(1, "b", 1).header(), None);
     }
 }

@@ -5,6 +5,7 @@
 //! | `partitions_untrusted_log` | gauge | hosted groups whose log is untrusted (restarted without a clean mark, not yet in a view) |
 //! | `partition_applied_divergence_total{group}` | counter | StartViews that contradicted applied history |
 //! | `view_changes_total{group}` | counter | view changes this replica started |
+//! | `state_transfers_installed_total{group}` | counter | state transfers installed (after a quarantine or a reopen awaiting one) |
 //! | `partition_view{group}` | gauge | the view the replica is normal in |
 //! | `partition_commit_op{group}` | gauge | the replica's commit number |
 //! | `produce_latency_seconds` | histogram | produce request in → reply out, on the primary |
@@ -77,6 +78,11 @@ pub fn view(group: &str, view: u32) {
 /// A group started a view change.
 pub fn view_change(group: &str) {
     counter!("view_changes_total", "group" => group.to_owned()).increment(1);
+}
+
+/// A state transfer was installed into a group's partition.
+pub fn state_transfer_installed(group: &str) {
+    counter!("state_transfers_installed_total", "group" => group.to_owned()).increment(1);
 }
 
 /// A group's new view contradicted applied history.

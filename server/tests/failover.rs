@@ -1,0 +1,395 @@
+//! Failures of whole nodes, with real processes: SIGKILL of a partition's
+//! primary under load (one view change, nothing lost or doubled, the node
+//! rejoins as a backup); `replicated` replicas that restart untrusted and wait
+//! for a view (the `partitions_untrusted_log` gauge), and a clean restart
+//! that comes back trusted; a partition stuck after a full-cluster crash that
+//! `attention` names and `accept-loss` unsticks.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use strand_client::{
+    AttentionReason, Client, Durability, GroupStatus, NewRecord, ProduceAck, TopicSpec,
+};
+
+/// Records per produced batch (one op each).
+const BATCH: u64 = 10;
+
+/// Creates stream `s`, topic `t` with one partition on 3 replicas; returns
+/// its group id.
+async fn create_topic(client: &Client, durability: Durability) -> u64 {
+    client.create_stream("s").await.expect("create stream");
+    let mut spec = TopicSpec::new("s", "t");
+    spec.partition_count = 1;
+    spec.replica_count = 3;
+    spec.durability = durability;
+    spec.consumer_offset_durability = durability;
+    let groups = client.create_topic(spec).await.expect("create topic");
+    groups[0]
+}
+
+/// Batch `batch`'s records: keys `k<index>`, values `v<index>`.
+fn batch_records(batch: u64) -> Vec<NewRecord> {
+    (batch * BATCH..(batch + 1) * BATCH)
+        .map(|index| NewRecord::new(format!("k{index}"), format!("v{index}")))
+        .collect()
+}
+
+/// Produces batch `batch`, retrying errors (a topic not known yet, a group
+/// in a view change) until `deadline`.
+async fn produce_batch(client: &Client, batch: u64, deadline: Instant) -> ProduceAck {
+    loop {
+        match client.produce("s", "t", 0, batch_records(batch)).await {
+            Ok(ack) => return ack,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "batch {batch}: {error}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// Reads the partition back and checks every acknowledged batch is there
+/// exactly once, at the offsets it was acknowledged with, and that no key
+/// appears twice.
+async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAck>, total: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let read = common::read_partition(client, "s", "t", 0, total, deadline).await;
+    let mut seen = BTreeMap::new();
+    for (offset, key, value) in &read {
+        let key = String::from_utf8(key.clone()).expect("utf-8 key");
+        assert!(
+            seen.insert(key.clone(), *offset).is_none(),
+            "{key} appears twice"
+        );
+        assert_eq!(&value[1..], &key.as_bytes()[1..], "{key}'s value");
+    }
+    for (batch, ack) in acked {
+        assert_eq!(u64::from(ack.record_count), BATCH);
+        for (index, offset) in (batch * BATCH..(batch + 1) * BATCH).zip(ack.base_offset..) {
+            assert_eq!(
+                seen.get(&format!("k{index}")),
+                Some(&offset),
+                "acknowledged record k{index} at offset {offset}"
+            );
+        }
+    }
+}
+
+/// The group's status as `node_index`'s node reports it, if it answers.
+async fn group_status(client: &Client, node: u32, group: u64) -> Option<GroupStatus> {
+    let status = client.cluster_status().await.ok()?;
+    status
+        .groups()
+        .find(|(answering, status)| *answering == node && status.group == group)
+        .map(|(_, status)| status.clone())
+}
+
+/// Polls `check` every 100 ms until it holds or `seconds` pass.
+fn wait_until(what: &str, seconds: u64, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen in {seconds} s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A labelled metric's value on `node` (0 when absent or unreachable).
+fn labelled_metric(node: &common::Node, name: &str, group: u64) -> f64 {
+    let Ok((200, body)) = common::http_get(&node.metrics_address, "/metrics") else {
+        return 0.0;
+    };
+    let prefix = format!("{name}{{group=\"{group}\"}} ");
+    body.lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .filter_map(|value| value.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// `partitions_untrusted_log` on `node`, or `None` while it does not answer.
+fn untrusted_gauge(node: &common::Node) -> Option<f64> {
+    let (status, body) = common::http_get(&node.metrics_address, "/metrics").ok()?;
+    (status == 200).then_some(())?;
+    body.lines()
+        .filter_map(|line| line.strip_prefix("partitions_untrusted_log "))
+        .filter_map(|value| value.trim().parse::<f64>().ok())
+        .next()
+}
+
+/// SIGTERM: the node shuts down cleanly (clean-shutdown marks) and exits 0.
+fn terminate(node: &mut common::Node) {
+    let mut child = node.child.take().expect("the node is running");
+    let sent = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "SIGTERM to node {}", node.node);
+    let status = child.wait().expect("wait for the node");
+    assert!(status.success(), "node {} exited with {status}", node.node);
+}
+
+#[test]
+fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::start_cluster(dir.path());
+    let bootstrap = common::bootstrap(&nodes);
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (client, group) = runtime.block_on(async {
+        let client = common::connect(bootstrap, deadline).await;
+        let group = create_topic(&client, Durability::Persisted).await;
+        (client, group)
+    });
+    let mut acked = BTreeMap::new();
+    let mut next_batch = 0;
+    runtime.block_on(async {
+        while next_batch < 100 {
+            acked.insert(
+                next_batch,
+                produce_batch(&client, next_batch, deadline).await,
+            );
+            next_batch += 1;
+        }
+    });
+    let before = runtime
+        .block_on(group_status(&client, 1, group))
+        .expect("node 1 reports the group");
+    assert_eq!(before.status, "normal");
+    let primary_node = before.replicas[usize::from(before.primary)].node;
+    let primary = usize::try_from(primary_node - 1).expect("node ids from 1");
+    let survivors: Vec<usize> = (0..3).filter(|index| *index != primary).collect();
+    let changes_before: Vec<f64> = survivors
+        .iter()
+        .map(|index| labelled_metric(&nodes[*index], "view_changes_total", group))
+        .collect();
+
+    // Keep producing while the primary dies: batches in flight at the kill
+    // are retried by the SDK with their request numbers.
+    let producing = {
+        let client = client.clone();
+        let first = next_batch;
+        runtime.spawn(async move {
+            let mut acked = BTreeMap::new();
+            for batch in first..first + 300 {
+                acked.insert(batch, produce_batch(&client, batch, deadline).await);
+            }
+            acked
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    nodes[primary].kill();
+    let during = runtime.block_on(producing).expect("the producer task");
+    assert_eq!(during.len(), 300, "producing went on without an operator");
+    acked.extend(during);
+
+    // The killed node restarts and rejoins as a backup.
+    nodes[primary].start();
+    let rejoined = wait_for_status(&runtime, &client, primary_node, group, |status| {
+        status.status == "normal" && status.view == before.view + 1
+    });
+    assert_ne!(
+        rejoined.replicas[usize::from(rejoined.primary)].node,
+        primary_node,
+        "it rejoins as a backup"
+    );
+    runtime.block_on(async {
+        for batch in 400..420 {
+            acked.insert(batch, produce_batch(&client, batch, deadline).await);
+        }
+        check_acknowledged(&client, &acked, acked.len() * BATCH as usize).await;
+    });
+    let after = runtime
+        .block_on(group_status(&client, survivors[0] as u32 + 1, group))
+        .expect("a survivor reports the group");
+    assert_eq!(after.view, before.view + 1, "exactly one view change");
+    for (index, before) in survivors.iter().zip(changes_before) {
+        let after = labelled_metric(&nodes[*index], "view_changes_total", group);
+        assert_eq!(
+            after,
+            before + 1.0,
+            "node {} started one view change",
+            index + 1
+        );
+    }
+    assert_eq!(
+        labelled_metric(&nodes[primary], "view_changes_total", group),
+        0.0,
+        "the restarted node joined without a view change"
+    );
+}
+
+/// Polls the group's status on `node` until `done` holds (60 s at most).
+fn wait_for_status(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    node: u32,
+    group: u64,
+    done: impl Fn(&GroupStatus) -> bool,
+) -> GroupStatus {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = runtime.block_on(group_status(client, node, group));
+        if let Some(status) = status.filter(|status| done(status)) {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {node}, group {group}: status not reached"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::start_cluster(dir.path());
+    let bootstrap = common::bootstrap(&nodes);
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (client, group) = runtime.block_on(async {
+        let client = common::connect(bootstrap, deadline).await;
+        let group = create_topic(&client, Durability::Replicated).await;
+        (client, group)
+    });
+    let mut acked = BTreeMap::new();
+    runtime.block_on(async {
+        for batch in 0..50 {
+            acked.insert(batch, produce_batch(&client, batch, deadline).await);
+        }
+    });
+    // The primary and a backup die in quick succession; the backup comes
+    // back first and must wait, untrusted (its log may miss what it acked),
+    // until the old primary reports too: one trusted log is below R = 2.
+    let status = runtime
+        .block_on(group_status(&client, 1, group))
+        .expect("node 1 reports the group");
+    let primary = (status.replicas[usize::from(status.primary)].node - 1) as usize;
+    let backup = (primary + 1) % 3;
+    nodes[primary].kill();
+    nodes[backup].kill();
+    nodes[backup].start();
+    wait_until(
+        "the restarted backup reporting its untrusted log",
+        30,
+        || untrusted_gauge(&nodes[backup]) == Some(1.0),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        untrusted_gauge(&nodes[backup]),
+        Some(1.0),
+        "it stays untrusted while the view waits"
+    );
+    let waiting = runtime
+        .block_on(group_status(&client, backup as u32 + 1, group))
+        .expect("the restarted backup reports the group");
+    assert!(
+        waiting.untrusted_log && waiting.status != "normal",
+        "{waiting:?}"
+    );
+    nodes[primary].start();
+    wait_until("both restarted replicas adopting a view", 30, || {
+        untrusted_gauge(&nodes[primary]) == Some(0.0)
+            && untrusted_gauge(&nodes[backup]) == Some(0.0)
+    });
+    runtime.block_on(async {
+        for batch in 50..60 {
+            acked.insert(batch, produce_batch(&client, batch, deadline).await);
+        }
+        check_acknowledged(&client, &acked, acked.len() * BATCH as usize).await;
+    });
+
+    // A clean restart (SIGTERM) comes back trusted: never untrusted.
+    terminate(&mut nodes[2]);
+    nodes[2].start();
+    let mut reports = 0;
+    wait_until("node 3 back in the view", 30, || {
+        let Some(status) = runtime.block_on(group_status(&client, 3, group)) else {
+            return false;
+        };
+        assert!(!status.untrusted_log, "a clean restart is trusted");
+        reports += 1;
+        status.status == "normal"
+    });
+    assert!(reports > 0);
+    assert_eq!(untrusted_gauge(&nodes[2]), Some(0.0));
+}
+
+#[test]
+fn attention_names_a_stuck_partition_and_accept_loss_unsticks_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::start_cluster(dir.path());
+    let bootstrap = common::bootstrap(&nodes);
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (client, group) = runtime.block_on(async {
+        let client = common::connect(bootstrap, deadline).await;
+        let group = create_topic(&client, Durability::Replicated).await;
+        for batch in 0..20 {
+            produce_batch(&client, batch, deadline).await;
+        }
+        (client, group)
+    });
+    let status = runtime
+        .block_on(group_status(&client, 1, group))
+        .expect("node 1 reports the group");
+    let lost_index = status
+        .replicas
+        .iter()
+        .position(|replica| replica.node == 3)
+        .expect("node 3 hosts a replica") as u8;
+
+    // The whole cluster crashes; node 3 never comes back. The two others
+    // restart untrusted and cannot know whether node 3 held acknowledged ops.
+    for node in &mut nodes {
+        node.kill();
+    }
+    nodes[0].start();
+    nodes[1].start();
+    let mut stuck = Vec::new();
+    wait_until("attention naming the partition on both nodes", 60, || {
+        let Ok(report) = runtime.block_on(client.attention()) else {
+            return false;
+        };
+        stuck = report
+            .entries()
+            .filter(|(_, entry)| entry.group == group)
+            .map(|(node, entry)| (node, entry.clone()))
+            .collect();
+        stuck.len() == 2
+    });
+    for (node, entry) in &stuck {
+        assert!(*node == 1 || *node == 2);
+        assert_eq!((entry.stream.as_str(), entry.topic.as_str()), ("s", "t"));
+        assert_eq!(entry.reason, AttentionReason::FewerTrustedThanQuorum);
+        assert_eq!(
+            entry.awaited,
+            vec![lost_index],
+            "it waits for node 3's replica"
+        );
+    }
+
+    let answers = runtime
+        .block_on(client.accept_loss(group))
+        .expect("accept-loss");
+    assert!(
+        answers.iter().any(|answer| answer.result.is_ok()),
+        "some node accepted: {answers:?}"
+    );
+    runtime.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let ack = produce_batch(&client, 1_000, deadline).await;
+        assert_eq!(ack.record_count as u64, BATCH);
+    });
+    wait_until("attention clearing for the partition", 30, || {
+        runtime
+            .block_on(client.attention())
+            .is_ok_and(|report| report.entries().all(|(_, entry)| entry.group != group))
+    });
+}
