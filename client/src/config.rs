@@ -89,12 +89,15 @@ pub struct TopicSpec {
     pub partition_count: u32,
     /// Replicas per partition, 1 to 15.
     pub replica_count: u8,
-    /// When a copy of a record counts (fsynced or queued).
-    pub durability: Durability,
-    /// How many copies confirm a record.
-    pub confirm: ConfirmPolicy,
-    /// Whether a cursor commit is fsynced before it is acknowledged.
-    pub consumer_offset_durability: Durability,
+    /// When a copy of a record counts (fsynced or queued); `None` takes the
+    /// cluster's `topic_defaults` (`persisted` unless configured otherwise).
+    pub durability: Option<Durability>,
+    /// How many copies confirm a record; `None` takes the cluster's
+    /// `topic_defaults` (`majority_durable` unless configured otherwise).
+    pub confirm: Option<ConfirmPolicy>,
+    /// Whether a cursor commit is fsynced before it is acknowledged; `None`
+    /// follows the topic's durability.
+    pub consumer_offset_durability: Option<Durability>,
     /// Per-partition size limit in bytes, oldest dropped first (0: none).
     pub retention_bytes: u64,
     /// Age limit in milliseconds (0: none).
@@ -102,17 +105,18 @@ pub struct TopicSpec {
 }
 
 impl TopicSpec {
-    /// A topic with one partition, three replicas and the safe defaults
-    /// (`persisted`, majority confirm, no retention limit).
+    /// A topic with one partition, three replicas, the cluster's default
+    /// policies (safe unless an operator configured otherwise: `persisted`,
+    /// majority confirm) and no retention limit.
     pub fn new(stream: impl Into<String>, topic: impl Into<String>) -> TopicSpec {
         TopicSpec {
             stream: stream.into(),
             topic: topic.into(),
             partition_count: 1,
             replica_count: 3,
-            durability: Durability::Persisted,
-            confirm: ConfirmPolicy::MajorityDurable,
-            consumer_offset_durability: Durability::Persisted,
+            durability: None,
+            confirm: None,
+            consumer_offset_durability: None,
             retention_bytes: 0,
             retention_ms: 0,
         }

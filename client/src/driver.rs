@@ -115,6 +115,9 @@ pub(crate) struct Driver {
     query_by_request: HashMap<u64, Token>,
     /// The client id of non-replicated requests (never a session's id).
     query_client: u128,
+    /// The highest metadata op this client has seen committed or reflected:
+    /// metadata answers older than it are stale and asked again.
+    metadata_seen: u64,
     next_query_request: u64,
     refresh_in_flight: bool,
     refresh_wanted: bool,
@@ -145,6 +148,7 @@ impl Driver {
             events,
             shared: Arc::clone(&shared),
             query_client: prng.client_id(),
+            metadata_seen: 0,
             prng,
             backoff,
             session_config,
@@ -227,6 +231,7 @@ impl Driver {
                     deadline_ms,
                     attempt_timeout_ms,
                 );
+                let query = self.read_your_writes(query);
                 self.add_query(query, Some(reply));
             }
             DriverCommand::Nodes { reply } => {
@@ -284,6 +289,9 @@ impl Driver {
         }
         self.connections.on_reply(connection);
         let reply = frames::parse_reply(connection, message);
+        if reply.group == crate::routing::METADATA_GROUP {
+            self.metadata_seen = self.metadata_seen.max(reply.op).max(reply.commit);
+        }
         let now_ms = self.now_ms();
         if reply.client == self.query_client {
             let Some(token) = self.query_by_request.get(&reply.request).copied() else {
@@ -587,7 +595,16 @@ impl Driver {
             self.config.request_timeout_ms,
             self.config.request_timeout_ms,
         );
+        let query = self.read_your_writes(query);
         Some(self.add_query(query, None))
+    }
+
+    /// A metadata query must see every metadata op this client has seen.
+    fn read_your_writes(&self, query: Query) -> Query {
+        match query.operation() {
+            Operation::Metadata => query.with_commit_min(self.metadata_seen),
+            _ => query,
+        }
     }
 
     fn next_wakeup_ms(&self, now_ms: u64) -> u64 {

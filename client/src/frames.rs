@@ -23,6 +23,9 @@ pub struct Reply {
     /// The op the request committed at; 0 when it was not prepared (so its
     /// request number was not consumed).
     pub op: u64,
+    /// The answering replica's commit number; for a metadata answer, the
+    /// metadata op its catalog reflects.
+    pub commit: u64,
     /// The operation answered.
     pub operation: Operation,
     /// The outcome.
@@ -76,6 +79,7 @@ pub fn parse_reply(connection: ConnectionId, reply: &Msg<ReplyHeader>) -> Reply 
         client: header.client.get(),
         request: header.request.get(),
         op: header.op.get(),
+        commit: header.commit.get(),
         operation: header.operation(),
         body,
     }

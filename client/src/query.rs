@@ -78,6 +78,9 @@ pub struct Query {
     state: State,
     retries: u32,
     redirects: u32,
+    /// An answer reflecting an earlier op of its group is stale (another
+    /// node has not applied what this client already saw committed).
+    commit_min: u64,
 }
 
 impl Query {
@@ -105,7 +108,16 @@ impl Query {
             state: State::Queued,
             retries: 0,
             redirects: 0,
+            commit_min: 0,
         }
+    }
+
+    /// Answers must reflect at least op `commit` of the group (read your
+    /// writes: a metadata answer from a node that has not applied the topic
+    /// this client just created is asked again, elsewhere).
+    pub fn with_commit_min(mut self, commit: u64) -> Query {
+        self.commit_min = commit;
+        self
     }
 
     /// The operation.
@@ -156,6 +168,12 @@ impl Query {
             State::Sent { connection, request, .. }
                 if connection == reply.connection && request == reply.request
         );
+        if reply.commit < self.commit_min {
+            if current_attempt {
+                self.back_off(now_ms, backoff, prng, actions);
+            }
+            return; // stale: it predates what this client saw committed
+        }
         let error = match reply.body {
             ReplyBody::Ok(body) => return actions.push(QueryAction::Finish(Ok(body))),
             ReplyBody::Malformed(reason) => {
@@ -310,9 +328,43 @@ mod tests {
             client: 1,
             request,
             op: 0,
+            commit: 0,
             operation: Operation::Fetch,
             body,
         }
+    }
+
+    #[test]
+    fn an_answer_older_than_what_the_client_saw_is_asked_again_elsewhere() {
+        let mut query = Query::new(
+            Operation::Metadata,
+            Bytes::new(),
+            QueryTarget::AnyNode,
+            0,
+            1_000,
+            100,
+        )
+        .with_commit_min(7);
+        query.transmitted(1, 1, 0);
+        let backoff = Backoff::new(10, 500);
+        let mut prng = Prng::new(1);
+        let mut actions = Vec::new();
+        let mut stale = reply(1, 1, ReplyBody::Ok(Bytes::from_static(b"old")));
+        stale.commit = 6;
+        query.on_reply(stale, 0, &backoff, &mut prng, &mut actions);
+        assert_eq!(actions, vec![QueryAction::NextNode], "stale: another node");
+        assert!(!query.wants_transmit(), "after a delay");
+        query.on_tick(1_000 - 1, &mut actions);
+        assert!(query.wants_transmit());
+        query.transmitted(2, 2, 999);
+        let mut fresh = reply(2, 2, ReplyBody::Ok(Bytes::from_static(b"new")));
+        fresh.commit = 7;
+        let mut actions = Vec::new();
+        query.on_reply(fresh, 999, &backoff, &mut prng, &mut actions);
+        assert_eq!(
+            actions,
+            vec![QueryAction::Finish(Ok(Bytes::from_static(b"new")))]
+        );
     }
 
     fn run(query: &mut Query, reply_body: ReplyBody) -> Vec<QueryAction> {

@@ -60,6 +60,7 @@ fn reply(connection: ConnectionId, client: u128, request: u64, op: u64, body: Re
         client,
         request,
         op,
+        commit: op,
         operation: Operation::Produce,
         body,
     }

@@ -53,6 +53,9 @@ pub struct Catalog {
     /// Every partition's assignment by group id.
     pub groups: BTreeMap<u64, Assignment>,
     next_group: u64,
+    /// The last metadata op applied: answers from this catalog reflect every
+    /// op up to it (a client that saw a later op asks again).
+    pub applied_op: u64,
     /// The cluster's node ids, sorted (placement cycles through them).
     nodes: Vec<u32>,
 }
@@ -65,6 +68,7 @@ impl Catalog {
             streams: BTreeMap::new(),
             groups: BTreeMap::new(),
             next_group: 1,
+            applied_op: 0,
             nodes,
         }
     }
@@ -144,6 +148,11 @@ impl Catalog {
                 ),
             ));
         }
+        // The receiving node fills in the cluster's defaults before it
+        // proposes; a request that still lacks a policy gets the safe one.
+        let durability = request.durability.unwrap_or(Durability::Persisted);
+        let confirm = request.confirm.unwrap_or(ConfirmPolicy::MajorityDurable);
+        let consumer_offset_durability = request.consumer_offset_durability.unwrap_or(durability);
         let mut groups = Vec::new();
         for partition in 0..request.partition_count {
             let group = self.next_group;
@@ -161,9 +170,9 @@ impl Catalog {
                     partition,
                     replicas,
                     epoch: 0,
-                    confirm: request.confirm,
-                    durability: request.durability,
-                    consumer_offset_durability: request.consumer_offset_durability,
+                    confirm,
+                    durability,
+                    consumer_offset_durability,
                     retention_bytes: request.retention_bytes,
                     retention_ms: request.retention_ms,
                 },
@@ -195,6 +204,7 @@ impl StateMachine for Catalog {
             // plane (`needs_bodies`); a missing one is a bug.
             panic!("metadata op {} committed without its body", header.op.get());
         };
+        self.applied_op = self.applied_op.max(header.op.get());
         let result = match header.operation() {
             Operation::CreateStream => self.create_stream(body),
             Operation::CreateTopic => self.create_topic(body),
@@ -236,9 +246,9 @@ mod tests {
                 topic: topic.into(),
                 partition_count: partitions,
                 replica_count: replicas,
-                confirm: ConfirmPolicy::MajorityDurable,
-                durability: Durability::Persisted,
-                consumer_offset_durability: Durability::Persisted,
+                confirm: Some(ConfirmPolicy::MajorityDurable),
+                durability: Some(Durability::Persisted),
+                consumer_offset_durability: None,
                 retention_bytes: 0,
                 retention_ms: 0,
             }

@@ -36,7 +36,7 @@ use zerocopy::FromBytes;
 use crate::bus::{gather, write_frames};
 use crate::group::Input;
 use crate::metrics;
-use crate::replies::{error_frame, reply_frame};
+use crate::replies::{error_frame, reply_frame, reply_frame_as_of};
 use crate::shared::{ConnectionSender, Refused, Shared};
 
 /// Reply frames queued to one connection at most.
@@ -302,6 +302,11 @@ fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
         }
     };
     let catalog = shared.catalog();
+    // Every answer says which metadata op it reflects, errors included.
+    let as_of = catalog.applied_op;
+    let error_frame = |header: &RequestHeader, error: &ErrorBody| {
+        reply_frame_as_of(header, error.code(), Bytes::from(error.to_vec()), as_of)
+    };
     let views = |group: u64| shared.view_of(group).unwrap_or(0);
     let mut topics = Vec::new();
     for (stream, stream_topics) in &catalog.streams {
@@ -340,5 +345,5 @@ fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
         streams: catalog.streams.keys().cloned().collect(),
         topics,
     };
-    reply_frame(header, ResultCode::Ok, Bytes::from(reply.to_vec()))
+    reply_frame_as_of(header, ResultCode::Ok, Bytes::from(reply.to_vec()), as_of)
 }

@@ -28,8 +28,9 @@ use strand_consensus::{
 use strand_partition::{Completed, FileDisk, Partition, PartitionConfig, PartitionError};
 use strand_wal::Wal;
 use strand_wire::ops::{
-    AcceptLossReply, AttentionEntry, AttentionReason, CursorEvents, ErrorBody, FETCH_WAIT_MS_MAX,
-    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, ReplicaStatus, StoreCursor,
+    AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, CursorEvents, ErrorBody,
+    FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus,
+    ReplicaStatus, StoreCursor,
 };
 use strand_wire::{
     Body, CommandHeader, ConfirmPolicy, CursorsHeader, Durability, HEADERS_PER_MESSAGE_MAX,
@@ -688,9 +689,11 @@ impl Actor {
         let operation = header.operation();
         match operation {
             Operation::Produce => self.on_produce(request),
-            Operation::CreateStream | Operation::CreateTopic => {
-                self.submit(request, 0);
-            }
+            Operation::CreateStream => self.submit(request, 0),
+            Operation::CreateTopic => match self.with_topic_defaults(&request) {
+                Ok(request) => self.submit(request, 0),
+                Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
+            },
             Operation::Fetch => self.on_fetch(&request),
             Operation::StoreCursor => match StoreCursor::from_bytes(request.body()) {
                 Ok(cursor) => {
@@ -714,6 +717,21 @@ impl Actor {
                 format!("{operation:?} goes to group 0"),
             ),
         }
+    }
+
+    /// A CreateTopic with every policy it leaves unset filled in from this
+    /// node's `topic_defaults` (the cursor durability follows the topic's
+    /// durability), so that the replicated request is complete.
+    fn with_topic_defaults(
+        &self,
+        request: &Msg<RequestHeader>,
+    ) -> Result<Msg<RequestHeader>, strand_wire::BodyError> {
+        let mut topic = CreateTopic::from_bytes(request.body())?;
+        let config = &self.shared.config;
+        let durability = *topic.durability.get_or_insert(config.default_durability);
+        topic.confirm.get_or_insert(config.default_confirm);
+        topic.consumer_offset_durability.get_or_insert(durability);
+        Ok(Msg::new(*request.header(), Bytes::from(topic.to_vec())))
     }
 
     fn on_produce(&mut self, request: Msg<RequestHeader>) {

@@ -7,11 +7,24 @@ use strand_wire::{CommandHeader, Message, Msg, ReplyHeader, RequestHeader, Resul
 
 /// A reply to `request` with `result` and `body`, as a frame.
 pub fn reply_frame(request: &RequestHeader, result: ResultCode, body: Bytes) -> Bytes {
+    reply_frame_as_of(request, result, body, 0)
+}
+
+/// A reply to a query answered from the group's state as of its op
+/// `commit` (in the header's commit field; a client that saw a later op of
+/// the group asks again).
+pub fn reply_frame_as_of(
+    request: &RequestHeader,
+    result: ResultCode,
+    body: Bytes,
+    commit: u64,
+) -> Bytes {
     let prefix = &request.prefix;
     let mut header = ReplyHeader::new(prefix.cluster.get(), prefix.group.get(), 0, 0);
     header.client = request.client;
     header.request = request.request;
     header.operation = request.operation;
+    header.commit.set(commit);
     header.result.set(result as u16);
     Msg::new(header, body).to_bytes()
 }

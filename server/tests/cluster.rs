@@ -16,8 +16,8 @@ use strand_wire::ops::{
     MetadataRequest, ProduceReply,
 };
 use strand_wire::{
-    BatchBuilder, Body, CommandHeader, ConfirmPolicy, Durability, FrameDecoder, Message, Msg,
-    Operation, ReplyHeader, RequestHeader, ResultCode,
+    BatchBuilder, Body, CommandHeader, FrameDecoder, Message, Msg, Operation, ReplyHeader,
+    RequestHeader, ResultCode,
 };
 
 const CLIENT: u128 = 0x5eed;
@@ -127,9 +127,9 @@ fn a_three_node_cluster_creates_a_topic_produces_and_fetches() {
         topic: "t".into(),
         partition_count: 3,
         replica_count: 3,
-        confirm: ConfirmPolicy::MajorityDurable,
-        durability: Durability::Persisted,
-        consumer_offset_durability: Durability::Persisted,
+        confirm: None,
+        durability: None,
+        consumer_offset_durability: None,
         retention_bytes: 0,
         retention_ms: 0,
     };

@@ -24,8 +24,7 @@ async fn create_topic(client: &Client, durability: Durability) -> u64 {
     let mut spec = TopicSpec::new("s", "t");
     spec.partition_count = 1;
     spec.replica_count = 3;
-    spec.durability = durability;
-    spec.consumer_offset_durability = durability;
+    spec.durability = Some(durability);
     let groups = client.create_topic(spec).await.expect("create topic");
     groups[0]
 }

@@ -85,8 +85,8 @@ fn a_full_cluster_sigkill_under_persisted_loses_nothing() {
         let mut spec = TopicSpec::new("s", "t");
         spec.partition_count = PARTITIONS;
         spec.replica_count = 3;
-        spec.durability = Durability::Persisted;
-        spec.consumer_offset_durability = Durability::Persisted;
+        spec.durability = Some(Durability::Persisted);
+        spec.consumer_offset_durability = Some(Durability::Persisted);
         client.create_topic(spec).await.expect("create topic");
         produce(&client, 0, RECORDS, &mut expected).await;
         read_back(&client, &expected, "before the crash").await;

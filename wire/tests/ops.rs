@@ -141,7 +141,8 @@ proptest! {
     #[test]
     fn create_topic(
         stream in name(), topic in name(), partition_count in 1..=4096u32, replica_count in 1..REPLICAS_MAX,
-        confirm in confirm(), durability in durability(), cursor in durability(),
+        confirm in proptest::option::of(confirm()), durability in proptest::option::of(durability()),
+        cursor in proptest::option::of(durability()),
         retention_bytes in any::<u64>(), retention_ms in any::<u64>(),
     ) {
         round_trip(&CreateTopic {
@@ -319,13 +320,22 @@ fn create_topic_rejects_out_of_range_fields() {
         topic: "t".into(),
         partition_count: 3,
         replica_count: 3,
-        confirm: ConfirmPolicy::MajorityDurable,
-        durability: Durability::Persisted,
-        consumer_offset_durability: Durability::Persisted,
+        confirm: Some(ConfirmPolicy::MajorityDurable),
+        durability: Some(Durability::Persisted),
+        consumer_offset_durability: None,
         retention_bytes: 0,
         retention_ms: 0,
     };
     assert!(CreateTopic::from_bytes(&good.to_vec()).is_ok());
+    let mut unknown_bit = good.to_vec();
+    // Two one-byte names with u16 lengths, the partition and replica counts.
+    let present_at = (2 + 1) * 2 + 4 + 1;
+    assert_eq!(unknown_bit[present_at], 0b011, "the presence byte");
+    unknown_bit[present_at] |= 0x80;
+    assert!(
+        CreateTopic::from_bytes(&unknown_bit).is_err(),
+        "unknown presence bits are refused"
+    );
     for bad in [
         CreateTopic {
             partition_count: 0,

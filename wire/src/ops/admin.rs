@@ -38,12 +38,13 @@ pub struct CreateTopic {
     pub partition_count: u32,
     /// Replicas per partition (`E`), 1 to `REPLICAS_MAX - 1`.
     pub replica_count: u8,
-    /// How many copies confirm a record.
-    pub confirm: ConfirmPolicy,
-    /// When a copy of a record counts.
-    pub durability: Durability,
-    /// Whether the primary fsyncs a cursor commit before acking it.
-    pub consumer_offset_durability: Durability,
+    /// How many copies confirm a record (`None`: the cluster's default).
+    pub confirm: Option<ConfirmPolicy>,
+    /// When a copy of a record counts (`None`: the cluster's default).
+    pub durability: Option<Durability>,
+    /// Whether the primary fsyncs a cursor commit before acking it (`None`:
+    /// the topic's durability).
+    pub consumer_offset_durability: Option<Durability>,
     /// Records beyond this many bytes per partition are dropped oldest first (0: no limit).
     pub retention_bytes: u64,
     /// Records older than this are dropped (0: no limit).
@@ -56,11 +57,29 @@ impl Body for CreateTopic {
         writer.str(&self.topic);
         writer.u32(self.partition_count);
         writer.u8(self.replica_count);
-        let [kind, count] = self.confirm.to_bytes();
-        writer.u8(kind);
-        writer.u8(count);
-        writer.u8(self.durability as u8);
-        writer.u8(self.consumer_offset_durability as u8);
+        let present = [
+            (self.confirm.is_some(), POLICY_CONFIRM),
+            (self.durability.is_some(), POLICY_DURABILITY),
+            (
+                self.consumer_offset_durability.is_some(),
+                POLICY_CURSOR_DURABILITY,
+            ),
+        ]
+        .into_iter()
+        .filter(|(set, _)| *set)
+        .fold(0, |bits, (_, bit)| bits | bit);
+        writer.u8(present);
+        if let Some(confirm) = self.confirm {
+            let [kind, count] = confirm.to_bytes();
+            writer.u8(kind);
+            writer.u8(count);
+        }
+        if let Some(durability) = self.durability {
+            writer.u8(durability as u8);
+        }
+        if let Some(durability) = self.consumer_offset_durability {
+            writer.u8(durability as u8);
+        }
         writer.u64(self.retention_bytes);
         writer.u64(self.retention_ms);
     }
@@ -82,9 +101,28 @@ impl Body for CreateTopic {
                 reason: "not in 1..=15",
             });
         }
-        let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
-        let durability = Durability::from_u8(reader.u8("durability")?)?;
-        let consumer_offset_durability = Durability::from_u8(reader.u8("durability")?)?;
+        let present = reader.u8("policies present")?;
+        if present & !POLICIES_ALL != 0 {
+            return Err(BodyError::Invalid {
+                field: "policies present",
+                reason: "unknown bits",
+            });
+        }
+        let confirm = match present & POLICY_CONFIRM != 0 {
+            true => Some(ConfirmPolicy::from_bytes([
+                reader.u8("confirm")?,
+                reader.u8("confirm")?,
+            ])?),
+            false => None,
+        };
+        let durability = match present & POLICY_DURABILITY != 0 {
+            true => Some(Durability::from_u8(reader.u8("durability")?)?),
+            false => None,
+        };
+        let consumer_offset_durability = match present & POLICY_CURSOR_DURABILITY != 0 {
+            true => Some(Durability::from_u8(reader.u8("durability")?)?),
+            false => None,
+        };
         let retention_bytes = reader.u64("retention bytes")?;
         let retention_ms = reader.u64("retention ms")?;
         Ok(CreateTopic {
@@ -100,6 +138,13 @@ impl Body for CreateTopic {
         })
     }
 }
+
+/// CreateTopic's presence bits: which policies the request sets (the rest
+/// take the cluster's defaults, filled in by the node that receives it).
+const POLICY_CONFIRM: u8 = 1;
+const POLICY_DURABILITY: u8 = 2;
+const POLICY_CURSOR_DURABILITY: u8 = 4;
+const POLICIES_ALL: u8 = POLICY_CONFIRM | POLICY_DURABILITY | POLICY_CURSOR_DURABILITY;
 
 /// The reply to CreateTopic: the group id of each partition, in partition order.
 #[derive(Debug, Clone, PartialEq, Eq)]
