@@ -379,7 +379,11 @@ impl State {
         let group = header.prefix.group.get();
         let body = request.body();
         match operation {
-            Operation::Metadata => Outcome::Reply(reply(header, 0, self.metadata(body))),
+            Operation::Metadata => {
+                // Like a real node: the answer says which metadata op it reflects.
+                let as_of = self.ops.get(&0).copied().unwrap_or(0);
+                Outcome::Reply(reply_as_of(header, 0, as_of, self.metadata(body)))
+            }
             Operation::ClusterStatus => {
                 let status = ClusterStatusReply {
                     node,
@@ -670,12 +674,22 @@ fn invalid(error: strand_wire::BodyError) -> ErrorBody {
 }
 
 fn reply(request: &RequestHeader, op: u64, result: Result<Bytes, ErrorBody>) -> Msg<ReplyHeader> {
+    reply_as_of(request, op, op, result)
+}
+
+/// A reply at `op` from a replica whose commit number is `commit`.
+fn reply_as_of(
+    request: &RequestHeader,
+    op: u64,
+    commit: u64,
+    result: Result<Bytes, ErrorBody>,
+) -> Msg<ReplyHeader> {
     let mut header = ReplyHeader::new(CLUSTER, request.prefix.group.get(), 0, 0);
     header.client = request.client;
     header.request = request.request;
     header.operation = request.operation;
     header.op.set(op);
-    header.commit.set(op);
+    header.commit.set(commit);
     let body = match result {
         Ok(body) => {
             header.result.set(ResultCode::Ok as u16);
