@@ -19,7 +19,9 @@
 //! 3. A number the group will never take (a request refused before it was
 //!    prepared, `op == 0`) would leave a gap: every pending request after it
 //!    moves to a fresh client id, numbered from 1. Likewise when the session
-//!    is evicted, or a sent request's deadline passes.
+//!    is evicted, when the group keeps expecting a number it already
+//!    answered (it forgot committed requests: accepted loss), or when a sent
+//!    request's deadline passes.
 //! 4. At most two client ids are pending at once: an old one, whose requests
 //!    were all transmitted, ahead of the current one, whose requests wait
 //!    until the old ones are answered (so order holds across the switch).
@@ -43,6 +45,12 @@ pub const WINDOW_MAX: usize = 32;
 
 /// Longest wait a `Busy` reply can impose; longer hints are clamped.
 pub const BUSY_RETRY_AFTER_MS_MAX: u64 = 1_000;
+
+/// Backed-off retries after which a group that keeps expecting a request
+/// number this client already had answered is taken to have forgotten the
+/// client (an operator accepted the loss of committed ops), not to be a
+/// stale node that will catch up.
+pub const FORGOTTEN_AFTER_RETRIES: u32 = 3;
 
 /// Identifies the caller waiting for a request (the driver's completion slot).
 pub type Token = u64;
@@ -319,7 +327,9 @@ impl Session {
                     until_ms: now_ms + wait_ms,
                 };
             }
-            ErrorBody::OutOfOrder { expected } => self.on_out_of_order(index, expected, now_ms),
+            ErrorBody::OutOfOrder { expected } => {
+                self.on_out_of_order(index, expected, now_ms, actions)
+            }
             ErrorBody::Message {
                 code: ResultCode::Unavailable | ResultCode::UnknownGroup,
                 ..
@@ -360,12 +370,30 @@ impl Session {
     /// resend this request after it (rule 2 keeps the order); otherwise our
     /// picture and the group's disagree (a stale node, a lost reply): ask
     /// again after a backoff.
-    fn on_out_of_order(&mut self, index: usize, expected: u64, now_ms: u64) {
+    fn on_out_of_order(
+        &mut self,
+        index: usize,
+        expected: u64,
+        now_ms: u64,
+        actions: &mut Vec<Action>,
+    ) {
         let pending = &self.pending[index];
         let expected_is_ours_and_earlier =
             expected < pending.request && self.position(pending.client, expected).is_some();
+        // The group waits for a number this client already had answered: a
+        // stale node says that for a moment, a group that accepted the loss
+        // of committed ops says it for good.
+        let forgotten = expected < pending.request
+            && !expected_is_ours_and_earlier
+            && pending.retries >= FORGOTTEN_AFTER_RETRIES;
         if expected_is_ours_and_earlier {
             self.pending[index].state = State::Queued;
+        } else if forgotten {
+            let reason = format!(
+                "the group forgot committed requests of this client (it expects request \
+                 {expected}, answered before): an operator accepted the loss of records"
+            );
+            self.forget_client(index, &reason, actions);
         } else {
             self.back_off(index, now_ms);
         }
@@ -385,20 +413,28 @@ impl Session {
     ) {
         let client = self.pending[index].client;
         if self.position(client, 1).is_some() {
-            self.on_out_of_order(index, 1, now_ms);
+            self.on_out_of_order(index, 1, now_ms, actions);
             return;
         }
+        let reason = format!("the group evicted this client's session ({message})");
+        self.forget_client(index, &reason, actions);
+    }
+
+    /// The group forgot requests of this pending request's client id that it
+    /// had committed: every transmitted request of that id may or may not
+    /// have been applied (outcome unknown), and the rest move to a fresh id.
+    fn forget_client(&mut self, index: usize, reason: &str, actions: &mut Vec<Action>) {
+        let client = self.pending[index].client;
         let first = self
             .pending
             .iter()
             .position(|pending| pending.client == client)
             .expect("the evicted request is pending");
-        let reason = format!("the group evicted this client's session ({message})");
         while first < self.pending.len()
             && self.pending[first].client == client
             && self.pending[first].transmitted
         {
-            self.fail_unknown(first, &reason, actions);
+            self.fail_unknown(first, reason, actions);
         }
         if client == self.client {
             self.move_to_fresh_client(first);

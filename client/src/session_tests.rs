@@ -220,6 +220,43 @@ fn eviction_after_commits_fails_sent_requests_as_outcome_unknown() {
 }
 
 #[test]
+fn a_group_that_keeps_expecting_an_answered_number_forgot_the_client() {
+    // Requests 1 and 2 were acknowledged; then an operator accepted loss and
+    // the group's table went back to expecting request 2.
+    let (mut session, _) = sent(3);
+    let old_client = session.client();
+    let mut actions = Vec::new();
+    session.on_reply(ok(1, old_client, 1), 1, &mut actions);
+    session.on_reply(ok(1, old_client, 2), 1, &mut actions);
+    session.submit(submission(4, 1));
+    let mut now_ms = 2;
+    for attempt in 0..=FORGOTTEN_AFTER_RETRIES {
+        actions.clear();
+        session.poll_transmit(now_ms, 1, &mut actions);
+        let out_of_order = ErrorBody::OutOfOrder { expected: 2 };
+        session.on_reply(error(1, old_client, 3, out_of_order), now_ms, &mut actions);
+        if attempt < FORGOTTEN_AFTER_RETRIES {
+            assert!(completions(&actions).is_empty(), "a stale node, for now");
+            now_ms += 1_000;
+            session.on_tick(now_ms, &mut actions);
+        }
+    }
+    // Requests 3 and 4 were sent: either may have been applied.
+    let done = completions(&actions);
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(
+        done.iter()
+            .all(|(_, outcome)| outcome.as_ref().is_err_and(ClientError::is_outcome_unknown))
+    );
+    session.submit(submission(5, now_ms));
+    actions.clear();
+    session.poll_transmit(now_ms, 1, &mut actions);
+    let new_client = session.client();
+    assert_ne!(new_client, old_client);
+    assert_eq!(transmits(&actions), vec![(5, new_client, 1)]);
+}
+
+#[test]
 fn refusal_before_prepare_moves_later_requests_to_a_fresh_client() {
     let (mut session, _) = sent(4);
     let old_client = session.client();

@@ -11,11 +11,28 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use strand_client::{
-    AttentionReason, Client, Durability, GroupStatus, NewRecord, ProduceAck, TopicSpec,
+    AttentionReason, Client, ClientConfig, Durability, GroupStatus, NewRecord, ProduceAck,
+    TopicSpec,
 };
 
 /// Records per produced batch (one op each).
 const BATCH: u64 = 10;
+
+/// A client that waits up to two minutes for each request: a failover on a
+/// slow, shared disk must not turn an in-flight batch into "outcome unknown".
+async fn connect(nodes: &[common::Node], deadline: Instant) -> Client {
+    loop {
+        let mut config = ClientConfig::new(common::bootstrap(nodes));
+        config.deadline_ms = 120_000;
+        match Client::connect(config).await {
+            Ok(client) => return client,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "cannot connect: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
 
 /// Creates stream `s`, topic `t` with one partition on 3 replicas; returns
 /// its group id.
@@ -137,11 +154,10 @@ fn terminate(node: &mut common::Node) {
 fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut nodes = common::start_cluster(dir.path());
-    let bootstrap = common::bootstrap(&nodes);
     let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(240);
     let (client, group) = runtime.block_on(async {
-        let client = common::connect(bootstrap, deadline).await;
+        let client = connect(&nodes, deadline).await;
         let group = create_topic(&client, Durability::Persisted).await;
         (client, group)
     });
@@ -249,11 +265,10 @@ fn wait_for_status(
 fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut nodes = common::start_cluster(dir.path());
-    let bootstrap = common::bootstrap(&nodes);
     let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(240);
     let (client, group) = runtime.block_on(async {
-        let client = common::connect(bootstrap, deadline).await;
+        let client = connect(&nodes, deadline).await;
         let group = create_topic(&client, Durability::Replicated).await;
         (client, group)
     });
@@ -324,11 +339,10 @@ fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
 fn attention_names_a_stuck_partition_and_accept_loss_unsticks_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut nodes = common::start_cluster(dir.path());
-    let bootstrap = common::bootstrap(&nodes);
     let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(240);
     let (client, group) = runtime.block_on(async {
-        let client = common::connect(bootstrap, deadline).await;
+        let client = connect(&nodes, deadline).await;
         let group = create_topic(&client, Durability::Replicated).await;
         for batch in 0..20 {
             produce_batch(&client, batch, deadline).await;
