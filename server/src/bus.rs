@@ -10,7 +10,8 @@
 //! writes of many frames at once; a reader task decodes frames and hands
 //! each to its group's actor, after checking that the frame's replica index
 //! is the connected node's place in that group (a peer cannot speak for
-//! another). Any malformed frame, or a close in the middle of a frame,
+//! another; a prepare, relayed verbatim in repair, names its author and only
+//! needs a sender in the group). Any malformed frame, or a close in the middle of a frame,
 //! closes the connection and is counted; the bus has no error reply.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -387,7 +388,15 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> 
         // have arrived. The sender retransmits.
         return Ok(());
     };
-    if handle.replicas.get(usize::from(prefix.replica)) != Some(&node) {
+    // A prepare is relayed verbatim (repair: any replica holding it serves
+    // it), so its replica index names its author, the primary that prepared
+    // it; its checksum chain, not its sender, vouches for it. The sender must
+    // still be one of the group's replicas. Every other frame speaks for its
+    // sender.
+    let speaks_for_sender = !matches!(message, Message::Prepare(_));
+    let member = handle.replicas.contains(&node);
+    let as_itself = handle.replicas.get(usize::from(prefix.replica)) == Some(&node);
+    if !member || (speaks_for_sender && !as_itself) {
         return Err(format!(
             "node {node} spoke as replica {} of group {group}",
             prefix.replica

@@ -213,6 +213,16 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
         primary_node,
         "it rejoins as a backup"
     );
+    // It catches up: its commit reaches what the new primary had committed
+    // when it came back (repair relays the old view's prepares verbatim).
+    let new_primary = rejoined.replicas[usize::from(rejoined.primary)].node;
+    let target = runtime
+        .block_on(group_status(&client, new_primary, group))
+        .expect("the new primary reports the group")
+        .commit_op;
+    wait_for_status(&runtime, &client, primary_node, group, |status| {
+        status.commit_op >= target
+    });
     runtime.block_on(async {
         for batch in 400..420 {
             acked.insert(batch, produce_batch(&client, batch, deadline).await);

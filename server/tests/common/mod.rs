@@ -91,10 +91,19 @@ impl Drop for Node {
 
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
+    free_ports(1)[0]
+}
+
+/// `count` distinct ports nobody listens on right now: every listener is
+/// held until all are known, so the OS never hands one out twice.
+pub fn free_ports(count: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().expect("bound").port())
+        .collect()
 }
 
 /// Three running nodes with their configuration, data and logs under `dir`.
@@ -108,8 +117,9 @@ pub fn start_cluster(dir: &Path) -> Vec<Node> {
 
 /// Writes the configuration of `count` nodes under `dir`; starts none.
 pub fn configure_cluster(dir: &Path, count: u32) -> Vec<Node> {
-    let addresses: Vec<[String; 3]> = (0..count)
-        .map(|_| [free_port(), free_port(), free_port()].map(|port| format!("127.0.0.1:{port}")))
+    let addresses: Vec<[String; 3]> = free_ports(3 * count as usize)
+        .chunks(3)
+        .map(|ports| [ports[0], ports[1], ports[2]].map(|port| format!("127.0.0.1:{port}")))
         .collect();
     let mut peers = String::new();
     for (index, [replica, client, _]) in addresses.iter().enumerate() {
