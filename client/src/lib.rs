@@ -31,6 +31,7 @@
 //! | [`Client`] (`client`, `admin`) | the API: admin calls, produce, fetch, cursors |
 //! | [`Producer`], [`Consumer`] | batching producer; partition consumer |
 //! | `records` | records out (batches) and in (zero-copy from fetch replies) |
+//! | [`cli`] | the `strand` command line as a library (the binary is a thin wrapper) |
 //!
 //! Invariants that matter most (enforced in [`session`], property-tested):
 //! - A `(client id, request number)` pair, once sent, always carries the same
@@ -44,6 +45,7 @@
 //!   never confused with replicated ones.
 
 pub mod backoff;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod query;

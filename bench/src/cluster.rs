@@ -1,0 +1,300 @@
+//! A local cluster of real `strand-server` processes on loopback: one
+//! configuration file, data directory and log per node under one directory,
+//! started with `strand-server run --config FILE`. Nodes can be SIGKILLed
+//! and restarted on the same configuration; every process still running is
+//! killed when the cluster is dropped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::error::BenchError;
+
+/// The cluster id local clusters use (the SDK's default).
+pub const CLUSTER_ID: u64 = 0;
+
+/// Most nodes a local cluster may have.
+pub const NODES_MAX: u32 = 7;
+
+/// The server binary's file name.
+pub const SERVER_BIN_NAME: &str = "strand-server";
+
+/// One node of a [`LocalCluster`].
+#[derive(Debug)]
+pub struct LocalNode {
+    /// Its id (1-based).
+    pub node: u32,
+    /// Its client port (`host:port`).
+    pub client_address: String,
+    /// Its Prometheus endpoint (`host:port`; the path is `/metrics`).
+    pub metrics_address: String,
+    /// Its configuration file.
+    pub config: PathBuf,
+    /// Its log (stderr), appended to across restarts.
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+/// Running node processes and the directory that holds their state.
+#[derive(Debug)]
+pub struct LocalCluster {
+    server_bin: PathBuf,
+    nodes: Vec<LocalNode>,
+    /// Removed when the cluster is dropped (unless the caller gave a directory).
+    _temp: Option<tempfile::TempDir>,
+    dir: PathBuf,
+}
+
+/// The `strand-server` binary: `explicit` if given, else the one beside the
+/// running executable (or one level up, for test executables in `deps/`).
+pub fn locate_server_binary(explicit: Option<&Path>) -> Result<PathBuf, BenchError> {
+    if let Some(path) = explicit {
+        if path.is_file() {
+            return Ok(path.to_owned());
+        }
+        return Err(BenchError::ServerBinary(format!(
+            "--server-bin {}: no such file",
+            path.display()
+        )));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|error| BenchError::ServerBinary(format!("cannot find myself: {error}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [
+        dir.join(SERVER_BIN_NAME),
+        dir.join("..").join(SERVER_BIN_NAME),
+    ];
+    candidates
+        .iter()
+        .find(|candidate| candidate.is_file())
+        .cloned()
+        .ok_or_else(|| {
+            BenchError::ServerBinary(format!(
+                "no {SERVER_BIN_NAME} beside {}: build it in the same profile \
+                 (`cargo build --release -p strand-server -p strand-bench`) or pass --server-bin",
+                exe.display()
+            ))
+        })
+}
+
+impl LocalCluster {
+    /// Writes the configuration of `count` nodes under `data_dir` (a fresh
+    /// temporary directory when `None`) and starts every node.
+    pub fn start(
+        count: u32,
+        server_bin: PathBuf,
+        data_dir: Option<PathBuf>,
+    ) -> Result<LocalCluster, BenchError> {
+        if !(1..=NODES_MAX).contains(&count) {
+            return Err(BenchError::Options(format!(
+                "--nodes {count}: a local cluster has 1 to {NODES_MAX} nodes"
+            )));
+        }
+        let (temp, dir) = match data_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir).map_err(|error| {
+                    BenchError::Cluster(format!("cannot create {}: {error}", dir.display()))
+                })?;
+                (None, dir)
+            }
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix("strand-bench-")
+                    .tempdir()
+                    .map_err(|error| BenchError::Cluster(format!("temp dir: {error}")))?;
+                let dir = temp.path().to_owned();
+                (Some(temp), dir)
+            }
+        };
+        let nodes = configure(&dir, count)?;
+        let mut cluster = LocalCluster {
+            server_bin,
+            nodes,
+            _temp: temp,
+            dir,
+        };
+        for node in 1..=count {
+            cluster.start_node(node)?;
+        }
+        Ok(cluster)
+    }
+
+    /// The nodes, by id order.
+    pub fn nodes(&self) -> &[LocalNode] {
+        &self.nodes
+    }
+
+    /// Where the configurations, data and logs are.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Every node's client address.
+    pub fn bootstrap(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|node| node.client_address.clone())
+            .collect()
+    }
+
+    /// Starts (or restarts) node `node`'s process.
+    pub fn start_node(&mut self, node: u32) -> Result<(), BenchError> {
+        let server_bin = self.server_bin.clone();
+        let local = self.node_mut(node)?;
+        if local.child.is_some() {
+            return Err(BenchError::Cluster(format!(
+                "node {node} is running already"
+            )));
+        }
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&local.log)
+            .map_err(|error| {
+                BenchError::Cluster(format!("cannot open {}: {error}", local.log.display()))
+            })?;
+        let child = Command::new(&server_bin)
+            .arg("run")
+            .arg("--config")
+            .arg(&local.config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|error| {
+                BenchError::Cluster(format!(
+                    "cannot start node {node} ({}): {error}",
+                    server_bin.display()
+                ))
+            })?;
+        local.child = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILLs node `node` (no clean shutdown) and reaps it.
+    pub fn kill_node(&mut self, node: u32) -> Result<(), BenchError> {
+        let local = self.node_mut(node)?;
+        let mut child = local
+            .child
+            .take()
+            .ok_or_else(|| BenchError::Cluster(format!("node {node} is not running")))?;
+        // `Child::kill` is SIGKILL on Unix.
+        child
+            .kill()
+            .map_err(|error| BenchError::Cluster(format!("SIGKILL node {node}: {error}")))?;
+        let _ = child.wait();
+        Ok(())
+    }
+
+    /// Nodes whose process should run and has exited, with how.
+    pub fn exited(&mut self) -> Vec<(u32, String)> {
+        let mut exited = Vec::new();
+        for local in &mut self.nodes {
+            if let Some(child) = local.child.as_mut() {
+                match child.try_wait() {
+                    Ok(Some(status)) => exited.push((local.node, status.to_string())),
+                    Ok(None) => {}
+                    Err(error) => exited.push((local.node, error.to_string())),
+                }
+            }
+        }
+        exited
+    }
+
+    fn node_mut(&mut self, node: u32) -> Result<&mut LocalNode, BenchError> {
+        self.nodes
+            .iter_mut()
+            .find(|local| local.node == node)
+            .ok_or_else(|| BenchError::Cluster(format!("no node {node}")))
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for local in &mut self.nodes {
+            if let Some(mut child) = local.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Writes `count` node configurations (loopback, free ports) under `dir`.
+fn configure(dir: &Path, count: u32) -> Result<Vec<LocalNode>, BenchError> {
+    let ports = free_ports(3 * count as usize)?;
+    let addresses: Vec<[String; 3]> = ports
+        .chunks_exact(3)
+        .map(|ports| [ports[0], ports[1], ports[2]].map(|port| format!("127.0.0.1:{port}")))
+        .collect();
+    let mut peers = String::new();
+    for (index, [replica, client, _]) in addresses.iter().enumerate() {
+        peers.push_str(&format!(
+            "\n[[peers]]\nid = {}\nreplica_address = \"{replica}\"\nclient_address = \"{client}\"\n",
+            index + 1
+        ));
+    }
+    let mut nodes = Vec::new();
+    for ([_, client, metrics], node) in addresses.into_iter().zip(1..=count) {
+        let data = dir.join(format!("node-{node}"));
+        let config = format!(
+            "node = {node}\ncluster = {CLUSTER_ID}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{peers}",
+            data.display().to_string()
+        );
+        let path = dir.join(format!("node-{node}.toml"));
+        std::fs::write(&path, config).map_err(|error| {
+            BenchError::Cluster(format!("cannot write {}: {error}", path.display()))
+        })?;
+        nodes.push(LocalNode {
+            node,
+            client_address: client,
+            metrics_address: metrics,
+            config: path,
+            log: dir.join(format!("node-{node}.log")),
+            child: None,
+        });
+    }
+    Ok(nodes)
+}
+
+/// `count` distinct loopback ports nobody listens on right now. Every
+/// listener is held until all are bound: a port released at once could be
+/// handed out again, and two nodes would then race for it.
+fn free_ports(count: usize) -> Result<Vec<u16>, BenchError> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| BenchError::Cluster(format!("no free port: {error}")))?;
+    let ports = listeners
+        .iter()
+        .map(|listener| listener.local_addr().map(|address| address.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| BenchError::Cluster(format!("no free port: {error}")))?;
+    drop(listeners);
+    Ok(ports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_gets_distinct_ports() {
+        let mut ports = free_ports(21).expect("free ports");
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), 21);
+    }
+
+    #[test]
+    fn every_node_lists_every_peer() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let nodes = configure(dir.path(), 3).expect("configs");
+        let config = std::fs::read_to_string(&nodes[1].config).expect("node 2's config");
+        assert!(config.starts_with("node = 2\n"), "{config}");
+        assert_eq!(config.matches("[[peers]]").count(), 3);
+        for node in &nodes {
+            assert!(config.contains(&node.client_address), "{config}");
+        }
+    }
+}

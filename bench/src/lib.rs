@@ -1,0 +1,85 @@
+//! # strand-bench: the cluster bench
+//!
+//! Measures Strand as its users will judge it: it starts a local cluster of
+//! real `strand-server` processes (or connects to a running one), creates a
+//! topic through the SDK, produces keyed records through the SDK's batching
+//! producer while consumers tail the partitions, and reports throughput,
+//! produce-ack latency percentiles and, when asked, a failover: the
+//! benched partition's primary is SIGKILLed mid-load and restarted later,
+//! and the report gives the write gap, the view changes and the restarted
+//! replica's catch-up time. At the end every partition is read back and
+//! every acknowledged record must be there exactly once, at its offset.
+//!
+//! Modules, in reading order:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`options`] | the flags, their defaults and bounds |
+//! | [`run`] | one run start to end: cluster, topic, load, failover, read-back, report |
+//! | [`cluster`] | a local cluster of real server processes: configs, start, SIGKILL, restart |
+//! | [`load`] | producers (send → ack timing per record) and tailing consumers |
+//! | [`failover`] | kill the primary, restart it, time the catch-up; view-change scrapes |
+//! | [`keys`] | **pure**: record keys = producer id + sequence; partition of a key |
+//! | [`verify`] | **pure**: exactly-once, from the acks and the read-back |
+//! | [`write_gap`] | **pure**: the pause in acks a failover causes |
+//! | [`latency`] | **pure**: hdrhistogram percentiles |
+//! | [`timeline`] | **pure**: per-second throughput and p99 |
+//! | [`prometheus`] | **pure**: the Prometheus text format; [`scrape`] fetches it |
+//! | [`report`] | the result: summary table, JSON |
+//! | [`plot`] | **pure**: the result as a hand-written SVG |
+//!
+//! Invariants that matter most:
+//! - Every record's key names its producer and sequence ([`keys`]); an
+//!   acknowledged record read back zero times, twice, or at another offset
+//!   than its acknowledgement fails the run ([`verify`]).
+//! - Latency runs from the producer's `send` call to the record's
+//!   acknowledgement: at full speed that includes waiting for room in the
+//!   producer's buffer (bounded to one batch beyond the in-flight window);
+//!   use `--rate` to measure latency at a set load.
+
+pub mod cluster;
+pub mod error;
+pub mod failover;
+pub mod keys;
+pub mod latency;
+pub mod load;
+pub mod options;
+pub mod plot;
+pub mod prometheus;
+pub mod report;
+pub mod run;
+pub mod scrape;
+pub mod timeline;
+pub mod verify;
+pub mod write_gap;
+
+pub use error::BenchError;
+pub use options::Options;
+pub use report::Report;
+pub use run::run;
+
+/// The SVG plot of a report: throughput and p99 per second, kill and
+/// restart marked.
+pub fn plot_report(report: &Report) -> String {
+    let mut marks = Vec::new();
+    if let Some(failover) = &report.failover {
+        marks.push(plot::Mark {
+            at_secs: failover.killed_at_ms as f64 / 1e3,
+            label: format!("SIGKILL node {}", failover.killed_node),
+            colour: "#d62728",
+        });
+        if let Some(restarted_at_ms) = failover.restarted_at_ms {
+            marks.push(plot::Mark {
+                at_secs: restarted_at_ms as f64 / 1e3,
+                label: format!("restart node {}", failover.killed_node),
+                colour: "#2ca02c",
+            });
+        }
+    }
+    let config = &report.config;
+    let title = format!(
+        "strand-bench: {} nodes, {} durability, {} B x batch {}, {} producers",
+        config.nodes, config.durability, config.message_size, config.batch, config.producers
+    );
+    plot::render(&title, &report.timeline, &marks)
+}

@@ -1,0 +1,429 @@
+//! The load: producers that send keyed records through the SDK's batching
+//! [`Producer`](strand_client::Producer) and time each record from `send` to
+//! its acknowledgement, and consumers that tail the partitions.
+//!
+//! Each bench producer owns one SDK producer, and one collector task per
+//! partition that awaits that partition's deliveries in send order (the SDK
+//! acknowledges a partition's records in order, so awaiting in order does not
+//! delay a measurement). Collectors keep their own histograms and timelines;
+//! they are merged once the load is over, so the hot path shares nothing but
+//! the live counters of the progress bar.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use strand_client::{Client, ConsumerConfig, Delivery, Producer, ProducerConfig, StartFrom};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::error::BenchError;
+use crate::keys::{KEY_SIZE, RecordKey};
+use crate::latency;
+use crate::timeline::Timeline;
+
+/// Largest batch in bytes the bench asks the SDK for (the server's frame
+/// limit is 8 MiB).
+pub const BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Bytes a fetch (consumer or read-back) asks for.
+pub const FETCH_BYTES_MAX: u32 = 4 * 1024 * 1024;
+
+/// How long consumers keep reading after the producers stop, to catch up.
+pub const CONSUMER_DRAIN: Duration = Duration::from_secs(10);
+
+/// When the producers stop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// After this long.
+    After(Duration),
+    /// After this many records in all.
+    Messages(u64),
+}
+
+/// The shape of the load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    /// The stream of the benched topic.
+    pub stream: String,
+    /// The benched topic.
+    pub topic: String,
+    /// Bench producers (each with its own SDK producer).
+    pub producers: u32,
+    /// Partitions of the topic.
+    pub partitions: u32,
+    /// Value bytes per record (the key adds 16).
+    pub message_size: usize,
+    /// Records per batch.
+    pub batch: u32,
+    /// Batches in flight per partition and producer.
+    pub in_flight: usize,
+    /// How long a partly filled batch waits for more records.
+    pub linger_ms: u64,
+    /// When to stop.
+    pub stop: Stop,
+    /// Records per second in all (`None`: as fast as acks allow).
+    pub rate: Option<f64>,
+}
+
+/// Counters the progress bar reads while the load runs.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Records acknowledged.
+    pub acknowledged: AtomicU64,
+    /// Records whose produce failed.
+    pub failed: AtomicU64,
+    /// Records consumers read.
+    pub consumed: AtomicU64,
+}
+
+/// What one bench producer saw.
+#[derive(Debug)]
+pub struct ProducerOutcome {
+    /// Its id.
+    pub producer: u32,
+    /// `(sequence, offset)` of each acknowledged record.
+    pub acknowledged: Vec<(u64, u64)>,
+    /// Sequences whose produce failed.
+    pub failed: Vec<u64>,
+    /// Produce-ack latency of every acknowledged record.
+    pub latency: Histogram<u64>,
+    /// Per-second counts.
+    pub timeline: Timeline,
+    /// Milliseconds since the start at which acks of the benched partition
+    /// arrived (one entry per distinct millisecond, ascending per collector).
+    pub benched_ack_ms: Vec<u64>,
+    /// The last ack, in milliseconds since the start.
+    pub last_ack_ms: u64,
+    /// The first failure, readable.
+    pub first_error: Option<String>,
+}
+
+/// What one consumer task read.
+#[derive(Debug)]
+pub struct ConsumerOutcome {
+    /// Records read.
+    pub records: u64,
+    /// Value bytes read.
+    pub bytes: u64,
+    /// Produce-to-read latency (record timestamp to poll return).
+    pub end_to_end: Histogram<u64>,
+    /// When the last record was read, in milliseconds since the start.
+    pub last_read_ms: u64,
+    /// The first failure, readable.
+    pub first_error: Option<String>,
+}
+
+/// A record sent and not yet resolved.
+struct Pending {
+    sequence: u64,
+    sent_at: Instant,
+    delivery: Delivery,
+}
+
+/// What one collector (one partition of one producer) saw.
+struct Lane {
+    acknowledged: Vec<(u64, u64)>,
+    failed: Vec<u64>,
+    latency: Histogram<u64>,
+    timeline: Timeline,
+    ack_ms: Vec<u64>,
+    last_ack_ms: u64,
+    first_error: Option<String>,
+}
+
+/// How many records producer `producer` sends under `Stop::Messages(total)`.
+pub fn share_of(total: u64, producers: u32, producer: u32) -> u64 {
+    assert!(producer < producers);
+    let producers = u64::from(producers);
+    total / producers + u64::from(u64::from(producer) < total % producers)
+}
+
+/// The SDK producer settings for `load`.
+pub fn producer_config(load: &Load) -> ProducerConfig {
+    let record_bytes = KEY_SIZE + load.message_size + strand_client_record_overhead();
+    let batch_bytes = (load.batch as usize * record_bytes + 64).min(BATCH_BYTES_MAX);
+    ProducerConfig {
+        batch_records_max: load.batch,
+        batch_bytes_max: batch_bytes,
+        linger_ms: load.linger_ms,
+        in_flight_max: load.in_flight,
+        // One batch filling while `in_flight` are out per partition: the
+        // latency measured from `send` then includes no deeper queue.
+        buffer_records_max: load.batch as usize * (load.in_flight + 1) * load.partitions as usize,
+    }
+}
+
+/// Bytes a record adds to a batch besides its key and value.
+fn strand_client_record_overhead() -> usize {
+    strand_client::NewRecord::new(Bytes::new(), Bytes::new()).encoded_size()
+}
+
+/// Runs bench producer `producer` until `load.stop`.
+pub async fn produce(
+    client: Client,
+    load: Arc<Load>,
+    producer: u32,
+    benched_partition: u32,
+    start: Instant,
+    live: Arc<Live>,
+) -> Result<ProducerOutcome, BenchError> {
+    let config = producer_config(&load);
+    let buffer = config.buffer_records_max;
+    let sdk_producer = client
+        .producer(&load.stream, &load.topic, config)
+        .await
+        .map_err(|error| BenchError::client(format!("producer {producer}"), error))?;
+    let mut senders = Vec::new();
+    let mut collectors = Vec::new();
+    for partition in 0..load.partitions {
+        let (sender, receiver) = mpsc::channel(buffer + 1);
+        let benched = partition == benched_partition;
+        let task = collect(
+            receiver,
+            start,
+            Arc::clone(&live),
+            benched,
+            load.message_size,
+        );
+        senders.push(sender);
+        collectors.push(tokio::spawn(task));
+    }
+    let mut send_error = send_all(&sdk_producer, &load, producer, start, &senders).await;
+    drop(senders);
+    if let Err(error) = sdk_producer.close().await {
+        send_error.get_or_insert(format!("producer {producer}: close: {error}"));
+    }
+    let mut outcome = ProducerOutcome {
+        producer,
+        acknowledged: Vec::new(),
+        failed: Vec::new(),
+        latency: latency::histogram(),
+        timeline: Timeline::default(),
+        benched_ack_ms: Vec::new(),
+        last_ack_ms: 0,
+        first_error: send_error,
+    };
+    for collector in collectors {
+        let lane = collector
+            .await
+            .map_err(|error| BenchError::Cluster(format!("collector task: {error}")))?;
+        merge_lane(&mut outcome, lane);
+    }
+    Ok(outcome)
+}
+
+/// Sends this producer's records until the stop, handing each delivery
+/// to its partition's collector; the first failure to send, if any.
+async fn send_all(
+    sdk_producer: &Producer,
+    load: &Load,
+    producer: u32,
+    start: Instant,
+    collectors: &[mpsc::Sender<Pending>],
+) -> Option<String> {
+    let payload = Bytes::from(vec![b'x'; load.message_size]);
+    let (quota, stop_at) = match load.stop {
+        Stop::Messages(total) => (share_of(total, load.producers, producer), None),
+        Stop::After(duration) => (u64::MAX, Some(start + duration)),
+    };
+    let rate = load.rate.map(|rate| rate / f64::from(load.producers));
+    for sequence in 0..quota {
+        if stop_at.is_some_and(|stop_at| Instant::now() >= stop_at) {
+            return None;
+        }
+        if let Some(rate) = rate {
+            tokio::time::sleep_until(start + Duration::from_secs_f64(sequence as f64 / rate)).await;
+        }
+        let key = RecordKey { producer, sequence };
+        let partition = key.partition(load.partitions);
+        let sent_at = Instant::now();
+        let key_bytes = Bytes::copy_from_slice(&key.encode());
+        let delivery = match sdk_producer
+            .send(partition, key_bytes, payload.clone())
+            .await
+        {
+            Ok(delivery) => delivery,
+            Err(error) => return Some(format!("producer {producer}: send: {error}")),
+        };
+        let pending = Pending {
+            sequence,
+            sent_at,
+            delivery,
+        };
+        if collectors[partition as usize].send(pending).await.is_err() {
+            return Some(format!(
+                "producer {producer}: collector {partition} stopped"
+            ));
+        }
+    }
+    None
+}
+
+fn merge_lane(outcome: &mut ProducerOutcome, lane: Lane) {
+    outcome.acknowledged.extend(lane.acknowledged);
+    outcome.failed.extend(lane.failed);
+    outcome
+        .latency
+        .add(&lane.latency)
+        .expect("latency histograms share their bounds");
+    outcome.timeline.merge(&lane.timeline);
+    outcome.benched_ack_ms.extend(lane.ack_ms);
+    outcome.last_ack_ms = outcome.last_ack_ms.max(lane.last_ack_ms);
+    if outcome.first_error.is_none() {
+        outcome.first_error = lane.first_error;
+    }
+}
+
+/// Awaits one partition's deliveries in send order and measures them.
+async fn collect(
+    mut receiver: mpsc::Receiver<Pending>,
+    start: Instant,
+    live: Arc<Live>,
+    record_ack_times: bool,
+    message_size: usize,
+) -> Lane {
+    let mut lane = Lane {
+        acknowledged: Vec::new(),
+        failed: Vec::new(),
+        latency: latency::histogram(),
+        timeline: Timeline::default(),
+        ack_ms: Vec::new(),
+        last_ack_ms: 0,
+        first_error: None,
+    };
+    while let Some(pending) = receiver.recv().await {
+        let outcome = pending.delivery.await;
+        let now = Instant::now();
+        match outcome {
+            Ok(offset) => {
+                let latency_us = now.duration_since(pending.sent_at).as_micros() as u64;
+                let elapsed = now.duration_since(start);
+                let elapsed_ms = elapsed.as_millis() as u64;
+                latency::record(&mut lane.latency, latency_us);
+                lane.timeline
+                    .record(elapsed, message_size as u64, latency_us);
+                lane.acknowledged.push((pending.sequence, offset));
+                lane.last_ack_ms = elapsed_ms;
+                if record_ack_times && lane.ack_ms.last() != Some(&elapsed_ms) {
+                    lane.ack_ms.push(elapsed_ms);
+                }
+                live.acknowledged.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => {
+                lane.failed.push(pending.sequence);
+                lane.first_error
+                    .get_or_insert_with(|| format!("sequence {}: {error}", pending.sequence));
+                live.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    lane
+}
+
+/// Tails `partition` from its start until `done` is set and the reader has
+/// caught up (or [`CONSUMER_DRAIN`] has passed since).
+pub async fn consume(
+    client: Client,
+    load: Arc<Load>,
+    partition: u32,
+    start: Instant,
+    live: Arc<Live>,
+    done: Arc<AtomicBool>,
+) -> ConsumerOutcome {
+    let mut outcome = ConsumerOutcome {
+        records: 0,
+        bytes: 0,
+        end_to_end: latency::histogram(),
+        last_read_ms: 0,
+        first_error: None,
+    };
+    let config = ConsumerConfig {
+        name: None,
+        start_from: StartFrom::Offset(0),
+        max_bytes: FETCH_BYTES_MAX,
+        wait_ms: 200,
+    };
+    let mut consumer = match client
+        .consumer(&load.stream, &load.topic, partition, config)
+        .await
+    {
+        Ok(consumer) => consumer,
+        Err(error) => {
+            outcome.first_error = Some(format!("consumer of partition {partition}: {error}"));
+            return outcome;
+        }
+    };
+    let mut drain_until = None;
+    loop {
+        if done.load(Ordering::Relaxed) {
+            let until = *drain_until.get_or_insert_with(|| Instant::now() + CONSUMER_DRAIN);
+            if consumer.lag() == Some(0) || Instant::now() >= until {
+                return outcome;
+            }
+        }
+        match consumer.poll().await {
+            Ok(records) => {
+                let now_us = now_us();
+                for record in &records {
+                    outcome.records += 1;
+                    outcome.bytes += record.value.len() as u64;
+                    let latency_us = now_us.saturating_sub(record.timestamp_us);
+                    latency::record(&mut outcome.end_to_end, latency_us);
+                }
+                if !records.is_empty() {
+                    outcome.last_read_ms = start.elapsed().as_millis() as u64;
+                }
+                live.consumed
+                    .fetch_add(records.len() as u64, Ordering::Relaxed);
+            }
+            Err(error) => {
+                outcome
+                    .first_error
+                    .get_or_insert_with(|| format!("partition {partition}: poll: {error}"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Microseconds since the Unix epoch (the clock record timestamps use).
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_micros() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_count_is_shared_out_exactly() {
+        let shares: Vec<u64> = (0..3).map(|producer| share_of(10, 3, producer)).collect();
+        assert_eq!(shares, vec![4, 3, 3]);
+        assert_eq!(shares.iter().sum::<u64>(), 10);
+    }
+
+    #[test]
+    fn batches_hold_the_records_asked_for() {
+        let load = Load {
+            stream: "s".to_owned(),
+            topic: "t".to_owned(),
+            producers: 1,
+            partitions: 2,
+            message_size: 1024,
+            batch: 100,
+            in_flight: 4,
+            linger_ms: 1,
+            stop: Stop::Messages(1),
+            rate: None,
+        };
+        let config = producer_config(&load);
+        assert_eq!(config.batch_records_max, 100);
+        assert!(config.batch_bytes_max >= 100 * (1024 + KEY_SIZE));
+        assert_eq!(config.buffer_records_max, 100 * 5 * 2);
+    }
+}

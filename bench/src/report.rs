@@ -1,0 +1,335 @@
+//! The bench's result: one value, printed as a summary table, written as
+//! JSON, drawn as a plot.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::failover::FailoverReport;
+use crate::latency::{LatencySummary, format_us};
+use crate::timeline::SecondRow;
+use crate::verify::Verification;
+
+/// What was run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunConfig {
+    /// `local` (processes the bench started) or `external`.
+    pub cluster: String,
+    /// Nodes in the cluster.
+    pub nodes: u32,
+    /// Replicas per partition.
+    pub replicas: u8,
+    /// The topic's durability (`default`: the cluster's).
+    pub durability: String,
+    /// Producers.
+    pub producers: u32,
+    /// Consumers.
+    pub consumers: u32,
+    /// Partitions.
+    pub partitions: u32,
+    /// Value bytes per record.
+    pub message_size: usize,
+    /// Records per batch.
+    pub batch: u32,
+    /// Batches in flight per partition and producer.
+    pub in_flight: usize,
+    /// Batch linger.
+    pub linger_ms: u64,
+    /// Planned duration, if the run was timed.
+    pub duration_secs: Option<f64>,
+    /// Planned record count, if the run was counted.
+    pub messages: Option<u64>,
+    /// Target rate, if any.
+    pub rate: Option<f64>,
+    /// Cores of the machine the bench ran on.
+    pub cores: usize,
+}
+
+/// Throughput of one direction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Throughput {
+    /// Records.
+    pub records: u64,
+    /// Payload megabytes (10^6 bytes of values).
+    pub megabytes: f64,
+    /// Seconds they took.
+    pub seconds: f64,
+    /// Records per second.
+    pub records_per_sec: f64,
+    /// Payload megabytes per second.
+    pub megabytes_per_sec: f64,
+}
+
+impl Throughput {
+    /// `records` of `bytes` payload bytes in `seconds`.
+    pub fn new(records: u64, bytes: u64, seconds: f64) -> Throughput {
+        let seconds = seconds.max(1e-9);
+        Throughput {
+            records,
+            megabytes: bytes as f64 / 1e6,
+            seconds,
+            records_per_sec: records as f64 / seconds,
+            megabytes_per_sec: bytes as f64 / 1e6 / seconds,
+        }
+    }
+}
+
+/// What consumers read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConsumeReport {
+    /// Records and bytes read while the load ran (and drained).
+    pub throughput: Throughput,
+    /// Record timestamp (set at `send`) to the poll that returned it.
+    pub end_to_end_latency: LatencySummary,
+}
+
+/// The whole result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// What was run.
+    pub config: RunConfig,
+    /// Acknowledged records, from the start of the load to the last ack.
+    pub produced: Throughput,
+    /// Records whose produce failed (outcome unknown or refused).
+    pub produce_failed: u64,
+    /// `send` to acknowledgement, per record.
+    pub produce_ack_latency: LatencySummary,
+    /// Consumers, if any ran.
+    pub consumed: Option<ConsumeReport>,
+    /// The failover, if one was run.
+    pub failover: Option<FailoverReport>,
+    /// The read-back, unless skipped.
+    pub verification: Option<Verification>,
+    /// Per second of the load.
+    pub timeline: Vec<SecondRow>,
+    /// Local nodes that exited on their own, and how.
+    pub node_exits: Vec<String>,
+    /// The first errors seen (produce, consume), readable.
+    pub errors: Vec<String>,
+}
+
+impl Report {
+    /// True when the verification (if run) passed, the failover (if run)
+    /// took exactly one view change, and no node exited on its own.
+    pub fn passed(&self) -> bool {
+        self.verification.as_ref().is_none_or(Verification::passed)
+            && self
+                .failover
+                .as_ref()
+                .is_none_or(FailoverReport::view_changes_ok)
+            && self.node_exits.is_empty()
+    }
+
+    /// The summary table printed at the end of a run.
+    pub fn summary(&self) -> String {
+        let mut rows: Vec<(String, String)> = Vec::new();
+        let mut row = |name: &str, value: String| rows.push((name.to_owned(), value));
+        config_rows(&self.config, &mut row);
+        let produced = &self.produced;
+        row(
+            "produced",
+            format!(
+                "{} records in {:.1} s ({} failed)",
+                produced.records, produced.seconds, self.produce_failed
+            ),
+        );
+        row(
+            "throughput",
+            format!(
+                "{:.0} msgs/s, {:.1} MB/s",
+                produced.records_per_sec, produced.megabytes_per_sec
+            ),
+        );
+        row(
+            "produce-ack latency",
+            latency_line(&self.produce_ack_latency),
+        );
+        if let Some(consumed) = &self.consumed {
+            row(
+                "consumed",
+                format!(
+                    "{} records, {:.0} msgs/s, {:.1} MB/s",
+                    consumed.throughput.records,
+                    consumed.throughput.records_per_sec,
+                    consumed.throughput.megabytes_per_sec
+                ),
+            );
+            row(
+                "end-to-end latency",
+                latency_line(&consumed.end_to_end_latency),
+            );
+        }
+        if let Some(failover) = &self.failover {
+            failover_rows(failover, &mut row);
+        }
+        match &self.verification {
+            Some(verification) => row("verification", verification_line(verification)),
+            None => row("verification", "skipped (--no-verify)".to_owned()),
+        }
+        for exit in &self.node_exits {
+            row("node exited", exit.clone());
+        }
+        for error in &self.errors {
+            row("error", error.clone());
+        }
+        row(
+            "result",
+            if self.passed() { "PASS" } else { "FAIL" }.to_owned(),
+        );
+        table(&rows)
+    }
+}
+
+fn config_rows(config: &RunConfig, row: &mut impl FnMut(&str, String)) {
+    row(
+        "cluster",
+        format!(
+            "{} nodes ({}), {} replicas, durability {}, {} cores",
+            config.nodes, config.cluster, config.replicas, config.durability, config.cores
+        ),
+    );
+    row(
+        "load",
+        format!(
+            "{} producers, {} consumers, {} partitions, {} B values, batch {}, in flight {}{}",
+            config.producers,
+            config.consumers,
+            config.partitions,
+            config.message_size,
+            config.batch,
+            config.in_flight,
+            config
+                .rate
+                .map(|rate| format!(", rate {rate} msgs/s"))
+                .unwrap_or_default()
+        ),
+    );
+}
+
+fn failover_rows(failover: &FailoverReport, row: &mut impl FnMut(&str, String)) {
+    let killed = format!(
+        "node {} at {:.1} s{}",
+        failover.killed_node,
+        failover.killed_at_ms as f64 / 1e3,
+        failover
+            .restarted_at_ms
+            .map(|ms| format!(", restarted at {:.1} s", ms as f64 / 1e3))
+            .unwrap_or_default()
+    );
+    row("killed primary", killed);
+    let gap = match failover.write_gap {
+        Some(gap) => match gap.first_ack_after_ms {
+            Some(end) => format!(
+                "{} ms (last ack {:.3} s, next {:.3} s)",
+                gap.gap_ms,
+                gap.last_ack_before_ms as f64 / 1e3,
+                end as f64 / 1e3
+            ),
+            None => format!("{} ms and writes never resumed", gap.gap_ms),
+        },
+        None => "no ack before the kill".to_owned(),
+    };
+    row("write gap", gap);
+    let per_node: Vec<String> = failover
+        .view_changes_total_delta
+        .iter()
+        .map(|(node, delta)| format!("node {node} +{delta}"))
+        .collect();
+    row(
+        "view changes",
+        format!(
+            "{} (view {} -> {}; view_changes_total {}: {})",
+            failover.views_advanced,
+            failover.view_before,
+            failover.view_after,
+            failover.view_changes_total_sum,
+            per_node.join(", ")
+        ),
+    );
+    if let Some(primary) = failover.primary_after {
+        row("primary after", format!("node {primary}"));
+    }
+    if failover.restarted_at_ms.is_some() {
+        let after = |ms: Option<u64>| {
+            ms.map_or_else(
+                || "not in time".to_owned(),
+                |ms| format!("{ms} ms after restart"),
+            )
+        };
+        let mut catch_up = format!(
+            "commit {}; log {}",
+            after(failover.catch_up_ms),
+            after(failover.log_catch_up_ms)
+        );
+        if let Some(last_seen) = &failover.catch_up_last_seen {
+            let _ = write!(catch_up, " (last seen: {last_seen})");
+        }
+        row("catch-up", catch_up);
+    }
+}
+
+fn latency_line(summary: &LatencySummary) -> String {
+    format!(
+        "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        format_us(summary.p50_us),
+        format_us(summary.p90_us),
+        format_us(summary.p99_us),
+        format_us(summary.p999_us),
+        format_us(summary.max_us)
+    )
+}
+
+fn verification_line(verification: &Verification) -> String {
+    let mut line = format!(
+        "{}: {} acknowledged, {} read back; missing {}, duplicated {}, misplaced {}, foreign {}; \
+         {} unacknowledged ({} of them written)",
+        if verification.passed() {
+            "exactly once"
+        } else {
+            "FAILED"
+        },
+        verification.acknowledged,
+        verification.read,
+        verification.missing,
+        verification.duplicated,
+        verification.misplaced,
+        verification.foreign,
+        verification.unacknowledged,
+        verification.unacknowledged_present
+    );
+    for example in &verification.examples {
+        let _ = write!(line, "\n  {example}");
+    }
+    line
+}
+
+/// Two aligned columns.
+fn table(rows: &[(String, String)]) -> String {
+    let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (name, value) in rows {
+        let _ = writeln!(out, "{name:<width$}  {value}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throughput_divides_by_the_seconds() {
+        let throughput = Throughput::new(50_000, 50_000 * 1024, 2.0);
+        assert_eq!(throughput.records_per_sec, 25_000.0);
+        assert!((throughput.megabytes_per_sec - 25.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn table_columns_align() {
+        let rows = [
+            ("a".to_owned(), "1".to_owned()),
+            ("long name".to_owned(), "2".to_owned()),
+        ];
+        assert_eq!(table(&rows), "a          1\nlong name  2\n");
+    }
+}

@@ -1,0 +1,536 @@
+//! One bench run, start to end: the cluster, the topic, the load (and the
+//! failover beside it), the read-back, the report.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use strand_client::{Client, ClientConfig, ClientError, TopicSpec};
+use tokio::time::Instant;
+
+use crate::cluster::{self, LocalCluster};
+use crate::error::BenchError;
+use crate::failover::{self, FailoverEvents};
+use crate::keys::RecordKey;
+use crate::latency;
+use crate::load::{self, ConsumerOutcome, FETCH_BYTES_MAX, Live, Load, ProducerOutcome, Stop};
+use crate::options::Options;
+use crate::report::{ConsumeReport, Report, RunConfig, Throughput};
+use crate::timeline::Timeline;
+use crate::verify::{Verification, Verifier};
+use crate::write_gap;
+
+/// How long the cluster may take to answer and to elect primaries.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the read-back may go without progress.
+pub const READ_BACK_STALL_MAX: Duration = Duration::from_secs(60);
+
+/// The stream the bench creates its topics in.
+pub const STREAM: &str = "bench";
+
+/// The cluster under test.
+struct Target {
+    local: Option<Arc<Mutex<LocalCluster>>>,
+    bootstrap: Vec<String>,
+    /// `(node id, metrics address)`.
+    metrics: Vec<(u32, String)>,
+    nodes: u32,
+}
+
+/// Runs the bench `options` describe; `Ok` even when the verification
+/// fails (the report says so: see [`Report::passed`]).
+pub async fn run(options: &Options) -> Result<Report, BenchError> {
+    options.validate()?;
+    let target = open_target(options)?;
+    let progress = progress_bar(options);
+    let announce = announcer(&progress);
+    announce(format!("cluster: {}", target.bootstrap.join(",")));
+    let client = connect(&target.bootstrap).await?;
+    let (load, groups) = create_topic(&client, options).await?;
+    for group in &groups {
+        failover::find_primary(&client, *group, READY_TIMEOUT).await?;
+    }
+    let load = Arc::new(load);
+    let benched_group = groups[0];
+    let measured = drive(options, &target, &client, &load, benched_group, &progress).await?;
+
+    let verification = if options.no_verify {
+        None
+    } else {
+        announce("reading every partition back".to_owned());
+        Some(verify(&client, &load, &measured.producers).await)
+    };
+    let failover = match &measured.failover {
+        Some(events) => Some(
+            failover_report(&client, &target, benched_group, events, &measured.producers).await,
+        ),
+        None => None,
+    };
+    let node_exits = match &target.local {
+        Some(cluster) => lock(cluster)?
+            .exited()
+            .into_iter()
+            .map(|(node, status)| format!("node {node}: {status}"))
+            .collect(),
+        None => Vec::new(),
+    };
+    let outcome = RunOutcome {
+        measured,
+        failover,
+        verification,
+        node_exits,
+    };
+    Ok(build_report(options, &target, outcome))
+}
+
+/// What the load produced, before the read-back.
+struct Measured {
+    producers: Vec<ProducerOutcome>,
+    consumers: Vec<ConsumerOutcome>,
+    failover: Option<FailoverEvents>,
+}
+
+/// Everything a report is built from.
+struct RunOutcome {
+    measured: Measured,
+    failover: Option<failover::FailoverReport>,
+    verification: Option<Verification>,
+    node_exits: Vec<String>,
+}
+
+/// Runs the producers, the consumers and the failover controller (if
+/// any) until the producers stop and the others finish.
+async fn drive(
+    options: &Options,
+    target: &Target,
+    client: &Client,
+    load: &Arc<Load>,
+    benched_group: u64,
+    progress: &ProgressBar,
+) -> Result<Measured, BenchError> {
+    let live = Arc::new(Live::default());
+    let start = Instant::now();
+    let controller = match (options.failover(), &target.local) {
+        (Some(plan), Some(cluster)) => Some(tokio::spawn(failover::control(
+            plan,
+            Arc::clone(cluster),
+            client.clone(),
+            benched_group,
+            target.metrics.clone(),
+            start,
+            announcer(progress),
+        ))),
+        _ => None,
+    };
+    let producers: Vec<_> = (0..options.producers)
+        .map(|producer| {
+            let live = Arc::clone(&live);
+            let task = load::produce(client.clone(), Arc::clone(load), producer, 0, start, live);
+            tokio::spawn(task)
+        })
+        .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = consumer_partitions(options.consumers, options.partitions)
+        .into_iter()
+        .map(|partition| {
+            let (live, done) = (Arc::clone(&live), Arc::clone(&done));
+            let task = load::consume(
+                client.clone(),
+                Arc::clone(load),
+                partition,
+                start,
+                live,
+                done,
+            );
+            tokio::spawn(task)
+        })
+        .collect();
+    let ticker = tokio::spawn(tick(progress.clone(), Arc::clone(&live), start, load.stop));
+    let mut measured = Measured {
+        producers: Vec::new(),
+        consumers: Vec::new(),
+        failover: None,
+    };
+    for producer in producers {
+        measured.producers.push(joined(producer.await)??);
+    }
+    done.store(true, Ordering::Relaxed);
+    for consumer in consumers {
+        measured.consumers.push(joined(consumer.await)?);
+    }
+    if let Some(controller) = controller {
+        measured.failover = Some(joined(controller.await)??);
+    }
+    ticker.abort();
+    progress.finish_and_clear();
+    Ok(measured)
+}
+
+fn open_target(options: &Options) -> Result<Target, BenchError> {
+    if !options.cluster.is_empty() {
+        let metrics = (1..).zip(options.metrics.iter().cloned()).collect();
+        return Ok(Target {
+            local: None,
+            bootstrap: options.cluster.clone(),
+            metrics,
+            nodes: options.cluster.len() as u32,
+        });
+    }
+    let server_bin = cluster::locate_server_binary(options.server_bin.as_deref())?;
+    let local = LocalCluster::start(options.nodes, server_bin, options.data_dir.clone())?;
+    let metrics = local
+        .nodes()
+        .iter()
+        .map(|node| (node.node, node.metrics_address.clone()))
+        .collect();
+    Ok(Target {
+        bootstrap: local.bootstrap(),
+        metrics,
+        nodes: options.nodes,
+        local: Some(Arc::new(Mutex::new(local))),
+    })
+}
+
+/// An SDK client, once some node answers (nodes take a moment to bind).
+async fn connect(bootstrap: &[String]) -> Result<Client, BenchError> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let mut config = ClientConfig::new(bootstrap.to_vec());
+        config.cluster = cluster::CLUSTER_ID;
+        config.in_flight_per_group_max = strand_client_window_max();
+        match Client::connect(config).await {
+            Ok(client) => return Ok(client),
+            Err(error) if Instant::now() >= deadline => {
+                return Err(BenchError::client("connect", error));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// The SDK's largest window: several producers share a group's window.
+fn strand_client_window_max() -> usize {
+    strand_client::session::WINDOW_MAX
+}
+
+/// Creates the stream (if new) and a fresh topic; its load and group ids.
+async fn create_topic(client: &Client, options: &Options) -> Result<(Load, Vec<u64>), BenchError> {
+    match client.create_stream(STREAM).await {
+        Ok(()) | Err(ClientError::AlreadyExists { .. }) => {}
+        Err(error) => return Err(BenchError::client("create stream", error)),
+    }
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis());
+    let topic = format!("load-{unix_ms}");
+    let mut spec = TopicSpec::new(STREAM, topic.clone());
+    spec.partition_count = options.partitions;
+    spec.replica_count = options.replica_count();
+    spec.durability = options.durability.map(|flag| flag.durability());
+    let groups = client
+        .create_topic(spec)
+        .await
+        .map_err(|error| BenchError::client(format!("create topic {STREAM}/{topic}"), error))?;
+    let load = Load {
+        stream: STREAM.to_owned(),
+        topic,
+        producers: options.producers,
+        partitions: options.partitions,
+        message_size: options.message_size,
+        batch: options.batch,
+        in_flight: options.in_flight,
+        linger_ms: options.linger_ms,
+        stop: options.stop(),
+        rate: options.rate,
+    };
+    Ok((load, groups))
+}
+
+/// Which partition each consumer task tails: consumer `c` takes partitions
+/// `c, c + C, …`; with more consumers than partitions, several share one.
+pub fn consumer_partitions(consumers: u32, partitions: u32) -> Vec<u32> {
+    if consumers == 0 {
+        Vec::new()
+    } else if consumers <= partitions {
+        (0..partitions).collect()
+    } else {
+        (0..consumers)
+            .map(|consumer| consumer % partitions)
+            .collect()
+    }
+}
+
+fn progress_bar(options: &Options) -> ProgressBar {
+    if options.quiet {
+        return ProgressBar::hidden();
+    }
+    let (length, template) = match options.stop() {
+        Stop::After(duration) => (
+            duration.as_millis() as u64,
+            "{spinner} [{elapsed_precise}] [{bar:40}] {msg}",
+        ),
+        Stop::Messages(messages) => (
+            messages,
+            "{spinner} [{elapsed_precise}] [{bar:40}] {pos}/{len} {msg}",
+        ),
+    };
+    let bar = ProgressBar::new(length);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// Prints a line above the progress bar (or to stderr without one).
+fn announcer(progress: &ProgressBar) -> impl Fn(String) + Send + 'static {
+    let progress = progress.clone();
+    move |line| {
+        if progress.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            progress.println(line);
+        }
+    }
+}
+
+/// Updates the progress bar four times a second with the live rate.
+async fn tick(progress: ProgressBar, live: Arc<Live>, start: Instant, stop: Stop) {
+    let mut interval = tokio::time::interval(Duration::from_millis(250));
+    let mut window: std::collections::VecDeque<(Instant, u64)> = Default::default();
+    loop {
+        interval.tick().await;
+        let now = Instant::now();
+        let acked = live.acknowledged.load(Ordering::Relaxed);
+        let failed = live.failed.load(Ordering::Relaxed);
+        window.push_back((now, acked));
+        while window.len() > 5 {
+            window.pop_front();
+        }
+        let rate = match (window.front(), window.back()) {
+            (Some((first, first_acked)), Some((last, last_acked))) if last > first => {
+                (last_acked - first_acked) as f64 / last.duration_since(*first).as_secs_f64()
+            }
+            _ => 0.0,
+        };
+        match stop {
+            Stop::After(_) => progress.set_position(now.duration_since(start).as_millis() as u64),
+            Stop::Messages(_) => progress.set_position(acked + failed),
+        }
+        progress.set_message(format!(
+            "{acked} acked, {rate:.0} msgs/s, {failed} failed, {} consumed",
+            live.consumed.load(Ordering::Relaxed)
+        ));
+    }
+}
+
+/// Reads every partition back and checks every acknowledged record.
+async fn verify(client: &Client, load: &Load, outcomes: &[ProducerOutcome]) -> Verification {
+    let mut verifier = Verifier::new(load.partitions);
+    for outcome in outcomes {
+        let key = |sequence| RecordKey {
+            producer: outcome.producer,
+            sequence,
+        };
+        for (sequence, offset) in &outcome.acknowledged {
+            verifier.acknowledged(key(*sequence), *offset);
+        }
+        for sequence in &outcome.failed {
+            verifier.failed(key(*sequence));
+        }
+    }
+    for partition in 0..load.partitions {
+        if let Err(reason) = read_back(client, load, partition, &mut verifier).await {
+            verifier.incomplete(reason);
+        }
+    }
+    verifier.finish()
+}
+
+/// Feeds every record of `partition` to `verifier`, retrying failed fetches
+/// until [`READ_BACK_STALL_MAX`] passes without progress.
+async fn read_back(
+    client: &Client,
+    load: &Load,
+    partition: u32,
+    verifier: &mut Verifier,
+) -> Result<(), String> {
+    let mut offset = 0;
+    let mut progress_at = Instant::now();
+    loop {
+        let fetched = client
+            .fetch(
+                &load.stream,
+                &load.topic,
+                partition,
+                offset,
+                FETCH_BYTES_MAX,
+                0,
+            )
+            .await;
+        let fetched = match fetched {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                if progress_at.elapsed() >= READ_BACK_STALL_MAX {
+                    return Err(format!("partition {partition}: fetch at {offset}: {error}"));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if fetched.records.is_empty() && fetched.next_offset >= fetched.high_watermark {
+            return Ok(());
+        }
+        if fetched.records.is_empty() {
+            return Err(format!(
+                "partition {partition}: nothing returned at offset {offset} below the high \
+                 watermark {}",
+                fetched.high_watermark
+            ));
+        }
+        for record in &fetched.records {
+            verifier.read(partition, record.offset, &record.key);
+        }
+        offset = fetched.next_offset;
+        progress_at = Instant::now();
+    }
+}
+
+async fn failover_report(
+    client: &Client,
+    target: &Target,
+    group: u64,
+    events: &FailoverEvents,
+    outcomes: &[ProducerOutcome],
+) -> failover::FailoverReport {
+    let mut ack_ms: Vec<u64> = outcomes
+        .iter()
+        .flat_map(|outcome| outcome.benched_ack_ms.iter().copied())
+        .collect();
+    ack_ms.sort_unstable();
+    ack_ms.dedup();
+    let last_ack_ms = ack_ms.last().copied().unwrap_or(events.killed_at_ms);
+    let window_end = events
+        .restarted_at_ms
+        .unwrap_or(last_ack_ms)
+        .max(events.killed_at_ms);
+    let gap = write_gap::write_gap(&ack_ms, events.killed_at_ms, window_end);
+    let view_changes = failover::view_changes(&target.metrics, group).await;
+    let (view_after, primary_after) = failover::final_view(client, group).await;
+    failover::report(events, gap, &view_changes, view_after, primary_after)
+}
+
+fn build_report(options: &Options, target: &Target, outcome: RunOutcome) -> Report {
+    let RunOutcome {
+        measured,
+        failover,
+        verification,
+        node_exits,
+    } = outcome;
+    let (outcomes, consumed) = (measured.producers, measured.consumers);
+    let mut produce_latency = latency::histogram();
+    let mut timeline = Timeline::default();
+    let mut acknowledged = 0;
+    let mut failed = 0;
+    let mut last_ack_ms = 0;
+    let mut errors = Vec::new();
+    for outcome in &outcomes {
+        produce_latency
+            .add(&outcome.latency)
+            .expect("latency histograms share their bounds");
+        timeline.merge(&outcome.timeline);
+        acknowledged += outcome.acknowledged.len() as u64;
+        failed += outcome.failed.len() as u64;
+        last_ack_ms = last_ack_ms.max(outcome.last_ack_ms);
+        errors.extend(outcome.first_error.clone());
+    }
+    let bytes = acknowledged * options.message_size as u64;
+    let produced = Throughput::new(acknowledged, bytes, last_ack_ms as f64 / 1e3);
+    let consumed = (!consumed.is_empty()).then(|| consume_report(&consumed, &mut errors));
+    Report {
+        config: RunConfig {
+            cluster: if target.local.is_some() {
+                "local"
+            } else {
+                "external"
+            }
+            .to_owned(),
+            nodes: target.nodes,
+            replicas: options.replica_count(),
+            durability: options
+                .durability
+                .map_or("default", |flag| flag.name())
+                .to_owned(),
+            producers: options.producers,
+            consumers: options.consumers,
+            partitions: options.partitions,
+            message_size: options.message_size,
+            batch: options.batch,
+            in_flight: options.in_flight,
+            linger_ms: options.linger_ms,
+            duration_secs: match options.stop() {
+                Stop::After(duration) => Some(duration.as_secs_f64()),
+                Stop::Messages(_) => None,
+            },
+            messages: options.messages,
+            rate: options.rate,
+            cores: std::thread::available_parallelism().map_or(0, usize::from),
+        },
+        produced,
+        produce_failed: failed,
+        produce_ack_latency: latency::summarize(&produce_latency),
+        consumed,
+        failover,
+        verification,
+        timeline: timeline.rows(),
+        node_exits,
+        errors,
+    }
+}
+
+fn consume_report(consumed: &[ConsumerOutcome], errors: &mut Vec<String>) -> ConsumeReport {
+    let mut end_to_end = latency::histogram();
+    let (mut records, mut bytes) = (0, 0);
+    for outcome in consumed {
+        end_to_end
+            .add(&outcome.end_to_end)
+            .expect("latency histograms share their bounds");
+        records += outcome.records;
+        bytes += outcome.bytes;
+        errors.extend(outcome.first_error.clone());
+    }
+    let last_read_ms = consumed
+        .iter()
+        .map(|outcome| outcome.last_read_ms)
+        .max()
+        .unwrap_or(0);
+    ConsumeReport {
+        throughput: Throughput::new(records, bytes, last_read_ms as f64 / 1e3),
+        end_to_end_latency: latency::summarize(&end_to_end),
+    }
+}
+
+fn joined<T>(result: Result<T, tokio::task::JoinError>) -> Result<T, BenchError> {
+    result.map_err(|error| BenchError::Cluster(format!("a bench task failed: {error}")))
+}
+
+fn lock(
+    cluster: &Mutex<LocalCluster>,
+) -> Result<std::sync::MutexGuard<'_, LocalCluster>, BenchError> {
+    cluster
+        .lock()
+        .map_err(|_| BenchError::Cluster("the cluster handle was poisoned".to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_partition_has_a_consumer_and_extra_consumers_share() {
+        assert_eq!(consumer_partitions(0, 3), Vec::<u32>::new());
+        assert_eq!(consumer_partitions(1, 3), vec![0, 1, 2]);
+        assert_eq!(consumer_partitions(4, 2), vec![0, 1, 0, 1]);
+    }
+}

@@ -1,0 +1,477 @@
+//! The command line as values: the clap definitions of every command and the
+//! parsers of the arguments clap cannot check alone (`STREAM/TOPIC`, confirm
+//! policies, accept-loss targets). Nothing here touches the network.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use strand_wire::{ConfirmPolicy, Durability, REPLICAS_MAX};
+
+use crate::client::PARTITIONS_PER_TOPIC_MAX;
+
+/// The client address of the first node of `strand-server dev-cluster`
+/// (first port 7100; node `i` serves clients on `7100 + 100 + i`).
+pub const DEV_CLUSTER_ADDRESS: &str = "127.0.0.1:7201";
+
+/// Longest a command waits for the cluster by default, retries included.
+pub const TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// Largest record `produce --size` generates (the server's default frame
+/// limit is 8 MiB; a record must fit in one batch of one frame).
+pub const GENERATED_RECORD_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// `strand`: the Strand command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "strand",
+    version,
+    about = "Operate a Strand cluster: topics, produce, consume, status, attention.",
+    after_help = "Exit codes: 0 success (for `attention`: nothing waits); 1 the command failed \
+                  (the message says why and what to do); 2 bad arguments or a refused \
+                  confirmation; 3 `attention` found partitions waiting or nodes not answering."
+)]
+pub(crate) struct Cli {
+    /// Client addresses (`host:port`, comma-separated) of some nodes of the
+    /// cluster; any one that answers is enough.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_CLUSTER",
+        value_delimiter = ',',
+        default_value = DEV_CLUSTER_ADDRESS
+    )]
+    pub(crate) cluster: Vec<String>,
+    /// The cluster id the nodes were configured with.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_CLUSTER_ID",
+        default_value_t = 0
+    )]
+    pub(crate) cluster_id: u64,
+    /// How long a command may wait for the cluster, retries included.
+    #[arg(long, global = true, help_heading = "Global options", default_value_t = TIMEOUT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) timeout_ms: u64,
+    /// Print JSON for scripts instead of tables (`consume`: one object per line).
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub(crate) json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create and list streams (namespaces of topics).
+    #[command(subcommand)]
+    Stream(StreamCommand),
+    /// Create, list and describe topics.
+    #[command(subcommand)]
+    Topic(TopicCommand),
+    /// Produce records: lines from stdin, or generated records with --count.
+    Produce(ProduceArgs),
+    /// Read records from a partition, optionally storing a cursor as it goes.
+    Consume(ConsumeArgs),
+    /// Every node (reachable or not) and every partition's replicas: view,
+    /// primary, commit and lag, untrusted logs.
+    Status,
+    /// Partitions whose view change waits, why, and which replicas they
+    /// await. Exit code 0 when nothing waits and every node answered, 3 otherwise.
+    Attention,
+    /// Let a stuck view change proceed with the logs at hand. MAY LOSE
+    /// CONFIRMED RECORDS; needs --yes.
+    AcceptLoss(AcceptLossArgs),
+    /// Print a shell completion script (e.g. `strand completions bash > /etc/bash_completion.d/strand`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `strand stream ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum StreamCommand {
+    /// Create a stream.
+    Create {
+        /// The stream's name (ASCII letters, digits, '.', '_', '-').
+        name: String,
+    },
+    /// List the streams.
+    List,
+}
+
+/// `strand topic ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum TopicCommand {
+    /// Create a topic (and its stream, if missing). Policies not given take
+    /// the cluster's topic defaults.
+    Create(TopicCreateArgs),
+    /// List every topic with its policies.
+    List,
+    /// One topic's policies and partitions (replicas, view, primary).
+    Describe {
+        /// The topic, as STREAM/TOPIC.
+        #[arg(value_parser = parse_topic_path)]
+        topic: TopicPath,
+    },
+}
+
+/// `strand topic create`.
+#[derive(Debug, Args)]
+pub(crate) struct TopicCreateArgs {
+    /// The topic, as STREAM/TOPIC.
+    #[arg(value_parser = parse_topic_path)]
+    pub(crate) topic: TopicPath,
+    /// Number of partitions (each its own replicated group).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(PARTITIONS_PER_TOPIC_MAX)))]
+    pub(crate) partitions: u32,
+    /// Replicas per partition.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..i64::from(REPLICAS_MAX)))]
+    pub(crate) replicas: u8,
+    /// When a copy counts: `persisted` (fsynced) or `replicated` (queued).
+    /// Default: the cluster's topic defaults.
+    #[arg(long, value_enum)]
+    pub(crate) durability: Option<DurabilityArg>,
+    /// How many copies confirm a record: `majority`, `local` (every copy) or
+    /// a count. Default: the cluster's topic defaults.
+    #[arg(long, value_parser = parse_confirm)]
+    pub(crate) confirm: Option<ConfirmPolicy>,
+    /// Per-partition size limit in bytes, oldest dropped first (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) retention_bytes: u64,
+    /// Age limit in milliseconds (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) retention_ms: u64,
+}
+
+/// A durability policy as a flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DurabilityArg {
+    /// A copy counts once fsynced.
+    Persisted,
+    /// A copy counts once queued to the WAL writer.
+    Replicated,
+}
+
+impl From<DurabilityArg> for Durability {
+    fn from(value: DurabilityArg) -> Durability {
+        match value {
+            DurabilityArg::Persisted => Durability::Persisted,
+            DurabilityArg::Replicated => Durability::Replicated,
+        }
+    }
+}
+
+/// `strand produce`.
+#[derive(Debug, Args)]
+pub(crate) struct ProduceArgs {
+    /// The topic, as STREAM/TOPIC.
+    #[arg(value_parser = parse_topic_path)]
+    pub(crate) topic: TopicPath,
+    /// The partition written to.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) partition: u32,
+    /// Split each stdin line at the first SEP into key and value (a line
+    /// without SEP is a value with an empty key).
+    #[arg(long, value_name = "SEP", conflicts_with = "count")]
+    pub(crate) key_sep: Option<String>,
+    /// Generate this many records instead of reading stdin.
+    #[arg(long)]
+    pub(crate) count: Option<u64>,
+    /// Bytes per generated record value.
+    #[arg(long, default_value_t = 100, requires = "count", value_parser = parse_record_size)]
+    pub(crate) size: usize,
+}
+
+/// `strand consume`.
+#[derive(Debug, Args)]
+pub(crate) struct ConsumeArgs {
+    /// The topic, as STREAM/TOPIC.
+    #[arg(value_parser = parse_topic_path)]
+    pub(crate) topic: TopicPath,
+    /// The partition read.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) partition: u32,
+    /// Where to start: an offset, `earliest` or `latest`.
+    #[arg(long, value_parser = parse_start, conflicts_with = "cursor")]
+    pub(crate) from: Option<Start>,
+    /// Start at the cursor stored under NAME (earliest if none) and store
+    /// the cursor after each batch printed.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) cursor: Option<String>,
+    /// Keep waiting for new records (until --count, or Ctrl-C).
+    #[arg(long)]
+    pub(crate) follow: bool,
+    /// Stop after this many records.
+    #[arg(long)]
+    pub(crate) count: Option<u64>,
+    /// Print each record's key too, as `OFFSET<TAB>KEY<SEP>VALUE`.
+    #[arg(long, value_name = "SEP")]
+    pub(crate) key_sep: Option<String>,
+}
+
+/// `strand accept-loss`.
+#[derive(Debug, Args)]
+pub(crate) struct AcceptLossArgs {
+    /// The partition: a group id, or STREAM/TOPIC/PARTITION.
+    #[arg(value_parser = parse_loss_target)]
+    pub(crate) target: LossTarget,
+    /// Confirm that confirmed records may be lost.
+    #[arg(long)]
+    pub(crate) yes: bool,
+}
+
+/// A topic named on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TopicPath {
+    /// The stream.
+    pub(crate) stream: String,
+    /// The topic.
+    pub(crate) topic: String,
+}
+
+impl std::fmt::Display for TopicPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.stream, self.topic)
+    }
+}
+
+/// Where `consume --from` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// The oldest retained record.
+    Earliest,
+    /// Only records produced from now on.
+    Latest,
+    /// This offset.
+    Offset(u64),
+}
+
+/// The partition `accept-loss` acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LossTarget {
+    /// A group id, as `status` prints it.
+    Group(u64),
+    /// A topic's partition.
+    Partition {
+        /// The topic.
+        topic: TopicPath,
+        /// The partition index.
+        partition: u32,
+    },
+}
+
+impl std::fmt::Display for LossTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LossTarget::Group(group) => write!(f, "group {group}"),
+            LossTarget::Partition { topic, partition } => write!(f, "{topic}/{partition}"),
+        }
+    }
+}
+
+fn check_name(field: &'static str, name: &str) -> Result<(), String> {
+    strand_wire::codec::validate_name(field, name).map_err(|error| error.to_string())
+}
+
+/// Parses `STREAM/TOPIC`.
+pub(crate) fn parse_topic_path(text: &str) -> Result<TopicPath, String> {
+    let Some((stream, topic)) = text.split_once('/') else {
+        return Err(format!("expected STREAM/TOPIC, got {text:?}"));
+    };
+    check_name("stream", stream)?;
+    check_name("topic", topic)?;
+    Ok(TopicPath {
+        stream: stream.to_owned(),
+        topic: topic.to_owned(),
+    })
+}
+
+/// Parses `majority`, `local` or a count of copies (1 or more).
+pub(crate) fn parse_confirm(text: &str) -> Result<ConfirmPolicy, String> {
+    match text {
+        "majority" | "majority_durable" => Ok(ConfirmPolicy::MajorityDurable),
+        "local" | "local_durable" | "all" => Ok(ConfirmPolicy::LocalDurable),
+        count => match count.parse::<u8>() {
+            Ok(0) => Err("a confirm count must be at least 1".to_owned()),
+            Ok(count) => Ok(ConfirmPolicy::Count(count)),
+            Err(_) => Err(format!(
+                "expected `majority`, `local` or a count of copies (1..=255), got {text:?}"
+            )),
+        },
+    }
+}
+
+/// Parses an offset, `earliest` or `latest`.
+pub(crate) fn parse_start(text: &str) -> Result<Start, String> {
+    match text {
+        "earliest" => Ok(Start::Earliest),
+        "latest" => Ok(Start::Latest),
+        offset => offset
+            .parse::<u64>()
+            .map(Start::Offset)
+            .map_err(|_| format!("expected an offset, `earliest` or `latest`, got {text:?}")),
+    }
+}
+
+/// Parses a group id or `STREAM/TOPIC/PARTITION`.
+pub(crate) fn parse_loss_target(text: &str) -> Result<LossTarget, String> {
+    if let Ok(group) = text.parse::<u64>() {
+        return Ok(LossTarget::Group(group));
+    }
+    let Some((topic, partition)) = text.rsplit_once('/') else {
+        return Err(format!(
+            "expected a group id or STREAM/TOPIC/PARTITION, got {text:?}"
+        ));
+    };
+    let topic = parse_topic_path(topic)?;
+    let partition = partition
+        .parse::<u32>()
+        .map_err(|_| format!("expected a partition index after the topic, got {partition:?}"))?;
+    Ok(LossTarget::Partition { topic, partition })
+}
+
+/// Parses a generated record's size, bounded by [`GENERATED_RECORD_BYTES_MAX`].
+fn parse_record_size(text: &str) -> Result<usize, String> {
+    let size = text
+        .parse::<usize>()
+        .map_err(|_| format!("expected a byte count, got {text:?}"))?;
+    if size > GENERATED_RECORD_BYTES_MAX {
+        return Err(format!(
+            "at most {GENERATED_RECORD_BYTES_MAX} bytes per record"
+        ));
+    }
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("strand").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn topic_create_takes_every_policy() {
+        let cli = parse(&[
+            "--cluster",
+            "a:1,b:2",
+            "topic",
+            "create",
+            "shop/orders",
+            "--partitions",
+            "4",
+            "--replicas",
+            "5",
+            "--durability",
+            "replicated",
+            "--confirm",
+            "2",
+            "--retention-bytes",
+            "1000",
+            "--retention-ms",
+            "60000",
+        ])
+        .expect("valid");
+        assert_eq!(cli.cluster, vec!["a:1", "b:2"]);
+        let Command::Topic(TopicCommand::Create(create)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(create.topic.to_string(), "shop/orders");
+        assert_eq!(create.partitions, 4);
+        assert_eq!(create.replicas, 5);
+        assert_eq!(create.durability, Some(DurabilityArg::Replicated));
+        assert_eq!(create.confirm, Some(ConfirmPolicy::Count(2)));
+        assert_eq!((create.retention_bytes, create.retention_ms), (1000, 60000));
+    }
+
+    #[test]
+    fn policies_left_out_mean_the_cluster_defaults() {
+        let cli = parse(&["topic", "create", "s/t"]).expect("valid");
+        let Command::Topic(TopicCommand::Create(create)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!((create.durability, create.confirm), (None, None));
+        assert_eq!((create.partitions, create.replicas), (1, 3));
+    }
+
+    #[test]
+    fn bad_values_are_refused_before_anything_is_sent() {
+        for args in [
+            &["topic", "create", "no-slash"][..],
+            &["topic", "create", "s/bad name"],
+            &["topic", "create", "s/t", "--replicas", "16"],
+            &["topic", "create", "s/t", "--partitions", "0"],
+            &["topic", "create", "s/t", "--confirm", "0"],
+            &["topic", "create", "s/t", "--durability", "fsync"],
+            &["consume", "s/t", "--from", "3", "--cursor", "c"],
+            &["produce", "s/t", "--size", "10"],
+            &["produce", "s/t", "--count", "1", "--size", "999999999"],
+            &["--timeout-ms", "0", "status"],
+            &["accept-loss", "s/t/x"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} parsed");
+        }
+    }
+
+    #[test]
+    fn the_default_cluster_is_the_dev_clusters_first_node() {
+        // Read from the definition, so a STRAND_CLUSTER set around the
+        // test run cannot change the answer.
+        let command = Cli::command();
+        let cluster = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == "cluster")
+            .expect("a --cluster flag");
+        assert_eq!(cluster.get_default_values(), [DEV_CLUSTER_ADDRESS]);
+        assert_eq!(
+            cluster.get_env().and_then(|env| env.to_str()),
+            Some("STRAND_CLUSTER")
+        );
+    }
+
+    #[test]
+    fn small_parsers() {
+        assert_eq!(
+            parse_confirm("majority"),
+            Ok(ConfirmPolicy::MajorityDurable)
+        );
+        assert_eq!(parse_confirm("local"), Ok(ConfirmPolicy::LocalDurable));
+        assert_eq!(parse_confirm("3"), Ok(ConfirmPolicy::Count(3)));
+        assert!(parse_confirm("most").is_err());
+        assert_eq!(parse_start("earliest"), Ok(Start::Earliest));
+        assert_eq!(parse_start("latest"), Ok(Start::Latest));
+        assert_eq!(parse_start("42"), Ok(Start::Offset(42)));
+        assert!(parse_start("-1").is_err());
+        assert_eq!(parse_loss_target("7"), Ok(LossTarget::Group(7)));
+        assert_eq!(
+            parse_loss_target("s/t/2"),
+            Ok(LossTarget::Partition {
+                topic: TopicPath {
+                    stream: "s".into(),
+                    topic: "t".into()
+                },
+                partition: 2
+            })
+        );
+        assert!(parse_loss_target("s/2").is_err());
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = parse(&["status", "--json", "--cluster", "x:1"]).expect("valid");
+        assert!(cli.json);
+        assert_eq!(cli.cluster, vec!["x:1"]);
+        assert!(matches!(cli.command, Command::Status));
+    }
+}

@@ -1,0 +1,208 @@
+//! `CliError`: why a command failed, as a message for the terminal that says
+//! what to do next in `strand` terms, and the exit code it ends with.
+
+use crate::error::ClientError;
+
+use super::Outcome;
+
+/// Why a command failed.
+#[derive(Debug)]
+pub(crate) enum CliError {
+    /// The arguments cannot work (found after parsing), or a required
+    /// confirmation is missing. Exit code 2.
+    Usage(String),
+    /// An SDK call failed while doing `doing` (for example "produce to s/t").
+    Client {
+        /// What the command was doing, naming its target.
+        doing: String,
+        /// The SDK's error.
+        error: ClientError,
+    },
+    /// The command failed for a reason already worded for the terminal. Exit code 1.
+    Failed(String),
+    /// Reading stdin or writing stdout failed.
+    Io {
+        /// What was read or written.
+        doing: &'static str,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// The command ran and found its answer negative (the message is the
+    /// report already printed; nothing more to say).
+    Reported(Outcome),
+}
+
+impl CliError {
+    /// The error for a failed SDK call.
+    pub(crate) fn client(doing: impl Into<String>, error: ClientError) -> CliError {
+        CliError::Client {
+            doing: doing.into(),
+            error,
+        }
+    }
+
+    /// The exit code this error ends the command with.
+    pub(crate) fn outcome(&self) -> Outcome {
+        match self {
+            CliError::Usage(_) => Outcome::Usage,
+            CliError::Client { .. } | CliError::Failed(_) | CliError::Io { .. } => Outcome::Failed,
+            CliError::Reported(outcome) => *outcome,
+        }
+    }
+
+    /// The lines printed on stderr (empty for `Reported`).
+    pub(crate) fn message(&self) -> String {
+        match self {
+            CliError::Usage(message) | CliError::Failed(message) => format!("error: {message}\n"),
+            CliError::Client { doing, error } => {
+                let mut text = format!("error: {doing}: {}\n", client_summary(error));
+                if let Some(hint) = hint(error) {
+                    text.push_str(&format!("hint: {hint}\n"));
+                }
+                text
+            }
+            CliError::Io { doing, error } => format!("error: {doing}: {error}\n"),
+            CliError::Reported(_) => String::new(),
+        }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(error: std::io::Error) -> CliError {
+        CliError::Io {
+            doing: "writing the output",
+            error,
+        }
+    }
+}
+
+/// What went wrong, without the SDK's advice (which names SDK calls); short
+/// enough for a table cell.
+pub(crate) fn client_summary(error: &ClientError) -> String {
+    match error {
+        ClientError::Connect {
+            bootstrap,
+            cluster,
+            reason,
+        } => format!(
+            "could not reach cluster {cluster} through {}: {reason}",
+            bootstrap.join(",")
+        ),
+        ClientError::Unreachable { reason, .. } => format!("unreachable ({reason})"),
+        ClientError::Timeout {
+            operation,
+            deadline_ms,
+        } => format!("no answer to {operation:?} within {deadline_ms} ms"),
+        ClientError::OutcomeUnknown { reason, .. } => {
+            format!("outcome unknown ({reason}): it may or may not have been applied")
+        }
+        ClientError::UnknownStream { message } => format!("unknown stream ({message})"),
+        ClientError::UnknownTopic { message } => format!("unknown topic ({message})"),
+        ClientError::AlreadyExists { message } => format!("already exists ({message})"),
+        ClientError::UnknownGroup { message } => format!("unknown group ({message})"),
+        ClientError::Unavailable { message } => format!("unavailable ({message})"),
+        ClientError::OffsetOutOfRange {
+            requested,
+            log_start_offset,
+            high_watermark,
+        } => format!(
+            "offset {requested} is outside the retained range {log_start_offset}..{high_watermark}"
+        ),
+        ClientError::TooLarge { size, max } => format!(
+            "a request of {size} bytes is over the server's limit of {max} bytes; nothing was \
+             written"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// What to do about `error`, in `strand` commands.
+fn hint(error: &ClientError) -> Option<String> {
+    let hint = match error {
+        ClientError::Connect { .. } => {
+            "check --cluster (or STRAND_CLUSTER) and --cluster-id, and that the nodes run \
+             (`strand-server dev-cluster` starts a local cluster on 127.0.0.1:7201..)"
+        }
+        ClientError::UnknownStream { .. } => {
+            "create it with `strand stream create NAME` (or `strand topic create STREAM/TOPIC`, \
+             which creates the stream too); `strand stream list` shows the streams"
+        }
+        ClientError::UnknownTopic { .. } => {
+            "create it with `strand topic create STREAM/TOPIC`; `strand topic list` shows the topics"
+        }
+        ClientError::UnknownPartition { .. } => {
+            "pick a partition below the count; `strand topic describe STREAM/TOPIC` lists them"
+        }
+        ClientError::UnknownGroup { .. } => {
+            "`strand status` lists every group and the nodes hosting it"
+        }
+        ClientError::AlreadyExists { .. } => {
+            "use the existing one (`strand topic describe STREAM/TOPIC`) or pick another name"
+        }
+        ClientError::Timeout { .. } | ClientError::Unavailable { .. } => {
+            "retry once the cluster is reachable; `strand attention` shows partitions that wait, \
+             `strand status` which nodes answer (--timeout-ms waits longer)"
+        }
+        ClientError::OutcomeUnknown { .. } => {
+            "read back with `strand consume` before producing again, or records may be duplicated"
+        }
+        ClientError::OffsetOutOfRange { .. } => {
+            "use --from earliest or --from latest, or an offset inside the range"
+        }
+        ClientError::TooLarge { .. } => "produce smaller records",
+        ClientError::InvalidArgument { .. }
+        | ClientError::Unreachable { .. }
+        | ClientError::InvalidRequest { .. }
+        | ClientError::Storage { .. }
+        | ClientError::Internal { .. }
+        | ClientError::Protocol { .. }
+        | ClientError::Closed => return None,
+    };
+    Some(hint.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_topic_says_how_to_create_it() {
+        let error = CliError::client(
+            "produce to shop/orders",
+            ClientError::UnknownTopic {
+                message: "shop/orders is not in the cluster's metadata".into(),
+            },
+        );
+        let message = error.message();
+        assert!(message.starts_with("error: produce to shop/orders: unknown topic"));
+        assert!(message.contains("hint: create it with `strand topic create"));
+        assert!(
+            !message.contains("create_topic"),
+            "no SDK call names: {message}"
+        );
+        assert_eq!(error.outcome(), Outcome::Failed);
+    }
+
+    #[test]
+    fn a_refused_cluster_names_the_addresses_and_the_flag() {
+        let error = CliError::client(
+            "connect",
+            ClientError::Connect {
+                bootstrap: vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()],
+                cluster: 0,
+                reason: "connection refused".into(),
+            },
+        );
+        let message = error.message();
+        assert!(message.contains("127.0.0.1:1,127.0.0.1:2"), "{message}");
+        assert!(message.contains("--cluster"), "{message}");
+    }
+
+    #[test]
+    fn usage_errors_exit_2_and_reports_print_nothing_more() {
+        assert_eq!(CliError::Usage("x".into()).outcome(), Outcome::Usage);
+        let reported = CliError::Reported(Outcome::NeedsAttention);
+        assert_eq!(reported.outcome(), Outcome::NeedsAttention);
+        assert_eq!(reported.message(), "");
+    }
+}

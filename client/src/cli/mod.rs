@@ -1,0 +1,240 @@
+//! The `strand` command line as a library: [`run`] parses the arguments,
+//! connects, runs one command and returns its [`Outcome`]; the `strand`
+//! binary is a thin wrapper, and tests drive [`run`] in-process with a stdin
+//! buffer and output vectors.
+//!
+//! Modules, in reading order:
+//!
+//! | module | owns |
+//! |---|---|
+//! | `args` | the clap definitions; parsers of `STREAM/TOPIC`, confirm policies, targets |
+//! | `errors` | `CliError`: messages that say what to do, and exit codes |
+//! | `table` | **pure**: aligned tables, one-line escaping of record bytes |
+//! | `topic` | `stream create/list`, `topic create/list/describe` |
+//! | `produce` | `produce`: stdin lines or generated records, bounded in flight |
+//! | `consume` | `consume`: from an offset or a stored cursor, once or following |
+//! | `status` | `status`: nodes, and every partition's replicas side by side |
+//! | `operator` | `attention` and `accept-loss` |
+//!
+//! Output: human tables on stdout by default; `--json` prints one JSON
+//! document (`consume`: one JSON object per record, per line). Errors go to
+//! stderr as `error: ...` with a `hint: ...` line where there is something
+//! to do. Exit codes are [`Outcome`]'s.
+
+mod args;
+mod consume;
+mod errors;
+mod operator;
+mod produce;
+mod status;
+mod table;
+mod topic;
+
+use std::ffi::OsString;
+use std::io::Write;
+
+use clap::{CommandFactory, Parser};
+use serde::Serialize;
+use tokio::io::AsyncBufRead;
+
+pub use args::{DEV_CLUSTER_ADDRESS, GENERATED_RECORD_BYTES_MAX, TIMEOUT_MS_DEFAULT};
+
+use crate::{Client, ClientConfig};
+use args::{Cli, Command, StreamCommand, TopicCommand};
+use errors::CliError;
+
+/// Longest one attempt of a request may go unanswered before it is resent.
+const REQUEST_TIMEOUT_MS_MAX: u64 = 5_000;
+
+/// How a `strand` command ended; its process exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done (for `attention`: nothing waits, every node answered). Exit code 0.
+    Success = 0,
+    /// The command failed; stderr says why and what to do. Exit code 1.
+    Failed = 1,
+    /// Bad arguments, or a required confirmation (`--yes`) is missing. Exit code 2.
+    Usage = 2,
+    /// `attention`: some partition waits, or some node did not answer. Exit code 3.
+    NeedsAttention = 3,
+}
+
+impl Outcome {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+impl From<Outcome> for std::process::ExitCode {
+    fn from(outcome: Outcome) -> std::process::ExitCode {
+        std::process::ExitCode::from(outcome.code())
+    }
+}
+
+/// Runs one `strand` command line (`args[0]` is the program name): reads
+/// records from `stdin` (only `produce` does), prints results on `stdout`,
+/// and errors, with what to do about them, on `stderr`.
+///
+/// Must be called inside a tokio runtime (the SDK spawns its driver task).
+pub async fn run<I, T>(
+    args: I,
+    stdin: impl AsyncBufRead + Unpin,
+    stdout: &mut impl Write,
+    stderr: &mut impl Write,
+) -> Outcome
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => return clap_exit(&error, stdout, stderr),
+    };
+    let result = dispatch(cli, stdin, stdout).await;
+    let _ = stdout.flush(); // a closed stdout has nothing left to lose
+    match result {
+        Ok(()) => Outcome::Success,
+        Err(CliError::Io { error, .. }) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+            Outcome::Success // `strand consume ... | head`: the reader has what it wanted
+        }
+        Err(error) => {
+            let _ = stderr.write_all(error.message().as_bytes());
+            error.outcome()
+        }
+    }
+}
+
+/// Prints clap's help, version or usage error where it belongs.
+fn clap_exit(error: &clap::Error, stdout: &mut impl Write, stderr: &mut impl Write) -> Outcome {
+    let text = error.render().to_string();
+    let written = if error.use_stderr() {
+        stderr.write_all(text.as_bytes())
+    } else {
+        stdout.write_all(text.as_bytes())
+    };
+    let _ = written; // nowhere left to report a failed write
+    if error.exit_code() == 0 {
+        Outcome::Success
+    } else {
+        Outcome::Usage
+    }
+}
+
+async fn dispatch(
+    cli: Cli,
+    stdin: impl AsyncBufRead + Unpin,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let json = cli.json;
+    if let Command::Completions { shell } = cli.command {
+        let mut command = Cli::command();
+        let mut script = Vec::new(); // generate() panics on a failed write; a Vec never fails
+        clap_complete::generate(shell, &mut command, "strand", &mut script);
+        out.write_all(&script)?;
+        return Ok(());
+    }
+    if let Command::AcceptLoss(accept) = &cli.command {
+        if !accept.yes {
+            return Err(operator::refusal(&accept.target)); // before anything is sent
+        }
+    }
+    let client = connect(&cli).await?;
+    match cli.command {
+        Command::Stream(StreamCommand::Create { name }) => {
+            topic::stream_create(&client, &name, json, out).await
+        }
+        Command::Stream(StreamCommand::List) => topic::stream_list(&client, json, out).await,
+        Command::Topic(TopicCommand::Create(create)) => {
+            topic::topic_create(&client, create, json, out).await
+        }
+        Command::Topic(TopicCommand::List) => topic::topic_list(&client, json, out).await,
+        Command::Topic(TopicCommand::Describe { topic }) => {
+            topic::topic_describe(&client, &topic, json, out).await
+        }
+        Command::Produce(produce) => produce::run(&client, produce, stdin, json, out).await,
+        Command::Consume(consume) => consume::run(&client, consume, json, out).await,
+        Command::Status => status::run(&client, json, out).await,
+        Command::Attention => operator::attention(&client, json, out).await,
+        Command::AcceptLoss(accept) => operator::accept_loss(&client, accept, json, out).await,
+        Command::Completions { .. } => unreachable!("answered before connecting"),
+    }
+}
+
+async fn connect(cli: &Cli) -> Result<Client, CliError> {
+    let mut config = ClientConfig::new(cli.cluster.iter().map(|address| address.trim()));
+    config.cluster = cli.cluster_id;
+    config.deadline_ms = cli.timeout_ms;
+    config.request_timeout_ms = cli.timeout_ms.min(REQUEST_TIMEOUT_MS_MAX);
+    Client::connect(config)
+        .await
+        .map_err(|error| CliError::client("connect", error))
+}
+
+/// Prints `value` as one pretty JSON document.
+fn print_json(out: &mut dyn Write, value: &impl Serialize) -> Result<(), CliError> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::from)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `strand args...` with empty stdin; no cluster is needed.
+    async fn offline(args: &[&str]) -> (Outcome, String, String) {
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let argv = std::iter::once("strand").chain(args.iter().copied());
+        let outcome = run(argv, &b""[..], &mut stdout, &mut stderr).await;
+        let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+        (outcome, text(stdout), text(stderr))
+    }
+
+    #[tokio::test]
+    async fn help_goes_to_stdout_and_succeeds() {
+        let (outcome, stdout, stderr) = offline(&["--help"]).await;
+        assert_eq!(outcome, Outcome::Success);
+        assert!(stdout.contains("Exit codes:"), "{stdout}");
+        assert!(stderr.is_empty());
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_exit_2_on_stderr() {
+        let (outcome, stdout, stderr) = offline(&["topic", "create", "nope"]).await;
+        assert_eq!(outcome, Outcome::Usage);
+        assert!(stdout.is_empty());
+        assert!(stderr.contains("STREAM/TOPIC"), "{stderr}");
+    }
+
+    #[tokio::test]
+    async fn completions_need_no_cluster() {
+        for shell in ["bash", "zsh", "fish"] {
+            let (outcome, stdout, _) = offline(&["completions", shell]).await;
+            assert_eq!(outcome, Outcome::Success, "{shell}");
+            assert!(stdout.contains("accept-loss"), "{shell}: {stdout}");
+        }
+    }
+
+    #[tokio::test]
+    async fn accept_loss_without_yes_is_refused_before_connecting() {
+        // Port 9 (discard) on loopback: nothing is sent, so nothing answers.
+        let (outcome, _, stderr) =
+            offline(&["--cluster", "127.0.0.1:9", "accept-loss", "s/t/0"]).await;
+        assert_eq!(outcome, Outcome::Usage);
+        assert!(stderr.contains("--yes"), "{stderr}");
+    }
+
+    #[test]
+    fn outcomes_are_the_documented_exit_codes() {
+        let codes = [
+            Outcome::Success,
+            Outcome::Failed,
+            Outcome::Usage,
+            Outcome::NeedsAttention,
+        ]
+        .map(Outcome::code);
+        assert_eq!(codes, [0, 1, 2, 3]);
+    }
+}

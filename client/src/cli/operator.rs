@@ -1,0 +1,332 @@
+//! The operator commands of DESIGN.md: `strand attention` (which partitions'
+//! view changes wait, why, for which replicas) and `strand accept-loss`
+//! (let one proceed with the logs at hand; it may lose confirmed records,
+//! so it needs `--yes`).
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::Outcome;
+use super::args::{AcceptLossArgs, LossTarget};
+use super::errors::{CliError, client_summary};
+use super::print_json;
+use super::table::Table;
+use crate::{AttentionReason, AttentionReport, Client, MetadataReply};
+
+/// A waiting group as printed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct EntryView {
+    node: u32,
+    group: u64,
+    name: String,
+    view: u32,
+    reason: &'static str,
+    awaited: Vec<AwaitedView>,
+    detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct AwaitedView {
+    replica: u8,
+    /// From the cluster's metadata; `None` when it could not be read.
+    node: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct UnansweredView {
+    node: u32,
+    address: String,
+    error: String,
+}
+
+/// Everything `attention` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct AttentionView {
+    /// True when every node answered and no view change waits.
+    clear: bool,
+    entries: Vec<EntryView>,
+    unanswered: Vec<UnansweredView>,
+}
+
+/// The name of a reason, as printed and in JSON.
+pub(crate) fn reason_name(reason: AttentionReason) -> &'static str {
+    match reason {
+        AttentionReason::FewerTrustedThanQuorum => "fewer_trusted_than_quorum",
+        AttentionReason::BelowHistoryStart => "below_history_start",
+        AttentionReason::AwaitingStateTransfer => "awaiting_state_transfer",
+        AttentionReason::MissingPrepare => "missing_prepare",
+    }
+}
+
+impl AttentionView {
+    /// The view of every node's answer; `metadata` maps replica indexes to nodes.
+    pub(crate) fn from_report(
+        report: &AttentionReport,
+        metadata: Option<&MetadataReply>,
+    ) -> AttentionView {
+        let replica_nodes: HashMap<u64, &[u32]> = metadata
+            .iter()
+            .flat_map(|metadata| &metadata.topics)
+            .flat_map(|topic| &topic.partitions)
+            .map(|partition| (partition.group, partition.replicas.as_slice()))
+            .collect();
+        let entries = report
+            .entries()
+            .map(|(node, entry)| EntryView {
+                node,
+                group: entry.group,
+                name: format!("{}/{}/{}", entry.stream, entry.topic, entry.partition),
+                view: entry.view,
+                reason: reason_name(entry.reason),
+                awaited: entry
+                    .awaited
+                    .iter()
+                    .map(|&replica| AwaitedView {
+                        replica,
+                        node: replica_nodes
+                            .get(&entry.group)
+                            .and_then(|nodes| nodes.get(usize::from(replica)))
+                            .copied(),
+                    })
+                    .collect(),
+                detail: entry.detail.clone(),
+            })
+            .collect();
+        let unanswered = report
+            .nodes
+            .iter()
+            .filter_map(|answer| {
+                answer.result.as_ref().err().map(|error| UnansweredView {
+                    node: answer.node,
+                    address: answer.address.clone(),
+                    error: client_summary(error),
+                })
+            })
+            .collect();
+        AttentionView {
+            clear: report.is_clear(),
+            entries,
+            unanswered,
+        }
+    }
+
+    /// The human report.
+    pub(crate) fn text(&self) -> String {
+        if self.clear {
+            return "nothing needs attention: every node answered and no view change waits\n"
+                .to_owned();
+        }
+        let mut text = String::new();
+        if !self.entries.is_empty() {
+            let mut table = Table::new(&[
+                "PARTITION",
+                "GROUP",
+                "NODE",
+                "VIEW",
+                "REASON",
+                "AWAITED",
+                "DETAIL",
+            ]);
+            for entry in &self.entries {
+                let awaited: Vec<String> = entry
+                    .awaited
+                    .iter()
+                    .map(|awaited| match awaited.node {
+                        Some(node) => format!("replica {} (node {node})", awaited.replica),
+                        None => format!("replica {}", awaited.replica),
+                    })
+                    .collect();
+                table.row(vec![
+                    entry.name.clone(),
+                    entry.group.to_string(),
+                    entry.node.to_string(),
+                    entry.view.to_string(),
+                    entry.reason.to_owned(),
+                    if awaited.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        awaited.join(", ")
+                    },
+                    entry.detail.clone(),
+                ]);
+            }
+            text.push_str(&table.render());
+            text.push_str(
+                "bring the awaited replicas back; if they are lost for good, \
+                 `strand accept-loss STREAM/TOPIC/PARTITION --yes` proceeds without them \
+                 (it may lose confirmed records)\n",
+            );
+        }
+        for node in &self.unanswered {
+            text.push_str(&format!(
+                "node {} ({}) did not answer: {}\n",
+                node.node, node.address, node.error
+            ));
+        }
+        text
+    }
+}
+
+/// Runs `strand attention`: exit code 0 when clear, 3 otherwise.
+pub(crate) async fn attention(
+    client: &Client,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let report = client
+        .attention()
+        .await
+        .map_err(|error| CliError::client("attention", error))?;
+    // Only to name the nodes of awaited replicas: the report stands without it.
+    let metadata = if report.is_clear() {
+        None
+    } else {
+        client.metadata().await.ok()
+    };
+    let view = AttentionView::from_report(&report, metadata.as_ref());
+    if json {
+        print_json(out, &view)?;
+    } else {
+        write!(out, "{}", view.text())?;
+    }
+    if view.clear {
+        Ok(())
+    } else {
+        Err(CliError::Reported(Outcome::NeedsAttention))
+    }
+}
+
+/// The refusal printed when `accept-loss` is run without `--yes`.
+pub(crate) fn refusal(target: &LossTarget) -> CliError {
+    CliError::Usage(format!(
+        "accept-loss lets the view change of {target} proceed with the logs at hand and MAY \
+         LOSE CONFIRMED RECORDS; nothing was done. Check `strand attention` first (bring the \
+         awaited replicas back if you can), then re-run with --yes"
+    ))
+}
+
+/// Runs `strand accept-loss TARGET --yes`.
+pub(crate) async fn accept_loss(
+    client: &Client,
+    args: AcceptLossArgs,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    if !args.yes {
+        return Err(refusal(&args.target));
+    }
+    let doing = format!("accept loss for {}", args.target);
+    let group = match &args.target {
+        LossTarget::Group(group) => *group,
+        LossTarget::Partition { topic, partition } => {
+            let info = client
+                .topic(&topic.stream, &topic.topic)
+                .await
+                .map_err(|error| CliError::client(&doing, error))?;
+            crate::client::partition_group_of(&info, *partition)
+                .map_err(|error| CliError::client(&doing, error))?
+        }
+    };
+    let answers = client
+        .accept_loss(group)
+        .await
+        .map_err(|error| CliError::client(&doing, error))?;
+    let rows: Vec<serde_json::Value> = answers
+        .iter()
+        .map(|answer| match &answer.result {
+            Ok(reply) => serde_json::json!({
+                "node": answer.node, "address": answer.address, "accepted": true,
+                "view": reply.view, "op": reply.op,
+            }),
+            Err(error) => serde_json::json!({
+                "node": answer.node, "address": answer.address, "accepted": false,
+                "error": client_summary(error),
+            }),
+        })
+        .collect();
+    if json {
+        print_json(out, &serde_json::json!({ "group": group, "nodes": rows }))?;
+    } else {
+        let mut table = Table::new(&["NODE", "ADDRESS", "RESULT"]);
+        for answer in &answers {
+            let result = match &answer.result {
+                Ok(reply) => format!(
+                    "accepted: view {} proceeds from op {}",
+                    reply.view, reply.op
+                ),
+                Err(error) => client_summary(error),
+            };
+            table.row(vec![
+                answer.node.to_string(),
+                answer.address.clone(),
+                result,
+            ]);
+        }
+        write!(out, "group {group}\n{}", table.render())?;
+    }
+    if answers.iter().any(|answer| answer.result.is_ok()) {
+        return Ok(());
+    }
+    Err(CliError::Failed(format!(
+        "{doing}: no node accepted (a partition that is not stuck has nothing to accept; \
+         `strand attention` lists the stuck ones); nothing was done"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AttentionEntry, AttentionReply, NodeAnswer};
+
+    fn report(entries: Vec<AttentionEntry>) -> AttentionReport {
+        AttentionReport {
+            nodes: vec![NodeAnswer {
+                node: 1,
+                address: "h:1".into(),
+                result: Ok(AttentionReply { entries }),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_clear_report_says_so() {
+        let view = AttentionView::from_report(&report(Vec::new()), None);
+        assert!(view.clear);
+        assert!(view.text().starts_with("nothing needs attention"));
+    }
+
+    #[test]
+    fn a_waiting_partition_names_reason_and_awaited_replicas() {
+        let entry = AttentionEntry {
+            group: 4,
+            stream: "s".into(),
+            topic: "t".into(),
+            partition: 0,
+            view: 3,
+            reason: AttentionReason::FewerTrustedThanQuorum,
+            awaited: vec![2],
+            detail: "1 of 2 trusted".into(),
+        };
+        let view = AttentionView::from_report(&report(vec![entry]), None);
+        assert!(!view.clear);
+        let text = view.text();
+        assert!(
+            text.starts_with(
+                "PARTITION  GROUP  NODE  VIEW  REASON                     AWAITED    DETAIL\n\
+                 s/t/0      4      1     3     fewer_trusted_than_quorum  replica 2  1 of 2 trusted\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("accept-loss"));
+    }
+
+    #[test]
+    fn the_refusal_names_the_target_and_the_flag() {
+        let message = refusal(&LossTarget::Group(9)).message();
+        assert!(message.contains("group 9"), "{message}");
+        assert!(message.contains("--yes"), "{message}");
+        assert_eq!(refusal(&LossTarget::Group(9)).outcome(), Outcome::Usage);
+    }
+}

@@ -1,0 +1,330 @@
+//! `strand produce STREAM/TOPIC`: each stdin line is a record's value (split
+//! into key and value at `--key-sep`), or `--count N --size B` generates N
+//! records of B bytes. Records go through the SDK's batching producer; a
+//! collector task awaits their offsets in send order and sums them up.
+//!
+//! Bounds: a line longer than [`LINE_BYTES_MAX`] is refused; at most
+//! [`DELIVERIES_QUEUED_MAX`] acknowledgements wait for the collector (the
+//! producer's own buffer bounds the records in flight).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
+use tokio::sync::mpsc;
+
+use super::args::{ProduceArgs, TopicPath};
+use super::errors::CliError;
+use super::print_json;
+use super::table::bytes_human;
+use crate::{Client, ClientError, Delivery, ProducerConfig};
+
+/// Longest stdin line taken as one record (the server's default frame
+/// limit is 8 MiB and a record travels in one batch).
+pub(crate) const LINE_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Acknowledgements waiting for the collector; `send` waits beyond it.
+const DELIVERIES_QUEUED_MAX: usize = 65_536;
+
+/// What a produce run did, as printed.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct ProduceSummary {
+    stream: String,
+    topic: String,
+    partition: u32,
+    /// Records acknowledged.
+    records: u64,
+    /// Records that failed (their error is reported on stderr).
+    failed: u64,
+    /// Key and value bytes of the acknowledged records.
+    bytes: u64,
+    first_offset: Option<u64>,
+    last_offset: Option<u64>,
+    elapsed_ms: u64,
+    records_per_second: u64,
+    #[serde(skip)]
+    first_error: Option<ClientError>,
+}
+
+impl ProduceSummary {
+    fn record(&mut self, outcome: Result<u64, ClientError>, bytes: u64) {
+        match outcome {
+            Ok(offset) => {
+                self.records += 1;
+                self.bytes += bytes;
+                self.first_offset =
+                    Some(self.first_offset.map_or(offset, |first| first.min(offset)));
+                self.last_offset = Some(self.last_offset.map_or(offset, |last| last.max(offset)));
+            }
+            Err(error) => {
+                self.failed += 1;
+                self.first_error.get_or_insert(error);
+            }
+        }
+    }
+
+    fn finish(&mut self, elapsed: Duration) {
+        self.elapsed_ms = elapsed.as_millis() as u64;
+        let seconds = elapsed.as_secs_f64();
+        if seconds > 0.0 {
+            self.records_per_second = (self.records as f64 / seconds) as u64;
+        }
+    }
+
+    /// The human summary line.
+    pub(crate) fn text(&self) -> String {
+        let offsets = match (self.first_offset, self.last_offset) {
+            (Some(first), Some(last)) => format!("offsets {first}..={last}"),
+            _ => "no offsets".to_owned(),
+        };
+        let mut text = format!(
+            "produced {} record(s) ({}) to {}/{} partition {}: {offsets} in {} ms ({} records/s)",
+            self.records,
+            bytes_human(self.bytes),
+            self.stream,
+            self.topic,
+            self.partition,
+            self.elapsed_ms,
+            self.records_per_second
+        );
+        if self.failed > 0 {
+            text.push_str(&format!("; {} record(s) FAILED", self.failed));
+        }
+        text.push('\n');
+        text
+    }
+}
+
+/// Runs `strand produce`.
+pub(crate) async fn run(
+    client: &Client,
+    args: ProduceArgs,
+    stdin: impl AsyncBufRead + Unpin,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let path = args.topic.clone();
+    let doing = format!("produce to {path} partition {}", args.partition);
+    if args.key_sep.as_deref() == Some("") {
+        return Err(CliError::Usage("--key-sep must not be empty".to_owned()));
+    }
+    let info = client
+        .topic(&path.stream, &path.topic)
+        .await
+        .map_err(|error| CliError::client(&doing, error))?;
+    crate::client::partition_group_of(&info, args.partition)
+        .map_err(|error| CliError::client(&doing, error))?;
+    let producer = client
+        .producer(&path.stream, &path.topic, ProducerConfig::default())
+        .await
+        .map_err(|error| CliError::client(&doing, error))?;
+
+    let started = Instant::now();
+    let (deliveries, queued) = mpsc::channel(DELIVERIES_QUEUED_MAX);
+    let collector = tokio::spawn(collect(queued, summary_for(&path, args.partition)));
+    let sent = match args.count {
+        Some(count) => {
+            send_generated(&producer, args.partition, count, args.size, &deliveries).await
+        }
+        None => send_lines(&producer, &args, stdin, &deliveries).await,
+    };
+    // Whatever was sent is flushed and counted, even when input failed.
+    let closed = producer.close().await;
+    drop(deliveries);
+    let mut summary = collector
+        .await
+        .map_err(|_| CliError::client(&doing, ClientError::Closed))?;
+    summary.finish(started.elapsed());
+    if json {
+        print_json(out, &summary)?;
+    } else {
+        write!(out, "{}", summary.text())?;
+    }
+    sent?;
+    closed.map_err(|error| CliError::client(&doing, error))?;
+    match summary.first_error.take() {
+        Some(error) => Err(CliError::client(
+            format!("{doing}: {} record(s) failed; the first", summary.failed),
+            error,
+        )),
+        None => Ok(()),
+    }
+}
+
+fn summary_for(path: &TopicPath, partition: u32) -> ProduceSummary {
+    ProduceSummary {
+        stream: path.stream.clone(),
+        topic: path.topic.clone(),
+        partition,
+        ..ProduceSummary::default()
+    }
+}
+
+/// Awaits each record's offset in send order.
+async fn collect(
+    mut queued: mpsc::Receiver<(Delivery, u64)>,
+    mut summary: ProduceSummary,
+) -> ProduceSummary {
+    while let Some((delivery, bytes)) = queued.recv().await {
+        summary.record(delivery.await, bytes);
+    }
+    summary
+}
+
+type Deliveries = mpsc::Sender<(Delivery, u64)>;
+
+async fn send(
+    producer: &crate::Producer,
+    partition: u32,
+    key: Bytes,
+    value: Bytes,
+    deliveries: &Deliveries,
+) -> Result<(), CliError> {
+    let bytes = (key.len() + value.len()) as u64;
+    let delivery = producer
+        .send(partition, key, value)
+        .await
+        .map_err(|error| CliError::client("produce", error))?;
+    deliveries
+        .send((delivery, bytes))
+        .await
+        .map_err(|_| CliError::client("produce", ClientError::Closed))
+}
+
+async fn send_lines(
+    producer: &crate::Producer,
+    args: &ProduceArgs,
+    mut stdin: impl AsyncBufRead + Unpin,
+    deliveries: &Deliveries,
+) -> Result<(), CliError> {
+    let mut line = Vec::new();
+    let mut line_number = 0u64;
+    loop {
+        line.clear();
+        let limit = LINE_BYTES_MAX as u64 + 1;
+        let read = (&mut stdin)
+            .take(limit)
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|error| CliError::Io {
+                doing: "reading stdin",
+                error,
+            })?;
+        if read == 0 {
+            return Ok(());
+        }
+        line_number += 1;
+        let record = split_line(&line, args.key_sep.as_deref()).ok_or_else(|| {
+            CliError::Usage(format!(
+                "stdin line {line_number} is longer than {LINE_BYTES_MAX} bytes; \
+                 nothing after line {} was produced",
+                line_number - 1
+            ))
+        })?;
+        send(producer, args.partition, record.0, record.1, deliveries).await?;
+    }
+}
+
+/// A stdin line (newline included, if any) as (key, value): the line end is
+/// dropped, the rest split at the first `key_sep`. `None`: over the limit.
+pub(crate) fn split_line(line: &[u8], key_sep: Option<&str>) -> Option<(Bytes, Bytes)> {
+    let body = line.strip_suffix(b"\n").unwrap_or(line);
+    let body = body.strip_suffix(b"\r").unwrap_or(body);
+    if body.len() > LINE_BYTES_MAX {
+        return None;
+    }
+    let split = key_sep.and_then(|separator| {
+        let separator = separator.as_bytes();
+        body.windows(separator.len())
+            .position(|window| window == separator)
+            .map(|at| (&body[..at], &body[at + separator.len()..]))
+    });
+    let (key, value) = split.unwrap_or((&[][..], body));
+    Some((Bytes::copy_from_slice(key), Bytes::copy_from_slice(value)))
+}
+
+async fn send_generated(
+    producer: &crate::Producer,
+    partition: u32,
+    count: u64,
+    size: usize,
+    deliveries: &Deliveries,
+) -> Result<(), CliError> {
+    for index in 0..count {
+        let value = generated_value(index, size);
+        send(producer, partition, Bytes::new(), value, deliveries).await?;
+    }
+    Ok(())
+}
+
+/// Record `index`'s generated value: `record-<index> ` then filler
+/// letters, cut to exactly `size` bytes.
+pub(crate) fn generated_value(index: u64, size: usize) -> Bytes {
+    let mut value = format!("record-{index} ").into_bytes();
+    let filler = b"abcdefghijklmnopqrstuvwxyz";
+    while value.len() < size {
+        value.push(filler[value.len() % filler.len()]);
+    }
+    value.truncate(size);
+    Bytes::from(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_lose_their_line_end_and_split_at_the_first_separator() {
+        let split = |line: &[u8], sep| split_line(line, sep).expect("under the limit");
+        assert_eq!(
+            split(b"hello\n", None),
+            (Bytes::new(), Bytes::from("hello"))
+        );
+        assert_eq!(
+            split(b"hello\r\n", None),
+            (Bytes::new(), Bytes::from("hello"))
+        );
+        assert_eq!(split(b"last", None), (Bytes::new(), Bytes::from("last")));
+        assert_eq!(
+            split(b"k1=v=1\n", Some("=")),
+            (Bytes::from("k1"), Bytes::from("v=1"))
+        );
+        assert_eq!(
+            split(b"no separator\n", Some("::")),
+            (Bytes::new(), Bytes::from("no separator"))
+        );
+        assert_eq!(split(b"\n", None), (Bytes::new(), Bytes::new()));
+        assert!(split_line(&vec![b'x'; LINE_BYTES_MAX + 1], None).is_none());
+    }
+
+    #[test]
+    fn generated_values_have_the_size_asked_for() {
+        assert_eq!(generated_value(7, 3), Bytes::from("rec"));
+        assert_eq!(generated_value(7, 12).len(), 12);
+        assert!(generated_value(12, 40).starts_with(b"record-12 "));
+        assert!(generated_value(0, 0).is_empty());
+    }
+
+    #[test]
+    fn the_summary_counts_offsets_and_failures() {
+        let mut summary = summary_for(
+            &TopicPath {
+                stream: "s".into(),
+                topic: "t".into(),
+            },
+            1,
+        );
+        summary.record(Ok(4), 10);
+        summary.record(Ok(5), 10);
+        summary.record(Err(ClientError::Closed), 10);
+        summary.finish(Duration::from_millis(500));
+        assert_eq!(
+            summary.text(),
+            "produced 2 record(s) (20 B) to s/t partition 1: offsets 4..=5 in 500 ms \
+             (4 records/s); 1 record(s) FAILED\n"
+        );
+        assert_eq!(summary.first_error, Some(ClientError::Closed));
+    }
+}
