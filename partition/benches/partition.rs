@@ -15,7 +15,7 @@
 //! judged on the median of paired rounds: each round measures both cases
 //! back to back, in alternating order, and gives one ratio. (A best-of
 //! across rounds pits one lucky spell of the disk against another; it is
-//! printed too.)
+//! printed too.) A warm-up round of the WAL alone runs first, not counted.
 //! Reads: `fetch` from the first offset to the end in 1 MiB requests (warm
 //! page cache: the data was just written), every batch checksummed.
 //!
@@ -260,6 +260,14 @@ fn main() {
     // Files stay until the end of the run: deleting them mid-run would make
     // the file system discard their blocks during the next case's fsyncs.
     let mut partitions = Vec::new();
+    // A warm-up round, not counted: a fresh VM disk starts in a burst spell
+    // (several times its steady speed for a few seconds), which would make
+    // the first round measure the disk's mood, not the partition.
+    let warm_up = wal_alone(&settings, root.path(), ROUNDS);
+    println!(
+        "warm-up: WAL alone  {:>8.1} MB/s  (not counted)",
+        warm_up.mb_per_s()
+    );
     for round in 0..ROUNDS {
         // The cases alternate which goes first (ABBA...), so a disk that
         // drifts between fast and slow spells within a round favours

@@ -42,7 +42,7 @@ pub struct LogConfig {
 impl Default for LogConfig {
     fn default() -> LogConfig {
         LogConfig {
-            segment_bytes_max: 64 << 20,
+            segment_bytes_max: 256 << 20,
             index: IndexConfig::default(),
         }
     }
