@@ -1,8 +1,11 @@
 //! `strand-server dev-cluster`: writes a configuration per node, starts one
 //! real `strand-server run` process per node on loopback, prints where they
-//! listen, and on Ctrl-C (or SIGTERM) stops them all with SIGTERM and waits.
+//! listen (and each process id, to try a failover with `kill -9`), and on
+//! Ctrl-C (or SIGTERM) stops them all with SIGTERM and waits. A node that
+//! exits on its own is reported with the command that restarts it; the
+//! others keep running.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -23,7 +26,7 @@ pub fn run(nodes: u32, data: &Path, port: u16) -> Result<(), String> {
     let data = data
         .canonicalize()
         .map_err(|error| format!("{}: {error}", data.display()))?;
-    let mut children: Vec<(u32, Child)> = Vec::new();
+    let mut children: Vec<Running> = Vec::new();
     for peer in &peers {
         let node_dir = data.join(format!("node-{}", peer.id));
         let metrics = format!("127.0.0.1:{}", u32::from(port) + 200 + peer.id);
@@ -47,14 +50,21 @@ pub fn run(nodes: u32, data: &Path, port: u16) -> Result<(), String> {
             .spawn()
             .map_err(|error| format!("cannot start node {}: {error}", peer.id))?;
         println!(
-            "node {}: clients {}  replicas {}  metrics http://{}/metrics  log {}",
+            "node {} (pid {}): clients {}  replicas {}  metrics http://{}/metrics  log {}",
             peer.id,
+            child.id(),
             peer.client_address,
             peer.replica_address,
             metrics,
             log_path.display()
         );
-        children.push((peer.id, child));
+        children.push(Running {
+            id: peer.id,
+            child,
+            config: config_path,
+            log: log_path,
+            exited: false,
+        });
     }
     let bootstrap: Vec<&str> = peers
         .iter()
@@ -65,9 +75,19 @@ pub fn run(nodes: u32, data: &Path, port: u16) -> Result<(), String> {
         bootstrap.join(",")
     );
     println!("Ctrl-C stops every node cleanly.");
-    wait_for_signal_or_exit(&mut children)?;
+    wait_for_signal(&mut children, &exe)?;
     stop(children);
     Ok(())
+}
+
+/// One node process of the dev cluster.
+struct Running {
+    id: u32,
+    child: Child,
+    config: PathBuf,
+    log: PathBuf,
+    /// Reported as exited already.
+    exited: bool,
 }
 
 fn peers(nodes: u32, port: u16) -> Result<Vec<PeerConfig>, String> {
@@ -83,8 +103,9 @@ fn peers(nodes: u32, port: u16) -> Result<Vec<PeerConfig>, String> {
         .collect())
 }
 
-/// Waits for SIGINT/SIGTERM, or for a node to exit on its own.
-fn wait_for_signal_or_exit(children: &mut [(u32, Child)]) -> Result<(), String> {
+/// Waits for SIGINT/SIGTERM (or for every node to have exited), reporting
+/// each node that exits on its own with the command that restarts it.
+fn wait_for_signal(children: &mut [Running], exe: &Path) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -99,11 +120,10 @@ fn wait_for_signal_or_exit(children: &mut [(u32, Child)]) -> Result<(), String> 
                 _ = terminate.recv() => return Ok(()),
                 _ = interrupt.recv() => return Ok(()),
                 _ = poll.tick() => {
-                    for (id, child) in children.iter_mut() {
-                        if let Ok(Some(status)) = child.try_wait() {
-                            eprintln!("node {id} exited ({status}); stopping the others");
-                            return Ok(());
-                        }
+                    report_exits(children, exe);
+                    if children.iter().all(|running| running.exited) {
+                        eprintln!("every node has exited");
+                        return Ok(());
                     }
                 }
             }
@@ -111,19 +131,35 @@ fn wait_for_signal_or_exit(children: &mut [(u32, Child)]) -> Result<(), String> 
     })
 }
 
+/// Reports, once each, the nodes that exited on their own.
+fn report_exits(children: &mut [Running], exe: &Path) {
+    for running in children.iter_mut().filter(|running| !running.exited) {
+        if let Ok(Some(status)) = running.child.try_wait() {
+            running.exited = true;
+            eprintln!(
+                "node {} exited ({status}); the others keep running. Restart it with:\n  {} run --config {} >> {} 2>&1",
+                running.id,
+                exe.display(),
+                running.config.display(),
+                running.log.display()
+            );
+        }
+    }
+}
+
 /// SIGTERM to every node still running, then wait for each.
-fn stop(children: Vec<(u32, Child)>) {
-    for (_, child) in &children {
+fn stop(children: Vec<Running>) {
+    for running in children.iter().filter(|running| !running.exited) {
         // `kill` keeps this crate free of unsafe signal calls.
         let _ = Command::new("kill")
             .arg("-TERM")
-            .arg(child.id().to_string())
+            .arg(running.child.id().to_string())
             .status();
     }
-    for (id, mut child) in children {
-        match child.wait() {
-            Ok(status) => println!("node {id} stopped ({status})"),
-            Err(error) => eprintln!("node {id}: {error}"),
+    for mut running in children.into_iter().filter(|running| !running.exited) {
+        match running.child.wait() {
+            Ok(status) => println!("node {} stopped ({status})", running.id),
+            Err(error) => eprintln!("node {}: {error}", running.id),
         }
     }
 }
