@@ -23,26 +23,6 @@ const RECORDS: u64 = 300;
 /// Ops of the stopped replica's log rewritten with other bodies.
 const DIVERGENT_OPS: u64 = 5;
 
-/// The sum over every label set of metric `name` on `node` (0 if absent
-/// or the node does not answer).
-fn metric_sum(node: &common::Node, name: &str) -> f64 {
-    // A node still starting has no endpoint yet: nothing counted.
-    let Ok((200, body)) = common::http_get(&node.metrics_address, "/metrics") else {
-        return 0.0;
-    };
-    body.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| {
-            let rest = line.strip_prefix(name)?;
-            let value = match rest.strip_prefix('{') {
-                Some(labelled) => labelled.split_once("} ")?.1,
-                None => rest.strip_prefix(' ')?,
-            };
-            value.trim().parse::<f64>().ok()
-        })
-        .sum()
-}
-
 /// Produces `RECORDS` records to `partition`, ten per batch (one op each),
 /// each batch acknowledged before the next; a topic the answering node does
 /// not know yet is retried.
@@ -175,10 +155,10 @@ fn a_divergent_replica_is_fenced_and_rebuilt_by_state_transfer() {
     };
     let victim_node = &nodes[victim];
     wait_for("a counted divergence", &|| {
-        metric_sum(victim_node, "partition_applied_divergence_total") >= 1.0
+        common::metric_sum(victim_node, "partition_applied_divergence_total") >= 1.0
     });
     wait_for("an installed state transfer", &|| {
-        metric_sum(victim_node, "state_transfers_installed_total") >= 1.0
+        common::metric_sum(victim_node, "state_transfers_installed_total") >= 1.0
     });
     assert!(
         fenced_path(&partition_0, 0).is_dir(),
@@ -214,7 +194,7 @@ fn a_divergent_replica_is_fenced_and_rebuilt_by_state_transfer() {
     // The rebuilt replica follows the group again: it commits what the
     // others commit.
     let commit_of = |node: &common::Node| {
-        metric_sum(
+        common::metric_sum(
             node,
             &format!("partition_commit_op{{group=\"{}\"}}", groups[0]),
         )

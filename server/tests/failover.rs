@@ -46,6 +46,38 @@ async fn create_topic(client: &Client, durability: Durability) -> u64 {
     groups[0]
 }
 
+/// A running 3-node cluster with a one-partition topic `s`/`t`: what every
+/// test here starts from.
+struct Cluster {
+    nodes: Vec<common::Node>,
+    runtime: tokio::runtime::Runtime,
+    /// When the test gives up on any wait.
+    deadline: Instant,
+    client: Client,
+    /// The topic's partition's group.
+    group: u64,
+}
+
+impl Cluster {
+    fn start(dir: &std::path::Path, durability: Durability) -> Cluster {
+        let nodes = common::start_cluster(dir);
+        let runtime = common::runtime();
+        let deadline = Instant::now() + Duration::from_secs(240);
+        let (client, group) = runtime.block_on(async {
+            let client = connect(&nodes, deadline).await;
+            let group = create_topic(&client, durability).await;
+            (client, group)
+        });
+        Cluster {
+            nodes,
+            runtime,
+            deadline,
+            client,
+            group,
+        }
+    }
+}
+
 /// Batch `batch`'s records: keys `k<index>`, values `v<index>`.
 fn batch_records(batch: u64) -> Vec<NewRecord> {
     (batch * BATCH..(batch + 1) * BATCH)
@@ -115,16 +147,9 @@ fn wait_until(what: &str, seconds: u64, mut check: impl FnMut() -> bool) {
     }
 }
 
-/// A labelled metric's value on `node` (0 when absent or unreachable).
-fn labelled_metric(node: &common::Node, name: &str, group: u64) -> f64 {
-    let Ok((200, body)) = common::http_get(&node.metrics_address, "/metrics") else {
-        return 0.0;
-    };
-    let prefix = format!("{name}{{group=\"{group}\"}} ");
-    body.lines()
-        .filter_map(|line| line.strip_prefix(&prefix))
-        .filter_map(|value| value.trim().parse::<f64>().ok())
-        .sum()
+/// `view_changes_total` of `group` on `node` (0 when absent or unreachable).
+fn view_changes(node: &common::Node, group: u64) -> f64 {
+    common::metric_sum(node, &format!("view_changes_total{{group=\"{group}\"}}"))
 }
 
 /// `partitions_untrusted_log` on `node`, or `None` while it does not answer.
@@ -153,14 +178,13 @@ fn terminate(node: &mut common::Node) {
 #[test]
 fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::start_cluster(dir.path());
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let (client, group) = runtime.block_on(async {
-        let client = connect(&nodes, deadline).await;
-        let group = create_topic(&client, Durability::Persisted).await;
-        (client, group)
-    });
+    let Cluster {
+        mut nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+    } = Cluster::start(dir.path(), Durability::Persisted);
     let mut acked = BTreeMap::new();
     let mut next_batch = 0;
     runtime.block_on(async {
@@ -181,7 +205,7 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
     let survivors: Vec<usize> = (0..3).filter(|index| *index != primary).collect();
     let changes_before: Vec<f64> = survivors
         .iter()
-        .map(|index| labelled_metric(&nodes[*index], "view_changes_total", group))
+        .map(|index| view_changes(&nodes[*index], group))
         .collect();
 
     // Keep producing while the primary dies: batches in flight at the kill
@@ -234,7 +258,7 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
         .expect("a survivor reports the group");
     assert_eq!(after.view, before.view + 1, "exactly one view change");
     for (index, before) in survivors.iter().zip(changes_before) {
-        let after = labelled_metric(&nodes[*index], "view_changes_total", group);
+        let after = view_changes(&nodes[*index], group);
         assert_eq!(
             after,
             before + 1.0,
@@ -243,7 +267,7 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
         );
     }
     assert_eq!(
-        labelled_metric(&nodes[primary], "view_changes_total", group),
+        view_changes(&nodes[primary], group),
         0.0,
         "the restarted node joined without a view change"
     );
@@ -274,14 +298,13 @@ fn wait_for_status(
 #[test]
 fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::start_cluster(dir.path());
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let (client, group) = runtime.block_on(async {
-        let client = connect(&nodes, deadline).await;
-        let group = create_topic(&client, Durability::Replicated).await;
-        (client, group)
-    });
+    let Cluster {
+        mut nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+    } = Cluster::start(dir.path(), Durability::Replicated);
     let mut acked = BTreeMap::new();
     runtime.block_on(async {
         for batch in 0..50 {
@@ -348,16 +371,17 @@ fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
 #[test]
 fn attention_names_a_stuck_partition_and_accept_loss_unsticks_it() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::start_cluster(dir.path());
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let (client, group) = runtime.block_on(async {
-        let client = connect(&nodes, deadline).await;
-        let group = create_topic(&client, Durability::Replicated).await;
+    let Cluster {
+        mut nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+    } = Cluster::start(dir.path(), Durability::Replicated);
+    runtime.block_on(async {
         for batch in 0..20 {
             produce_batch(&client, batch, deadline).await;
         }
-        (client, group)
     });
     let status = runtime
         .block_on(group_status(&client, 1, group))

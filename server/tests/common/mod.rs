@@ -320,3 +320,23 @@ pub fn metric(node: &Node, name: &str) -> f64 {
         .next()
         .unwrap_or(0.0)
 }
+
+/// The sum of metric `name` over every label set on `node`'s Prometheus
+/// endpoint (`name` may name one label set: `view_changes_total{group="1"}`);
+/// 0 when absent or while the node does not answer.
+pub fn metric_sum(node: &Node, name: &str) -> f64 {
+    let Ok((200, body)) = http_get(&node.metrics_address, "/metrics") else {
+        return 0.0;
+    };
+    body.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.split_once("} ")?.1,
+                None => rest.strip_prefix(' ')?,
+            };
+            value.trim().parse::<f64>().ok()
+        })
+        .sum()
+}
