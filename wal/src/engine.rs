@@ -227,8 +227,14 @@ impl<S: Storage> WalCore<S> {
         match report.tail {
             Tail::Clean => {}
             Tail::Torn { torn_bytes } => {
-                tracing::warn!(path = %path.display(), valid_len = report.valid_len, torn_bytes,
-                    "wal: cutting a torn tail");
+                let zeros = bytes[report.valid_len as usize..].iter().all(|&b| b == 0);
+                if zeros {
+                    tracing::info!(path = %path.display(), valid_len = report.valid_len, torn_bytes,
+                        "wal: cutting zero-filled room (or a torn tail of zeros)");
+                } else {
+                    tracing::warn!(path = %path.display(), valid_len = report.valid_len, torn_bytes,
+                        "wal: cutting a torn tail");
+                }
                 self.storage
                     .set_len(file, report.valid_len)
                     .map_err(|error| open_error(IoOp::Truncate, error))?;
@@ -513,6 +519,7 @@ impl<S: Storage> WalCore<S> {
     /// is due and issues the bare fsyncs now needed.
     fn flush(&mut self, turn: &mut Turn, out: &mut Vec<Completion>) {
         let mut batches = Vec::new();
+        let mut files = Vec::new();
         for (mut batch, seq, wants_sync) in turn.take() {
             let state = self
                 .files
@@ -524,10 +531,60 @@ impl<S: Storage> WalCore<S> {
             batch.sync = wants_sync && slot_free && state.can_link_sync();
             self.syncs_in_flight += usize::from(batch.sync);
             state.on_started(&batch, seq);
+            files.push(batch.file);
             batches.push(batch);
         }
         self.start(batches);
+        for file in files {
+            self.fill_ahead(file);
+        }
         self.settle_touched(out, true);
+    }
+
+    /// Writes zero-filled room ahead of `file`'s appends when it has earned
+    /// some and is running low (see `preallocate`). A failure only stops the
+    /// fills: the data writes meet the condition themselves and report it.
+    fn fill_ahead(&mut self, file: FileId) {
+        let Some(state) = self.files.get_mut(&file).filter(|s| s.poisoned.is_none()) else {
+            return;
+        };
+        let Some(fill) = state.preallocation.fill_due(state.append_end) else {
+            return;
+        };
+        match self.storage.zero_fill(file, fill.offset, fill.len) {
+            Ok(()) => {
+                state.preallocation.on_filled(fill);
+                metrics::record_zero_fill(fill.len);
+            }
+            Err(error) => {
+                tracing::warn!(%file, path = %state.path.display(), %error,
+                    "wal: zero-filling room ahead failed; the file's appends go on without it");
+                state.preallocation.on_fill_failed();
+            }
+        }
+    }
+
+    /// Cuts a quiescent file's zero-filled room off (`ftruncate` + fdatasync),
+    /// so that a file closed or renamed holds exactly its frames. A failure
+    /// leaves zeros past the last frame, which recovery cuts as a torn tail:
+    /// it is logged, never reported to the caller.
+    fn trim_room(&mut self, file: FileId) {
+        let Some(state) = self.files.get_mut(&file) else {
+            return;
+        };
+        let end = state.append_end;
+        if state.poisoned.is_some() || !state.preallocation.has_room_past(end) {
+            return;
+        }
+        assert!(
+            state.is_quiescent(),
+            "{file}: trimmed with nothing in flight"
+        );
+        match self.storage.set_len(file, end) {
+            Ok(()) => state.preallocation.on_set_len(end),
+            Err(error) => tracing::warn!(%file, path = %state.path.display(), %error,
+                "wal: cutting zero-filled room off failed; recovery will cut it"),
+        }
     }
 
     /// Hands batches to the backend: started on a pipelined one, executed
@@ -647,9 +704,11 @@ impl<S: Storage> WalCore<S> {
                 file: other,
             });
         }
-        let Some(state) = self.files.get_mut(&file) else {
+        if !self.files.contains_key(&file) {
             return Err(WalError::UnknownFile { file });
-        };
+        }
+        self.trim_room(file);
+        let state = self.files.get_mut(&file).expect("checked above");
         if let Err(error) = self.storage.rename(file, &to) {
             return Err(WalError::from_errno(file, IoOp::Rename, errno_of(&error)));
         }
@@ -675,6 +734,9 @@ impl<S: Storage> WalCore<S> {
         } else {
             Ok(())
         };
+        if result.is_ok() {
+            self.trim_room(file);
+        }
         let state = self.files.remove(&file).expect("checked above");
         self.storage.close(file);
         result.map(|()| FileRange {

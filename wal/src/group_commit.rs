@@ -34,6 +34,7 @@ use std::path::PathBuf;
 use crate::error::{IoOp, PoisonCause, WalError};
 use crate::frame::Frame;
 use crate::metrics;
+use crate::preallocate::Preallocation;
 use crate::request::{Ack, Completion, CompletionKind, FileId, FileRange};
 use crate::storage::{BatchOutcome, FileBatch};
 
@@ -98,6 +99,8 @@ pub(crate) struct FileState {
     pub durable_end: u64,
     /// Set by the first failed write, sync or truncate; never cleared.
     pub poisoned: Option<PoisonCause>,
+    /// Zero-filled room ahead of the appends (see `preallocate`).
+    pub preallocation: Preallocation,
     last_seq: u64,
     written_seq: u64,
     durable_seq: u64,
@@ -115,6 +118,7 @@ impl FileState {
             written_end: len,
             durable_end: len,
             poisoned: None,
+            preallocation: Preallocation::new(len),
             last_seq: 0,
             written_seq: 0,
             durable_seq: 0,
@@ -335,11 +339,9 @@ impl FileState {
             sync.seq <= self.written_seq,
             "an fsync covers only finished writes"
         );
-        if sync.end > self.durable_end {
-            metrics::record_sync(sync.end - self.durable_end, latency);
-        } else {
-            metrics::record_sync(0, latency);
-        }
+        let covered = sync.end.saturating_sub(self.durable_end);
+        metrics::record_sync(covered, latency);
+        self.preallocation.on_sync(covered);
         self.durable_seq = self.durable_seq.max(sync.seq);
         self.durable_end = self.durable_end.max(sync.end);
     }

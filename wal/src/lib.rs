@@ -21,6 +21,11 @@
 //! waits), the fsync cap just named, and a per-file byte cap (4 MiB queued
 //! past what the file's fsync in flight covers).
 //!
+//! A file whose fsyncs keep carrying only a few KiB gets zero-filled room
+//! written ahead of its appends (see [`preallocate`]): its fsyncs then flush
+//! data into existing blocks and skip the size commit. Close and rename cut
+//! the room off again.
+//!
 //! Files are sequences of frames (`len u32 | crc32c u32 | payload`); a pure
 //! [`scan()`] of a file's bytes finds the longest valid prefix and tells a torn
 //! tail (cut it) from corruption with valid frames after it (a fault: never cut).
@@ -41,6 +46,7 @@
 //! | [`uring`] | [`UringStorage`]: the same files, batches pipelined through io_uring; [`Doorbell`] |
 //! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
 //! | [`rng`] | [`SplitMix64`], the seeded generator behind simulated crashes |
+//! | [`preallocate`] | zero-filled room ahead of files whose fsyncs are small |
 //! | [`metrics`] | metric names and recording |
 //!
 //! Invariants that matter most:
@@ -64,6 +70,7 @@ pub mod frame;
 mod group_commit;
 pub mod memory;
 pub mod metrics;
+pub mod preallocate;
 pub mod request;
 pub mod rng;
 pub mod scan;

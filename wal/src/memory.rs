@@ -347,6 +347,20 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    /// Zero-filled room is visible to reads at once and never survives a
+    /// crash (the model's disk drops it; kept zeros would read the same to
+    /// the scan: a tail with nothing valid in it). It never consumes an
+    /// injected write failure: those are meant for the data. Modelled without
+    /// a pending write, so that crash images stay cheap to build.
+    fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
+        let entry = self.handle_file(file)?;
+        let end = (offset + len) as usize;
+        if entry.current.len() < end {
+            entry.current.resize(end, 0);
+        }
+        Ok(())
+    }
+
     fn sync_data(&mut self, file: FileId) -> io::Result<()> {
         let entry = self.handle_file(file)?;
         if let Some(number) = entry.fail_next_sync.take() {

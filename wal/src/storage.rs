@@ -55,6 +55,19 @@ pub trait Storage {
     /// Forgets the id (closes the descriptor). Syncs nothing.
     fn close(&mut self, file: FileId);
 
+    /// Writes `len` zero bytes at `offset` (room ahead of the appends, see
+    /// `preallocate`). Syncs nothing. The default writes them through
+    /// [`Storage::write_at`] in pieces of at most 1 MiB.
+    fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
+        let mut done = 0u64;
+        while done < len {
+            let piece = (len - done).min(ZEROS.len() as u64);
+            self.write_at(file, offset + done, &[&ZEROS[..piece as usize]])?;
+            done += piece;
+        }
+        Ok(())
+    }
+
     /// Executes one group commit: every batch's writes, then its fsync.
     /// The default runs them one after the other with the methods above.
     fn execute(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
@@ -100,6 +113,10 @@ pub trait Pipeline {
     }
 }
 
+/// The zeros [`Storage::zero_fill`] writes from (in the zero-initialised data
+/// segment: costs no binary size).
+static ZEROS: [u8; 1 << 20] = [0; 1 << 20];
+
 impl<S: Storage + ?Sized> Storage for Box<S> {
     fn open(&mut self, file: FileId, path: &Path, mode: OpenMode) -> io::Result<u64> {
         (**self).open(file, path, mode)
@@ -115,6 +132,9 @@ impl<S: Storage + ?Sized> Storage for Box<S> {
     }
     fn set_len(&mut self, file: FileId, len: u64) -> io::Result<()> {
         (**self).set_len(file, len)
+    }
+    fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
+        (**self).zero_fill(file, offset, len)
     }
     fn rename(&mut self, file: FileId, to: &Path) -> io::Result<()> {
         (**self).rename(file, to)

@@ -739,6 +739,9 @@ impl Storage for UringStorage {
     fn set_len(&mut self, file: FileId, len: u64) -> io::Result<()> {
         self.disk.set_len(file, len)
     }
+    fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
+        self.disk.zero_fill(file, offset, len)
+    }
     fn rename(&mut self, file: FileId, to: &Path) -> io::Result<()> {
         self.disk.rename(file, to)
     }

@@ -23,6 +23,7 @@ for_each_backend!(
     superblock_style_replace_via_temp_file_and_rename,
     truncate_request_cuts_and_later_appends_follow,
     a_damaged_frame_is_rewritten_in_place_through_the_writer,
+    small_fsyncs_get_zero_filled_room_that_close_and_rename_cut_off,
 );
 
 fn append_then_recover_round_trips(backend: Backend) {
@@ -487,5 +488,54 @@ fn a_damaged_frame_is_rewritten_in_place_through_the_writer(backend: Backend) {
         .open(&path, OpenMode::Append, collector.sink.clone())
         .expect("clean again");
     assert!(healed.scan.is_clean());
+    wal.shutdown().expect("clean shutdown");
+}
+
+fn small_fsyncs_get_zero_filled_room_that_close_and_rename_cut_off(backend: Backend) {
+    let Some(wal) = start(backend) else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let collector = Collector::new();
+    let appends = u64::from(strand_wal::preallocate::SMALL_SYNCS_BEFORE_FILL) + 4;
+    let mut ends = Vec::new();
+    let paths = [
+        dir.path().join("closed.log"),
+        dir.path().join("renamed.log"),
+    ];
+    let mut files = Vec::new();
+    for path in &paths {
+        let opened = wal
+            .open(path, OpenMode::CreateNew, collector.sink.clone())
+            .expect("new file");
+        let mut end = 0;
+        for sequence in 0..appends {
+            // One at a time: each append is its own small fsync.
+            end = append_all(&wal, &collector, opened.file, &[payload(1, sequence)])[0].end();
+        }
+        let physical = std::fs::metadata(path).expect("exists").len();
+        assert!(
+            physical > end,
+            "{}: room ahead while open ({physical} bytes for {end} of frames)",
+            path.display()
+        );
+        ends.push(end);
+        files.push(opened.file);
+    }
+    wal.close(files[0], 0).expect("queued");
+    assert_eq!(collector.recv().kind, CompletionKind::Closed);
+    let renamed = dir.path().join("renamed-into-place.log");
+    wal.rename(files[1], renamed.clone(), 1).expect("queued");
+    assert!(collector.recv().result.is_ok());
+    for (path, end) in [(&paths[0], ends[0]), (&renamed, ends[1])] {
+        let bytes = std::fs::read(path).expect("readable");
+        assert_eq!(
+            bytes.len() as u64,
+            end,
+            "{}: exactly its frames",
+            path.display()
+        );
+        let report = scan(&bytes);
+        assert!(report.is_clean());
+        assert_eq!(report.frames.len() as u64, appends);
+    }
     wal.shutdown().expect("clean shutdown");
 }

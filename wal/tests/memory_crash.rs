@@ -604,3 +604,88 @@ fn a_file_past_the_per_turn_byte_cap_continues_next_turn_in_order() {
     let contents = core.storage().contents(Path::new("a")).expect("exists");
     assert_eq!(tags_in(contents), [0, 1, 2, 3, 4]);
 }
+
+#[test]
+fn small_fsyncs_earn_zero_filled_room_that_close_cuts_and_recovery_cuts_after_a_crash() {
+    use strand_wal::preallocate::{FILL_BYTES, SMALL_SYNCS_BEFORE_FILL};
+    let mut core = core(11);
+    let paths = [Path::new("closed"), Path::new("crashed")];
+    let files: Vec<FileId> = paths
+        .iter()
+        .map(|path| core.open(path, OpenMode::CreateNew).expect("new").file)
+        .collect();
+    let appends = u64::from(SMALL_SYNCS_BEFORE_FILL) + 4;
+    for tag in 0..appends {
+        for &file in &files {
+            append(&mut core, file, tag, Ack::Durable);
+        }
+        let out = turn(&mut core);
+        assert!(out.iter().all(|c| c.result.is_ok()), "{out:?}");
+    }
+    for (&file, path) in files.iter().zip(paths) {
+        let data_end = core.file_status(file).expect("open").durable_end;
+        let bytes = core.storage().contents(path).expect("exists");
+        assert!(
+            bytes.len() as u64 >= data_end + FILL_BYTES / 2,
+            "room ahead of the appends: {} bytes for {data_end} of frames",
+            bytes.len()
+        );
+        assert!(bytes[data_end as usize..].iter().all(|&b| b == 0));
+        assert_eq!(tags_in(bytes), (0..appends).collect::<Vec<_>>());
+    }
+    core.submit(Request::Close {
+        file: files[0],
+        user_data: 0,
+    })
+    .expect("room");
+    let closed = turn(&mut core);
+    let range = closed[0].result.clone().expect("closed");
+    let bytes = core.storage().durable_contents(paths[0]).expect("exists");
+    assert_eq!(
+        bytes.len() as u64,
+        range.len,
+        "close cut the room off, durably"
+    );
+    assert!(scan(bytes).is_clean());
+
+    // A process crash: the kernel keeps every written byte, zeros included.
+    let mut storage = core.into_storage();
+    storage.crash(CrashMode::KeepAll);
+    let mut core = WalCore::new(storage, QUEUE);
+    let reopened = core.open(paths[1], OpenMode::Append).expect("recovers");
+    assert!(
+        matches!(reopened.scan.tail, Tail::Torn { .. }),
+        "zeros past the frames"
+    );
+    assert_eq!(
+        tags_in(&reopened.contents),
+        (0..appends).collect::<Vec<_>>()
+    );
+    let on_disk = core.storage().contents(paths[1]).expect("exists");
+    assert_eq!(on_disk.len() as u64, reopened.len, "the zeros were cut");
+    append(&mut core, reopened.file, 99, Ack::Durable);
+    turn(&mut core);
+    let on_disk = core.storage().contents(paths[1]).expect("exists");
+    assert_eq!(
+        tags_in(on_disk).last(),
+        Some(&99),
+        "appends follow the frames"
+    );
+}
+
+#[test]
+fn large_fsyncs_never_get_zero_filled_room() {
+    use strand_wal::preallocate::{SMALL_SYNC_BYTES_BELOW, SMALL_SYNCS_BEFORE_FILL};
+    let mut core = core(12);
+    let path = Path::new("big");
+    let file = core.open(path, OpenMode::CreateNew).expect("new").file;
+    let payload = Bytes::from(vec![7u8; SMALL_SYNC_BYTES_BELOW as usize]);
+    for tag in 0..u64::from(SMALL_SYNCS_BEFORE_FILL) * 2 {
+        let request = Request::append(file, payload.clone(), tag).expect("fits");
+        core.submit(request).expect("room");
+        turn(&mut core);
+    }
+    let data_end = core.file_status(file).expect("open").durable_end;
+    let bytes = core.storage().contents(path).expect("exists");
+    assert_eq!(bytes.len() as u64, data_end, "no zeros written");
+}
