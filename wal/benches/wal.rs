@@ -12,7 +12,7 @@
 //!   two is that repetition's raw (so a disk that slows down or speeds up
 //!   during the cases is never held against the WAL's ratio, and never in its
 //!   favour: the faster bracket wins);
-//! - **sustained raw**: for the 64-appender cases, the same kind of write
+//! - **sustained raw**: for the 64-appender cases of 64 KiB, the same kind of write
 //!   timed over the case's duration, right before and right after the case.
 //!   The one right after is what the 64 KiB target is judged against: disks
 //!   in clouds and VMs often run a burst budget (the development VM's writes
@@ -44,13 +44,16 @@
 //! [`SETTLE_AFTER_DELETE`] for the trims, so a long run never fills the disk
 //! (one repetition of 1 MiB appends on a fast disk writes some tens of GB).
 //!
-//! The default run (3 sizes x 3 repetitions) takes about five minutes and
-//! writes some tens of GB (deleted at the end). On a disk whose speed drifts
+//! The default run (3 sizes x 3 repetitions) takes about fifteen minutes and
+//! writes some tens of GB (deleted after each repetition). On a disk whose speed drifts
 //! (the development VM's flips between a fast and a throttled mode within
 //! seconds), read the per-repetition lines, not only the summary.
 //!
 //! Settings (environment):
-//! - `WAL_BENCH_SECONDS` — seconds per case (default 1);
+//! - `WAL_BENCH_SECONDS` — seconds per case (default 3: every case starts on
+//!   fresh files, whose first fsyncs still commit a growing size until they
+//!   have earned zero-filled room; in 1 s cases that ramp is a tenth of the
+//!   16-file cases and moves their ratio by about as much);
 //! - `WAL_BENCH_REPEAT` — repetitions per size (default 3);
 //! - `WAL_BENCH_BACKENDS` — `uring`, `std` or `uring,std` (default `uring`);
 //! - `WAL_BENCH_DIR` — where the files go (default the system temp dir);
@@ -151,7 +154,7 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
 
 impl Settings {
     fn from_env() -> Settings {
-        let seconds: f64 = env_number("WAL_BENCH_SECONDS").unwrap_or(1.0);
+        let seconds: f64 = env_number("WAL_BENCH_SECONDS").unwrap_or(3.0);
         let backends = std::env::var("WAL_BENCH_BACKENDS").unwrap_or_else(|_| "uring".into());
         Settings {
             case_time: Duration::from_secs_f64(seconds),
@@ -260,7 +263,9 @@ fn run_size(settings: &Settings, names: &mut FileNames, size: usize) -> Vec<Case
             for &appenders in &settings.appenders {
                 for files in FILES {
                     let case_dir = names.fresh(&format!("{backend}-{size}-{appenders}-{files}"));
-                    let judged = appenders == 64;
+                    // Only where a target is judged against raw: the extra
+                    // writes would change the disk's mood for the other cases.
+                    let judged = appenders == 64 && size == 64 * KIB;
                     let raw_before =
                         judged.then(|| raw_timed(&names.fresh("raw-adjacent"), settings.case_time));
                     let run = wal_case(settings, backend, &case_dir, size, appenders, files);

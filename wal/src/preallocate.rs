@@ -37,7 +37,7 @@ pub const SMALL_SYNC_BYTES_BELOW: u64 = 256 << 10;
 
 /// Consecutive small fsyncs after which a file gets zero-filled room. A file
 /// written once and closed (a temp file renamed into place) never does.
-pub const SMALL_SYNCS_BEFORE_FILL: u32 = 4;
+pub const SMALL_SYNCS_BEFORE_FILL: u32 = 2;
 
 /// A region of zeros to write now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
