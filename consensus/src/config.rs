@@ -2,6 +2,8 @@
 
 use strand_wire::{ConfirmPolicy, Durability, REPLICAS_MAX};
 
+use crate::epoch::{Membership, SlotSet};
+
 /// Tick counts for every timeout. The server ticks every 10 ms, so the
 /// defaults are: heartbeat 50 ms, primary presumed dead after 300 ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,8 +95,15 @@ impl Config {
         self.durability == Durability::Persisted
     }
 
+    /// The group's membership: slots `0..E` and the confirm policy. (Its
+    /// epoch is 0 until reassignment lands: memberships then come from the
+    /// catalog, one per epoch.)
+    pub fn membership(&self) -> Membership {
+        Membership::new(0, SlotSet::first(self.replica_count), self.confirm)
+    }
+
     /// The primary of `view`.
     pub fn primary_of(&self, view: u32) -> u8 {
-        (view % u32::from(self.replica_count)) as u8
+        self.membership().primary_of(view)
     }
 }

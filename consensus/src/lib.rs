@@ -11,6 +11,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`confirm`] | `ConfirmRule`, the one function W and R come from |
+//! | [`epoch`] | memberships by epoch, slots, in-place vs view-change transitions, joint quorums |
 //! | [`config`] | identity, policies, timeouts |
 //! | [`state`] | what survives a restart; what storage recovered |
 //! | [`effects`] | effects and events the driver executes |
@@ -39,6 +40,7 @@ pub mod config;
 pub mod confirm;
 pub mod cursors;
 pub mod effects;
+pub mod epoch;
 pub mod journal;
 pub mod merge;
 pub mod normal;

@@ -19,6 +19,7 @@ use strand_wire::{CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, Prep
 
 use crate::confirm::ConfirmRule;
 use crate::effects::WaitReason;
+use crate::epoch::SlotSet;
 use crate::state::HistoryStart;
 
 /// One replica's DoViewChange, as the merge sees it.
@@ -96,8 +97,8 @@ impl DvcSummary {
 /// What the merge is given besides the DoViewChanges.
 #[derive(Debug, Clone, Copy)]
 pub struct MergeParams {
-    /// Replicas in the group (`E`).
-    pub replica_count: u8,
+    /// The members' slots (`E` of them).
+    pub members: SlotSet,
     /// The group's quorums.
     pub rule: ConfirmRule,
     /// An operator accepted loss: proceed with the logs at hand.
@@ -254,19 +255,15 @@ fn walk_suffix(
 /// Decides the canonical log from the DoViewChanges at hand (at most one per
 /// replica, in any order).
 pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
-    let replica_count = params.replica_count;
-    assert!(replica_count >= 1 && u32::from(replica_count) <= 32);
+    assert!(!params.members.is_empty());
     let reported = dvcs.iter().fold(0u32, |set, dvc| set | 1 << dvc.replica);
     assert_eq!(
         reported.count_ones() as usize,
         dvcs.len(),
         "one DoViewChange per replica"
     );
-    let all = if replica_count == 32 {
-        u32::MAX
-    } else {
-        (1u32 << replica_count) - 1
-    };
+    let all = u32::from(params.members.bits());
+    assert_eq!(reported & !all, 0, "DoViewChanges come from members only");
     let not_reported = all & !reported;
     let counts = |dvc: &DvcSummary| !params.trusted_gate || dvc.trusted();
     let trusted_count = dvcs.iter().filter(|dvc| counts(dvc)).count();
@@ -393,7 +390,7 @@ mod tests {
 
     fn params(replica_count: u8) -> MergeParams {
         MergeParams {
-            replica_count,
+            members: SlotSet::first(replica_count),
             rule: confirm_rule(ConfirmPolicy::MajorityDurable, replica_count),
             accept_loss: false,
             trusted_gate: true,

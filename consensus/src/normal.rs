@@ -243,7 +243,7 @@ impl<S: StateMachine> Replica<S> {
                 return;
             }
             if view > self.view {
-                self.request_start_view(self.config.primary_of(view), effects);
+                self.request_start_view(self.membership.primary_of(view), effects);
             }
             effects.event(Event::Dropped {
                 reason: DropReason::WrongStatus,

@@ -14,9 +14,10 @@ use strand_wire::{
 
 use crate::client_table::ClientTable;
 use crate::config::Config;
-use crate::confirm::{ConfirmRule, confirm_rule};
+use crate::confirm::ConfirmRule;
 use crate::cursors::CursorState;
 use crate::effects::{DropReason, Effect, Effects, Event, WaitReason};
+use crate::epoch::Membership;
 use crate::journal::{Journal, SlotState};
 use crate::merge::{Canonical, DvcSummary};
 use crate::prng::Prng;
@@ -118,6 +119,9 @@ pub(crate) struct Adoption {
 #[derive(Debug)]
 pub struct Replica<S> {
     pub(crate) config: Config,
+    /// Who serves the group and how many confirm (from the config, kept
+    /// here so the hot paths do not rebuild it).
+    pub(crate) membership: Membership,
     pub(crate) rule: ConfirmRule,
     pub(crate) prng: Prng,
     pub(crate) machine: S,
@@ -200,7 +204,8 @@ impl<S: StateMachine> Replica<S> {
     /// Builds a replica from what storage recovered. Call [`Replica::start`] next.
     pub fn open(config: Config, recovered: Recovered, machine: S) -> Replica<S> {
         config.assert_valid();
-        let rule = confirm_rule(config.confirm, config.replica_count);
+        let membership = config.membership();
+        let rule = membership.rule();
         let log_head = recovered.log_head;
         let last_header = recovered.headers.last().map_or(0, |header| header.op.get());
         assert!(last_header <= log_head, "a header above the log head");
@@ -276,6 +281,7 @@ impl<S: StateMachine> Replica<S> {
         }
         let timeouts = config.timeouts;
         let mut replica = Replica {
+            membership,
             rule,
             prng: Prng::new(config.seed ^ u64::from(config.replica).wrapping_mul(0x9e37_79b9)),
             machine,
@@ -403,7 +409,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// The primary of the current view.
     pub fn primary_index(&self) -> u8 {
-        self.config.primary_of(self.view)
+        self.membership.primary_of(self.view)
     }
 
     /// Whether this replica is the primary of its view (in any status).
@@ -681,7 +687,7 @@ impl<S: StateMachine> Replica<S> {
         }
         if !candidate {
             let mut view = self.view + 1;
-            while self.config.primary_of(view) != self.config.replica {
+            while self.membership.primary_of(view) != self.config.replica {
                 view += 1;
             }
             self.start_view_change(view, effects);
@@ -702,7 +708,7 @@ impl<S: StateMachine> Replica<S> {
             return Err(DropReason::WrongGroup);
         }
         let from_self_allowed = matches!(message, Message::Prepare(_) | Message::Headers(_));
-        if prefix.replica >= self.config.replica_count {
+        if !self.membership.slots.contains(prefix.replica) {
             return Err(DropReason::ReplicaOutOfRange);
         }
         if prefix.replica == self.config.replica && !from_self_allowed {
@@ -723,7 +729,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Sends `message` to replica `to`.
     pub(crate) fn send(&self, to: u8, message: Message, effects: &mut Effects) {
-        assert!(to < self.config.replica_count && to != self.config.replica);
+        assert!(self.membership.slots.contains(to) && to != self.config.replica);
         effects.push(Effect::Send { to, message });
     }
 
@@ -737,10 +743,13 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Every replica index but this one.
+    /// Every member's slot but this one.
     pub(crate) fn others(&self) -> impl Iterator<Item = u8> + use<S> {
         let me = self.config.replica;
-        (0..self.config.replica_count).filter(move |replica| *replica != me)
+        self.membership
+            .slots
+            .iter()
+            .filter(move |replica| *replica != me)
     }
 
     /// Asks for the durable state to be persisted (coalescing: only the newest matters).

@@ -79,7 +79,8 @@ impl<S: StateMachine> Replica<S> {
 
     /// Votes needed to leave a view: a majority, and at least R.
     fn svc_quorum(&self) -> u32 {
-        u32::from(self.rule.view_change.max(self.config.replica_count / 2 + 1))
+        let members = self.membership.replica_count();
+        u32::from(self.rule.view_change.max(members / 2 + 1))
     }
 
     fn check_svc_quorum(&mut self, effects: &mut Effects) {
@@ -167,7 +168,7 @@ impl<S: StateMachine> Replica<S> {
                 // Views only advance by quorum, so a higher one exists: this
                 // replica is behind. Ask that view's primary for it rather
                 // than disturb anything.
-                self.request_start_view(self.config.primary_of(view), effects);
+                self.request_start_view(self.membership.primary_of(view), effects);
                 return;
             }
             self.start_view_change(view, effects);
@@ -334,7 +335,7 @@ impl<S: StateMachine> Replica<S> {
         self.view_change.dvcs.insert(self.config.replica, own);
         let dvcs: Vec<DvcSummary> = self.view_change.dvcs.values().cloned().collect();
         let params = MergeParams {
-            replica_count: self.config.replica_count,
+            members: self.membership.slots,
             rule: self.rule,
             accept_loss: self.view_change.accept_loss,
             trusted_gate: self.trusted_gate,
@@ -398,7 +399,7 @@ impl<S: StateMachine> Replica<S> {
             });
             return;
         }
-        if from != self.config.primary_of(view) || from == self.config.replica {
+        if from != self.membership.primary_of(view) || from == self.config.replica {
             effects.event(Event::Dropped {
                 reason: DropReason::Invalid,
             });
@@ -703,7 +704,7 @@ impl<S: StateMachine> Replica<S> {
         if adoption.verified_from > self.commit + 1 {
             return; // waiting for canonical headers from the source
         }
-        let new_primary = self.config.replica == self.config.primary_of(adoption.view);
+        let new_primary = self.config.replica == self.membership.primary_of(adoption.view);
         if new_primary {
             let op = adoption.op;
             let complete = (self.commit + 1..=op).all(|slot_op| {
@@ -885,7 +886,7 @@ impl<S: StateMachine> Replica<S> {
     /// Asks replica `to` (the primary of a view this replica has not
     /// adopted) for its StartView, at most once per probe period.
     pub(crate) fn request_start_view(&mut self, to: u8, effects: &mut Effects) {
-        if to == self.config.replica || to >= self.config.replica_count {
+        if to == self.config.replica || !self.membership.slots.contains(to) {
             return;
         }
         if self.status == Status::Recovering || self.probe_timeout.ticking() {
