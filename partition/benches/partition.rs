@@ -15,14 +15,16 @@
 //! judged on the median of paired rounds: each round measures both cases
 //! back to back, in alternating order, and gives one ratio. (A best-of
 //! across rounds pits one lucky spell of the disk against another; it is
-//! printed too.) A warm-up round of the WAL alone runs first, not counted.
+//! printed too.) Each round starts with a WAL-alone warm-up, not counted.
 //! Reads: `fetch` from the first offset to the end in 1 MiB requests (warm
 //! page cache: the data was just written), every batch checksummed.
 //!
 //! Settings (environment):
-//! - `PARTITION_BENCH_SECONDS` — seconds per append case (default 3; the
-//!   default run takes about 25 s and writes a few GB to the bench dir,
-//!   all removed at the end);
+//! - `PARTITION_BENCH_SECONDS` — seconds per append case (default 8: a disk
+//!   with a burst budget, like the development VM's, flips mood within a
+//!   few seconds, and in 3 s rounds one case of a pair often ran in each;
+//!   the default run takes about two and a half minutes and writes some
+//!   tens of GB, each round's deleted after it);
 //! - `PARTITION_BENCH_DIR` — where the files go (default the system temp dir);
 //! - `PARTITION_BENCH_BACKEND` — `uring` or `std` (default `uring`, falling
 //!   back to `std` where io_uring is unavailable);
@@ -54,7 +56,7 @@ fn settings() -> Settings {
     let seconds: f64 = std::env::var("PARTITION_BENCH_SECONDS")
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(3.0);
+        .unwrap_or(8.0);
     let window = std::env::var("PARTITION_BENCH_WINDOW")
         .ok()
         .and_then(|value| value.parse().ok())
@@ -243,6 +245,27 @@ fn sequential_read(partition: &mut Partition<FileDisk>) -> Measured {
     }
 }
 
+/// How long the bench waits after deleting a round's files.
+const SETTLE_AFTER_DELETE: Duration = Duration::from_secs(3);
+
+/// Deletes everything under `root` but `keep`, then waits for the file
+/// system to settle (see `main`).
+fn delete_all_but(root: &Path, keep: &Path) {
+    for entry in std::fs::read_dir(root).expect("bench dir readable") {
+        let path = entry.expect("bench dir entry").path();
+        if path == keep {
+            continue;
+        }
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.unwrap_or_else(|error| panic!("delete {}: {error}", path.display()));
+    }
+    thread::sleep(SETTLE_AFTER_DELETE);
+}
+
 fn main() {
     let settings = settings();
     let root = tempfile::tempdir_in(&settings.dir).expect("bench dir");
@@ -257,18 +280,20 @@ fn main() {
     );
     let (mut wal_best, mut partition_best) = (0f64, 0f64);
     let mut ratios = Vec::new();
-    // Files stay until the end of the run: deleting them mid-run would make
-    // the file system discard their blocks during the next case's fsyncs.
-    let mut partitions = Vec::new();
-    // A warm-up round, not counted: a fresh VM disk starts in a burst spell
-    // (several times its steady speed for a few seconds), which would make
-    // the first round measure the disk's mood, not the partition.
-    let warm_up = wal_alone(&settings, root.path(), ROUNDS);
-    println!(
-        "warm-up: WAL alone  {:>8.1} MB/s  (not counted)",
-        warm_up.mb_per_s()
-    );
+    // Each round's files are deleted after it (only the newest partition is
+    // kept, for the reads), then the bench waits for the trims of a discard
+    // mount, so they never land in a measured case.
+    let mut kept = None;
     for round in 0..ROUNDS {
+        // A warm-up case, not counted: a disk with a burst budget (the
+        // development VM's writes several times its steady speed for a few
+        // seconds after any lull, such as the pause above) would otherwise
+        // give the round's first case the burst and its second the rest.
+        let warm_up = wal_alone(&settings, root.path(), ROUNDS + round);
+        println!(
+            "round {round}: warm-up        {:>8.1} MB/s  (WAL alone, not counted)",
+            warm_up.mb_per_s()
+        );
         // The cases alternate which goes first (ABBA...), so a disk that
         // drifts between fast and slow spells within a round favours
         // neither on the whole.
@@ -295,7 +320,11 @@ fn main() {
         ratios.push(measured.mb_per_s() / wal.mb_per_s());
         wal_best = wal_best.max(wal.mb_per_s());
         partition_best = partition_best.max(measured.mb_per_s());
-        partitions.push((partition, wal_handle));
+        if let Some((old, old_wal)) = kept.replace((partition, wal_handle)) {
+            drop(old);
+            old_wal.shutdown().expect("shutdown");
+        }
+        delete_all_but(root.path(), &dir);
     }
     let ratio = partition_best / wal_best;
     ratios.sort_by(f64::total_cmp);
@@ -311,11 +340,7 @@ fn main() {
             .join(" "),
         if median >= 0.90 { "met" } else { "MISSED" }
     );
-    let (mut partition, wal) = partitions.pop().expect("a round ran");
-    for (old, old_wal) in partitions {
-        drop(old);
-        old_wal.shutdown().expect("shutdown");
-    }
+    let (mut partition, wal) = kept.expect("a round ran");
     let read = sequential_read(&mut partition);
     println!(
         "sequential fetch by offset (warm cache, 1 MiB requests): {:>8.1} MB/s, {} batches in {:.2} s",
