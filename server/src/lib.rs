@@ -11,6 +11,7 @@
 //! |---|---|
 //! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements |
+//! | [`reassign`] | planning a reassignment: stable slots, in place or by view change |
 //! | [`machine`] | a group's state machine: the catalog or a record log |
 //! | [`convert`] | consensus state ⇄ partition superblock fields |
 //! | [`shared`] | the group registry, published status, reply routing, bus queues |
@@ -40,5 +41,6 @@ pub mod group;
 pub mod machine;
 pub mod metrics;
 pub mod node;
+pub mod reassign;
 pub mod replies;
 pub mod shared;
