@@ -40,6 +40,8 @@ struct PartitionView {
     group: u64,
     /// `STREAM/TOPIC/PARTITION`, or `(metadata)` for group 0.
     name: String,
+    /// The highest assignment epoch any replica reported.
+    epoch: u32,
     durability: &'static str,
     confirm: String,
     write_quorum: u8,
@@ -62,6 +64,10 @@ struct ReplicaView {
     /// How far its commit is behind the group's highest reported commit.
     lag: Option<u64>,
     untrusted_log: Option<bool>,
+    /// Whether it holds every committed op, as the primary sees it (`false`:
+    /// still catching up, not counted toward confirms); `None` when no
+    /// primary in normal status answered.
+    caught_up: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -162,6 +168,7 @@ impl StatusView {
         let mut replicas = Table::new(&[
             "PARTITION",
             "GROUP",
+            "EPOCH",
             "POLICY",
             "REPLICA",
             "NODE",
@@ -170,6 +177,7 @@ impl StatusView {
             "PRIMARY",
             "COMMIT OP",
             "LAG",
+            "COPY",
             "LOG",
         ]);
         let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
@@ -182,6 +190,7 @@ impl StatusView {
                 replicas.row(vec![
                     partition.name.clone(),
                     partition.group.to_string(),
+                    partition.epoch.to_string(),
                     policy.clone(),
                     replica.replica.to_string(),
                     replica.node.to_string(),
@@ -193,6 +202,14 @@ impl StatusView {
                     or_dash(replica.primary_node.map(|node| format!("node {node}"))),
                     or_dash(replica.commit_op.map(|commit| commit.to_string())),
                     or_dash(replica.lag.map(|lag| lag.to_string())),
+                    or_dash(replica.caught_up.map(|caught_up| {
+                        if caught_up {
+                            "caught up"
+                        } else {
+                            "catching up"
+                        }
+                        .to_owned()
+                    })),
                     or_dash(replica.untrusted_log.map(|untrusted| {
                         if untrusted { "UNTRUSTED" } else { "trusted" }.to_owned()
                     })),
@@ -234,6 +251,22 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
         .map(|(_, report)| report.commit_op)
         .max()
         .unwrap_or(0);
+    // The primary's view of each copy: only a primary in normal status
+    // tracks which replicas hold every committed op.
+    let primary_report = reports
+        .iter()
+        .map(|(_, report)| *report)
+        .filter(|report| report.replica == report.primary && report.status == "normal")
+        .max_by_key(|report| report.view);
+    let caught_up = |replica: u8| {
+        primary_report.and_then(|report| {
+            report
+                .replicas
+                .iter()
+                .find(|copy| copy.replica == replica)
+                .map(|copy| copy.caught_up)
+        })
+    };
     let replicas = replica_nodes
         .iter()
         .map(|(&replica, &node)| {
@@ -254,6 +287,7 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
                     commit_op: Some(report.commit_op),
                     lag: Some(commit_max.saturating_sub(report.commit_op)),
                     untrusted_log: Some(report.untrusted_log),
+                    caught_up: caught_up(replica),
                 },
                 None => ReplicaView {
                     replica,
@@ -267,6 +301,7 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
                     commit_op: None,
                     lag: None,
                     untrusted_log: None,
+                    caught_up: caught_up(replica),
                 },
             }
         })
@@ -274,6 +309,11 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
     PartitionView {
         group: first.group,
         name: group_name(first),
+        epoch: reports
+            .iter()
+            .map(|(_, report)| report.epoch)
+            .max()
+            .unwrap_or(0),
         durability: first.durability.name(),
         confirm: confirm_name(first.confirm),
         write_quorum: first.write_quorum,
@@ -379,12 +419,46 @@ mod tests {
              2     h:2      ok                     1       3\n\
              3     h:3      unreachable (refused)  -       -\n\
              \n\
-             PARTITION  GROUP  POLICY            REPLICA  NODE  STATUS     VIEW  PRIMARY  COMMIT OP  LAG  LOG\n\
-             s/t/0      4      replicated W2/R2  0        1     normal     1     node 2   7          0    trusted\n\
-             s/t/0      4      replicated W2/R2  1        2     normal     1     node 2   5          2    UNTRUSTED\n\
-             s/t/0      4      replicated W2/R2  2        3     no answer  -     -        -          -    -\n\
+             PARTITION  GROUP  EPOCH  POLICY            REPLICA  NODE  STATUS     VIEW  PRIMARY  COMMIT OP  LAG  COPY       LOG\n\
+             s/t/0      4      0      replicated W2/R2  0        1     normal     1     node 2   7          0    caught up  trusted\n\
+             s/t/0      4      0      replicated W2/R2  1        2     normal     1     node 2   5          2    caught up  UNTRUSTED\n\
+             s/t/0      4      0      replicated W2/R2  2        3     no answer  -     -        -          -    caught up  -\n\
              \n\
              untrusted logs: s/t/0 (group 4) replica 1 on node 2\n"
+        );
+    }
+
+    #[test]
+    fn the_primary_says_which_copies_are_still_catching_up() {
+        let mut primary = group(1, 9, false);
+        primary.epoch = 2;
+        primary.replicas[2].caught_up = false;
+        let mut backup = group(0, 9, false);
+        backup.replicas[0].caught_up = false; // a backup's own list is not asked
+        let status = ClusterStatus {
+            nodes: vec![answer(1, vec![backup]), answer(2, vec![primary])],
+        };
+        let view = StatusView::from_status(&status);
+        let partition = &view.partitions[0];
+        assert_eq!(partition.epoch, 2, "the highest epoch reported");
+        let copies: Vec<Option<bool>> = partition.replicas.iter().map(|r| r.caught_up).collect();
+        assert_eq!(copies, [Some(true), Some(true), Some(false)]);
+        assert!(view.text().contains("catching up"));
+    }
+
+    #[test]
+    fn without_a_primary_in_normal_status_nobody_says_who_is_caught_up() {
+        let mut changing = group(1, 9, false);
+        changing.status = "view_change".into();
+        let status = ClusterStatus {
+            nodes: vec![answer(2, vec![changing])],
+        };
+        let view = StatusView::from_status(&status);
+        assert!(
+            view.partitions[0]
+                .replicas
+                .iter()
+                .all(|r| r.caught_up.is_none())
         );
     }
 
