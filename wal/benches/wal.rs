@@ -2,8 +2,9 @@
 //! numbers that frame it, measured in the same run on the same disk:
 //!
 //! - **baseline**: one appender doing plain `pwrite` + `fdatasync` per append
-//!   (a fresh file, so every fsync also commits the file's new size, as the
-//!   WAL's do). Like raw, measured before and after each repetition's cases,
+//!   (a fresh file, so every fsync also commits the file's new size: what a
+//!   log written the obvious way pays; the WAL's small-fsync files skip that
+//!   with zero-filled room, see `preallocate`). Like raw, measured before and after each repetition's cases,
 //!   and the faster of the two is used (the conservative choice for the
 //!   "x baseline" ratio);
 //! - **raw**: sequential 1 MiB `pwrite`s into a fresh file, then one
