@@ -43,7 +43,12 @@ pub const QUEUE_CAPACITY_DEFAULT: usize = 4096;
 /// fdatasync 0.2-0.4 ms when the disk is not throttled), 64 appenders of
 /// 1 KiB over 16 files ran at 64-77 MB/s with 100 µs and 98-119 MB/s with
 /// 250 µs, at a lower median latency (0.5 ms against 0.8-0.9 ms); one file
-/// was unaffected.
+/// was unaffected. With zero-filled room (see `preallocate`) that case
+/// reached 25.9x the one-write-one-fsync baseline at 500 µs against ~21x at
+/// 250 µs, but a 3-node cluster's peak (`strand-bench`, persisted, 1 KiB
+/// records in batches of 100) fell from 115-125k to 105-119k msgs/s: a node's
+/// few group actors do not all come back within the window, and the fsyncs
+/// they would have shared wait for nothing. 250 µs stays.
 pub const GATHER_WINDOW_DEFAULT: Duration = Duration::from_micros(250);
 
 /// Which backend the writer should use.
