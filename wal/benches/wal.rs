@@ -62,7 +62,7 @@
 //! - `WAL_BENCH_APPENDERS` — e.g. `64` (default `1,16,64`);
 //! - `WAL_BENCH_RAW_MIB` — size of the raw sequential write (default 1024);
 //! - `WAL_BENCH_SYNC_BYTES` — the WAL's `sync_bytes_max` (default 4 MiB, the WAL's own);
-//! - `WAL_BENCH_GATHER_US` — the WAL's gather window in µs (default 250);
+//! - `WAL_BENCH_GATHER_US` — the WAL's gather window in µs (default the WAL's own, 250);
 //! - `WAL_BENCH_SYNCS` — the WAL's `syncs_in_flight_max` (default 8).
 
 use std::fs::{File, OpenOptions};
