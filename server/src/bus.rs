@@ -368,7 +368,12 @@ async fn read_frames(
     let _ = done.send(());
 }
 
-/// Hands one frame to its group's actor. An error closes the connection.
+/// Hands one frame to its group's actor. An error closes the connection:
+/// a frame that cannot be right from this peer (another cluster, a client
+/// command, a replica index that belongs to another node). A frame from a
+/// node that is not a replica of the group here is dropped and counted
+/// instead: peers' catalogs may differ for a moment (a group being placed or
+/// changing its replicas), and the connection carries other groups' traffic.
 fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> {
     let command = message.command();
     match message {
@@ -394,9 +399,14 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> 
     // still be one of the group's replicas. Every other frame speaks for its
     // sender.
     let speaks_for_sender = !matches!(message, Message::Prepare(_));
-    let member = handle.replicas.contains(&node);
+    if !handle.replicas.contains(&node) {
+        tracing::debug!(node, group, command = ?command,
+            "bus: frame from a node that is not a replica of the group here; dropped");
+        metrics::replica_frame_refused();
+        return Ok(());
+    }
     let as_itself = handle.replicas.get(usize::from(prefix.replica)) == Some(&node);
-    if !member || (speaks_for_sender && !as_itself) {
+    if speaks_for_sender && !as_itself {
         return Err(format!(
             "node {node} spoke as replica {} of group {group}",
             prefix.replica

@@ -16,6 +16,7 @@
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
 //! | `client_frames_rejected_total` | counter | client connections closed for a bad frame |
 //! | `replica_frames_rejected_total` | counter | replica-bus connections closed for a bad frame |
+//! | `replica_frames_refused_total` | counter | well-formed replica-bus frames dropped because their sender is not a replica of their group here |
 //! | `consensus_dropped_total{reason}` | counter | inputs consensus dropped |
 
 use std::net::SocketAddr;
@@ -98,6 +99,13 @@ pub fn dropped(reason: DropReason) {
 /// A frame to a peer was dropped at its queue.
 pub fn bus_frame_dropped() {
     counter!("bus_frames_dropped_total").increment(1);
+}
+
+/// A well-formed bus frame was dropped: its sender is not a replica of its
+/// group in this node's catalog (a peer whose catalog differs, e.g. around a
+/// change of the group's replicas). The connection stays open.
+pub fn replica_frame_refused() {
+    counter!("replica_frames_refused_total").increment(1);
 }
 
 /// A client connection was closed for a bad frame.

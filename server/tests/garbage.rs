@@ -21,8 +21,8 @@ use strand_server::client_port::CLIENT_FRAME_SIZE_MAX;
 use strand_wire::checksum::checksum;
 use strand_wire::ops::{ClusterStatusReply, ErrorBody};
 use strand_wire::{
-    BatchBuilder, Body, CommandHeader, FrameDecoder, HEADER_SIZE, Message, Msg, Operation,
-    PingHeader, RequestHeader, ResultCode,
+    BatchBuilder, Body, CommandHeader, CommitHeader, FrameDecoder, HEADER_SIZE, Message, Msg,
+    Operation, PingHeader, RequestHeader, ResultCode,
 };
 
 /// The client id and request number of every crafted request.
@@ -435,5 +435,115 @@ fn malformed_frames_close_only_their_connection() {
     }
     runtime.block_on(produce_and_read_back(&client, 1));
     witness.still_answered();
+    drop(nodes);
+}
+
+/// A well-formed Commit heartbeat of `group`, from replica `replica` in view 0.
+fn commit_frame(group: u64, replica: u8) -> Vec<u8> {
+    let header = CommitHeader::new(common::CLUSTER, group, 0, replica);
+    Msg::new(header, Bytes::new()).to_bytes().to_vec()
+}
+
+/// Waits (bounded) until `node`'s counter `name` passes `above`.
+fn wait_for_metric_above(node: &common::Node, name: &str, above: f64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while common::metric(node, name) <= above {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {name} stayed at {above}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_frame_from_a_non_member_is_dropped_and_one_speaking_for_another_replica_closes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let nodes = common::start_cluster(dir.path());
+    let runtime = common::runtime();
+    let info = runtime.block_on(async {
+        let client = common::connect(
+            common::bootstrap(&nodes),
+            Instant::now() + Duration::from_secs(60),
+        )
+        .await;
+        client.create_stream("s").await.expect("create stream");
+        let mut spec = TopicSpec::new("s", "t");
+        spec.partition_count = 3;
+        spec.replica_count = 2;
+        client.create_topic(spec).await.expect("create topic");
+        client.topic("s", "t").await.expect("topic info")
+    });
+    // Node 3 is the target; this connection speaks as node 1.
+    let (target, speaker) = (&nodes[2], 1u32);
+    let hosted_without_speaker = info
+        .partitions
+        .iter()
+        .find(|p| p.replicas.contains(&target.node) && !p.replicas.contains(&speaker))
+        .expect("a partition on node 3 but not on node 1");
+    let shared = info
+        .partitions
+        .iter()
+        .find(|p| p.replicas.contains(&target.node) && p.replicas.contains(&speaker))
+        .expect("a partition on both");
+    let others_index = shared
+        .replicas
+        .iter()
+        .position(|&node| node != speaker)
+        .expect("two replicas") as u8;
+    // The group's replicas are placed on node 3 once its metadata commit
+    // arrives; a frame for a group not hosted yet is ignored before the
+    // membership check, so wait until node 3 hosts both.
+    let hosted = |group: u64| {
+        runtime.block_on(async {
+            let client = common::connect(
+                vec![target.client_address.clone()],
+                Instant::now() + Duration::from_secs(30),
+            )
+            .await;
+            let status = client.cluster_status().await.expect("status");
+            status
+                .groups()
+                .any(|(node, report)| node == target.node && report.group == group)
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(hosted(hosted_without_speaker.group) && hosted(shared.group)) {
+        assert!(Instant::now() < deadline, "node 3 never hosted both groups");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let refused = common::metric(target, "replica_frames_refused_total");
+    let rejected = common::metric(target, "replica_frames_rejected_total");
+    let mut stream = bus_connection(target, Some(speaker));
+    stream
+        .write_all(&commit_frame(hosted_without_speaker.group, 0))
+        .expect("send a non-member's frame");
+    wait_for_metric_above(
+        target,
+        "replica_frames_refused_total",
+        refused,
+        "a non-member's frame",
+    );
+    assert_eq!(
+        common::metric(target, "replica_frames_rejected_total"),
+        rejected,
+        "a non-member's frame closed the connection"
+    );
+
+    // The same connection is still read: a frame speaking for another
+    // replica of a group the speaker belongs to closes it.
+    stream
+        .write_all(&commit_frame(shared.group, others_index))
+        .expect("the connection is still open");
+    wait_for_metric_above(
+        target,
+        "replica_frames_rejected_total",
+        rejected,
+        "an impersonating frame",
+    );
+    assert_fully_closed(&mut stream, "impersonation");
+    let mut nodes = nodes;
+    nodes[2].assert_alive();
     drop(nodes);
 }
