@@ -559,7 +559,7 @@ impl<S: Storage> WalCore<S> {
             Err(error) => {
                 tracing::warn!(%file, path = %state.path.display(), %error,
                     "wal: zero-filling room ahead failed; the file's appends go on without it");
-                state.preallocation.on_fill_failed();
+                state.preallocation.on_fill_failed(fill);
             }
         }
     }

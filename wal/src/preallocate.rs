@@ -111,10 +111,13 @@ impl Preallocation {
         self.allocated_end = self.allocated_end.max(fill.offset + fill.len);
     }
 
-    /// Records that a fill failed (e.g. ENOSPC): the file gets no more. The
-    /// data writes meet the real condition themselves and report it.
-    pub fn on_fill_failed(&mut self) {
+    /// Records that `fill` failed (e.g. ENOSPC, EFBIG): the file gets no
+    /// more. The data writes meet the real condition themselves and report
+    /// it. The failed write may still have zeroed part of the region, so the
+    /// file counts as extending over it: a close or rename cuts it off.
+    pub fn on_fill_failed(&mut self, fill: Fill) {
         self.off = true;
+        self.allocated_end = self.allocated_end.max(fill.offset + fill.len);
     }
 
     /// True when the file extends past `append_end` with zeros that a close or
@@ -189,7 +192,11 @@ mod tests {
         assert!(state.has_room_past(10));
         state.on_set_len(10);
         assert!(!state.has_room_past(10));
-        state.on_fill_failed();
+        state.on_fill_failed(Fill {
+            offset: 10,
+            len: FILL_BYTES,
+        });
         assert_eq!(state.fill_due(10), None);
+        assert!(state.has_room_past(10), "a failed fill may have left zeros");
     }
 }

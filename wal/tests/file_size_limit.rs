@@ -82,5 +82,31 @@ fn check(backend: Backend) {
         small.recv().result.is_ok(),
         "{backend:?}: other files keep working"
     );
+
+    // Small fsyncs earn zero-filled room, whose 1 MiB crosses the limit: the
+    // fill fails, the appends go on without it, and the close cuts whatever
+    // part of it was written.
+    let path = dir.path().join("filled.log");
+    let filled = Collector::new();
+    let file = wal
+        .open(&path, OpenMode::CreateNew, filled.sink.clone())
+        .expect("filled")
+        .file;
+    let mut end = 0;
+    for user_data in 0..8 {
+        wal.append(file, Bytes::from(vec![9u8; 1000]), user_data)
+            .expect("queued");
+        let range = filled.recv().result.expect("the appends never notice");
+        end = range.end();
+    }
+    wal.close(file, 8).expect("queued");
+    assert_eq!(filled.recv().kind, CompletionKind::Closed);
+    let bytes = std::fs::read(&path).expect("readable");
+    assert_eq!(
+        bytes.len() as u64,
+        end,
+        "{backend:?}: no zeros left past the frames"
+    );
+    assert_eq!(strand_wal::scan(&bytes).frames.len(), 8);
     wal.shutdown().expect("the small file syncs");
 }
