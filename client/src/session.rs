@@ -155,6 +155,10 @@ struct Pending {
     retries: u32,
     /// NotPrimary answers so far.
     redirects: u32,
+    /// The current attempt left before this session saw the group take any
+    /// request of `client`: an "unknown client" answer to it may predate the
+    /// group's table for the id (see [`Session::on_session_evicted`]).
+    sent_before_table: bool,
 }
 
 /// One client's session with one group.
@@ -169,6 +173,9 @@ pub struct Session {
     pending: VecDeque<Pending>,
     /// Submitted requests waiting for room in the window (not numbered yet).
     backlog: VecDeque<Submission>,
+    /// The newest client id the group is known to have taken a request of
+    /// (it answered one `Ok`), so it holds a table for it.
+    confirmed_client: Option<u128>,
 }
 
 impl Session {
@@ -189,6 +196,7 @@ impl Session {
             next_request: 1,
             pending: VecDeque::new(),
             backlog: VecDeque::new(),
+            confirmed_client: None,
         }
     }
 
@@ -230,6 +238,7 @@ impl Session {
         let Some(head_client) = self.pending.front().map(|pending| pending.client) else {
             return;
         };
+        let confirmed = self.confirmed_client;
         for pending in self.pending.iter_mut() {
             if pending.client != head_client {
                 break; // rule 4: the current id waits for the old one to drain
@@ -246,6 +255,7 @@ impl Session {
                         sent_at_ms: now_ms,
                     };
                     pending.transmitted = true;
+                    pending.sent_before_table = confirmed != Some(pending.client);
                     actions.push(Action::Transmit {
                         token: pending.token,
                         client: pending.client,
@@ -270,7 +280,10 @@ impl Session {
             State::Sent { connection, .. } if connection == reply.connection
         );
         match reply.body {
-            ReplyBody::Ok(body) => self.complete(index, Ok(body), actions),
+            ReplyBody::Ok(body) => {
+                self.confirmed_client = Some(reply.client);
+                self.complete(index, Ok(body), actions)
+            }
             ReplyBody::Malformed(reason) => {
                 let error = ClientError::Protocol { reason };
                 self.fail(index, reply.op, error, actions);
@@ -401,9 +414,15 @@ impl Session {
 
     /// SessionEvicted: the group does not know this client id. If request 1
     /// of that id is still unanswered the group simply has not taken it yet
-    /// (it was refused `Busy`, say): resend in order. Otherwise the group
-    /// forgot requests it had committed: every transmitted request of that
-    /// id may or may not have been applied, and the rest move to a fresh id.
+    /// (it was refused `Busy`, say): resend in order. Likewise if this
+    /// attempt left before the session saw the group take any request of the
+    /// id: the answer may predate the table (request 1 reached the group
+    /// after it, around a failover); resending is safe, as the group never
+    /// takes a number above 1 from an id it does not know, and a second
+    /// "unknown client" to an attempt sent after that is a real eviction.
+    /// Otherwise the group forgot requests it had committed: every
+    /// transmitted request of that id may or may not have been applied, and
+    /// the rest move to a fresh id.
     fn on_session_evicted(
         &mut self,
         index: usize,
@@ -414,6 +433,10 @@ impl Session {
         let client = self.pending[index].client;
         if self.position(client, 1).is_some() {
             self.on_out_of_order(index, 1, now_ms, actions);
+            return;
+        }
+        if self.pending[index].sent_before_table {
+            self.back_off(index, now_ms);
             return;
         }
         let reason = format!("the group evicted this client's session ({message})");
@@ -623,6 +646,7 @@ impl Session {
                 state: State::Queued,
                 retries: 0,
                 redirects: 0,
+                sent_before_table: true,
             });
         }
     }
