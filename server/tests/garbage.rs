@@ -353,22 +353,29 @@ fn bus_rejections_logged(node: &common::Node) -> usize {
         .count()
 }
 
+/// A client of `nodes` that created stream `s` and topic `t` (3 partitions
+/// of `replicas` replicas each).
+async fn topic_s_t(nodes: &[common::Node], replicas: u8) -> Client {
+    let client = common::connect(
+        common::bootstrap(nodes),
+        Instant::now() + Duration::from_secs(60),
+    )
+    .await;
+    client.create_stream("s").await.expect("create stream");
+    let mut spec = TopicSpec::new("s", "t");
+    spec.partition_count = 3;
+    spec.replica_count = replicas;
+    client.create_topic(spec).await.expect("create topic");
+    client
+}
+
 #[test]
 fn malformed_frames_close_only_their_connection() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut nodes = common::start_cluster(dir.path());
     let runtime = common::runtime();
     let client = runtime.block_on(async {
-        let client = common::connect(
-            common::bootstrap(&nodes),
-            Instant::now() + Duration::from_secs(60),
-        )
-        .await;
-        client.create_stream("s").await.expect("create stream");
-        let mut spec = TopicSpec::new("s", "t");
-        spec.partition_count = 3;
-        spec.replica_count = 3;
-        client.create_topic(spec).await.expect("create topic");
+        let client = topic_s_t(&nodes, 3).await;
         produce_and_read_back(&client, 0).await;
         client
     });
@@ -462,16 +469,7 @@ fn a_frame_from_a_non_member_is_dropped_and_one_speaking_for_another_replica_clo
     let nodes = common::start_cluster(dir.path());
     let runtime = common::runtime();
     let info = runtime.block_on(async {
-        let client = common::connect(
-            common::bootstrap(&nodes),
-            Instant::now() + Duration::from_secs(60),
-        )
-        .await;
-        client.create_stream("s").await.expect("create stream");
-        let mut spec = TopicSpec::new("s", "t");
-        spec.partition_count = 3;
-        spec.replica_count = 2;
-        client.create_topic(spec).await.expect("create topic");
+        let client = topic_s_t(&nodes, 2).await;
         client.topic("s", "t").await.expect("topic info")
     });
     // Node 3 is the target; this connection speaks as node 1.
