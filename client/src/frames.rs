@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use strand_wire::ops::ErrorBody;
-use strand_wire::{CommandHeader, Msg, Operation, ReplyHeader, RequestHeader, ResultCode};
+use strand_wire::{CommandHeader, Msg, Operation, ReplyHeader, RequestHeader, ResultCode, ViewId};
 
 /// Names one TCP connection attempt for the lifetime of the client; replies
 /// and losses are attributed to it.
@@ -54,7 +54,7 @@ pub fn request_frame(
 ) -> Bytes {
     assert!(client != 0, "client id 0 is reserved");
     assert!(request != 0, "request numbers count from 1");
-    let mut header = RequestHeader::new(cluster, group, 0, 0);
+    let mut header = RequestHeader::new(cluster, group, ViewId::new(0, 0), 0);
     header.client.set(client);
     header.request.set(request);
     header.operation = operation as u8;
@@ -96,7 +96,7 @@ pub fn reply_frame(
     op: u64,
     result: Result<Bytes, ErrorBody>,
 ) -> Msg<ReplyHeader> {
-    let mut header = ReplyHeader::new(cluster, group, 0, 0);
+    let mut header = ReplyHeader::new(cluster, group, ViewId::new(0, 0), 0);
     header.client.set(client);
     header.request.set(request);
     header.operation = operation as u8;

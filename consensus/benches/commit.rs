@@ -74,7 +74,7 @@ fn run(
 }
 
 fn request(client: u128, request: u64, body: &Bytes) -> ClientRequest {
-    let mut header = RequestHeader::new(1, 1, 0, 0);
+    let mut header = RequestHeader::new(1, 1, strand_wire::ViewId::new(0, 0), 0);
     header.client.set(client);
     header.request.set(request);
     header.operation = Operation::Produce as u8;
@@ -117,7 +117,7 @@ fn main() {
     let mut built = 0u64;
     while start.elapsed() < budget {
         for _ in 0..3 {
-            let mut header = PrepareHeader::new(1, 1, 0, 0);
+            let mut header = PrepareHeader::new(1, 1, strand_wire::ViewId::new(0, 0), 0);
             header.op.set(built + 1);
             header.commit.set(built);
             header.operation = Operation::Produce as u8;

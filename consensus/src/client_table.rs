@@ -238,7 +238,7 @@ mod tests {
     use strand_wire::CommandHeader;
 
     fn committed(op: u64, client: u128, request: u64) -> PrepareHeader {
-        let mut header = PrepareHeader::new(1, 1, 1, 0);
+        let mut header = PrepareHeader::new(1, 1, strand_wire::ViewId::new(0, 1), 0);
         header.op.set(op);
         header.commit.set(op - 1);
         header.client.set(client);

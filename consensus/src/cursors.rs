@@ -216,7 +216,7 @@ impl<S: StateMachine> Replica<S> {
         let header = *message.header();
         let serving_backup = self.status == Status::Normal && !self.is_primary();
         if !serving_backup
-            || header.prefix.view.get() != self.view
+            || header.prefix.view_id() != self.view
             || header.prefix.replica != self.primary_index()
         {
             effects.event(Event::Dropped {

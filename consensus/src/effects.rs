@@ -3,7 +3,7 @@
 //! driver executes them in order and feeds completions back as inputs.
 
 use bytes::Bytes;
-use strand_wire::{Message, Msg, PrepareHeader, ReplyHeader};
+use strand_wire::{Message, Msg, PrepareHeader, ReplyHeader, ViewId};
 
 use crate::state::DurableState;
 
@@ -133,19 +133,19 @@ pub enum Event {
     /// The replica moved to `view` and stopped acking lower views.
     ViewChangeStarted {
         /// The new view.
-        view: u32,
+        view: ViewId,
     },
     /// The replica is Normal in `view`.
     Normal {
         /// The view.
-        view: u32,
+        view: ViewId,
         /// Whether it is the primary.
         primary: bool,
     },
     /// The view change waits (rate-limited): why, and for which replicas.
     ViewChangeWaiting {
         /// The view being started.
-        view: u32,
+        view: ViewId,
         /// Why.
         reason: WaitReason,
         /// Replicas whose (trusted) DoViewChange is awaited, as a bitset.
@@ -164,7 +164,7 @@ pub enum Event {
     /// The candidate chose the canonical log for `view` (for logs and traces).
     Merged {
         /// The view being started.
-        view: u32,
+        view: ViewId,
         /// The replica whose log was chosen.
         source: u8,
         /// The canonical head op.
@@ -175,7 +175,7 @@ pub enum Event {
     /// An operator's accept-loss started `view` at `op`.
     AcceptedLoss {
         /// The view started.
-        view: u32,
+        view: ViewId,
         /// The op it started at.
         op: u64,
     },
@@ -195,6 +195,9 @@ pub enum DropReason {
     WrongGroup,
     /// A replica index outside the group.
     ReplicaOutOfRange,
+    /// From a view of an assignment epoch this replica has no membership
+    /// of: it cannot tell who that view's primary is.
+    UnknownEpoch,
     /// From a view this replica has left.
     StaleView,
     /// Not expected in the replica's status or role.

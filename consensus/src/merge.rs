@@ -15,7 +15,9 @@
 
 use std::collections::BTreeMap;
 
-use strand_wire::{CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, PrepareHeader};
+use strand_wire::{
+    CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, PrepareHeader, ViewId,
+};
 
 use crate::confirm::ConfirmRule;
 use crate::effects::WaitReason;
@@ -28,7 +30,7 @@ pub struct DvcSummary {
     /// The sender.
     pub replica: u8,
     /// Its log view.
-    pub log_view: u32,
+    pub log_view: ViewId,
     /// Its head op.
     pub op: u64,
     /// Its commit number.
@@ -114,7 +116,7 @@ pub struct Canonical {
     /// The replica whose log was chosen.
     pub source: u8,
     /// The chosen log's view.
-    pub log_view: u32,
+    pub log_view: ViewId,
     /// The canonical head op (after dropping nacked ops).
     pub op: u64,
     /// The highest commit number any reporter knows (never above `op`).
@@ -358,7 +360,7 @@ mod tests {
     use strand_wire::Operation;
 
     fn header(op: u64, view: u32) -> PrepareHeader {
-        let mut header = PrepareHeader::new(1, 1, view, 0);
+        let mut header = PrepareHeader::new(1, 1, ViewId::new(0, view), 0);
         header.op.set(op);
         header.commit.set(op - 1);
         header.operation = Operation::Produce as u8;
@@ -375,7 +377,7 @@ mod tests {
         };
         DvcSummary {
             replica,
-            log_view,
+            log_view: ViewId::new(0, log_view),
             op: ops,
             commit,
             ack_op: ops,
@@ -411,7 +413,7 @@ mod tests {
         let canonical = ready(decide(&[a.clone(), b], params(3)));
         assert_eq!(
             (canonical.source, canonical.op, canonical.log_view),
-            (1, 8, 4)
+            (1, 8, ViewId::new(0, 4))
         );
         let c = dvc(2, 3, 12, 5);
         let canonical = ready(decide(&[a, c], params(3)));
@@ -457,7 +459,7 @@ mod tests {
     fn an_empty_flagged_dvc_is_never_chosen() {
         let mut a = dvc(0, 0, 0, 0);
         a.flags = DoViewChangeFlags::UNTRUSTED_LOG | DoViewChangeFlags::AWAITING_STATE_TRANSFER;
-        a.log_view = 9;
+        a.log_view = ViewId::new(0, 9);
         let b = dvc(1, 3, 4, 2);
         let c = dvc(2, 3, 4, 2);
         assert_eq!(ready(decide(&[a, b, c], params(3))).source, 1);
@@ -566,7 +568,7 @@ mod tests {
         let mut a = dvc(0, 3, 10, 5);
         a.present &= !(1 << 9);
         a.history_start = Some(HistoryStart {
-            view: 3,
+            view: ViewId::new(0, 3),
             op: 10,
             cursor_tail: 0,
             replica: 0,
@@ -586,7 +588,7 @@ mod tests {
     fn never_starts_below_the_latest_history_start() {
         let mut a = dvc(0, 3, 8, 5);
         a.history_start = Some(HistoryStart {
-            view: 4,
+            view: ViewId::new(0, 4),
             op: 10,
             cursor_tail: 0,
             replica: 1,

@@ -127,7 +127,7 @@ impl<S: StateMachine> Replica<S> {
     /// A redirect to the primary of the current view.
     pub(crate) fn not_primary(&self) -> ErrorBody {
         ErrorBody::NotPrimary {
-            view: self.view,
+            view: self.view.view,
             primary_replica: self.primary_index(),
             primary_node: 0,
             address: String::new(),
@@ -233,7 +233,7 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn on_prepare(&mut self, prepare: Msg<PrepareHeader>, effects: &mut Effects) {
         let header = *prepare.header();
         let op = header.op.get();
-        let view = header.prefix.view.get();
+        let view = header.prefix.view_id();
         let live = self.status == Status::Normal && view == self.view && !self.is_primary();
         if !live {
             // A repair answer: the body of a slot whose header is known.
@@ -243,7 +243,7 @@ impl<S: StateMachine> Replica<S> {
                 return;
             }
             if view > self.view {
-                self.request_start_view(self.membership.primary_of(view), effects);
+                self.request_start_view(self.primary_of(view), effects);
             }
             effects.event(Event::Dropped {
                 reason: DropReason::WrongStatus,
@@ -396,7 +396,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Primary: an ack from a backup.
     pub(crate) fn on_prepare_ok(&mut self, ok: &PrepareOkHeader, effects: &mut Effects) {
-        if !self.is_serving_primary() || ok.prefix.view.get() != self.view {
+        if !self.is_serving_primary() || ok.prefix.view_id() != self.view {
             effects.event(Event::Dropped {
                 reason: DropReason::WrongStatus,
             });
@@ -521,7 +521,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Backup: the primary's heartbeat.
     pub(crate) fn on_commit_heartbeat(&mut self, commit: &CommitHeader, effects: &mut Effects) {
-        let view = commit.prefix.view.get();
+        let view = commit.prefix.view_id();
         if view < self.view {
             effects.event(Event::Dropped {
                 reason: DropReason::StaleView,

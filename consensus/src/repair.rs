@@ -206,7 +206,7 @@ impl<S: StateMachine> Replica<S> {
         }
         let from_primary = !self.is_primary()
             && from == self.primary_index()
-            && message.header().prefix.view.get() == self.view;
+            && message.header().prefix.view_id() == self.view;
         let commit = self.commit;
         for header in &headers {
             let op = header.op.get();

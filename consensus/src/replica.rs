@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use strand_wire::{
-    CommandHeader, Durability, Message, Msg, PrepareHeader, REPLICAS_MAX, RequestHeader,
+    CommandHeader, Durability, Message, Msg, PrepareHeader, REPLICAS_MAX, RequestHeader, ViewId,
 };
 
 use crate::client_table::ClientTable;
@@ -92,7 +92,7 @@ pub(crate) struct ViewChangeProgress {
 #[derive(Debug, Clone)]
 pub(crate) struct Adoption {
     /// The view being adopted.
-    pub view: u32,
+    pub view: ViewId,
     /// The canonical head op.
     pub op: u64,
     /// The canonical commit number (at least).
@@ -127,17 +127,17 @@ pub struct Replica<S> {
     pub(crate) machine: S,
 
     pub(crate) status: Status,
-    pub(crate) view: u32,
-    pub(crate) log_view: u32,
+    pub(crate) view: ViewId,
+    pub(crate) log_view: ViewId,
     pub(crate) trusted: bool,
     /// The durable state last asked for, and the sequence numbers of asks.
     pub(crate) durable: DurableState,
     pub(crate) persist_requested: u64,
     pub(crate) persist_completed: u64,
     /// Persists in flight: (sequence, view, log view, commit) each carries.
-    pub(crate) persists_in_flight: std::collections::VecDeque<(u64, u32, u32, u64)>,
+    pub(crate) persists_in_flight: std::collections::VecDeque<(u64, ViewId, ViewId, u64)>,
     /// The view known to be on disk (a replica acks nothing in a view before).
-    pub(crate) view_persisted: u32,
+    pub(crate) view_persisted: ViewId,
 
     pub(crate) journal: Journal,
     /// Ops whose stored entry was found damaged (or was dropped while
@@ -339,7 +339,7 @@ impl<S: StateMachine> Replica<S> {
         if recovered.awaiting_state_transfer {
             replica.status = Status::AwaitingStateTransfer;
             replica.trusted = false;
-        } else if recovered.fresh && replica.view == 0 {
+        } else if recovered.fresh && replica.view == ViewId::ZERO {
             replica.status = Status::Normal;
         } else if replica.config.replica_count == 1 {
             // Alone, there is no one to adopt a view from and nothing to
@@ -378,12 +378,12 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// The current view.
-    pub fn view(&self) -> u32 {
+    pub fn view(&self) -> ViewId {
         self.view
     }
 
     /// The view the log was last settled in.
-    pub fn log_view(&self) -> u32 {
+    pub fn log_view(&self) -> ViewId {
         self.log_view
     }
 
@@ -409,7 +409,16 @@ impl<S: StateMachine> Replica<S> {
 
     /// The primary of the current view.
     pub fn primary_index(&self) -> u8 {
-        self.membership.primary_of(self.view)
+        self.primary_of(self.view)
+    }
+
+    /// The primary of `view`, under the membership of its epoch.
+    pub(crate) fn primary_of(&self, view: ViewId) -> u8 {
+        assert_eq!(
+            view.epoch, self.membership.epoch,
+            "a view of an epoch this replica has no membership of"
+        );
+        self.membership.primary_of(view.view)
     }
 
     /// Whether this replica is the primary of its view (in any status).
@@ -686,9 +695,9 @@ impl<S: StateMachine> Replica<S> {
             return false;
         }
         if !candidate {
-            let mut view = self.view + 1;
-            while self.membership.primary_of(view) != self.config.replica {
-                view += 1;
+            let mut view = self.view.next();
+            while self.primary_of(view) != self.config.replica {
+                view = view.next();
             }
             self.start_view_change(view, effects);
         }
@@ -706,6 +715,9 @@ impl<S: StateMachine> Replica<S> {
         }
         if prefix.group.get() != self.config.group {
             return Err(DropReason::WrongGroup);
+        }
+        if prefix.epoch.get() != self.membership.epoch {
+            return Err(DropReason::UnknownEpoch);
         }
         let from_self_allowed = matches!(message, Message::Prepare(_) | Message::Headers(_));
         if !self.membership.slots.contains(prefix.replica) {

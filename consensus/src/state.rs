@@ -1,7 +1,7 @@
 //! What a replica keeps across restarts (the superblock's consensus fields),
 //! and what storage reports when a replica opens.
 
-use strand_wire::PrepareHeader;
+use strand_wire::{PrepareHeader, ViewId};
 
 /// Most history starts a replica remembers; older ones are dropped first. The
 /// guard and the cut only ever need the latest few.
@@ -15,7 +15,7 @@ pub const HISTORY_STARTS_MAX: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct HistoryStart {
     /// The view that started here.
-    pub view: u32,
+    pub view: ViewId,
     /// The canonical log's head op when the view started.
     pub op: u64,
     /// The new primary's cursor event log length when the view started.
@@ -33,10 +33,10 @@ pub struct HistoryStart {
 pub struct DurableState {
     /// The highest view this replica has entered. Persisting it fences the
     /// replica: it never acks anything from a lower view again.
-    pub view: u32,
+    pub view: ViewId,
     /// The view in which the replica's log was last settled (Normal or adopted
     /// from a StartView).
-    pub log_view: u32,
+    pub log_view: ViewId,
     /// The replica's commit number.
     pub commit: u64,
     /// The history starts this replica knows, oldest first, at most

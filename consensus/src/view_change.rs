@@ -12,7 +12,7 @@
 use bytes::Bytes;
 use strand_wire::{
     CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, DoViewChangeHeader, Message, Msg,
-    PrepareHeader, RequestStartViewHeader, StartViewChangeHeader, StartViewHeader,
+    PrepareHeader, RequestStartViewHeader, StartViewChangeHeader, StartViewHeader, ViewId,
 };
 use zerocopy::IntoBytes;
 
@@ -26,7 +26,7 @@ use crate::state_machine::StateMachine;
 impl<S: StateMachine> Replica<S> {
     /// Moves to `new_view`: stops acking the old one, persists the view, and
     /// (once persisted) sends its DoViewChange to every replica.
-    pub(crate) fn start_view_change(&mut self, new_view: u32, effects: &mut Effects) {
+    pub(crate) fn start_view_change(&mut self, new_view: ViewId, effects: &mut Effects) {
         assert!(
             new_view > self.view,
             "view {new_view} is not above {}",
@@ -85,7 +85,7 @@ impl<S: StateMachine> Replica<S> {
 
     fn check_svc_quorum(&mut self, effects: &mut Effects) {
         if self.svc_votes.count_ones() >= self.svc_quorum() {
-            self.start_view_change(self.view + 1, effects);
+            self.start_view_change(self.view.next(), effects);
         }
     }
 
@@ -150,7 +150,7 @@ impl<S: StateMachine> Replica<S> {
         svc: &StartViewChangeHeader,
         effects: &mut Effects,
     ) {
-        let view = svc.prefix.view.get();
+        let view = svc.prefix.view_id();
         let from = svc.prefix.replica;
         if view < self.view {
             // A straggler wants to leave a view the group has left: the
@@ -168,7 +168,7 @@ impl<S: StateMachine> Replica<S> {
                 // Views only advance by quorum, so a higher one exists: this
                 // replica is behind. Ask that view's primary for it rather
                 // than disturb anything.
-                self.request_start_view(self.membership.primary_of(view), effects);
+                self.request_start_view(self.primary_of(view), effects);
                 return;
             }
             self.start_view_change(view, effects);
@@ -185,14 +185,14 @@ impl<S: StateMachine> Replica<S> {
         header.commit.set(summary.commit);
         header.ack_op.set(summary.ack_op);
         header.cursor_tail.set(summary.cursor_tail);
-        header.log_view.set(summary.log_view);
+        header.set_log_view_id(summary.log_view);
         header.flags = summary.flags.bits();
         header.present_bitset.set(summary.present);
         header.nack_bitset.set(summary.nack);
         if let Some(start) = summary.history_start {
             header.history_start_op.set(start.op);
             header.history_start_cursor_tail.set(start.cursor_tail);
-            header.history_start_view.set(start.view);
+            header.set_history_start_view_id(start.view);
             header.history_start_replica = start.replica;
         }
         let body = Bytes::copy_from_slice(summary.headers.as_bytes());
@@ -289,7 +289,7 @@ impl<S: StateMachine> Replica<S> {
         dvc: Msg<DoViewChangeHeader>,
         effects: &mut Effects,
     ) {
-        let view = dvc.header().prefix.view.get();
+        let view = dvc.header().prefix.view_id();
         let from = dvc.header().prefix.replica;
         if view < self.view {
             effects.event(Event::Dropped {
@@ -391,7 +391,7 @@ impl<S: StateMachine> Replica<S> {
         effects: &mut Effects,
     ) {
         let header = *start_view.header();
-        let view = header.prefix.view.get();
+        let view = header.prefix.view_id();
         let from = header.prefix.replica;
         if view < self.view || (view == self.view && self.status == Status::Normal) {
             effects.event(Event::Dropped {
@@ -399,7 +399,7 @@ impl<S: StateMachine> Replica<S> {
             });
             return;
         }
-        if from != self.membership.primary_of(view) || from == self.config.replica {
+        if from != self.primary_of(view) || from == self.config.replica {
             effects.event(Event::Dropped {
                 reason: DropReason::Invalid,
             });
@@ -460,7 +460,7 @@ impl<S: StateMachine> Replica<S> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn begin_adoption(
         &mut self,
-        view: u32,
+        view: ViewId,
         headers: &[PrepareHeader],
         op: u64,
         commit: u64,
@@ -704,7 +704,7 @@ impl<S: StateMachine> Replica<S> {
         if adoption.verified_from > self.commit + 1 {
             return; // waiting for canonical headers from the source
         }
-        let new_primary = self.config.replica == self.membership.primary_of(adoption.view);
+        let new_primary = self.config.replica == self.primary_of(adoption.view);
         if new_primary {
             let op = adoption.op;
             let complete = (self.commit + 1..=op).all(|slot_op| {
@@ -814,7 +814,7 @@ impl<S: StateMachine> Replica<S> {
         {
             Some(start) => start,
             // View 0 starts empty without a recorded start.
-            None if self.view == 0 => HistoryStart::default(),
+            None if self.view == ViewId::ZERO => HistoryStart::default(),
             None => return,
         };
         let head = self.journal.head();
@@ -843,7 +843,7 @@ impl<S: StateMachine> Replica<S> {
         request: &RequestStartViewHeader,
         effects: &mut Effects,
     ) {
-        if self.is_serving_primary() && request.prefix.view.get() <= self.view {
+        if self.is_serving_primary() && request.prefix.view_id() <= self.view {
             self.send_start_view(request.prefix.replica, request.nonce.get(), effects);
         }
     }
@@ -930,8 +930,8 @@ fn summary_from_message(dvc: &Msg<DoViewChangeHeader>) -> Option<DvcSummary> {
     let headers = strand_wire::headers::prepare_headers(dvc.body())
         .ok()?
         .to_vec();
-    let start_view = header.history_start_view.get();
-    let history_start = (start_view > 0).then(|| HistoryStart {
+    let start_view = header.history_start_view_id();
+    let history_start = (start_view != ViewId::ZERO).then(|| HistoryStart {
         view: start_view,
         op: header.history_start_op.get(),
         cursor_tail: header.history_start_cursor_tail.get(),
@@ -940,7 +940,7 @@ fn summary_from_message(dvc: &Msg<DoViewChangeHeader>) -> Option<DvcSummary> {
     });
     Some(DvcSummary {
         replica: header.prefix.replica,
-        log_view: header.log_view.get(),
+        log_view: header.log_view_id(),
         op: header.op.get(),
         commit: header.commit.get(),
         ack_op: header.ack_op.get(),

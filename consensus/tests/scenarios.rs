@@ -117,7 +117,7 @@ fn a_primary_crash_keeps_every_committed_op_at_the_same_offsets() {
     cluster.tick(200);
     let primary = cluster.primary().expect("a new primary serves");
     assert_ne!(primary, 0);
-    assert!(cluster.replica(primary).view() >= 1);
+    assert!(cluster.replica(primary).view().view >= 1);
     for replica in [1, 2] {
         cluster.assert_acked_in_log(replica);
     }
@@ -582,4 +582,31 @@ fn a_corrupted_committed_entry_on_one_of_three_is_repaired_never_truncated() {
 fn corrupted_committed_entries_on_two_of_five_are_repaired_never_truncated() {
     corrupt_and_fail_over(5, &[1, 2], false);
     corrupt_and_fail_over(5, &[1, 2], true);
+}
+
+#[test]
+fn a_frame_of_an_epoch_without_a_membership_is_dropped_whatever_its_view() {
+    use strand_wire::{CommandHeader, Message, Msg, StartViewChangeHeader, ViewId};
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    let before = cluster.replica(0).view();
+    let svc = StartViewChangeHeader::new(harness::CLUSTER, harness::GROUP, ViewId::new(7, 90), 1);
+    for to in [0, 2] {
+        let message = Message::StartViewChange(Msg::new(svc, bytes::Bytes::new()));
+        cluster.network.push_back((1, to, message));
+    }
+    cluster.deliver_all();
+    let dropped = cluster.events_of(0, |event| match event {
+        Event::Dropped {
+            reason: DropReason::UnknownEpoch,
+        } => Some(()),
+        _ => None,
+    });
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(cluster.replica(0).view(), before, "no view was entered");
+    assert_eq!(cluster.replica(0).status(), Status::Normal);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 2, "the group serves on");
 }

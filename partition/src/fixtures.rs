@@ -2,7 +2,7 @@
 //! simulator: what a primary would hand storage, without a replica.
 
 use bytes::Bytes;
-use strand_wire::{BatchBuilder, CommandHeader, Msg, Operation, PrepareHeader};
+use strand_wire::{BatchBuilder, CommandHeader, Msg, Operation, PrepareHeader, ViewId};
 
 /// Cluster id the fixtures stamp on prepares.
 pub const FIXTURE_CLUSTER: u64 = 7;
@@ -40,7 +40,7 @@ pub fn prepare_with_body(
     record_count: u32,
     body: Bytes,
 ) -> Msg<PrepareHeader> {
-    let mut header = PrepareHeader::new(FIXTURE_CLUSTER, FIXTURE_GROUP, 1, 0);
+    let mut header = PrepareHeader::new(FIXTURE_CLUSTER, FIXTURE_GROUP, ViewId::new(0, 1), 0);
     header.op.set(op);
     header.parent.set(if op == 1 { 0 } else { parent });
     header.commit.set(op - 1);

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use strand_wire::codec::{BodyReader, BodyWriter};
 use strand_wire::error::BodyError;
-use strand_wire::{ConfirmPolicy, Durability, PrepareHeader, REPLICAS_MAX};
+use strand_wire::{ConfirmPolicy, Durability, PrepareHeader, REPLICAS_MAX, ViewId};
 use zerocopy::IntoBytes;
 
 use crate::disk::Disk;
@@ -34,7 +34,11 @@ pub const VIEW_HEADERS_MAX: usize = strand_wire::DVC_SUFFIX_HEADERS_MAX;
 pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
 
 const MAGIC: u32 = 0x4253_5453; // "STSB"
-const VERSION: u16 = 2;
+/// Version 3 names every view with its assignment epoch and records the
+/// epoch a replica was retired in; version 2 (views without epochs) is still
+/// read, as epoch 0.
+const VERSION: u16 = 3;
+const VERSION_WITHOUT_EPOCHS: u16 = 2;
 const FLAG_CLEAN_SHUTDOWN: u8 = 1;
 const FLAG_AWAITING_STATE_TRANSFER: u8 = 2;
 
@@ -44,7 +48,7 @@ const FLAG_AWAITING_STATE_TRANSFER: u8 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct HistoryStart {
     /// The view that started here.
-    pub view: u32,
+    pub view: ViewId,
     /// The canonical log's head op when the view started.
     pub op: u64,
     /// The new primary's cursor event log length when the view started.
@@ -72,9 +76,9 @@ pub struct SealedSegment {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DurableFields {
     /// The highest view entered.
-    pub view: u32,
+    pub view: ViewId,
     /// The view in which the log was last settled.
-    pub log_view: u32,
+    pub log_view: ViewId,
     /// The commit number.
     pub commit: u64,
     /// History starts, oldest first.
@@ -105,6 +109,10 @@ pub struct Superblock {
     /// Set after a quarantine: the log is a bare prefix until a state transfer
     /// installs the rest.
     pub awaiting_state_transfer: bool,
+    /// The assignment epoch that removed this replica from its group (0: a
+    /// member). A retired replica keeps its data for operators but never
+    /// serves the group again.
+    pub retired_epoch: u32,
     /// The log's durable head op when this was written.
     pub op_checkpoint: u64,
     /// The cursor log's durable tail when this was written.
@@ -135,6 +143,7 @@ impl Superblock {
             confirm,
             clean_shutdown: false,
             awaiting_state_transfer: false,
+            retired_epoch: 0,
             op_checkpoint: 0,
             cursor_checkpoint: 0,
             head_op: 1,
@@ -156,8 +165,8 @@ impl Superblock {
         writer.u32(MAGIC);
         writer.u16(VERSION);
         writer.u64(self.sequence);
-        writer.u32(self.durable.view);
-        writer.u32(self.durable.log_view);
+        encode_view(&mut writer, self.durable.view);
+        encode_view(&mut writer, self.durable.log_view);
         writer.u64(self.durable.commit);
         writer.u8(self.replica);
         writer.u8(self.durability as u8);
@@ -178,6 +187,7 @@ impl Superblock {
         });
         writer.bytes(self.durable.view_headers.as_bytes());
         writer.u64(self.durable.maybe_acked_op);
+        writer.u32(self.retired_epoch);
         let mut bytes = writer.into_vec();
         let crc = crc32c::crc32c(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
@@ -260,8 +270,27 @@ impl Superblock {
     }
 }
 
+/// Writes a view as its epoch, then its number.
+pub(crate) fn encode_view(writer: &mut BodyWriter, view: ViewId) {
+    writer.u32(view.epoch);
+    writer.u32(view.view);
+}
+
+/// Reads a view written by [`encode_view`].
+pub(crate) fn decode_view(
+    reader: &mut BodyReader<'_>,
+    field: &'static str,
+) -> Result<ViewId, BodyError> {
+    let epoch = reader.u32(field)?;
+    Ok(ViewId::new(epoch, reader.u32(field)?))
+}
+
+/// Bytes of one encoded history start.
+pub(crate) const START_BYTES: usize = 26;
+const START_BYTES_WITHOUT_EPOCHS: usize = 22;
+
 pub(crate) fn encode_start(writer: &mut BodyWriter, start: &HistoryStart) {
-    writer.u32(start.view);
+    encode_view(writer, start.view);
     writer.u64(start.op);
     writer.u64(start.cursor_tail);
     writer.u8(start.replica);
@@ -269,8 +298,22 @@ pub(crate) fn encode_start(writer: &mut BodyWriter, start: &HistoryStart) {
 }
 
 pub(crate) fn decode_start(reader: &mut BodyReader<'_>) -> Result<HistoryStart, BodyError> {
+    let view = decode_view(reader, "history start view")?;
+    decode_start_fields(reader, view)
+}
+
+/// A history start of a version 2 superblock (its view has no epoch: 0).
+fn decode_start_without_epoch(reader: &mut BodyReader<'_>) -> Result<HistoryStart, BodyError> {
+    let view = ViewId::new(0, reader.u32("history start view")?);
+    decode_start_fields(reader, view)
+}
+
+fn decode_start_fields(
+    reader: &mut BodyReader<'_>,
+    view: ViewId,
+) -> Result<HistoryStart, BodyError> {
     Ok(HistoryStart {
-        view: reader.u32("history start view")?,
+        view,
         op: reader.u64("history start op")?,
         cursor_tail: reader.u64("history start cursor tail")?,
         replica: reader.u8("history start replica")?,
@@ -288,15 +331,25 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         });
     }
     let version = reader.u16("version")?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_WITHOUT_EPOCHS {
         return Err(BodyError::UnknownValue {
             field: "superblock version",
             value: u64::from(version),
         });
     }
+    let with_epochs = version == VERSION;
     let sequence = reader.u64("sequence")?;
-    let view = reader.u32("view")?;
-    let log_view = reader.u32("log view")?;
+    let (view, log_view) = if with_epochs {
+        (
+            decode_view(&mut reader, "view")?,
+            decode_view(&mut reader, "log view")?,
+        )
+    } else {
+        (
+            ViewId::new(0, reader.u32("view")?),
+            ViewId::new(0, reader.u32("log view")?),
+        )
+    };
     let commit = reader.u64("commit")?;
     let replica = reader.u8("replica")?;
     let durability = Durability::from_u8(reader.u8("durability")?)?;
@@ -313,7 +366,15 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let head_op = reader.u64("head op")?;
     let head_offset = reader.u64("head offset")?;
     let head_parent_checksum = reader.u32("head parent checksum")?;
-    let history_starts = reader.list("history starts", 22, decode_start)?;
+    let history_starts = if with_epochs {
+        reader.list("history starts", START_BYTES, decode_start)?
+    } else {
+        reader.list(
+            "history starts",
+            START_BYTES_WITHOUT_EPOCHS,
+            decode_start_without_epoch,
+        )?
+    };
     let sealed_segments = reader.list("sealed segments", 24, |reader| {
         Ok(SealedSegment {
             first_op: reader.u64("segment first op")?,
@@ -328,6 +389,11 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         })?
         .to_vec();
     let maybe_acked_op = reader.u64("maybe acked op")?;
+    let retired_epoch = if with_epochs {
+        reader.u32("retired epoch")?
+    } else {
+        0
+    };
     reader.finish()?;
     Ok(Superblock {
         sequence,
@@ -344,6 +410,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         confirm,
         clean_shutdown: flags & FLAG_CLEAN_SHUTDOWN != 0,
         awaiting_state_transfer: flags & FLAG_AWAITING_STATE_TRANSFER != 0,
+        retired_epoch,
         op_checkpoint,
         cursor_checkpoint,
         head_op,
@@ -451,19 +518,19 @@ mod tests {
         let mut superblock = Superblock::fresh(2, Durability::Replicated, ConfirmPolicy::Count(2));
         superblock.sequence = 7;
         superblock.durable = DurableFields {
-            view: 9,
-            log_view: 8,
+            view: ViewId::new(2, 9),
+            log_view: ViewId::new(2, 8),
             commit: 1234,
             history_starts: vec![
                 HistoryStart {
-                    view: 3,
+                    view: ViewId::new(1, 3),
                     op: 100,
                     cursor_tail: 5,
                     replica: 0,
                     accepted_loss: false,
                 },
                 HistoryStart {
-                    view: 8,
+                    view: ViewId::new(2, 8),
                     op: 1200,
                     cursor_tail: 44,
                     replica: 2,
@@ -477,6 +544,7 @@ mod tests {
             maybe_acked_op: 1233,
         };
         superblock.clean_shutdown = true;
+        superblock.retired_epoch = 3;
         superblock.op_checkpoint = 1300;
         superblock.sealed_segments = vec![SealedSegment {
             first_op: 1,
@@ -490,6 +558,71 @@ mod tests {
     fn encodes_and_decodes_every_field() {
         let superblock = sample();
         assert_eq!(Superblock::decode(&superblock.encode()), Ok(superblock));
+    }
+
+    /// The payload a version 2 superblock (views without epochs) had.
+    fn encode_version_2(superblock: &Superblock) -> Vec<u8> {
+        let mut writer = BodyWriter::default();
+        writer.u32(MAGIC);
+        writer.u16(VERSION_WITHOUT_EPOCHS);
+        writer.u64(superblock.sequence);
+        writer.u32(superblock.durable.view.view);
+        writer.u32(superblock.durable.log_view.view);
+        writer.u64(superblock.durable.commit);
+        writer.u8(superblock.replica);
+        writer.u8(superblock.durability as u8);
+        let confirm = superblock.confirm.to_bytes();
+        writer.u8(confirm[0]);
+        writer.u8(confirm[1]);
+        writer.u8(superblock.flags());
+        writer.u64(superblock.op_checkpoint);
+        writer.u64(superblock.cursor_checkpoint);
+        writer.u64(superblock.head_op);
+        writer.u64(superblock.head_offset);
+        writer.u32(superblock.head_parent_checksum);
+        writer.list(&superblock.durable.history_starts, |writer, start| {
+            writer.u32(start.view.view);
+            writer.u64(start.op);
+            writer.u64(start.cursor_tail);
+            writer.u8(start.replica);
+            writer.bool(start.accepted_loss);
+        });
+        writer.list(&superblock.sealed_segments, |writer, segment| {
+            writer.u64(segment.first_op);
+            writer.u64(segment.first_offset);
+            writer.u64(segment.len_bytes);
+        });
+        writer.bytes(superblock.durable.view_headers.as_bytes());
+        writer.u64(superblock.durable.maybe_acked_op);
+        let mut bytes = writer.into_vec();
+        let crc = crc32c::crc32c(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn a_version_2_superblock_reads_as_epoch_0_and_a_member() {
+        let mut expected = sample();
+        expected.retired_epoch = 0;
+        expected.durable.view.epoch = 0;
+        expected.durable.log_view.epoch = 0;
+        for start in &mut expected.durable.history_starts {
+            start.view.epoch = 0;
+        }
+        let decoded = Superblock::decode(&encode_version_2(&sample()));
+        assert_eq!(decoded, Ok(expected));
+    }
+
+    #[test]
+    fn views_order_epoch_first_in_the_checks() {
+        // A later epoch's view is higher whatever its number.
+        let mut superblock = sample();
+        superblock.durable.view = ViewId::new(3, 1);
+        superblock.durable.log_view = ViewId::new(2, 8);
+        assert!(Superblock::decode(&superblock.encode()).is_ok());
+        superblock.durable.view = ViewId::new(1, 50);
+        let refused = std::panic::catch_unwind(|| superblock.encode());
+        assert!(refused.is_err(), "log_view above view must not be written");
     }
 
     #[test]

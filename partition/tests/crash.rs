@@ -84,8 +84,8 @@ fn run_until_crash(
                 let sequence = step + 1000 * written.len() as u64;
                 commits.push((sequence, commit));
                 let fields = DurableFields {
-                    view: 1,
-                    log_view: 1,
+                    view: strand_wire::ViewId::new(0, 1),
+                    log_view: strand_wire::ViewId::new(0, 1),
                     commit,
                     history_starts: Vec::new(),
                     ..DurableFields::default()

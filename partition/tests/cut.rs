@@ -234,8 +234,8 @@ fn the_cut_never_goes_below_the_retained_head_or_the_commit() {
         Err(PartitionError::BelowRetainedHead { .. })
     ));
     let fields = DurableFields {
-        view: 2,
-        log_view: 2,
+        view: strand_wire::ViewId::new(0, 2),
+        log_view: strand_wire::ViewId::new(0, 2),
         commit: 55,
         history_starts: Vec::new(),
         ..DurableFields::default()

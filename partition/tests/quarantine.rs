@@ -211,8 +211,8 @@ fn an_unopenable_partition_is_fenced_and_recreated_awaiting_a_transfer() {
     let (mut partition, _) = open_file(&wal, &dir, small_config());
     append_durable(&mut partition, 5, 2, 50);
     let mut fields = partition.superblock().durable.clone();
-    fields.view = 7;
-    fields.log_view = 6;
+    fields.view = strand_wire::ViewId::new(2, 7);
+    fields.log_view = strand_wire::ViewId::new(2, 6);
     partition.persist_state(fields, 1).expect("persist");
     partition.close().expect("close");
     // A valid frame holding an op that does not belong: the log contradicts itself.
@@ -237,7 +237,10 @@ fn an_unopenable_partition_is_fenced_and_recreated_awaiting_a_transfer() {
     assert!(recovery.awaiting_state_transfer && recovery.op == 0);
     assert_eq!(
         (recovery.durable.view, recovery.durable.log_view),
-        (7, 6),
+        (
+            strand_wire::ViewId::new(2, 7),
+            strand_wire::ViewId::new(2, 6)
+        ),
         "the view never goes back"
     );
     assert!(segment_path(&quarantined.fenced_dir, 0).exists());

@@ -16,6 +16,7 @@ use strand_wal::FRAME_HEADER_BYTES;
 use strand_wire::{Durability, HEADER_SIZE};
 
 fn fields(view: u32, commit: u64) -> DurableFields {
+    let view = strand_wire::ViewId::new(0, view);
     DurableFields {
         view,
         log_view: view,

@@ -420,7 +420,7 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> 
 }
 
 fn ping_frame(shared: &Shared) -> Bytes {
-    let mut header = PingHeader::new(shared.config.cluster, 0, 0, 0);
+    let mut header = PingHeader::new(shared.config.cluster, 0, strand_wire::ViewId::ZERO, 0);
     header.node.set(shared.config.node);
     let now_ns = SystemTime::now()
         .duration_since(UNIX_EPOCH)

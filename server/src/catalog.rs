@@ -230,7 +230,7 @@ mod tests {
     use strand_wire::CommandHeader;
 
     fn header(op: u64, operation: Operation) -> PrepareHeader {
-        let mut header = PrepareHeader::new(1, 0, 0, 0);
+        let mut header = PrepareHeader::new(1, 0, strand_wire::ViewId::new(0, 0), 0);
         header.op.set(op);
         header.commit.set(op - 1);
         header.operation = operation as u8;

@@ -78,11 +78,11 @@ mod tests {
     #[test]
     fn durable_state_survives_the_round_trip() {
         let state = DurableState {
-            view: 7,
-            log_view: 6,
+            view: strand_wire::ViewId::new(1, 7),
+            log_view: strand_wire::ViewId::new(1, 6),
             commit: 99,
             history_starts: vec![HistoryStart {
-                view: 6,
+                view: strand_wire::ViewId::new(1, 6),
                 op: 90,
                 cursor_tail: 3,
                 replica: 2,

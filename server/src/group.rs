@@ -261,7 +261,7 @@ impl Actor {
         }
         tracing::info!(
             replica = replica_index,
-            view = replica.view(),
+            view = %replica.view(),
             op = replica.op(),
             commit = replica.commit(),
             trusted = replica.trusted(),
@@ -622,11 +622,11 @@ impl Actor {
         match event {
             Event::ViewChangeStarted { view } => {
                 metrics::view_change(&self.label);
-                tracing::info!(view, "group: view change started");
+                tracing::info!(%view, "group: view change started");
             }
             Event::Normal { view, primary } => {
-                metrics::view(&self.label, view);
-                tracing::info!(view, primary, "group: normal");
+                metrics::view(&self.label, view.view);
+                tracing::info!(%view, primary, "group: normal");
             }
             Event::ViewChangeWaiting {
                 view,
@@ -634,7 +634,7 @@ impl Actor {
                 awaited,
             } => {
                 let nodes = self.awaited_nodes(awaited);
-                tracing::warn!(view, ?reason, awaited_nodes = ?nodes, "group: view change waits");
+                tracing::warn!(%view, ?reason, awaited_nodes = ?nodes, "group: view change waits");
             }
             Event::UntrustedLog { untrusted } => {
                 if untrusted != self.untrusted_reported {
@@ -652,9 +652,9 @@ impl Actor {
                 source,
                 op,
                 dropped,
-            } => tracing::info!(view, source, op, dropped, "group: canonical log chosen"),
+            } => tracing::info!(%view, source, op, dropped, "group: canonical log chosen"),
             Event::AcceptedLoss { view, op } => {
-                tracing::warn!(view, op, "group: started a view accepting loss")
+                tracing::warn!(%view, op, "group: started a view accepting loss")
             }
             Event::Dropped { reason } => metrics::dropped(reason),
         }
@@ -808,7 +808,7 @@ impl Actor {
             let primary = self.replica.primary_index();
             let node = self.spec.replicas[usize::from(primary)];
             ErrorBody::NotPrimary {
-                view: self.replica.view(),
+                view: self.replica.view().view,
                 primary_replica: primary,
                 primary_node: node,
                 address: self.shared.client_address(node).unwrap_or_default(),
@@ -945,7 +945,7 @@ impl Actor {
         let header = *request.header();
         if self.replica.accept_loss(&mut self.effects) {
             let body = AcceptLossReply {
-                view: self.replica.view(),
+                view: self.replica.view().view,
                 op: self.replica.op(),
             };
             tracing::warn!(view = body.view, "group: an operator accepted loss");
@@ -1007,8 +1007,8 @@ impl Actor {
             write_quorum: rule.write,
             view_change_quorum: rule.view_change,
             replica: me,
-            view: self.replica.view(),
-            log_view: self.replica.log_view(),
+            view: self.replica.view().view,
+            log_view: self.replica.log_view().view,
             status: self.replica.status().name().to_owned(),
             primary: self.replica.primary_index(),
             op: self.replica.op(),
@@ -1025,7 +1025,7 @@ impl Actor {
                 stream: self.spec.stream.clone(),
                 topic: self.spec.topic.clone(),
                 partition: self.spec.partition,
-                view: self.replica.view(),
+                view: self.replica.view().view,
                 reason: attention_reason(reason),
                 awaited: awaited_indexes,
                 detail: format!(

@@ -126,7 +126,7 @@ mod tests {
     use strand_wire::{Body, Msg};
 
     fn create_stream(op: u64, name: &str, view: u32) -> Msg<PrepareHeader> {
-        let mut header = PrepareHeader::new(0, 0, view, 0);
+        let mut header = PrepareHeader::new(0, 0, strand_wire::ViewId::new(0, view), 0);
         header.op.set(op);
         header.client.set(9);
         header.request.set(op);

@@ -20,7 +20,12 @@ pub fn reply_frame_as_of(
     commit: u64,
 ) -> Bytes {
     let prefix = &request.prefix;
-    let mut header = ReplyHeader::new(prefix.cluster.get(), prefix.group.get(), 0, 0);
+    let mut header = ReplyHeader::new(
+        prefix.cluster.get(),
+        prefix.group.get(),
+        strand_wire::ViewId::ZERO,
+        0,
+    );
     header.client = request.client;
     header.request = request.request;
     header.operation = request.operation;
@@ -79,7 +84,7 @@ mod tests {
 
     #[test]
     fn redirects_name_the_primary_node_and_address() {
-        let mut header = ReplyHeader::new(1, 5, 3, 0);
+        let mut header = ReplyHeader::new(1, 5, strand_wire::ViewId::new(0, 3), 0);
         header.client.set(9);
         header.request.set(1);
         header.operation = Operation::Produce as u8;

@@ -60,7 +60,8 @@ impl Connection {
         operation: Operation,
         body: Bytes,
     ) -> Msg<ReplyHeader> {
-        let mut header = RequestHeader::new(common::CLUSTER, group, 0, 0);
+        let mut header =
+            RequestHeader::new(common::CLUSTER, group, strand_wire::ViewId::new(0, 0), 0);
         header.client.set(client);
         header.request.set(request);
         header.operation = operation as u8;

@@ -64,7 +64,7 @@ fn produce_frame() -> Vec<u8> {
     let mut batch = BatchBuilder::with_capacity(4096);
     batch.push(1, b"key", &[0xa5; 2048], &[]);
     let body = batch.finish().bytes().clone();
-    let mut header = RequestHeader::new(common::CLUSTER, 1, 0, 0);
+    let mut header = RequestHeader::new(common::CLUSTER, 1, strand_wire::ViewId::new(0, 0), 0);
     header.client.set(CLIENT);
     header.request.set(REQUEST);
     header.operation = Operation::Produce as u8;
@@ -240,7 +240,7 @@ impl Witness {
     /// Asks for the cluster status; the node must answer on this connection.
     fn still_answered(&mut self) {
         self.request += 1;
-        let mut header = RequestHeader::new(common::CLUSTER, 0, 0, 0);
+        let mut header = RequestHeader::new(common::CLUSTER, 0, strand_wire::ViewId::new(0, 0), 0);
         header.client.set(CLIENT + 1);
         header.request.set(self.request);
         header.operation = Operation::ClusterStatus as u8;
@@ -326,7 +326,7 @@ fn bus_connection(target: &common::Node, identify_as: Option<u32>) -> TcpStream 
     let Some(node) = identify_as else {
         return stream;
     };
-    let mut header = PingHeader::new(common::CLUSTER, 0, 0, 0);
+    let mut header = PingHeader::new(common::CLUSTER, 0, strand_wire::ViewId::new(0, 0), 0);
     header.node.set(node);
     let ping = Msg::new(header, Bytes::new()).to_bytes();
     stream.write_all(&ping).expect("send the ping");
@@ -447,7 +447,12 @@ fn malformed_frames_close_only_their_connection() {
 
 /// A well-formed Commit heartbeat of `group`, from replica `replica` in view 0.
 fn commit_frame(group: u64, replica: u8) -> Vec<u8> {
-    let header = CommitHeader::new(common::CLUSTER, group, 0, replica);
+    let header = CommitHeader::new(
+        common::CLUSTER,
+        group,
+        strand_wire::ViewId::new(0, 0),
+        replica,
+    );
     Msg::new(header, Bytes::new()).to_bytes().to_vec()
 }
 

@@ -114,7 +114,7 @@ impl Client {
     }
 
     fn frame(&self, pending: &Pending) -> Msg<RequestHeader> {
-        let mut header = RequestHeader::new(0, 0, 0, 0);
+        let mut header = RequestHeader::new(0, 0, strand_wire::ViewId::ZERO, 0);
         header.client.set(self.id);
         header.request.set(pending.request);
         header.operation = Operation::Produce as u8;
@@ -146,7 +146,7 @@ impl Client {
     /// A cursor store for a random committed offset this client has seen.
     pub fn store_cursor(&mut self, prng: &mut Prng) -> Msg<RequestHeader> {
         self.cursor_request += 1;
-        let mut header = RequestHeader::new(0, 0, 0, 0);
+        let mut header = RequestHeader::new(0, 0, strand_wire::ViewId::ZERO, 0);
         header.client.set(self.id ^ (1 << 100));
         header.request.set(self.cursor_request);
         header.operation = Operation::StoreCursor as u8;

@@ -348,7 +348,7 @@ impl World {
             u16::from(replica),
             "start",
             &[
-                u64::from(live.view()),
+                live.view().packed(),
                 live.op(),
                 live.commit(),
                 u64::from(live.trusted()),
@@ -736,8 +736,8 @@ impl World {
                     endpoint,
                     "persist",
                     &[
-                        u64::from(state.view),
-                        u64::from(state.log_view),
+                        state.view.packed(),
+                        state.log_view.packed(),
                         state.commit,
                         sequence,
                     ],
@@ -803,7 +803,7 @@ impl World {
                 Event::ViewChangeStarted { view } => {
                     self.stats.view_changes += 1;
                     self.trace
-                        .record(self.now, endpoint, "view_change", &[u64::from(view)]);
+                        .record(self.now, endpoint, "view_change", &[view.packed()]);
                 }
                 Event::Merged {
                     view,
@@ -811,7 +811,7 @@ impl World {
                     op,
                     dropped,
                 } => {
-                    let values = [u64::from(view), u64::from(source), op, dropped];
+                    let values = [view.packed(), u64::from(source), op, dropped];
                     self.trace.record(self.now, endpoint, "merged", &values);
                 }
                 _ => {}
@@ -837,7 +837,7 @@ impl World {
         }
         let view = self.replicas[usize::from(replica)]
             .as_ref()
-            .map_or(0, |live| live.view());
+            .map_or(strand_wire::ViewId::ZERO, |live| live.view());
         let header = HeadersHeader::new(CLUSTER, GROUP, view, replica);
         let message =
             Message::Headers(Msg::new(header, Bytes::copy_from_slice(headers.as_bytes())));
@@ -945,11 +945,7 @@ impl World {
                         self.now,
                         u16::from(replica),
                         "persisted",
-                        &[
-                            u64::from(state.view),
-                            u64::from(state.log_view),
-                            state.commit,
-                        ],
+                        &[state.view.packed(), state.log_view.packed(), state.commit],
                     );
                     self.disks[index].persist(state);
                     let mut effects = Effects::new();

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use strand_wire::{CommandHeader, FRAME_SIZE_MAX_DEFAULT, Message, Msg, Operation, PrepareHeader};
 
 fn frame(body_size: usize) -> Bytes {
-    let mut header = PrepareHeader::new(1, 2, 3, 0);
+    let mut header = PrepareHeader::new(1, 2, strand_wire::ViewId::new(0, 3), 0);
     header.op.set(100);
     header.commit.set(99);
     header.operation = Operation::Produce as u8;

@@ -43,7 +43,9 @@ pub use batch::{BatchBuilder, BatchHeader, Record, RecordBatch};
 pub use codec::Body;
 pub use command::Command;
 pub use error::{BodyError, FrameError};
-pub use header::{CommandHeader, HEADER_SIZE, HeaderPrefix, PROTOCOL_VERSION, REPLICAS_MAX};
+pub use header::{
+    CommandHeader, HEADER_SIZE, HeaderPrefix, PROTOCOL_VERSION, REPLICAS_MAX, ViewId,
+};
 pub use headers::*;
 pub use message::{FRAME_SIZE_MAX_DEFAULT, FrameDecoder, Message, Msg};
 pub use operation::{Operation, ResultCode};

@@ -19,13 +19,13 @@ fn encode(message: &Message) -> Vec<u8> {
 }
 
 fn ping() -> Message {
-    let mut header = PingHeader::new(7, 0, 3, 1);
+    let mut header = PingHeader::new(7, 0, ViewId::new(0, 3), 1);
     header.node.set(9);
     Message::from(Msg::new(header, Bytes::new()))
 }
 
 fn commit(commit: u64, op: u64) -> Vec<u8> {
-    let mut header = CommitHeader::new(7, 5, 3, 1);
+    let mut header = CommitHeader::new(7, 5, ViewId::new(0, 3), 1);
     header.commit.set(0);
     header.op.set(op);
     let mut frame = encode(&Message::from(Msg::new(header, Bytes::new())));
@@ -35,7 +35,7 @@ fn commit(commit: u64, op: u64) -> Vec<u8> {
 }
 
 fn sample_prepare() -> Vec<u8> {
-    let mut header = PrepareHeader::new(7, 5, 3, 1);
+    let mut header = PrepareHeader::new(7, 5, ViewId::new(0, 3), 1);
     header.op.set(10);
     header.commit.set(9);
     header.operation = Operation::Produce as u8;
@@ -233,7 +233,7 @@ fn frame_too_large_is_refused_before_its_body_arrives() {
 
 #[test]
 fn unknown_do_view_change_flag_bits() {
-    let mut header = DoViewChangeHeader::new(7, 5, 4, 2);
+    let mut header = DoViewChangeHeader::new(7, 5, ViewId::new(0, 4), 2);
     header.log_view.set(3);
     let mut frame = encode(&Message::from(Msg::new(header, Bytes::new())));
     frame[156] = 0x80 | FLAG_UNTRUSTED_LOG;
@@ -261,7 +261,7 @@ fn reserved_bytes_not_zero() {
             "byte {index}"
         );
     }
-    let mut header = DoViewChangeHeader::new(7, 5, 4, 2);
+    let mut header = DoViewChangeHeader::new(7, 5, ViewId::new(0, 4), 2);
     header.log_view.set(3);
     let mut frame = encode(&Message::from(Msg::new(header, Bytes::new())));
     frame[150] = 1;
@@ -278,7 +278,7 @@ fn field_invariants_broken() {
             reason: "commit > op"
         })
     ));
-    let mut header = DoViewChangeHeader::new(7, 5, 4, 2);
+    let mut header = DoViewChangeHeader::new(7, 5, ViewId::new(0, 4), 2);
     header.log_view.set(3);
     let mut frame = encode(&Message::from(Msg::new(header, Bytes::new())));
     frame[152..156].copy_from_slice(&9u32.to_le_bytes());
@@ -290,6 +290,24 @@ fn field_invariants_broken() {
             reason: "log_view >= view"
         })
     ));
+    // A log settled in a later epoch than the view is refused however low
+    // its view number, and an earlier epoch's is fine however high.
+    let mut header = DoViewChangeHeader::new(7, 5, ViewId::new(2, 4), 2);
+    header.set_log_view_id(ViewId::new(1, 1));
+    let mut frame = encode(&Message::from(Msg::new(header, Bytes::new())));
+    frame[157..161].copy_from_slice(&3u32.to_le_bytes()); // log_view_epoch
+    reseal(&mut frame);
+    assert!(matches!(
+        decode(frame),
+        Err(FrameError::Invalid {
+            command: Command::DoViewChange,
+            reason: "log_view >= view"
+        })
+    ));
+    let mut header = DoViewChangeHeader::new(7, 5, ViewId::new(2, 4), 2);
+    header.set_log_view_id(ViewId::new(1, 90));
+    let frame = encode(&Message::from(Msg::new(header, Bytes::new())));
+    assert!(decode(frame).is_ok());
     let mut frame = sample_prepare();
     frame[80..88].copy_from_slice(&10u64.to_le_bytes());
     reseal(&mut frame);
@@ -308,7 +326,7 @@ fn field_invariants_broken() {
 
 #[test]
 fn do_view_change_bitsets_must_describe_carried_headers() {
-    let mut header = DoViewChangeHeader::new(7, 5, 4, 2);
+    let mut header = DoViewChangeHeader::new(7, 5, ViewId::new(0, 4), 2);
     header.log_view.set(3);
     header.op.set(0);
     let mut frame = encode(&Message::from(Msg::new(header, Bytes::new())));
@@ -325,12 +343,12 @@ fn do_view_change_bitsets_must_describe_carried_headers() {
 
 #[test]
 fn embedded_headers_are_checked() {
-    let mut inner = PrepareHeader::new(7, 5, 3, 1);
+    let mut inner = PrepareHeader::new(7, 5, ViewId::new(0, 3), 1);
     inner.op.set(4);
     inner.commit.set(3);
     inner.operation = Operation::Produce as u8;
     inner.seal(&[b"x"]);
-    let mut header = StartViewHeader::new(7, 5, 4, 1);
+    let mut header = StartViewHeader::new(7, 5, ViewId::new(0, 4), 1);
     header.op.set(4);
     let good = encode(&Message::from(Msg::new(
         header,
@@ -389,4 +407,25 @@ fn write_fuzz_seed_corpus() {
         let path = format!("{directory}/seed-{index:03}-{:?}", message.command());
         std::fs::write(path, encode(&message)).expect("write seed");
     }
+}
+
+#[test]
+fn view_ids_order_epoch_first() {
+    assert!(ViewId::new(1, 0) > ViewId::new(0, u32::MAX));
+    assert!(ViewId::new(1, 5) < ViewId::new(1, 6));
+    assert_eq!(ViewId::new(3, 7).next(), ViewId::new(3, 8));
+    assert!(ViewId::new(1, 0).packed() > ViewId::new(0, u32::MAX).packed());
+    assert_eq!(
+        ViewId::new(0, 9).packed(),
+        9,
+        "epoch 0 packs as the bare view"
+    );
+    assert_eq!(ViewId::new(2, 3).to_string(), "2.3");
+    let mut header = CommitHeader::new(7, 5, ViewId::new(4, 11), 1);
+    assert_eq!(header.prefix.view_id(), ViewId::new(4, 11));
+    header.prefix.set_view_id(ViewId::new(5, 0));
+    assert_eq!(
+        (header.prefix.epoch.get(), header.prefix.view.get()),
+        (5, 0)
+    );
 }

@@ -684,7 +684,12 @@ fn reply_as_of(
     commit: u64,
     result: Result<Bytes, ErrorBody>,
 ) -> Msg<ReplyHeader> {
-    let mut header = ReplyHeader::new(CLUSTER, request.prefix.group.get(), 0, 0);
+    let mut header = ReplyHeader::new(
+        CLUSTER,
+        request.prefix.group.get(),
+        strand_wire::ViewId::ZERO,
+        0,
+    );
     header.client = request.client;
     header.request = request.request;
     header.operation = request.operation;

@@ -451,7 +451,7 @@ impl Cluster {
             );
         }
         let batch = builder.finish();
-        let mut header = RequestHeader::new(CLUSTER, GROUP, 0, 0);
+        let mut header = RequestHeader::new(CLUSTER, GROUP, ViewId::new(0, 0), 0);
         header.client.set(client);
         header.request.set(request);
         header.operation = Operation::Produce as u8;

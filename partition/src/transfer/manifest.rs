@@ -6,10 +6,14 @@ use strand_wire::{CommandHeader, ConfirmPolicy, Durability, HEADER_SIZE, Prepare
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use crate::error::PartitionError;
-use crate::superblock::{DurableFields, HISTORY_STARTS_MAX, decode_start, encode_start};
+use crate::superblock::{
+    DurableFields, HISTORY_STARTS_MAX, START_BYTES, decode_start, decode_view, encode_start,
+    encode_view,
+};
 
 const MAGIC: u32 = 0x4d58_5453; // "STXM"
-const VERSION: u16 = 1;
+/// Version 2: views carry their assignment epochs.
+const VERSION: u16 = 2;
 
 /// What a manifest file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,8 +90,8 @@ impl Manifest {
             .frontier_header
             .unwrap_or_else(PrepareHeader::new_zeroed);
         writer.bytes(header.as_bytes());
-        writer.u32(self.durable.view);
-        writer.u32(self.durable.log_view);
+        encode_view(&mut writer, self.durable.view);
+        encode_view(&mut writer, self.durable.log_view);
         writer.u64(self.durable.commit);
         writer.list(&self.durable.history_starts, encode_start);
         writer.u8(self.durability as u8);
@@ -268,10 +272,10 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
         field: "frontier header",
         reason: "unreadable",
     })?;
-    let view = reader.u32("view")?;
-    let log_view = reader.u32("log view")?;
+    let view = decode_view(&mut reader, "view")?;
+    let log_view = decode_view(&mut reader, "log view")?;
     let commit = reader.u64("commit")?;
-    let history_starts = reader.list("history starts", 22, decode_start)?;
+    let history_starts = reader.list("history starts", START_BYTES, decode_start)?;
     if history_starts.len() > HISTORY_STARTS_MAX {
         return Err(BodyError::Invalid {
             field: "history starts",

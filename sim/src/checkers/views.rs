@@ -3,18 +3,19 @@
 
 use super::Violation;
 use strand_consensus::DurableState;
+use strand_wire::ViewId;
 
 /// Per replica: the highest persisted view and log view.
 #[derive(Debug, Default)]
 pub struct ViewsMonotonic {
-    persisted: Vec<(u32, u32)>,
+    persisted: Vec<(ViewId, ViewId)>,
 }
 
 impl ViewsMonotonic {
     /// For `replica_count` replicas.
     pub fn new(replica_count: u8) -> ViewsMonotonic {
         ViewsMonotonic {
-            persisted: vec![(0, 0); usize::from(replica_count)],
+            persisted: vec![(ViewId::ZERO, ViewId::ZERO); usize::from(replica_count)],
         }
     }
 
@@ -36,7 +37,7 @@ impl ViewsMonotonic {
     }
 
     /// `replica` runs in `view` with `log_view`: never below what it persisted.
-    pub fn running(&self, replica: u8, view: u32, log_view: u32) -> Result<(), Violation> {
+    pub fn running(&self, replica: u8, view: ViewId, log_view: ViewId) -> Result<(), Violation> {
         let (persisted_view, persisted_log_view) = self.persisted[usize::from(replica)];
         if view < persisted_view || log_view < persisted_log_view {
             return Err(Violation {

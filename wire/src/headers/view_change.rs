@@ -3,7 +3,7 @@
 use zerocopy::little_endian::{U32, U64, U128};
 
 use crate::command::Command;
-use crate::header::{FieldError, HEADER_SIZE, command_header, ensure, is_zero};
+use crate::header::{FieldError, HEADER_SIZE, ViewId, command_header, ensure, is_zero};
 use crate::headers::check_header_suffix;
 
 /// Most prepare headers a DoViewChange or StartView carries: one per bit of
@@ -81,6 +81,10 @@ command_header! {
     log_view: U32,
     /// [`DoViewChangeFlags`].
     flags: u8,
+    /// The epoch of `log_view` (see [`crate::ViewId`]).
+    log_view_epoch: U32,
+    /// The epoch of `history_start_view`.
+    history_start_epoch: U32,
 }
 
 const _: () = {
@@ -90,6 +94,7 @@ const _: () = {
     assert!(core::mem::offset_of!(DoViewChangeHeader, ack_op) == 141);
     assert!(core::mem::offset_of!(DoViewChangeHeader, log_view) == 152);
     assert!(core::mem::offset_of!(DoViewChangeHeader, flags) == 156);
+    assert!(core::mem::offset_of!(DoViewChangeHeader, log_view_epoch) == 157);
 };
 
 impl DoViewChangeHeader {
@@ -103,12 +108,12 @@ impl DoViewChangeHeader {
         }
         ensure(is_zero(&self.reserved_a), "reserved bytes not zero")?;
         ensure(
-            self.log_view.get() < self.prefix.view.get(),
+            self.log_view_id() < self.prefix.view_id(),
             "log_view >= view",
         )?;
         ensure(self.commit.get() <= self.op.get(), "commit > op")?;
         ensure(
-            self.history_start_view.get() <= self.log_view.get(),
+            self.history_start_view_id() <= self.log_view_id(),
             "history start after log_view",
         )?;
         let nack = self.nack_bitset.get();
@@ -150,6 +155,31 @@ impl DoViewChangeHeader {
     /// The flags, which `check_fields` guarantees are known.
     pub fn flags(&self) -> DoViewChangeFlags {
         DoViewChangeFlags::from_bits_truncate(self.flags)
+    }
+
+    /// The view (with its epoch) the sender's log was last settled in.
+    pub fn log_view_id(&self) -> ViewId {
+        ViewId::new(self.log_view_epoch.get(), self.log_view.get())
+    }
+
+    /// Sets both halves of `log_view`.
+    pub fn set_log_view_id(&mut self, view: ViewId) {
+        self.log_view_epoch.set(view.epoch);
+        self.log_view.set(view.view);
+    }
+
+    /// The view (with its epoch) of the latest history start the sender knows.
+    pub fn history_start_view_id(&self) -> ViewId {
+        ViewId::new(
+            self.history_start_epoch.get(),
+            self.history_start_view.get(),
+        )
+    }
+
+    /// Sets both halves of `history_start_view`.
+    pub fn set_history_start_view_id(&mut self, view: ViewId) {
+        self.history_start_epoch.set(view.epoch);
+        self.history_start_view.set(view.view);
     }
 }
 

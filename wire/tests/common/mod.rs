@@ -13,8 +13,18 @@ pub fn reseal(frame: &mut [u8]) {
     frame[..4].copy_from_slice(&checksum.to_le_bytes());
 }
 
-fn prefix_args() -> impl Strategy<Value = (u64, u64, u32, u8)> {
-    (any::<u64>(), 1..u64::MAX, 1..u32::MAX, 0..REPLICAS_MAX)
+fn prefix_args() -> impl Strategy<Value = (u64, u64, ViewId, u8)> {
+    (
+        any::<u64>(),
+        1..u64::MAX,
+        (any::<u32>(), 1..u32::MAX).prop_map(|(epoch, view)| ViewId::new(epoch, view)),
+        0..REPLICAS_MAX,
+    )
+}
+
+/// A view below `view` (the same epoch, the previous number).
+fn previous(view: ViewId) -> ViewId {
+    ViewId::new(view.epoch, view.view - 1)
 }
 
 /// A valid prepare header with no body yet (sealed later).
@@ -225,8 +235,11 @@ pub fn message() -> impl Strategy<Value = Message> {
                     header
                         .nack_bitset
                         .set(bits_below(headers.len(), nack) & !present);
-                    header.log_view.set(view - 1);
-                    header.history_start_view.set((view - 1) / 2);
+                    header.set_log_view_id(previous(view));
+                    header.set_history_start_view_id(ViewId::new(
+                        view.epoch / 2,
+                        (view.view - 1) / 2,
+                    ));
                     header.history_start_op.set(start);
                     header.history_start_replica = replica;
                     header.ack_op.set(op - headers.len() as u64 / 2);
@@ -237,7 +250,7 @@ pub fn message() -> impl Strategy<Value = Message> {
         (prefix_args(), any::<u64>()).prop_map(|((cluster, group, view, replica), op)| {
             let mut header = DoViewChangeHeader::new(cluster, group, view, replica);
             header.op.set(op);
-            header.log_view.set(view - 1);
+            header.set_log_view_id(previous(view));
             header.flags = (DoViewChangeFlags::UNTRUSTED_LOG
                 | DoViewChangeFlags::AWAITING_STATE_TRANSFER)
                 .bits();
