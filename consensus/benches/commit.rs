@@ -24,8 +24,10 @@ fn replicas() -> Vec<Replica<RecordLog>> {
                 cluster: 1,
                 group: 1,
                 replica,
-                replica_count: 3,
-                confirm: ConfirmPolicy::MajorityDurable,
+                memberships: vec![strand_consensus::epoch::Membership::initial(
+                    3,
+                    ConfirmPolicy::MajorityDurable,
+                )],
                 durability: Durability::Persisted,
                 cursor_durability: Durability::Persisted,
                 timeouts: Timeouts::default(),

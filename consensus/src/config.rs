@@ -56,12 +56,14 @@ pub struct Config {
     pub cluster: u64,
     /// The group (partition, or 0 for the metadata plane).
     pub group: u64,
-    /// This replica's index in the group.
+    /// This replica's slot (index) in the group.
     pub replica: u8,
-    /// Replicas in the group (`E`).
-    pub replica_count: u8,
-    /// How many copies confirm.
-    pub confirm: ConfirmPolicy,
+    /// The memberships the driver knows (from the metadata plane), ascending
+    /// by epoch, at least one: who serves the group in each epoch and how
+    /// many copies confirm. A group created with `E` replicas starts with
+    /// [`Membership::initial`]; later ones the replica also learns from
+    /// `Reconfigure` ops in its log and from [`crate::Replica::on_assignment`].
+    pub memberships: Vec<Membership>,
     /// When a copy of a prepare counts: after fsync (`Persisted`) or once
     /// queued to the WAL writer (`Replicated`).
     pub durability: Durability,
@@ -76,11 +78,14 @@ pub struct Config {
 impl Config {
     /// Checks the configuration's own consistency (a bug if it fails).
     pub fn assert_valid(&self) {
+        assert!(!self.memberships.is_empty(), "{self:?}");
         assert!(
-            self.replica_count >= 1 && self.replica_count < REPLICAS_MAX,
-            "{self:?}"
+            self.memberships
+                .windows(2)
+                .all(|pair| pair[0].epoch < pair[1].epoch),
+            "memberships not ascending by epoch: {self:?}"
         );
-        assert!(self.replica < self.replica_count, "{self:?}");
+        assert!(self.replica < REPLICAS_MAX, "{self:?}");
         let timeouts = &self.timeouts;
         assert!(timeouts.heartbeat_ticks >= 1);
         assert!(
@@ -95,15 +100,15 @@ impl Config {
         self.durability == Durability::Persisted
     }
 
-    /// The group's membership: slots `0..E` and the confirm policy. (Its
-    /// epoch is 0 until reassignment lands: memberships then come from the
-    /// catalog, one per epoch.)
+    /// The newest membership the driver knows.
     pub fn membership(&self) -> Membership {
-        Membership::new(0, SlotSet::first(self.replica_count), self.confirm)
+        *self.memberships.last().expect("at least one membership")
     }
+}
 
-    /// The primary of `view`.
-    pub fn primary_of(&self, view: u32) -> u8 {
-        self.membership().primary_of(view)
+impl Membership {
+    /// A group as it is created: epoch 0, slots `0..replica_count`.
+    pub fn initial(replica_count: u8, confirm: ConfirmPolicy) -> Membership {
+        Membership::new(0, SlotSet::first(replica_count), confirm)
     }
 }

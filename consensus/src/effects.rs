@@ -135,6 +135,22 @@ pub enum Event {
         /// The new view.
         view: ViewId,
     },
+    /// The primary prepared op `op`, the `Reconfigure` that moves the group
+    /// to `epoch` in place.
+    Reconfiguring {
+        /// The op.
+        op: u64,
+        /// The epoch it moves to.
+        epoch: u32,
+    },
+    /// A new assignment epoch started in this group: a view of it became
+    /// normal, or the `Reconfigure` op that moves to it committed. The
+    /// primary's driver tells the metadata plane, which then lets the
+    /// next reassignment begin.
+    EpochStarted {
+        /// The epoch.
+        epoch: u32,
+    },
     /// The replica is Normal in `view`.
     Normal {
         /// The view.

@@ -187,6 +187,90 @@ impl Membership {
     }
 }
 
+/// Most memberships a replica remembers. Epochs are reached one at a time
+/// (a reassignment waits for the previous one to start), so a replica needs
+/// the membership of its view's epoch, of its log's, and of the one the
+/// metadata plane assigned next; older ones are forgotten first.
+pub const MEMBERSHIPS_KNOWN_MAX: usize = 4;
+
+/// The memberships a replica knows, by epoch: the one its group started
+/// with or was given by the driver (from the metadata plane's catalog), and
+/// those it learned from `Reconfigure` ops in its log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Memberships {
+    /// Ascending by epoch, at most [`MEMBERSHIPS_KNOWN_MAX`], never empty.
+    known: Vec<Membership>,
+}
+
+/// Two different memberships were named for one epoch (a peer or a driver
+/// that contradicts what this replica knows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MembershipConflict {
+    /// What this replica knows.
+    pub known: Membership,
+    /// What it was told.
+    pub offered: Membership,
+}
+
+impl Memberships {
+    /// Knowing only `first`.
+    pub fn new(first: Membership) -> Memberships {
+        Memberships { known: vec![first] }
+    }
+
+    /// The membership of `epoch`, if known.
+    #[inline]
+    pub fn get(&self, epoch: u32) -> Option<&Membership> {
+        self.known
+            .iter()
+            .find(|membership| membership.epoch == epoch)
+    }
+
+    /// The newest membership known.
+    pub fn newest(&self) -> &Membership {
+        self.known.last().expect("at least one membership is known")
+    }
+
+    /// Remembers `membership`; returns whether it was new. The oldest is
+    /// forgotten at the bound.
+    pub fn learn(&mut self, membership: Membership) -> Result<bool, MembershipConflict> {
+        if let Some(known) = self.get(membership.epoch) {
+            if *known == membership {
+                return Ok(false);
+            }
+            return Err(MembershipConflict {
+                known: *known,
+                offered: membership,
+            });
+        }
+        let at = self
+            .known
+            .partition_point(|known| known.epoch < membership.epoch);
+        self.known.insert(at, membership);
+        if self.known.len() > MEMBERSHIPS_KNOWN_MAX {
+            self.known.remove(0);
+        }
+        Ok(true)
+    }
+
+    /// Every slot that is a member in `epoch` or any later known epoch: the
+    /// replicas a replica in a view of `epoch` talks to.
+    #[inline]
+    pub fn slots_from(&self, epoch: u32) -> SlotSet {
+        self.known
+            .iter()
+            .filter(|membership| membership.epoch >= epoch)
+            .fold(SlotSet::EMPTY, |slots, membership| {
+                slots.union(membership.slots)
+            })
+    }
+
+    /// Every known membership, ascending by epoch.
+    pub fn iter(&self) -> impl Iterator<Item = &Membership> {
+        self.known.iter()
+    }
+}
+
 /// "At least `count` of `members`".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuorumSpec {
@@ -415,6 +499,27 @@ mod tests {
         assert!(new.view_change_quorum().is_met_by(heard));
         assert!(written.intersection(heard).is_empty());
         assert!(!all_met(&view_change_quorums(&old, &new), heard));
+    }
+
+    #[test]
+    fn memberships_are_learned_once_per_epoch_and_bounded() {
+        let first = Membership::new(0, SlotSet::first(3), ConfirmPolicy::LocalDurable);
+        let mut known = Memberships::new(first);
+        let grown = Membership::new(1, SlotSet::first(4), ConfirmPolicy::Count(2));
+        assert_eq!(known.learn(grown), Ok(true));
+        assert_eq!(known.learn(grown), Ok(false));
+        let other = Membership::new(1, SlotSet::first(2), ConfirmPolicy::Count(2));
+        assert!(known.learn(other).is_err(), "one membership per epoch");
+        assert_eq!(known.get(1), Some(&grown));
+        assert_eq!(known.slots_from(0), SlotSet::first(4));
+        assert_eq!(known.newest().epoch, 1);
+        for epoch in 2..8 {
+            let next = Membership::new(epoch, SlotSet::of(&[1, 3]), ConfirmPolicy::Count(1));
+            assert_eq!(known.learn(next), Ok(true));
+        }
+        assert_eq!(known.iter().count(), MEMBERSHIPS_KNOWN_MAX);
+        assert_eq!(known.get(0), None, "the oldest were forgotten first");
+        assert_eq!(known.slots_from(5), SlotSet::of(&[1, 3]));
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl<S: StateMachine> Replica<S> {
             ));
         }
         let operation = header.operation();
-        if !operation.is_replicated() {
+        if !operation.is_replicated() || operation.is_internal() {
             return Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 "operation is not replicated",
@@ -179,6 +179,20 @@ impl<S: StateMachine> Replica<S> {
 
     /// Turns an admitted request into the next prepare.
     fn prepare(&mut self, request: ClientRequest, effects: &mut Effects) {
+        let (request_header, body) = request.request.into_parts();
+        let mut header = self.next_prepare_header();
+        header.client = request_header.client;
+        header.request = request_header.request;
+        header.timestamp_ns.set(request.timestamp_ns);
+        header.record_count.set(request.record_count);
+        header.operation = request_header.operation;
+        self.append_prepare(Msg::new(header, body), effects);
+    }
+
+    /// The header of the op after the log's head, chained to it: op, parent,
+    /// commit, offsets and the membership that will confirm it. The caller
+    /// fills in what the op is.
+    pub(crate) fn next_prepare_header(&self) -> PrepareHeader {
         let head = self.journal.head();
         let head_header = match self.journal.header(head) {
             Some(header) => *header,
@@ -187,24 +201,26 @@ impl<S: StateMachine> Replica<S> {
                 self.genesis()
             }
         };
-        let (request_header, body) = request.request.into_parts();
         let mut header: PrepareHeader = self.new_header();
         header
             .parent
             .set(if head == 0 { 0 } else { head_header.checksum() });
         header.op.set(head + 1);
         header.commit.set(self.commit);
-        header.client = request_header.client;
-        header.request = request_header.request;
-        header.timestamp_ns.set(request.timestamp_ns);
+        header.timestamp_ns.set(head_header.timestamp_ns.get());
         header.offset_base.set(if head == 0 {
             self.machine_offset_base()
         } else {
             head_header.offset_end()
         });
-        header.record_count.set(request.record_count);
-        header.operation = request_header.operation;
-        let prepare = Msg::new(header, body);
+        header.membership_epoch.set(self.log_epoch());
+        header
+    }
+
+    /// Primary: appends a new prepare to the log and sends it to every backup.
+    pub(crate) fn append_prepare(&mut self, prepare: Msg<PrepareHeader>, effects: &mut Effects) {
+        assert!(self.is_serving_primary());
+        assert_eq!(prepare.header().op.get(), self.journal.head() + 1);
         let slot = self
             .journal
             .set_header(*prepare.header(), SlotState::Missing);
@@ -340,6 +356,7 @@ impl<S: StateMachine> Replica<S> {
             SlotState::Missing
         };
         self.journal.set_header(*header, state);
+        crate::replica::learn_from_header(&mut self.memberships, header);
     }
 
     /// Learns a commit number from the primary and applies what it can.
@@ -379,6 +396,9 @@ impl<S: StateMachine> Replica<S> {
         self.commit = op;
         self.commit_max = self.commit_max.max(op);
         effects.push(Effect::Commit { header });
+        if let Some((epoch, _, _)) = header.next_membership() {
+            self.epoch_started(epoch, effects);
+        }
         if self.is_serving_primary() && header.client.get() != 0 {
             let mut reply: ReplyHeader = self.new_header();
             reply.client = header.client;
@@ -427,15 +447,10 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         self.acks[usize::from(self.config.replica)] = self.stored_through();
-        let write_quorum = usize::from(self.rule.write);
         let commit_before = self.commit;
         loop {
             let op = self.commit + 1;
-            if op > self.journal.head() {
-                break;
-            }
-            let copies = self.acks().iter().filter(|acked| **acked >= op).count();
-            if copies < write_quorum {
+            if op > self.journal.head() || !self.confirmed(op) {
                 break;
             }
             self.apply(op, effects);
@@ -444,6 +459,9 @@ impl<S: StateMachine> Replica<S> {
         // commit; a primary that stalls too long stops heartbeating so that
         // the backups elect another (which also lets a replica stuck in a
         // higher view back in).
+        if self.commit > commit_before {
+            self.maybe_reconfigure(effects);
+        }
         if self.commit == self.journal.head() {
             self.prepare_timeout.stop();
             self.progress_timeout.stop();
@@ -454,6 +472,27 @@ impl<S: StateMachine> Replica<S> {
         } else if !self.progress_timeout.ticking() && !self.abdicated {
             self.progress_timeout.start();
         }
+    }
+
+    /// Primary: whether `op` is held by W copies of the membership that
+    /// confirms it: the op's own, or the view's if that is later (ops a view
+    /// of a new epoch inherited commit under its rule). Only members' acks
+    /// count, and an ack means "holds every op up to here", so a replica
+    /// that joined counts only once it holds the whole prefix.
+    fn confirmed(&self, op: u64) -> bool {
+        let Some(header) = self.journal.header(op) else {
+            return false;
+        };
+        let epoch = header.membership_epoch.get().max(self.view.epoch);
+        let Some(membership) = self.memberships.get(epoch) else {
+            return false; // cannot happen: the op's epoch was learned with the op
+        };
+        let copies = membership
+            .slots
+            .iter()
+            .filter(|slot| self.acks[usize::from(*slot)] >= op)
+            .count();
+        copies >= usize::from(membership.rule().write)
     }
 
     /// Backup: acks the highest op it holds in order, if it may ack at all.
@@ -630,6 +669,7 @@ impl<S: StateMachine> Replica<S> {
             view: self.view,
             primary: self.is_primary(),
         });
+        self.epoch_started(self.view.epoch, effects);
         if self.is_primary() {
             self.primary_timeout.stop();
             self.heartbeat_timeout.start();
@@ -639,6 +679,7 @@ impl<S: StateMachine> Replica<S> {
                 self.prepare_timeout.start();
             }
             self.send_heartbeat(effects);
+            self.maybe_reconfigure(effects);
         } else {
             self.heartbeat_timeout.stop();
             self.prepare_timeout.stop();

@@ -14,10 +14,9 @@ use strand_wire::{
 
 use crate::client_table::ClientTable;
 use crate::config::Config;
-use crate::confirm::ConfirmRule;
 use crate::cursors::CursorState;
 use crate::effects::{DropReason, Effect, Effects, Event, WaitReason};
-use crate::epoch::Membership;
+use crate::epoch::{Membership, Memberships, SlotSet};
 use crate::journal::{Journal, SlotState};
 use crate::merge::{Canonical, DvcSummary};
 use crate::prng::Prng;
@@ -119,10 +118,17 @@ pub(crate) struct Adoption {
 #[derive(Debug)]
 pub struct Replica<S> {
     pub(crate) config: Config,
-    /// Who serves the group and how many confirm (from the config, kept
-    /// here so the hot paths do not rebuild it).
-    pub(crate) membership: Membership,
-    pub(crate) rule: ConfirmRule,
+    /// Every membership this replica knows, by epoch.
+    pub(crate) memberships: Memberships,
+    /// The membership of the current view's epoch (kept at hand for the hot
+    /// paths): who its primary is, who votes to leave it.
+    pub(crate) view_membership: Membership,
+    /// The newest membership the metadata plane assigned, while this
+    /// replica's log has not reached its epoch.
+    pub(crate) target: Option<Membership>,
+    /// The highest epoch this replica has seen start (a view of it became
+    /// normal, or its `Reconfigure` op committed).
+    pub(crate) started_epoch: u32,
     pub(crate) prng: Prng,
     pub(crate) machine: S,
 
@@ -204,8 +210,16 @@ impl<S: StateMachine> Replica<S> {
     /// Builds a replica from what storage recovered. Call [`Replica::start`] next.
     pub fn open(config: Config, recovered: Recovered, machine: S) -> Replica<S> {
         config.assert_valid();
-        let membership = config.membership();
-        let rule = membership.rule();
+        let mut memberships = Memberships::new(config.memberships[0]);
+        for membership in &config.memberships[1..] {
+            if let Err(conflict) = memberships.learn(*membership) {
+                panic!("the driver named two memberships for one epoch: {conflict:?}");
+            }
+        }
+        // A `Reconfigure` op the log holds names the membership after it.
+        for header in &recovered.headers {
+            learn_from_header(&mut memberships, header);
+        }
         let log_head = recovered.log_head;
         let last_header = recovered.headers.last().map_or(0, |header| header.op.get());
         assert!(last_header <= log_head, "a header above the log head");
@@ -245,6 +259,9 @@ impl<S: StateMachine> Replica<S> {
         }
         // The headers of the log adopted in `log_view` survive even where a
         // crash took bodies: they are known, their bodies missing.
+        for header in &state.view_headers {
+            learn_from_header(&mut memberships, header);
+        }
         let base = journal.base();
         for header in state
             .view_headers
@@ -280,9 +297,29 @@ impl<S: StateMachine> Replica<S> {
             client_table.commit(&slot.header, result, body);
         }
         let timeouts = config.timeouts;
+        let mut state = state;
+        let oldest_known = memberships.iter().next().map_or(0, |oldest| oldest.epoch);
+        if state.view.epoch < oldest_known {
+            // A replica that joined at a later epoch (or whose views are all
+            // from epochs long gone) starts at the first view it can name.
+            assert!(
+                state.log_view.epoch < oldest_known,
+                "the log's epoch {} is forgotten",
+                state.log_view
+            );
+            state.view = ViewId::new(oldest_known, 0);
+        }
+        let view_membership = *memberships.get(state.view.epoch).unwrap_or_else(|| {
+            panic!(
+                "no membership for the persisted view {} (known: {memberships:?})",
+                state.view
+            )
+        });
         let mut replica = Replica {
-            membership,
-            rule,
+            memberships,
+            view_membership,
+            target: None,
+            started_epoch: state.log_view.epoch,
             prng: Prng::new(config.seed ^ u64::from(config.replica).wrapping_mul(0x9e37_79b9)),
             machine,
             status: Status::Recovering,
@@ -341,7 +378,7 @@ impl<S: StateMachine> Replica<S> {
             replica.trusted = false;
         } else if recovered.fresh && replica.view == ViewId::ZERO {
             replica.status = Status::Normal;
-        } else if replica.config.replica_count == 1 {
+        } else if replica.view_membership.slots == SlotSet::EMPTY.with(replica.config.replica) {
             // Alone, there is no one to adopt a view from and nothing to
             // distrust against: a lone replica serves on what it has.
             replica.status = Status::Normal;
@@ -372,9 +409,14 @@ impl<S: StateMachine> Replica<S> {
         &self.config
     }
 
-    /// The group's quorums.
-    pub fn rule(&self) -> ConfirmRule {
-        self.rule
+    /// The membership of the current view's epoch.
+    pub fn view_membership(&self) -> &Membership {
+        &self.view_membership
+    }
+
+    /// Every membership this replica knows.
+    pub fn memberships(&self) -> &Memberships {
+        &self.memberships
     }
 
     /// The current view.
@@ -409,16 +451,26 @@ impl<S: StateMachine> Replica<S> {
 
     /// The primary of the current view.
     pub fn primary_index(&self) -> u8 {
-        self.primary_of(self.view)
+        self.view_membership.primary_of(self.view.view)
     }
 
-    /// The primary of `view`, under the membership of its epoch.
+    /// The primary of `view`, under the membership of its epoch (which the
+    /// caller made sure is known: a frame's epoch is checked on arrival).
     pub(crate) fn primary_of(&self, view: ViewId) -> u8 {
-        assert_eq!(
-            view.epoch, self.membership.epoch,
-            "a view of an epoch this replica has no membership of"
-        );
-        self.membership.primary_of(view.view)
+        self.memberships
+            .get(view.epoch)
+            .unwrap_or_else(|| panic!("no membership for view {view}"))
+            .primary_of(view.view)
+    }
+
+    /// Moves the replica to `view` (whose epoch's membership is known).
+    pub(crate) fn set_view(&mut self, view: ViewId) {
+        assert!(view >= self.view, "view {view} below {}", self.view);
+        self.view_membership = *self
+            .memberships
+            .get(view.epoch)
+            .unwrap_or_else(|| panic!("no membership for view {view}"));
+        self.view = view;
     }
 
     /// Whether this replica is the primary of its view (in any status).
@@ -459,9 +511,9 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// The highest op each replica acked in this view (primary only; index
-    /// by replica).
-    pub fn acks(&self) -> &[u64] {
-        &self.acks[..usize::from(self.config.replica_count)]
+    /// by slot; slots that are no member read 0).
+    pub fn acks(&self) -> &[u64; REPLICAS_MAX as usize] {
+        &self.acks
     }
 
     /// Why the view change waits and for whom (a bitset), if it does.
@@ -667,6 +719,7 @@ impl<S: StateMachine> Replica<S> {
             "no state transfer was awaited"
         );
         let op = head.op.get();
+        learn_from_header(&mut self.memberships, &head);
         self.journal.reset_at(head);
         self.machine.restore(Some(&head));
         self.stored_hint = op;
@@ -695,7 +748,7 @@ impl<S: StateMachine> Replica<S> {
             return false;
         }
         if !candidate {
-            let mut view = self.view.next();
+            let mut view = self.next_view();
             while self.primary_of(view) != self.config.replica {
                 view = view.next();
             }
@@ -716,11 +769,12 @@ impl<S: StateMachine> Replica<S> {
         if prefix.group.get() != self.config.group {
             return Err(DropReason::WrongGroup);
         }
-        if prefix.epoch.get() != self.membership.epoch {
+        let epoch = prefix.epoch.get();
+        if self.memberships.get(epoch).is_none() {
             return Err(DropReason::UnknownEpoch);
         }
         let from_self_allowed = matches!(message, Message::Prepare(_) | Message::Headers(_));
-        if !self.membership.slots.contains(prefix.replica) {
+        if !self.memberships.slots_from(epoch).contains(prefix.replica) {
             return Err(DropReason::ReplicaOutOfRange);
         }
         if prefix.replica == self.config.replica && !from_self_allowed {
@@ -741,7 +795,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Sends `message` to replica `to`.
     pub(crate) fn send(&self, to: u8, message: Message, effects: &mut Effects) {
-        assert!(self.membership.slots.contains(to) && to != self.config.replica);
+        assert!(self.is_peer(to), "replica {to} is no peer");
         effects.push(Effect::Send { to, message });
     }
 
@@ -755,13 +809,21 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Every member's slot but this one.
+    /// Every slot this replica talks to in its view: the members of the
+    /// view's epoch and of any later one it knows (replicas joining by an
+    /// in-place change hear the primary before their epoch starts), but
+    /// not itself.
     pub(crate) fn others(&self) -> impl Iterator<Item = u8> + use<S> {
         let me = self.config.replica;
-        self.membership
-            .slots
+        self.memberships
+            .slots_from(self.view.epoch)
             .iter()
             .filter(move |replica| *replica != me)
+    }
+
+    /// Whether `slot` is one of [`Replica::others`].
+    pub(crate) fn is_peer(&self, slot: u8) -> bool {
+        slot != self.config.replica && self.memberships.slots_from(self.view.epoch).contains(slot)
     }
 
     /// Asks for the durable state to be persisted (coalescing: only the newest matters).
@@ -934,4 +996,20 @@ impl<S: StateMachine> Replica<S> {
         slot.prepare = Some(prepare.clone());
         true
     }
+}
+
+/// Remembers the membership a `Reconfigure` header names (a header that
+/// contradicts a known one is left out: the driver's catalog is the authority,
+/// and the op cannot commit under two memberships).
+pub(crate) fn learn_from_header(memberships: &mut Memberships, header: &PrepareHeader) -> bool {
+    let Some((epoch, slots, confirm)) = header.next_membership() else {
+        return false;
+    };
+    let slots = SlotSet::from_bits(slots);
+    if slots.is_empty() {
+        return false;
+    }
+    memberships
+        .learn(Membership::new(epoch, slots, confirm))
+        .unwrap_or(false)
 }

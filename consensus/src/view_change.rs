@@ -33,7 +33,7 @@ impl<S: StateMachine> Replica<S> {
             self.view
         );
         let awaiting = self.status == Status::AwaitingStateTransfer;
-        self.view = new_view;
+        self.set_view(new_view);
         if !awaiting {
             self.status = Status::ViewChange;
         }
@@ -77,15 +77,45 @@ impl<S: StateMachine> Replica<S> {
         self.check_svc_quorum(effects);
     }
 
-    /// Votes needed to leave a view: a majority, and at least R.
-    fn svc_quorum(&self) -> u32 {
-        let members = self.membership.replica_count();
-        u32::from(self.rule.view_change.max(members / 2 + 1))
+    /// The view a vote to leave the current one leads to: the next view
+    /// number, in the epoch this replica's log has reached (a log that holds
+    /// a `Reconfigure` op moves to the new epoch's views).
+    pub(crate) fn next_view(&self) -> ViewId {
+        let next = self.view.next();
+        let epoch = self.log_epoch();
+        if epoch > next.epoch && self.memberships.get(epoch).is_some() {
+            ViewId::new(epoch, next.view)
+        } else {
+            next
+        }
+    }
+
+    /// For a view of an epoch below this replica's log epoch (which it
+    /// never joins): the same view number in the log's epoch.
+    pub(crate) fn lifted(&self, view: ViewId) -> Option<ViewId> {
+        let epoch = self.log_epoch();
+        (view.epoch < epoch && self.memberships.get(epoch).is_some())
+            .then(|| ViewId::new(epoch, view.view))
+    }
+
+    /// Votes needed to leave a view: a majority, and at least R, of the
+    /// membership the next view belongs to; only its members' votes count.
+    fn svc_quorum(&self) -> (u32, u32) {
+        let next = self.next_view();
+        let membership = self
+            .memberships
+            .get(next.epoch)
+            .expect("the next view's membership is known");
+        let members = membership.replica_count();
+        let votes = self.svc_votes & u32::from(membership.slots.bits());
+        let needed = membership.rule().view_change.max(members / 2 + 1);
+        (votes.count_ones(), u32::from(needed))
     }
 
     fn check_svc_quorum(&mut self, effects: &mut Effects) {
-        if self.svc_votes.count_ones() >= self.svc_quorum() {
-            self.start_view_change(self.view.next(), effects);
+        let (votes, needed) = self.svc_quorum();
+        if votes >= needed {
+            self.start_view_change(self.next_view(), effects);
         }
     }
 
@@ -169,6 +199,14 @@ impl<S: StateMachine> Replica<S> {
                 // replica is behind. Ask that view's primary for it rather
                 // than disturb anything.
                 self.request_start_view(self.primary_of(view), effects);
+                return;
+            }
+            if let Some(lifted) = self.lifted(view) {
+                // The sender's epoch is below this log's: go to the same view
+                // number of the log's epoch instead (its vote was for another view).
+                if lifted > self.view {
+                    self.start_view_change(lifted, effects);
+                }
                 return;
             }
             self.start_view_change(view, effects);
@@ -297,6 +335,17 @@ impl<S: StateMachine> Replica<S> {
             });
             return;
         }
+        if let Some(lifted) = self.lifted(view).filter(|_| view > self.view) {
+            // A view of an epoch below this log's: never joined (see the
+            // `reconfigure` module); its number leads to the log's epoch.
+            if lifted > self.view {
+                self.start_view_change(lifted, effects);
+            }
+            effects.event(Event::Dropped {
+                reason: DropReason::StaleView,
+            });
+            return;
+        }
         if view > self.view {
             // A quorum moved on to this view: follow.
             self.start_view_change(view, effects);
@@ -335,8 +384,8 @@ impl<S: StateMachine> Replica<S> {
         self.view_change.dvcs.insert(self.config.replica, own);
         let dvcs: Vec<DvcSummary> = self.view_change.dvcs.values().cloned().collect();
         let params = MergeParams {
-            members: self.membership.slots,
-            rule: self.rule,
+            members: self.view_membership.slots,
+            rule: self.view_membership.rule(),
             accept_loss: self.view_change.accept_loss,
             trusted_gate: self.trusted_gate,
         };
@@ -421,7 +470,7 @@ impl<S: StateMachine> Replica<S> {
         };
         let headers = headers.to_vec();
         if view > self.view {
-            self.view = view;
+            self.set_view(view);
             self.durable.view = view;
         }
         self.status = Status::ViewChange;
@@ -886,7 +935,7 @@ impl<S: StateMachine> Replica<S> {
     /// Asks replica `to` (the primary of a view this replica has not
     /// adopted) for its StartView, at most once per probe period.
     pub(crate) fn request_start_view(&mut self, to: u8, effects: &mut Effects) {
-        if to == self.config.replica || !self.membership.slots.contains(to) {
+        if !self.is_peer(to) {
             return;
         }
         if self.status == Status::Recovering || self.probe_timeout.ticking() {

@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
+use strand_consensus::epoch::Membership;
 use strand_consensus::{
     ClientRequest, Config, Effect, Effects, Event, RecordLog, Replica, Status, Timeouts,
     WaitReason, confirm_rule,
@@ -239,8 +240,7 @@ impl Actor {
             cluster: shared.config.cluster,
             group: spec.group,
             replica: replica_index,
-            replica_count: spec.replicas.len() as u8,
-            confirm: spec.confirm,
+            memberships: vec![Membership::initial(spec.replicas.len() as u8, spec.confirm)],
             durability: spec.durability,
             cursor_durability: spec.cursor_durability,
             timeouts: Timeouts::default(),
@@ -657,6 +657,10 @@ impl Actor {
                 tracing::warn!(%view, op, "group: started a view accepting loss")
             }
             Event::Dropped { reason } => metrics::dropped(reason),
+            Event::Reconfiguring { op, epoch } => {
+                tracing::info!(op, epoch, "group: moving to a new assignment in place")
+            }
+            Event::EpochStarted { epoch } => tracing::info!(epoch, "group: epoch started"),
         }
     }
 
@@ -708,6 +712,11 @@ impl Actor {
                 Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
             },
             Operation::GetCursor => self.on_get_cursor(&request),
+            Operation::Reconfigure => self.refuse(
+                &header,
+                ResultCode::InvalidRequest,
+                "reconfigure is a group's own operation, not a request".to_owned(),
+            ),
             Operation::ClusterStatus
             | Operation::Attention
             | Operation::AcceptLoss

@@ -320,8 +320,10 @@ impl World {
             cluster: CLUSTER,
             group: GROUP,
             replica,
-            replica_count: self.options.replica_count,
-            confirm: self.options.confirm,
+            memberships: vec![strand_consensus::epoch::Membership::initial(
+                self.options.replica_count,
+                self.options.confirm,
+            )],
             durability: self.options.durability,
             cursor_durability: self.options.durability,
             timeouts: Timeouts::default(),

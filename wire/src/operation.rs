@@ -25,11 +25,15 @@ pub enum Operation {
     AcceptLoss = 9,
     /// Routing: nodes and their addresses, topics and their partitions' groups.
     Metadata = 10,
+    /// A group's own change of membership, prepared by its primary when the
+    /// metadata plane assigned a new replica set or confirm policy that takes
+    /// effect in place. Internal: never sent by clients.
+    Reconfigure = 11,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 10] = [
+    pub const ALL: [Operation; 11] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -40,6 +44,7 @@ impl Operation {
         Operation::Attention,
         Operation::AcceptLoss,
         Operation::Metadata,
+        Operation::Reconfigure,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -55,8 +60,17 @@ impl Operation {
     pub fn is_replicated(self) -> bool {
         matches!(
             self,
-            Operation::CreateStream | Operation::CreateTopic | Operation::Produce
+            Operation::CreateStream
+                | Operation::CreateTopic
+                | Operation::Produce
+                | Operation::Reconfigure
         )
+    }
+
+    /// True for operations a group makes itself: a request naming one is
+    /// refused.
+    pub fn is_internal(self) -> bool {
+        self == Operation::Reconfigure
     }
 }
 

@@ -429,3 +429,49 @@ fn view_ids_order_epoch_first() {
         (5, 0)
     );
 }
+
+#[test]
+fn a_reconfigure_prepare_names_the_next_membership_and_nothing_else_may() {
+    let mut header = PrepareHeader::new(7, 5, ViewId::new(2, 3), 1);
+    header.op.set(10);
+    header.commit.set(9);
+    header.membership_epoch.set(2);
+    header.set_next_membership(3, 0b1011, ConfirmPolicy::MajorityDurable);
+    let frame = encode(&Message::from(Msg::new(header, Bytes::new())));
+    let Ok(Message::Prepare(decoded)) = decode(frame.clone()) else {
+        panic!("a valid reconfigure is refused");
+    };
+    assert_eq!(
+        decoded.header().next_membership(),
+        Some((3, 0b1011, ConfirmPolicy::MajorityDurable))
+    );
+    let refused = |offset: usize, bytes: &[u8], reason: &str| {
+        let mut frame = frame.clone();
+        frame[offset..offset + bytes.len()].copy_from_slice(bytes);
+        reseal(&mut frame);
+        match decode(frame) {
+            Err(FrameError::Invalid { reason: got, .. }) => assert_eq!(got, reason),
+            other => panic!("{reason}: {other:?}"),
+        }
+    };
+    // Fields after `operation` (128): membership_epoch 129, next_epoch 133,
+    // next_slots 137, next_confirm 139.
+    refused(
+        133,
+        &5u32.to_le_bytes(),
+        "reconfigure does not move to the next epoch",
+    );
+    refused(137, &0u16.to_le_bytes(), "reconfigure to no members");
+    refused(139, &[9, 9], "reconfigure to an unknown confirm policy");
+    refused(
+        128,
+        &[Operation::Produce as u8],
+        "next membership outside a reconfigure",
+    );
+    // A client may not carry one.
+    refused(84, &1u128.to_le_bytes(), "reconfigure from a client");
+    assert_eq!(
+        PrepareHeader::new(7, 5, ViewId::ZERO, 1).next_membership(),
+        None
+    );
+}

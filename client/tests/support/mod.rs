@@ -399,6 +399,14 @@ impl State {
                 Outcome::Reply(reply(header, 0, Ok(Bytes::from(attention.to_vec()))))
             }
             Operation::AcceptLoss => Outcome::Reply(reply(header, 0, self.accept_loss(node, body))),
+            Operation::Reconfigure => Outcome::Reply(reply(
+                header,
+                0,
+                Err(ErrorBody::message(
+                    ResultCode::InvalidRequest,
+                    "reconfigure is a group's own operation",
+                )),
+            )),
             Operation::CreateStream | Operation::CreateTopic | Operation::Produce => {
                 self.replicated(node, header, body)
             }

@@ -148,8 +148,10 @@ impl Cluster {
             cluster: CLUSTER,
             group: GROUP,
             replica: 0,
-            replica_count,
-            confirm,
+            memberships: vec![strand_consensus::epoch::Membership::initial(
+                replica_count,
+                confirm,
+            )],
             durability,
             cursor_durability: durability,
             timeouts: Timeouts::default(),
@@ -181,7 +183,7 @@ impl Cluster {
     }
 
     pub fn count(&self) -> u8 {
-        self.config.replica_count
+        self.replicas.len() as u8
     }
 
     pub fn replica(&self, index: u8) -> &Replica<RecordLog> {
@@ -551,6 +553,61 @@ impl Cluster {
             .filter(|(index, _)| *index == replica)
             .filter_map(|(_, event)| pick(event))
             .collect()
+    }
+
+    /// The metadata plane assigns `membership` (the next epoch): every live
+    /// replica hears of it, and later (re)starts know it.
+    pub fn assign(&mut self, membership: epoch::Membership) {
+        self.config.memberships.push(membership);
+        for slot in membership.slots.iter() {
+            self.ensure_slot(slot);
+        }
+        for index in 0..self.count() {
+            if let Some(replica) = self.replicas[usize::from(index)].as_mut() {
+                let mut effects = Effects::new();
+                replica.on_assignment(membership, &mut effects);
+                self.execute(index, effects);
+            }
+        }
+    }
+
+    /// Room for a replica at `slot` (empty disk, not started).
+    fn ensure_slot(&mut self, slot: u8) {
+        while self.replicas.len() <= usize::from(slot) {
+            self.replicas.push(None);
+            self.storage.push(Storage::default());
+            self.sync.push(SyncMode::Immediate);
+            self.committed.push(BTreeMap::new());
+        }
+    }
+
+    /// Starts a new replica at `slot`: empty, awaiting a state transfer.
+    pub fn join(&mut self, slot: u8) {
+        self.ensure_slot(slot);
+        self.awaiting.insert(slot);
+        self.restart(slot);
+    }
+
+    /// Installs `from`'s committed prefix on `to` (awaiting a transfer), as
+    /// the driver's state transfer does, and reports it done.
+    pub fn transfer(&mut self, to: u8, from: u8) {
+        let commit = self.replica(from).commit();
+        let cursor_tail = self.replica(from).cursor_tail();
+        let log: Vec<Msg<PrepareHeader>> =
+            self.storage[usize::from(from)].log[..commit as usize].to_vec();
+        let head = *log.last().expect("a committed prefix").header();
+        let storage = &mut self.storage[usize::from(to)];
+        storage.log = log;
+        storage.durable_op = commit;
+        storage.cursor_tail = cursor_tail;
+        storage.cursor_durable = cursor_tail;
+        self.awaiting.remove(&to);
+        let mut effects = Effects::new();
+        self.replicas[usize::from(to)]
+            .as_mut()
+            .expect("up")
+            .on_state_transfer_done(head, cursor_tail, &mut effects);
+        self.execute(to, effects);
     }
 
     /// Whether `replica` has ever sent a message of `command` since the mark.

@@ -1,10 +1,11 @@
 //! Normal operation: prepares, their acks, commit heartbeats, cursor shipping.
 
-use zerocopy::little_endian::{U32, U64, U128};
+use zerocopy::little_endian::{U16, U32, U64, U128};
 
 use crate::command::Command;
 use crate::header::{FieldError, command_header, ensure};
 use crate::operation::Operation;
+use crate::policy::ConfirmPolicy;
 
 command_header! {
     /// Op `op` of a group's log: the primary of view `prefix.view` (replica
@@ -31,7 +32,26 @@ command_header! {
     record_count: U32,
     /// The [`Operation`] byte.
     operation: u8,
+    /// The assignment epoch whose membership confirms this op (see
+    /// [`crate::ViewId`]): the epoch of the view it was prepared in, or the
+    /// next one once a `Reconfigure` op before it in the same view took
+    /// effect.
+    membership_epoch: U32,
+    /// `Reconfigure` only (zero otherwise): the epoch that takes effect
+    /// after this op, `membership_epoch + 1`.
+    next_epoch: U32,
+    /// `Reconfigure` only: the next epoch's member slots, as a bitset.
+    next_slots: U16,
+    /// `Reconfigure` only: the next epoch's confirm policy
+    /// (`ConfirmPolicy::to_bytes`).
+    next_confirm: [u8; 2],
 }
+
+const _: () = {
+    assert!(core::mem::offset_of!(PrepareHeader, client) == 84);
+    assert!(core::mem::offset_of!(PrepareHeader, operation) == 128);
+    assert!(core::mem::offset_of!(PrepareHeader, membership_epoch) == 129);
+};
 
 impl PrepareHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
@@ -50,6 +70,26 @@ impl PrepareHeader {
             self.record_count.get() == 0 || operation == Some(Operation::Produce),
             "records in a prepare that is not a produce",
         )?;
+        if operation == Some(Operation::Reconfigure) {
+            ensure(
+                self.next_epoch.get() == self.membership_epoch.get().wrapping_add(1)
+                    && self.next_epoch.get() != 0,
+                "reconfigure does not move to the next epoch",
+            )?;
+            ensure(self.next_slots.get() != 0, "reconfigure to no members")?;
+            ensure(
+                ConfirmPolicy::from_bytes(self.next_confirm).is_ok(),
+                "reconfigure to an unknown confirm policy",
+            )?;
+            ensure(self.client.get() == 0, "reconfigure from a client")?;
+        } else {
+            ensure(
+                self.next_epoch.get() == 0
+                    && self.next_slots.get() == 0
+                    && self.next_confirm == [0, 0],
+                "next membership outside a reconfigure",
+            )?;
+        }
         ensure(
             self.offset_base
                 .get()
@@ -59,8 +99,11 @@ impl PrepareHeader {
         )
     }
 
-    fn check_body(&self, _body: &[u8]) -> Result<(), FieldError> {
-        Ok(())
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        ensure(
+            body.is_empty() || self.operation != Operation::Reconfigure as u8,
+            "reconfigure with a body",
+        )
     }
 
     /// The operation, which `check_fields` guarantees is known.
@@ -71,6 +114,24 @@ impl PrepareHeader {
     /// One past the last record offset this prepare holds.
     pub fn offset_end(&self) -> u64 {
         self.offset_base.get() + u64::from(self.record_count.get())
+    }
+
+    /// `Reconfigure` only: the membership that takes effect after this op,
+    /// as (epoch, slot bits, confirm policy); `None` for any other op.
+    pub fn next_membership(&self) -> Option<(u32, u16, ConfirmPolicy)> {
+        if self.operation != Operation::Reconfigure as u8 {
+            return None;
+        }
+        let confirm = ConfirmPolicy::from_bytes(self.next_confirm).ok()?;
+        Some((self.next_epoch.get(), self.next_slots.get(), confirm))
+    }
+
+    /// Makes this header a `Reconfigure` to the given next membership.
+    pub fn set_next_membership(&mut self, epoch: u32, slots: u16, confirm: ConfirmPolicy) {
+        self.operation = Operation::Reconfigure as u8;
+        self.next_epoch.set(epoch);
+        self.next_slots.set(slots);
+        self.next_confirm = confirm.to_bytes();
     }
 }
 
