@@ -143,6 +143,12 @@ pub enum Event {
         /// The epoch it moves to.
         epoch: u32,
     },
+    /// This replica left the group: the membership of `epoch` does not
+    /// include it. The driver records it (the data stays for operators).
+    Retired {
+        /// The epoch that removed it.
+        epoch: u32,
+    },
     /// A new assignment epoch started in this group: a view of it became
     /// normal, or the `Reconfigure` op that moves to it committed. The
     /// primary's driver tells the metadata plane, which then lets the

@@ -2,6 +2,8 @@
 //! DoViewChanges at hand to a decision. Every rule of the design lives here.
 //!
 //! 1. Wait until R trusted DoViewChanges are in, or every replica has reported.
+//!    During a transition to a new assignment epoch "R" is joint: R of the
+//!    old membership and R' of the new ([`crate::epoch::view_change_quorums`]).
 //! 2. Choose among the trusted logs (or, when every replica reported with fewer
 //!    than R trusted, among every usable log): highest `log_view`, then
 //!    highest `op`, then highest cursor tail, then lowest replica index.
@@ -19,9 +21,8 @@ use strand_wire::{
     CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, PrepareHeader, ViewId,
 };
 
-use crate::confirm::ConfirmRule;
 use crate::effects::WaitReason;
-use crate::epoch::SlotSet;
+use crate::epoch::{Membership, QuorumSpec, SlotSet};
 use crate::state::HistoryStart;
 
 /// One replica's DoViewChange, as the merge sees it.
@@ -99,15 +100,69 @@ impl DvcSummary {
 /// What the merge is given besides the DoViewChanges.
 #[derive(Debug, Clone, Copy)]
 pub struct MergeParams {
-    /// The members' slots (`E` of them).
+    /// Every replica that may report: the members of the memberships
+    /// involved ("every replica reported" means all of these).
     pub members: SlotSet,
-    /// The group's quorums.
-    pub rule: ConfirmRule,
+    /// Trusted reporters must meet this quorum (`R` of the view's membership)...
+    pub quorum: QuorumSpec,
+    /// ...and, while a view change moves the group to a new epoch, this one
+    /// too (`R` of the old membership), so that whatever it confirmed is heard.
+    pub joint: Option<QuorumSpec>,
+    /// Trusted nacks that drop an op: `R` of the membership that may have
+    /// confirmed it.
+    pub nack: QuorumSpec,
     /// An operator accepted loss: proceed with the logs at hand.
     pub accept_loss: bool,
     /// The trusted-quorum gate (reference B). Only the `mutations` feature
     /// turns it off, to show what it prevents.
     pub trusted_gate: bool,
+}
+
+impl MergeParams {
+    /// The quorums of a view change within `membership`'s epoch.
+    pub fn within(membership: &Membership, accept_loss: bool, trusted_gate: bool) -> MergeParams {
+        let quorum = membership.view_change_quorum();
+        MergeParams {
+            members: membership.slots,
+            quorum,
+            joint: None,
+            nack: quorum,
+            accept_loss,
+            trusted_gate,
+        }
+    }
+
+    /// The quorums of a view change from `old`'s epoch into `new`'s, before
+    /// any reporter's log is in the new epoch: `R` of both, nacks from `R`
+    /// of the old (every op in the logs was confirmed, if at all, by it).
+    pub fn transition(
+        old: &Membership,
+        new: &Membership,
+        accept_loss: bool,
+        trusted_gate: bool,
+    ) -> MergeParams {
+        assert_eq!(new.epoch, old.epoch + 1, "a transition moves one epoch");
+        MergeParams {
+            members: old.slots.union(new.slots),
+            quorum: new.view_change_quorum(),
+            joint: Some(old.view_change_quorum()),
+            nack: old.view_change_quorum(),
+            accept_loss,
+            trusted_gate,
+        }
+    }
+
+    /// Whether the replicas in `heard` meet every quorum of the view change.
+    fn met_by(&self, heard: SlotSet) -> bool {
+        self.quorum.is_met_by(heard) && self.joint.is_none_or(|joint| joint.is_met_by(heard))
+    }
+}
+
+/// The replicas (as a set) among `dvcs` for which `pick` holds.
+fn slots_where(dvcs: &[DvcSummary], pick: impl Fn(&DvcSummary) -> bool) -> SlotSet {
+    dvcs.iter()
+        .filter(|dvc| pick(dvc))
+        .fold(SlotSet::EMPTY, |set, dvc| set.with(dvc.replica))
 }
 
 /// The canonical log a view starts from.
@@ -214,7 +269,6 @@ fn walk_suffix(
 ) -> Result<(Vec<PrepareHeader>, u64), WaitReason> {
     let first = walk_floor(source, commit);
     let canonical = canonical_suffix(dvcs, source, first);
-    let quorum = usize::from(params.rule.view_change);
     for op in first..=source.op {
         let checksum = canonical
             .get(&op)
@@ -228,21 +282,15 @@ fn walk_suffix(
         if op <= keep_floor && !params.accept_loss {
             return Err(WaitReason::MissingPrepare);
         }
-        let nacks = match checksum {
-            Some(checksum) => dvcs
-                .iter()
-                .filter(|dvc| counts(dvc) && dvc.nacks(op, checksum))
-                .count(),
-            None => dvcs
-                .iter()
-                .filter(|dvc| counts(dvc) && dvc.ack_op < op)
-                .count(),
+        let nackers = match checksum {
+            Some(checksum) => slots_where(dvcs, |dvc| counts(dvc) && dvc.nacks(op, checksum)),
+            None => slots_where(dvcs, |dvc| counts(dvc) && dvc.ack_op < op),
         };
         // With every replica reported, an uncommitted op no one holds is
         // gone for good: waiting cannot bring it back. (An op whose identity
         // is unknown counts as held while any reporter has a header there.)
         let unheld = checksum.is_some() || dvcs.iter().all(|dvc| dvc.header_at(op).is_none());
-        if nacks >= quorum || params.accept_loss || (everyone_reported && unheld) {
+        if params.nack.is_met_by(nackers) || params.accept_loss || (everyone_reported && unheld) {
             let headers = canonical
                 .range(first..op)
                 .map(|(_, header)| *header)
@@ -268,10 +316,9 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
     assert_eq!(reported & !all, 0, "DoViewChanges come from members only");
     let not_reported = all & !reported;
     let counts = |dvc: &DvcSummary| !params.trusted_gate || dvc.trusted();
-    let trusted_count = dvcs.iter().filter(|dvc| counts(dvc)).count();
-    let quorum = usize::from(params.rule.view_change);
+    let trusted = slots_where(dvcs, counts);
 
-    let candidates: Vec<&DvcSummary> = if trusted_count >= quorum {
+    let candidates: Vec<&DvcSummary> = if params.met_by(trusted) {
         dvcs.iter()
             .filter(|dvc| counts(dvc) && dvc.usable())
             .collect()
@@ -356,7 +403,7 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::confirm::{ConfirmPolicy, confirm_rule};
+    use crate::confirm::ConfirmPolicy;
     use strand_wire::Operation;
 
     fn header(op: u64, view: u32) -> PrepareHeader {
@@ -391,12 +438,11 @@ mod tests {
     }
 
     fn params(replica_count: u8) -> MergeParams {
-        MergeParams {
-            members: SlotSet::first(replica_count),
-            rule: confirm_rule(ConfirmPolicy::MajorityDurable, replica_count),
-            accept_loss: false,
-            trusted_gate: true,
-        }
+        MergeParams::within(
+            &Membership::initial(replica_count, ConfirmPolicy::MajorityDurable),
+            false,
+            true,
+        )
     }
 
     fn ready(decision: Decision) -> Canonical {

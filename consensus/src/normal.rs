@@ -81,7 +81,7 @@ impl<S: StateMachine> Replica<S> {
         header: &strand_wire::RequestHeader,
         record_count: u32,
     ) -> Result<(), ErrorBody> {
-        if !self.is_primary() || self.status == Status::Recovering {
+        if !self.is_primary() || matches!(self.status, Status::Recovering | Status::Retired) {
             return Err(self.not_primary());
         }
         if self.status != Status::Normal {

@@ -15,12 +15,12 @@
 //!   `Reconfigure` that a view of the older epoch could only drop if it had
 //!   not committed, and the views of the new epoch are the higher ones.
 
-use strand_wire::{Msg, PrepareHeader};
+use strand_wire::{Msg, PrepareHeader, ViewId};
 
 use crate::effects::{Effects, Event};
 use crate::epoch::{Membership, Transition, transition};
 use crate::normal::PIPELINE_PREPARES_MAX;
-use crate::replica::Replica;
+use crate::replica::{Replica, Status};
 use crate::state_machine::StateMachine;
 
 impl<S: StateMachine> Replica<S> {
@@ -41,6 +41,69 @@ impl<S: StateMachine> Replica<S> {
             self.target = Some(membership);
         }
         self.maybe_reconfigure(effects);
+        self.maybe_seal_for_target(effects);
+    }
+
+    /// An old member that learns of a next membership reached by a view
+    /// change seals its epoch: it moves to the first view of the new epoch
+    /// above its own whose primary stays a member (so it holds the log),
+    /// persisting that view before it reports its log there. No votes are
+    /// needed: the metadata plane's commit is the decision to leave.
+    fn maybe_seal_for_target(&mut self, effects: &mut Effects) {
+        let Some(target) = self.target else {
+            return;
+        };
+        let epoch = self.log_epoch();
+        if target.epoch != epoch + 1
+            || self.view.epoch >= target.epoch
+            || matches!(self.status, Status::AwaitingStateTransfer | Status::Retired)
+        {
+            return;
+        }
+        let Some(current) = self.memberships.get(epoch).copied() else {
+            return;
+        };
+        if !current.slots.contains(self.config.replica)
+            || transition(&current, &target) != Transition::ViewChange
+        {
+            return;
+        }
+        let staying = current.slots.intersection(target.slots);
+        if staying.is_empty() {
+            return; // the metadata plane refuses such a change
+        }
+        let mut view = ViewId::new(target.epoch, self.view.view.saturating_add(1));
+        while !staying.contains(target.primary_of(view.view)) {
+            view = view.next();
+        }
+        self.start_view_change(view, effects);
+    }
+
+    /// Leaves the group for good: the membership of `epoch` does not include
+    /// this replica. Called when a view of such an epoch starts, or by the
+    /// driver when the metadata plane says so.
+    pub fn retire(&mut self, epoch: u32, effects: &mut Effects) {
+        if self.status == Status::Retired {
+            return;
+        }
+        self.status = Status::Retired;
+        self.adoption = None;
+        self.view_change = Default::default();
+        self.suspecting = false;
+        for timeout in [
+            &mut self.heartbeat_timeout,
+            &mut self.primary_timeout,
+            &mut self.progress_timeout,
+            &mut self.prepare_timeout,
+            &mut self.view_change_timeout,
+            &mut self.view_change_retransmit,
+            &mut self.probe_timeout,
+            &mut self.repair_timeout,
+            &mut self.warning_timeout,
+        ] {
+            timeout.stop();
+        }
+        effects.event(Event::Retired { epoch });
     }
 
     /// The epoch this replica's log has reached: the one after its head op

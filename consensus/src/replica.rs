@@ -35,6 +35,9 @@ pub enum Status {
     Recovering,
     /// Cannot use its log; waits for a state transfer.
     AwaitingStateTransfer,
+    /// Removed from the group by a reassignment: it serves, acks and votes
+    /// no more; its data stays until an operator drops it.
+    Retired,
 }
 
 impl Status {
@@ -45,6 +48,7 @@ impl Status {
             Status::ViewChange => "view_change",
             Status::Recovering => "recovering",
             Status::AwaitingStateTransfer => "awaiting_state_transfer",
+            Status::Retired => "retired",
         }
     }
 }
@@ -397,7 +401,7 @@ impl<S: StateMachine> Replica<S> {
         match self.status {
             Status::Normal => self.enter_normal(effects),
             Status::Recovering => self.start_probing(effects),
-            Status::AwaitingStateTransfer => {}
+            Status::AwaitingStateTransfer | Status::Retired => {}
             Status::ViewChange => unreachable!("a replica never opens in a view change"),
         }
     }
@@ -518,6 +522,9 @@ impl<S: StateMachine> Replica<S> {
 
     /// Why the view change waits and for whom (a bitset), if it does.
     pub fn attention(&self) -> Option<(WaitReason, u32)> {
+        if self.status == Status::Retired {
+            return None;
+        }
         if self.status == Status::AwaitingStateTransfer {
             return Some((WaitReason::AwaitingStateTransfer, 0));
         }
@@ -538,6 +545,12 @@ impl<S: StateMachine> Replica<S> {
 
     /// A frame from a peer replica of this group.
     pub fn on_message(&mut self, message: Message, effects: &mut Effects) {
+        if self.status == Status::Retired {
+            effects.event(Event::Dropped {
+                reason: DropReason::WrongStatus,
+            });
+            return;
+        }
         if let Err(reason) = self.check_envelope(&message) {
             effects.event(Event::Dropped { reason });
             return;
@@ -571,6 +584,9 @@ impl<S: StateMachine> Replica<S> {
 
     /// One tick of time.
     pub fn on_tick(&mut self, effects: &mut Effects) {
+        if self.status == Status::Retired {
+            return;
+        }
         for timeout in [
             &mut self.heartbeat_timeout,
             &mut self.primary_timeout,
@@ -738,7 +754,7 @@ impl<S: StateMachine> Replica<S> {
     /// the view's history start records that loss was accepted. Returns false
     /// when the group is not stuck (this replica serves, or follows a primary).
     pub fn accept_loss(&mut self, effects: &mut Effects) -> bool {
-        if self.status == Status::AwaitingStateTransfer {
+        if matches!(self.status, Status::AwaitingStateTransfer | Status::Retired) {
             return false;
         }
         let candidate = self.status == Status::ViewChange && self.is_primary();
@@ -774,7 +790,7 @@ impl<S: StateMachine> Replica<S> {
             return Err(DropReason::UnknownEpoch);
         }
         let from_self_allowed = matches!(message, Message::Prepare(_) | Message::Headers(_));
-        if !self.memberships.slots_from(epoch).contains(prefix.replica) {
+        if !self.peer_slots(epoch).contains(prefix.replica) {
             return Err(DropReason::ReplicaOutOfRange);
         }
         if prefix.replica == self.config.replica && !from_self_allowed {
@@ -793,9 +809,13 @@ impl<S: StateMachine> Replica<S> {
         )
     }
 
-    /// Sends `message` to replica `to`.
+    /// Sends `message` to replica `to`: a peer, or a replica of an older
+    /// epoch this one answers (a removed replica learns so from the reply).
     pub(crate) fn send(&self, to: u8, message: Message, effects: &mut Effects) {
-        assert!(self.is_peer(to), "replica {to} is no peer");
+        assert!(
+            to != self.config.replica && self.memberships.slots_from(0).contains(to),
+            "replica {to} is no replica of any known membership"
+        );
         effects.push(Effect::Send { to, message });
     }
 
@@ -815,15 +835,30 @@ impl<S: StateMachine> Replica<S> {
     /// not itself.
     pub(crate) fn others(&self) -> impl Iterator<Item = u8> + use<S> {
         let me = self.config.replica;
-        self.memberships
-            .slots_from(self.view.epoch)
+        self.peer_slots(self.view.epoch)
             .iter()
             .filter(move |replica| *replica != me)
     }
 
     /// Whether `slot` is one of [`Replica::others`].
     pub(crate) fn is_peer(&self, slot: u8) -> bool {
-        slot != self.config.replica && self.memberships.slots_from(self.view.epoch).contains(slot)
+        slot != self.config.replica && self.peer_slots(self.view.epoch).contains(slot)
+    }
+
+    /// Every slot a replica in a view of `epoch` talks to: the members of
+    /// that epoch and of any later one it knows, and, until `epoch` has
+    /// started here, the members of the epoch before (a view change into a
+    /// new epoch hears the old members first; afterwards they are fenced).
+    #[inline]
+    pub(crate) fn peer_slots(&self, epoch: u32) -> SlotSet {
+        let slots = self.memberships.slots_from(epoch);
+        if epoch <= self.started_epoch {
+            return slots;
+        }
+        epoch
+            .checked_sub(1)
+            .and_then(|previous| self.memberships.get(previous))
+            .map_or(slots, |previous| slots.union(previous.slots))
     }
 
     /// Asks for the durable state to be persisted (coalescing: only the newest matters).

@@ -17,6 +17,7 @@ use strand_wire::{
 use zerocopy::IntoBytes;
 
 use crate::effects::{DropReason, Effect, Effects, Event};
+use crate::epoch::{SlotSet, Transition, transition};
 use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
 use crate::merge::{Decision, DvcSummary, MergeParams, decide};
 use crate::replica::{Adoption, Replica, Status};
@@ -127,7 +128,14 @@ impl<S: StateMachine> Replica<S> {
 
     /// The view change took too long: vote to leave this view too.
     pub(crate) fn on_view_change_timeout(&mut self, effects: &mut Effects) {
-        if self.status == Status::ViewChange || self.adoption.is_some() {
+        // A replica awaiting a state transfer votes too: it cannot report a
+        // log, but it can tell that no view started (with one replica lost
+        // and one awaiting, the others need its vote to move on).
+        if matches!(
+            self.status,
+            Status::ViewChange | Status::AwaitingStateTransfer
+        ) || self.adoption.is_some()
+        {
             self.view_change_timeout.backoff(&mut self.prng);
             self.vote_leave_view(effects);
         } else {
@@ -382,13 +390,9 @@ impl<S: StateMachine> Replica<S> {
         }
         let own = self.own_summary();
         self.view_change.dvcs.insert(self.config.replica, own);
-        let dvcs: Vec<DvcSummary> = self.view_change.dvcs.values().cloned().collect();
-        let params = MergeParams {
-            members: self.view_membership.slots,
-            rule: self.view_membership.rule(),
-            accept_loss: self.view_change.accept_loss,
-            trusted_gate: self.trusted_gate,
-        };
+        let mut dvcs: Vec<DvcSummary> = self.view_change.dvcs.values().cloned().collect();
+        let params = self.merge_params(&dvcs);
+        dvcs.retain(|dvc| params.members.contains(dvc.replica));
         match decide(&dvcs, params) {
             Decision::Wait { reason, awaited } => {
                 self.view_change.waiting = Some((reason, awaited));
@@ -433,6 +437,30 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// The quorums of this view change: within the view's epoch, or, while
+    /// it moves the group to a new epoch by a view change and no trusted
+    /// reporter's log is in that epoch yet, joint with the old membership.
+    fn merge_params(&self, dvcs: &[DvcSummary]) -> MergeParams {
+        let accept_loss = self.view_change.accept_loss;
+        let new = &self.view_membership;
+        let reported = dvcs
+            .iter()
+            .filter(|dvc| dvc.trusted() || !self.trusted_gate)
+            .map(|dvc| dvc.log_view.epoch)
+            .max()
+            .unwrap_or(0);
+        let old = new
+            .epoch
+            .checked_sub(1)
+            .and_then(|epoch| self.memberships.get(epoch));
+        match old {
+            Some(old) if reported < new.epoch && transition(old, new) == Transition::ViewChange => {
+                MergeParams::transition(old, new, accept_loss, self.trusted_gate)
+            }
+            _ => MergeParams::within(new, accept_loss, self.trusted_gate),
+        }
+    }
+
     /// A StartView from the primary of its view.
     pub(crate) fn on_start_view(
         &mut self,
@@ -452,6 +480,16 @@ impl<S: StateMachine> Replica<S> {
             effects.event(Event::Dropped {
                 reason: DropReason::Invalid,
             });
+            return;
+        }
+        let member = self
+            .memberships
+            .slots_from(view.epoch)
+            .contains(self.config.replica);
+        if !member {
+            // A view of an epoch this replica is no member of (nor of any
+            // later one it knows) has started.
+            self.retire(view.epoch, effects);
             return;
         }
         if self.status == Status::AwaitingStateTransfer {
@@ -844,10 +882,23 @@ impl<S: StateMachine> Replica<S> {
         self.log_view = adoption.view;
         self.commit_max = self.commit_max.max(adoption.commit);
         let new_primary = self.is_primary();
+        // Members of the epoch before that this view's membership leaves out
+        // hear the StartView too, once: it is how they learn they retired.
+        let leaving = self
+            .peer_slots(self.view.epoch)
+            .intersection(SlotSet::from_bits(!self.view_membership.slots.bits()));
         self.enter_normal(effects);
         if new_primary {
             for to in self.others().collect::<Vec<_>>() {
                 self.send_start_view(to, 0, effects);
+            }
+            if let Some(message) = self.start_view_message(0) {
+                for to in leaving.iter() {
+                    effects.push(Effect::Send {
+                        to,
+                        message: message.clone(),
+                    });
+                }
             }
         } else {
             self.commit_stored(effects);
@@ -856,6 +907,13 @@ impl<S: StateMachine> Replica<S> {
 
     /// Sends this primary's StartView to `to`.
     pub(crate) fn send_start_view(&self, to: u8, nonce: u64, effects: &mut Effects) {
+        if let Some(message) = self.start_view_message(nonce) {
+            self.send(to, message, effects);
+        }
+    }
+
+    /// This primary's StartView (none before its view's start is recorded).
+    fn start_view_message(&self, nonce: u64) -> Option<Message> {
         let start = match self
             .durable
             .latest_start()
@@ -864,7 +922,7 @@ impl<S: StateMachine> Replica<S> {
             Some(start) => start,
             // View 0 starts empty without a recorded start.
             None if self.view == ViewId::ZERO => HistoryStart::default(),
-            None => return,
+            None => return None,
         };
         let head = self.journal.head();
         let low = head
@@ -883,7 +941,7 @@ impl<S: StateMachine> Replica<S> {
         header.nonce.set(nonce);
         header.start_op.set(start.op.min(head));
         let body = Bytes::copy_from_slice(headers.as_bytes());
-        self.send(to, Message::StartView(Msg::new(header, body)), effects);
+        Some(Message::StartView(Msg::new(header, body)))
     }
 
     /// A restarted or lagging replica asks for the current view.

@@ -266,3 +266,190 @@ fn an_old_epoch_view_never_loses_what_the_new_membership_confirmed() {
     }
     cluster.assert_one_history();
 }
+
+// ----- changes through a view change at the new epoch ----------------------
+
+/// A group of three (slots 0..3, majority) whose replica 2 is lost for good
+/// is reassigned to slots {0, 1, 3}: slot 3 is a new, empty replica.
+fn replace_two_by_three(cluster: &mut Cluster) -> Membership {
+    let replaced = Membership::new(1, SlotSet::of(&[0, 1, 3]), ConfirmPolicy::MajorityDurable);
+    cluster.assign(replaced);
+    cluster.deliver_all();
+    cluster.tick(100);
+    replaced
+}
+
+#[test]
+fn a_replacement_gathers_r_of_the_old_assignment_and_r_of_the_new_then_serves() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    for _ in 0..3 {
+        cluster.produce(1, 1);
+        cluster.deliver_all();
+    }
+    cluster.crash(2);
+    replace_two_by_three(&mut cluster);
+    let primary = cluster.primary().expect("the new epoch started");
+    assert_eq!(cluster.replica(primary).view().epoch, 1);
+    assert!(
+        matches!(primary, 0 | 1),
+        "a replica that holds the log leads"
+    );
+    assert_eq!(epochs_started(&cluster, primary), [1]);
+    assert!(view_changes(&cluster) > 0);
+    // The newcomer catches up by a state transfer, then counts.
+    cluster.join(3);
+    cluster.transfer(3, primary);
+    cluster.tick(50);
+    assert_eq!(cluster.replica(3).status(), Status::Normal);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 4);
+    // Another original replica dies: the newcomer and the survivor carry on.
+    let other = if primary == 0 { 1 } else { 0 };
+    cluster.crash(primary);
+    cluster.tick(300);
+    let next = cluster
+        .primary()
+        .expect("fails over within the new membership");
+    assert!(next == other || next == 3);
+    cluster.produce(2, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 5);
+    for replica in [other, 3] {
+        cluster.assert_acked_in_log(replica);
+    }
+    cluster.assert_one_history();
+}
+
+#[test]
+fn a_removed_replica_that_comes_back_retires_and_is_never_counted() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.crash(2);
+    replace_two_by_three(&mut cluster);
+    cluster.join(3);
+    let primary = cluster.primary().expect("serves");
+    cluster.transfer(3, primary);
+    cluster.tick(50);
+    cluster.restart(2);
+    cluster.tick(100);
+    assert_eq!(cluster.replica(2).status(), Status::Retired);
+    let normal_views = cluster.events_of(2, |event| match event {
+        Event::Normal { view, .. } => Some(*view),
+        _ => None,
+    });
+    assert!(
+        normal_views.iter().all(|view| view.epoch == 0),
+        "{normal_views:?}"
+    );
+    // Its acks never count: with both other members down, the primary and
+    // the retired replica are not two copies.
+    let other = if primary == 0 { 1 } else { 0 };
+    cluster.crash(3);
+    cluster.crash(other);
+    cluster.produce(1, 1);
+    cluster.tick(20);
+    assert_eq!(cluster.acked().len(), 1, "a retired replica never confirms");
+    cluster.restart(3);
+    cluster.tick(100);
+    assert_eq!(cluster.acked().len(), 2);
+    cluster.assert_one_history();
+}
+
+#[test]
+fn majority_to_local_goes_through_a_view_change_and_then_waits_for_every_copy() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.assign(Membership::new(
+        1,
+        SlotSet::first(3),
+        ConfirmPolicy::LocalDurable,
+    ));
+    cluster.deliver_all();
+    cluster.tick(100);
+    let primary = cluster.primary().expect("serves in the new epoch");
+    assert_eq!(cluster.replica(primary).view().epoch, 1);
+    assert!(view_changes(&cluster) > 0, "W' > W takes a view change");
+    let backup = (0..3)
+        .find(|replica| *replica != primary)
+        .expect("a backup");
+    cluster.crash(backup);
+    cluster.produce(1, 1);
+    cluster.tick(20);
+    assert_eq!(cluster.acked().len(), 1, "every copy must hold it now");
+    cluster.restart(backup);
+    cluster.tick(100);
+    assert_eq!(cluster.acked().len(), 2);
+    cluster.assert_one_history();
+}
+
+#[test]
+fn right_after_a_replacement_the_view_change_waits_for_the_replica_with_the_log() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.crash(2);
+    replace_two_by_three(&mut cluster);
+    cluster.join(3);
+    let primary = cluster.primary().expect("serves");
+    let other = if primary == 0 { 1 } else { 0 };
+    // The other original replica is down; the primary dies before the
+    // newcomer caught up: no trusted pair is left.
+    cluster.crash(other);
+    cluster.produce(1, 1);
+    cluster.tick(5);
+    cluster.crash(primary);
+    cluster.restart(other);
+    cluster.tick(300);
+    assert_eq!(cluster.primary(), None, "never from an empty replica");
+    let (reason, awaited) = cluster
+        .replica(other)
+        .attention()
+        .expect("the wait is reported");
+    assert_eq!(reason, WaitReason::FewerTrustedThanQuorum);
+    assert_ne!(awaited & 1 << primary, 0, "it names the replica it needs");
+    cluster.restart(primary);
+    cluster.tick(300);
+    assert!(cluster.primary().is_some(), "it returns: the group serves");
+    cluster.assert_one_history();
+    for replica in [0, 1] {
+        cluster.assert_acked_in_log(replica);
+    }
+}
+
+#[test]
+fn an_operator_may_accept_the_loss_and_the_new_epochs_start_says_so() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.crash(2);
+    replace_two_by_three(&mut cluster);
+    cluster.join(3);
+    let primary = cluster.primary().expect("serves");
+    let other = if primary == 0 { 1 } else { 0 };
+    cluster.crash(other);
+    cluster.tick(5);
+    cluster.crash(primary);
+    cluster.restart(other);
+    cluster.tick(300);
+    assert_eq!(cluster.primary(), None);
+    let mut effects = Effects::new();
+    let accepted = cluster.replicas[usize::from(other)]
+        .as_mut()
+        .expect("up")
+        .accept_loss(&mut effects);
+    cluster.execute(other, effects);
+    assert!(accepted, "the stuck group takes the operator's word");
+    cluster.tick(100);
+    assert_eq!(cluster.primary(), Some(other));
+    let start = cluster
+        .replica(other)
+        .durable_state()
+        .latest_start()
+        .expect("a start is recorded");
+    assert!(start.accepted_loss);
+    assert_eq!(start.view.epoch, 1);
+    cluster.assert_one_history();
+}

@@ -661,6 +661,9 @@ impl Actor {
                 tracing::info!(op, epoch, "group: moving to a new assignment in place")
             }
             Event::EpochStarted { epoch } => tracing::info!(epoch, "group: epoch started"),
+            Event::Retired { epoch } => {
+                tracing::warn!(epoch, "group: this replica was removed from the group")
+            }
         }
     }
 
