@@ -39,6 +39,11 @@ pub struct PartitionConfig {
     pub log: LogConfig,
     /// Committed headers reported at open, below the uncommitted ones.
     pub headers_committed_max: usize,
+    /// A replica joining a group that already has history (a reassignment
+    /// added it): when the partition is created, it is created awaiting a
+    /// state transfer, so that a restart before the transfer finished still
+    /// knows its empty log is not the group's.
+    pub create_awaiting_transfer: bool,
 }
 
 impl Default for PartitionConfig {
@@ -49,6 +54,7 @@ impl Default for PartitionConfig {
             confirm: ConfirmPolicy::MajorityDurable,
             log: LogConfig::default(),
             headers_committed_max: HEADERS_COMMITTED_MAX_DEFAULT,
+            create_awaiting_transfer: false,
         }
     }
 }
@@ -125,6 +131,7 @@ impl<D: Disk> Partition<D> {
             offset_end: partition.log.offset_end,
             cursor_tail: partition.cursors.tail,
             awaiting_state_transfer: superblock.awaiting_state_transfer,
+            retired_epoch: superblock.retired_epoch,
             torn_bytes_cut: log_findings.torn_bytes_cut,
             damage: log_findings.damage,
             indexes_rebuilt: log_findings.indexes_rebuilt,
@@ -348,7 +355,8 @@ fn create<D: Disk>(
     io.disk
         .create_dir_all(&records_dir(dir))
         .map_err(|error| PartitionError::io(dir, "create the partition directory", &error))?;
-    let superblock = Superblock::fresh(config.replica, config.durability, config.confirm);
+    let mut superblock = Superblock::fresh(config.replica, config.durability, config.confirm);
+    superblock.awaiting_state_transfer = config.create_awaiting_transfer;
     superblock::write_now(&mut io.disk, dir, &superblock)?;
     let first = segment_path(dir, 0);
     io.disk

@@ -23,6 +23,9 @@ pub struct Recovery {
     pub durable: DurableFields,
     /// The replica index the superblock names.
     pub replica: u8,
+    /// The assignment epoch that removed this replica from its group (0: a
+    /// member): a retired replica's data is kept for operators, never served.
+    pub retired_epoch: u32,
     /// The partition's durability policy.
     pub durability: Durability,
     /// The partition's confirm policy.

@@ -402,6 +402,17 @@ impl<D: Disk> Partition<D> {
         Ok(())
     }
 
+    /// Records, durably, that a reassignment at `epoch` removed this replica
+    /// from its group: a restart reopens it retired (it never serves again;
+    /// its data stays until an operator drops it).
+    pub fn mark_retired(&mut self, epoch: u32) -> Result<(), PartitionError> {
+        assert!(epoch > 0, "epoch 0 removes nobody");
+        if self.superblock.retired_epoch == epoch {
+            return Ok(());
+        }
+        self.write_superblock_now(|superblock| superblock.retired_epoch = epoch)
+    }
+
     /// Removes every op above `op` from the log, durably (a `Truncate`
     /// effect; report `on_truncated(op)` after). Ops at or below the persisted
     /// commit are refused.

@@ -388,3 +388,23 @@ fn damage_found_in_the_active_segment_is_rewritten_through_the_wal() {
     assert!(recovery.faulty.is_empty() && recovery.damage.is_empty());
     assert_eq!(recovery.op, 10, "the durable rewrite survived the crash");
 }
+
+#[test]
+fn a_joining_replica_stays_awaiting_its_transfer_and_a_retired_one_stays_retired() {
+    let mut config = small_config();
+    config.replica = 3;
+    config.create_awaiting_transfer = true;
+    let (partition, recovery) = open_memory(MemoryDisk::new(1), config);
+    assert!(recovery.fresh && recovery.awaiting_state_transfer);
+    // A crash before the transfer: the empty log is still not the group's.
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::LoseUnsynced);
+    let (mut partition, recovery) = open_memory(disk, config);
+    assert!(!recovery.fresh && recovery.awaiting_state_transfer);
+    assert_eq!(recovery.retired_epoch, 0);
+    partition.mark_retired(4).expect("mark retired");
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::LoseUnsynced);
+    let (_, recovery) = open_memory(disk, config);
+    assert_eq!(recovery.retired_epoch, 4, "durable at once");
+}
