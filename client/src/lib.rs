@@ -29,6 +29,7 @@
 //! | `connection`, `connections` | one TCP connection per node; reconnect pacing |
 //! | `driver` | the event loop: feeds the pure cores, carries out their actions |
 //! | [`Client`] (`client`, `admin`) | the API: admin calls, produce, fetch, cursors |
+//! | `reassign` | moving a partition: reassign, drop a retired copy; [`PartitionTarget`] |
 //! | [`Producer`], [`Consumer`] | batching producer; partition consumer |
 //! | `records` | records out (batches) and in (zero-copy from fetch replies) |
 //! | [`cli`] | the `strand` command line as a library (the binary is a thin wrapper) |
@@ -60,6 +61,7 @@ mod consumer;
 mod driver;
 mod frames;
 mod producer;
+mod reassign;
 mod records;
 
 pub use admin::{AttentionReport, ClusterStatus, NodeAnswer};
@@ -69,11 +71,12 @@ pub use consumer::Consumer;
 pub use error::ClientError;
 pub use frames::{ConnectionId, Reply, ReplyBody};
 pub use producer::{Delivery, Producer};
+pub use reassign::PartitionTarget;
 pub use records::{ConsumedRecord, FetchedRecords, NewRecord, ProduceAck};
 
 /// The wire types that appear in this crate's API.
 pub use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply,
-    GroupStatus, MetadataReply, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
+    GroupStatus, MetadataReply, NodeInfo, PartitionInfo, Reassigned, ReplicaStatus, TopicInfo,
 };
 pub use strand_wire::{ConfirmPolicy, Durability, Operation};

@@ -304,6 +304,14 @@ impl Session {
         now_ms: u64,
         actions: &mut Vec<Action>,
     ) {
+        if op != 0 {
+            // Committed with this result (a metadata op refused by the
+            // catalog: unknown group, or retry later): the group answers
+            // every retry of this number from its table, so it is final.
+            let operation = self.pending[index].operation;
+            let error = ClientError::from_error_body(operation, error);
+            return self.fail(index, op, error, actions);
+        }
         let retriable = matches!(
             error,
             ErrorBody::NotPrimary { .. } | ErrorBody::Busy { .. } | ErrorBody::OutOfOrder { .. }

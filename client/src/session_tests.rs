@@ -336,6 +336,29 @@ fn committed_error_uses_up_the_number() {
 }
 
 #[test]
+fn a_committed_refusal_to_retry_later_is_final() {
+    // The catalog commits "retry later" and "unknown group" answers: every
+    // resend of the number would get the same stored reply.
+    for code in [ResultCode::Unavailable, ResultCode::UnknownGroup] {
+        let (mut session, _) = sent(1);
+        let client = session.client();
+        let mut actions = Vec::new();
+        let refused = ErrorBody::message(code, "a reassignment is in progress");
+        session.on_reply(
+            reply(1, client, 1, 9, ReplyBody::Error(refused.clone())),
+            1,
+            &mut actions,
+        );
+        let expected = ClientError::from_error_body(Operation::Produce, refused);
+        assert_eq!(completions(&actions), vec![(1, Err(expected))], "{code:?}");
+        session.submit(submission(2, 1));
+        session.poll_transmit(1, 1, &mut actions);
+        assert_eq!(session.client(), client, "the number was used, no gap");
+        assert_eq!(transmits(&actions), vec![(2, client, 2)]);
+    }
+}
+
+#[test]
 fn connection_loss_resends_in_order_with_the_same_numbers() {
     let (mut session, first) = sent(3);
     session.on_connection_lost(1);

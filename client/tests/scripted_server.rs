@@ -7,8 +7,8 @@ mod support;
 use std::time::Duration;
 
 use strand_client::{
-    Client, ClientConfig, ClientError, ConsumerConfig, NewRecord, ProducerConfig, StartFrom,
-    TopicSpec,
+    Client, ClientConfig, ClientError, ConsumerConfig, NewRecord, PartitionTarget, ProducerConfig,
+    StartFrom, TopicSpec,
 };
 use strand_wire::Operation;
 use strand_wire::ResultCode;
@@ -481,6 +481,122 @@ async fn accept_loss_asks_only_the_nodes_hosting_the_group() {
             unknown
                 .iter()
                 .all(|answer| matches!(answer.result, Err(ClientError::UnknownGroup { .. })))
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn reassign_and_drop_replica_go_to_the_metadata_primary() {
+    within(async {
+        let cluster = Cluster::start(4, 0).await;
+        cluster.set_metadata_primary(2);
+        let groups = cluster.add_topic("shop", "orders", 2, &[1, 2, 3], 0, 1);
+        let client = connect(&cluster, 1).await;
+        let target = PartitionTarget::Partition {
+            stream: "shop".into(),
+            topic: "orders".into(),
+            partition: 1,
+        };
+        let reply = client
+            .reassign_partition(target.clone(), &[1, 3, 4], None)
+            .await
+            .expect("reassigned");
+        assert_eq!(reply.group, groups[1], "resolved through the metadata");
+        assert_eq!(reply.members, [(0, 1), (2, 3), (3, 4)]);
+        assert_eq!((reply.joining, reply.leaving), (vec![4], vec![2]));
+        assert!(!reply.in_place);
+        let seen = cluster.seen(Operation::ReassignPartition);
+        assert!(seen.iter().all(|seen| seen.group == 0), "{seen:?}");
+        assert_eq!(
+            seen.iter().map(|seen| seen.node).collect::<Vec<_>>(),
+            vec![1, 2],
+            "redirected to the metadata primary"
+        );
+        assert_eq!(numbers(&seen)[0], numbers(&seen)[1]);
+        let info = client.topic("shop", "orders").await.expect("topic");
+        assert_eq!(info.partitions[1].replicas, [1, 3, 4]);
+        assert_eq!(info.partitions[1].epoch, 2);
+        let refused = client
+            .drop_replica(PartitionTarget::Group(groups[1]), 2)
+            .await;
+        assert!(
+            matches!(refused, Err(ClientError::InvalidRequest { .. })),
+            "not retired until its epoch starts: {refused:?}"
+        );
+        cluster.start_epoch(groups[1]);
+        client
+            .drop_replica(groups[1].into(), 2)
+            .await
+            .expect("dropped");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_reassignment_still_in_progress_is_refused_at_once_not_retried() {
+    within(async {
+        let cluster = Cluster::start(3, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1, 2], 0, 1);
+        let client = connect(&cluster, 1).await;
+        client
+            .reassign_partition(groups[0].into(), &[1, 2, 3], None)
+            .await
+            .expect("reassigned");
+        let started = std::time::Instant::now();
+        let second = client
+            .reassign_partition(groups[0].into(), &[1, 3], None)
+            .await;
+        assert!(
+            matches!(&second, Err(ClientError::Unavailable { message }) if message.contains("in progress")),
+            "{second:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "a committed refusal is final: not retried until the deadline"
+        );
+        assert_eq!(cluster.seen(Operation::ReassignPartition).len(), 2);
+        cluster.start_epoch(groups[0]);
+        let third = client
+            .reassign_partition(groups[0].into(), &[1, 3], None)
+            .await
+            .expect("the first has started");
+        assert_eq!(third.leaving, [2]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn reassignments_that_cannot_be_sent_fail_before_the_network() {
+    within(async {
+        let cluster = Cluster::start(2, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1, 2], 0, 1);
+        let client = connect(&cluster, 1).await;
+        let missing = PartitionTarget::Partition {
+            stream: "shop".into(),
+            topic: "orders".into(),
+            partition: 7,
+        };
+        let cases = [
+            client.reassign_partition(missing, &[1], None).await,
+            client.reassign_partition(0.into(), &[1], None).await,
+            client.reassign_partition(groups[0].into(), &[], None).await,
+        ];
+        assert!(
+            matches!(cases[0], Err(ClientError::UnknownPartition { .. })),
+            "{cases:?}"
+        );
+        assert!(
+            cases[1..]
+                .iter()
+                .all(|case| matches!(case, Err(ClientError::InvalidArgument { .. }))),
+            "{cases:?}"
+        );
+        assert!(cluster.seen(Operation::ReassignPartition).is_empty());
+        let unknown = client.drop_replica(999.into(), 1).await;
+        assert!(
+            matches!(unknown, Err(ClientError::UnknownGroup { .. })),
+            "committed as unknown: final, {unknown:?}"
         );
     })
     .await;

@@ -1,15 +1,37 @@
 //! The metadata plane's state machine: streams, topics, and each partition's
-//! group and replica set. Applied, in op order, on every node; every node
-//! hosts the partitions its id appears in.
+//! group and replica slots. Applied, in op order, on every node; every node
+//! hosts the partitions it is a member of, was a member of while a
+//! reassignment is in progress, or still keeps a retired copy of.
+//!
+//! A reassignment moves a partition one epoch at a time: `ReassignPartition`
+//! plans the next epoch ([`crate::reassign::plan`]) and keeps the current one
+//! as `previous`; the partition's `EpochStarted` drops `previous` and retires
+//! the nodes that left; `DropReplica` forgets a retired copy. A second
+//! reassignment waits until the first has started.
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use strand_consensus::StateMachine;
+use strand_consensus::epoch::{Membership, Transition};
 use strand_wire::ops::{
-    CreateStream, CreateTopic, ErrorBody, PartitionInfo, TopicCreated, TopicInfo,
+    CreateStream, CreateTopic, DropReplica, EpochStarted, ErrorBody, PartitionInfo,
+    ReassignPartition, Reassigned, TopicCreated, TopicInfo,
 };
 use strand_wire::{Body, ConfirmPolicy, Durability, Operation, PrepareHeader, ResultCode};
+
+use crate::reassign::{self, ReassignPlan, ReassignWish, SlotAssignment};
+
+/// What a node is to a partition it hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A member of the current epoch, or of the previous one while the
+    /// current has not started: it serves the partition.
+    Member,
+    /// Removed by a started reassignment; its copy stays on disk until
+    /// `DropReplica`.
+    Retired,
+}
 
 /// One partition's assignment: its group and where it lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,8 +44,9 @@ pub struct Assignment {
     pub topic: String,
     /// Partition index.
     pub partition: u32,
-    /// Node id of replica `i` at index `i`.
-    pub replicas: Vec<u32>,
+    /// The node in each slot (a replica index a node keeps while it is a
+    /// member); `None` for a free slot.
+    pub slots: Vec<Option<u32>>,
     /// Assignment epoch.
     pub epoch: u32,
     /// Confirm policy.
@@ -36,6 +59,144 @@ pub struct Assignment {
     pub retention_bytes: u64,
     /// Retention by age (0: none).
     pub retention_ms: u64,
+    /// The epoch before, kept until the current epoch has started in the
+    /// partition (its members still serve until then).
+    pub previous: Option<SlotAssignment>,
+    /// Whether the current epoch has started in the partition (true at
+    /// creation; false from a reassignment until the partition reports it).
+    pub active: bool,
+    /// Nodes removed by a started reassignment whose copy still sits on
+    /// disk until dropped, ascending.
+    pub retired: Vec<u32>,
+}
+
+impl Assignment {
+    /// The member nodes in ascending slot order (the order the primary of
+    /// a view is counted in).
+    pub fn nodes(&self) -> Vec<u32> {
+        self.slots.iter().flatten().copied().collect()
+    }
+
+    /// The slot `node` holds in the current epoch, if it is a member.
+    pub fn slot_of(&self, node: u32) -> Option<u8> {
+        self.slots
+            .iter()
+            .position(|held| *held == Some(node))
+            .map(|slot| slot as u8)
+    }
+
+    /// The current epoch's slots and policy, as the planner takes them.
+    pub fn slot_assignment(&self) -> SlotAssignment {
+        SlotAssignment {
+            epoch: self.epoch,
+            slots: self.slots.clone(),
+            confirm: self.confirm,
+        }
+    }
+
+    /// The consensus view of the current epoch.
+    pub fn membership(&self) -> Membership {
+        self.slot_assignment().membership()
+    }
+
+    /// What `node` is to this partition; `None` when it holds nothing of it.
+    pub fn role_of(&self, node: u32) -> Option<Role> {
+        let leaving = self
+            .previous
+            .as_ref()
+            .is_some_and(|previous| previous.slot_of(node).is_some());
+        if self.slot_of(node).is_some() || leaving {
+            Some(Role::Member)
+        } else if self.retired.binary_search(&node).is_ok() {
+            Some(Role::Retired)
+        } else {
+            None
+        }
+    }
+
+    /// Moves to the planned next epoch; the current one becomes `previous`
+    /// until the partition reports that the next has started.
+    fn begin(&mut self, next: SlotAssignment) {
+        assert!(self.active, "one reassignment at a time");
+        assert_eq!(next.epoch, self.epoch + 1, "epochs move one at a time");
+        self.previous = Some(self.slot_assignment());
+        self.slots = next.slots;
+        self.epoch = next.epoch;
+        self.confirm = next.confirm;
+        self.active = false;
+        self.check();
+    }
+
+    /// The partition started `epoch`: when it is the pending one, the
+    /// nodes that left are retired. Anything else (an old or a repeated
+    /// report) changes nothing.
+    fn start_epoch(&mut self, epoch: u32) {
+        if epoch != self.epoch || self.active {
+            return;
+        }
+        let previous = self
+            .previous
+            .take()
+            .expect("an epoch not started has a previous one");
+        let left: Vec<u32> = previous
+            .members()
+            .map(|(_, node)| node)
+            .filter(|node| self.slot_of(*node).is_none())
+            .collect();
+        self.retired.extend(left);
+        self.retired.sort_unstable();
+        self.retired.dedup();
+        self.active = true;
+        self.check();
+    }
+
+    /// Refuses a reassignment while the last one has not started, or one
+    /// that names a node still holding a retired copy.
+    fn check_reassignable(&self, wish: &ReassignWish) -> Result<(), ErrorBody> {
+        if !self.active {
+            return Err(ErrorBody::message(
+                ResultCode::Unavailable,
+                format!(
+                    "a reassignment of this partition is still in progress (epoch {} has not \
+                     started): retry later",
+                    self.epoch
+                ),
+            ));
+        }
+        match wish.nodes.iter().find(|node| self.retired.contains(node)) {
+            Some(node) => Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!(
+                    "node {node} still holds a retired copy of this partition: drop it first \
+                     (strand partition drop-replica)"
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The invariants of an assignment.
+    fn check(&self) {
+        assert!(
+            self.slots.iter().any(Option::is_some),
+            "at least one member"
+        );
+        assert_eq!(
+            self.previous.is_none(),
+            self.active,
+            "a previous epoch is kept exactly while the current one has not started"
+        );
+        if let Some(previous) = &self.previous {
+            assert_eq!(previous.epoch + 1, self.epoch);
+        }
+        assert!(self.retired.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(
+            self.retired
+                .iter()
+                .all(|node| self.slot_of(*node).is_none()),
+            "a retired node is not a member: {self:?}"
+        );
+    }
 }
 
 /// A topic: its policies live on its partitions' assignments.
@@ -73,11 +234,13 @@ impl Catalog {
         }
     }
 
-    /// Groups hosted on `node`.
+    /// Groups hosted on `node`: those it is a member of (now, or in the
+    /// previous epoch while the current has not started) or keeps a retired
+    /// copy of.
     pub fn hosted_on(&self, node: u32) -> impl Iterator<Item = &Assignment> {
         self.groups
             .values()
-            .filter(move |assignment| assignment.replicas.contains(&node))
+            .filter(move |assignment| assignment.role_of(node).is_some())
     }
 
     /// A topic's routing information.
@@ -105,7 +268,7 @@ impl Catalog {
                     partition: assignment.partition,
                     group: assignment.group,
                     epoch: assignment.epoch,
-                    replicas: assignment.replicas.clone(),
+                    replicas: assignment.nodes(),
                     view: views(assignment.group),
                 })
                 .collect(),
@@ -158,8 +321,8 @@ impl Catalog {
             let group = self.next_group;
             self.next_group += 1;
             let start = (group - 1) as usize % nodes;
-            let replicas = (0..usize::from(request.replica_count))
-                .map(|offset| self.nodes[(start + offset) % nodes])
+            let slots = (0..usize::from(request.replica_count))
+                .map(|offset| Some(self.nodes[(start + offset) % nodes]))
                 .collect();
             self.groups.insert(
                 group,
@@ -168,13 +331,16 @@ impl Catalog {
                     stream: request.stream.clone(),
                     topic: request.topic.clone(),
                     partition,
-                    replicas,
+                    slots,
                     epoch: 0,
                     confirm,
                     durability,
                     consumer_offset_durability,
                     retention_bytes: request.retention_bytes,
                     retention_ms: request.retention_ms,
+                    previous: None,
+                    active: true,
+                    retired: Vec::new(),
                 },
             );
             groups.push(group);
@@ -191,6 +357,83 @@ impl Catalog {
         );
         Ok(Bytes::from(TopicCreated { groups }.to_vec()))
     }
+
+    fn reassign_partition(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = ReassignPartition::from_bytes(body).map_err(invalid)?;
+        let assignment = self
+            .groups
+            .get_mut(&request.group)
+            .ok_or_else(|| unknown_group(request.group))?;
+        let wish = ReassignWish {
+            nodes: request.nodes,
+            confirm: request.confirm,
+        };
+        assignment.check_reassignable(&wish)?;
+        let current = assignment.slot_assignment();
+        let plan = reassign::plan(&current, &wish, &self.nodes)
+            .map_err(|error| ErrorBody::message(ResultCode::InvalidRequest, error.to_string()))?;
+        let reply = reassigned(request.group, &current, &plan);
+        assignment.begin(plan.next);
+        Ok(Bytes::from(reply.to_vec()))
+    }
+
+    fn epoch_started(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = EpochStarted::from_bytes(body).map_err(invalid)?;
+        // Nodes retry until answered: an unknown group, an old epoch or a
+        // repeated report is answered Ok and changes nothing.
+        if let Some(assignment) = self.groups.get_mut(&request.group) {
+            assignment.start_epoch(request.epoch);
+        }
+        Ok(Bytes::new())
+    }
+
+    fn drop_replica(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = DropReplica::from_bytes(body).map_err(invalid)?;
+        let assignment = self
+            .groups
+            .get_mut(&request.group)
+            .ok_or_else(|| unknown_group(request.group))?;
+        let Ok(index) = assignment.retired.binary_search(&request.node) else {
+            return Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!(
+                    "node {} holds no retired copy of group {}",
+                    request.node, request.group
+                ),
+            ));
+        };
+        assignment.retired.remove(index);
+        Ok(Bytes::new())
+    }
+}
+
+/// The reply to an accepted reassignment: both epochs and their quorums.
+fn reassigned(group: u64, current: &SlotAssignment, plan: &ReassignPlan) -> Reassigned {
+    let rule = plan.next.membership().rule();
+    let previous_rule = current.membership().rule();
+    Reassigned {
+        group,
+        epoch: plan.next.epoch,
+        in_place: plan.transition == Transition::InPlace,
+        members: plan.next.members().collect(),
+        confirm: plan.next.confirm,
+        write_quorum: rule.write,
+        view_change_quorum: rule.view_change,
+        previous_epoch: current.epoch,
+        previous_members: current.members().collect(),
+        previous_confirm: current.confirm,
+        previous_write_quorum: previous_rule.write,
+        previous_view_change_quorum: previous_rule.view_change,
+        joining: plan.joining.clone(),
+        leaving: plan.leaving.clone(),
+    }
+}
+
+fn unknown_group(group: u64) -> ErrorBody {
+    ErrorBody::message(
+        ResultCode::UnknownGroup,
+        format!("no partition has group {group}"),
+    )
 }
 
 fn invalid(error: strand_wire::BodyError) -> ErrorBody {
@@ -208,6 +451,9 @@ impl StateMachine for Catalog {
         let result = match header.operation() {
             Operation::CreateStream => self.create_stream(body),
             Operation::CreateTopic => self.create_topic(body),
+            Operation::ReassignPartition => self.reassign_partition(body),
+            Operation::EpochStarted => self.epoch_started(body),
+            Operation::DropReplica => self.drop_replica(body),
             other => Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!("{other:?} is not a metadata operation"),
@@ -225,74 +471,5 @@ impl StateMachine for Catalog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use strand_wire::CommandHeader;
-
-    fn header(op: u64, operation: Operation) -> PrepareHeader {
-        let mut header = PrepareHeader::new(1, 0, strand_wire::ViewId::new(0, 0), 0);
-        header.op.set(op);
-        header.commit.set(op - 1);
-        header.operation = operation as u8;
-        header.client.set(1);
-        header.request.set(op);
-        header
-    }
-
-    fn topic(stream: &str, topic: &str, partitions: u32, replicas: u8) -> Bytes {
-        Bytes::from(
-            CreateTopic {
-                stream: stream.into(),
-                topic: topic.into(),
-                partition_count: partitions,
-                replica_count: replicas,
-                confirm: Some(ConfirmPolicy::MajorityDurable),
-                durability: Some(Durability::Persisted),
-                consumer_offset_durability: None,
-                retention_bytes: 0,
-                retention_ms: 0,
-            }
-            .to_vec(),
-        )
-    }
-
-    #[test]
-    fn topics_get_groups_placed_round_robin() {
-        let mut catalog = Catalog::new(vec![1, 2, 3]);
-        let stream = Bytes::from(CreateStream { name: "s".into() }.to_vec());
-        assert_eq!(
-            catalog
-                .commit(&header(1, Operation::CreateStream), Some(&stream))
-                .0,
-            ResultCode::Ok
-        );
-        assert_eq!(
-            catalog
-                .commit(&header(2, Operation::CreateStream), Some(&stream))
-                .0,
-            ResultCode::AlreadyExists
-        );
-        let (result, body) = catalog.commit(
-            &header(3, Operation::CreateTopic),
-            Some(&topic("s", "t", 3, 3)),
-        );
-        assert_eq!(result, ResultCode::Ok);
-        assert_eq!(
-            TopicCreated::from_bytes(&body).expect("reply").groups,
-            vec![1, 2, 3]
-        );
-        assert_eq!(catalog.groups[&1].replicas, vec![1, 2, 3]);
-        assert_eq!(catalog.groups[&2].replicas, vec![2, 3, 1]);
-        assert_eq!(catalog.hosted_on(2).count(), 3);
-        let (result, _) = catalog.commit(
-            &header(4, Operation::CreateTopic),
-            Some(&topic("nope", "t", 1, 1)),
-        );
-        assert_eq!(result, ResultCode::UnknownStream);
-        let (result, _) = catalog.commit(
-            &header(5, Operation::CreateTopic),
-            Some(&topic("s", "u", 1, 4)),
-        );
-        assert_eq!(result, ResultCode::InvalidRequest);
-    }
-}
+#[path = "catalog_tests.rs"]
+mod tests;

@@ -202,8 +202,7 @@ fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSende
             | Operation::Attention
             | Operation::AcceptLoss
     );
-    let metadata = matches!(operation, Operation::CreateStream | Operation::CreateTopic);
-    if (local || metadata) != (group == 0) {
+    if (local || operation.is_metadata()) != (group == 0) {
         let message = if group == 0 {
             format!("{operation:?} needs a partition's group id, not 0")
         } else {

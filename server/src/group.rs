@@ -134,7 +134,7 @@ impl GroupSpec {
             topic: assignment.topic.clone(),
             partition: assignment.partition,
             epoch: assignment.epoch,
-            replicas: assignment.replicas.clone(),
+            replicas: assignment.nodes(),
             confirm: assignment.confirm,
             durability: assignment.durability,
             cursor_durability: assignment.consumer_offset_durability,
@@ -682,7 +682,11 @@ impl Actor {
             return;
         };
         let me = self.shared.config.node;
-        for assignment in catalog.hosted_on(me) {
+        // Current members only, until nodes handle reassignments.
+        let members = catalog
+            .hosted_on(me)
+            .filter(|assignment| assignment.slot_of(me).is_some());
+        for assignment in members {
             if self.hosted_sent.insert(assignment.group) {
                 let _ = hosted.send(assignment.clone());
             }
@@ -696,7 +700,10 @@ impl Actor {
         let operation = header.operation();
         match operation {
             Operation::Produce => self.on_produce(request),
-            Operation::CreateStream => self.submit(request, 0),
+            Operation::CreateStream
+            | Operation::ReassignPartition
+            | Operation::EpochStarted
+            | Operation::DropReplica => self.submit(request, 0),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),
                 Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),

@@ -29,11 +29,21 @@ pub enum Operation {
     /// metadata plane assigned a new replica set or confirm policy that takes
     /// effect in place. Internal: never sent by clients.
     Reconfigure = 11,
+    /// Give a partition a new replica set and, optionally, confirm policy:
+    /// the next epoch's slots. Metadata plane.
+    ReassignPartition = 12,
+    /// A partition's primary reports that the partition's new epoch has
+    /// started, so the nodes that left are retired. Metadata plane; sent by
+    /// nodes, retried until answered.
+    EpochStarted = 13,
+    /// Forget a retired copy of a partition (its node deletes the data).
+    /// Metadata plane.
+    DropReplica = 14,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 11] = [
+    pub const ALL: [Operation; 14] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -45,6 +55,9 @@ impl Operation {
         Operation::AcceptLoss,
         Operation::Metadata,
         Operation::Reconfigure,
+        Operation::ReassignPartition,
+        Operation::EpochStarted,
+        Operation::DropReplica,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -64,6 +77,22 @@ impl Operation {
                 | Operation::CreateTopic
                 | Operation::Produce
                 | Operation::Reconfigure
+                | Operation::ReassignPartition
+                | Operation::EpochStarted
+                | Operation::DropReplica
+        )
+    }
+
+    /// True for the replicated operations of the metadata plane: requests
+    /// that name group 0 and change the catalog.
+    pub fn is_metadata(self) -> bool {
+        matches!(
+            self,
+            Operation::CreateStream
+                | Operation::CreateTopic
+                | Operation::ReassignPartition
+                | Operation::EpochStarted
+                | Operation::DropReplica
         )
     }
 
@@ -157,5 +186,26 @@ mod tests {
             assert_eq!(ResultCode::from_u16(code as u16), Some(code));
         }
         assert_eq!(ResultCode::from_u16(999), None);
+    }
+
+    #[test]
+    fn metadata_operations_are_replicated_requests() {
+        for operation in Operation::ALL {
+            if operation.is_metadata() {
+                assert!(operation.is_replicated(), "{operation:?}");
+                assert!(!operation.is_internal(), "{operation:?}");
+            }
+        }
+        let moves = [
+            (Operation::ReassignPartition, 12),
+            (Operation::EpochStarted, 13),
+            (Operation::DropReplica, 14),
+        ];
+        for (operation, byte) in moves {
+            assert_eq!(operation as u8, byte);
+            assert!(operation.is_metadata());
+        }
+        assert!(!Operation::Produce.is_metadata());
+        assert!(!Operation::Reconfigure.is_metadata());
     }
 }

@@ -88,6 +88,50 @@ fn group_status() -> impl Strategy<Value = GroupStatus> {
         })
 }
 
+/// `(slot, node)` members: 1 to 15 distinct slots below 16, ascending.
+fn members() -> impl Strategy<Value = Vec<(u8, u32)>> {
+    proptest::collection::btree_map(0..REPLICAS_MAX, any::<u32>(), 1..REPLICAS_MAX as usize)
+        .prop_map(|members| members.into_iter().collect())
+}
+
+fn reassigned() -> impl Strategy<Value = Reassigned> {
+    (
+        (
+            1..u64::MAX,
+            1..u32::MAX,
+            any::<bool>(),
+            members(),
+            confirm(),
+        ),
+        (members(), confirm()),
+        (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()),
+        proptest::collection::vec(any::<u32>(), 0..5),
+        proptest::collection::vec(any::<u32>(), 0..5),
+    )
+        .prop_map(|(new, old, quorums, joining, leaving)| {
+            let (group, epoch, in_place, members, confirm) = new;
+            let (previous_members, previous_confirm) = old;
+            // Any quorum from 1 to the member count.
+            let fit = |quorum: u8, count: usize| quorum % count as u8 + 1;
+            Reassigned {
+                group,
+                epoch,
+                in_place,
+                write_quorum: fit(quorums.0, members.len()),
+                view_change_quorum: fit(quorums.1, members.len()),
+                members,
+                confirm,
+                previous_epoch: epoch - 1,
+                previous_write_quorum: fit(quorums.2, previous_members.len()),
+                previous_view_change_quorum: fit(quorums.3, previous_members.len()),
+                previous_members,
+                previous_confirm,
+                joining,
+                leaving,
+            }
+        })
+}
+
 fn batch() -> impl Strategy<Value = RecordBatch> {
     proptest::collection::vec(
         (
@@ -160,6 +204,16 @@ proptest! {
     fn accept_loss(group in 1..u64::MAX, view in any::<u32>(), op in any::<u64>()) {
         round_trip(&AcceptLoss { group })?;
         round_trip(&AcceptLossReply { view, op })?;
+    }
+
+    #[test]
+    fn reassignment(group in 1..u64::MAX, nodes in proptest::collection::vec(any::<u32>(), 1..15),
+                    confirm in proptest::option::of(confirm()), reply in reassigned(),
+                    epoch in 1..u32::MAX, node in any::<u32>()) {
+        round_trip(&ReassignPartition { group, nodes, confirm })?;
+        round_trip(&reply)?;
+        round_trip(&EpochStarted { group, epoch })?;
+        round_trip(&DropReplica { group, node })?;
     }
 
     #[test]
@@ -281,6 +335,10 @@ proptest! {
         let _ = MetadataReply::from_bytes(&bytes);
         let _ = AttentionReply::from_bytes(&bytes);
         let _ = CursorEvents::from_bytes(&bytes);
+        let _ = ReassignPartition::from_bytes(&bytes);
+        let _ = Reassigned::from_bytes(&bytes);
+        let _ = EpochStarted::from_bytes(&bytes);
+        let _ = DropReplica::from_bytes(&bytes);
         let _ = FetchReply::from_bytes(Bytes::from(bytes.clone()));
         let _ = RecordBatch::from_bytes(Bytes::from(bytes.clone()));
         for code in ResultCode::ALL {

@@ -1,10 +1,11 @@
 //! The command line as values: the clap definitions of every command and the
 //! parsers of the arguments clap cannot check alone (`STREAM/TOPIC`, confirm
-//! policies, accept-loss targets). Nothing here touches the network.
+//! policies, partition targets). Nothing here touches the network.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use strand_wire::{ConfirmPolicy, Durability, REPLICAS_MAX};
 
+use crate::PartitionTarget;
 use crate::client::PARTITIONS_PER_TOPIC_MAX;
 
 /// The client address of the first node of `strand-server dev-cluster`
@@ -82,6 +83,10 @@ pub(crate) enum Command {
     /// Let a stuck view change proceed with the logs at hand. MAY LOSE
     /// CONFIRMED RECORDS; needs --yes.
     AcceptLoss(AcceptLossArgs),
+    /// Move a partition: give it new replicas or a new confirm policy, drop
+    /// the copy a removed replica kept.
+    #[command(subcommand)]
+    Partition(PartitionCommand),
     /// Print a shell completion script (e.g. `strand completions bash > /etc/bash_completion.d/strand`).
     Completions {
         /// The shell.
@@ -212,12 +217,53 @@ pub(crate) struct ConsumeArgs {
     pub(crate) key_sep: Option<String>,
 }
 
+/// `strand partition ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum PartitionCommand {
+    /// Give a partition a new replica set and, optionally, a new confirm
+    /// policy. Replicas that stay keep their slots; removed replicas keep
+    /// their data until `drop-replica`.
+    Reassign(ReassignArgs),
+    /// Delete the copy of a partition a node kept after a reassignment
+    /// removed it. DELETES DATA; needs --yes.
+    DropReplica(DropReplicaArgs),
+}
+
+/// `strand partition reassign`.
+#[derive(Debug, Args)]
+pub(crate) struct ReassignArgs {
+    /// The partition: a group id, or STREAM/TOPIC/PARTITION.
+    #[arg(value_parser = parse_partition_target)]
+    pub(crate) target: PartitionTarget,
+    /// The node ids that should hold the partition (comma-separated).
+    #[arg(long, required = true, value_delimiter = ',', value_name = "NODES")]
+    pub(crate) replicas: Vec<u32>,
+    /// How many copies confirm a record: `majority`, `local` (every copy) or
+    /// a count. Default: keep the current policy.
+    #[arg(long, value_parser = parse_confirm)]
+    pub(crate) confirm: Option<ConfirmPolicy>,
+}
+
+/// `strand partition drop-replica`.
+#[derive(Debug, Args)]
+pub(crate) struct DropReplicaArgs {
+    /// The partition: a group id, or STREAM/TOPIC/PARTITION.
+    #[arg(value_parser = parse_partition_target)]
+    pub(crate) target: PartitionTarget,
+    /// The node whose retired copy is deleted.
+    #[arg(long)]
+    pub(crate) node: u32,
+    /// Confirm that the node's copy of the partition is deleted.
+    #[arg(long)]
+    pub(crate) yes: bool,
+}
+
 /// `strand accept-loss`.
 #[derive(Debug, Args)]
 pub(crate) struct AcceptLossArgs {
     /// The partition: a group id, or STREAM/TOPIC/PARTITION.
-    #[arg(value_parser = parse_loss_target)]
-    pub(crate) target: LossTarget,
+    #[arg(value_parser = parse_partition_target)]
+    pub(crate) target: PartitionTarget,
     /// Confirm that confirmed records may be lost.
     #[arg(long)]
     pub(crate) yes: bool,
@@ -247,29 +293,6 @@ pub(crate) enum Start {
     Latest,
     /// This offset.
     Offset(u64),
-}
-
-/// The partition `accept-loss` acts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LossTarget {
-    /// A group id, as `status` prints it.
-    Group(u64),
-    /// A topic's partition.
-    Partition {
-        /// The topic.
-        topic: TopicPath,
-        /// The partition index.
-        partition: u32,
-    },
-}
-
-impl std::fmt::Display for LossTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LossTarget::Group(group) => write!(f, "group {group}"),
-            LossTarget::Partition { topic, partition } => write!(f, "{topic}/{partition}"),
-        }
-    }
 }
 
 fn check_name(field: &'static str, name: &str) -> Result<(), String> {
@@ -317,9 +340,9 @@ pub(crate) fn parse_start(text: &str) -> Result<Start, String> {
 }
 
 /// Parses a group id or `STREAM/TOPIC/PARTITION`.
-pub(crate) fn parse_loss_target(text: &str) -> Result<LossTarget, String> {
+pub(crate) fn parse_partition_target(text: &str) -> Result<PartitionTarget, String> {
     if let Ok(group) = text.parse::<u64>() {
-        return Ok(LossTarget::Group(group));
+        return Ok(PartitionTarget::Group(group));
     }
     let Some((topic, partition)) = text.rsplit_once('/') else {
         return Err(format!(
@@ -330,7 +353,11 @@ pub(crate) fn parse_loss_target(text: &str) -> Result<LossTarget, String> {
     let partition = partition
         .parse::<u32>()
         .map_err(|_| format!("expected a partition index after the topic, got {partition:?}"))?;
-    Ok(LossTarget::Partition { topic, partition })
+    Ok(PartitionTarget::Partition {
+        stream: topic.stream,
+        topic: topic.topic,
+        partition,
+    })
 }
 
 /// Parses a generated record's size, bounded by [`GENERATED_RECORD_BYTES_MAX`].
@@ -419,6 +446,20 @@ mod tests {
             &["produce", "s/t", "--count", "1", "--size", "999999999"],
             &["--timeout-ms", "0", "status"],
             &["accept-loss", "s/t/x"],
+            &["partition", "reassign", "s/t/0"],
+            &["partition", "reassign", "s/t/0", "--replicas", "1,x"],
+            &["partition", "reassign", "s/t", "--replicas", "1,2"],
+            &[
+                "partition",
+                "reassign",
+                "7",
+                "--replicas",
+                "1",
+                "--confirm",
+                "0",
+            ],
+            &["partition", "drop-replica", "7"],
+            &["partition", "drop-replica", "7", "--node", "-1"],
         ] {
             assert!(parse(args).is_err(), "{args:?} parsed");
         }
@@ -453,18 +494,61 @@ mod tests {
         assert_eq!(parse_start("latest"), Ok(Start::Latest));
         assert_eq!(parse_start("42"), Ok(Start::Offset(42)));
         assert!(parse_start("-1").is_err());
-        assert_eq!(parse_loss_target("7"), Ok(LossTarget::Group(7)));
+        assert_eq!(parse_partition_target("7"), Ok(PartitionTarget::Group(7)));
+        let partition = parse_partition_target("s/t/2").expect("a partition");
         assert_eq!(
-            parse_loss_target("s/t/2"),
-            Ok(LossTarget::Partition {
-                topic: TopicPath {
-                    stream: "s".into(),
-                    topic: "t".into()
-                },
+            partition,
+            PartitionTarget::Partition {
+                stream: "s".into(),
+                topic: "t".into(),
                 partition: 2
-            })
+            }
         );
-        assert!(parse_loss_target("s/2").is_err());
+        assert_eq!(partition.to_string(), "s/t/2");
+        assert_eq!(PartitionTarget::Group(7).to_string(), "group 7");
+        assert!(parse_partition_target("s/2").is_err());
+    }
+
+    #[test]
+    fn partition_reassign_takes_a_target_replicas_and_a_policy() {
+        let cli = parse(&[
+            "partition",
+            "reassign",
+            "shop/orders/1",
+            "--replicas",
+            "1,2,4",
+            "--confirm",
+            "local",
+        ])
+        .expect("valid");
+        let Command::Partition(PartitionCommand::Reassign(reassign)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(reassign.target.to_string(), "shop/orders/1");
+        assert_eq!(reassign.replicas, [1, 2, 4]);
+        assert_eq!(reassign.confirm, Some(ConfirmPolicy::LocalDurable));
+        let cli = parse(&["partition", "reassign", "9", "--replicas", "3"]).expect("valid");
+        let Command::Partition(PartitionCommand::Reassign(reassign)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(reassign.target, PartitionTarget::Group(9));
+        assert_eq!((reassign.replicas, reassign.confirm), (vec![3], None));
+    }
+
+    #[test]
+    fn drop_replica_takes_a_target_a_node_and_the_confirmation() {
+        let cli =
+            parse(&["partition", "drop-replica", "s/t/0", "--node", "2", "--yes"]).expect("valid");
+        let Command::Partition(PartitionCommand::DropReplica(dropping)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(dropping.target.to_string(), "s/t/0");
+        assert_eq!((dropping.node, dropping.yes), (2, true));
+        let cli = parse(&["partition", "drop-replica", "4", "--node", "2"]).expect("valid");
+        let Command::Partition(PartitionCommand::DropReplica(dropping)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert!(!dropping.yes, "refused later, before anything is sent");
     }
 
     #[test]

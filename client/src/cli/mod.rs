@@ -15,6 +15,7 @@
 //! | `consume` | `consume`: from an offset or a stored cursor, once or following |
 //! | `status` | `status`: nodes, and every partition's replicas side by side |
 //! | `operator` | `attention` and `accept-loss` |
+//! | `partition` | `partition reassign` and `partition drop-replica` |
 //!
 //! Output: human tables on stdout by default; `--json` prints one JSON
 //! document (`consume`: one JSON object per record, per line). Errors go to
@@ -25,6 +26,7 @@ mod args;
 mod consume;
 mod errors;
 mod operator;
+mod partition;
 mod produce;
 mod status;
 mod table;
@@ -40,7 +42,7 @@ use tokio::io::AsyncBufRead;
 pub use args::{DEV_CLUSTER_ADDRESS, GENERATED_RECORD_BYTES_MAX, TIMEOUT_MS_DEFAULT};
 
 use crate::{Client, ClientConfig};
-use args::{Cli, Command, StreamCommand, TopicCommand};
+use args::{Cli, Command, PartitionCommand, StreamCommand, TopicCommand};
 use errors::CliError;
 
 /// Longest one attempt of a request may go unanswered before it is resent.
@@ -139,6 +141,11 @@ async fn dispatch(
             return Err(operator::refusal(&accept.target)); // before anything is sent
         }
     }
+    if let Command::Partition(PartitionCommand::DropReplica(dropping)) = &cli.command {
+        if !dropping.yes {
+            return Err(partition::drop_refusal(dropping)); // before anything is sent
+        }
+    }
     let client = connect(&cli).await?;
     match cli.command {
         Command::Stream(StreamCommand::Create { name }) => {
@@ -157,6 +164,12 @@ async fn dispatch(
         Command::Status => status::run(&client, json, out).await,
         Command::Attention => operator::attention(&client, json, out).await,
         Command::AcceptLoss(accept) => operator::accept_loss(&client, accept, json, out).await,
+        Command::Partition(PartitionCommand::Reassign(reassign)) => {
+            partition::reassign(&client, reassign, json, out).await
+        }
+        Command::Partition(PartitionCommand::DropReplica(dropping)) => {
+            partition::drop_replica(&client, dropping, json, out).await
+        }
         Command::Completions { .. } => unreachable!("answered before connecting"),
     }
 }
@@ -224,6 +237,23 @@ mod tests {
             offline(&["--cluster", "127.0.0.1:9", "accept-loss", "s/t/0"]).await;
         assert_eq!(outcome, Outcome::Usage);
         assert!(stderr.contains("--yes"), "{stderr}");
+    }
+
+    #[tokio::test]
+    async fn drop_replica_without_yes_is_refused_before_connecting() {
+        let (outcome, _, stderr) = offline(&[
+            "--cluster",
+            "127.0.0.1:9",
+            "partition",
+            "drop-replica",
+            "s/t/0",
+            "--node",
+            "2",
+        ])
+        .await;
+        assert_eq!(outcome, Outcome::Usage);
+        assert!(stderr.contains("--yes"), "{stderr}");
+        assert!(stderr.contains("deletes"), "{stderr}");
     }
 
     #[test]

@@ -9,11 +9,11 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::Outcome;
-use super::args::{AcceptLossArgs, LossTarget};
+use super::args::AcceptLossArgs;
 use super::errors::{CliError, client_summary};
 use super::print_json;
 use super::table::Table;
-use crate::{AttentionReason, AttentionReport, Client, MetadataReply};
+use crate::{AttentionReason, AttentionReport, Client, MetadataReply, PartitionTarget};
 
 /// A waiting group as printed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -199,7 +199,7 @@ pub(crate) async fn attention(
 }
 
 /// The refusal printed when `accept-loss` is run without `--yes`.
-pub(crate) fn refusal(target: &LossTarget) -> CliError {
+pub(crate) fn refusal(target: &PartitionTarget) -> CliError {
     CliError::Usage(format!(
         "accept-loss lets the view change of {target} proceed with the logs at hand and MAY \
          LOSE CONFIRMED RECORDS; nothing was done. Check `strand attention` first (bring the \
@@ -218,17 +218,10 @@ pub(crate) async fn accept_loss(
         return Err(refusal(&args.target));
     }
     let doing = format!("accept loss for {}", args.target);
-    let group = match &args.target {
-        LossTarget::Group(group) => *group,
-        LossTarget::Partition { topic, partition } => {
-            let info = client
-                .topic(&topic.stream, &topic.topic)
-                .await
-                .map_err(|error| CliError::client(&doing, error))?;
-            crate::client::partition_group_of(&info, *partition)
-                .map_err(|error| CliError::client(&doing, error))?
-        }
-    };
+    let group = client
+        .resolve_partition(&args.target)
+        .await
+        .map_err(|error| CliError::client(&doing, error))?;
     let answers = client
         .accept_loss(group)
         .await
@@ -324,9 +317,12 @@ mod tests {
 
     #[test]
     fn the_refusal_names_the_target_and_the_flag() {
-        let message = refusal(&LossTarget::Group(9)).message();
+        let message = refusal(&PartitionTarget::Group(9)).message();
         assert!(message.contains("group 9"), "{message}");
         assert!(message.contains("--yes"), "{message}");
-        assert_eq!(refusal(&LossTarget::Group(9)).outcome(), Outcome::Usage);
+        assert_eq!(
+            refusal(&PartitionTarget::Group(9)).outcome(),
+            Outcome::Usage
+        );
     }
 }

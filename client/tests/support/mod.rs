@@ -16,12 +16,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use strand_wire::ops::{
     AcceptLoss, AcceptLossReply, AttentionReply, ClusterStatusReply, CreateStream, CreateTopic,
-    Empty, ErrorBody, FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply,
-    MetadataRequest, NodeInfo, PartitionInfo, ProduceReply, StoreCursor, TopicCreated, TopicInfo,
+    DropReplica, Empty, ErrorBody, FetchReply, FetchRequest, GetCursor, GetCursorReply,
+    MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ProduceReply, ReassignPartition,
+    Reassigned, StoreCursor, TopicCreated, TopicInfo,
 };
 use strand_wire::{
-    Body, CommandHeader, FrameDecoder, Message, Msg, Operation, RecordBatch, ReplyHeader,
-    RequestHeader, ResultCode,
+    Body, CommandHeader, ConfirmPolicy, FrameDecoder, Message, Msg, Operation, RecordBatch,
+    ReplyHeader, RequestHeader, ResultCode,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -70,6 +71,16 @@ pub struct Seen {
 struct Partition {
     group: u64,
     replicas: Vec<u32>,
+    /// The node in each slot (replica index); `None` for a free slot.
+    slots: Vec<Option<u32>>,
+    epoch: u32,
+    confirm: ConfirmPolicy,
+    /// Nodes that leave once the pending epoch starts.
+    leaving: Vec<u32>,
+    /// Whether a reassignment waits for its epoch to start.
+    pending: bool,
+    /// Nodes keeping a retired copy.
+    retired: Vec<u32>,
     primary: u32,
     view: u32,
     batches: Vec<(u64, RecordBatch)>,
@@ -205,6 +216,15 @@ impl Cluster {
             .collect()
     }
 
+    /// The partition's pending epoch starts: the nodes that left retire.
+    pub fn start_epoch(&self, group: u64) {
+        let mut state = self.state();
+        let partition = state.partitions.get_mut(&group).expect("known group");
+        let leaving = std::mem::take(&mut partition.leaving);
+        partition.retired.extend(leaving);
+        partition.pending = false;
+    }
+
     pub fn high_watermark(&self, group: u64) -> u64 {
         self.state().partitions[&group].high_watermark
     }
@@ -312,6 +332,8 @@ impl State {
                 Partition {
                     group,
                     replicas: replicas.to_vec(),
+                    slots: replicas.iter().copied().map(Some).collect(),
+                    epoch: 1,
                     primary: replicas[0],
                     ..Partition::default()
                 },
@@ -407,9 +429,12 @@ impl State {
                     "reconfigure is a group's own operation",
                 )),
             )),
-            Operation::CreateStream | Operation::CreateTopic | Operation::Produce => {
-                self.replicated(node, header, body)
-            }
+            Operation::CreateStream
+            | Operation::CreateTopic
+            | Operation::Produce
+            | Operation::ReassignPartition
+            | Operation::EpochStarted
+            | Operation::DropReplica => self.replicated(node, header, body),
             Operation::Fetch | Operation::GetCursor | Operation::StoreCursor => {
                 if let Some(redirect) = self.not_primary(node, group) {
                     return Outcome::Reply(reply(header, 0, Err(redirect)));
@@ -497,6 +522,9 @@ impl State {
         let result = match header.operation() {
             Operation::CreateStream => self.apply_create_stream(body),
             Operation::CreateTopic => self.apply_create_topic(body),
+            Operation::ReassignPartition => self.apply_reassign(body),
+            Operation::DropReplica => self.apply_drop_replica(body),
+            Operation::EpochStarted => Ok(Bytes::from(Empty.to_vec())),
             _ => self.apply_produce(group, body),
         };
         let op = self.ops.entry(group).or_default();
@@ -553,6 +581,102 @@ impl State {
             &replicas,
         );
         Ok(Bytes::from(TopicCreated { groups }.to_vec()))
+    }
+
+    /// A plausible catalog: staying nodes keep their slots, newcomers take
+    /// the lowest free ones; one reassignment at a time (a second one is
+    /// committed as `Unavailable` until `Cluster::start_epoch`).
+    fn apply_reassign(&mut self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = ReassignPartition::from_bytes(body).map_err(invalid)?;
+        let partition = self.partitions.get_mut(&request.group).ok_or_else(|| {
+            ErrorBody::message(ResultCode::UnknownGroup, "no partition has this group")
+        })?;
+        if partition.pending {
+            return Err(ErrorBody::message(
+                ResultCode::Unavailable,
+                "a reassignment of this partition is still in progress: retry later",
+            ));
+        }
+        if let Some(node) = request
+            .nodes
+            .iter()
+            .find(|node| partition.retired.contains(node))
+        {
+            let message = format!("node {node} still holds a retired copy: drop it first");
+            return Err(ErrorBody::message(ResultCode::InvalidRequest, message));
+        }
+        let previous_members = members(&partition.slots);
+        let previous_confirm = partition.confirm;
+        let leaving: Vec<u32> = partition
+            .replicas
+            .iter()
+            .copied()
+            .filter(|node| !request.nodes.contains(node))
+            .collect();
+        let mut joining: Vec<u32> = request
+            .nodes
+            .iter()
+            .copied()
+            .filter(|node| !partition.replicas.contains(node))
+            .collect();
+        joining.sort_unstable();
+        let mut slots: Vec<Option<u32>> = partition
+            .slots
+            .iter()
+            .map(|held| held.filter(|node| request.nodes.contains(node)))
+            .collect();
+        let mut free = (0..).filter(|slot| partition.slots.get(*slot).copied().flatten().is_none());
+        for node in &joining {
+            let slot = free.next().expect("unbounded");
+            slots.resize(slots.len().max(slot + 1), None);
+            slots[slot] = Some(*node);
+        }
+        partition.confirm = request.confirm.unwrap_or(partition.confirm);
+        let reply = Reassigned {
+            group: request.group,
+            epoch: partition.epoch + 1,
+            in_place: leaving.is_empty(),
+            members: members(&slots),
+            confirm: partition.confirm,
+            write_quorum: quorums(partition.confirm, members(&slots).len()).0,
+            view_change_quorum: quorums(partition.confirm, members(&slots).len()).1,
+            previous_epoch: partition.epoch,
+            previous_write_quorum: quorums(previous_confirm, previous_members.len()).0,
+            previous_view_change_quorum: quorums(previous_confirm, previous_members.len()).1,
+            previous_members,
+            previous_confirm,
+            joining,
+            leaving: leaving.clone(),
+        };
+        partition.epoch += 1;
+        partition.replicas = slots.iter().flatten().copied().collect();
+        partition.slots = slots;
+        partition.leaving = leaving;
+        partition.pending = true;
+        let (epoch, replicas) = (partition.epoch, partition.replicas.clone());
+        let infos = self.topics.iter_mut().flat_map(|info| &mut info.partitions);
+        for info in infos.filter(|info| info.group == request.group) {
+            info.epoch = epoch;
+            info.replicas = replicas.clone();
+        }
+        Ok(Bytes::from(reply.to_vec()))
+    }
+
+    fn apply_drop_replica(&mut self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = DropReplica::from_bytes(body).map_err(invalid)?;
+        let partition = self.partitions.get_mut(&request.group).ok_or_else(|| {
+            ErrorBody::message(ResultCode::UnknownGroup, "no partition has this group")
+        })?;
+        let Some(index) = partition
+            .retired
+            .iter()
+            .position(|node| *node == request.node)
+        else {
+            let message = format!("node {} holds no retired copy", request.node);
+            return Err(ErrorBody::message(ResultCode::InvalidRequest, message));
+        };
+        partition.retired.remove(index);
+        Ok(Bytes::from(Empty.to_vec()))
     }
 
     fn apply_produce(&mut self, group: u64, body: &Bytes) -> Result<Bytes, ErrorBody> {
@@ -669,6 +793,26 @@ impl State {
         partition.cursors.insert(request.consumer, request.offset);
         Ok(Bytes::from(Empty.to_vec()))
     }
+}
+
+/// `(slot, node)` of every occupied slot, ascending.
+fn members(slots: &[Option<u32>]) -> Vec<(u8, u32)> {
+    slots
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, node)| node.map(|node| (slot as u8, node)))
+        .collect()
+}
+
+/// `W` and `R` of `confirm` over `count` members.
+fn quorums(confirm: ConfirmPolicy, count: usize) -> (u8, u8) {
+    let count = count as u8;
+    let write = match confirm {
+        ConfirmPolicy::MajorityDurable => count / 2 + 1,
+        ConfirmPolicy::LocalDurable => count,
+        ConfirmPolicy::Count(copies) => copies.min(count),
+    };
+    (write, count - write + 1)
 }
 
 fn with_base_offset(batch: &RecordBatch, base_offset: u64) -> RecordBatch {

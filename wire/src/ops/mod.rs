@@ -12,6 +12,9 @@
 //! | Attention | [`Empty`] | [`AttentionReply`] |
 //! | AcceptLoss | [`AcceptLoss`] | [`AcceptLossReply`] |
 //! | Metadata | [`MetadataRequest`] | [`MetadataReply`] |
+//! | ReassignPartition | [`ReassignPartition`] | [`Reassigned`] |
+//! | EpochStarted | [`EpochStarted`] | [`Empty`] |
+//! | DropReplica | [`DropReplica`] | [`Empty`] |
 //!
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
@@ -19,12 +22,14 @@ mod admin;
 mod cursor;
 mod error_body;
 mod fetch;
+mod reassign;
 mod status;
 
 pub use admin::{AcceptLoss, AcceptLossReply, CreateStream, CreateTopic, TopicCreated};
 pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
 pub use error_body::ErrorBody;
 pub use fetch::{FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, ProduceReply};
+pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};
 pub use status::{
     AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, GroupStatus,
     MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,

@@ -33,11 +33,13 @@ fn read_node(reader: &mut BodyReader<'_>) -> Result<NodeInfo, BodyError> {
     })
 }
 
-fn read_confirm(reader: &mut BodyReader<'_>) -> Result<ConfirmPolicy, BodyError> {
+/// Reads a confirm policy's two bytes.
+pub(super) fn read_confirm(reader: &mut BodyReader<'_>) -> Result<ConfirmPolicy, BodyError> {
     ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])
 }
 
-fn write_confirm(writer: &mut BodyWriter, confirm: ConfirmPolicy) {
+/// Writes a confirm policy's two bytes.
+pub(super) fn write_confirm(writer: &mut BodyWriter, confirm: ConfirmPolicy) {
     let [kind, count] = confirm.to_bytes();
     writer.u8(kind);
     writer.u8(count);
@@ -320,7 +322,9 @@ pub struct PartitionInfo {
     pub group: u64,
     /// Assignment epoch.
     pub epoch: u32,
-    /// Node id of replica `i` at index `i`; the primary of view `v` is `replicas[v % E]`.
+    /// The member nodes in ascending slot order (slots are replica indexes
+    /// a node keeps while it is a member; some may be free). The primary of
+    /// view `v` is `replicas[v % E]`: the `v mod E`-th occupied slot.
     pub replicas: Vec<u32>,
     /// The latest view the answering node knows (a hint for the primary).
     pub view: u32,

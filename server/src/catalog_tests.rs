@@ -1,0 +1,388 @@
+//! The catalog's rules, op by op: placement at topic creation, and a
+//! reassignment's life (planned, started, retired, dropped) with its refusals.
+
+use super::*;
+use strand_wire::CommandHeader;
+
+fn header(op: u64, operation: Operation) -> PrepareHeader {
+    let mut header = PrepareHeader::new(1, 0, strand_wire::ViewId::new(0, 0), 0);
+    header.op.set(op);
+    header.commit.set(op - 1);
+    header.operation = operation as u8;
+    header.client.set(1);
+    header.request.set(op);
+    header
+}
+
+fn topic(stream: &str, topic: &str, partitions: u32, replicas: u8) -> Bytes {
+    Bytes::from(
+        CreateTopic {
+            stream: stream.into(),
+            topic: topic.into(),
+            partition_count: partitions,
+            replica_count: replicas,
+            confirm: Some(ConfirmPolicy::MajorityDurable),
+            durability: Some(Durability::Persisted),
+            consumer_offset_durability: None,
+            retention_bytes: 0,
+            retention_ms: 0,
+        }
+        .to_vec(),
+    )
+}
+
+#[test]
+fn topics_get_groups_placed_round_robin() {
+    let mut catalog = Catalog::new(vec![1, 2, 3]);
+    let stream = Bytes::from(CreateStream { name: "s".into() }.to_vec());
+    assert_eq!(
+        catalog
+            .commit(&header(1, Operation::CreateStream), Some(&stream))
+            .0,
+        ResultCode::Ok
+    );
+    assert_eq!(
+        catalog
+            .commit(&header(2, Operation::CreateStream), Some(&stream))
+            .0,
+        ResultCode::AlreadyExists
+    );
+    let (result, body) = catalog.commit(
+        &header(3, Operation::CreateTopic),
+        Some(&topic("s", "t", 3, 3)),
+    );
+    assert_eq!(result, ResultCode::Ok);
+    assert_eq!(
+        TopicCreated::from_bytes(&body).expect("reply").groups,
+        vec![1, 2, 3]
+    );
+    assert_eq!(catalog.groups[&1].nodes(), vec![1, 2, 3]);
+    assert_eq!(catalog.groups[&2].nodes(), vec![2, 3, 1]);
+    assert_eq!(catalog.groups[&2].slot_of(1), Some(2), "dense slots 0..E");
+    assert!(catalog.groups[&2].active && catalog.groups[&2].epoch == 0);
+    assert_eq!(catalog.hosted_on(2).count(), 3);
+    let (result, _) = catalog.commit(
+        &header(4, Operation::CreateTopic),
+        Some(&topic("nope", "t", 1, 1)),
+    );
+    assert_eq!(result, ResultCode::UnknownStream);
+    let (result, _) = catalog.commit(
+        &header(5, Operation::CreateTopic),
+        Some(&topic("s", "u", 1, 4)),
+    );
+    assert_eq!(result, ResultCode::InvalidRequest);
+}
+
+// ----- reassignment ------------------------------------------------------------
+
+/// A catalog of nodes 1..=5 with stream `s` and topic `t`: one partition,
+/// group 1, on nodes 1, 2, 3 in slots 0, 1, 2, majority confirms.
+fn cluster_of_five() -> Catalog {
+    let mut catalog = Catalog::new(vec![1, 2, 3, 4, 5]);
+    let stream = Bytes::from(CreateStream { name: "s".into() }.to_vec());
+    assert_eq!(
+        apply(&mut catalog, Operation::CreateStream, stream).0,
+        ResultCode::Ok
+    );
+    let created = apply(&mut catalog, Operation::CreateTopic, topic("s", "t", 1, 3));
+    assert_eq!(created.0, ResultCode::Ok);
+    assert_eq!(catalog.groups[&1].nodes(), [1, 2, 3]);
+    catalog
+}
+
+/// Commits `body` as the next metadata op.
+fn apply(catalog: &mut Catalog, operation: Operation, body: Bytes) -> (ResultCode, Bytes) {
+    let op = catalog.applied_op + 1;
+    catalog.commit(&header(op, operation), Some(&body))
+}
+
+/// The error a refused op answered with.
+fn refusal(result: (ResultCode, Bytes)) -> (ResultCode, String) {
+    let (code, body) = result;
+    assert_ne!(code, ResultCode::Ok, "refused");
+    match ErrorBody::from_bytes(code, &body).expect("an error body") {
+        ErrorBody::Message { code, message } => (code, message),
+        other => panic!("unexpected error body {other:?}"),
+    }
+}
+
+fn reassign(
+    catalog: &mut Catalog,
+    group: u64,
+    nodes: &[u32],
+    confirm: Option<ConfirmPolicy>,
+) -> (ResultCode, Bytes) {
+    let request = ReassignPartition {
+        group,
+        nodes: nodes.to_vec(),
+        confirm,
+    };
+    apply(
+        catalog,
+        Operation::ReassignPartition,
+        Bytes::from(request.to_vec()),
+    )
+}
+
+fn reassigned_ok(result: (ResultCode, Bytes)) -> Reassigned {
+    let (code, body) = result;
+    assert_eq!(
+        code,
+        ResultCode::Ok,
+        "{:?}",
+        ErrorBody::from_bytes(code, &body)
+    );
+    Reassigned::from_bytes(&body).expect("a Reassigned reply")
+}
+
+fn epoch_started(catalog: &mut Catalog, group: u64, epoch: u32) -> ResultCode {
+    let body = Bytes::from(EpochStarted { group, epoch }.to_vec());
+    let (code, reply) = apply(catalog, Operation::EpochStarted, body);
+    assert!(
+        reply.is_empty() || code != ResultCode::Ok,
+        "an empty Ok reply"
+    );
+    code
+}
+
+fn drop_replica(catalog: &mut Catalog, group: u64, node: u32) -> (ResultCode, Bytes) {
+    let body = Bytes::from(DropReplica { group, node }.to_vec());
+    apply(catalog, Operation::DropReplica, body)
+}
+
+/// Group 1 after node 2 was replaced by node 4 and epoch 1 started.
+fn with_node_2_retired() -> Catalog {
+    let mut catalog = cluster_of_five();
+    reassigned_ok(reassign(&mut catalog, 1, &[1, 3, 4], None));
+    assert_eq!(epoch_started(&mut catalog, 1, 1), ResultCode::Ok);
+    assert_eq!(catalog.groups[&1].retired, [2]);
+    catalog
+}
+
+#[test]
+fn a_replacement_keeps_every_retained_slot() {
+    let mut catalog = cluster_of_five();
+    let reply = reassigned_ok(reassign(&mut catalog, 1, &[4, 1, 3], None));
+    assert_eq!((reply.group, reply.previous_epoch, reply.epoch), (1, 0, 1));
+    assert_eq!(reply.previous_members, [(0, 1), (1, 2), (2, 3)]);
+    assert_eq!(
+        reply.members,
+        [(0, 1), (2, 3), (3, 4)],
+        "4 takes slot 3, free in both"
+    );
+    assert!(!reply.in_place, "a member leaves: a view change");
+    assert_eq!((reply.joining, reply.leaving), (vec![4], vec![2]));
+    assert_eq!(
+        (
+            reply.previous_write_quorum,
+            reply.previous_view_change_quorum
+        ),
+        (2, 2)
+    );
+    assert_eq!((reply.write_quorum, reply.view_change_quorum), (2, 2));
+    assert_eq!(reply.confirm, ConfirmPolicy::MajorityDurable);
+    let assignment = &catalog.groups[&1];
+    assert_eq!(assignment.slots, [Some(1), None, Some(3), Some(4)]);
+    assert_eq!(assignment.nodes(), [1, 3, 4]);
+    assert_eq!(
+        (assignment.slot_of(1), assignment.slot_of(3)),
+        (Some(0), Some(2))
+    );
+    assert_eq!(assignment.slot_of(2), None);
+    assert_eq!(assignment.epoch, 1);
+    assert!(
+        !assignment.active,
+        "epoch 1 has not started in the partition"
+    );
+    let previous = assignment.previous.as_ref().expect("epoch 0 kept");
+    assert_eq!(
+        previous,
+        &SlotAssignment::dense(0, &[1, 2, 3], ConfirmPolicy::MajorityDurable)
+    );
+    assert_eq!(assignment.membership().slots.bits(), 0b1101);
+    for node in [1, 2, 3, 4] {
+        assert_eq!(assignment.role_of(node), Some(Role::Member), "node {node}");
+        assert_eq!(catalog.hosted_on(node).count(), 1, "node {node}");
+    }
+    assert_eq!(assignment.role_of(5), None);
+    let info = catalog.topic_info("s", "t", &|_| 0).expect("topic");
+    assert_eq!(
+        (info.partitions[0].epoch, &info.partitions[0].replicas[..]),
+        (1, &[1, 3, 4][..])
+    );
+}
+
+#[test]
+fn an_in_place_change_still_waits_for_its_epoch_to_start() {
+    let mut catalog = cluster_of_five();
+    let reply = reassigned_ok(reassign(
+        &mut catalog,
+        1,
+        &[1, 2, 3, 5],
+        Some(ConfirmPolicy::Count(2)),
+    ));
+    assert!(reply.in_place, "everyone stays and W stays 2");
+    assert_eq!(reply.members, [(0, 1), (1, 2), (2, 3), (3, 5)]);
+    assert_eq!((reply.write_quorum, reply.view_change_quorum), (2, 3));
+    assert_eq!(reply.confirm, ConfirmPolicy::Count(2));
+    assert!(!catalog.groups[&1].active);
+    assert_eq!(epoch_started(&mut catalog, 1, 1), ResultCode::Ok);
+    let assignment = &catalog.groups[&1];
+    assert!(assignment.active && assignment.previous.is_none());
+    assert!(assignment.retired.is_empty(), "nobody left");
+}
+
+#[test]
+fn a_second_reassign_waits_for_the_first() {
+    let mut catalog = cluster_of_five();
+    reassigned_ok(reassign(&mut catalog, 1, &[1, 2, 3, 4], None));
+    let before = catalog.groups.clone();
+    let (code, message) = refusal(reassign(&mut catalog, 1, &[1, 2, 3, 4, 5], None));
+    assert_eq!(
+        code,
+        ResultCode::Unavailable,
+        "retried later, not a bad request"
+    );
+    assert!(
+        message.contains("still in progress (epoch 1 has not started)"),
+        "{message}"
+    );
+    assert_eq!(catalog.groups, before, "a refusal changes nothing");
+    assert_eq!(epoch_started(&mut catalog, 1, 1), ResultCode::Ok);
+    let reply = reassigned_ok(reassign(&mut catalog, 1, &[1, 2, 3, 4, 5], None));
+    assert_eq!((reply.previous_epoch, reply.epoch), (1, 2));
+    let pending = catalog.groups.clone();
+    assert_eq!(epoch_started(&mut catalog, 1, 1), ResultCode::Ok);
+    assert_eq!(
+        catalog.groups, pending,
+        "a late report of epoch 1 starts nothing"
+    );
+}
+
+#[test]
+fn epoch_started_retires_the_nodes_that_left() {
+    let mut catalog = cluster_of_five();
+    reassigned_ok(reassign(&mut catalog, 1, &[1, 3, 4], None));
+    let in_progress = catalog.groups.clone();
+    assert_eq!(
+        epoch_started(&mut catalog, 1, 0),
+        ResultCode::InvalidRequest,
+        "epoch 0 starts with the partition: never reported"
+    );
+    for stale in [(1, 2), (99, 1)] {
+        assert_eq!(
+            epoch_started(&mut catalog, stale.0, stale.1),
+            ResultCode::Ok
+        );
+        assert_eq!(catalog.groups, in_progress, "{stale:?} changes nothing");
+    }
+    assert_eq!(epoch_started(&mut catalog, 1, 1), ResultCode::Ok);
+    let started = catalog.groups.clone();
+    let assignment = &started[&1];
+    assert!(assignment.active);
+    assert_eq!(assignment.previous, None);
+    assert_eq!(assignment.retired, [2]);
+    assert_eq!(assignment.role_of(2), Some(Role::Retired));
+    assert_eq!(catalog.hosted_on(2).count(), 1, "its copy is still on disk");
+    assert_eq!(epoch_started(&mut catalog, 1, 1), ResultCode::Ok);
+    assert_eq!(catalog.groups, started, "a repeated report changes nothing");
+}
+
+#[test]
+fn a_retired_node_cannot_be_added_back_until_dropped() {
+    let mut catalog = with_node_2_retired();
+    let (code, message) = refusal(reassign(&mut catalog, 1, &[1, 2, 3, 4], None));
+    assert_eq!(code, ResultCode::InvalidRequest);
+    assert!(
+        message.contains("node 2 still holds a retired copy"),
+        "{message}"
+    );
+    assert!(message.contains("drop-replica"), "{message}");
+    assert_eq!(drop_replica(&mut catalog, 1, 2).0, ResultCode::Ok);
+    assert_eq!(catalog.groups[&1].role_of(2), None);
+    assert_eq!(catalog.hosted_on(2).count(), 0);
+    let reply = reassigned_ok(reassign(&mut catalog, 1, &[1, 2, 3, 4], None));
+    assert_eq!(
+        reply.members,
+        [(0, 1), (1, 2), (2, 3), (3, 4)],
+        "slot 1 is free again"
+    );
+    assert!(!reply.in_place, "W grows from 2 to 3");
+}
+
+#[test]
+fn drop_replica_refuses_a_node_without_a_retired_copy() {
+    let mut catalog = cluster_of_five();
+    reassigned_ok(reassign(&mut catalog, 1, &[1, 3, 4], None));
+    for (node, why) in [
+        (1, "a member"),
+        (2, "leaving, not retired yet"),
+        (5, "never held it"),
+    ] {
+        let (code, message) = refusal(drop_replica(&mut catalog, 1, node));
+        assert_eq!(code, ResultCode::InvalidRequest, "node {node}: {why}");
+        assert_eq!(
+            message,
+            format!("node {node} holds no retired copy of group 1")
+        );
+    }
+    assert_eq!(
+        refusal(drop_replica(&mut catalog, 7, 2)).0,
+        ResultCode::UnknownGroup
+    );
+    assert_eq!(
+        catalog.groups[&1].previous.as_ref().map(|p| p.epoch),
+        Some(0)
+    );
+    assert_eq!(epoch_started(&mut catalog, 1, 1), ResultCode::Ok);
+    assert_eq!(drop_replica(&mut catalog, 1, 2).0, ResultCode::Ok);
+    assert_eq!(
+        refusal(drop_replica(&mut catalog, 1, 2)).0,
+        ResultCode::InvalidRequest,
+        "once"
+    );
+}
+
+#[test]
+fn reassignments_are_refused_with_their_reason() {
+    let mut catalog = cluster_of_five();
+    let before = catalog.groups.clone();
+    let invalid = ResultCode::InvalidRequest;
+    let cases: [(u64, &[u32], ResultCode, &str); 6] = [
+        (
+            7,
+            &[1, 2],
+            ResultCode::UnknownGroup,
+            "no partition has group 7",
+        ),
+        (0, &[1, 2], invalid, "metadata plane"),
+        (1, &[1, 2, 9], invalid, "node 9 is not a node"),
+        (1, &[1, 1, 2], invalid, "named twice"),
+        (1, &[3, 2, 1], invalid, "already has exactly"),
+        (1, &[4, 5], invalid, "keeps none of the current"),
+    ];
+    for (group, nodes, expected, says) in cases {
+        let (code, message) = refusal(reassign(&mut catalog, group, nodes, None));
+        assert_eq!(code, expected, "{group} {nodes:?}: {message}");
+        assert!(message.contains(says), "{group} {nodes:?}: {message}");
+    }
+    let same_policy = Some(ConfirmPolicy::MajorityDurable);
+    let (code, _) = refusal(reassign(&mut catalog, 1, &[1, 2, 3], same_policy));
+    assert_eq!(code, invalid, "the same set and policy change nothing");
+    assert_eq!(catalog.groups, before, "refusals change nothing");
+}
+
+#[test]
+fn the_same_ops_build_the_same_catalog_on_every_node() {
+    let build = || {
+        let mut catalog = with_node_2_retired();
+        reassigned_ok(reassign(
+            &mut catalog,
+            1,
+            &[1, 3, 4, 5],
+            Some(ConfirmPolicy::LocalDurable),
+        ));
+        catalog
+    };
+    assert_eq!(build(), build());
+}
