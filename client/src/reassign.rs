@@ -4,7 +4,7 @@
 //! [`PartitionTarget`] both name a partition by.
 
 use bytes::Bytes;
-use strand_wire::ops::{DropReplica, Empty, ReassignPartition, Reassigned};
+use strand_wire::ops::{DropReplica, Empty, EpochStarted, ReassignPartition, Reassigned};
 use strand_wire::{Body, ConfirmPolicy, Operation, REPLICAS_MAX};
 
 use crate::client::{Client, invalid, partition_group_of};
@@ -123,6 +123,23 @@ impl Client {
             .await?;
         Empty::from_bytes(&reply)
             .map_err(|error| ClientError::from_body_error("drop replica reply", error))?;
+        Ok(())
+    }
+
+    /// Tells the metadata plane that `epoch` started in `group` (a node does
+    /// this for the partitions it leads; idempotent). Until it hears so, the
+    /// metadata plane refuses the partition's next reassignment and keeps
+    /// the nodes that left counted as members.
+    pub async fn report_epoch_started(&self, group: u64, epoch: u32) -> Result<(), ClientError> {
+        if group == METADATA_GROUP {
+            return Err(invalid("group 0 has no reassignments"));
+        }
+        let body = Bytes::from(EpochStarted { group, epoch }.to_vec());
+        let reply = self
+            .replicated(METADATA_GROUP, Operation::EpochStarted, body)
+            .await?;
+        Empty::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("epoch started reply", error))?;
         Ok(())
     }
 

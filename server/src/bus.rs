@@ -399,13 +399,13 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> 
     // still be one of the group's replicas. Every other frame speaks for its
     // sender.
     let speaks_for_sender = !matches!(message, Message::Prepare(_));
-    if !handle.replicas.contains(&node) {
+    if !handle.has_node(node) {
         tracing::debug!(node, group, command = ?command,
             "bus: frame from a node that is not a replica of the group here; dropped");
         metrics::replica_frame_refused();
         return Ok(());
     }
-    let as_itself = handle.replicas.get(usize::from(prefix.replica)) == Some(&node);
+    let as_itself = handle.node_at(prefix.replica) == Some(node);
     if speaks_for_sender && !as_itself {
         return Err(format!(
             "node {node} spoke as replica {} of group {group}",

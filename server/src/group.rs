@@ -23,8 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use strand_consensus::epoch::Membership;
 use strand_consensus::{
-    ClientRequest, Config, Effect, Effects, Event, RecordLog, Replica, Status, Timeouts,
-    WaitReason, confirm_rule,
+    ClientRequest, Config, Effect, Effects, Event, RecordLog, Replica, Status, Timeouts, WaitReason,
 };
 use strand_partition::{Completed, FileDisk, Partition, PartitionConfig, PartitionError};
 use strand_wal::Wal;
@@ -40,7 +39,7 @@ use strand_wire::{
 use tokio::sync::mpsc::UnboundedSender;
 use zerocopy::IntoBytes;
 
-use crate::catalog::Assignment;
+use crate::catalog::{Assignment, Role};
 use crate::convert::{fields_of, recovered_of, stage_of};
 use crate::machine::Machine;
 use crate::metrics;
@@ -80,11 +79,26 @@ pub enum Input {
     AcceptLoss(Msg<RequestHeader>),
     /// The WAL completed something: poll storage.
     Storage,
+    /// The metadata plane changed the group's assignment (taken from the
+    /// handle's placement mailbox).
+    Placement,
     /// Stop: finish in-flight work, close storage, exit.
     Shutdown,
 }
 
-/// Everything fixed about one hosted group.
+/// What the metadata plane's actor tells the node about the partitions
+/// this node hosts.
+#[derive(Debug, Clone)]
+pub enum Hosted {
+    /// A partition hosted here, new or changed: start its actor, or hand it
+    /// the change.
+    Placed(Assignment),
+    /// A partition no longer hosted here (its retired copy was dropped):
+    /// stop its actor and remove its directory.
+    Dropped(Assignment),
+}
+
+/// Everything about one hosted group, as its latest assignment says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupSpec {
     /// The group id (0: the metadata plane).
@@ -95,11 +109,15 @@ pub struct GroupSpec {
     pub topic: String,
     /// Partition index.
     pub partition: u32,
-    /// Assignment epoch.
+    /// The newest assignment epoch the metadata plane made.
     pub epoch: u32,
-    /// Node id of each replica, by replica index.
-    pub replicas: Vec<u32>,
-    /// Confirm policy.
+    /// The node in each slot (replica index) across `memberships`: a slot
+    /// names one node in every epoch of the window.
+    pub slots: Vec<Option<u32>>,
+    /// The memberships the group is in now, ascending by epoch: the
+    /// previous one while a reassignment has not started, and the newest.
+    pub memberships: Vec<Membership>,
+    /// The newest confirm policy.
     pub confirm: ConfirmPolicy,
     /// Durability of records.
     pub durability: Durability,
@@ -107,6 +125,12 @@ pub struct GroupSpec {
     pub cursor_durability: Durability,
     /// The partition directory.
     pub dir: PathBuf,
+    /// Whether the newest assignment has started in the group (the
+    /// metadata plane heard `EpochStarted`).
+    pub active: bool,
+    /// This node was removed from the group by a started reassignment: its
+    /// replica serves no more, its data stays.
+    pub retired: bool,
 }
 
 impl GroupSpec {
@@ -118,23 +142,47 @@ impl GroupSpec {
             topic: String::new(),
             partition: 0,
             epoch: 0,
-            replicas: nodes,
+            memberships: vec![Membership::initial(
+                nodes.len() as u8,
+                ConfirmPolicy::MajorityDurable,
+            )],
+            slots: nodes.into_iter().map(Some).collect(),
             confirm: ConfirmPolicy::MajorityDurable,
             durability: Durability::Persisted,
             cursor_durability: Durability::Persisted,
             dir: data_dir.join("metadata"),
+            active: true,
+            retired: false,
         }
     }
 
-    /// A partition as the catalog places it.
-    pub fn partition(assignment: &Assignment, data_dir: &std::path::Path) -> GroupSpec {
+    /// A partition as the catalog places it, seen from node `me`.
+    pub fn partition(assignment: &Assignment, data_dir: &std::path::Path, me: u32) -> GroupSpec {
+        let mut slots = assignment.slots.clone();
+        let mut memberships = Vec::new();
+        if let Some(previous) = &assignment.previous {
+            for (slot, node) in previous.members() {
+                let slot = usize::from(slot);
+                if slots.len() <= slot {
+                    slots.resize(slot + 1, None);
+                }
+                assert!(
+                    slots[slot].is_none_or(|held| held == node),
+                    "slot {slot} names two nodes across epochs: {assignment:?}"
+                );
+                slots[slot] = Some(node);
+            }
+            memberships.push(previous.membership());
+        }
+        memberships.push(assignment.membership());
         GroupSpec {
             group: assignment.group,
             stream: assignment.stream.clone(),
             topic: assignment.topic.clone(),
             partition: assignment.partition,
             epoch: assignment.epoch,
-            replicas: assignment.nodes(),
+            slots,
+            memberships,
             confirm: assignment.confirm,
             durability: assignment.durability,
             cursor_durability: assignment.consumer_offset_durability,
@@ -144,7 +192,27 @@ impl GroupSpec {
                 &assignment.topic,
                 assignment.partition,
             ),
+            active: assignment.active,
+            retired: assignment.role_of(me) == Some(Role::Retired),
         }
+    }
+
+    /// The node in `slot`, if any.
+    pub fn node_at(&self, slot: u8) -> Option<u32> {
+        self.slots.get(usize::from(slot)).copied().flatten()
+    }
+
+    /// The slot `node` holds, if any.
+    pub fn slot_of(&self, node: u32) -> Option<u8> {
+        self.slots
+            .iter()
+            .position(|held| *held == Some(node))
+            .map(|slot| slot as u8)
+    }
+
+    /// The newest membership.
+    pub fn membership(&self) -> Membership {
+        *self.memberships.last().expect("a group has a membership")
     }
 }
 
@@ -154,12 +222,13 @@ pub fn spawn(
     shared: Arc<Shared>,
     wal: Wal,
     spec: GroupSpec,
-    hosted: Option<UnboundedSender<Assignment>>,
+    hosted: Option<UnboundedSender<Hosted>>,
 ) -> std::io::Result<Option<JoinHandle<()>>> {
     let (inbox, receiver) = sync_channel(INBOX_CAPACITY);
     let handle = GroupHandle {
         inbox: inbox.clone(),
-        replicas: spec.replicas.clone(),
+        slots: spec.slots.clone().into(),
+        placement: Arc::new(std::sync::Mutex::new(None)),
     };
     if !shared.register(spec.group, handle) {
         return Ok(None);
@@ -182,6 +251,18 @@ pub fn spawn(
     Ok(Some(thread))
 }
 
+/// Why a group's actor could not start.
+#[derive(Debug, thiserror::Error)]
+enum OpenError {
+    /// Its storage could not be opened.
+    #[error(transparent)]
+    Storage(#[from] PartitionError),
+    /// The assignment this node knows does not fit the group's storage yet
+    /// (its catalog lags): the next placement tries again.
+    #[error("not placed here yet: {0}")]
+    NotPlaced(String),
+}
+
 /// A long poll waiting for records to commit.
 struct ParkedFetch {
     request: RequestHeader,
@@ -200,8 +281,11 @@ struct Actor {
     parked: VecDeque<ParkedFetch>,
     tick: Duration,
     next_tick: Instant,
-    hosted: Option<UnboundedSender<Assignment>>,
-    hosted_sent: BTreeSet<u64>,
+    hosted: Option<UnboundedSender<Hosted>>,
+    /// The metadata plane: what was last handed to the node, by group.
+    hosted_sent: BTreeMap<u64, Assignment>,
+    /// The highest assignment epoch this replica saw start.
+    epoch_started: u32,
     produce_started: BTreeMap<(u128, u64), Instant>,
     write_queued: BTreeMap<u64, Instant>,
     storage_failed: bool,
@@ -220,38 +304,56 @@ impl Actor {
         wal: Wal,
         spec: GroupSpec,
         inbox: SyncSender<Input>,
-        hosted: Option<UnboundedSender<Assignment>>,
-    ) -> Result<Actor, PartitionError> {
+        hosted: Option<UnboundedSender<Hosted>>,
+    ) -> Result<Actor, OpenError> {
         let me = shared.config.node;
-        let replica_index = spec
-            .replicas
-            .iter()
-            .position(|node| *node == me)
-            .expect("a group is only spawned on its replicas") as u8;
+        let Some(replica_index) = spec.slot_of(me) else {
+            return Err(OpenError::NotPlaced(format!(
+                "node {me} holds no slot of group {}",
+                spec.group
+            )));
+        };
         let disk = disk_for(&wal, &inbox);
+        // A replica added to a group with history starts empty and must
+        // not serve that emptiness: it awaits a state transfer.
+        let joining = spec.epoch > 0 && !spec.dir.exists();
         let partition_config = PartitionConfig {
             replica: replica_index,
             durability: spec.durability,
             confirm: spec.confirm,
+            create_awaiting_transfer: joining,
             ..PartitionConfig::default()
         };
         let (mut partition, recovery) = Partition::open(disk, &spec.dir, partition_config)?;
+        let newest = spec.membership().epoch;
+        if recovery.durable.view.epoch > newest {
+            // This node's catalog is behind the group: wait for it (the next
+            // placement reopens the group).
+            return Err(OpenError::NotPlaced(format!(
+                "the partition is at epoch {} but this node's catalog only knows {newest}",
+                recovery.durable.view.epoch
+            )));
+        }
         let config = Config {
             cluster: shared.config.cluster,
             group: spec.group,
             replica: replica_index,
-            memberships: vec![Membership::initial(spec.replicas.len() as u8, spec.confirm)],
+            memberships: spec.memberships.clone(),
             durability: spec.durability,
             cursor_durability: spec.cursor_durability,
             timeouts: Timeouts::default(),
             seed: spec.group ^ (u64::from(me) << 32),
         };
         let machine = if spec.group == 0 {
-            Machine::catalog_of(spec.replicas.to_vec())
+            Machine::catalog_of(spec.slots.iter().flatten().copied().collect())
         } else {
             Machine::Records(RecordLog::default())
         };
         let mut replica = Replica::open(config, recovered_of(&recovery), machine);
+        let mut effects = Effects::new();
+        if recovery.retired_epoch > 0 {
+            replica.retire(recovery.retired_epoch, &mut effects);
+        }
         if spec.group == 0 {
             replay_catalog(&mut replica, &mut partition)?;
             keep_uncommitted_bodies(&mut replica, &mut partition);
@@ -276,13 +378,14 @@ impl Actor {
             spec,
             replica,
             partition: Some(partition),
-            effects: Effects::new(),
+            effects,
             completed: Vec::new(),
             parked: VecDeque::new(),
             tick,
             next_tick: Instant::now() + tick,
             hosted,
-            hosted_sent: BTreeSet::new(),
+            hosted_sent: BTreeMap::new(),
+            epoch_started: 0,
             produce_started: BTreeMap::new(),
             write_queued: BTreeMap::new(),
             storage_failed: false,
@@ -336,6 +439,7 @@ impl Actor {
                 if self.next_tick < Instant::now() {
                     self.next_tick = Instant::now() + self.tick;
                 }
+                self.take_placement();
                 self.replica.on_tick(&mut self.effects);
                 self.tick_transfer();
                 self.expire_parked();
@@ -367,6 +471,7 @@ impl Actor {
             Input::Request(request) => self.on_request(request),
             Input::AcceptLoss(request) => self.on_accept_loss(&request),
             Input::Storage => {}
+            Input::Placement => self.take_placement(),
             Input::Shutdown => self.stopping = true,
         }
     }
@@ -522,7 +627,7 @@ impl Actor {
     }
 
     fn send_to_replica(&self, to: u8, message: &Message) {
-        let Some(node) = self.spec.replicas.get(usize::from(to)).copied() else {
+        let Some(node) = self.spec.node_at(to) else {
             tracing::error!(to, "group: effect names a replica outside the group");
             return;
         };
@@ -540,9 +645,7 @@ impl Actor {
             metrics::produce_latency(started.elapsed());
         }
         let shared = &self.shared;
-        let reply = with_redirect(reply, &self.spec.replicas, |node| {
-            shared.client_address(node)
-        });
+        let reply = with_redirect(reply, &self.spec.slots, |node| shared.client_address(node));
         let frame = Message::Reply(reply);
         let _ = self.shared.reply(header.client.get(), frame_of(&frame));
     }
@@ -660,36 +763,101 @@ impl Actor {
             Event::Reconfiguring { op, epoch } => {
                 tracing::info!(op, epoch, "group: moving to a new assignment in place")
             }
-            Event::EpochStarted { epoch } => tracing::info!(epoch, "group: epoch started"),
+            Event::EpochStarted { epoch } => {
+                tracing::info!(epoch, "group: epoch started");
+                metrics::epoch(&self.label, epoch);
+                self.epoch_started = self.epoch_started.max(epoch);
+                self.report_epoch_started();
+            }
             Event::Retired { epoch } => {
-                tracing::warn!(epoch, "group: this replica was removed from the group")
+                tracing::warn!(epoch, "group: this replica was removed from the group");
+                if let Err(error) = self.partition().mark_retired(epoch) {
+                    self.storage_error("record the retirement", &error);
+                }
             }
         }
     }
 
     fn awaited_nodes(&self, awaited: u32) -> Vec<u32> {
-        (0..self.spec.replicas.len())
-            .filter(|index| awaited & (1 << index) != 0)
-            .map(|index| self.spec.replicas[index])
+        (0..strand_wire::REPLICAS_MAX)
+            .filter(|slot| awaited & (1 << slot) != 0)
+            .filter_map(|slot| self.spec.node_at(slot))
             .collect()
     }
 
     /// The metadata plane: hands every assignment hosted here to the node
-    /// (once each), which starts its actor.
+    /// whenever it is new or changed (the node starts the group's actor or
+    /// passes it the change), and says when one is no longer hosted here.
     fn hand_over_hosted(&mut self) {
         let Some(hosted) = &self.hosted else { return };
         let Some(catalog) = self.replica.machine().catalog() else {
             return;
         };
         let me = self.shared.config.node;
-        // Current members only, until nodes handle reassignments.
-        let members = catalog
-            .hosted_on(me)
-            .filter(|assignment| assignment.slot_of(me).is_some());
-        for assignment in members {
-            if self.hosted_sent.insert(assignment.group) {
-                let _ = hosted.send(assignment.clone());
+        let mut still_hosted = BTreeSet::new();
+        for assignment in catalog.hosted_on(me) {
+            still_hosted.insert(assignment.group);
+            if self.hosted_sent.get(&assignment.group) != Some(assignment) {
+                self.hosted_sent
+                    .insert(assignment.group, assignment.clone());
+                let _ = hosted.send(Hosted::Placed(assignment.clone()));
             }
+        }
+        let dropped: Vec<u64> = self
+            .hosted_sent
+            .keys()
+            .filter(|group| !still_hosted.contains(group))
+            .copied()
+            .collect();
+        for group in dropped {
+            if let Some(assignment) = self.hosted_sent.remove(&group) {
+                let _ = hosted.send(Hosted::Dropped(assignment));
+            }
+        }
+    }
+
+    /// Takes the metadata plane's latest assignment, if a new one waits:
+    /// the slot map, the memberships consensus knows, retirement.
+    fn take_placement(&mut self) {
+        let Some(handle) = self.shared.group(self.spec.group) else {
+            return;
+        };
+        let Some(assignment) = handle.placement.lock().expect("placement lock").take() else {
+            return;
+        };
+        let me = self.shared.config.node;
+        let mut spec = GroupSpec::partition(&assignment, &self.shared.config.data_dir, me);
+        spec.dir = self.spec.dir.clone();
+        // This replica keeps its own slot in the map, member or not.
+        let own = self.replica.config().replica;
+        if spec.node_at(own).is_none() {
+            if spec.slots.len() <= usize::from(own) {
+                spec.slots.resize(usize::from(own) + 1, None);
+            }
+            spec.slots[usize::from(own)] = Some(me);
+        }
+        self.shared
+            .set_slots(self.spec.group, spec.slots.clone().into());
+        for membership in &spec.memberships {
+            self.replica.on_assignment(*membership, &mut self.effects);
+        }
+        if spec.retired {
+            self.replica.retire(spec.epoch, &mut self.effects);
+        }
+        tracing::info!(epoch = spec.epoch, active = spec.active, retired = spec.retired,
+            slots = ?spec.slots, "group: assignment changed");
+        self.spec = spec;
+        self.report_epoch_started();
+    }
+
+    /// As primary, tells the node to report the newest epoch started while
+    /// the metadata plane has not heard it (again after a restart or a lost
+    /// report; the operation is idempotent).
+    fn report_epoch_started(&self) {
+        let pending = !self.spec.active && self.epoch_started >= self.spec.epoch;
+        if pending && self.replica.is_serving_primary() {
+            self.shared
+                .report_epoch_started(self.spec.group, self.spec.epoch);
         }
     }
 
@@ -825,7 +993,7 @@ impl Actor {
             || self.replica.status() == Status::Recovering
         {
             let primary = self.replica.primary_index();
-            let node = self.spec.replicas[usize::from(primary)];
+            let node = self.spec.node_at(primary).unwrap_or(0);
             ErrorBody::NotPrimary {
                 view: self.replica.view().view,
                 primary_replica: primary,
@@ -986,7 +1154,15 @@ impl Actor {
     // ----- status --------------------------------------------------------------
 
     fn publish(&self) {
-        let rule = confirm_rule(self.spec.confirm, self.spec.replicas.len() as u8);
+        // The membership in effect: the log's epoch (an in-place change
+        // moves it without a view change).
+        let membership = self
+            .replica
+            .memberships()
+            .get(self.replica.log_epoch())
+            .copied()
+            .unwrap_or(*self.replica.view_membership());
+        let rule = membership.rule();
         let me = self.replica.config().replica;
         let acks = if self.replica.is_primary() {
             self.replica.acks().to_vec()
@@ -996,20 +1172,20 @@ impl Actor {
         let commit = self.replica.commit();
         // Once per tick, not per commit: the gauge's label is an allocation.
         metrics::commit_op(&self.label, commit);
-        let replicas = self
-            .spec
-            .replicas
+        // The members of the newest membership this replica knows (joining
+        // ones included: they show as catching up until they hold the prefix).
+        let members = self.replica.memberships().newest().slots;
+        let replicas = members
             .iter()
-            .enumerate()
-            .map(|(index, node)| {
-                let op = if index == usize::from(me) {
+            .map(|slot| {
+                let op = if slot == me {
                     self.replica.op()
                 } else {
-                    acks.get(index).copied().unwrap_or(0)
+                    acks.get(usize::from(slot)).copied().unwrap_or(0)
                 };
                 ReplicaStatus {
-                    replica: index as u8,
-                    node: *node,
+                    replica: slot,
+                    node: self.spec.node_at(slot).unwrap_or(0),
                     op,
                     caught_up: op >= commit,
                 }
@@ -1020,8 +1196,8 @@ impl Actor {
             stream: self.spec.stream.clone(),
             topic: self.spec.topic.clone(),
             partition: self.spec.partition,
-            epoch: self.spec.epoch,
-            confirm: self.spec.confirm,
+            epoch: membership.epoch,
+            confirm: membership.confirm,
             durability: self.spec.durability,
             write_quorum: rule.write,
             view_change_quorum: rule.view_change,
@@ -1036,8 +1212,8 @@ impl Actor {
             replicas,
         };
         let attention = self.replica.attention().map(|(reason, awaited)| {
-            let awaited_indexes: Vec<u8> = (0..self.spec.replicas.len() as u8)
-                .filter(|index| awaited & (1 << index) != 0)
+            let awaited_indexes: Vec<u8> = (0..strand_wire::REPLICAS_MAX)
+                .filter(|slot| awaited & (1 << slot) != 0)
                 .collect();
             AttentionEntry {
                 group: self.spec.group,

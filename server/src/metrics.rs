@@ -76,6 +76,11 @@ pub fn view(group: &str, view: u32) {
     gauge!("partition_view", "group" => group.to_owned()).set(f64::from(view));
 }
 
+/// A group's assignment epoch, when one starts (a reassignment moved it).
+pub fn epoch(group: &str, epoch: u32) {
+    gauge!("partition_epoch", "group" => group.to_owned()).set(f64::from(epoch));
+}
+
 /// A group started a view change.
 pub fn view_change(group: &str) {
     counter!("view_changes_total", "group" => group.to_owned()).increment(1);

@@ -15,9 +15,9 @@ use crate::bus;
 use crate::catalog::Assignment;
 use crate::client_port;
 use crate::config::NodeConfig;
-use crate::group::{self, GroupSpec, Input};
+use crate::group::{self, GroupSpec, Hosted, Input};
 use crate::metrics::{self, WalMetrics};
-use crate::shared::Shared;
+use crate::shared::{EpochReport, Shared};
 
 /// Why a node could not start (or stopped badly).
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +113,10 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let shared = Arc::new(Shared::new(config, senders));
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
-    let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Assignment>();
+    let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();
+    let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
+    shared.set_epoch_reporter(epoch_sender);
+    tokio::spawn(report_epochs(Arc::clone(&shared), epoch_reports));
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     let metadata = GroupSpec::metadata(nodes, &data_dir);
     if let Some(thread) = group::spawn(
@@ -136,19 +139,19 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let mut outcome = Ok(());
     loop {
         tokio::select! {
-            assignment = hosted.recv() => {
-                let Some(assignment) = assignment else {
+            hosted = hosted.recv() => {
+                let Some(hosted) = hosted else {
                     tracing::error!("node: the metadata plane stopped; shutting down");
                     outcome = Err(NodeError::MetadataStopped);
                     break;
                 };
-                let spec = GroupSpec::partition(&assignment, &data_dir);
-                tracing::info!(group = spec.group, stream = %spec.stream, topic = %spec.topic,
-                    partition = spec.partition, "node: hosting a partition");
-                match group::spawn(Arc::clone(&shared), wal.clone(), spec, None) {
-                    Ok(Some(thread)) => threads.push(thread),
-                    Ok(None) => {}
-                    Err(error) => tracing::error!(%error, "node: cannot start a group's thread"),
+                match hosted {
+                    Hosted::Placed(assignment) => {
+                        if let Some(thread) = place(&shared, &wal, &data_dir, assignment) {
+                            threads.push(thread);
+                        }
+                    }
+                    Hosted::Dropped(assignment) => drop_copy(&shared, &data_dir, &assignment),
                 }
             }
             signal = signals.next() => {
@@ -159,6 +162,115 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     }
     shut_down(&shared, threads, &wal).await;
     outcome
+}
+
+/// Starts the actor of a partition placed on this node, or hands a running
+/// one its changed assignment. A copy this node retired from is not started
+/// (its data stays until dropped).
+fn place(
+    shared: &Arc<Shared>,
+    wal: &Wal,
+    data_dir: &std::path::Path,
+    assignment: Assignment,
+) -> Option<JoinHandle<()>> {
+    let me = shared.config.node;
+    let spec = GroupSpec::partition(&assignment, data_dir, me);
+    if shared.place(assignment) || spec.retired {
+        return None;
+    }
+    tracing::info!(group = spec.group, stream = %spec.stream, topic = %spec.topic,
+        partition = spec.partition, epoch = spec.epoch, "node: hosting a partition");
+    match group::spawn(Arc::clone(shared), wal.clone(), spec, None) {
+        Ok(thread) => thread,
+        Err(error) => {
+            tracing::error!(%error, "node: cannot start a group's thread");
+            None
+        }
+    }
+}
+
+/// An operator dropped this node's retired copy of a partition: stop its
+/// actor, then delete its directory (in the background: the actor closes
+/// its files first).
+fn drop_copy(shared: &Arc<Shared>, data_dir: &std::path::Path, assignment: &Assignment) {
+    let me = shared.config.node;
+    let dir = GroupSpec::partition(assignment, data_dir, me).dir;
+    let group = assignment.group;
+    let _ = shared.send_to_group(group, Input::Shutdown);
+    let shared = Arc::clone(shared);
+    tokio::task::spawn_blocking(move || {
+        while shared.group(group).is_some() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => tracing::warn!(group, dir = %dir.display(), "node: retired copy dropped"),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                tracing::error!(group, dir = %dir.display(), %error, "node: cannot drop a retired copy")
+            }
+        }
+    });
+}
+
+/// Tells the metadata plane, as its client, about every epoch a partition
+/// led here started; retried until it answers (the operation is
+/// idempotent, and a report the catalog already reflects is skipped).
+async fn report_epochs(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<EpochReport>) {
+    let mut client: Option<strand_client::Client> = None;
+    while let Some(report) = reports.recv().await {
+        loop {
+            let done = shared
+                .catalog()
+                .groups
+                .get(&report.group)
+                .is_none_or(|assignment| assignment.epoch != report.epoch || assignment.active);
+            if done || shared.stopping() {
+                break;
+            }
+            let attempt = match &client {
+                Some(client) => client
+                    .report_epoch_started(report.group, report.epoch)
+                    .await
+                    .map_err(|error| error.to_string()),
+                None => match metadata_client(&shared).await {
+                    Ok(connected) => {
+                        client = Some(connected);
+                        continue;
+                    }
+                    Err(error) => Err(error.to_string()),
+                },
+            };
+            match attempt {
+                Ok(()) => {
+                    tracing::info!(
+                        group = report.group,
+                        epoch = report.epoch,
+                        "node: reported a started epoch"
+                    );
+                    break;
+                }
+                Err(error) => {
+                    tracing::debug!(group = report.group, %error, "node: epoch report failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+}
+
+/// A client of this cluster's metadata plane, bootstrapped from the peers.
+async fn metadata_client(
+    shared: &Shared,
+) -> Result<strand_client::Client, strand_client::ClientError> {
+    let bootstrap: Vec<String> = shared
+        .config
+        .peers
+        .iter()
+        .map(|peer| peer.client_address.clone())
+        .collect();
+    let mut config = strand_client::ClientConfig::new(bootstrap);
+    config.cluster = shared.config.cluster;
+    strand_client::Client::connect(config).await
 }
 
 /// Stops taking requests, lets every group finish and close its storage

@@ -50,7 +50,7 @@ pub fn frame_of(message: &Message) -> Bytes {
 /// set, so the client goes straight to the primary. Other replies pass.
 pub fn with_redirect(
     reply: Msg<ReplyHeader>,
-    replicas: &[u32],
+    slots: &[Option<u32>],
     address_of: impl Fn(u32) -> Option<String>,
 ) -> Msg<ReplyHeader> {
     if reply.header().result.get() != ResultCode::NotPrimary as u16 {
@@ -64,7 +64,7 @@ pub fn with_redirect(
     else {
         return reply;
     };
-    let Some(node) = replicas.get(usize::from(primary_replica)).copied() else {
+    let Some(node) = slots.get(usize::from(primary_replica)).copied().flatten() else {
         return reply;
     };
     let body = ErrorBody::NotPrimary {
@@ -96,7 +96,9 @@ mod tests {
             address: String::new(),
         };
         let reply = Msg::new(header, Bytes::from(body.to_vec()));
-        let rewritten = with_redirect(reply, &[40, 41, 42], |node| Some(format!("host:{node}")));
+        let rewritten = with_redirect(reply, &[Some(40), Some(41), Some(42)], |node| {
+            Some(format!("host:{node}"))
+        });
         let decoded = ErrorBody::from_bytes(ResultCode::NotPrimary, rewritten.body());
         assert_eq!(
             decoded,

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use strand_wire::ops::{AttentionEntry, GroupStatus};
 use tokio::sync::mpsc;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Assignment, Catalog};
 use crate::config::NodeConfig;
 use crate::group::Input;
 
@@ -22,8 +22,26 @@ use crate::group::Input;
 pub struct GroupHandle {
     /// The actor's bounded inbox.
     pub inbox: SyncSender<Input>,
-    /// Node id of each replica, by replica index.
-    pub replicas: Vec<u32>,
+    /// The node in each slot (replica index), across the memberships the
+    /// group is in now: the bus checks that a frame's sender speaks for its
+    /// own slot. Shared, not copied, per frame.
+    pub slots: Arc<[Option<u32>]>,
+    /// The latest assignment the metadata plane made for the group, not yet
+    /// taken by its actor (it takes it on the next tick, so a full inbox
+    /// never loses one).
+    pub placement: Arc<Mutex<Option<Assignment>>>,
+}
+
+impl GroupHandle {
+    /// Whether `node` holds a slot of the group.
+    pub fn has_node(&self, node: u32) -> bool {
+        self.slots.contains(&Some(node))
+    }
+
+    /// The node in `slot`, if any.
+    pub fn node_at(&self, slot: u8) -> Option<u32> {
+        self.slots.get(usize::from(slot)).copied().flatten()
+    }
 }
 
 /// What a group last published about itself.
@@ -58,6 +76,18 @@ pub struct Shared {
     peers: BTreeMap<u32, mpsc::Sender<Bytes>>,
     reachable: Mutex<BTreeSet<u32>>,
     stopping: AtomicBool,
+    epoch_reports: Mutex<Option<mpsc::UnboundedSender<EpochReport>>>,
+}
+
+/// A partition's primary saw a new assignment epoch start: the metadata
+/// plane must hear of it (`EpochStarted`) before another reassignment of
+/// the partition may begin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochReport {
+    /// The partition's group.
+    pub group: u64,
+    /// The epoch that started.
+    pub epoch: u32,
 }
 
 impl Shared {
@@ -73,6 +103,42 @@ impl Shared {
             peers,
             reachable: Mutex::new(BTreeSet::new()),
             stopping: AtomicBool::new(false),
+            epoch_reports: Mutex::new(None),
+        }
+    }
+
+    // ----- reassignment --------------------------------------------------------
+
+    /// Where [`Shared::report_epoch_started`] sends reports (the node's
+    /// reporting task).
+    pub fn set_epoch_reporter(&self, reports: mpsc::UnboundedSender<EpochReport>) {
+        *self.epoch_reports.lock().expect("epoch reports lock") = Some(reports);
+    }
+
+    /// Asks the node to tell the metadata plane that `epoch` started in
+    /// `group` (dropped when no reporter runs, as in tests of one actor).
+    pub fn report_epoch_started(&self, group: u64, epoch: u32) {
+        if let Some(reports) = &*self.epoch_reports.lock().expect("epoch reports lock") {
+            let _ = reports.send(EpochReport { group, epoch });
+        }
+    }
+
+    /// Hands a hosted group the metadata plane's latest assignment for it;
+    /// false when the group does not run here.
+    pub fn place(&self, assignment: Assignment) -> bool {
+        let Some(handle) = self.group(assignment.group) else {
+            return false;
+        };
+        *handle.placement.lock().expect("placement lock") = Some(assignment);
+        // A wakeup only: the actor also looks at every tick.
+        let _ = handle.inbox.try_send(Input::Placement);
+        true
+    }
+
+    /// Replaces a group's slot map (its memberships changed).
+    pub fn set_slots(&self, group: u64, slots: Arc<[Option<u32>]>) {
+        if let Some(handle) = self.groups.write().expect("groups lock").get_mut(&group) {
+            handle.slots = slots;
         }
     }
 

@@ -10,29 +10,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use strand_client::{
-    AttentionReason, Client, ClientConfig, Durability, GroupStatus, NewRecord, ProduceAck,
-    TopicSpec,
-};
+use strand_client::{AttentionReason, Client, Durability, GroupStatus, TopicSpec};
 
-/// Records per produced batch (one op each).
-const BATCH: u64 = 10;
-
-/// A client that waits up to two minutes for each request: a failover on a
-/// slow, shared disk must not turn an in-flight batch into "outcome unknown".
-async fn connect(nodes: &[common::Node], deadline: Instant) -> Client {
-    loop {
-        let mut config = ClientConfig::new(common::bootstrap(nodes));
-        config.deadline_ms = 120_000;
-        match Client::connect(config).await {
-            Ok(client) => return client,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "cannot connect: {error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
+use common::BATCH;
 
 /// Creates stream `s`, topic `t` with one partition on 3 replicas; returns
 /// its group id.
@@ -64,7 +44,7 @@ impl Cluster {
         let runtime = common::runtime();
         let deadline = Instant::now() + Duration::from_secs(240);
         let (client, group) = runtime.block_on(async {
-            let client = connect(&nodes, deadline).await;
+            let client = common::connect_patient(&nodes, deadline).await;
             let group = create_topic(&client, durability).await;
             (client, group)
         });
@@ -76,80 +56,6 @@ impl Cluster {
             group,
         }
     }
-}
-
-/// Batch `batch`'s records: keys `k<index>`, values `v<index>`.
-fn batch_records(batch: u64) -> Vec<NewRecord> {
-    (batch * BATCH..(batch + 1) * BATCH)
-        .map(|index| NewRecord::new(format!("k{index}"), format!("v{index}")))
-        .collect()
-}
-
-/// Produces batch `batch`, retrying errors (a topic not known yet, a group
-/// in a view change) until `deadline`.
-async fn produce_batch(client: &Client, batch: u64, deadline: Instant) -> ProduceAck {
-    loop {
-        match client.produce("s", "t", 0, batch_records(batch)).await {
-            Ok(ack) => return ack,
-            Err(error) => {
-                assert!(Instant::now() < deadline, "batch {batch}: {error}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
-}
-
-/// Reads the partition back and checks every acknowledged batch is there
-/// exactly once, at the offsets it was acknowledged with, and that no key
-/// appears twice.
-async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAck>, total: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let read = common::read_partition(client, "s", "t", 0, total, deadline).await;
-    let mut seen = BTreeMap::new();
-    for (offset, key, value) in &read {
-        let key = String::from_utf8(key.clone()).expect("utf-8 key");
-        assert!(
-            seen.insert(key.clone(), *offset).is_none(),
-            "{key} appears twice"
-        );
-        assert_eq!(&value[1..], &key.as_bytes()[1..], "{key}'s value");
-    }
-    for (batch, ack) in acked {
-        assert_eq!(u64::from(ack.record_count), BATCH);
-        for (index, offset) in (batch * BATCH..(batch + 1) * BATCH).zip(ack.base_offset..) {
-            assert_eq!(
-                seen.get(&format!("k{index}")),
-                Some(&offset),
-                "acknowledged record k{index} at offset {offset}"
-            );
-        }
-    }
-}
-
-/// The group's status as `node_index`'s node reports it, if it answers.
-async fn group_status(client: &Client, node: u32, group: u64) -> Option<GroupStatus> {
-    let status = client.cluster_status().await.ok()?;
-    status
-        .groups()
-        .find(|(answering, status)| *answering == node && status.group == group)
-        .map(|(_, status)| status.clone())
-}
-
-/// Polls `check` every 100 ms until it holds or `seconds` pass.
-fn wait_until(what: &str, seconds: u64, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen in {seconds} s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `view_changes_total` of `group` on `node` (0 when absent or unreachable).
-fn view_changes(node: &common::Node, group: u64) -> f64 {
-    common::metric_sum(node, &format!("view_changes_total{{group=\"{group}\"}}"))
 }
 
 /// `partitions_untrusted_log` on `node`, or `None` while it does not answer.
@@ -191,13 +97,13 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
         while next_batch < 100 {
             acked.insert(
                 next_batch,
-                produce_batch(&client, next_batch, deadline).await,
+                common::produce_batch(&client, next_batch, deadline).await,
             );
             next_batch += 1;
         }
     });
     let before = runtime
-        .block_on(group_status(&client, 1, group))
+        .block_on(common::group_status(&client, 1, group))
         .expect("node 1 reports the group");
     assert_eq!(before.status, "normal");
     let primary_node = before.replicas[usize::from(before.primary)].node;
@@ -205,7 +111,7 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
     let survivors: Vec<usize> = (0..3).filter(|index| *index != primary).collect();
     let changes_before: Vec<f64> = survivors
         .iter()
-        .map(|index| view_changes(&nodes[*index], group))
+        .map(|index| common::view_changes(&nodes[*index], group))
         .collect();
 
     // Keep producing while the primary dies: batches in flight at the kill
@@ -216,7 +122,7 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
         runtime.spawn(async move {
             let mut acked = BTreeMap::new();
             for batch in first..first + 300 {
-                acked.insert(batch, produce_batch(&client, batch, deadline).await);
+                acked.insert(batch, common::produce_batch(&client, batch, deadline).await);
             }
             acked
         })
@@ -241,7 +147,7 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
     // when it came back (repair relays the old view's prepares verbatim).
     let new_primary = rejoined.replicas[usize::from(rejoined.primary)].node;
     let target = runtime
-        .block_on(group_status(&client, new_primary, group))
+        .block_on(common::group_status(&client, new_primary, group))
         .expect("the new primary reports the group")
         .commit_op;
     wait_for_status(&runtime, &client, primary_node, group, |status| {
@@ -249,16 +155,20 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
     });
     runtime.block_on(async {
         for batch in 400..420 {
-            acked.insert(batch, produce_batch(&client, batch, deadline).await);
+            acked.insert(batch, common::produce_batch(&client, batch, deadline).await);
         }
-        check_acknowledged(&client, &acked, acked.len() * BATCH as usize).await;
+        common::check_acknowledged(&client, &acked, acked.len() * BATCH as usize).await;
     });
     let after = runtime
-        .block_on(group_status(&client, survivors[0] as u32 + 1, group))
+        .block_on(common::group_status(
+            &client,
+            survivors[0] as u32 + 1,
+            group,
+        ))
         .expect("a survivor reports the group");
     assert_eq!(after.view, before.view + 1, "exactly one view change");
     for (index, before) in survivors.iter().zip(changes_before) {
-        let after = view_changes(&nodes[*index], group);
+        let after = common::view_changes(&nodes[*index], group);
         assert_eq!(
             after,
             before + 1.0,
@@ -267,7 +177,7 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
         );
     }
     assert_eq!(
-        view_changes(&nodes[primary], group),
+        common::view_changes(&nodes[primary], group),
         0.0,
         "the restarted node joined without a view change"
     );
@@ -283,7 +193,7 @@ fn wait_for_status(
 ) -> GroupStatus {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let status = runtime.block_on(group_status(client, node, group));
+        let status = runtime.block_on(common::group_status(client, node, group));
         if let Some(status) = status.filter(|status| done(status)) {
             return status;
         }
@@ -308,21 +218,21 @@ fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
     let mut acked = BTreeMap::new();
     runtime.block_on(async {
         for batch in 0..50 {
-            acked.insert(batch, produce_batch(&client, batch, deadline).await);
+            acked.insert(batch, common::produce_batch(&client, batch, deadline).await);
         }
     });
     // The primary and a backup die in quick succession; the backup comes
     // back first and must wait, untrusted (its log may miss what it acked),
     // until the old primary reports too: one trusted log is below R = 2.
     let status = runtime
-        .block_on(group_status(&client, 1, group))
+        .block_on(common::group_status(&client, 1, group))
         .expect("node 1 reports the group");
     let primary = (status.replicas[usize::from(status.primary)].node - 1) as usize;
     let backup = (primary + 1) % 3;
     nodes[primary].kill();
     nodes[backup].kill();
     nodes[backup].start();
-    wait_until(
+    common::wait_until(
         "the restarted backup reporting its untrusted log",
         30,
         || untrusted_gauge(&nodes[backup]) == Some(1.0),
@@ -334,30 +244,30 @@ fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
         "it stays untrusted while the view waits"
     );
     let waiting = runtime
-        .block_on(group_status(&client, backup as u32 + 1, group))
+        .block_on(common::group_status(&client, backup as u32 + 1, group))
         .expect("the restarted backup reports the group");
     assert!(
         waiting.untrusted_log && waiting.status != "normal",
         "{waiting:?}"
     );
     nodes[primary].start();
-    wait_until("both restarted replicas adopting a view", 30, || {
+    common::wait_until("both restarted replicas adopting a view", 30, || {
         untrusted_gauge(&nodes[primary]) == Some(0.0)
             && untrusted_gauge(&nodes[backup]) == Some(0.0)
     });
     runtime.block_on(async {
         for batch in 50..60 {
-            acked.insert(batch, produce_batch(&client, batch, deadline).await);
+            acked.insert(batch, common::produce_batch(&client, batch, deadline).await);
         }
-        check_acknowledged(&client, &acked, acked.len() * BATCH as usize).await;
+        common::check_acknowledged(&client, &acked, acked.len() * BATCH as usize).await;
     });
 
     // A clean restart (SIGTERM) comes back trusted: never untrusted.
     terminate(&mut nodes[2]);
     nodes[2].start();
     let mut reports = 0;
-    wait_until("node 3 back in the view", 30, || {
-        let Some(status) = runtime.block_on(group_status(&client, 3, group)) else {
+    common::wait_until("node 3 back in the view", 30, || {
+        let Some(status) = runtime.block_on(common::group_status(&client, 3, group)) else {
             return false;
         };
         assert!(!status.untrusted_log, "a clean restart is trusted");
@@ -380,11 +290,11 @@ fn attention_names_a_stuck_partition_and_accept_loss_unsticks_it() {
     } = Cluster::start(dir.path(), Durability::Replicated);
     runtime.block_on(async {
         for batch in 0..20 {
-            produce_batch(&client, batch, deadline).await;
+            common::produce_batch(&client, batch, deadline).await;
         }
     });
     let status = runtime
-        .block_on(group_status(&client, 1, group))
+        .block_on(common::group_status(&client, 1, group))
         .expect("node 1 reports the group");
     let lost_index = status
         .replicas
@@ -400,7 +310,7 @@ fn attention_names_a_stuck_partition_and_accept_loss_unsticks_it() {
     nodes[0].start();
     nodes[1].start();
     let mut stuck = Vec::new();
-    wait_until("attention naming the partition on both nodes", 60, || {
+    common::wait_until("attention naming the partition on both nodes", 60, || {
         let Ok(report) = runtime.block_on(client.attention()) else {
             return false;
         };
@@ -431,10 +341,10 @@ fn attention_names_a_stuck_partition_and_accept_loss_unsticks_it() {
     );
     runtime.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(60);
-        let ack = produce_batch(&client, 1_000, deadline).await;
+        let ack = common::produce_batch(&client, 1_000, deadline).await;
         assert_eq!(ack.record_count as u64, BATCH);
     });
-    wait_until("attention clearing for the partition", 30, || {
+    common::wait_until("attention clearing for the partition", 30, || {
         runtime
             .block_on(client.attention())
             .is_ok_and(|report| report.entries().all(|(_, entry)| entry.group != group))

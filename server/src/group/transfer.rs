@@ -124,15 +124,23 @@ impl Actor {
         self.request_chunk(source, 0, 0, 0);
     }
 
-    /// `from` itself unless it is this replica; then the next peer.
+    /// `from` if it is another member of the view's membership; otherwise
+    /// the next member slot after it (cycling), never this replica.
     fn transfer_source(&self, from: u8) -> u8 {
-        let count = self.spec.replicas.len() as u8;
         let me = self.replica.config().replica;
-        let mut source = from % count.max(1);
-        if source == me {
-            source = (source + 1) % count;
-        }
-        source
+        let members: Vec<u8> = self
+            .replica
+            .view_membership()
+            .slots
+            .iter()
+            .filter(|slot| *slot != me)
+            .collect();
+        members
+            .iter()
+            .copied()
+            .find(|slot| *slot >= from)
+            .or_else(|| members.first().copied())
+            .unwrap_or(from)
     }
 
     fn request_chunk(&mut self, to: u8, frontier_op: u64, frontier_offset: u64, chunk: u32) {

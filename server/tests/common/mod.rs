@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use strand_client::{Client, ClientConfig, Producer, ProducerConfig};
+use std::collections::BTreeMap;
+
+use strand_client::{
+    Client, ClientConfig, GroupStatus, NewRecord, ProduceAck, Producer, ProducerConfig,
+};
 
 /// The cluster id the test clusters use (the SDK's default).
 pub const CLUSTER: u64 = 0;
@@ -339,4 +343,99 @@ pub fn metric_sum(node: &Node, name: &str) -> f64 {
             value.trim().parse::<f64>().ok()
         })
         .sum()
+}
+
+// ----- produce, read back, wait: the failure tests' shared steps ----------
+
+/// Records per produced batch (one op each).
+pub const BATCH: u64 = 10;
+
+/// A client that waits up to two minutes for each request: a failover on a
+/// slow, shared disk must not turn an in-flight batch into "outcome unknown".
+pub async fn connect_patient(nodes: &[Node], deadline: Instant) -> Client {
+    loop {
+        let mut config = ClientConfig::new(bootstrap(nodes));
+        config.deadline_ms = 120_000;
+        match Client::connect(config).await {
+            Ok(client) => return client,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "cannot connect: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Batch `batch`'s records: keys `k<index>`, values `v<index>`.
+pub fn batch_records(batch: u64) -> Vec<NewRecord> {
+    (batch * BATCH..(batch + 1) * BATCH)
+        .map(|index| NewRecord::new(format!("k{index}"), format!("v{index}")))
+        .collect()
+}
+
+/// Produces batch `batch`, retrying errors (a topic not known yet, a group
+/// in a view change) until `deadline`.
+pub async fn produce_batch(client: &Client, batch: u64, deadline: Instant) -> ProduceAck {
+    loop {
+        match client.produce("s", "t", 0, batch_records(batch)).await {
+            Ok(ack) => return ack,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "batch {batch}: {error}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// Reads the partition back and checks every acknowledged batch is there
+/// exactly once, at the offsets it was acknowledged with, and that no key
+/// appears twice.
+pub async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAck>, total: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let read = read_partition(client, "s", "t", 0, total, deadline).await;
+    let mut seen = BTreeMap::new();
+    for (offset, key, value) in &read {
+        let key = String::from_utf8(key.clone()).expect("utf-8 key");
+        assert!(
+            seen.insert(key.clone(), *offset).is_none(),
+            "{key} appears twice"
+        );
+        assert_eq!(&value[1..], &key.as_bytes()[1..], "{key}'s value");
+    }
+    for (batch, ack) in acked {
+        assert_eq!(u64::from(ack.record_count), BATCH);
+        for (index, offset) in (batch * BATCH..(batch + 1) * BATCH).zip(ack.base_offset..) {
+            assert_eq!(
+                seen.get(&format!("k{index}")),
+                Some(&offset),
+                "acknowledged record k{index} at offset {offset}"
+            );
+        }
+    }
+}
+
+/// The group's status as `node_index`'s node reports it, if it answers.
+pub async fn group_status(client: &Client, node: u32, group: u64) -> Option<GroupStatus> {
+    let status = client.cluster_status().await.ok()?;
+    status
+        .groups()
+        .find(|(answering, status)| *answering == node && status.group == group)
+        .map(|(_, status)| status.clone())
+}
+
+/// Polls `check` every 100 ms until it holds or `seconds` pass.
+pub fn wait_until(what: &str, seconds: u64, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen in {seconds} s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `view_changes_total` of `group` on `node` (0 when absent or unreachable).
+pub fn view_changes(node: &Node, group: u64) -> f64 {
+    metric_sum(node, &format!("view_changes_total{{group=\"{group}\"}}"))
 }

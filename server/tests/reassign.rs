@@ -1,0 +1,495 @@
+//! Partition reassignment with real processes: a node lost for good is
+//! replaced under load and a second original replica is lost after it;
+//! confirm policies change in place (no view change) or through one (and
+//! then wait for every copy); right after a replacement, a failover waits for
+//! the replica that holds the log; a removed replica that returns never
+//! counts and never serves, and `drop-replica` deletes its copy.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::Node;
+use strand_client::{
+    AttentionReason, Client, ClientConfig, ConfirmPolicy, Durability, GroupStatus, PartitionTarget,
+    ProduceAck, TopicSpec,
+};
+
+/// Creates `s`/`t` (one partition, three replicas, `confirm`, persisted) and
+/// returns its group and the nodes it was placed on, by slot.
+async fn create_topic(client: &Client, confirm: ConfirmPolicy) -> (u64, Vec<u32>) {
+    client.create_stream("s").await.expect("create stream");
+    let mut spec = TopicSpec::new("s", "t");
+    spec.partition_count = 1;
+    spec.replica_count = 3;
+    spec.durability = Some(Durability::Persisted);
+    spec.confirm = Some(confirm);
+    let groups = client.create_topic(spec).await.expect("create topic");
+    let info = client.topic("s", "t").await.expect("topic info");
+    (groups[0], info.partitions[0].replicas.clone())
+}
+
+/// Every node's status of `group`, by answering node.
+async fn statuses(client: &Client, group: u64) -> BTreeMap<u32, GroupStatus> {
+    let Ok(status) = client.cluster_status().await else {
+        return BTreeMap::new();
+    };
+    status
+        .groups()
+        .filter(|(_, status)| status.group == group)
+        .map(|(node, status)| (node, status.clone()))
+        .collect()
+}
+
+/// The node serving as `group`'s primary, if one does, as `statuses` say.
+fn serving_primary(statuses: &BTreeMap<u32, GroupStatus>) -> Option<u32> {
+    statuses
+        .iter()
+        .filter(|(_, status)| status.status == "normal" && status.replica == status.primary)
+        .max_by_key(|(_, status)| (status.epoch, status.view))
+        .map(|(node, _)| *node)
+}
+
+/// Whether `group` serves at `epoch` with every replica of it caught up.
+fn settled_at(statuses: &BTreeMap<u32, GroupStatus>, epoch: u32) -> bool {
+    serving_primary(statuses)
+        .and_then(|node| statuses.get(&node))
+        .is_some_and(|status| {
+            status.epoch == epoch && status.replicas.iter().all(|replica| replica.caught_up)
+        })
+}
+
+/// Sends SIGSTOP or SIGCONT to a node.
+fn signal(node: &mut Node, signal: &str) {
+    let pid = node.child().id();
+    let sent = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "{signal} to node {}", node.node);
+}
+
+/// Produces batches `from..to`, recording each acknowledgment.
+async fn produce_range(
+    client: &Client,
+    from: u64,
+    to: u64,
+    acked: &Mutex<BTreeMap<u64, ProduceAck>>,
+    deadline: Instant,
+) {
+    for batch in from..to {
+        let ack = common::produce_batch(client, batch, deadline).await;
+        acked.lock().expect("acks").insert(batch, ack);
+    }
+}
+
+/// `view_changes_total` of `group`, summed over the running nodes.
+fn view_changes(nodes: &[Node], group: u64) -> f64 {
+    nodes
+        .iter()
+        .filter(|node| node.child.is_some())
+        .map(|node| common::view_changes(node, group))
+        .sum()
+}
+
+/// Whether one produce of batch `batch` is acknowledged within `timeout_ms`.
+async fn produce_within(nodes: &[Node], batch: u64, timeout_ms: u64) -> Option<ProduceAck> {
+    let mut config = ClientConfig::new(common::bootstrap(nodes));
+    config.deadline_ms = timeout_ms;
+    let client = Client::connect(config).await.ok()?;
+    client
+        .produce("s", "t", 0, common::batch_records(batch))
+        .await
+        .ok()
+}
+
+#[test]
+fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::configure_cluster(dir.path(), 4);
+    for node in &mut nodes {
+        node.start();
+    }
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
+    let (group, members) = runtime.block_on(create_topic(&client, ConfirmPolicy::MajorityDurable));
+    let spare = (1..=4)
+        .find(|node| !members.contains(node))
+        .expect("a spare node");
+    let acked = Arc::new(Mutex::new(BTreeMap::new()));
+    runtime.block_on(produce_range(&client, 0, 30, &acked, deadline));
+
+    // Load runs throughout: a producer task keeps writing.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (client, acked, stop) = (client.clone(), Arc::clone(&acked), Arc::clone(&stop));
+        runtime.spawn(async move {
+            let mut batch = 1000;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                produce_range(&client, batch, batch + 1, &acked, deadline).await;
+                batch += 1;
+            }
+        })
+    };
+
+    // A node is lost for good; its replica moves to the spare node.
+    let lost = members[2];
+    nodes[lost as usize - 1].kill();
+    let replacement: Vec<u32> = vec![members[0], members[1], spare];
+    let reassigned = runtime
+        .block_on(client.reassign_partition(PartitionTarget::Group(group), &replacement, None))
+        .expect("reassign");
+    assert!(
+        !reassigned.in_place,
+        "a removed replica takes a view change"
+    );
+    assert_eq!(
+        (reassigned.epoch, reassigned.joining.clone()),
+        (1, vec![spare])
+    );
+    common::wait_until("the new epoch serves with the spare caught up", 120, || {
+        settled_at(&runtime.block_on(statuses(&client, group)), 1)
+    });
+    let spare_status = runtime.block_on(statuses(&client, group)).remove(&spare);
+    assert!(
+        spare_status.is_some_and(|status| status.status == "normal" && status.epoch == 1),
+        "the spare serves as a replica of epoch 1"
+    );
+
+    // Another original replica is lost: the spare and the survivor carry on.
+    let primary = serving_primary(&runtime.block_on(statuses(&client, group))).expect("primary");
+    let second = if primary == spare {
+        members[0]
+    } else {
+        primary
+    };
+    nodes[second as usize - 1].kill();
+    let more = runtime.block_on(async {
+        let before = acked.lock().expect("acks").len();
+        while acked.lock().expect("acks").len() < before + 20 {
+            assert!(
+                Instant::now() < deadline,
+                "no progress after the second loss"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        acked.lock().expect("acks").len()
+    });
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    runtime.block_on(load).expect("load task");
+    let acked = acked.lock().expect("acks").clone();
+    assert!(acked.len() >= more);
+    let total = acked.len() * common::BATCH as usize;
+    runtime.block_on(common::check_acknowledged(&client, &acked, total));
+}
+
+#[test]
+fn confirm_policies_change_in_place_or_through_a_view_change() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::start_cluster(dir.path());
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
+    let (group, members) = runtime.block_on(create_topic(&client, ConfirmPolicy::LocalDurable));
+    let acked = Mutex::new(BTreeMap::new());
+    runtime.block_on(produce_range(&client, 0, 10, &acked, deadline));
+
+    // LocalDurable -> MajorityDurable: in place, no view change.
+    let before = view_changes(&nodes, group);
+    let reassigned = runtime
+        .block_on(client.reassign_partition(
+            PartitionTarget::Group(group),
+            &members,
+            Some(ConfirmPolicy::MajorityDurable),
+        ))
+        .expect("reassign to majority");
+    assert!(reassigned.in_place);
+    assert_eq!(
+        (reassigned.write_quorum, reassigned.previous_write_quorum),
+        (2, 3)
+    );
+    common::wait_until("epoch 1 serves", 60, || {
+        settled_at(&runtime.block_on(statuses(&client, group)), 1)
+    });
+    runtime.block_on(produce_range(&client, 10, 20, &acked, deadline));
+    assert_eq!(view_changes(&nodes, group), before, "no view change");
+
+    // MajorityDurable -> LocalDurable: a view change, then every copy confirms.
+    let reassigned = runtime.block_on(async {
+        loop {
+            // The metadata plane hears epoch 1 started a moment after it did.
+            match client
+                .reassign_partition(
+                    PartitionTarget::Group(group),
+                    &members,
+                    Some(ConfirmPolicy::LocalDurable),
+                )
+                .await
+            {
+                Ok(reassigned) => return reassigned,
+                Err(error) => {
+                    assert!(Instant::now() < deadline, "reassign to local: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    });
+    assert!(
+        !reassigned.in_place,
+        "more copies to confirm take a view change"
+    );
+    common::wait_until("epoch 2 serves", 60, || {
+        settled_at(&runtime.block_on(statuses(&client, group)), 2)
+    });
+    assert!(view_changes(&nodes, group) > before);
+    let primary = serving_primary(&runtime.block_on(statuses(&client, group))).expect("primary");
+    let backup = members
+        .iter()
+        .copied()
+        .find(|node| *node != primary)
+        .expect("a backup");
+    signal(&mut nodes[backup as usize - 1], "STOP");
+    assert!(
+        runtime
+            .block_on(produce_within(&nodes, 100, 3_000))
+            .is_none(),
+        "with a copy stopped, nothing confirms"
+    );
+    signal(&mut nodes[backup as usize - 1], "CONT");
+    runtime.block_on(produce_range(&client, 20, 30, &acked, deadline));
+    let acked = acked.into_inner().expect("acks");
+    // Batch 100 may or may not have been written after the stop ended.
+    let read = runtime.block_on(common::read_partition(
+        &client,
+        "s",
+        "t",
+        0,
+        acked.len() * common::BATCH as usize,
+        deadline,
+    ));
+    for (batch, ack) in &acked {
+        let first = read
+            .iter()
+            .find(|(offset, _, _)| *offset == ack.base_offset)
+            .expect("acknowledged batch present");
+        assert_eq!(first.1, format!("k{}", batch * common::BATCH).into_bytes());
+    }
+}
+
+#[test]
+fn right_after_a_replacement_a_failover_waits_for_the_replica_with_the_log() {
+    failover_right_after_a_replacement(Resolution::ItReturns);
+}
+
+#[test]
+fn right_after_a_replacement_an_operator_may_accept_the_loss_instead() {
+    failover_right_after_a_replacement(Resolution::AcceptLoss);
+}
+
+/// How the stuck failover of [`failover_right_after_a_replacement`] ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resolution {
+    /// The replica with the log is restarted.
+    ItReturns,
+    /// An operator runs `accept-loss`.
+    AcceptLoss,
+}
+
+/// A replacement starts its epoch; then both replicas holding the log die
+/// before the new one caught up, and one of them returns: the failover
+/// waits (attention names the partition and the missing node) rather than
+/// promote the empty replica, until `resolution`.
+fn failover_right_after_a_replacement(resolution: Resolution) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::configure_cluster(dir.path(), 5);
+    for node in &mut nodes {
+        node.start();
+    }
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
+    let (group, members) = runtime.block_on(create_topic(&client, ConfirmPolicy::MajorityDurable));
+    let acked = Mutex::new(BTreeMap::new());
+    runtime.block_on(produce_range(&client, 0, 20, &acked, deadline));
+    let spare = (1..=5)
+        .find(|node| !members.contains(node))
+        .expect("a spare");
+    // The spare cannot catch up; a replica is lost for good.
+    signal(&mut nodes[spare as usize - 1], "STOP");
+    nodes[members[2] as usize - 1].kill();
+    runtime
+        .block_on(client.reassign_partition(
+            PartitionTarget::Group(group),
+            &[members[0], members[1], spare],
+            None,
+        ))
+        .expect("reassign");
+    common::wait_until("the new epoch starts", 120, || {
+        let statuses = runtime.block_on(statuses(&client, group));
+        serving_primary(&statuses)
+            .and_then(|node| statuses.get(&node))
+            .is_some_and(|status| status.epoch == 1)
+    });
+    let primary = serving_primary(&runtime.block_on(statuses(&client, group))).expect("primary");
+    let other = if primary == members[0] {
+        members[1]
+    } else {
+        members[0]
+    };
+    // Both replicas that hold the log die; one returns, with the spare.
+    nodes[other as usize - 1].kill();
+    nodes[primary as usize - 1].kill();
+    nodes[other as usize - 1].start();
+    signal(&mut nodes[spare as usize - 1], "CONT");
+    let status_client = runtime.block_on(common::connect_patient(&nodes, deadline));
+    common::wait_until(
+        "attention names the partition and the missing node",
+        120,
+        || {
+            let report = runtime.block_on(status_client.attention());
+            report.ok().is_some_and(|report| {
+                report.entries().any(|(_, entry)| {
+                    entry.group == group
+                        && entry.reason == AttentionReason::FewerTrustedThanQuorum
+                        && entry.detail.contains(&primary.to_string())
+                })
+            })
+        },
+    );
+    assert!(
+        serving_primary(&runtime.block_on(statuses(&status_client, group))).is_none(),
+        "an empty replica is never promoted"
+    );
+    match resolution {
+        Resolution::ItReturns => nodes[primary as usize - 1].start(),
+        Resolution::AcceptLoss => {
+            let answers = runtime
+                .block_on(status_client.accept_loss(group))
+                .expect("accept-loss");
+            let started = answers
+                .iter()
+                .find_map(|answer| answer.result.as_ref().ok())
+                .expect("a node accepted the loss");
+            // The start it recorded: the op the view began at, which holds
+            // every batch acknowledged so far (the survivor had them all).
+            assert!(started.op >= 20, "accepted start {started:?}");
+        }
+    }
+    // The group serves again; nothing acknowledged is lost.
+    runtime.block_on(produce_range(&status_client, 20, 25, &acked, deadline));
+    let acked = acked.into_inner().expect("acks");
+    let total = acked.len() * common::BATCH as usize;
+    runtime.block_on(common::check_acknowledged(&status_client, &acked, total));
+}
+
+#[test]
+fn a_removed_replica_that_returns_never_counts_and_drop_replica_deletes_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::configure_cluster(dir.path(), 4);
+    for node in &mut nodes {
+        node.start();
+    }
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
+    let (group, members) = runtime.block_on(create_topic(&client, ConfirmPolicy::MajorityDurable));
+    let acked = Mutex::new(BTreeMap::new());
+    runtime.block_on(produce_range(&client, 0, 10, &acked, deadline));
+    let spare = (1..=4)
+        .find(|node| !members.contains(node))
+        .expect("a spare");
+    let removed = members[2];
+    // A live replica is moved off its node: it takes part in the change,
+    // then retires (its actor stays, serving nothing).
+    runtime
+        .block_on(client.reassign_partition(
+            PartitionTarget::Group(group),
+            &[members[0], members[1], spare],
+            None,
+        ))
+        .expect("reassign");
+    common::wait_until("the new epoch serves, the spare caught up", 120, || {
+        settled_at(&runtime.block_on(statuses(&client, group)), 1)
+    });
+    common::wait_until("the removed replica retires", 60, || {
+        runtime
+            .block_on(statuses(&client, group))
+            .get(&removed)
+            .is_some_and(|status| status.status == "retired")
+    });
+    // Restarted, it comes back with its old copy and still never serves.
+    nodes[removed as usize - 1].kill();
+    nodes[removed as usize - 1].start();
+    common::wait_until("the restarted node answers", 60, || {
+        let statuses = runtime.block_on(statuses(&client, group));
+        statuses.len() >= 3
+            && statuses
+                .get(&removed)
+                .is_none_or(|status| status.status == "retired")
+    });
+    // It never counts: with the two other members down, nothing confirms.
+    let primary = serving_primary(&runtime.block_on(statuses(&client, group))).expect("primary");
+    for node in [members[0], members[1], spare] {
+        if node != primary {
+            nodes[node as usize - 1].kill();
+        }
+    }
+    assert!(
+        runtime
+            .block_on(produce_within(&nodes, 500, 3_000))
+            .is_none(),
+        "a retired replica never confirms"
+    );
+    assert_ne!(
+        serving_primary(&runtime.block_on(statuses(&client, group))),
+        Some(removed)
+    );
+    for node in [members[0], members[1], spare] {
+        if node != primary {
+            nodes[node as usize - 1].start();
+        }
+    }
+    runtime.block_on(produce_range(&client, 10, 15, &acked, deadline));
+    // Dropping its copy deletes the directory on that node.
+    let removed_dir = dir
+        .path()
+        .join(format!("node-{removed}"))
+        .join("partitions");
+    runtime
+        .block_on(client.drop_replica(PartitionTarget::Group(group), removed))
+        .expect("drop replica");
+    common::wait_until("the retired copy is deleted", 60, || {
+        !partition_dir_exists(&removed_dir)
+    });
+    let acked = acked.into_inner().expect("acks");
+    let total = acked.len() * common::BATCH as usize;
+    runtime.block_on(common::check_acknowledged(&client, &acked, total));
+}
+
+/// Whether any partition directory exists under a node's data dir.
+fn partition_dir_exists(root: &std::path::Path) -> bool {
+    walk(root)
+        .into_iter()
+        .any(|path| path.ends_with("superblock.0"))
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
