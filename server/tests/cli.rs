@@ -360,3 +360,84 @@ fn errors_say_what_to_do() {
         assert!(usage.stderr.contains("STREAM/TOPIC"), "{}", usage.stderr);
     });
 }
+
+#[test]
+fn partition_reassign_changes_a_confirm_policy_that_status_then_shows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    common::runtime().block_on(async {
+        let (nodes, cluster) = cluster_ready(dir.path()).await;
+        strand_ok(
+            &cluster,
+            &[
+                "topic",
+                "create",
+                "s/t",
+                "--partitions",
+                "1",
+                "--confirm",
+                "local",
+            ],
+            b"",
+        )
+        .await;
+        wait_for_topic(&nodes, "s/t").await;
+        strand_ok(&cluster, &["produce", "s/t"], b"one\ntwo\n").await;
+        let status = strand_ok(&cluster, &["status"], b"").await;
+        assert!(status.contains("W3/R1"), "{status}");
+
+        let moved = strand_ok(
+            &cluster,
+            &[
+                "partition",
+                "reassign",
+                "s/t/0",
+                "--replicas",
+                "1,2,3",
+                "--confirm",
+                "majority",
+            ],
+            b"",
+        )
+        .await;
+        assert!(moved.contains("in place"), "{moved}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let status = strand_ok(&cluster, &["status"], b"").await;
+            let row = status.lines().find(|line| line.starts_with("s/t/0 "));
+            if row.is_some_and(|row| {
+                row.contains("W2/R2") && row.split_whitespace().nth(2) == Some("1")
+            }) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "status never showed epoch 1, W2/R2:\n{status}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        strand_ok(&cluster, &["produce", "s/t"], b"three\n").await;
+
+        // Dropping a copy is refused without --yes, and for a node that
+        // holds no retired copy.
+        let unconfirmed = strand(
+            &cluster,
+            &["partition", "drop-replica", "s/t/0", "--node", "3"],
+            b"",
+        )
+        .await;
+        assert_ne!(unconfirmed.outcome, Outcome::Success);
+        assert!(
+            unconfirmed.stderr.contains("--yes"),
+            "{}",
+            unconfirmed.stderr
+        );
+        let member = strand(
+            &cluster,
+            &["partition", "drop-replica", "s/t/0", "--node", "3", "--yes"],
+            b"",
+        )
+        .await;
+        assert_ne!(member.outcome, Outcome::Success);
+        assert!(member.stderr.contains("retired"), "{}", member.stderr);
+    });
+}

@@ -306,18 +306,21 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
             }
         })
         .collect();
+    // The policy in effect: as the replica furthest into the newest epoch
+    // reports it (a reassignment may be reaching the others).
+    let newest = reports
+        .iter()
+        .map(|(_, report)| *report)
+        .max_by_key(|report| (report.epoch, report.view))
+        .unwrap_or(first);
     PartitionView {
         group: first.group,
         name: group_name(first),
-        epoch: reports
-            .iter()
-            .map(|(_, report)| report.epoch)
-            .max()
-            .unwrap_or(0),
-        durability: first.durability.name(),
-        confirm: confirm_name(first.confirm),
-        write_quorum: first.write_quorum,
-        view_change_quorum: first.view_change_quorum,
+        epoch: newest.epoch,
+        durability: newest.durability.name(),
+        confirm: confirm_name(newest.confirm),
+        write_quorum: newest.write_quorum,
+        view_change_quorum: newest.view_change_quorum,
         replicas,
     }
 }
