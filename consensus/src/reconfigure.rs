@@ -49,7 +49,7 @@ impl<S: StateMachine> Replica<S> {
     /// above its own whose primary stays a member (so it holds the log),
     /// persisting that view before it reports its log there. No votes are
     /// needed: the metadata plane's commit is the decision to leave.
-    fn maybe_seal_for_target(&mut self, effects: &mut Effects) {
+    pub(crate) fn maybe_seal_for_target(&mut self, effects: &mut Effects) {
         let Some(target) = self.target else {
             return;
         };

@@ -208,6 +208,9 @@ pub struct Replica<S> {
 
     /// `mutations` only: the trusted-quorum gate.
     pub(crate) trusted_gate: bool,
+    /// `mutations` only: the old membership's half of the joint quorum.
+    #[cfg(feature = "mutations")]
+    pub(crate) old_quorum_gate: bool,
 }
 
 impl<S: StateMachine> Replica<S> {
@@ -372,10 +375,18 @@ impl<S: StateMachine> Replica<S> {
             warning_timeout: Timeout::new("warning", timeouts.warning_ticks),
             commit_persist_timeout: Timeout::new("commit_persist", timeouts.commit_persist_ticks),
             trusted_gate: true,
+            #[cfg(feature = "mutations")]
+            old_quorum_gate: true,
             config,
         };
         if faulty.iter().any(|op| *op > head) {
             replica.trusted = false;
+        }
+        // A membership the driver knows beyond the log's epoch is a change
+        // still to take up (the replica may have restarted in its middle).
+        let newest = *replica.memberships.newest();
+        if newest.epoch > replica.log_epoch() {
+            replica.target = Some(newest);
         }
         if recovered.awaiting_state_transfer {
             replica.status = Status::AwaitingStateTransfer;
@@ -404,6 +415,7 @@ impl<S: StateMachine> Replica<S> {
             Status::AwaitingStateTransfer | Status::Retired => {}
             Status::ViewChange => unreachable!("a replica never opens in a view change"),
         }
+        self.maybe_seal_for_target(effects);
     }
 
     // ----- accessors ---------------------------------------------------------
@@ -539,6 +551,14 @@ impl<S: StateMachine> Replica<S> {
     #[cfg(feature = "mutations")]
     pub fn disable_trusted_gate(&mut self) {
         self.trusted_gate = false;
+    }
+
+    /// `mutations` only: a view change into a new epoch hears only the new
+    /// membership's quorum, to show that the simulator's checkers catch the
+    /// loss the old membership's half of the joint quorum prevents.
+    #[cfg(feature = "mutations")]
+    pub fn disable_old_quorum(&mut self) {
+        self.old_quorum_gate = false;
     }
 
     // ----- inputs --------------------------------------------------------------

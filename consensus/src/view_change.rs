@@ -453,6 +453,10 @@ impl<S: StateMachine> Replica<S> {
             .epoch
             .checked_sub(1)
             .and_then(|epoch| self.memberships.get(epoch));
+        #[cfg(feature = "mutations")]
+        if !self.old_quorum_gate {
+            return MergeParams::within(new, accept_loss, self.trusted_gate);
+        }
         match old {
             Some(old) if reported < new.epoch && transition(old, new) == Transition::ViewChange => {
                 MergeParams::transition(old, new, accept_loss, self.trusted_gate)

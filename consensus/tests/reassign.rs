@@ -453,3 +453,28 @@ fn an_operator_may_accept_the_loss_and_the_new_epochs_start_says_so() {
     assert_eq!(start.view.epoch, 1);
     cluster.assert_one_history();
 }
+
+#[test]
+fn a_change_the_whole_group_restarted_in_the_middle_of_is_still_taken_up() {
+    let mut cluster = persisted(3, ConfirmPolicy::LocalDurable);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    // The metadata plane committed the change, but every replica restarts
+    // before the primary prepared it: they learn it only from their config.
+    cluster.config.memberships.push(Membership::new(
+        1,
+        SlotSet::first(3),
+        ConfirmPolicy::MajorityDurable,
+    ));
+    for replica in 0..3 {
+        cluster.crash(replica);
+    }
+    for replica in 0..3 {
+        cluster.restart(replica);
+    }
+    cluster.tick(300);
+    let primary = cluster.primary().expect("serves");
+    assert_eq!(cluster.replica(primary).log_epoch(), 1);
+    assert!(epochs_started(&cluster, primary).contains(&1));
+    cluster.assert_one_history();
+}
