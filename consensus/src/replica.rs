@@ -326,7 +326,7 @@ impl<S: StateMachine> Replica<S> {
             memberships,
             view_membership,
             target: None,
-            started_epoch: state.log_view.epoch,
+            started_epoch: 0,
             prng: Prng::new(config.seed ^ u64::from(config.replica).wrapping_mul(0x9e37_79b9)),
             machine,
             status: Status::Recovering,
@@ -382,6 +382,13 @@ impl<S: StateMachine> Replica<S> {
         if faulty.iter().any(|op| *op > head) {
             replica.trusted = false;
         }
+        // Started: the log view's epoch, or a later one a committed
+        // `Reconfigure` moved to.
+        replica.started_epoch = replica
+            .journal
+            .header(replica.commit)
+            .map_or(0, |header| crate::reconfigure::epoch_after(header));
+        replica.started_epoch = replica.started_epoch.max(replica.log_view.epoch);
         // A membership the driver knows beyond the log's epoch is a change
         // still to take up (the replica may have restarted in its middle).
         let newest = *replica.memberships.newest();
@@ -433,6 +440,12 @@ impl<S: StateMachine> Replica<S> {
     /// Every membership this replica knows.
     pub fn memberships(&self) -> &Memberships {
         &self.memberships
+    }
+
+    /// The highest assignment epoch this replica knows to have started (a
+    /// view of it became normal, or the op that moved to it committed).
+    pub fn started_epoch(&self) -> u32 {
+        self.started_epoch
     }
 
     /// The current view.

@@ -284,8 +284,8 @@ struct Actor {
     hosted: Option<UnboundedSender<Hosted>>,
     /// The metadata plane: what was last handed to the node, by group.
     hosted_sent: BTreeMap<u64, Assignment>,
-    /// The highest assignment epoch this replica saw start.
-    epoch_started: u32,
+    /// The newest epoch this actor asked the node to report as started.
+    epoch_reported: u32,
     produce_started: BTreeMap<(u128, u64), Instant>,
     write_queued: BTreeMap<u64, Instant>,
     storage_failed: bool,
@@ -385,7 +385,7 @@ impl Actor {
             next_tick: Instant::now() + tick,
             hosted,
             hosted_sent: BTreeMap::new(),
-            epoch_started: 0,
+            epoch_reported: 0,
             produce_started: BTreeMap::new(),
             write_queued: BTreeMap::new(),
             storage_failed: false,
@@ -441,6 +441,7 @@ impl Actor {
                 }
                 self.take_placement();
                 self.replica.on_tick(&mut self.effects);
+                self.report_epoch_started();
                 self.tick_transfer();
                 self.expire_parked();
                 self.publish();
@@ -766,7 +767,6 @@ impl Actor {
             Event::EpochStarted { epoch } => {
                 tracing::info!(epoch, "group: epoch started");
                 metrics::epoch(&self.label, epoch);
-                self.epoch_started = self.epoch_started.max(epoch);
                 self.report_epoch_started();
             }
             Event::Retired { epoch } => {
@@ -850,14 +850,17 @@ impl Actor {
         self.report_epoch_started();
     }
 
-    /// As primary, tells the node to report the newest epoch started while
-    /// the metadata plane has not heard it (again after a restart or a lost
-    /// report; the operation is idempotent).
-    fn report_epoch_started(&self) {
-        let pending = !self.spec.active && self.epoch_started >= self.spec.epoch;
+    /// As primary, tells the node (once per epoch and actor: the node
+    /// retries until the metadata plane has it) to report the newest epoch
+    /// started while the metadata plane has not heard it, as after a restart.
+    fn report_epoch_started(&mut self) {
+        let epoch = self.spec.epoch;
+        let pending = !self.spec.active
+            && self.replica.started_epoch() >= epoch
+            && self.epoch_reported < epoch;
         if pending && self.replica.is_serving_primary() {
-            self.shared
-                .report_epoch_started(self.spec.group, self.spec.epoch);
+            self.epoch_reported = epoch;
+            self.shared.report_epoch_started(self.spec.group, epoch);
         }
     }
 
