@@ -187,11 +187,17 @@ impl Membership {
     }
 }
 
-/// Most memberships a replica remembers. Epochs are reached one at a time
-/// (a reassignment waits for the previous one to start), so a replica needs
-/// the membership of its view's epoch, of its log's, and of the one the
-/// metadata plane assigned next; older ones are forgotten first.
+/// Memberships a replica keeps at most while older ones can go. Epochs are
+/// reached one at a time (a reassignment waits for the previous one to
+/// start), so a replica needs the membership of its view's epoch, of its
+/// log's, and of those assigned since; older ones are forgotten first, but
+/// never one it still needs (`keep_from`), up to [`MEMBERSHIPS_HELD_MAX`].
 pub const MEMBERSHIPS_KNOWN_MAX: usize = 4;
+
+/// The hard bound: a replica so far behind that it needs more memberships
+/// than this forgets the oldest anyway (it then drops the frames of those
+/// epochs and catches up from a later view).
+pub const MEMBERSHIPS_HELD_MAX: usize = 16;
 
 /// The memberships a replica knows, by epoch: the one its group started
 /// with or was given by the driver (from the metadata plane's catalog), and
@@ -231,9 +237,15 @@ impl Memberships {
         self.known.last().expect("at least one membership is known")
     }
 
-    /// Remembers `membership`; returns whether it was new. The oldest is
-    /// forgotten at the bound.
-    pub fn learn(&mut self, membership: Membership) -> Result<bool, MembershipConflict> {
+    /// Remembers `membership`; returns whether it was new. Past
+    /// [`MEMBERSHIPS_KNOWN_MAX`] the oldest are forgotten, but not those of
+    /// epoch `keep_from` or later (the caller's view and log) until
+    /// [`MEMBERSHIPS_HELD_MAX`].
+    pub fn learn(
+        &mut self,
+        membership: Membership,
+        keep_from: u32,
+    ) -> Result<bool, MembershipConflict> {
         if let Some(known) = self.get(membership.epoch) {
             if *known == membership {
                 return Ok(false);
@@ -247,7 +259,9 @@ impl Memberships {
             .known
             .partition_point(|known| known.epoch < membership.epoch);
         self.known.insert(at, membership);
-        if self.known.len() > MEMBERSHIPS_KNOWN_MAX {
+        while self.known.len() > MEMBERSHIPS_KNOWN_MAX
+            && (self.known[0].epoch < keep_from || self.known.len() > MEMBERSHIPS_HELD_MAX)
+        {
             self.known.remove(0);
         }
         Ok(true)
@@ -506,20 +520,30 @@ mod tests {
         let first = Membership::new(0, SlotSet::first(3), ConfirmPolicy::LocalDurable);
         let mut known = Memberships::new(first);
         let grown = Membership::new(1, SlotSet::first(4), ConfirmPolicy::Count(2));
-        assert_eq!(known.learn(grown), Ok(true));
-        assert_eq!(known.learn(grown), Ok(false));
+        assert_eq!(known.learn(grown, 0), Ok(true));
+        assert_eq!(known.learn(grown, 0), Ok(false));
         let other = Membership::new(1, SlotSet::first(2), ConfirmPolicy::Count(2));
-        assert!(known.learn(other).is_err(), "one membership per epoch");
+        assert!(known.learn(other, 0).is_err(), "one membership per epoch");
         assert_eq!(known.get(1), Some(&grown));
         assert_eq!(known.slots_from(0), SlotSet::first(4));
         assert_eq!(known.newest().epoch, 1);
         for epoch in 2..8 {
+            // A replica that keeps up needs only the newest.
             let next = Membership::new(epoch, SlotSet::of(&[1, 3]), ConfirmPolicy::Count(1));
-            assert_eq!(known.learn(next), Ok(true));
+            assert_eq!(known.learn(next, epoch), Ok(true));
         }
         assert_eq!(known.iter().count(), MEMBERSHIPS_KNOWN_MAX);
         assert_eq!(known.get(0), None, "the oldest were forgotten first");
         assert_eq!(known.slots_from(5), SlotSet::of(&[1, 3]));
+        // What the replica still needs stays, up to the hard bound.
+        for epoch in 8..30 {
+            let next = Membership::new(epoch, SlotSet::of(&[1, 3]), ConfirmPolicy::Count(1));
+            assert_eq!(known.learn(next, 5), Ok(true));
+            if epoch < 16 {
+                assert!(known.get(5).is_some(), "epoch 5 is kept at {epoch}");
+            }
+        }
+        assert_eq!(known.iter().count(), MEMBERSHIPS_HELD_MAX);
     }
 
     #[test]

@@ -356,7 +356,8 @@ impl<S: StateMachine> Replica<S> {
             SlotState::Missing
         };
         self.journal.set_header(*header, state);
-        crate::replica::learn_from_header(&mut self.memberships, header);
+        let keep_from = self.view.epoch.min(self.log_view.epoch);
+        crate::replica::learn_from_header(&mut self.memberships, header, keep_from);
     }
 
     /// Learns a commit number from the primary and applies what it can.

@@ -30,7 +30,8 @@ impl<S: StateMachine> Replica<S> {
     /// any membership is remembered so that frames of its epoch are
     /// understood. Changes that need a view change are not taken up here.
     pub fn on_assignment(&mut self, membership: Membership, effects: &mut Effects) {
-        if let Err(conflict) = self.memberships.learn(membership) {
+        let keep_from = self.view.epoch.min(self.log_view.epoch);
+        if let Err(conflict) = self.memberships.learn(membership, keep_from) {
             panic!("the driver named two memberships for one epoch: {conflict:?}");
         }
         if membership.epoch > self.log_epoch()

@@ -48,6 +48,9 @@ impl<S: StateMachine> Replica<S> {
             // can be filled by anyone (checked against the hash chain).
             let to = if self.is_primary() {
                 let others: Vec<u8> = self.others().collect();
+                if others.is_empty() {
+                    return; // a lone member: nobody to ask
+                }
                 others[(op_min as usize + self.repair_rounds as usize) % others.len()]
             } else {
                 self.primary_index()

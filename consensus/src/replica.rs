@@ -218,14 +218,15 @@ impl<S: StateMachine> Replica<S> {
     pub fn open(config: Config, recovered: Recovered, machine: S) -> Replica<S> {
         config.assert_valid();
         let mut memberships = Memberships::new(config.memberships[0]);
+        let keep_from = recovered.state.log_view.epoch;
         for membership in &config.memberships[1..] {
-            if let Err(conflict) = memberships.learn(*membership) {
+            if let Err(conflict) = memberships.learn(*membership, keep_from) {
                 panic!("the driver named two memberships for one epoch: {conflict:?}");
             }
         }
         // A `Reconfigure` op the log holds names the membership after it.
         for header in &recovered.headers {
-            learn_from_header(&mut memberships, header);
+            learn_from_header(&mut memberships, header, keep_from);
         }
         let log_head = recovered.log_head;
         let last_header = recovered.headers.last().map_or(0, |header| header.op.get());
@@ -267,7 +268,7 @@ impl<S: StateMachine> Replica<S> {
         // The headers of the log adopted in `log_view` survive even where a
         // crash took bodies: they are known, their bodies missing.
         for header in &state.view_headers {
-            learn_from_header(&mut memberships, header);
+            learn_from_header(&mut memberships, header, keep_from);
         }
         let base = journal.base();
         for header in state
@@ -387,7 +388,7 @@ impl<S: StateMachine> Replica<S> {
         replica.started_epoch = replica
             .journal
             .header(replica.commit)
-            .map_or(0, |header| crate::reconfigure::epoch_after(header));
+            .map_or(0, crate::reconfigure::epoch_after);
         replica.started_epoch = replica.started_epoch.max(replica.log_view.epoch);
         // A membership the driver knows beyond the log's epoch is a change
         // still to take up (the replica may have restarted in its middle).
@@ -400,7 +401,9 @@ impl<S: StateMachine> Replica<S> {
             replica.trusted = false;
         } else if recovered.fresh && replica.view == ViewId::ZERO {
             replica.status = Status::Normal;
-        } else if replica.view_membership.slots == SlotSet::EMPTY.with(replica.config.replica) {
+        } else if replica.view_membership.slots == SlotSet::EMPTY.with(replica.config.replica)
+            && replica.log_view == replica.view
+        {
             // Alone, there is no one to adopt a view from and nothing to
             // distrust against: a lone replica serves on what it has.
             replica.status = Status::Normal;
@@ -768,7 +771,8 @@ impl<S: StateMachine> Replica<S> {
             "no state transfer was awaited"
         );
         let op = head.op.get();
-        learn_from_header(&mut self.memberships, &head);
+        let keep_from = self.view.epoch.min(self.log_view.epoch);
+        learn_from_header(&mut self.memberships, &head, keep_from);
         self.journal.reset_at(head);
         self.machine.restore(Some(&head));
         self.stored_hint = op;
@@ -796,6 +800,14 @@ impl<S: StateMachine> Replica<S> {
         {
             return false;
         }
+        let next_epoch = self.next_view().epoch;
+        let leads_some_view = self
+            .memberships
+            .get(next_epoch)
+            .is_some_and(|membership| membership.slots.contains(self.config.replica));
+        if !candidate && !leads_some_view {
+            return false; // not a member of the epoch the group moves in
+        }
         if !candidate {
             let mut view = self.next_view();
             while self.primary_of(view) != self.config.replica {
@@ -819,6 +831,13 @@ impl<S: StateMachine> Replica<S> {
             return Err(DropReason::WrongGroup);
         }
         let epoch = prefix.epoch.get();
+        if matches!(message, Message::Prepare(_)) && prefix.view_id() < self.view {
+            // A prepare of an older view, relayed by repair: its prefix names
+            // the view and primary that made it (perhaps of an epoch this
+            // replica has forgotten or never knew); its checksum chain, not
+            // its author, vouches for it.
+            return Ok(());
+        }
         if self.memberships.get(epoch).is_none() {
             return Err(DropReason::UnknownEpoch);
         }
@@ -1069,7 +1088,11 @@ impl<S: StateMachine> Replica<S> {
 /// Remembers the membership a `Reconfigure` header names (a header that
 /// contradicts a known one is left out: the driver's catalog is the authority,
 /// and the op cannot commit under two memberships).
-pub(crate) fn learn_from_header(memberships: &mut Memberships, header: &PrepareHeader) -> bool {
+pub(crate) fn learn_from_header(
+    memberships: &mut Memberships,
+    header: &PrepareHeader,
+    keep_from: u32,
+) -> bool {
     let Some((epoch, slots, confirm)) = header.next_membership() else {
         return false;
     };
@@ -1078,6 +1101,6 @@ pub(crate) fn learn_from_header(memberships: &mut Memberships, header: &PrepareH
         return false;
     }
     memberships
-        .learn(Membership::new(epoch, slots, confirm))
+        .learn(Membership::new(epoch, slots, confirm), keep_from)
         .unwrap_or(false)
 }

@@ -103,10 +103,13 @@ impl<S: StateMachine> Replica<S> {
     /// membership the next view belongs to; only its members' votes count.
     fn svc_quorum(&self) -> (u32, u32) {
         let next = self.next_view();
+        // The next view is of the view's epoch (whose membership is kept at
+        // hand) or of the log's, which `next_view` checked is known.
         let membership = self
             .memberships
             .get(next.epoch)
-            .expect("the next view's membership is known");
+            .copied()
+            .unwrap_or(self.view_membership);
         let members = membership.replica_count();
         let votes = self.svc_votes & u32::from(membership.slots.bits());
         let needed = membership.rule().view_change.max(members / 2 + 1);
