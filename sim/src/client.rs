@@ -49,7 +49,9 @@ pub struct Client {
     in_flight_max: usize,
     /// The replica it believes is primary.
     pub primary_guess: u8,
-    replica_count: u8,
+    /// The slots of the group's replicas, ascending, as the metadata plane
+    /// last told it (the SDK's routing table): it tries them in turn.
+    slots: Vec<u8>,
     last_send_tick: u64,
     timeouts: u32,
     /// Highest record offset end it was told.
@@ -61,16 +63,18 @@ pub struct Client {
 pub const CLIENT_RETRY_TICKS: u64 = 60;
 
 impl Client {
-    /// A client with `in_flight_max` produces in flight at most.
-    pub fn new(index: u8, seed: u64, in_flight_max: u8, replica_count: u8) -> Client {
+    /// A client with `in_flight_max` produces in flight at most, routing to
+    /// the replicas at `slots`.
+    pub fn new(index: u8, seed: u64, in_flight_max: u8, slots: Vec<u8>) -> Client {
+        assert!(!slots.is_empty(), "a group has a replica");
         Client {
             index,
             id: (u128::from(seed) << 16) | (u128::from(index) + 1),
             next_request: 1,
             pending: VecDeque::new(),
             in_flight_max: usize::from(in_flight_max),
-            primary_guess: 0,
-            replica_count,
+            primary_guess: slots[0],
+            slots,
             last_send_tick: 0,
             timeouts: 0,
             offset_end: 0,
@@ -138,9 +142,24 @@ impl Client {
         }
         self.timeouts += 1;
         if self.timeouts % 2 == 0 {
-            self.primary_guess = (self.primary_guess + 1) % self.replica_count;
+            self.primary_guess = self.next_slot();
         }
         true
+    }
+
+    /// The slot after the current guess, wrapping around.
+    fn next_slot(&self) -> u8 {
+        self.slots
+            .iter()
+            .copied()
+            .find(|slot| *slot > self.primary_guess)
+            .unwrap_or(self.slots[0])
+    }
+
+    /// The metadata plane reassigned the group: route to `slots` from now on.
+    pub fn set_slots(&mut self, slots: Vec<u8>) {
+        assert!(!slots.is_empty(), "a group has a replica");
+        self.slots = slots;
     }
 
     /// A cursor store for a random committed offset this client has seen.
@@ -201,7 +220,8 @@ impl Client {
                     primary_replica, ..
                 }) = ErrorBody::from_bytes(ResultCode::NotPrimary, reply.body())
                 {
-                    if primary_replica < self.replica_count && primary_replica != self.primary_guess
+                    if self.slots.contains(&primary_replica)
+                        && primary_replica != self.primary_guess
                     {
                         self.primary_guess = primary_replica;
                         return (None, now > self.last_send_tick);

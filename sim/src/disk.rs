@@ -77,9 +77,25 @@ pub struct Disk {
     pub awaiting_transfer: bool,
     /// Counts writes and truncations: an fsync covers those before it started.
     pub write_seq: u64,
+    /// The assignment epoch this replica joined the group in (0 for the
+    /// replicas the group was created with).
+    pub joined_epoch: u32,
+    /// The epoch that removed this replica, once it retired (the superblock
+    /// records it, so a restart reopens retired).
+    pub retired_epoch: Option<u32>,
 }
 
 impl Disk {
+    /// The empty disk of a replica that joins the group in `epoch`: it
+    /// starts awaiting a state transfer.
+    pub fn joining(epoch: u32) -> Disk {
+        Disk {
+            awaiting_transfer: true,
+            joined_epoch: epoch,
+            ..Disk::default()
+        }
+    }
+
     /// The log's head op.
     pub fn head(&self) -> u64 {
         self.log.len() as u64

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
+use strand_sim::world::Stats;
 use strand_sim::{Outcome, Overrides, run_seed};
 use strand_wire::Durability;
 
@@ -31,6 +32,10 @@ struct Args {
     /// Fix the durability policy.
     #[arg(long, value_enum)]
     durability: Option<DurabilityArg>,
+    /// Reassign the group at random during faults: replicas join, leave and
+    /// are replaced, the confirm policy changes.
+    #[arg(long)]
+    reassign: bool,
     /// Run with a protection switched off (needs the `mutations` feature).
     #[arg(long, value_enum)]
     mutation: Option<Mutation>,
@@ -52,6 +57,19 @@ enum DurabilityArg {
 enum Mutation {
     /// The view change merges without R trusted DoViewChanges.
     UntrustedGate,
+    /// A view change into a new epoch hears only R' of the new membership,
+    /// not R of the old one (meaningful with `--reassign`).
+    NewQuorumOnly,
+}
+
+impl Mutation {
+    /// The flag's value, as typed.
+    fn name(self) -> &'static str {
+        match self {
+            Mutation::UntrustedGate => "untrusted-gate",
+            Mutation::NewQuorumOnly => "new-quorum-only",
+        }
+    }
 }
 
 fn parse_range(text: &str) -> Result<Range<u64>, String> {
@@ -78,8 +96,11 @@ fn replay_command(args: &Args, seed: u64) -> String {
             format!("{durability:?}").to_lowercase()
         ));
     }
-    if args.mutation.is_some() {
-        command.push_str(" --mutation untrusted-gate");
+    if args.reassign {
+        command.push_str(" --reassign");
+    }
+    if let Some(mutation) = args.mutation {
+        command.push_str(&format!(" --mutation {}", mutation.name()));
     }
     command.push_str(" --trace");
     command
@@ -88,8 +109,22 @@ fn replay_command(args: &Args, seed: u64) -> String {
 fn summary(outcome: &Outcome) -> String {
     let stats = &outcome.stats;
     let options = &outcome.options;
+    let reassignments = if options.reassigns() {
+        format!(
+            " epochs={} in_place={} view_change={} joins={} transfers={} retirements={} drops={}",
+            stats.epochs_started,
+            stats.reassignments_in_place,
+            stats.reassignments_view_change,
+            stats.joins,
+            stats.transfers,
+            stats.retirements,
+            stats.drops,
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} accepted_losses={} quiet_ticks={} result={}",
+        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} accepted_losses={} quiet_ticks={}{reassignments} result={}",
         outcome.seed,
         outcome.trace_hash,
         options.replica_count,
@@ -113,8 +148,11 @@ fn summary(outcome: &Outcome) -> String {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.mutation == Some(Mutation::UntrustedGate) && !cfg!(feature = "mutations") {
-        eprintln!("--mutation untrusted-gate needs a build with `--features mutations`");
+    if let Some(mutation) = args.mutation.filter(|_| !cfg!(feature = "mutations")) {
+        eprintln!(
+            "--mutation {} needs a build with `--features mutations`",
+            mutation.name()
+        );
         return ExitCode::from(2);
     }
     let overrides = Overrides {
@@ -125,6 +163,8 @@ fn main() -> ExitCode {
         }),
         ticks: args.ticks,
         mutation_untrusted_gate: args.mutation == Some(Mutation::UntrustedGate),
+        reassign: args.reassign,
+        mutation_new_quorum_only: args.mutation == Some(Mutation::NewQuorumOnly),
     };
     if let Some(seed) = args.seed {
         let (outcome, trace) = run_seed(seed, &overrides, if args.trace { 400 } else { 0 });
@@ -150,11 +190,14 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let next = Arc::new(AtomicU64::new(seeds.start));
     let failures = Arc::new(Mutex::new(Vec::new()));
+    let totals = Arc::new(Mutex::new(Stats::default()));
     let ticks = Arc::new(AtomicU64::new(0));
+    let quiet_ticks_max = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             let (next, failures, ticks) = (next.clone(), failures.clone(), ticks.clone());
+            let (totals, quiet_ticks_max) = (totals.clone(), quiet_ticks_max.clone());
             let seeds = seeds.clone();
             scope.spawn(move || {
                 loop {
@@ -164,6 +207,11 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
                     }
                     let (outcome, _) = run_seed(seed, overrides, 0);
                     ticks.fetch_add(outcome.ticks, Ordering::Relaxed);
+                    quiet_ticks_max.fetch_max(outcome.stats.quiet_ticks, Ordering::Relaxed);
+                    totals
+                        .lock()
+                        .expect("no thread panics holding it")
+                        .add(&outcome.stats);
                     if outcome.violation.is_some() {
                         println!("{}", summary(&outcome));
                         failures
@@ -189,6 +237,20 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
         elapsed,
         ticks as f64 / elapsed
     );
+    if args.reassign {
+        let totals = totals.lock().expect("threads joined");
+        println!(
+            "reassignments: {} in place, {} by view change; {} epochs started; {} joins, {} state transfers, {} retirements, {} drops; longest quiet phase {} ticks",
+            totals.reassignments_in_place,
+            totals.reassignments_view_change,
+            totals.epochs_started,
+            totals.joins,
+            totals.transfers,
+            totals.retirements,
+            totals.drops,
+            quiet_ticks_max.load(Ordering::Relaxed),
+        );
+    }
     if failures.is_empty() {
         return ExitCode::SUCCESS;
     }

@@ -1,7 +1,10 @@
 //! The simulated network: per-link latency, loss, duplication, reordering
 //! (by random latency), and partitions that change over time.
 //!
-//! Endpoints are replicas (`0..E`) and clients (`CLIENT_BASE + index`).
+//! Endpoints are replicas (their slots, below `CLIENT_BASE`) and clients
+//! (`CLIENT_BASE + index`). A frame goes to whichever replica occupies the
+//! slot it names, so replicas that join at new slots are reached as soon as
+//! they run.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,7 +50,6 @@ pub struct Network {
     blocked: BTreeSet<(u16, u16)>,
     /// Current partition shape.
     pub partition: PartitionKind,
-    replica_count: u8,
     latency_min_ticks: u64,
     latency_max_ticks: u64,
     loss_ppm: u64,
@@ -64,7 +66,6 @@ impl Network {
             sequence: 0,
             blocked: BTreeSet::new(),
             partition: PartitionKind::Whole,
-            replica_count: options.replica_count,
             latency_min_ticks: options.latency_min_ticks,
             latency_max_ticks: options.latency_max_ticks,
             loss_ppm: options.loss_ppm,
@@ -124,18 +125,20 @@ impl Network {
         self.partition = PartitionKind::Whole;
     }
 
-    /// Replaces the partition with a random one.
-    pub fn repartition(&mut self, prng: &mut Prng) {
+    /// Replaces the partition with a random one among the replicas at
+    /// `slots` (ascending; those that exist right now).
+    pub fn repartition(&mut self, prng: &mut Prng, slots: &[u16]) {
         self.heal();
-        let count = u16::from(self.replica_count);
+        let count = slots.len();
         if count < 2 {
             return;
         }
-        let victim = prng.below(u64::from(count)) as u16;
+        let victim = slots[prng.below(count as u64) as usize];
+        let others = slots.iter().copied().filter(move |other| *other != victim);
         match prng.below(3) {
             0 => {
                 self.partition = PartitionKind::Isolated;
-                for other in (0..count).filter(|other| *other != victim) {
+                for other in others {
                     self.blocked.insert((victim, other));
                     self.blocked.insert((other, victim));
                 }
@@ -143,7 +146,7 @@ impl Network {
             1 => {
                 self.partition = PartitionKind::Asymmetric;
                 let outgoing = prng.chance(1, 2);
-                for other in (0..count).filter(|other| *other != victim) {
+                for other in others {
                     if outgoing {
                         self.blocked.insert((victim, other));
                     } else {
@@ -153,11 +156,11 @@ impl Network {
             }
             _ => {
                 self.partition = PartitionKind::Split;
-                let side: Vec<bool> = (0..count).map(|_| prng.chance(1, 2)).collect();
-                for a in 0..count {
-                    for b in 0..count {
-                        if side[usize::from(a)] != side[usize::from(b)] {
-                            self.blocked.insert((a, b));
+                let side: Vec<bool> = slots.iter().map(|_| prng.chance(1, 2)).collect();
+                for (a, side_a) in slots.iter().zip(&side) {
+                    for (b, side_b) in slots.iter().zip(&side) {
+                        if side_a != side_b {
+                            self.blocked.insert((*a, *b));
                         }
                     }
                 }

@@ -58,6 +58,24 @@ pub struct Options {
     pub cursor_ppm: u64,
     /// Switch off the trusted-quorum gate (`mutations` only).
     pub mutation_untrusted_gate: bool,
+    /// Chance per tick of the faulty phase that the catalog reassigns the
+    /// group (once the previous reassignment's epoch has started), per
+    /// million; 0 keeps the group's membership fixed.
+    pub reassign_ppm: u64,
+    /// Most ticks a replica hears of a new assignment after the catalog
+    /// committed it (drawn per replica and assignment).
+    pub catalog_lag_max_ticks: u64,
+    /// Most ticks between the start of the epoch that removed a replica and
+    /// the catalog telling it to retire.
+    pub retire_lag_max_ticks: u64,
+    /// Bounds of the ticks a removed replica keeps running after the epoch
+    /// that removed it started, before an operator drops it for good.
+    pub drop_min_ticks: u64,
+    /// Upper bound of the drop delay.
+    pub drop_max_ticks: u64,
+    /// A view change into a new epoch hears only the new membership's quorum,
+    /// not the old one's (`mutations` only).
+    pub mutation_new_quorum_only: bool,
 }
 
 /// Optional fixed choices from the command line; `None` means "draw it".
@@ -71,6 +89,10 @@ pub struct Overrides {
     pub ticks: Option<u64>,
     /// Switch off the trusted-quorum gate.
     pub mutation_untrusted_gate: bool,
+    /// Reassign the group at random during the faulty phase.
+    pub reassign: bool,
+    /// Drop the old membership's half of the joint view-change quorum.
+    pub mutation_new_quorum_only: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -100,7 +122,7 @@ impl Options {
         let latency_min_ticks = between(&mut prng, 0, 2);
         let fsync_min_ticks = between(&mut prng, 0, 3);
         let down_min_ticks = between(&mut prng, 1, 50);
-        Options {
+        let mut options = Options {
             seed,
             replica_count,
             confirm,
@@ -126,6 +148,31 @@ impl Options {
             request_ppm: [20_000, 100_000, 400_000][prng.below(3) as usize],
             cursor_ppm: [0, 5_000, 50_000][prng.below(3) as usize],
             mutation_untrusted_gate: overrides.mutation_untrusted_gate,
+            reassign_ppm: 0,
+            catalog_lag_max_ticks: 0,
+            retire_lag_max_ticks: 0,
+            drop_min_ticks: 0,
+            drop_max_ticks: 0,
+            mutation_new_quorum_only: overrides.mutation_new_quorum_only,
+        };
+        if overrides.reassign {
+            options.draw_reassignment(&mut prng);
         }
+        options
+    }
+
+    /// Draws the reassignment options, after every other draw (so a seed
+    /// runs the same cluster shape and faults with and without them).
+    fn draw_reassignment(&mut self, prng: &mut Prng) {
+        self.reassign_ppm = [1_000, 3_000, 10_000][prng.below(3) as usize];
+        self.catalog_lag_max_ticks = [0, 20, 150][prng.below(3) as usize];
+        self.retire_lag_max_ticks = [0, 50, 400][prng.below(3) as usize];
+        self.drop_min_ticks = between(prng, 20, 300);
+        self.drop_max_ticks = self.drop_min_ticks + between(prng, 0, 2_000);
+    }
+
+    /// Whether the group is reassigned during the run.
+    pub fn reassigns(&self) -> bool {
+        self.reassign_ppm > 0
     }
 }

@@ -1,25 +1,32 @@
 //! The simulated world: replicas of one group driven by their real
 //! `consensus` code, their disks, the network, clients, faults, checkers,
 //! and the trace. One seed, one thread, one result.
+//!
+//! Replicas live at slots (their indexes, also their network endpoints).
+//! With reassignment on, the catalog ([`crate::catalog`]) moves the group
+//! between memberships of a pool of slots. Submodules: `reassign` drives
+//! the catalog's side, `faults` injects faults within the durability
+//! promise, `storage` completes disk work and serves peers from disk.
+
+mod faults;
+mod reassign;
+mod storage;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use bytes::Bytes;
 use strand_consensus::prng::Prng;
 use strand_consensus::{
     ClientRequest, Config, DurableState, Effect, Effects, Event, RecordLog, Replica, Timeouts,
     WaitReason, WriteStage,
 };
 use strand_wire::ops::{CursorEvents, StoreCursor};
-use strand_wire::{
-    Body, CommandHeader, CursorsHeader, HeadersHeader, Message, Msg, Operation, PrepareHeader,
-    ReplyHeader,
-};
-use zerocopy::IntoBytes;
+use strand_wire::{Body, CommandHeader, Message, Msg, Operation, ReplyHeader};
 
+use crate::catalog::{Catalog, SLOT_POOL};
 use crate::checkers::{
-    AckedStays, CursorsBounded, LIVENESS_TICKS_MAX, LinearHistory, OPERATOR_PATIENCE_TICKS,
-    UntrustedSilent, ViewsMonotonic, Violation,
+    AckedStays, CursorsBounded, EpochFence, LIVENESS_TICKS_MAX, LinearHistory,
+    OPERATOR_PATIENCE_TICKS, Speaker, UntrustedSilent, ViewsMonotonic, Violation,
+    reassign_extra_ticks,
 };
 use crate::client::Client;
 use crate::disk::Disk;
@@ -73,6 +80,42 @@ pub struct Stats {
     pub quiet_ticks: u64,
     /// Times the simulated operator accepted loss to unstick a group.
     pub accepted_losses: u64,
+    /// Reassignments the catalog committed that take effect in place.
+    pub reassignments_in_place: u64,
+    /// Reassignments the catalog committed that take a view change.
+    pub reassignments_view_change: u64,
+    /// Epochs after the first that started.
+    pub epochs_started: u64,
+    /// Replicas that joined the group at a new slot.
+    pub joins: u64,
+    /// State transfers completed (joining and quarantined replicas).
+    pub transfers: u64,
+    /// Replicas that retired.
+    pub retirements: u64,
+    /// Removed replicas dropped for good.
+    pub drops: u64,
+}
+
+impl Stats {
+    /// Adds `other`'s counters to these (for a batch's totals).
+    pub fn add(&mut self, other: &Stats) {
+        self.committed += other.committed;
+        self.acked += other.acked;
+        self.view_changes += other.view_changes;
+        self.stops += other.stops;
+        self.storage_faults += other.storage_faults;
+        self.quarantines += other.quarantines;
+        self.dropped += other.dropped;
+        self.quiet_ticks += other.quiet_ticks;
+        self.accepted_losses += other.accepted_losses;
+        self.reassignments_in_place += other.reassignments_in_place;
+        self.reassignments_view_change += other.reassignments_view_change;
+        self.epochs_started += other.epochs_started;
+        self.joins += other.joins;
+        self.transfers += other.transfers;
+        self.retirements += other.retirements;
+        self.drops += other.drops;
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +123,19 @@ enum DiskEvent {
     Sync { before: u64, cursor_len: usize },
     Persist { state: DurableState, sequence: u64 },
     Transfer { from: u8 },
+}
+
+/// What the catalog does at a given tick.
+#[derive(Debug, Clone, Copy)]
+enum CatalogEvent {
+    /// The replica at `slot` hears of the membership of `epoch`.
+    Assign { slot: u8, epoch: u32 },
+    /// The replica at `slot` is told it retired: `epoch` left it out.
+    Retire { slot: u8, epoch: u32 },
+    /// A new replica starts at `slot`, a member from `epoch` on.
+    Join { slot: u8, epoch: u32 },
+    /// The removed replica at `slot` is dropped for good.
+    Drop { slot: u8 },
 }
 
 /// The world.
@@ -111,6 +167,12 @@ pub struct World {
     views: ViewsMonotonic,
     trust: UntrustedSilent,
     cursors: CursorsBounded,
+    fence: EpochFence,
+    /// The metadata plane's memberships of the group.
+    catalog: Catalog,
+    /// Catalog actions by (tick, sequence).
+    catalog_events: BTreeMap<(u64, u64), CatalogEvent>,
+    catalog_sequence: u64,
     stats: Stats,
     trace: Trace,
 }
@@ -118,14 +180,21 @@ pub struct World {
 impl World {
     /// A world for `options`, with every replica started fresh.
     pub fn new(options: Options, trace_lines: usize) -> World {
-        let count = usize::from(options.replica_count);
+        let slot_count = if options.reassigns() {
+            SLOT_POOL
+        } else {
+            options.replica_count
+        };
+        let count = usize::from(slot_count);
+        let initial =
+            strand_consensus::epoch::Membership::initial(options.replica_count, options.confirm);
         let clients = (0..options.clients)
             .map(|index| {
                 Client::new(
                     index,
                     options.seed,
                     options.client_in_flight,
-                    options.replica_count,
+                    initial.slots.iter().collect(),
                 )
             })
             .collect();
@@ -148,9 +217,13 @@ impl World {
             storage_faulted: BTreeSet::new(),
             history: LinearHistory::default(),
             acked: AckedStays::default(),
-            views: ViewsMonotonic::new(options.replica_count),
+            views: ViewsMonotonic::new(slot_count),
             trust: UntrustedSilent,
             cursors: CursorsBounded,
+            fence: EpochFence,
+            catalog: Catalog::new(initial),
+            catalog_events: BTreeMap::new(),
+            catalog_sequence: 0,
             stats: Stats::default(),
             trace: Trace::new(trace_lines),
             options,
@@ -164,6 +237,12 @@ impl World {
     /// Runs the faulty phase, then the quiet phase; stops at the first violation.
     pub fn run(mut self) -> (Outcome, Trace) {
         let result = self.run_phases();
+        self.finish(result)
+    }
+
+    /// The outcome of a run that ended with `result` (the first violation,
+    /// if any), and its trace.
+    pub fn finish(mut self, result: Result<(), Violation>) -> (Outcome, Trace) {
         self.stats.committed = self.history.head();
         self.stats.acked = self.acked.len() as u64;
         self.stats.dropped = self.network.dropped;
@@ -178,21 +257,24 @@ impl World {
         (outcome, self.trace)
     }
 
-    fn run_phases(&mut self) -> Result<(), Violation> {
+    /// Runs the faulty phase, then the quiet phase; stops at the first violation.
+    pub fn run_phases(&mut self) -> Result<(), Violation> {
         while self.now < self.options.ticks {
             self.step()?;
         }
         // Quiet phase: faults stop, everyone comes back, everything heals.
         self.faults_on = false;
         self.network.heal();
-        for replica in 0..self.options.replica_count {
-            if self.replicas[usize::from(replica)].is_none() {
+        for replica in self.slots() {
+            let index = usize::from(replica);
+            if self.replicas[index].is_none() && self.disks[index].created {
                 self.start(replica);
             }
         }
         let quiet_start = self.now;
+        let liveness_ticks_max = self.liveness_ticks_max();
         while self.clients.iter().any(|client| !client.pending.is_empty()) {
-            if self.now - quiet_start > LIVENESS_TICKS_MAX {
+            if self.now - quiet_start > liveness_ticks_max {
                 let pending: Vec<_> = self
                     .clients
                     .iter()
@@ -207,7 +289,7 @@ impl World {
                     checker: "5 liveness",
                     detail: format!(
                         "{} ticks after faults stopped, requests still pending: {pending:?}; {}",
-                        LIVENESS_TICKS_MAX,
+                        liveness_ticks_max,
                         self.describe_replicas()
                     ),
                 });
@@ -225,16 +307,44 @@ impl World {
         self.acked.all_present(&self.history)
     }
 
+    /// The liveness bound of this run (see the liveness checker).
+    fn liveness_ticks_max(&self) -> u64 {
+        if self.options.reassigns() {
+            LIVENESS_TICKS_MAX
+                + reassign_extra_ticks(self.options.catalog_lag_max_ticks, STATE_TRANSFER_TICKS)
+        } else {
+            LIVENESS_TICKS_MAX
+        }
+    }
+
+    /// The slots replicas may occupy, ascending.
+    fn slots(&self) -> std::ops::Range<u8> {
+        0..self.replicas.len() as u8
+    }
+
+    /// The slots whose replica exists (up or down), ascending.
+    fn existing_slots(&self) -> Vec<u8> {
+        self.slots()
+            .filter(|slot| self.disks[usize::from(*slot)].created)
+            .collect()
+    }
+
     /// The operator's `accept-loss` on a group stuck with `attention`
-    /// raised: on the first replica whose attention names a wait an
+    /// raised: on the first current member whose attention names a wait an
     /// operator can lift (never a pending state transfer).
     fn operator_accepts_loss(&mut self) -> Result<(), Violation> {
-        let stuck = self.replicas.iter().position(|replica| {
-            replica.as_ref().is_some_and(|live| {
-                live.attention()
-                    .is_some_and(|(reason, _)| reason != WaitReason::AwaitingStateTransfer)
-            })
-        });
+        let members = self.catalog.newest().slots;
+        let stuck = self
+            .replicas
+            .iter()
+            .enumerate()
+            .position(|(slot, replica)| {
+                members.contains(slot as u8)
+                    && replica.as_ref().is_some_and(|live| {
+                        live.attention()
+                            .is_some_and(|(reason, _)| reason != WaitReason::AwaitingStateTransfer)
+                    })
+            });
         let Some(index) = stuck else {
             return Ok(());
         };
@@ -253,21 +363,45 @@ impl World {
     }
 
     fn describe_replicas(&self) -> String {
-        let mut out = String::new();
+        let newest = self.catalog.newest();
+        let mut out = format!(
+            "catalog: epoch {} slots {:?} W {} (started {}); ",
+            newest.epoch,
+            newest.slots.iter().collect::<Vec<_>>(),
+            newest.rule().write,
+            self.catalog.started()
+        );
         for (index, replica) in self.replicas.iter().enumerate() {
+            let disk = &self.disks[index];
+            if replica.is_none() && !disk.created {
+                continue;
+            }
+            let disk_state = format!(
+                "disk {}/{} faulty {:?} joined {}",
+                disk.durable_head(),
+                disk.head(),
+                disk.faulty.union(&disk.faulty_headers).collect::<Vec<_>>(),
+                disk.joined_epoch,
+            );
             match replica {
-                Some(replica) => out.push_str(&format!(
-                    "[{index}: {} view {} log_view {} op {} commit {} trusted {} attention {:?} starts {:?}] ",
-                    replica.status().name(),
-                    replica.view(),
-                    replica.log_view(),
-                    replica.op(),
-                    replica.commit(),
-                    replica.trusted(),
-                    replica.attention(),
-                    replica.durable_state().history_starts.iter().map(|start| (start.view, start.op)).collect::<Vec<_>>()
-                )),
-                None => out.push_str(&format!("[{index}: down] ")),
+                Some(replica) => {
+                    let starts = &replica.durable_state().history_starts;
+                    let latest: Vec<_> = starts[starts.len().saturating_sub(2)..]
+                        .iter()
+                        .map(|start| (start.view.to_string(), start.op))
+                        .collect();
+                    out.push_str(&format!(
+                        "[{index}: {} view {} log_view {} op {} commit {} trusted {} attention {:?} latest starts {latest:?} {disk_state}] ",
+                        replica.status().name(),
+                        replica.view(),
+                        replica.log_view(),
+                        replica.op(),
+                        replica.commit(),
+                        replica.trusted(),
+                        replica.attention(),
+                    ))
+                }
+                None => out.push_str(&format!("[{index}: down {disk_state}] ")),
             }
         }
         out
@@ -279,12 +413,13 @@ impl World {
         if self.faults_on {
             self.inject_faults()?;
         }
+        self.catalog_step()?;
         self.restart_due()?;
         for packet in self.network.due(self.now) {
             self.deliver(packet)?;
         }
         self.complete_disk_events()?;
-        for replica in 0..self.options.replica_count {
+        for replica in self.slots() {
             let Some(live) = self.replicas[usize::from(replica)].as_mut() else {
                 continue;
             };
@@ -303,7 +438,7 @@ impl World {
                 ),
             });
         }
-        for replica in 0..self.options.replica_count {
+        for replica in self.slots() {
             if let Some(live) = &self.replicas[usize::from(replica)] {
                 self.trust.status(replica, live)?;
                 self.views.running(replica, live.view(), live.log_view())?;
@@ -320,10 +455,7 @@ impl World {
             cluster: CLUSTER,
             group: GROUP,
             replica,
-            memberships: vec![strand_consensus::epoch::Membership::initial(
-                self.options.replica_count,
-                self.options.confirm,
-            )],
+            memberships: self.memberships_for(),
             durability: self.options.durability,
             cursor_durability: self.options.durability,
             timeouts: Timeouts::default(),
@@ -343,7 +475,14 @@ impl World {
         if self.options.mutation_untrusted_gate {
             live.disable_trusted_gate();
         }
+        #[cfg(feature = "mutations")]
+        if self.options.mutation_new_quorum_only {
+            live.disable_old_quorum();
+        }
         let mut effects = Effects::new();
+        if let Some(epoch) = disk.retired_epoch {
+            live.retire(epoch, &mut effects);
+        }
         live.start(&mut effects);
         self.trace.record(
             self.now,
@@ -360,6 +499,7 @@ impl World {
         self.down_until[index] = None;
         // Effects at start cannot break a checker before any traffic; keep going.
         let _ = self.execute(replica, effects);
+        self.after_start(replica);
     }
 
     fn stop(&mut self, replica: u8, clean: bool) {
@@ -412,7 +552,7 @@ impl World {
     }
 
     fn restart_due(&mut self) -> Result<(), Violation> {
-        for replica in 0..self.options.replica_count {
+        for replica in self.slots() {
             let index = usize::from(replica);
             let due = self.down_until[index].is_some_and(|until| until <= self.now);
             if !due {
@@ -422,114 +562,6 @@ impl World {
             self.start(replica);
         }
         Ok(())
-    }
-
-    fn maybe_fault_storage(&mut self, replica: u8) {
-        let minority = usize::from((self.options.replica_count - 1) / 2);
-        let allowed = (self.storage_faulted.contains(&replica)
-            || self.storage_faulted.len() < minority)
-            && self.within_promise(replica);
-        if !allowed || !self.prng.chance(self.options.storage_fault_percent, 100) {
-            return;
-        }
-        let disk = &mut self.disks[usize::from(replica)];
-        if let Some(fault) = disk.pick_fault(&mut self.prng) {
-            let head = disk.head();
-            disk.inject(fault);
-            let previous = self.damaged.get(&replica).copied().unwrap_or(0);
-            self.damaged.insert(replica, head.max(previous));
-            self.storage_faulted.insert(replica);
-            self.stats.storage_faults += 1;
-            self.trace
-                .record(self.now, u16::from(replica), "storage_fault", &[]);
-        }
-    }
-
-    fn inject_faults(&mut self) -> Result<(), Violation> {
-        let count = self.options.replica_count;
-        if self.prng.chance(self.options.partition_ppm, 1_000_000) {
-            self.network.repartition(&mut self.prng);
-            self.trace
-                .record(self.now, 0, "partition", &[self.network.partition as u64]);
-        } else if self.network.partition != crate::network::PartitionKind::Whole
-            && self.prng.chance(self.options.heal_ppm, 1_000_000)
-        {
-            self.network.heal();
-            self.trace.record(self.now, 0, "heal", &[]);
-        }
-        self.settle_damaged();
-        if self.prng.chance(self.options.full_crash_ppm, 1_000_000) {
-            for replica in 0..count {
-                let clean = !self.may_crash(replica);
-                self.stop(replica, clean);
-            }
-            return Ok(());
-        }
-        for replica in 0..count {
-            if self.replicas[usize::from(replica)].is_none() {
-                continue;
-            }
-            if !self.prng.chance(self.options.crash_ppm, 1_000_000) {
-                continue;
-            }
-            let clean =
-                self.prng.chance(self.options.clean_percent, 100) || !self.may_crash(replica);
-            self.stop(replica, clean);
-            if self.prng.chance(self.options.double_crash_percent, 100) {
-                let other = self.prng.below(u64::from(count)) as u8;
-                let clean = !self.may_crash(other);
-                self.stop(other, clean);
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether an unclean crash of `replica` stays within the durability
-    /// promise: always under `persisted`; under `replicated`, only while
-    /// fewer than W - 1 other replicas are still missing what they acked.
-    fn may_crash(&self, replica: u8) -> bool {
-        self.options.durability == strand_wire::Durability::Persisted
-            || self.within_promise(replica)
-    }
-
-    /// Whether damaging `replica` (a lossy crash, a storage fault) keeps at
-    /// most W - 1 replicas damaged at once: every acked op then keeps a copy.
-    fn within_promise(&self, replica: u8) -> bool {
-        let write_quorum =
-            strand_consensus::confirm_rule(self.options.confirm, self.options.replica_count).write;
-        let others_damaged = self
-            .damaged
-            .keys()
-            .filter(|damaged| **damaged != replica)
-            .count();
-        others_damaged < usize::from(write_quorum) - 1
-    }
-
-    /// A damaged replica recovers once it is up, trusted, and holds again the
-    /// log head it had when it crashed (or the committed history moved past).
-    fn settle_damaged(&mut self) {
-        let recovered: Vec<u8> = self
-            .damaged
-            .iter()
-            .filter(|(replica, head)| {
-                let index = usize::from(**replica);
-                let needed = (**head).min(self.history.head());
-                let disk = &self.disks[index];
-                let repaired = disk.faulty.is_empty()
-                    && disk.faulty_headers.is_empty()
-                    && disk.missing.is_empty();
-                self.replicas[index].as_ref().is_some_and(|live| {
-                    live.trusted()
-                        && live.status() == strand_consensus::Status::Normal
-                        && repaired
-                        && disk.durable_head() >= needed
-                })
-            })
-            .map(|(replica, _)| *replica)
-            .collect();
-        for replica in recovered {
-            self.damaged.remove(&replica);
-        }
     }
 
     // ----- messages and clients ------------------------------------------------
@@ -683,6 +715,15 @@ impl World {
             Effect::Send { to, message } => {
                 let live = self.replicas[index].as_ref().expect("live");
                 self.trust.send(replica, live, message.command())?;
+                let speaker = Speaker {
+                    slot: replica,
+                    joined: self.disks[index].joined_epoch,
+                    retired: self.disks[index].retired_epoch.is_some()
+                        || live.status() == strand_consensus::Status::Retired,
+                    view: live.view(),
+                    serving_primary: live.is_serving_primary(),
+                };
+                self.fence.send(speaker, &message, &self.catalog)?;
                 self.trace.record(
                     self.now,
                     endpoint,
@@ -816,240 +857,16 @@ impl World {
                     let values = [view.packed(), u64::from(source), op, dropped];
                     self.trace.record(self.now, endpoint, "merged", &values);
                 }
+                Event::EpochStarted { epoch } => self.epoch_started(replica, epoch),
+                Event::Retired { epoch } => self.retired(replica, epoch),
+                Event::Reconfiguring { op, epoch } => {
+                    let values = [op, u64::from(epoch)];
+                    self.trace
+                        .record(self.now, endpoint, "reconfiguring", &values);
+                }
                 _ => {}
             },
         }
         Ok(())
-    }
-
-    fn serve_headers(&mut self, replica: u8, to: u8, op_min: u64, op_max: u64) {
-        let disk = &self.disks[usize::from(replica)];
-        let headers: Vec<PrepareHeader> = disk
-            .log
-            .iter()
-            .map(|entry| *entry.prepare.header())
-            .filter(|header| {
-                let op = header.op.get();
-                (op_min..=op_max).contains(&op) && !disk.faulty_headers.contains(&op)
-            })
-            .take(strand_wire::HEADERS_PER_MESSAGE_MAX)
-            .collect();
-        if headers.is_empty() {
-            return;
-        }
-        let view = self.replicas[usize::from(replica)]
-            .as_ref()
-            .map_or(strand_wire::ViewId::ZERO, |live| live.view());
-        let header = HeadersHeader::new(CLUSTER, GROUP, view, replica);
-        let message =
-            Message::Headers(Msg::new(header, Bytes::copy_from_slice(headers.as_bytes())));
-        let packet = Packet {
-            from: u16::from(replica),
-            to: u16::from(to),
-            message,
-        };
-        self.network
-            .send(self.now, packet, &mut self.prng, self.faults_on);
-    }
-
-    fn serve_prepare(&mut self, replica: u8, to: u8, op: u64, checksum: u32) {
-        let disk = &self.disks[usize::from(replica)];
-        if disk.faulty.contains(&op) || disk.faulty_headers.contains(&op) || op == 0 {
-            return;
-        }
-        let Some(entry) = disk.log.get((op - 1) as usize) else {
-            return;
-        };
-        if checksum != 0 && entry.prepare.checksum() != checksum {
-            return;
-        }
-        let message = Message::Prepare(entry.prepare.clone());
-        let packet = Packet {
-            from: u16::from(replica),
-            to: u16::from(to),
-            message,
-        };
-        self.network
-            .send(self.now, packet, &mut self.prng, self.faults_on);
-    }
-
-    fn ship_cursors(&mut self, replica: u8, to: u8, cursor_from: u64) {
-        let disk = &self.disks[usize::from(replica)];
-        let end = disk.cursor_durable.min(cursor_from as usize + 256);
-        if cursor_from as usize >= end {
-            return;
-        }
-        let events = disk.cursor_events[cursor_from as usize..end].to_vec();
-        let Some(live) = self.replicas[usize::from(replica)].as_ref() else {
-            return;
-        };
-        let mut header = CursorsHeader::new(CLUSTER, GROUP, live.view(), replica);
-        header.cursor_base.set(cursor_from);
-        header.event_count.set(events.len() as u32);
-        let body = Bytes::from(CursorEvents { events }.to_vec());
-        let packet = Packet {
-            from: u16::from(replica),
-            to: u16::from(to),
-            message: Message::Cursors(Msg::new(header, body)),
-        };
-        self.network
-            .send(self.now, packet, &mut self.prng, self.faults_on);
-    }
-
-    // ----- disk events -----------------------------------------------------------
-
-    fn fsync_latency(&mut self) -> u64 {
-        let spread = self.options.fsync_max_ticks - self.options.fsync_min_ticks;
-        self.options.fsync_min_ticks + self.prng.below(spread + 1)
-    }
-
-    fn schedule(&mut self, replica: u8, after: u64, event: DiskEvent) {
-        self.disk_sequence += 1;
-        let generation = self.generation[usize::from(replica)];
-        self.disk_events.insert(
-            (self.now + after, self.disk_sequence),
-            (replica, generation, event),
-        );
-    }
-
-    /// Starts an fsync covering everything written so far, unless one runs.
-    fn ensure_sync(&mut self, replica: u8) {
-        let index = usize::from(replica);
-        if self.sync_in_flight[index] {
-            return;
-        }
-        self.sync_in_flight[index] = true;
-        let disk = &self.disks[index];
-        let event = DiskEvent::Sync {
-            before: disk.write_seq,
-            cursor_len: disk.cursor_events.len(),
-        };
-        let latency = self.fsync_latency();
-        self.schedule(replica, latency, event);
-    }
-
-    fn complete_disk_events(&mut self) -> Result<(), Violation> {
-        let later = self.disk_events.split_off(&(self.now + 1, 0));
-        let due = std::mem::replace(&mut self.disk_events, later);
-        for (_, (replica, generation, event)) in due {
-            let index = usize::from(replica);
-            if self.generation[index] != generation || self.replicas[index].is_none() {
-                continue;
-            }
-            match event {
-                DiskEvent::Sync { before, cursor_len } => {
-                    self.complete_sync(replica, before, cursor_len)?
-                }
-                DiskEvent::Persist { state, sequence } => {
-                    self.pending_persists[index].retain(|(_, pending)| *pending != sequence);
-                    self.views.persisted(replica, &state)?;
-                    self.trace.record(
-                        self.now,
-                        u16::from(replica),
-                        "persisted",
-                        &[state.view.packed(), state.log_view.packed(), state.commit],
-                    );
-                    self.disks[index].persist(state);
-                    let mut effects = Effects::new();
-                    self.live(replica)
-                        .on_state_persisted(sequence, &mut effects);
-                    self.execute(replica, effects)?;
-                }
-                DiskEvent::Transfer { from } => self.complete_transfer(replica, from)?,
-            }
-        }
-        Ok(())
-    }
-
-    fn complete_sync(
-        &mut self,
-        replica: u8,
-        before: u64,
-        cursor_len: usize,
-    ) -> Result<(), Violation> {
-        let index = usize::from(replica);
-        self.sync_in_flight[index] = false;
-        let disk = &mut self.disks[index];
-        let newly_durable: Vec<(u64, u32)> = disk
-            .log
-            .iter()
-            .filter(|entry| !entry.durable && entry.seq <= before)
-            .map(|entry| (entry.prepare.header().op.get(), entry.prepare.checksum()))
-            .collect();
-        let settled = disk.synced(before, cursor_len);
-        let durable_head = disk.durable_head();
-        self.trace.record(
-            self.now,
-            u16::from(replica),
-            "synced",
-            &[before, durable_head],
-        );
-        let cursor_end = disk.cursor_durable as u64;
-        let more_to_sync = disk.dirty();
-        let mut effects = Effects::new();
-        let live = self.live(replica);
-        for op in settled {
-            live.on_truncated(op, &mut effects);
-        }
-        for (op, checksum) in newly_durable {
-            live.on_write(op, checksum, WriteStage::Durable, &mut effects);
-        }
-        live.on_cursors_written(cursor_end, WriteStage::Durable, &mut effects);
-        self.execute(replica, effects)?;
-        if more_to_sync {
-            self.ensure_sync(replica);
-        }
-        Ok(())
-    }
-
-    fn complete_transfer(&mut self, replica: u8, from: u8) -> Result<(), Violation> {
-        let source = (0..self.options.replica_count)
-            .map(|offset| (from + offset) % self.options.replica_count)
-            .find(|candidate| {
-                *candidate != replica && self.replicas[usize::from(*candidate)].is_some()
-            });
-        let Some(source) = source else {
-            self.schedule(replica, STATE_TRANSFER_TICKS, DiskEvent::Transfer { from });
-            return Ok(());
-        };
-        let commit = self.replicas[usize::from(source)]
-            .as_ref()
-            .map_or(0, |live| live.commit());
-        let source_disk = &self.disks[usize::from(source)];
-        let usable = source_disk.durable_head().min(commit);
-        let clean_prefix = (1..=usable).all(|op| {
-            !source_disk.faulty.contains(&op) && !source_disk.faulty_headers.contains(&op)
-        });
-        if usable == 0 || !clean_prefix {
-            self.schedule(
-                replica,
-                STATE_TRANSFER_TICKS,
-                DiskEvent::Transfer { from: source + 1 },
-            );
-            return Ok(());
-        }
-        let log: Vec<_> = source_disk.log[..usable as usize].to_vec();
-        let cursor_events = source_disk.cursor_events[..source_disk.cursor_durable].to_vec();
-        let head = *log.last().expect("usable > 0").prepare.header();
-        let disk = &mut self.disks[usize::from(replica)];
-        disk.log = log;
-        disk.faulty.clear();
-        disk.faulty_headers.clear();
-        disk.missing.clear();
-        disk.cursor_events = cursor_events;
-        disk.cursor_durable = disk.cursor_events.len();
-        disk.awaiting_transfer = false;
-        let mut state = disk.superblock.clone().unwrap_or_default();
-        state.commit = usable;
-        disk.persist(state);
-        let cursor_tail = disk.cursor_events.len() as u64;
-        self.trace
-            .record(self.now, u16::from(replica), "state_transfer", &[usable]);
-        let mut effects = Effects::new();
-        let live = self.live(replica);
-        if live.status() == strand_consensus::Status::AwaitingStateTransfer {
-            live.on_state_transfer_done(head, cursor_tail, &mut effects);
-        }
-        self.execute(replica, effects)
     }
 }

@@ -71,6 +71,77 @@ fn seeds_found_by_the_simulator_stay_fixed() {
     }
 }
 
+/// Seeds that reassign the group while faults run, each covering both
+/// kinds of change, newcomers caught up by state transfer, and removed
+/// replicas retired and dropped; they must hold every checker.
+const REASSIGNING: [(u64, &str); 5] = [
+    (
+        3,
+        "three replicas, majority, persisted: many epochs of both kinds",
+    ),
+    (
+        15,
+        "three replicas, majority, replicated: growth and replacements",
+    ),
+    (
+        21,
+        "five replicas, two copies confirm, replicated: both kinds",
+    ),
+    (
+        24,
+        "three replicas, every copy confirms, replicated: both kinds",
+    ),
+    (
+        31,
+        "three replicas, every copy confirms, persisted: thirty epochs",
+    ),
+];
+
+fn reassigning() -> Overrides {
+    Overrides {
+        reassign: true,
+        ..Overrides::default()
+    }
+}
+
+#[test]
+fn seeds_that_reassign_the_group_hold_every_checker() {
+    let overrides = reassigning();
+    let (mut in_place, mut view_change, mut joins, mut retirements) = (0, 0, 0, 0);
+    for (seed, what) in REASSIGNING {
+        let (outcome, _) = run_seed(seed, &overrides, 0);
+        assert!(
+            outcome.violation.is_none(),
+            "seed {seed} ({what}): {:?} (replay: strand-sim --seed {seed} --reassign --trace)",
+            outcome.violation
+        );
+        in_place += outcome.stats.reassignments_in_place;
+        view_change += outcome.stats.reassignments_view_change;
+        joins += outcome.stats.joins;
+        retirements += outcome.stats.retirements;
+    }
+    assert!(in_place > 0 && view_change > 0, "both kinds of change ran");
+    assert!(joins > 0 && retirements > 0, "replicas joined and retired");
+}
+
+#[test]
+fn reassignment_draws_leave_every_other_option_as_the_seed_drew_it() {
+    for seed in 0..200 {
+        let plain = strand_sim::Options::from_seed(seed, &Overrides::default());
+        let reassigning = strand_sim::Options::from_seed(seed, &reassigning());
+        assert!(!plain.reassigns() && reassigning.reassigns());
+        let same = strand_sim::Options {
+            reassign_ppm: 0,
+            catalog_lag_max_ticks: 0,
+            retire_lag_max_ticks: 0,
+            drop_min_ticks: 0,
+            drop_max_ticks: 0,
+            ..reassigning
+        };
+        assert_eq!(plain, same, "seed {seed}");
+    }
+}
+
 #[test]
 fn one_seed_run_twice_gives_the_same_trace_hash() {
     let overrides = Overrides::default();
@@ -80,6 +151,14 @@ fn one_seed_run_twice_gives_the_same_trace_hash() {
         assert_eq!(first.trace_hash, second.trace_hash, "seed {seed}");
         assert_eq!(first.ticks, second.ticks, "seed {seed}");
         assert_ne!(first.trace_hash, 0);
+    }
+    for (seed, _) in REASSIGNING.iter().take(2) {
+        let (first, _) = run_seed(*seed, &reassigning(), 0);
+        let (second, _) = run_seed(*seed, &reassigning(), 0);
+        assert_eq!(
+            first.trace_hash, second.trace_hash,
+            "seed {seed} reassigning"
+        );
     }
     let (a, _) = run_seed(1, &overrides, 0);
     let (b, _) = run_seed(2, &overrides, 0);
@@ -106,4 +185,25 @@ fn without_the_trusted_gate_a_batch_finds_a_lost_acknowledged_op() {
     let (seed, violation) =
         found.expect("within 2,000 seeds the gate-off mutation loses an acked op");
     eprintln!("gate off: seed {seed} lost an acknowledged op: {violation}");
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn without_the_old_memberships_quorum_a_reassignment_loses_an_acknowledged_op() {
+    let mutated = Overrides {
+        mutation_new_quorum_only: true,
+        ..reassigning()
+    };
+    let found = (0..2_000u64).find_map(|seed| {
+        let (outcome, _) = run_seed(seed, &mutated, 0);
+        let violation = outcome.violation.filter(|violation| {
+            matches!(violation.checker, "1 linear history" | "2 acked stays")
+        })?;
+        // The loss is the mutation's: the same seed holds with the quorum.
+        let (intact, _) = run_seed(seed, &reassigning(), 0);
+        intact.violation.is_none().then_some((seed, violation))
+    });
+    let (seed, violation) =
+        found.expect("within 2,000 seeds a reassignment heard by R' alone loses an acked op");
+    eprintln!("new quorum only: seed {seed}: {violation}");
 }

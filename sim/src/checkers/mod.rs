@@ -3,6 +3,7 @@
 
 mod acked;
 mod cursors;
+mod epoch_fence;
 mod history;
 mod liveness;
 mod trust;
@@ -10,8 +11,9 @@ mod views;
 
 pub use acked::AckedStays;
 pub use cursors::CursorsBounded;
+pub use epoch_fence::{EpochFence, Speaker};
 pub use history::{CommittedOp, LinearHistory};
-pub use liveness::{LIVENESS_TICKS_MAX, OPERATOR_PATIENCE_TICKS};
+pub use liveness::{LIVENESS_TICKS_MAX, OPERATOR_PATIENCE_TICKS, reassign_extra_ticks};
 pub use trust::UntrustedSilent;
 pub use views::ViewsMonotonic;
 

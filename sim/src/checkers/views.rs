@@ -12,10 +12,10 @@ pub struct ViewsMonotonic {
 }
 
 impl ViewsMonotonic {
-    /// For `replica_count` replicas.
-    pub fn new(replica_count: u8) -> ViewsMonotonic {
+    /// For replicas at slots `0..slot_count`.
+    pub fn new(slot_count: u8) -> ViewsMonotonic {
         ViewsMonotonic {
-            persisted: vec![(ViewId::ZERO, ViewId::ZERO); usize::from(replica_count)],
+            persisted: vec![(ViewId::ZERO, ViewId::ZERO); usize::from(slot_count)],
         }
     }
 
@@ -34,6 +34,12 @@ impl ViewsMonotonic {
         *view = state.view;
         *log_view = state.log_view;
         Ok(())
+    }
+
+    /// A new replica took `replica`'s slot (the one before was dropped): its
+    /// views start over.
+    pub fn forget(&mut self, replica: u8) {
+        self.persisted[usize::from(replica)] = (ViewId::ZERO, ViewId::ZERO);
     }
 
     /// `replica` runs in `view` with `log_view`: never below what it persisted.

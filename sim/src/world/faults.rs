@@ -1,0 +1,118 @@
+//! Faults the world injects, kept within the durability promise: network
+//! partitions, crashes and clean shutdowns, storage faults at restart, and
+//! the bookkeeping of which replicas are missing acknowledged writes.
+
+use super::World;
+use crate::checkers::Violation;
+
+impl World {
+    pub(super) fn maybe_fault_storage(&mut self, replica: u8) {
+        let minority = usize::from(self.catalog.minority_min());
+        let allowed = (self.storage_faulted.contains(&replica)
+            || self.storage_faulted.len() < minority)
+            && self.within_promise(replica);
+        if !allowed || !self.prng.chance(self.options.storage_fault_percent, 100) {
+            return;
+        }
+        let disk = &mut self.disks[usize::from(replica)];
+        if let Some(fault) = disk.pick_fault(&mut self.prng) {
+            let head = disk.head();
+            disk.inject(fault);
+            let previous = self.damaged.get(&replica).copied().unwrap_or(0);
+            self.damaged.insert(replica, head.max(previous));
+            self.storage_faulted.insert(replica);
+            self.stats.storage_faults += 1;
+            self.trace
+                .record(self.now, u16::from(replica), "storage_fault", &[]);
+        }
+    }
+
+    pub(super) fn inject_faults(&mut self) -> Result<(), Violation> {
+        let existing = self.existing_slots();
+        if self.prng.chance(self.options.partition_ppm, 1_000_000) {
+            let endpoints: Vec<u16> = existing.iter().copied().map(u16::from).collect();
+            self.network.repartition(&mut self.prng, &endpoints);
+            self.trace
+                .record(self.now, 0, "partition", &[self.network.partition as u64]);
+        } else if self.network.partition != crate::network::PartitionKind::Whole
+            && self.prng.chance(self.options.heal_ppm, 1_000_000)
+        {
+            self.network.heal();
+            self.trace.record(self.now, 0, "heal", &[]);
+        }
+        self.settle_damaged();
+        if self.prng.chance(self.options.full_crash_ppm, 1_000_000) {
+            for &replica in &existing {
+                let clean = !self.may_crash(replica);
+                self.stop(replica, clean);
+            }
+            return Ok(());
+        }
+        for &replica in &existing {
+            if self.replicas[usize::from(replica)].is_none() {
+                continue;
+            }
+            if !self.prng.chance(self.options.crash_ppm, 1_000_000) {
+                continue;
+            }
+            let clean =
+                self.prng.chance(self.options.clean_percent, 100) || !self.may_crash(replica);
+            self.stop(replica, clean);
+            if self.prng.chance(self.options.double_crash_percent, 100) {
+                let other = existing[self.prng.below(existing.len() as u64) as usize];
+                let clean = !self.may_crash(other);
+                self.stop(other, clean);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether an unclean crash of `replica` stays within the durability
+    /// promise: always under `persisted`; under `replicated`, only while
+    /// fewer than W - 1 other replicas are still missing what they acked.
+    fn may_crash(&self, replica: u8) -> bool {
+        self.options.durability == strand_wire::Durability::Persisted
+            || self.within_promise(replica)
+    }
+
+    /// Whether damaging `replica` (a lossy crash, a storage fault) keeps at
+    /// most W - 1 replicas damaged at once: every acked op then keeps a copy.
+    /// While the group changes membership, W is the smallest of the
+    /// memberships whose confirmed ops may rest on their own quorum alone.
+    fn within_promise(&self, replica: u8) -> bool {
+        let write_quorum = self.catalog.write_quorum_min();
+        let others_damaged = self
+            .damaged
+            .keys()
+            .filter(|damaged| **damaged != replica)
+            .count();
+        others_damaged < usize::from(write_quorum) - 1
+    }
+
+    /// A damaged replica recovers once it is up, trusted, and holds again the
+    /// log head it had when it crashed (or the committed history moved past).
+    fn settle_damaged(&mut self) {
+        let recovered: Vec<u8> = self
+            .damaged
+            .iter()
+            .filter(|(replica, head)| {
+                let index = usize::from(**replica);
+                let needed = (**head).min(self.history.head());
+                let disk = &self.disks[index];
+                let repaired = disk.faulty.is_empty()
+                    && disk.faulty_headers.is_empty()
+                    && disk.missing.is_empty();
+                self.replicas[index].as_ref().is_some_and(|live| {
+                    live.trusted()
+                        && live.status() == strand_consensus::Status::Normal
+                        && repaired
+                        && disk.durable_head() >= needed
+                })
+            })
+            .map(|(replica, _)| *replica)
+            .collect();
+        for replica in recovered {
+            self.damaged.remove(&replica);
+        }
+    }
+}
