@@ -306,16 +306,17 @@ impl<S: StateMachine> Replica<S> {
         }
         let timeouts = config.timeouts;
         let mut state = state;
-        let oldest_known = memberships.iter().next().map_or(0, |oldest| oldest.epoch);
-        if state.view.epoch < oldest_known {
-            // A replica that joined at a later epoch (or whose views are all
-            // from epochs long gone) starts at the first view it can name.
-            assert!(
-                state.log_view.epoch < oldest_known,
-                "the log's epoch {} is forgotten",
-                state.log_view
-            );
-            state.view = ViewId::new(oldest_known, 0);
+        if memberships.get(state.view.epoch).is_none() {
+            // A replica that joined at a later epoch, or whose view's epoch
+            // the driver no longer names, starts at the first view of the
+            // next epoch it knows: raising the view only fences more.
+            let later = memberships
+                .iter()
+                .map(|membership| membership.epoch)
+                .find(|epoch| *epoch > state.view.epoch);
+            if let Some(epoch) = later {
+                state.view = ViewId::new(epoch, 0);
+            }
         }
         let view_membership = *memberships.get(state.view.epoch).unwrap_or_else(|| {
             panic!(

@@ -443,15 +443,13 @@ impl<S: StateMachine> Replica<S> {
     /// The quorums of this view change: within the view's epoch, or, while
     /// it moves the group to a new epoch by a view change and no trusted
     /// reporter's log is in that epoch yet, joint with the old membership.
+    /// Any reporter counts here, trusted or not: a log view of the new
+    /// epoch is durable proof that a view of it started (after its own joint
+    /// quorum), whatever the log lost since; its history start guards the rest.
     fn merge_params(&self, dvcs: &[DvcSummary]) -> MergeParams {
         let accept_loss = self.view_change.accept_loss;
         let new = &self.view_membership;
-        let reported = dvcs
-            .iter()
-            .filter(|dvc| dvc.trusted() || !self.trusted_gate)
-            .map(|dvc| dvc.log_view.epoch)
-            .max()
-            .unwrap_or(0);
+        let reported = dvcs.iter().map(|dvc| dvc.log_view.epoch).max().unwrap_or(0);
         let old = new
             .epoch
             .checked_sub(1)
