@@ -504,6 +504,9 @@ impl<S: StateMachine> Replica<S> {
             || self.is_primary()
             || !self.trusted
             || self.view_persisted < self.view
+            || !self
+                .peer_slots(self.view.epoch)
+                .contains(self.config.replica)
         {
             return;
         }

@@ -391,6 +391,21 @@ impl<S: StateMachine> Replica<S> {
             .header(replica.commit)
             .map_or(0, crate::reconfigure::epoch_after);
         replica.started_epoch = replica.started_epoch.max(replica.log_view.epoch);
+        // A replica that joined by a view-change transition is no peer of
+        // the old epoch's views: it starts at the first view it belongs to.
+        let me = replica.config.replica;
+        if !replica.peer_slots(replica.view.epoch).contains(me) {
+            let joined = replica
+                .memberships
+                .iter()
+                .map(|membership| membership.epoch)
+                .filter(|epoch| *epoch > replica.view.epoch)
+                .find(|epoch| replica.peer_slots(*epoch).contains(me));
+            if let Some(epoch) = joined {
+                replica.set_view(ViewId::new(epoch, 0));
+                replica.durable.view = replica.view;
+            }
+        }
         // A membership the driver knows beyond the log's epoch is a change
         // still to take up (the replica may have restarted in its middle).
         let newest = *replica.memberships.newest();
@@ -899,12 +914,25 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Every slot a replica in a view of `epoch` talks to: the members of
-    /// that epoch and of any later one it knows, and, until `epoch` has
-    /// started here, the members of the epoch before (a view change into a
-    /// new epoch hears the old members first; afterwards they are fenced).
+    /// that epoch and of the later ones reached from it in place (they join
+    /// its views before their epoch starts), and, until `epoch` has started
+    /// here, the members of the epoch before (a view change into a new epoch
+    /// hears the old members first; afterwards they are fenced). Members
+    /// that only a view-change transition adds are no peers of the old
+    /// epoch's views: they join at the new epoch's first view.
     #[inline]
     pub(crate) fn peer_slots(&self, epoch: u32) -> SlotSet {
-        let slots = self.memberships.slots_from(epoch);
+        let Some(mut from) = self.memberships.get(epoch).copied() else {
+            return self.memberships.slots_from(epoch);
+        };
+        let mut slots = from.slots;
+        while let Some(next) = self.memberships.get(from.epoch + 1) {
+            if crate::epoch::transition(&from, next) != crate::epoch::Transition::InPlace {
+                break;
+            }
+            slots = slots.union(next.slots);
+            from = *next;
+        }
         if epoch <= self.started_epoch {
             return slots;
         }

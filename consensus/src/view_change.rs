@@ -491,6 +491,14 @@ impl<S: StateMachine> Replica<S> {
             .memberships
             .slots_from(view.epoch)
             .contains(self.config.replica);
+        if member && !self.peer_slots(view.epoch).contains(self.config.replica) {
+            // A view of the epoch before the one a view change adds this
+            // replica in: it joins at that epoch's first view instead.
+            effects.event(Event::Dropped {
+                reason: DropReason::WrongStatus,
+            });
+            return;
+        }
         if !member {
             // A view of an epoch this replica is no member of (nor of any
             // later one it knows) has started.

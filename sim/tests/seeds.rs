@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 5] = [
+const REASSIGNING: [(u64, &str); 10] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -94,6 +94,14 @@ const REASSIGNING: [(u64, &str); 5] = [
     (
         31,
         "three replicas, every copy confirms, persisted: thirty epochs",
+    ),
+    (1, "a lagging replica once forgot its own view's membership"),
+    (2, "newcomers once could not repair ops of forgotten epochs"),
+    (26, "a lone member's repair once divided by zero"),
+    (78, "a view change's newcomer once acked in the old epoch"),
+    (
+        3906,
+        "a lone member once skipped the view change after sealing",
     ),
 ];
 
