@@ -774,11 +774,16 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// A state transfer finished: the log now ends at `head` (committed), the
-    /// cursor log at `cursor_tail`.
+    /// cursor log at `cursor_tail`. `recent` are the installed log's last
+    /// headers up to `head`, ascending (as storage reports them at open): the
+    /// client table is rebuilt from them, so a retry of a request the group
+    /// committed before the transfer is answered, never committed twice,
+    /// should this replica lead.
     pub fn on_state_transfer_done(
         &mut self,
         head: PrepareHeader,
         cursor_tail: u64,
+        recent: &[PrepareHeader],
         effects: &mut Effects,
     ) {
         assert_eq!(
@@ -796,6 +801,11 @@ impl<S: StateMachine> Replica<S> {
         self.commit_max = self.commit_max.max(op);
         self.write_next = op + 1;
         self.cursors = CursorState::new(cursor_tail);
+        self.client_table = ClientTable::new();
+        for header in recent.iter().filter(|header| header.op.get() <= op) {
+            let (result, body) = reply_from_header(header);
+            self.client_table.commit(header, result, body);
+        }
         self.status = Status::Recovering;
         self.start_probing(effects);
     }

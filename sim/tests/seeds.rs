@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 10] = [
+const REASSIGNING: [(u64, &str); 11] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -102,6 +102,10 @@ const REASSIGNING: [(u64, &str); 10] = [
     (
         3906,
         "a lone member once skipped the view change after sealing",
+    ),
+    (
+        922,
+        "a transferred newcomer once committed a retried request twice",
     ),
 ];
 

@@ -596,6 +596,7 @@ impl Cluster {
         let log: Vec<Msg<PrepareHeader>> =
             self.storage[usize::from(from)].log[..commit as usize].to_vec();
         let head = *log.last().expect("a committed prefix").header();
+        let recent: Vec<PrepareHeader> = log.iter().map(|prepare| *prepare.header()).collect();
         let storage = &mut self.storage[usize::from(to)];
         storage.log = log;
         storage.durable_op = commit;
@@ -606,7 +607,7 @@ impl Cluster {
         self.replicas[usize::from(to)]
             .as_mut()
             .expect("up")
-            .on_state_transfer_done(head, cursor_tail, &mut effects);
+            .on_state_transfer_done(head, cursor_tail, &recent, &mut effects);
         self.execute(to, effects);
     }
 

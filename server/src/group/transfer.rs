@@ -350,8 +350,12 @@ impl Actor {
                     "group: state transfer installed"
                 );
                 crate::metrics::state_transfer_installed(&self.label);
-                self.replica
-                    .on_state_transfer_done(head, cursor_tail, &mut self.effects);
+                self.replica.on_state_transfer_done(
+                    head,
+                    cursor_tail,
+                    &recovery.headers,
+                    &mut self.effects,
+                );
             }
             Err(error) => {
                 tracing::error!(%error, "group: installing the transfer failed");

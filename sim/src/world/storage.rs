@@ -8,6 +8,10 @@ use strand_wire::{Body, CommandHeader, CursorsHeader, HeadersHeader, Message, Ms
 use zerocopy::IntoBytes;
 
 use super::{CLUSTER, DiskEvent, GROUP, STATE_TRANSFER_TICKS, World};
+
+/// Headers a transferred log reports below its head (as the partition's
+/// open reports a journal's worth): the client table is rebuilt from them.
+const RECENT_HEADERS_ON_TRANSFER: usize = 1024;
 use crate::checkers::Violation;
 use crate::network::Packet;
 
@@ -241,6 +245,13 @@ impl World {
         let log: Vec<_> = source_disk.log[..usable as usize].to_vec();
         let cursor_events = source_disk.cursor_events[..source_disk.cursor_durable].to_vec();
         let head = *log.last().expect("usable > 0").prepare.header();
+        let recent: Vec<PrepareHeader> = log
+            .iter()
+            .rev()
+            .take(RECENT_HEADERS_ON_TRANSFER)
+            .rev()
+            .map(|entry| *entry.prepare.header())
+            .collect();
         let disk = &mut self.disks[usize::from(replica)];
         disk.log = log;
         disk.faulty.clear();
@@ -259,7 +270,7 @@ impl World {
         let mut effects = Effects::new();
         let live = self.live(replica);
         if live.status() == Status::AwaitingStateTransfer {
-            live.on_state_transfer_done(head, cursor_tail, &mut effects);
+            live.on_state_transfer_done(head, cursor_tail, &recent, &mut effects);
         }
         self.execute(replica, effects)
     }
