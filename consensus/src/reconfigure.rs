@@ -91,17 +91,7 @@ impl<S: StateMachine> Replica<S> {
         self.adoption = None;
         self.view_change = Default::default();
         self.suspecting = false;
-        for timeout in [
-            &mut self.heartbeat_timeout,
-            &mut self.primary_timeout,
-            &mut self.progress_timeout,
-            &mut self.prepare_timeout,
-            &mut self.view_change_timeout,
-            &mut self.view_change_retransmit,
-            &mut self.probe_timeout,
-            &mut self.repair_timeout,
-            &mut self.warning_timeout,
-        ] {
+        for timeout in self.timeouts() {
             timeout.stop();
         }
         effects.event(Event::Retired { epoch });

@@ -639,18 +639,7 @@ impl<S: StateMachine> Replica<S> {
         if self.status == Status::Retired {
             return;
         }
-        for timeout in [
-            &mut self.heartbeat_timeout,
-            &mut self.primary_timeout,
-            &mut self.progress_timeout,
-            &mut self.prepare_timeout,
-            &mut self.view_change_timeout,
-            &mut self.view_change_retransmit,
-            &mut self.probe_timeout,
-            &mut self.repair_timeout,
-            &mut self.warning_timeout,
-            &mut self.commit_persist_timeout,
-        ] {
+        for timeout in self.timeouts() {
             timeout.tick();
         }
         if self.heartbeat_timeout.fired() {
@@ -885,6 +874,22 @@ impl<S: StateMachine> Replica<S> {
             self.view,
             self.config.replica,
         )
+    }
+
+    /// Every timeout the replica runs.
+    pub(crate) fn timeouts(&mut self) -> [&mut Timeout; 10] {
+        [
+            &mut self.heartbeat_timeout,
+            &mut self.primary_timeout,
+            &mut self.progress_timeout,
+            &mut self.prepare_timeout,
+            &mut self.view_change_timeout,
+            &mut self.view_change_retransmit,
+            &mut self.probe_timeout,
+            &mut self.repair_timeout,
+            &mut self.warning_timeout,
+            &mut self.commit_persist_timeout,
+        ]
     }
 
     /// Sends `message` to replica `to`: a peer, or a replica of an older

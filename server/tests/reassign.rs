@@ -31,6 +31,39 @@ async fn create_topic(client: &Client, confirm: ConfirmPolicy) -> (u64, Vec<u32>
     (groups[0], info.partitions[0].replicas.clone())
 }
 
+/// A running cluster with `s`/`t` created: what every test here starts from.
+struct Setup {
+    nodes: Vec<Node>,
+    runtime: tokio::runtime::Runtime,
+    /// When the test gives up on any wait.
+    deadline: Instant,
+    client: Client,
+    /// The topic's partition's group.
+    group: u64,
+    /// The nodes it was placed on, by slot.
+    members: Vec<u32>,
+}
+
+/// Starts `count` nodes and creates `s`/`t` with `confirm`.
+fn setup(dir: &std::path::Path, count: u32, confirm: ConfirmPolicy) -> Setup {
+    let mut nodes = common::configure_cluster(dir, count);
+    for node in &mut nodes {
+        node.start();
+    }
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
+    let (group, members) = runtime.block_on(create_topic(&client, confirm));
+    Setup {
+        nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+        members,
+    }
+}
+
 /// Every node's status of `group`, by answering node.
 async fn statuses(client: &Client, group: u64) -> BTreeMap<u32, GroupStatus> {
     let Ok(status) = client.cluster_status().await else {
@@ -109,14 +142,14 @@ async fn produce_within(nodes: &[Node], batch: u64, timeout_ms: u64) -> Option<P
 #[test]
 fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::configure_cluster(dir.path(), 4);
-    for node in &mut nodes {
-        node.start();
-    }
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
-    let (group, members) = runtime.block_on(create_topic(&client, ConfirmPolicy::MajorityDurable));
+    let Setup {
+        mut nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+        members,
+    } = setup(dir.path(), 4, ConfirmPolicy::MajorityDurable);
     let spare = (1..=4)
         .find(|node| !members.contains(node))
         .expect("a spare node");
@@ -190,11 +223,14 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
 #[test]
 fn confirm_policies_change_in_place_or_through_a_view_change() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::start_cluster(dir.path());
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
-    let (group, members) = runtime.block_on(create_topic(&client, ConfirmPolicy::LocalDurable));
+    let Setup {
+        mut nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+        members,
+    } = setup(dir.path(), 3, ConfirmPolicy::LocalDurable);
     let acked = Mutex::new(BTreeMap::new());
     runtime.block_on(produce_range(&client, 0, 10, &acked, deadline));
 
@@ -305,14 +341,14 @@ enum Resolution {
 /// promote the empty replica, until `resolution`.
 fn failover_right_after_a_replacement(resolution: Resolution) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::configure_cluster(dir.path(), 5);
-    for node in &mut nodes {
-        node.start();
-    }
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
-    let (group, members) = runtime.block_on(create_topic(&client, ConfirmPolicy::MajorityDurable));
+    let Setup {
+        mut nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+        members,
+    } = setup(dir.path(), 5, ConfirmPolicy::MajorityDurable);
     let acked = Mutex::new(BTreeMap::new());
     runtime.block_on(produce_range(&client, 0, 20, &acked, deadline));
     let spare = (1..=5)
@@ -389,14 +425,14 @@ fn failover_right_after_a_replacement(resolution: Resolution) {
 #[test]
 fn a_removed_replica_that_returns_never_counts_and_drop_replica_deletes_it() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::configure_cluster(dir.path(), 4);
-    for node in &mut nodes {
-        node.start();
-    }
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let client = runtime.block_on(common::connect_patient(&nodes, deadline));
-    let (group, members) = runtime.block_on(create_topic(&client, ConfirmPolicy::MajorityDurable));
+    let Setup {
+        mut nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+        members,
+    } = setup(dir.path(), 4, ConfirmPolicy::MajorityDurable);
     let acked = Mutex::new(BTreeMap::new());
     runtime.block_on(produce_range(&client, 0, 10, &acked, deadline));
     let spare = (1..=4)
