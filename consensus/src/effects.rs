@@ -95,7 +95,8 @@ pub enum Effect {
     },
     /// The log cannot be repaired op by op (the peers no longer retain what it
     /// lacks, or it was quarantined): rebuild it from replica `from`'s state at
-    /// its commit, then report `on_state_transfer_done`.
+    /// its commit (nothing, if it has committed nothing yet), then report
+    /// `on_state_transfer_done`.
     StartStateTransfer {
         /// The replica to copy from.
         from: u8,

@@ -763,14 +763,16 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// A state transfer finished: the log now ends at `head` (committed), the
-    /// cursor log at `cursor_tail`. `recent` are the installed log's last
-    /// headers up to `head`, ascending (as storage reports them at open): the
-    /// client table is rebuilt from them, so a retry of a request the group
-    /// committed before the transfer is answered, never committed twice,
-    /// should this replica lead.
+    /// cursor log at `cursor_tail`; `None` when the source had committed
+    /// nothing (the log is empty: every op is repaired from the view's
+    /// primary once the replica adopts a view). `recent` are the installed
+    /// log's last headers up to `head`, ascending (as storage reports them at
+    /// open): the client table is rebuilt from them, so a retry of a request
+    /// the group committed before the transfer is answered, never committed
+    /// twice, should this replica lead.
     pub fn on_state_transfer_done(
         &mut self,
-        head: PrepareHeader,
+        head: Option<PrepareHeader>,
         cursor_tail: u64,
         recent: &[PrepareHeader],
         effects: &mut Effects,
@@ -780,11 +782,16 @@ impl<S: StateMachine> Replica<S> {
             Status::AwaitingStateTransfer,
             "no state transfer was awaited"
         );
-        let op = head.op.get();
-        let keep_from = self.view.epoch.min(self.log_view.epoch);
-        learn_from_header(&mut self.memberships, &head, keep_from);
-        self.journal.reset_at(head);
-        self.machine.restore(Some(&head));
+        let op = head.map_or(0, |head| head.op.get());
+        match head {
+            Some(head) => {
+                let keep_from = self.view.epoch.min(self.log_view.epoch);
+                learn_from_header(&mut self.memberships, &head, keep_from);
+                self.journal.reset_at(head);
+            }
+            None => self.journal = Journal::new(),
+        }
+        self.machine.restore(head.as_ref());
         self.stored_hint = op;
         self.commit = op;
         self.commit_max = self.commit_max.max(op);

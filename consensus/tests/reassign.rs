@@ -269,6 +269,30 @@ fn an_old_epoch_view_never_loses_what_the_new_membership_confirmed() {
 
 // ----- changes through a view change at the new epoch ----------------------
 
+#[test]
+fn a_replica_added_before_anything_committed_joins_by_an_empty_transfer() {
+    // Every copy confirms: nothing commits until the newcomer holds the log.
+    let mut cluster = persisted(3, ConfirmPolicy::LocalDurable);
+    cluster.assign(Membership::new(
+        1,
+        SlotSet::first(4),
+        ConfirmPolicy::LocalDurable,
+    ));
+    cluster.join(3);
+    cluster.tick(100);
+    cluster.produce(1, 2);
+    cluster.tick(20);
+    assert!(cluster.acked().is_empty(), "the newcomer holds nothing yet");
+    let primary = cluster.primary().expect("the new epoch started");
+    assert_eq!(cluster.replica(primary).commit(), 0);
+    cluster.transfer(3, primary);
+    cluster.tick(100);
+    assert_eq!(cluster.replica(3).status(), Status::Normal);
+    assert_eq!(cluster.acked().len(), 1, "repaired, the newcomer confirms");
+    cluster.assert_acked_in_log(3);
+    cluster.assert_one_history();
+}
+
 /// A group of three (slots 0..3, majority) whose replica 2 is lost for good
 /// is reassigned to slots {0, 1, 3}: slot 3 is a new, empty replica.
 fn replace_two_by_three(cluster: &mut Cluster) -> Membership {

@@ -95,6 +95,34 @@ fn a_partition_round_trips_through_a_state_transfer() {
 }
 
 #[test]
+fn a_source_that_committed_nothing_hands_over_an_empty_partition() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let (mut source, _) = open_file(&wal, &root.path().join("source"), small_config());
+    append_durable(&mut source, 5, 4, 120);
+    let export = source.export(0, SMALL_CHUNKS).expect("export at op 0");
+    assert!(export.manifest().frontier_header.is_none());
+    let (mut target, _) = open_file(&wal, &root.path().join("target"), small_config());
+    let manifest = source.export_chunk(&export, 0).expect("manifest");
+    let mut import = target.import_begin(&manifest).expect("begin");
+    for chunk in import.needed_chunks() {
+        let body = source.export_chunk(&export, chunk).expect("chunk");
+        target
+            .import_chunk(&mut import, chunk, &body)
+            .expect("import");
+    }
+    let (mut installed, recovery) = target.install(import).expect("install");
+    assert!(!recovery.awaiting_state_transfer);
+    assert_eq!((recovery.op, recovery.durable.commit), (0, 0));
+    assert!(recovery.headers.is_empty());
+    assert_eq!(installed.offset_end(), 0);
+    // The installed partition takes ops from op 1 (the group's, repaired).
+    append_durable(&mut installed, 3, 4, 120);
+    assert_eq!(installed.offset_end(), 12);
+    wal.shutdown().expect("shutdown");
+}
+
+#[test]
 fn an_import_interrupted_at_every_chunk_resumes_and_installs_the_same_partition() {
     let root = tempfile::tempdir().expect("tempdir");
     let wal = wal();

@@ -221,6 +221,40 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
 }
 
 #[test]
+fn a_replica_added_before_anything_committed_joins_and_confirms() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Setup {
+        nodes: _nodes,
+        runtime,
+        deadline,
+        client,
+        group,
+        members,
+    } = setup(dir.path(), 4, ConfirmPolicy::LocalDurable);
+    let spare = (1..=4)
+        .find(|node| !members.contains(node))
+        .expect("a spare node");
+    // Every copy confirms, so nothing commits until the newcomer holds the
+    // log, and its state transfer has no committed op to copy.
+    let grown: Vec<u32> = members.iter().copied().chain([spare]).collect();
+    let reassigned = runtime
+        .block_on(client.reassign_partition(PartitionTarget::Group(group), &grown, None))
+        .expect("reassign");
+    assert_eq!(reassigned.joining, vec![spare]);
+    let acked = Mutex::new(BTreeMap::new());
+    runtime.block_on(produce_range(&client, 0, 10, &acked, deadline));
+    common::wait_until("epoch 1 serves with the newcomer caught up", 60, || {
+        settled_at(&runtime.block_on(statuses(&client, group)), 1)
+    });
+    let acked = acked.into_inner().expect("acks");
+    runtime.block_on(common::check_acknowledged(
+        &client,
+        &acked,
+        acked.len() * common::BATCH as usize,
+    ));
+}
+
+#[test]
 fn confirm_policies_change_in_place_or_through_a_view_change() {
     let dir = tempfile::tempdir().expect("temp dir");
     let Setup {

@@ -595,7 +595,7 @@ impl Cluster {
         let cursor_tail = self.replica(from).cursor_tail();
         let log: Vec<Msg<PrepareHeader>> =
             self.storage[usize::from(from)].log[..commit as usize].to_vec();
-        let head = *log.last().expect("a committed prefix").header();
+        let head = log.last().map(|prepare| *prepare.header());
         let recent: Vec<PrepareHeader> = log.iter().map(|prepare| *prepare.header()).collect();
         let storage = &mut self.storage[usize::from(to)];
         storage.log = log;

@@ -245,7 +245,9 @@ impl Actor {
             .as_mut()
             .expect("receiving a transfer");
         let frontier_op = import.manifest().frontier_op;
-        if frontier_op < incoming.op_min.max(1) || import.manifest().frontier_header.is_none() {
+        // Op 0 is an empty log: the source has committed nothing yet.
+        let frontier_known = frontier_op == 0 || import.manifest().frontier_header.is_some();
+        if frontier_op < incoming.op_min || !frontier_known {
             // The source has not committed far enough yet: ask again later.
             tracing::info!(
                 frontier_op,
@@ -329,9 +331,7 @@ impl Actor {
         let Some(import) = incoming.import else {
             return;
         };
-        let Some(head) = import.manifest().frontier_header else {
-            return;
-        };
+        let head = import.manifest().frontier_header;
         let cursor_tail = import.manifest().cursor_tail;
         if let Err(error) = self.partition().finish_staging(&import) {
             tracing::warn!(%error, "group: staged transfer refused; starting over");
@@ -373,13 +373,13 @@ impl Actor {
         }
         let to = request.prefix.replica;
         let chunk = request.chunk.get();
-        let frontier_op = match request.frontier_op.get() {
-            0 => self.replica.commit(),
-            op => op,
+        // The manifest (chunk 0) asked at frontier 0 is taken at this
+        // replica's commit; later chunks name the manifest's frontier (0 for
+        // an empty export, when nothing had committed).
+        let frontier_op = match (request.frontier_op.get(), chunk) {
+            (0, 0) => self.replica.commit(),
+            (op, _) => op,
         };
-        if frontier_op == 0 {
-            return;
-        }
         let Some(index) = self.export_at(frontier_op) else {
             return;
         };

@@ -51,11 +51,9 @@ impl World {
     }
 
     /// Draws a wish and commits it if the catalog accepts it. Waits while
-    /// the previous epoch has not started, and while the group has
-    /// committed nothing: a newcomer's state transfer needs a committed op
-    /// to hand over (`on_state_transfer_done` takes the head's header).
+    /// the previous epoch has not started.
     fn maybe_reassign(&mut self) {
-        if self.catalog.in_flight() || self.history.head() == 0 {
+        if self.catalog.in_flight() {
             return;
         }
         let current = *self.catalog.newest();

@@ -234,7 +234,10 @@ impl World {
         let clean_prefix = (1..=usable).all(|op| {
             !source_disk.faulty.contains(&op) && !source_disk.faulty_headers.contains(&op)
         });
-        if usable == 0 || !clean_prefix {
+        // A source that has committed nothing hands over an empty log (the
+        // newcomer repairs every op once it adopts a view); one whose
+        // committed prefix is not all durable and clean yet is asked later.
+        if (usable == 0 && commit > 0) || !clean_prefix {
             self.schedule(
                 replica,
                 STATE_TRANSFER_TICKS,
@@ -244,7 +247,7 @@ impl World {
         }
         let log: Vec<_> = source_disk.log[..usable as usize].to_vec();
         let cursor_events = source_disk.cursor_events[..source_disk.cursor_durable].to_vec();
-        let head = *log.last().expect("usable > 0").prepare.header();
+        let head = log.last().map(|entry| *entry.prepare.header());
         let recent: Vec<PrepareHeader> = log
             .iter()
             .rev()

@@ -76,7 +76,9 @@ command_header! {
     /// Ask a peer for chunk `chunk` of its export of the group at the frontier
     /// `(frontier_op, frontier_offset)`.
     RequestStateTransferHeader => Command::RequestStateTransfer;
-    /// The op the export is taken at.
+    /// The op the export is taken at. For chunk 0 (the manifest), 0 asks
+    /// for an export at the peer's commit; for later chunks it is the
+    /// manifest's frontier (0 for an empty export: nothing had committed).
     frontier_op: U64,
     /// The record offset the export ends at (exclusive).
     frontier_offset: U64,
