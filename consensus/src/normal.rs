@@ -466,12 +466,21 @@ impl<S: StateMachine> Replica<S> {
         if self.commit == self.journal.head() {
             self.prepare_timeout.stop();
             self.progress_timeout.stop();
-            self.abdicated = false;
+            self.resume_serving();
         } else if self.commit > commit_before {
             self.progress_timeout.start();
-            self.abdicated = false;
+            self.resume_serving();
         } else if !self.progress_timeout.ticking() && !self.abdicated {
             self.progress_timeout.start();
+        }
+    }
+
+    /// Primary: commits go on, so a stall that made it abdicate is over; its
+    /// vote to leave the view is taken back with it.
+    fn resume_serving(&mut self) {
+        if self.abdicated {
+            self.abdicated = false;
+            self.withdraw_vote();
         }
     }
 
@@ -646,6 +655,12 @@ impl<S: StateMachine> Replica<S> {
         } else {
             self.primary_timeout.start_jittered(&mut self.prng);
         }
+        self.withdraw_vote();
+    }
+
+    /// The view works again (the primary was heard, or commits resumed):
+    /// take back this replica's vote to leave it.
+    fn withdraw_vote(&mut self) {
         if self.suspecting {
             self.suspecting = false;
             self.svc_votes &= !(1 << self.config.replica);

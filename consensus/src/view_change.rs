@@ -205,10 +205,12 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         if view > self.view {
-            if self.healthy() || self.is_serving_primary() {
+            if self.healthy() || (self.is_serving_primary() && !self.abdicated) {
                 // Views only advance by quorum, so a higher one exists: this
                 // replica is behind. Ask that view's primary for it rather
-                // than disturb anything.
+                // than disturb anything. (A primary that abdicated, stalled,
+                // joins instead: the higher view's primary may be the very
+                // replica that cannot answer, restarting.)
                 self.request_start_view(self.primary_of(view), effects);
                 return;
             }

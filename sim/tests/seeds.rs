@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 11] = [
+const REASSIGNING: [(u64, &str); 13] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -106,6 +106,14 @@ const REASSIGNING: [(u64, &str); 11] = [
     (
         922,
         "a transferred newcomer once committed a retried request twice",
+    ),
+    (
+        18028,
+        "newcomers every copy needed once waited for a commit to transfer",
+    ),
+    (
+        2220,
+        "a stalled primary once never joined the view its backup had moved to",
     ),
 ];
 
