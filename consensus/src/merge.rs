@@ -22,7 +22,7 @@ use strand_wire::{
 };
 
 use crate::effects::WaitReason;
-use crate::epoch::{Membership, QuorumSpec, SlotSet};
+use crate::epoch::{Membership, QuorumSpec, SlotSet, Transition, transition};
 use crate::state::HistoryStart;
 
 /// One replica's DoViewChange, as the merge sees it.
@@ -98,16 +98,17 @@ impl DvcSummary {
 }
 
 /// What the merge is given besides the DoViewChanges.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct MergeParams {
     /// Every replica that may report: the members of the memberships
     /// involved ("every replica reported" means all of these).
     pub members: SlotSet,
     /// Trusted reporters must meet this quorum (`R` of the view's membership)...
     pub quorum: QuorumSpec,
-    /// ...and, while a view change moves the group to a new epoch, this one
-    /// too (`R` of the old membership), so that whatever it confirmed is heard.
-    pub joint: Option<QuorumSpec>,
+    /// ...and, while a view change moves the group to a new epoch, these
+    /// too (`R` of every older membership it spans, from the epoch the
+    /// reporters' logs reached on), so that whatever they confirmed is heard.
+    pub joint: Vec<QuorumSpec>,
     /// Trusted nacks that drop an op: `R` of the membership that may have
     /// confirmed it.
     pub nack: QuorumSpec,
@@ -118,6 +119,14 @@ pub struct MergeParams {
     pub trusted_gate: bool,
 }
 
+/// A quorum no set of replicas meets: stands for a membership this replica
+/// no longer knows (the view change then waits for a reporter whose log is
+/// in a later epoch, or for every replica it knows of).
+const UNKNOWN_QUORUM: QuorumSpec = QuorumSpec {
+    members: SlotSet::EMPTY,
+    count: 1,
+};
+
 impl MergeParams {
     /// The quorums of a view change within `membership`'s epoch.
     pub fn within(membership: &Membership, accept_loss: bool, trusted_gate: bool) -> MergeParams {
@@ -125,7 +134,7 @@ impl MergeParams {
         MergeParams {
             members: membership.slots,
             quorum,
-            joint: None,
+            joint: Vec::new(),
             nack: quorum,
             accept_loss,
             trusted_gate,
@@ -142,11 +151,58 @@ impl MergeParams {
         trusted_gate: bool,
     ) -> MergeParams {
         assert_eq!(new.epoch, old.epoch + 1, "a transition moves one epoch");
+        MergeParams::spanning(&[Some(*old)], new, accept_loss, trusted_gate)
+    }
+
+    /// The quorums of a view change into `new`'s epoch when the highest
+    /// epoch any reporter's log has reached is older: `older` holds every
+    /// membership from that epoch up to the one before `new`'s, ascending
+    /// (None for one this replica no longer knows).
+    ///
+    /// Trusted reporters must meet `R` of each of them and `R'` of `new`.
+    /// A reporter two or more epochs behind proves nothing about the epochs
+    /// it missed: each of them may have confirmed prepares (or carried older
+    /// ones over in its history start) on replicas that alone hold them. `R`
+    /// of every epoch meets each such write quorum, whose members' logs would
+    /// show that epoch; since none does, nothing was confirmed past the
+    /// reported epoch. Nacks come from `R` of the reported epoch, or of the
+    /// last one reached from it in place (its prepares may have been
+    /// confirmed by that membership), which meets the earlier ones.
+    pub fn spanning(
+        older: &[Option<Membership>],
+        new: &Membership,
+        accept_loss: bool,
+        trusted_gate: bool,
+    ) -> MergeParams {
+        assert!(!older.is_empty(), "a view change across epochs spans one");
+        let members = older
+            .iter()
+            .flatten()
+            .fold(new.slots, |slots, membership| slots.union(membership.slots));
+        let joint = older
+            .iter()
+            .map(|membership| membership.map_or(UNKNOWN_QUORUM, |m| m.view_change_quorum()))
+            .collect();
+        let nack = match older[0] {
+            None => UNKNOWN_QUORUM,
+            Some(reported) => {
+                let mut confirming = reported;
+                for next in older[1..].iter().copied().chain([Some(*new)]) {
+                    match next {
+                        Some(next) if transition(&confirming, &next) == Transition::InPlace => {
+                            confirming = next;
+                        }
+                        _ => break,
+                    }
+                }
+                confirming.view_change_quorum()
+            }
+        };
         MergeParams {
-            members: old.slots.union(new.slots),
+            members,
             quorum: new.view_change_quorum(),
-            joint: Some(old.view_change_quorum()),
-            nack: old.view_change_quorum(),
+            joint,
+            nack,
             accept_loss,
             trusted_gate,
         }
@@ -154,7 +210,7 @@ impl MergeParams {
 
     /// Whether the replicas in `heard` meet every quorum of the view change.
     fn met_by(&self, heard: SlotSet) -> bool {
-        self.quorum.is_met_by(heard) && self.joint.is_none_or(|joint| joint.is_met_by(heard))
+        self.quorum.is_met_by(heard) && self.joint.iter().all(|joint| joint.is_met_by(heard))
     }
 }
 
@@ -696,5 +752,56 @@ mod tests {
         reversed.reverse();
         assert_eq!(decide(&reversed, params(5)), first);
         assert_eq!(ready(first).source, 1);
+    }
+
+    /// Seeds 3182, 4756 and 3877 (`--reassign`): the candidate of a view of
+    /// epoch 8 heard one trusted log, settled epochs earlier, which met `R`
+    /// of epoch 7 and `R'` of epoch 8 (both 1: every copy confirms) on its
+    /// own, and started the view below epoch 7's history start, which only
+    /// the replica that started epoch 7 knew. Every epoch the reporters'
+    /// logs missed must be heard.
+    #[test]
+    fn a_log_epochs_behind_never_forms_a_transition_quorum_alone() {
+        let every = ConfirmPolicy::LocalDurable;
+        let e5 = Membership::new(5, SlotSet::of(&[1, 3]), ConfirmPolicy::Count(2));
+        let e6 = Membership::new(6, SlotSet::of(&[0, 1]), ConfirmPolicy::Count(2));
+        let e7 = Membership::new(7, SlotSet::of(&[0, 1, 2]), every);
+        let e8 = Membership::new(8, SlotSet::of(&[0, 2, 3]), every);
+        // Replica 0's log settled no later than epoch 5 (in the seed it
+        // joined in epoch 6, took op 37 by state transfer and never settled
+        // in a view); replica 1 started epochs 6 and 7 at op 47, alone.
+        let mut stale = dvc(0, 0, 37, 37);
+        stale.log_view = ViewId::new(5, 8);
+        let mut current = dvc(1, 10, 47, 41);
+        current.log_view = ViewId::new(7, 10);
+        current.history_start = Some(HistoryStart {
+            view: ViewId::new(7, 10),
+            op: 47,
+            cursor_tail: 0,
+            replica: 1,
+            accepted_loss: false,
+        });
+        // What the two-epoch joint quorum decided: ops 38..=47 are gone.
+        let two_epochs = MergeParams::transition(&e7, &e8, false, true);
+        assert_eq!(ready(decide(&[stale.clone()], two_epochs.clone())).op, 37);
+        // Spanning every epoch from the reported one, it waits...
+        let spanning = MergeParams::spanning(&[Some(e5), Some(e6), Some(e7)], &e8, false, true);
+        assert_eq!(
+            decide(&[stale.clone()], spanning),
+            Decision::Wait {
+                reason: WaitReason::FewerTrustedThanQuorum,
+                awaited: 0b1110
+            }
+        );
+        // ...as it does for an epoch it no longer knows...
+        let unknown = MergeParams::spanning(&[None, Some(e6), Some(e7)], &e8, false, true);
+        assert!(matches!(
+            decide(&[stale.clone()], unknown),
+            Decision::Wait { .. }
+        ));
+        // ...until a log of a later epoch reports: the view then starts
+        // from it, at or above its history start.
+        let canonical = ready(decide(&[stale, current], two_epochs));
+        assert_eq!((canonical.source, canonical.op), (1, 47));
     }
 }

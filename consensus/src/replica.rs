@@ -334,7 +334,9 @@ impl<S: StateMachine> Replica<S> {
             status: Status::Recovering,
             view: state.view,
             log_view: state.log_view,
-            trusted: recovered.trusted,
+            // A transferred log stays untrusted until a view settles it,
+            // whatever the durability policy says of a log read from disk.
+            trusted: recovered.trusted && !state.log_unsettled,
             view_persisted: state.view,
             commit_persisted: commit,
             durable: state,
@@ -415,6 +417,7 @@ impl<S: StateMachine> Replica<S> {
         if recovered.awaiting_state_transfer {
             replica.status = Status::AwaitingStateTransfer;
             replica.trusted = false;
+            replica.durable.log_unsettled = true;
         } else if recovered.fresh && replica.view == ViewId::ZERO {
             replica.status = Status::Normal;
         } else if replica.view_membership.slots == SlotSet::EMPTY.with(replica.config.replica)
@@ -797,6 +800,10 @@ impl<S: StateMachine> Replica<S> {
         self.commit_max = self.commit_max.max(op);
         self.write_next = op + 1;
         self.cursors = CursorState::new(cursor_tail);
+        // The installed log is a committed prefix that no view vouches for
+        // (it may end below the latest history start, which this replica
+        // does not know): untrusted, across restarts, until a view is adopted.
+        self.durable.log_unsettled = true;
         self.client_table = ClientTable::new();
         for header in recent.iter().filter(|header| header.op.get() <= op) {
             let (result, body) = reply_from_header(header);

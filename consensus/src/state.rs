@@ -54,6 +54,14 @@ pub struct DurableState {
     /// untrusted replica adopts a view. After a restart every op up to it
     /// that the log lacks is treated as damaged: never nacked, repaired.
     pub maybe_acked_op: u64,
+    /// The log on disk is not the one settled in `log_view`: a state
+    /// transfer replaced it (or the replica awaits one), and no view has been
+    /// adopted since. It is a committed prefix that no view vouches for: it
+    /// may end below the latest history start, which this replica cannot
+    /// know. Such a log is untrusted, across restarts too, until the replica
+    /// adopts a view (the persist that settles the log there clears this).
+    /// The driver sets it when it installs a transferred log.
+    pub log_unsettled: bool,
 }
 
 impl DurableState {

@@ -443,29 +443,39 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// The quorums of this view change: within the view's epoch, or, while
-    /// it moves the group to a new epoch by a view change and no trusted
-    /// reporter's log is in that epoch yet, joint with the old membership.
+    /// it moves the group to a new epoch by a view change and no reporter's
+    /// log is in that epoch yet, joint with every membership from the epoch
+    /// the reporters' logs reached (see [`MergeParams::spanning`]).
     /// Any reporter counts here, trusted or not: a log view of the new
     /// epoch is durable proof that a view of it started (after its own joint
     /// quorum), whatever the log lost since; its history start guards the rest.
     fn merge_params(&self, dvcs: &[DvcSummary]) -> MergeParams {
         let accept_loss = self.view_change.accept_loss;
         let new = &self.view_membership;
-        let reported = dvcs.iter().map(|dvc| dvc.log_view.epoch).max().unwrap_or(0);
-        let old = new
-            .epoch
-            .checked_sub(1)
-            .and_then(|epoch| self.memberships.get(epoch));
+        let reported = dvcs
+            .iter()
+            .map(|dvc| dvc.log_view.epoch)
+            .max()
+            .unwrap_or(0)
+            .min(new.epoch);
         #[cfg(feature = "mutations")]
         if !self.old_quorum_gate {
             return MergeParams::within(new, accept_loss, self.trusted_gate);
         }
-        match old {
-            Some(old) if reported < new.epoch && transition(old, new) == Transition::ViewChange => {
-                MergeParams::transition(old, new, accept_loss, self.trusted_gate)
-            }
-            _ => MergeParams::within(new, accept_loss, self.trusted_gate),
+        if reported == new.epoch {
+            return MergeParams::within(new, accept_loss, self.trusted_gate);
         }
+        let older: Vec<_> = (reported..new.epoch)
+            .map(|epoch| self.memberships.get(epoch).copied())
+            .collect();
+        // Reached in place from the epoch before (and that one known): the
+        // new membership's own quorum meets every old write quorum.
+        let in_place = reported + 1 == new.epoch
+            && older[0].is_some_and(|old| transition(&old, new) == Transition::InPlace);
+        if in_place {
+            return MergeParams::within(new, accept_loss, self.trusted_gate);
+        }
+        MergeParams::spanning(&older, new, accept_loss, self.trusted_gate)
     }
 
     /// A StartView from the primary of its view.
@@ -608,6 +618,24 @@ impl<S: StateMachine> Replica<S> {
         }
         if source == self.config.replica {
             self.set_verified_from(self.commit + 1);
+        }
+        if self.config.replica == self.primary_of(view) {
+            // The new primary holds every body of the canonical log before
+            // it starts the view, its own committed ops included: one whose
+            // entry it cannot read (a header it lacks is learned here) is
+            // repaired now from a reporter that holds it, which the merge
+            // made sure of. Once a view of a new epoch starts, the members
+            // it removed are fenced, and they may hold the only copies.
+            let base = self.journal.base();
+            for header in headers {
+                let header_op = header.op.get();
+                if header_op > self.commit {
+                    break;
+                }
+                if header_op >= base && self.journal.header(header_op).is_none() {
+                    self.fill_slot(header, effects);
+                }
+            }
         }
         self.continue_verification(effects);
         self.flush_writes(effects);
@@ -809,7 +837,13 @@ impl<S: StateMachine> Replica<S> {
         let new_primary = self.config.replica == self.primary_of(adoption.view);
         if new_primary {
             let op = adoption.op;
-            let complete = (self.commit + 1..=op).all(|slot_op| {
+            let low = adoption
+                .headers
+                .first()
+                .map_or(self.commit + 1, |header| header.op.get())
+                .min(self.commit + 1)
+                .max(self.journal.base());
+            let complete = (low..=op).all(|slot_op| {
                 self.journal
                     .get(slot_op)
                     .is_some_and(|slot| slot.state.stored(true))
@@ -826,6 +860,8 @@ impl<S: StateMachine> Replica<S> {
         }
         self.durable.view = self.durable.view.max(view);
         self.durable.log_view = view;
+        // The log is reconciled with the view's canonical log: settled.
+        self.durable.log_unsettled = false;
         self.durable.commit = self.commit;
         self.durable.record_start(start);
         self.durable.view_headers = self.view_headers_for(adoption_headers);
@@ -1034,6 +1070,7 @@ impl<S: StateMachine> Replica<S> {
         });
         self.status = Status::AwaitingStateTransfer;
         self.adoption = None;
+        self.durable.log_unsettled = true;
         if self.trusted {
             self.trusted = false;
             effects.event(Event::UntrustedLog { untrusted: true });

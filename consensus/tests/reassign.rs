@@ -443,6 +443,61 @@ fn right_after_a_replacement_the_view_change_waits_for_the_replica_with_the_log(
     }
 }
 
+/// Seeds 665, 761, 1322 and 4517 (`--reassign`): a newcomer's transferred
+/// prefix ended below the latest history start; restarted before it adopted
+/// a view, it came back trusted (`persisted`), so it counted toward the next
+/// view change's quorum alone, knew no start for the guard, and its prefix
+/// was chosen: the acknowledged ops above it were replaced.
+#[test]
+fn a_transferred_log_stays_untrusted_across_a_restart_until_it_adopts_a_view() {
+    let mut cluster = persisted(3, ConfirmPolicy::LocalDurable);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(10);
+    // Op 2 is acknowledged; only the primary (0) knows it committed.
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 2);
+    assert_eq!(cluster.replica(1).commit(), 1);
+    cluster.crash(0);
+    cluster.crash(2);
+    // Epoch 1 replaces 2 by 3: replica 1 starts it alone (R = 1 of both
+    // memberships) at op 2, its commit still 1.
+    let replaced = Membership::new(1, SlotSet::of(&[0, 1, 3]), ConfirmPolicy::LocalDurable);
+    cluster.assign(replaced);
+    cluster.deliver_all();
+    cluster.tick(100);
+    assert_eq!(cluster.primary(), Some(1));
+    let start = cluster.replica(1).durable_state().latest_start();
+    assert_eq!(start.map(|start| start.op), Some(2));
+    // The newcomer gets the committed prefix (op 1, below the start) and
+    // restarts before it adopted the view.
+    cluster.join(3);
+    cluster.transfer(3, 1);
+    cluster.network.clear();
+    cluster.crash(3);
+    cluster.restart(3);
+    let newcomer = cluster.replica(3);
+    assert!(!newcomer.trusted(), "a transferred log no view vouches for");
+    assert!(newcomer.durable_state().log_unsettled);
+    assert!(
+        newcomer
+            .own_summary()
+            .flags
+            .contains(strand_wire::DoViewChangeFlags::UNTRUSTED_LOG),
+        "its DoViewChange never counts toward a quorum nor nacks"
+    );
+    // It adopts the view of the replica that holds the log: settled, trusted.
+    cluster.tick(300);
+    let newcomer = cluster.replica(3);
+    assert_eq!(newcomer.status(), Status::Normal);
+    assert!(newcomer.trusted());
+    assert!(!newcomer.durable_state().log_unsettled);
+    let persisted = cluster.storage[3].state.as_ref().expect("persisted");
+    assert!(!persisted.log_unsettled, "settled on disk too");
+    cluster.assert_one_history();
+}
+
 #[test]
 fn an_operator_may_accept_the_loss_and_the_new_epochs_start_says_so() {
     let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);

@@ -41,6 +41,7 @@ const VERSION: u16 = 3;
 const VERSION_WITHOUT_EPOCHS: u16 = 2;
 const FLAG_CLEAN_SHUTDOWN: u8 = 1;
 const FLAG_AWAITING_STATE_TRANSFER: u8 = 2;
+const FLAG_LOG_UNSETTLED: u8 = 4;
 
 /// Where the history of one view began (consensus's `HistoryStart`, field for
 /// field): the primary `replica` of `view` started it with its log at `op`
@@ -89,6 +90,10 @@ pub struct DurableFields {
     pub view_headers: Vec<PrepareHeader>,
     /// The highest op this replica may have acked that its log might lack.
     pub maybe_acked_op: u64,
+    /// The log is not the one settled in `log_view`: a state transfer
+    /// installed it (or one is awaited) and no view was adopted since, so it
+    /// stays untrusted across restarts until one is.
+    pub log_unsettled: bool,
 }
 
 /// One superblock. See the module docs.
@@ -223,6 +228,9 @@ impl Superblock {
         if self.awaiting_state_transfer {
             flags |= FLAG_AWAITING_STATE_TRANSFER;
         }
+        if self.durable.log_unsettled {
+            flags |= FLAG_LOG_UNSETTLED;
+        }
         flags
     }
 
@@ -355,7 +363,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let durability = Durability::from_u8(reader.u8("durability")?)?;
     let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
     let flags = reader.u8("flags")?;
-    if flags & !(FLAG_CLEAN_SHUTDOWN | FLAG_AWAITING_STATE_TRANSFER) != 0 {
+    if flags & !(FLAG_CLEAN_SHUTDOWN | FLAG_AWAITING_STATE_TRANSFER | FLAG_LOG_UNSETTLED) != 0 {
         return Err(BodyError::UnknownFlags {
             field: "superblock flags",
             bits: u64::from(flags),
@@ -404,6 +412,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
             history_starts,
             view_headers,
             maybe_acked_op,
+            log_unsettled: flags & FLAG_LOG_UNSETTLED != 0,
         },
         replica,
         durability,
@@ -542,6 +551,7 @@ mod tests {
                 .map(|prepare| *prepare.header())
                 .collect(),
             maybe_acked_op: 1233,
+            log_unsettled: true,
         };
         superblock.clean_shutdown = true;
         superblock.retired_epoch = 3;

@@ -24,6 +24,7 @@ pub fn fields_of(state: &DurableState) -> DurableFields {
             .collect(),
         view_headers: state.view_headers.clone(),
         maybe_acked_op: state.maybe_acked_op,
+        log_unsettled: state.log_unsettled,
     }
 }
 
@@ -46,6 +47,7 @@ pub fn state_of(fields: &DurableFields) -> DurableState {
             .collect(),
         view_headers: fields.view_headers.clone(),
         maybe_acked_op: fields.maybe_acked_op,
+        log_unsettled: fields.log_unsettled,
     }
 }
 
@@ -90,6 +92,7 @@ mod tests {
             }],
             view_headers: Vec::new(),
             maybe_acked_op: 101,
+            log_unsettled: true,
         };
         assert_eq!(state_of(&fields_of(&state)), state);
     }

@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 13] = [
+const REASSIGNING: [(u64, &str); 16] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -114,6 +114,18 @@ const REASSIGNING: [(u64, &str); 13] = [
     (
         2220,
         "a stalled primary once never joined the view its backup had moved to",
+    ),
+    (
+        761,
+        "a newcomer restarted after its transfer once met a joint quorum alone",
+    ),
+    (
+        3182,
+        "a log two epochs behind once met the old and new quorums alone",
+    ),
+    (
+        5056,
+        "a new primary once started an epoch lacking a committed body",
     ),
 ];
 

@@ -602,6 +602,12 @@ impl Cluster {
         storage.durable_op = commit;
         storage.cursor_tail = cursor_tail;
         storage.cursor_durable = cursor_tail;
+        // The install writes the superblock with the log (as the partition's
+        // does): committed through the prefix, unsettled until a view is adopted.
+        let mut state = storage.state.clone().unwrap_or_default();
+        state.commit = commit;
+        state.log_unsettled = true;
+        storage.state = Some(state);
         self.awaiting.remove(&to);
         let mut effects = Effects::new();
         self.replicas[usize::from(to)]

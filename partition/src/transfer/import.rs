@@ -467,6 +467,9 @@ fn staged_superblock(
     let mut staged = local.clone();
     staged.sequence = local.sequence + 1;
     staged.durable.commit = manifest.frontier_op;
+    // A committed prefix no view vouches for: untrusted until the replica
+    // adopts a view (consensus's `DurableState::log_unsettled`).
+    staged.durable.log_unsettled = true;
     staged.durable.history_starts = merge_starts(
         &local.durable.history_starts,
         &manifest.durable.history_starts,

@@ -297,6 +297,7 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
             // receiver's: the transfer installs a committed prefix.
             view_headers: Vec::new(),
             maybe_acked_op: 0,
+            log_unsettled: false,
         },
         durability,
         confirm,

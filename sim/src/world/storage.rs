@@ -265,6 +265,9 @@ impl World {
         disk.awaiting_transfer = false;
         let mut state = disk.superblock.clone().unwrap_or_default();
         state.commit = usable;
+        // As the partition's install does: the log is unsettled until the
+        // replica adopts a view.
+        state.log_unsettled = true;
         disk.persist(state);
         let cursor_tail = disk.cursor_events.len() as u64;
         self.stats.transfers += 1;
