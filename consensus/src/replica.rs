@@ -306,6 +306,12 @@ impl<S: StateMachine> Replica<S> {
         }
         let timeouts = config.timeouts;
         let mut state = state;
+        let floor = first_epoch_of_copy(&memberships, recovered.joined_epoch);
+        if state.view.epoch < floor {
+            // The copy was placed at a later epoch than its view names: it
+            // starts at the first view it may belong to.
+            state.view = ViewId::new(floor, 0);
+        }
         if memberships.get(state.view.epoch).is_none() {
             // A replica that joined at a later epoch, or whose view's epoch
             // the driver no longer names, starts at the first view of the
@@ -1161,4 +1167,24 @@ pub(crate) fn learn_from_header(
     memberships
         .learn(Membership::new(epoch, slots, confirm), keep_from)
         .unwrap_or(false)
+}
+
+/// The first epoch whose views a copy placed at `joined_epoch` belongs to:
+/// that epoch, or an earlier one it was reached from in place (its views go
+/// on into the joined epoch, and the copy is their peer). Before the first
+/// view-change transition back, its slot may have named another replica.
+fn first_epoch_of_copy(memberships: &Memberships, joined_epoch: u32) -> u32 {
+    let mut first = joined_epoch;
+    while let (Some(previous), Some(current)) = (
+        first
+            .checked_sub(1)
+            .and_then(|epoch| memberships.get(epoch)),
+        memberships.get(first),
+    ) {
+        if crate::epoch::transition(previous, current) != crate::epoch::Transition::InPlace {
+            break;
+        }
+        first -= 1;
+    }
+    first
 }

@@ -124,6 +124,12 @@ pub struct Recovered {
     pub awaiting_state_transfer: bool,
     /// True when nothing was on disk: a brand-new replica.
     pub fresh: bool,
+    /// The assignment epoch that placed this copy in its slot (0: one of the
+    /// replicas the group was created with, or a copy that has already
+    /// entered a view of that epoch). Slots are reused: an earlier epoch may
+    /// name this slot for another replica, and this copy must never enter
+    /// (or be taken for that replica in) such an epoch's views.
+    pub joined_epoch: u32,
 }
 
 impl Recovered {
@@ -138,6 +144,7 @@ impl Recovered {
             trusted: true,
             awaiting_state_transfer: false,
             fresh: true,
+            joined_epoch: 0,
         }
     }
 }

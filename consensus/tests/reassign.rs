@@ -382,6 +382,43 @@ fn a_removed_replica_that_comes_back_retires_and_is_never_counted() {
 }
 
 #[test]
+fn a_new_copy_in_a_reused_slot_never_enters_the_old_occupants_epochs() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.crash(2);
+    replace_two_by_three(&mut cluster);
+    cluster.join(3);
+    let primary = cluster.primary().expect("serves");
+    cluster.transfer(3, primary);
+    cluster.tick(50);
+    // Slot 2 is free again and a new copy takes it, in place (W' = W = 2):
+    // epoch 0 named slot 2 for the lost replica; epoch 1's views go on.
+    cluster.storage[2] = Default::default();
+    cluster.assign(Membership::new(
+        2,
+        SlotSet::of(&[0, 1, 2, 3]),
+        ConfirmPolicy::Count(2),
+    ));
+    cluster.deliver_all();
+    cluster.join(2);
+    assert_eq!(
+        cluster.replica(2).view(),
+        strand_wire::ViewId::new(1, 0),
+        "the first view a copy placed at epoch 2 belongs to"
+    );
+    cluster.transfer(2, primary);
+    cluster.tick(100);
+    assert_eq!(cluster.replica(2).status(), Status::Normal);
+    assert_eq!(cluster.replica(2).view().epoch, 1);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 2);
+    cluster.assert_acked_in_log(2);
+    cluster.assert_one_history();
+}
+
+#[test]
 fn majority_to_local_goes_through_a_view_change_and_then_waits_for_every_copy() {
     let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
     cluster.produce(1, 1);

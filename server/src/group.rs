@@ -349,7 +349,16 @@ impl Actor {
         } else {
             Machine::Records(RecordLog::default())
         };
-        let mut replica = Replica::open(config, recovered_of(&recovery), machine);
+        let mut recovered = recovered_of(&recovery);
+        if joining
+            || (recovery.awaiting_state_transfer
+                && recovery.durable.view == strand_wire::ViewId::ZERO)
+        {
+            // A copy placed by a reassignment (its slot may have named
+            // another node in earlier epochs): at the newest epoch at most.
+            recovered.joined_epoch = newest;
+        }
+        let mut replica = Replica::open(config, recovered, machine);
         let mut effects = Effects::new();
         if recovery.retired_epoch > 0 {
             replica.retire(recovery.retired_epoch, &mut effects);

@@ -324,6 +324,7 @@ impl Disk {
             trusted: durability == Durability::Persisted || self.clean || !self.created,
             awaiting_state_transfer: self.awaiting_transfer,
             fresh: !self.created,
+            joined_epoch: self.joined_epoch,
         }
     }
 

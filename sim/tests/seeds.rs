@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 16] = [
+const REASSIGNING: [(u64, &str); 17] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -126,6 +126,10 @@ const REASSIGNING: [(u64, &str); 16] = [
     (
         5056,
         "a new primary once started an epoch lacking a committed body",
+    ),
+    (
+        19688,
+        "a new copy in a reused slot once led a view of its slot's old epoch",
     ),
 ];
 

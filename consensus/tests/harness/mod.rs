@@ -35,6 +35,8 @@ pub struct Storage {
     pub clean: bool,
     /// The partition was created (its first superblock written): later opens are not fresh.
     pub created: bool,
+    /// The epoch that placed this copy (0: a founding replica).
+    pub joined_epoch: u32,
 }
 
 impl Storage {
@@ -104,6 +106,7 @@ impl Storage {
             trusted: durability == Durability::Persisted || self.clean || fresh,
             awaiting_state_transfer: false,
             fresh,
+            joined_epoch: self.joined_epoch,
         }
     }
 }
@@ -584,6 +587,8 @@ impl Cluster {
     /// Starts a new replica at `slot`: empty, awaiting a state transfer.
     pub fn join(&mut self, slot: u8) {
         self.ensure_slot(slot);
+        let newest = self.config.memberships.last().map_or(0, |m| m.epoch);
+        self.storage[usize::from(slot)].joined_epoch = newest;
         self.awaiting.insert(slot);
         self.restart(slot);
     }
