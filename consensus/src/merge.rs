@@ -109,6 +109,14 @@ pub struct MergeParams {
     /// too (`R` of every older membership it spans, from the epoch the
     /// reporters' logs reached on), so that whatever they confirmed is heard.
     pub joint: Vec<QuorumSpec>,
+    /// Untrusted reporters count toward `quorum` too: a view change into
+    /// a new epoch reached by a view-change transition, with every
+    /// reporter's log view below that epoch. An op of the new membership is
+    /// acked only in views of the new epoch, which none of them ever
+    /// settled in, so whatever its log lost, no reporter hides one; `quorum`
+    /// still shows that no view of the epoch started without them. (The old
+    /// memberships' quorums stay trusted: their acks are what a log loses.)
+    pub quorum_hears_untrusted: bool,
     /// Trusted nacks that drop an op: `R` of the membership that may have
     /// confirmed it.
     pub nack: QuorumSpec,
@@ -135,6 +143,7 @@ impl MergeParams {
             members: membership.slots,
             quorum,
             joint: Vec::new(),
+            quorum_hears_untrusted: false,
             nack: quorum,
             accept_loss,
             trusted_gate,
@@ -198,19 +207,31 @@ impl MergeParams {
                 confirming.view_change_quorum()
             }
         };
+        let entered_by_view_change = older
+            .last()
+            .copied()
+            .flatten()
+            .is_some_and(|last| transition(&last, new) == Transition::ViewChange);
         MergeParams {
             members,
             quorum: new.view_change_quorum(),
             joint,
+            quorum_hears_untrusted: entered_by_view_change,
             nack,
             accept_loss,
             trusted_gate,
         }
     }
 
-    /// Whether the replicas in `heard` meet every quorum of the view change.
-    fn met_by(&self, heard: SlotSet) -> bool {
-        self.quorum.is_met_by(heard) && self.joint.iter().all(|joint| joint.is_met_by(heard))
+    /// Whether the trusted reporters `trusted` (among all reporters,
+    /// `reported`) meet every quorum of the view change.
+    fn met_by(&self, trusted: SlotSet, reported: SlotSet) -> bool {
+        let hears = if self.quorum_hears_untrusted {
+            reported
+        } else {
+            trusted
+        };
+        self.quorum.is_met_by(hears) && self.joint.iter().all(|joint| joint.is_met_by(trusted))
     }
 }
 
@@ -374,7 +395,7 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
     let counts = |dvc: &DvcSummary| !params.trusted_gate || dvc.trusted();
     let trusted = slots_where(dvcs, counts);
 
-    let candidates: Vec<&DvcSummary> = if params.met_by(trusted) {
+    let candidates: Vec<&DvcSummary> = if params.met_by(trusted, slots_where(dvcs, |_| true)) {
         dvcs.iter()
             .filter(|dvc| counts(dvc) && dvc.usable())
             .collect()
@@ -803,5 +824,36 @@ mod tests {
         // from it, at or above its history start.
         let canonical = ready(decide(&[stale, current], two_epochs));
         assert_eq!((canonical.source, canonical.op), (1, 47));
+    }
+
+    /// A view change into an epoch whose only member never settled a log
+    /// (a newcomer, untrusted): it cannot have acked in the new epoch's
+    /// views, so it meets the new membership's quorum, and the trusted old
+    /// member's log carries over. Within an epoch it never counts.
+    #[test]
+    fn an_untrusted_newcomer_meets_the_new_quorum_of_a_view_change_transition() {
+        let old = Membership::new(4, SlotSet::of(&[1, 3]), ConfirmPolicy::MajorityDurable);
+        let new = Membership::new(5, SlotSet::of(&[3]), ConfirmPolicy::MajorityDurable);
+        let mut holder = dvc(1, 4, 20, 18);
+        holder.log_view = ViewId::new(4, 4);
+        let mut newcomer = dvc(3, 0, 0, 0);
+        newcomer.flags = DoViewChangeFlags::UNTRUSTED_LOG;
+        let params = MergeParams::transition(&old, &new, false, true);
+        assert!(params.quorum_hears_untrusted);
+        let canonical = ready(decide(&[holder.clone(), newcomer.clone()], params.clone()));
+        assert_eq!((canonical.source, canonical.op), (1, 20));
+        // The old membership's quorum still needs a trusted log.
+        assert!(matches!(
+            decide(&[newcomer.clone()], params),
+            Decision::Wait { .. }
+        ));
+        let within = MergeParams::within(&old, false, true);
+        assert!(matches!(
+            decide(&[newcomer], within),
+            Decision::Wait {
+                reason: WaitReason::FewerTrustedThanQuorum,
+                ..
+            }
+        ));
     }
 }

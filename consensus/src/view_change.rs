@@ -721,7 +721,15 @@ impl<S: StateMachine> Replica<S> {
                 .rev()
                 .find(|op| self.journal.header(*op).is_some() || self.faulty_ops.contains(op));
             let Some(own_op) = ours else {
-                self.set_verified_from(self.commit + 1);
+                if self.config.replica == self.primary_of(adoption.view) {
+                    // Nothing of its own below the boundary: a new primary
+                    // needs every body from its commit up, so the canonical
+                    // headers fill its gaps (a backup repairs them once
+                    // serving).
+                    self.request_verification_headers(false, effects);
+                } else {
+                    self.set_verified_from(self.commit + 1);
+                }
                 return;
             };
             if self.journal.header(own_op).is_none() {

@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 17] = [
+const REASSIGNING: [(u64, &str); 18] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -130,6 +130,10 @@ const REASSIGNING: [(u64, &str); 17] = [
     (
         19688,
         "a new copy in a reused slot once led a view of its slot's old epoch",
+    ),
+    (
+        896,
+        "an epoch whose one member had no log once never started",
     ),
 ];
 
