@@ -426,9 +426,7 @@ impl<S: StateMachine> Replica<S> {
             replica.durable.log_unsettled = true;
         } else if recovered.fresh && replica.view == ViewId::ZERO {
             replica.status = Status::Normal;
-        } else if replica.view_membership.slots == SlotSet::EMPTY.with(replica.config.replica)
-            && replica.log_view == replica.view
-        {
+        } else if replica.alone() {
             // Alone, there is no one to adopt a view from and nothing to
             // distrust against: a lone replica serves on what it has.
             replica.status = Status::Normal;
@@ -975,6 +973,22 @@ impl<S: StateMachine> Replica<S> {
             .checked_sub(1)
             .and_then(|previous| self.memberships.get(previous))
             .map_or(slots, |previous| slots.union(previous.slots))
+    }
+
+    /// Whether this replica, opening, may serve its view on its log as it
+    /// is: its log was settled in that view, and no other replica takes
+    /// part in the view or in the epoch its log reached. A view outlives an
+    /// in-place change, so replicas the change added hold (and may have
+    /// acked) the view's later prepares; a restarted primary that resumed
+    /// the view without a view change would prepare other ops at the op
+    /// numbers it lost. A transferred log no view vouches for yet is never
+    /// served alone either: its view and slot may predate this replica.
+    pub(crate) fn alone(&self) -> bool {
+        let me = SlotSet::EMPTY.with(self.config.replica);
+        self.log_view == self.view
+            && !self.durable.log_unsettled
+            && self.peer_slots(self.view.epoch) == me
+            && self.peer_slots(self.log_epoch()) == me
     }
 
     /// Asks for the durable state to be persisted (coalescing: only the newest matters).

@@ -3,7 +3,7 @@
 
 mod harness;
 
-use harness::Cluster;
+use harness::{Cluster, SyncMode};
 use strand_consensus::epoch::{Membership, SlotSet};
 use strand_consensus::*;
 use strand_wire::{Durability, Operation};
@@ -265,6 +265,52 @@ fn an_old_epoch_view_never_loses_what_the_new_membership_confirmed() {
         cluster.assert_acked_in_log(replica);
     }
     cluster.assert_one_history();
+}
+
+/// Seeds 12581, 5250, 11260: a lone replica's view outlives the in-place
+/// change that adds a second one. Its prepares past what it made durable
+/// reach the newcomer; it crashes and loses them. Restarted, it must not
+/// serve its view again as if it were still alone: it would prepare other
+/// ops at those op numbers in the same view, and the newcomer would commit
+/// its own, older copies there.
+#[test]
+fn a_lone_primary_whose_log_reached_an_epoch_with_others_does_not_resume_its_view() {
+    let mut cluster = persisted(1, ConfirmPolicy::Count(1));
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.assign(Membership::new(
+        1,
+        SlotSet::first(2),
+        ConfirmPolicy::Count(1),
+    ));
+    cluster.deliver_all();
+    cluster.join(1);
+    cluster.transfer(1, 0);
+    cluster.tick(50);
+    assert_eq!(cluster.replica(1).status(), Status::Normal);
+    assert_eq!(cluster.replica(0).view(), strand_wire::ViewId::ZERO);
+    let head = cluster.replica(0).op();
+    // Replica 0 writes two more ops but fsyncs neither; replica 1 holds both.
+    cluster.sync[0] = SyncMode::Manual;
+    cluster.produce(1, 1);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.storage[1].head(), head + 2);
+    cluster.crash(0);
+    cluster.sync[0] = SyncMode::Immediate;
+    cluster.restart(0);
+    assert_ne!(
+        cluster.replica(0).status(),
+        Status::Normal,
+        "replica 1 takes part in view 0.0 since epoch 1"
+    );
+    cluster.tick(300);
+    cluster.produce(2, 1);
+    cluster.tick(50);
+    cluster.assert_one_history();
+    for replica in 0..2 {
+        cluster.assert_acked_in_log(replica);
+    }
 }
 
 // ----- changes through a view change at the new epoch ----------------------

@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 18] = [
+const REASSIGNING: [(u64, &str); 19] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -134,6 +134,10 @@ const REASSIGNING: [(u64, &str); 18] = [
     (
         896,
         "an epoch whose one member had no log once never started",
+    ),
+    (
+        12581,
+        "a lone primary once resumed its view after an in-place change added a backup",
     ),
 ];
 
