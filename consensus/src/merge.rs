@@ -11,7 +11,10 @@
 //!    the reporters is dropped (with everything after it) only when R trusted
 //!    replicas nack it; otherwise wait. Committed ops and ops at or below the
 //!    latest history start are never dropped.
-//! 4. Never start a view below the latest history start.
+//! 4. Never start a view below the latest history start, nor from a log
+//!    that left the start's history (settled in an older view, it differs
+//!    at the start's op): such a quorum is waited past like one of fewer
+//!    than R trusted logs.
 //!
 //! `accept_loss` (an operator's decision) skips the waits of 1, 3 and 4.
 
@@ -379,6 +382,24 @@ fn walk_suffix(
     Ok((canonical.into_values().collect(), source.op))
 }
 
+/// Whether `dvc`'s log is on the history that began at `start`, through
+/// `start.op`: it was settled in the start's view or later; or it knows
+/// ops up to the start committed (they are on every later history); or its
+/// header at the start's op is the one a log settled there holds (the
+/// checksum chain vouches for every op below).
+fn on_history_of(start: HistoryStart, dvc: &DvcSummary, dvcs: &[DvcSummary]) -> bool {
+    if dvc.log_view >= start.view || dvc.commit >= start.op {
+        return true;
+    }
+    let Some(own) = dvc.header_at(start.op) else {
+        return false;
+    };
+    dvcs.iter()
+        .filter(|settled| settled.log_view >= start.view)
+        .filter_map(|settled| settled.header_at(start.op))
+        .any(|header| header.checksum() == own.checksum())
+}
+
 /// Decides the canonical log from the DoViewChanges at hand (at most one per
 /// replica, in any order).
 pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
@@ -395,11 +416,16 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
     let counts = |dvc: &DvcSummary| !params.trusted_gate || dvc.trusted();
     let trusted = slots_where(dvcs, counts);
 
+    let history_start = dvcs
+        .iter()
+        .filter_map(|dvc| dvc.history_start)
+        .max_by_key(|start| start.view);
+    let everyone_reported = not_reported == 0 || params.accept_loss;
     let candidates: Vec<&DvcSummary> = if params.met_by(trusted, slots_where(dvcs, |_| true)) {
         dvcs.iter()
             .filter(|dvc| counts(dvc) && dvc.usable())
             .collect()
-    } else if not_reported == 0 || params.accept_loss {
+    } else if everyone_reported {
         dvcs.iter().filter(|dvc| dvc.usable()).collect()
     } else {
         return Decision::Wait {
@@ -407,25 +433,58 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
             awaited: not_reported,
         };
     };
-    let Some(source) = candidates.iter().copied().max_by(|a, b| {
-        (
-            a.log_view,
-            a.op,
-            a.cursor_tail,
-            core::cmp::Reverse(a.replica),
-        )
-            .cmp(&(
-                b.log_view,
-                b.op,
-                b.cursor_tail,
-                core::cmp::Reverse(b.replica),
-            ))
-    }) else {
+    if candidates.is_empty() {
         return Decision::Wait {
             reason: WaitReason::AwaitingStateTransfer,
             awaited: not_reported,
         };
-    };
+    }
+    // Only a log on the latest start's history can start the view: one
+    // settled in an older view may leave it at or below the start (an old
+    // primary's unconfirmed suffix) where the start's own logs hold ops
+    // confirmed before it. A quorum whose every log left that history is
+    // waited past as one of fewer than R trusted logs is: once everyone
+    // reported, any usable log on the history (trusted or not) is chosen.
+    let follows =
+        |dvc: &DvcSummary| history_start.is_none_or(|start| on_history_of(start, dvc, dvcs));
+    let mut following: Vec<&DvcSummary> = candidates
+        .iter()
+        .copied()
+        .filter(|dvc| follows(dvc))
+        .collect();
+    if following.is_empty() && everyone_reported {
+        following = dvcs
+            .iter()
+            .filter(|dvc| dvc.usable() && follows(dvc))
+            .collect();
+    }
+    if following.is_empty() {
+        if !params.accept_loss {
+            return Decision::Wait {
+                reason: WaitReason::BelowHistoryStart,
+                awaited: not_reported,
+            };
+        }
+        following = candidates;
+    }
+    let source = following
+        .iter()
+        .copied()
+        .max_by(|a, b| {
+            (
+                a.log_view,
+                a.op,
+                a.cursor_tail,
+                core::cmp::Reverse(a.replica),
+            )
+                .cmp(&(
+                    b.log_view,
+                    b.op,
+                    b.cursor_tail,
+                    core::cmp::Reverse(b.replica),
+                ))
+        })
+        .expect("a log to choose from");
 
     let commit = dvcs
         .iter()
@@ -433,10 +492,6 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
         .max()
         .unwrap_or(0)
         .min(source.op);
-    let history_start = dvcs
-        .iter()
-        .filter_map(|dvc| dvc.history_start)
-        .max_by_key(|start| start.view);
     let keep_floor = commit.max(history_start.map_or(0, |start| start.op));
 
     let (headers, op) = match walk_suffix(
@@ -855,5 +910,50 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// Seed 18734 (`--reassign`): in epoch 2 every copy confirms (R' = 1).
+    /// Replicas 0, 2 and 4 settled in view 2.5, whose history started at op
+    /// 33 with ops 32 and 33 of view 1.4, and restarted untrusted. Replica 3,
+    /// trusted, had settled in view 1.2, whose primary it was: its ops 32
+    /// and 33 were never confirmed. Its log alone met R' and started view
+    /// 2.6 at op 33 by number, with the others' commit number 33.
+    #[test]
+    fn a_log_settled_before_the_latest_start_never_starts_a_view_past_it() {
+        let every = Membership::new(2, SlotSet::of(&[0, 2, 3, 4]), ConfirmPolicy::LocalDurable);
+        let start = HistoryStart {
+            view: ViewId::new(2, 5),
+            op: 33,
+            cursor_tail: 0,
+            replica: 2,
+            accepted_loss: false,
+        };
+        let settled = |replica: u8, ops: u64| {
+            let mut settled = dvc(replica, 4, ops, 33);
+            settled.log_view = ViewId::new(2, 5);
+            settled.flags = DoViewChangeFlags::UNTRUSTED_LOG;
+            settled.history_start = Some(start);
+            settled
+        };
+        let mut stale = dvc(3, 2, 33, 17);
+        stale.log_view = ViewId::new(1, 2);
+        let params = MergeParams::within(&every, false, true);
+        assert_eq!(
+            decide(&[settled(0, 33), stale.clone()], params.clone()),
+            Decision::Wait {
+                reason: WaitReason::BelowHistoryStart,
+                awaited: 0b10100
+            }
+        );
+        // Once everyone reported, a log on the start's history is chosen.
+        let dvcs = [settled(0, 33), settled(2, 35), stale, settled(4, 33)];
+        let canonical = ready(decide(&dvcs, params.clone()));
+        assert_eq!((canonical.source, canonical.op), (2, 35));
+        // A log settled before the start that holds the start's op (its
+        // header there is the settled logs') is on the history: it counts.
+        let mut behind = dvc(3, 4, 34, 17);
+        behind.log_view = ViewId::new(1, 4);
+        let canonical = ready(decide(&[settled(0, 33), behind], params));
+        assert_eq!((canonical.source, canonical.op), (3, 34));
     }
 }

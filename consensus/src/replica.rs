@@ -846,7 +846,12 @@ impl<S: StateMachine> Replica<S> {
             while self.primary_of(view) != self.config.replica {
                 view = view.next();
             }
+            // The logs at hand are the DoViewChanges of the stuck view: the
+            // merge of the new one starts from them (a reporter's DoViewChange
+            // for the new view replaces its own), never from this log alone.
+            let at_hand = std::mem::take(&mut self.view_change.dvcs);
             self.start_view_change(view, effects);
+            self.view_change.dvcs = at_hand;
         }
         self.view_change.accept_loss = true;
         self.try_merge(effects);

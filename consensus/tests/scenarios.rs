@@ -474,6 +474,61 @@ fn the_same_schedule_gives_the_same_choices_and_effects() {
     assert_eq!(run(), run());
 }
 
+/// Seeds 15920 and 17171 (`--reassign`): an operator accepted loss on a
+/// replica that was not the candidate of the stuck view. It moved to a view
+/// of its own and merged its own, shorter log alone, though it held the
+/// DoViewChanges of longer logs: acked records were lost.
+#[test]
+fn accept_loss_starts_from_the_logs_at_hand_not_from_its_own_alone() {
+    let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Replicated);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    // Replica 2 misses the next ops; 0 and 1 confirm them.
+    cluster.isolate(2);
+    for _ in 0..3 {
+        cluster.produce(1, 1);
+        cluster.deliver_all();
+    }
+    assert_eq!(cluster.acked().len(), 4);
+    let short = cluster.replica(2).op();
+    // Everyone restarts untrusted; replica 0 stays down, so the view change
+    // of 1 and 2 waits for it.
+    for replica in 0..3 {
+        cluster.crash(replica);
+    }
+    cluster.heal(2);
+    cluster.restart(1);
+    cluster.restart(2);
+    let mut stuck = false;
+    for _ in 0..2_000 {
+        cluster.tick(1);
+        let replica = cluster.replica(2);
+        stuck = replica.status() == Status::ViewChange
+            && !replica.is_primary()
+            && replica.attention().map(|(_, awaited)| awaited) == Some(0b001);
+        if stuck {
+            break;
+        }
+    }
+    assert!(
+        stuck,
+        "replica 2 waits on a candidate, having heard replica 1"
+    );
+    assert!(cluster.replica(1).op() > short);
+    let mut effects = Effects::new();
+    assert!(
+        cluster.replicas[2]
+            .as_mut()
+            .expect("up")
+            .accept_loss(&mut effects)
+    );
+    cluster.execute(2, effects);
+    cluster.tick(50);
+    assert_eq!(cluster.primary(), Some(2));
+    cluster.assert_acked_in_log(2);
+    cluster.assert_one_history();
+}
+
 #[test]
 fn adopting_a_view_that_contradicts_applied_history_quarantines() {
     let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);

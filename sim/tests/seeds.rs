@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 19] = [
+const REASSIGNING: [(u64, &str); 21] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -138,6 +138,14 @@ const REASSIGNING: [(u64, &str); 19] = [
     (
         12581,
         "a lone primary once resumed its view after an in-place change added a backup",
+    ),
+    (
+        18734,
+        "a trusted log settled before the latest start once started a view past it",
+    ),
+    (
+        15920,
+        "an operator's accept-loss once merged the replica's own log alone",
     ),
 ];
 
