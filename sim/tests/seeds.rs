@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 21] = [
+const REASSIGNING: [(u64, &str); 22] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -146,6 +146,10 @@ const REASSIGNING: [(u64, &str); 21] = [
     (
         15920,
         "an operator's accept-loss once merged the replica's own log alone",
+    ),
+    (
+        8995,
+        "a reassignment once left one damaged copy and a newcomer",
     ),
 ];
 

@@ -58,9 +58,25 @@ impl World {
         }
         let current = *self.catalog.newest();
         let wish = Wish::draw(&mut self.prng, &current);
-        if let Ok(next) = plan(&current, &wish) {
+        if let Ok(next) = plan(&current, &wish)
+            && self.keeps_promise(&current, &next)
+        {
             self.commit_assignment(&current, next);
         }
+    }
+
+    /// Whether `next` keeps the durability promise the faults keep: at most
+    /// W' - 1 of its members missing acknowledged writes, newcomers counted
+    /// (an operator does not remove the last good copies while the rest are
+    /// damaged or still catching up: the group would hold too few to lose
+    /// nothing, like a fault beyond the budget).
+    fn keeps_promise(&self, current: &Membership, next: &Membership) -> bool {
+        let missing = next
+            .slots
+            .iter()
+            .filter(|slot| !current.slots.contains(*slot) || self.damaged.contains_key(slot))
+            .count();
+        missing < usize::from(next.rule().write)
     }
 
     /// The catalog commits `next`: clients route to it, newcomers are
