@@ -74,7 +74,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 22] = [
+const REASSIGNING: [(u64, &str); 23] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -150,6 +150,10 @@ const REASSIGNING: [(u64, &str); 22] = [
     (
         8995,
         "a reassignment once left one damaged copy and a newcomer",
+    ),
+    (
+        49849,
+        "a storage fault once hit the one copy while a named newcomer had not joined",
     ),
 ];
 

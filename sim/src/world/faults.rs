@@ -84,9 +84,21 @@ impl World {
         let others_damaged = self
             .damaged
             .keys()
-            .filter(|damaged| **damaged != replica)
+            .copied()
+            .chain(self.newcomers_to_come())
+            .filter(|damaged| *damaged != replica)
             .count();
         others_damaged < usize::from(write_quorum) - 1
+    }
+
+    /// Members of the newest assignment whose replica has not joined yet
+    /// (the slot's earlier copy still awaits its drop): they hold nothing,
+    /// like a damaged replica, from the moment the catalog names them.
+    pub(super) fn newcomers_to_come(&self) -> impl Iterator<Item = u8> + '_ {
+        self.catalog.newest().slots.iter().filter(|slot| {
+            let disk = &self.disks[usize::from(*slot)];
+            !self.damaged.contains_key(slot) && (!disk.created || disk.retired_epoch.is_some())
+        })
     }
 
     /// A damaged replica recovers once it is up, trusted, and holds again the

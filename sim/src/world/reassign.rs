@@ -71,10 +71,15 @@ impl World {
     /// damaged or still catching up: the group would hold too few to lose
     /// nothing, like a fault beyond the budget).
     fn keeps_promise(&self, current: &Membership, next: &Membership) -> bool {
+        let to_come: Vec<u8> = self.newcomers_to_come().collect();
         let missing = next
             .slots
             .iter()
-            .filter(|slot| !current.slots.contains(*slot) || self.damaged.contains_key(slot))
+            .filter(|slot| {
+                !current.slots.contains(*slot)
+                    || self.damaged.contains_key(slot)
+                    || to_come.contains(slot)
+            })
             .count();
         missing < usize::from(next.rule().write)
     }
