@@ -128,6 +128,23 @@ fn view_changes(nodes: &[Node], group: u64) -> f64 {
         .sum()
 }
 
+/// Runs the `strand` command line against the running nodes; returns how it
+/// ended and what it wrote to stderr.
+async fn strand_cli(nodes: &[Node], args: &[&str]) -> (strand_client::cli::Outcome, String) {
+    let cluster = common::bootstrap(nodes)
+        .into_iter()
+        .zip(nodes)
+        .filter(|(_, node)| node.child.is_some())
+        .map(|(address, _)| address)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut argv = vec!["strand", "--cluster", &cluster, "--timeout-ms", "30000"];
+    argv.extend_from_slice(args);
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let outcome = strand_client::cli::run(argv, &b""[..], &mut stdout, &mut stderr).await;
+    (outcome, String::from_utf8_lossy(&stderr).into_owned())
+}
+
 /// Whether one produce of batch `batch` is acknowledged within `timeout_ms`.
 async fn produce_within(nodes: &[Node], batch: u64, timeout_ms: u64) -> Option<ProduceAck> {
     let mut config = ClientConfig::new(common::bootstrap(nodes));
@@ -172,6 +189,40 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
     // A node is lost for good; its replica moves to the spare node.
     let lost = members[2];
     nodes[lost as usize - 1].kill();
+    // The command line refuses the set that keeps the lost copy and drops
+    // a good one: of its three replicas only one would hold every record.
+    common::wait_until("the primary sees the lost copy fall behind", 60, || {
+        runtime
+            .block_on(statuses(&client, group))
+            .values()
+            .any(|status| {
+                status.status == "normal"
+                    && status.replica == status.primary
+                    && status
+                        .replicas
+                        .iter()
+                        .any(|replica| replica.node == lost && !replica.caught_up)
+            })
+    });
+    let risky = format!("{},{lost},{spare}", members[0]);
+    let refused = runtime.block_on(strand_cli(
+        &nodes,
+        &["partition", "reassign", "s/t/0", "--replicas", &risky],
+    ));
+    assert_eq!(
+        refused.0,
+        strand_client::cli::Outcome::Usage,
+        "{}",
+        refused.1
+    );
+    assert!(
+        refused
+            .1
+            .contains(&format!("joining: {spare}; catching up: {lost}"))
+            && refused.1.contains("--force"),
+        "{}",
+        refused.1
+    );
     let replacement: Vec<u32> = vec![members[0], members[1], spare];
     let reassigned = runtime
         .block_on(client.reassign_partition(PartitionTarget::Group(group), &replacement, None))

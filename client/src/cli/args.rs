@@ -242,6 +242,11 @@ pub(crate) struct ReassignArgs {
     /// a count. Default: keep the current policy.
     #[arg(long, value_parser = parse_confirm)]
     pub(crate) confirm: Option<ConfirmPolicy>,
+    /// Reassign even when `min(W, W')` or more of the new replicas lack
+    /// acknowledged records (joining, or still catching up): one more lost
+    /// copy could then lose confirmed records.
+    #[arg(long)]
+    pub(crate) force: bool,
 }
 
 /// `strand partition drop-replica`.
