@@ -3,7 +3,8 @@
 //! confirm policies change in place (no view change) or through one (and
 //! then wait for every copy); right after a replacement, a failover waits for
 //! the replica that holds the log; a removed replica that returns never
-//! counts and never serves, and `drop-replica` deletes its copy.
+//! counts and never serves, and `drop-replica` deletes its copy (the command
+//! line refuses a set or a drop that would leave too few complete copies).
 
 mod common;
 
@@ -580,9 +581,36 @@ fn a_removed_replica_that_returns_never_counts_and_drop_replica_deletes_it() {
         .path()
         .join(format!("node-{removed}"))
         .join("partitions");
-    runtime
-        .block_on(client.drop_replica(PartitionTarget::Group(group), removed))
-        .expect("drop replica");
+    // The command line drops it once every member holds every record.
+    common::wait_until("every member is caught up", 60, || {
+        runtime
+            .block_on(statuses(&client, group))
+            .values()
+            .any(|status| {
+                status.status == "normal"
+                    && status.replica == status.primary
+                    && status.replicas.iter().all(|replica| replica.caught_up)
+            })
+    });
+    let group_arg = group.to_string();
+    let removed_arg = removed.to_string();
+    let dropped = runtime.block_on(strand_cli(
+        &nodes,
+        &[
+            "partition",
+            "drop-replica",
+            &group_arg,
+            "--node",
+            &removed_arg,
+            "--yes",
+        ],
+    ));
+    assert_eq!(
+        dropped.0,
+        strand_client::cli::Outcome::Success,
+        "{}",
+        dropped.1
+    );
     common::wait_until("the retired copy is deleted", 60, || {
         !partition_dir_exists(&removed_dir)
     });

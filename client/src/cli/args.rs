@@ -261,6 +261,11 @@ pub(crate) struct DropReplicaArgs {
     /// Confirm that the node's copy of the partition is deleted.
     #[arg(long)]
     pub(crate) yes: bool,
+    /// Drop it even while a replica of the partition is still catching up
+    /// (or no primary serves): the removed copy may then hold records no
+    /// member holds yet.
+    #[arg(long)]
+    pub(crate) force: bool,
 }
 
 /// `strand accept-loss`.

@@ -265,6 +265,37 @@ fn shortfall(
     })
 }
 
+/// Why dropping a removed copy now could lose records, if it could: a
+/// member still lacks committed records (the removed copy may be the only
+/// other holder), or no primary serves to say they are all caught up.
+fn drop_too_soon(args: &DropReplicaArgs, primary: Option<&GroupStatus>) -> Option<String> {
+    let what = format!(
+        "refusing to drop node {}'s retired copy of {}",
+        args.node, args.target
+    );
+    let advice = "nothing was done. Wait until `strand status` shows every replica caught up, \
+                  or re-run with --force";
+    let Some(primary) = primary else {
+        return Some(format!(
+            "{what}: no primary serves the partition now, so nobody can say its replicas hold \
+             every record; {advice}"
+        ));
+    };
+    let lagging: Vec<String> = primary
+        .replicas
+        .iter()
+        .filter(|replica| !replica.caught_up)
+        .map(|replica| replica.node.to_string())
+        .collect();
+    (!lagging.is_empty()).then(|| {
+        format!(
+            "{what}: node(s) {} still catch up, and the removed copy may hold records they \
+             lack; {advice}",
+            lagging.join(",")
+        )
+    })
+}
+
 /// The refusal printed when `drop-replica` is run without `--yes`.
 pub(crate) fn drop_refusal(args: &DropReplicaArgs) -> CliError {
     CliError::Usage(format!(
@@ -285,6 +316,16 @@ pub(crate) async fn drop_replica(
         return Err(drop_refusal(&args));
     }
     let doing = format!("drop node {}'s copy of {}", args.node, args.target);
+    if !args.force {
+        let group = client
+            .resolve_partition(&args.target)
+            .await
+            .map_err(|error| CliError::client(&doing, error))?;
+        let primary = primary_status(client, group).await;
+        if let Some(refusal) = drop_too_soon(&args, primary.as_ref()) {
+            return Err(CliError::Usage(refusal));
+        }
+    }
     client
         .drop_replica(args.target.clone(), args.node)
         .await
@@ -401,6 +442,7 @@ mod tests {
             target: PartitionTarget::Group(4),
             node: 2,
             yes: false,
+            force: false,
         };
         let message = drop_refusal(&args).message();
         assert!(message.contains("deletes the copy of group 4"), "{message}");
@@ -469,5 +511,22 @@ mod tests {
             shortfall(&status, &[1, 2, 3], Some(ConfirmPolicy::LocalDurable)),
             None
         );
+    }
+
+    #[test]
+    fn a_retired_copy_is_kept_while_a_member_catches_up() {
+        let args = DropReplicaArgs {
+            target: shop_orders_0(),
+            node: 4,
+            yes: true,
+            force: false,
+        };
+        let mut status = three_with_a_lagging_copy();
+        let refusal = drop_too_soon(&args, Some(&status)).expect("refused");
+        assert!(refusal.contains("node(s) 3 still catch up"), "{refusal}");
+        assert!(refusal.contains("--force"), "{refusal}");
+        assert!(drop_too_soon(&args, None).is_some(), "nobody serves");
+        status.replicas[2].caught_up = true;
+        assert_eq!(drop_too_soon(&args, Some(&status)), None);
     }
 }
