@@ -3,24 +3,24 @@
 //! and how the change takes effect) and `strand partition drop-replica`
 //! (delete a removed replica's retired copy; it needs `--yes`).
 //!
-//! Before a reassignment is sent, the partition's primary's status is read:
-//! a new replica set in which `min(W, W')` or more replicas lack acknowledged records
-//! (joining, or still catching up) is refused unless `--force`, since one
-//! more lost copy could then lose confirmed records.
+//! Both first read the partition's primary's status. A new replica set in
+//! which `min(W, W')` or more replicas lack acknowledged records (joining,
+//! or still catching up) is refused unless `--force`, since one more lost
+//! copy could then lose confirmed records; so is a drop while a member
+//! still catches up (the removed copy may hold records only it has).
 
 use std::io::Write;
 
 use serde::Serialize;
+use strand_consensus::confirm::confirm_rule;
+use strand_wire::ConfirmPolicy;
+use strand_wire::ops::GroupStatus;
 
 use super::args::{DropReplicaArgs, ReassignArgs};
 use super::errors::CliError;
 use super::print_json;
 use super::table::Table;
 use super::topic::confirm_name;
-use strand_consensus::confirm::confirm_rule;
-use strand_wire::ConfirmPolicy;
-use strand_wire::ops::GroupStatus;
-
 use crate::{Client, PartitionTarget, Reassigned};
 
 /// One member of an epoch as `--json` prints it.
@@ -234,8 +234,8 @@ impl Shortfall {
 }
 
 /// Whether `nodes` (with `confirm`, or the current policy) would leave
-/// `min(W, W')` or more of its replicas without every acknowledged record, as the
-/// primary's `status` sees the current replicas. Until each such replica
+/// `min(W, W')` or more of its replicas without every acknowledged record,
+/// as the primary's `status` sees the current replicas. Until each such replica
 /// catches up, the records confirmed before the change rest on the rest.
 fn shortfall(
     status: &GroupStatus,
