@@ -391,17 +391,25 @@ fn a_replacement_gathers_r_of_the_old_assignment_and_r_of_the_new_then_serves() 
     cluster.assert_one_history();
 }
 
-#[test]
-fn a_removed_replica_that_comes_back_retires_and_is_never_counted() {
-    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+/// One op committed, replica 2 lost for good and replaced by slot 3 (see
+/// [`replace_two_by_three`]), which catches up by a state transfer from the
+/// new epoch's primary; returns that primary.
+fn replaced_and_caught_up(cluster: &mut Cluster) -> u8 {
     cluster.produce(1, 1);
     cluster.deliver_all();
     cluster.crash(2);
-    replace_two_by_three(&mut cluster);
+    replace_two_by_three(cluster);
     cluster.join(3);
     let primary = cluster.primary().expect("serves");
     cluster.transfer(3, primary);
     cluster.tick(50);
+    primary
+}
+
+#[test]
+fn a_removed_replica_that_comes_back_retires_and_is_never_counted() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    let primary = replaced_and_caught_up(&mut cluster);
     cluster.restart(2);
     cluster.tick(100);
     assert_eq!(cluster.replica(2).status(), Status::Retired);
@@ -430,14 +438,7 @@ fn a_removed_replica_that_comes_back_retires_and_is_never_counted() {
 #[test]
 fn a_new_copy_in_a_reused_slot_never_enters_the_old_occupants_epochs() {
     let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
-    cluster.produce(1, 1);
-    cluster.deliver_all();
-    cluster.crash(2);
-    replace_two_by_three(&mut cluster);
-    cluster.join(3);
-    let primary = cluster.primary().expect("serves");
-    cluster.transfer(3, primary);
-    cluster.tick(50);
+    let primary = replaced_and_caught_up(&mut cluster);
     // Slot 2 is free again and a new copy takes it, in place (W' = W = 2):
     // epoch 0 named slot 2 for the lost replica; epoch 1's views go on.
     cluster.storage[2] = Default::default();
@@ -597,13 +598,10 @@ fn an_operator_may_accept_the_loss_and_the_new_epochs_start_says_so() {
     cluster.restart(other);
     cluster.tick(300);
     assert_eq!(cluster.primary(), None);
-    let mut effects = Effects::new();
-    let accepted = cluster.replicas[usize::from(other)]
-        .as_mut()
-        .expect("up")
-        .accept_loss(&mut effects);
-    cluster.execute(other, effects);
-    assert!(accepted, "the stuck group takes the operator's word");
+    assert!(
+        cluster.accept_loss(other),
+        "the stuck group takes the operator's word"
+    );
     cluster.tick(100);
     assert_eq!(cluster.primary(), Some(other));
     let start = cluster

@@ -515,14 +515,7 @@ fn accept_loss_starts_from_the_logs_at_hand_not_from_its_own_alone() {
         "replica 2 waits on a candidate, having heard replica 1"
     );
     assert!(cluster.replica(1).op() > short);
-    let mut effects = Effects::new();
-    assert!(
-        cluster.replicas[2]
-            .as_mut()
-            .expect("up")
-            .accept_loss(&mut effects)
-    );
-    cluster.execute(2, effects);
+    assert!(cluster.accept_loss(2));
     cluster.tick(50);
     assert_eq!(cluster.primary(), Some(2));
     cluster.assert_acked_in_log(2);
@@ -548,14 +541,7 @@ fn adopting_a_view_that_contradicts_applied_history_quarantines() {
     // Replica 2 alone: its view change waits until an operator accepts loss.
     cluster.tick(200);
     assert_eq!(cluster.primary(), None, "alone, it cannot start a view");
-    let mut effects = Effects::new();
-    assert!(
-        cluster.replicas[2]
-            .as_mut()
-            .expect("up")
-            .accept_loss(&mut effects)
-    );
-    cluster.execute(2, effects);
+    assert!(cluster.accept_loss(2));
     cluster.tick(20);
     assert_eq!(cluster.primary(), Some(2));
     assert!(

@@ -651,13 +651,7 @@ impl World {
             "request",
             &[u64::from(to), request],
         );
-        let packet = Packet {
-            from: CLIENT_BASE + index as u16,
-            to,
-            message: Message::Request(frame),
-        };
-        self.network
-            .send(self.now, packet, &mut self.prng, self.faults_on);
+        self.post(CLIENT_BASE + index as u16, to, Message::Request(frame));
     }
 
     fn clients_act(&mut self) -> Result<(), Violation> {
@@ -734,13 +728,7 @@ impl World {
                         u64::from(message.prefix().checksum.get()),
                     ],
                 );
-                let packet = Packet {
-                    from: endpoint,
-                    to: u16::from(to),
-                    message,
-                };
-                self.network
-                    .send(self.now, packet, &mut self.prng, self.faults_on);
+                self.post(endpoint, u16::from(to), message);
             }
             Effect::Reply { reply } => {
                 let client = reply.header().client.get();
@@ -750,13 +738,7 @@ impl World {
                     .iter()
                     .position(|candidate| candidate.id == client || candidate.id == cursor_client);
                 if let Some(target) = target {
-                    let packet = Packet {
-                        from: endpoint,
-                        to: CLIENT_BASE + target as u16,
-                        message: Message::Reply(reply),
-                    };
-                    self.network
-                        .send(self.now, packet, &mut self.prng, self.faults_on);
+                    self.post(endpoint, CLIENT_BASE + target as u16, Message::Reply(reply));
                 }
             }
             Effect::WritePrepare { prepare } => {

@@ -273,6 +273,18 @@ impl Cluster {
         self.execute(index, effects);
     }
 
+    /// An operator accepts loss on `index`; returns what the replica answered
+    /// (false: its group was not stuck) and carries out its effects.
+    pub fn accept_loss(&mut self, index: u8) -> bool {
+        let mut effects = Effects::new();
+        let accepted = self.replicas[usize::from(index)]
+            .as_mut()
+            .expect("up")
+            .accept_loss(&mut effects);
+        self.execute(index, effects);
+        accepted
+    }
+
     /// Runs a replica's effects, feeding storage completions back.
     pub fn execute(&mut self, index: u8, effects: Effects) {
         let mut queue: VecDeque<Effect> = effects.as_slice().iter().cloned().collect();

@@ -16,6 +16,13 @@ use crate::checkers::Violation;
 use crate::network::Packet;
 
 impl World {
+    /// Hands `message` from endpoint `from` to the network for `to`.
+    pub(super) fn post(&mut self, from: u16, to: u16, message: Message) {
+        let packet = Packet { from, to, message };
+        self.network
+            .send(self.now, packet, &mut self.prng, self.faults_on);
+    }
+
     pub(super) fn serve_headers(&mut self, replica: u8, to: u8, op_min: u64, op_max: u64) {
         let disk = &self.disks[usize::from(replica)];
         let headers: Vec<PrepareHeader> = disk
@@ -37,13 +44,7 @@ impl World {
         let header = HeadersHeader::new(CLUSTER, GROUP, view, replica);
         let message =
             Message::Headers(Msg::new(header, Bytes::copy_from_slice(headers.as_bytes())));
-        let packet = Packet {
-            from: u16::from(replica),
-            to: u16::from(to),
-            message,
-        };
-        self.network
-            .send(self.now, packet, &mut self.prng, self.faults_on);
+        self.post(u16::from(replica), u16::from(to), message);
     }
 
     pub(super) fn serve_prepare(&mut self, replica: u8, to: u8, op: u64, checksum: u32) {
@@ -58,13 +59,7 @@ impl World {
             return;
         }
         let message = Message::Prepare(entry.prepare.clone());
-        let packet = Packet {
-            from: u16::from(replica),
-            to: u16::from(to),
-            message,
-        };
-        self.network
-            .send(self.now, packet, &mut self.prng, self.faults_on);
+        self.post(u16::from(replica), u16::from(to), message);
     }
 
     pub(super) fn ship_cursors(&mut self, replica: u8, to: u8, cursor_from: u64) {
@@ -81,13 +76,11 @@ impl World {
         header.cursor_base.set(cursor_from);
         header.event_count.set(events.len() as u32);
         let body = Bytes::from(CursorEvents { events }.to_vec());
-        let packet = Packet {
-            from: u16::from(replica),
-            to: u16::from(to),
-            message: Message::Cursors(Msg::new(header, body)),
-        };
-        self.network
-            .send(self.now, packet, &mut self.prng, self.faults_on);
+        self.post(
+            u16::from(replica),
+            u16::from(to),
+            Message::Cursors(Msg::new(header, body)),
+        );
     }
 
     pub(super) fn fsync_latency(&mut self) -> u64 {
