@@ -111,21 +111,15 @@ impl Client {
         body: Bytes,
         extra_wait_ms: u64,
     ) -> Result<Bytes, ClientError> {
-        let config = &self.inner.config;
-        let (attempt_timeout_ms, deadline_ms) = match target {
-            // One attempt: a node-local answer or the node's failure.
-            QueryTarget::Node(_) => (config.request_timeout_ms, config.request_timeout_ms),
-            _ => (
-                config.request_timeout_ms + extra_wait_ms,
-                config.deadline_ms + extra_wait_ms,
-            ),
-        };
+        // Each attempt's timeout is the driver's (from the nodes' health);
+        // a question for one node ends at its first unanswered attempt.
+        let deadline_ms = self.inner.config.deadline_ms + extra_wait_ms;
         let (reply, outcome) = oneshot::channel();
         let command = DriverCommand::Query {
             target,
             operation,
             body,
-            attempt_timeout_ms,
+            extra_wait_ms,
             deadline_ms,
             reply,
         };

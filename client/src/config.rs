@@ -13,8 +13,11 @@ pub struct ClientConfig {
     pub bootstrap: Vec<String>,
     /// The cluster id; must equal the servers' (frames of other clusters are dropped).
     pub cluster: u64,
-    /// How long one attempt may go unanswered before the connection is
-    /// suspected and the request resent (a fetch adds its `wait_ms`).
+    /// The longest one attempt may go unanswered before the connection is
+    /// suspected and the request resent at the next candidate (a fetch adds
+    /// its `wait_ms`). Attempts usually wait less: the cluster's failover
+    /// time (from its metadata), or a node's observed latency when it is
+    /// slower (see [`crate::health`]).
     pub request_timeout_ms: u64,
     /// How long a call may take in all, retries included.
     pub deadline_ms: u64,

@@ -179,6 +179,11 @@ impl Connections {
         health.last_failure = reason.to_owned();
     }
 
+    /// The address `connection` goes to, while it is open.
+    pub(crate) fn address_of(&self, connection: ConnectionId) -> Option<&str> {
+        self.address_of.get(&connection).map(String::as_str)
+    }
+
     /// Why `address` last failed.
     pub(crate) fn last_failure(&self, address: &str) -> String {
         self.health.get(address).map_or_else(

@@ -1,7 +1,10 @@
 //! The driver: one task per [`crate::Client`] that owns every session, query,
-//! connection and the routing table. It turns commands (from the API),
-//! connection events and time into calls on the pure cores, and carries out
-//! the actions they push. It holds no retry or numbering rule of its own.
+//! connection, the routing table and the nodes' health. It turns commands
+//! (from the API), connection events and time into calls on the pure cores,
+//! and carries out the actions they push. It holds no retry or numbering
+//! rule of its own: how long an attempt waits comes from [`Health`], where
+//! it goes from [`Routing`] (a node that lately did not answer is tried
+//! last, and a redirect to it is only followed for a newer view).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +22,7 @@ use crate::connection::ConnectionEvent;
 use crate::connections::Connections;
 use crate::error::ClientError;
 use crate::frames::{self, ConnectionId};
+use crate::health::Health;
 use crate::query::{Query, QueryAction, QueryTarget};
 use crate::routing::Routing;
 use crate::session::{Action, Session, SessionConfig, Submission, Token};
@@ -47,7 +51,8 @@ pub(crate) enum DriverCommand {
         target: QueryTarget,
         operation: Operation,
         body: Bytes,
-        attempt_timeout_ms: u64,
+        /// Added to every attempt's timeout (a fetch's long poll).
+        extra_wait_ms: u64,
         deadline_ms: u64,
         reply: ReplySender,
     },
@@ -103,6 +108,7 @@ pub(crate) struct Driver {
     commands: mpsc::UnboundedReceiver<DriverCommand>,
     events: mpsc::UnboundedReceiver<ConnectionEvent>,
     routing: Routing,
+    health: Health,
     connections: Connections,
     shared: Arc<SharedRouting>,
     prng: Prng,
@@ -136,12 +142,12 @@ impl Driver {
         let backoff = Backoff::new(config.retry_backoff_min_ms, config.retry_backoff_max_ms);
         let session_config = SessionConfig {
             window_max: config.in_flight_per_group_max,
-            attempt_timeout_ms: config.request_timeout_ms,
             backoff,
         };
         let connect_timeout = Duration::from_millis(config.request_timeout_ms);
         let driver = Driver {
             routing: Routing::new(&config.bootstrap),
+            health: Health::new(config.request_timeout_ms),
             connections: Connections::new(connect_timeout, config.frame_size_max, event_sender),
             epoch: Instant::now(),
             commands,
@@ -219,18 +225,11 @@ impl Driver {
                 target,
                 operation,
                 body,
-                attempt_timeout_ms,
+                extra_wait_ms,
                 deadline_ms,
                 reply,
             } => {
-                let query = Query::new(
-                    operation,
-                    body,
-                    target,
-                    now_ms,
-                    deadline_ms,
-                    attempt_timeout_ms,
-                );
+                let query = Query::new(operation, body, target, now_ms, deadline_ms, extra_wait_ms);
                 let query = self.read_your_writes(query);
                 self.add_query(query, Some(reply));
             }
@@ -295,29 +294,49 @@ impl Driver {
         let now_ms = self.now_ms();
         if reply.client == self.query_client {
             let Some(token) = self.query_by_request.get(&reply.request).copied() else {
+                self.note_answer(connection, None, now_ms);
                 return; // answered already
             };
             let mut actions = Vec::new();
-            if let Some(entry) = self.queries.get_mut(&token) {
+            let round_trip_ms = self.queries.get_mut(&token).and_then(|entry| {
                 entry
                     .query
-                    .on_reply(reply, now_ms, &self.backoff, &mut self.prng, &mut actions);
-            }
+                    .on_reply(reply, now_ms, &self.backoff, &mut self.prng, &mut actions)
+            });
+            self.note_answer(connection, round_trip_ms, now_ms);
             self.apply_query_actions(token, actions);
             return;
         }
         let group = reply.group;
         let Some(session) = self.sessions.get_mut(&group) else {
+            self.note_answer(connection, None, now_ms);
             return; // no session with that group: a stray reply
         };
         let mut actions = Vec::new();
-        session.on_reply(reply, now_ms, &mut actions);
+        let round_trip_ms = session.on_reply(reply, now_ms, &mut actions);
+        self.note_answer(connection, round_trip_ms, now_ms);
         self.apply_session_actions(group, actions);
+    }
+
+    /// The node behind `connection` answered: it is healthy, and the
+    /// round trip of the attempt it answered (if known) is a latency sample.
+    fn note_answer(&mut self, connection: ConnectionId, round_trip_ms: Option<u64>, now_ms: u64) {
+        let Some(address) = self.connections.address_of(connection) else {
+            return;
+        };
+        match round_trip_ms {
+            Some(round_trip_ms) => {
+                self.health
+                    .on_answer(address, round_trip_ms.saturating_mul(1_000), now_ms)
+            }
+            None => self.health.on_alive(address, now_ms),
+        }
     }
 
     /// A connection is gone (closed by us or by the network).
     fn on_connection_lost(&mut self, connection: ConnectionId, address: &str, reason: &str) {
         tracing::debug!(connection, address, reason, "connection lost");
+        self.health.on_silent(address, self.now_ms());
         self.routing.on_unreachable(address);
         for session in self.sessions.values_mut() {
             session.on_connection_lost(connection);
@@ -407,9 +426,10 @@ impl Driver {
         let Some(connection) = self.connections.ensure(&address, now_ms) else {
             return; // reconnecting later; the wakeup covers it
         };
+        let attempt_timeout_ms = self.health.attempt_timeout_ms(&address);
         let mut actions = Vec::new();
         if let Some(session) = self.sessions.get_mut(&group) {
-            session.poll_transmit(now_ms, connection, &mut actions);
+            session.poll_transmit(now_ms, connection, attempt_timeout_ms, &mut actions);
         }
         for action in actions {
             let Action::Transmit {
@@ -439,8 +459,11 @@ impl Driver {
             return;
         };
         let target = entry.query.target().clone();
+        let health = &self.health;
         let address = match &target {
-            QueryTarget::AnyNode => self.routing.any_address(),
+            QueryTarget::AnyNode => self
+                .routing
+                .any_address_where(|address| !health.is_suspect(address, now_ms)),
             QueryTarget::Group(group) => self.routing.primary_address(*group),
             QueryTarget::Node(address) => Some(address.clone()),
         };
@@ -465,6 +488,11 @@ impl Driver {
         let Some(entry) = self.queries.get_mut(&token) else {
             return;
         };
+        let attempt_timeout_ms = if entry.query.is_hedged() {
+            self.health.hedge_ms(&address)
+        } else {
+            self.health.attempt_timeout_ms(&address)
+        };
         let frame = frames::request_frame(
             self.config.cluster,
             group,
@@ -473,7 +501,9 @@ impl Driver {
             entry.query.operation(),
             entry.query.body(),
         );
-        entry.query.transmitted(connection, request, now_ms);
+        entry
+            .query
+            .transmitted(connection, request, now_ms, attempt_timeout_ms);
         entry.requests.push(request);
         self.query_by_request.insert(request, token);
         self.connections.send(connection, frame);
@@ -495,13 +525,7 @@ impl Driver {
                     address,
                 } => {
                     tracing::debug!(group, view, primary_replica, %address, "redirected");
-                    self.routing.on_not_primary(
-                        group,
-                        view,
-                        primary_replica,
-                        primary_node,
-                        &address,
-                    );
+                    self.redirect(group, view, primary_replica, primary_node, &address);
                 }
                 Action::RefreshRouting => self.refresh_wanted = true,
                 Action::SuspectConnection { connection } => suspects.push(connection),
@@ -524,13 +548,12 @@ impl Driver {
                     primary_replica,
                     primary_node,
                     address,
-                } => self.routing.on_not_primary(
-                    group,
-                    view,
-                    primary_replica,
-                    primary_node,
-                    &address,
-                ),
+                } => self.redirect(group, view, primary_replica, primary_node, &address),
+                QueryAction::Silent(connection) => {
+                    if let Some(address) = self.connections.address_of(connection) {
+                        self.health.on_silent(address, self.now_ms());
+                    }
+                }
                 QueryAction::RefreshRouting => self.refresh_wanted = true,
                 QueryAction::NextNode => {
                     if let Some(address) = self.routing.any_address() {
@@ -545,6 +568,44 @@ impl Driver {
         }
     }
 
+    /// A replica named `group`'s primary. Followed unless it names a node
+    /// that lately did not answer in a view no newer than the route's: a
+    /// backup that has not noticed its primary hang yet still names it, and
+    /// the route already moved on to the next replica.
+    fn redirect(
+        &mut self,
+        group: u64,
+        view: u32,
+        primary_replica: u8,
+        primary_node: u32,
+        address: &str,
+    ) {
+        let named = if address.is_empty() {
+            self.routing.node_address(primary_node).map(str::to_owned)
+        } else {
+            Some(address.to_owned())
+        };
+        let now_ms = self.now_ms();
+        let newer = self
+            .routing
+            .route_view(group)
+            .is_none_or(|known| view > known);
+        let silent = named
+            .as_deref()
+            .is_some_and(|named| self.health.is_suspect(named, now_ms));
+        if silent && !newer {
+            tracing::debug!(
+                group,
+                view,
+                ?named,
+                "redirect to a silent node not followed"
+            );
+            return;
+        }
+        self.routing
+            .on_not_primary(group, view, primary_replica, primary_node, address);
+    }
+
     fn finish_query(&mut self, token: Token, mut outcome: Result<Bytes, ClientError>) {
         let Some(entry) = self.queries.remove(&token) else {
             return;
@@ -556,6 +617,7 @@ impl Driver {
             if let Ok(body) = &outcome {
                 match MetadataReply::from_bytes(body) {
                     Ok(metadata) => {
+                        self.health.set_failover_ms(u64::from(metadata.failover_ms));
                         self.routing.apply_metadata(&metadata);
                         self.shared.learn(&metadata);
                     }
@@ -593,7 +655,7 @@ impl Driver {
             QueryTarget::AnyNode,
             now_ms,
             self.config.request_timeout_ms,
-            self.config.request_timeout_ms,
+            0,
         );
         let query = self.read_your_writes(query);
         Some(self.add_query(query, None))

@@ -229,9 +229,10 @@ fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientE
         ResultCode::UnknownGroup => ClientError::UnknownGroup { message },
         ResultCode::AlreadyExists => ClientError::AlreadyExists { message },
         ResultCode::InvalidRequest => ClientError::InvalidRequest { message },
-        ResultCode::Unavailable | ResultCode::NotPrimary | ResultCode::Busy => {
-            ClientError::Unavailable { message }
-        }
+        ResultCode::Unavailable
+        | ResultCode::NotPrimary
+        | ResultCode::Busy
+        | ResultCode::NotReady => ClientError::Unavailable { message },
         ResultCode::SessionEvicted => ClientError::OutcomeUnknown {
             operation,
             reason: format!("the group forgot this client's session ({message})"),

@@ -24,6 +24,7 @@
 //! | [`session`] | **pure**: one group's request numbering, window and retries |
 //! | [`query`] | **pure**: retries of non-replicated requests (fetch, cursors, status) |
 //! | [`routing`] | **pure**: node addresses, group primaries, redirects |
+//! | [`health`] | **pure**: nodes that did not answer, latencies, attempt timeouts |
 //! | [`backoff`] | **pure**: bounded exponential backoff, the seeded generator |
 //! | `frames` | requests as frames, replies as values (the only wire-header code) |
 //! | `connection`, `connections` | one TCP connection per node; reconnect pacing |
@@ -49,6 +50,7 @@ pub mod backoff;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod query;
 pub mod routing;
 pub mod session;
@@ -70,7 +72,7 @@ pub use config::{ClientConfig, ConsumerConfig, ProducerConfig, StartFrom, TopicS
 pub use consumer::Consumer;
 pub use error::ClientError;
 pub use frames::{ConnectionId, Reply, ReplyBody};
-pub use producer::{Delivery, Producer};
+pub use producer::{Delivery, DeliveryReport, Producer};
 pub use reassign::PartitionTarget;
 pub use records::{ConsumedRecord, FetchedRecords, NewRecord, ProduceAck};
 

@@ -30,10 +30,33 @@ use crate::config::ProducerConfig;
 use crate::error::ClientError;
 use crate::records::{self, NewRecord};
 
-/// Resolves to the offset a record was written at.
+/// Resolves to the offset a record was written at (or why it was not, or
+/// that its fate is unknown); [`Delivery::report`] also says which batch
+/// carried it.
 #[derive(Debug)]
 pub struct Delivery {
-    receiver: oneshot::Receiver<Result<u64, ClientError>>,
+    receiver: oneshot::Receiver<DeliveryReport>,
+}
+
+/// What became of one record, and the batch (one produce request) that
+/// carried it: every record of a batch shares its batch's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryReport {
+    /// The batch's number, counted per producer from 0 in the order batches
+    /// were opened (`None`: the producer stopped before it reported).
+    pub batch: Option<u64>,
+    /// The record's offset, or the batch's error.
+    pub offset: Result<u64, ClientError>,
+}
+
+impl Delivery {
+    /// Waits for the record's outcome and the batch that carried it.
+    pub async fn report(self) -> DeliveryReport {
+        self.receiver.await.unwrap_or(DeliveryReport {
+            batch: None,
+            offset: Err(ClientError::Closed),
+        })
+    }
 }
 
 impl Future for Delivery {
@@ -42,7 +65,7 @@ impl Future for Delivery {
     fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.receiver)
             .poll(context)
-            .map(|outcome| outcome.unwrap_or(Err(ClientError::Closed)))
+            .map(|report| report.map_or(Err(ClientError::Closed), |report| report.offset))
     }
 }
 
@@ -63,7 +86,7 @@ enum Command {
     Record {
         partition: u32,
         record: NewRecord,
-        delivery: oneshot::Sender<Result<u64, ClientError>>,
+        delivery: oneshot::Sender<DeliveryReport>,
         permit: OwnedSemaphorePermit,
     },
     Flush {
@@ -163,7 +186,7 @@ impl Producer {
 struct Batch {
     sequence: u64,
     records: Vec<NewRecord>,
-    deliveries: Vec<oneshot::Sender<Result<u64, ClientError>>>,
+    deliveries: Vec<oneshot::Sender<DeliveryReport>>,
     permits: Vec<OwnedSemaphorePermit>,
     bytes: usize,
     opened_at: Instant,
@@ -243,7 +266,7 @@ impl Accumulator {
         &mut self,
         partition: usize,
         record: NewRecord,
-        delivery: oneshot::Sender<Result<u64, ClientError>>,
+        delivery: oneshot::Sender<DeliveryReport>,
         permit: OwnedSemaphorePermit,
     ) {
         assert!(
@@ -369,7 +392,11 @@ impl Accumulator {
                 .as_ref()
                 .map(|ack| ack.base_offset + index as u64)
                 .map_err(Clone::clone);
-            let _ = delivery.send(offset); // the sender may have dropped its Delivery
+            let report = DeliveryReport {
+                batch: Some(batch.sequence),
+                offset,
+            };
+            let _ = delivery.send(report); // the sender may have dropped its Delivery
         }
         drop(batch.permits); // frees buffer room for waiting senders
         self.outstanding.remove(&batch.sequence);

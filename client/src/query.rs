@@ -4,7 +4,9 @@
 //!
 //! These requests are not checked against a group's client table, so every
 //! attempt may carry a new request number (under the client's separate query
-//! id); a late answer to an earlier attempt is still a valid answer.
+//! id); a late answer to an earlier attempt is still a valid answer. So a
+//! question any node can answer (Metadata) is hedged: when one node is slow
+//! to answer, the next is asked too, without giving up on the first.
 
 use bytes::Bytes;
 use strand_wire::ops::ErrorBody;
@@ -51,6 +53,9 @@ pub enum QueryAction {
     NextNode,
     /// An attempt went unanswered: close this connection.
     SuspectConnection(ConnectionId),
+    /// A hedged attempt went unanswered for a while: the node is slow or
+    /// hung; try it last, but keep the connection for its late answer.
+    Silent(ConnectionId),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +68,7 @@ enum State {
         connection: ConnectionId,
         request: u64,
         sent_at_ms: u64,
+        timeout_ms: u64,
     },
 }
 
@@ -74,7 +80,8 @@ pub struct Query {
     target: QueryTarget,
     submitted_ms: u64,
     deadline_ms: u64,
-    attempt_timeout_ms: u64,
+    /// Added to every attempt's timeout (a fetch's long-poll wait).
+    extra_wait_ms: u64,
     state: State,
     retries: u32,
     redirects: u32,
@@ -84,27 +91,27 @@ pub struct Query {
 }
 
 impl Query {
-    /// A query, ready to send.
+    /// A query, ready to send; it gives up `deadline_ms` from now, and each
+    /// attempt waits `extra_wait_ms` on top of its timeout (a long poll).
     pub fn new(
         operation: Operation,
         body: Bytes,
         target: QueryTarget,
         now_ms: u64,
         deadline_ms: u64,
-        attempt_timeout_ms: u64,
+        extra_wait_ms: u64,
     ) -> Query {
         assert!(
             !operation.is_replicated(),
             "{operation:?} goes through a session"
         );
-        assert!(attempt_timeout_ms >= 1);
         Query {
             operation,
             body,
             target,
             submitted_ms: now_ms,
             deadline_ms: now_ms.saturating_add(deadline_ms),
-            attempt_timeout_ms,
+            extra_wait_ms,
             state: State::Queued,
             retries: 0,
             redirects: 0,
@@ -140,21 +147,38 @@ impl Query {
         self.state == State::Queued
     }
 
-    /// Records that attempt `request` went out on `connection`.
-    pub fn transmitted(&mut self, connection: ConnectionId, request: u64, now_ms: u64) {
+    /// True when an unanswered attempt moves on to the next node without
+    /// closing the connection (any node can answer it).
+    pub fn is_hedged(&self) -> bool {
+        self.target == QueryTarget::AnyNode
+    }
+
+    /// Records that attempt `request` went out on `connection`; it is
+    /// suspected after `attempt_timeout_ms` (plus the long-poll wait).
+    pub fn transmitted(
+        &mut self,
+        connection: ConnectionId,
+        request: u64,
+        now_ms: u64,
+        attempt_timeout_ms: u64,
+    ) {
         assert_eq!(
             self.state,
             State::Queued,
             "sent a query that was not queued"
         );
+        assert!(attempt_timeout_ms >= 1, "attempt timeout of 0 ms");
         self.state = State::Sent {
             connection,
             request,
             sent_at_ms: now_ms,
+            timeout_ms: attempt_timeout_ms.saturating_add(self.extra_wait_ms),
         };
     }
 
-    /// Applies a reply to any attempt of this query.
+    /// Applies a reply to any attempt of this query. Returns the round trip
+    /// (ms) of the attempt in flight when it answers that one and no long
+    /// poll stretched it.
     pub fn on_reply(
         &mut self,
         reply: Reply,
@@ -162,12 +186,33 @@ impl Query {
         backoff: &Backoff,
         prng: &mut Prng,
         actions: &mut Vec<QueryAction>,
+    ) -> Option<u64> {
+        let round_trip_ms = match self.state {
+            State::Sent {
+                connection,
+                request,
+                sent_at_ms,
+                ..
+            } if connection == reply.connection && request == reply.request => {
+                Some(now_ms.saturating_sub(sent_at_ms))
+            }
+            _ => None,
+        };
+        let current_attempt = round_trip_ms.is_some();
+        let round_trip_ms = round_trip_ms.filter(|_| self.extra_wait_ms == 0);
+        self.apply_reply(reply, current_attempt, now_ms, backoff, prng, actions);
+        round_trip_ms
+    }
+
+    fn apply_reply(
+        &mut self,
+        reply: Reply,
+        current_attempt: bool,
+        now_ms: u64,
+        backoff: &Backoff,
+        prng: &mut Prng,
+        actions: &mut Vec<QueryAction>,
     ) {
-        let current_attempt = matches!(
-            self.state,
-            State::Sent { connection, request, .. }
-                if connection == reply.connection && request == reply.request
-        );
         if reply.commit < self.commit_min {
             if current_attempt {
                 self.back_off(now_ms, backoff, prng, actions);
@@ -261,6 +306,12 @@ impl Query {
     }
 
     /// Time passes: attempt timeouts, delays, the deadline.
+    ///
+    /// An unanswered attempt: a question for one node fails as that node's
+    /// answer ("no answer"); one any node can answer goes to the next node
+    /// too (the slow one is tried last, its connection kept for a late
+    /// answer); one for a group's primary is resent once the connection is
+    /// closed and the route moved on.
     pub fn on_tick(&mut self, now_ms: u64, actions: &mut Vec<QueryAction>) {
         if self.deadline_ms <= now_ms {
             let error = ClientError::Timeout {
@@ -273,10 +324,27 @@ impl Query {
             State::Sent {
                 connection,
                 sent_at_ms,
+                timeout_ms,
                 ..
-            } if sent_at_ms + self.attempt_timeout_ms <= now_ms => {
+            } if sent_at_ms + timeout_ms <= now_ms => {
                 self.state = State::Queued;
-                actions.push(QueryAction::SuspectConnection(connection));
+                match &self.target {
+                    QueryTarget::Node(address) => {
+                        let error = ClientError::Unreachable {
+                            address: address.clone(),
+                            reason: format!("no answer within {timeout_ms} ms"),
+                        };
+                        actions.push(QueryAction::SuspectConnection(connection));
+                        actions.push(QueryAction::Finish(Err(error)));
+                    }
+                    QueryTarget::AnyNode => {
+                        actions.push(QueryAction::Silent(connection));
+                        actions.push(QueryAction::NextNode);
+                    }
+                    QueryTarget::Group(_) => {
+                        actions.push(QueryAction::SuspectConnection(connection))
+                    }
+                }
             }
             State::Delayed { until_ms } if until_ms <= now_ms => self.state = State::Queued,
             _ => {}
@@ -288,7 +356,11 @@ impl Query {
         let state = match self.state {
             State::Queued => u64::MAX,
             State::Delayed { until_ms } => until_ms,
-            State::Sent { sent_at_ms, .. } => sent_at_ms + self.attempt_timeout_ms,
+            State::Sent {
+                sent_at_ms,
+                timeout_ms,
+                ..
+            } => sent_at_ms + timeout_ms,
         };
         state.min(self.deadline_ms)
     }
@@ -301,7 +373,10 @@ fn is_retriable(target: &QueryTarget, error: &ErrorBody) -> bool {
         QueryTarget::Node(_) => code == ResultCode::Busy,
         QueryTarget::AnyNode => matches!(
             code,
-            ResultCode::Busy | ResultCode::Unavailable | ResultCode::NotPrimary
+            ResultCode::Busy
+                | ResultCode::Unavailable
+                | ResultCode::NotPrimary
+                | ResultCode::NotReady
         ),
         QueryTarget::Group(_) => matches!(
             code,
@@ -318,7 +393,7 @@ mod tests {
     use super::*;
 
     fn query(target: QueryTarget) -> Query {
-        Query::new(Operation::Fetch, Bytes::new(), target, 0, 1_000, 100)
+        Query::new(Operation::Fetch, Bytes::new(), target, 0, 1_000, 0)
     }
 
     fn reply(connection: ConnectionId, request: u64, body: ReplyBody) -> Reply {
@@ -342,10 +417,10 @@ mod tests {
             QueryTarget::AnyNode,
             0,
             1_000,
-            100,
+            0,
         )
         .with_commit_min(7);
-        query.transmitted(1, 1, 0);
+        query.transmitted(1, 1, 0, 100);
         let backoff = Backoff::new(10, 500);
         let mut prng = Prng::new(1);
         let mut actions = Vec::new();
@@ -356,7 +431,7 @@ mod tests {
         assert!(!query.wants_transmit(), "after a delay");
         query.on_tick(1_000 - 1, &mut actions);
         assert!(query.wants_transmit());
-        query.transmitted(2, 2, 999);
+        query.transmitted(2, 2, 999, 100);
         let mut fresh = reply(2, 2, ReplyBody::Ok(Bytes::from_static(b"new")));
         fresh.commit = 7;
         let mut actions = Vec::new();
@@ -384,7 +459,7 @@ mod tests {
     #[test]
     fn group_queries_follow_redirects() {
         let mut fetch = query(QueryTarget::Group(5));
-        fetch.transmitted(1, 1, 0);
+        fetch.transmitted(1, 1, 0, 100);
         let not_primary = ErrorBody::NotPrimary {
             view: 3,
             primary_replica: 1,
@@ -406,7 +481,7 @@ mod tests {
     #[test]
     fn node_queries_fail_fast_except_busy() {
         let mut status = query(QueryTarget::Node("a:1".into()));
-        status.transmitted(1, 1, 0);
+        status.transmitted(1, 1, 0, 100);
         let unavailable = ErrorBody::message(ResultCode::Unavailable, "not stuck");
         let actions = run(&mut status, ReplyBody::Error(unavailable));
         assert!(matches!(
@@ -415,7 +490,7 @@ mod tests {
         ));
 
         let mut status = query(QueryTarget::Node("a:1".into()));
-        status.transmitted(1, 1, 0);
+        status.transmitted(1, 1, 0, 100);
         let mut actions = Vec::new();
         status.on_connection_lost(1, "a:1", "refused", &mut actions);
         assert!(matches!(
@@ -427,7 +502,7 @@ mod tests {
     #[test]
     fn offset_out_of_range_is_final_and_typed() {
         let mut fetch = query(QueryTarget::Group(5));
-        fetch.transmitted(1, 1, 0);
+        fetch.transmitted(1, 1, 0, 100);
         let out_of_range = ErrorBody::OffsetOutOfRange {
             requested: 9,
             log_start_offset: 0,
@@ -447,7 +522,7 @@ mod tests {
     #[test]
     fn timeouts_resend_and_the_deadline_ends_the_query() {
         let mut fetch = query(QueryTarget::Group(5));
-        fetch.transmitted(1, 1, 0);
+        fetch.transmitted(1, 1, 0, 100);
         let mut actions = Vec::new();
         fetch.on_tick(100, &mut actions);
         assert_eq!(actions, vec![QueryAction::SuspectConnection(1)]);
@@ -461,5 +536,99 @@ mod tests {
                 ..
             }))]
         ));
+    }
+
+    #[test]
+    fn a_slow_node_is_hedged_and_its_late_answer_still_counts() {
+        let mut metadata = Query::new(
+            Operation::Metadata,
+            Bytes::new(),
+            QueryTarget::AnyNode,
+            0,
+            1_000,
+            0,
+        );
+        metadata.transmitted(1, 1, 0, 50);
+        let mut actions = Vec::new();
+        metadata.on_tick(50, &mut actions);
+        assert_eq!(
+            actions,
+            vec![QueryAction::Silent(1), QueryAction::NextNode],
+            "the connection is kept"
+        );
+        metadata.transmitted(2, 2, 50, 50);
+        let backoff = Backoff::new(10, 500);
+        let mut prng = Prng::new(1);
+        let mut actions = Vec::new();
+        let late = reply(1, 1, ReplyBody::Ok(Bytes::from_static(b"late")));
+        let round_trip = metadata.on_reply(late, 70, &backoff, &mut prng, &mut actions);
+        assert_eq!(round_trip, None, "not the attempt in flight");
+        assert_eq!(
+            actions,
+            vec![QueryAction::Finish(Ok(Bytes::from_static(b"late")))]
+        );
+    }
+
+    #[test]
+    fn a_node_that_does_not_answer_is_that_nodes_answer() {
+        let mut status = query(QueryTarget::Node("a:1".into()));
+        status.transmitted(3, 1, 10, 700);
+        let mut actions = Vec::new();
+        status.on_tick(709, &mut actions);
+        assert!(actions.is_empty());
+        status.on_tick(710, &mut actions);
+        assert_eq!(actions[0], QueryAction::SuspectConnection(3));
+        assert!(matches!(
+            &actions[1],
+            QueryAction::Finish(Err(ClientError::Unreachable { reason, .. }))
+                if reason == "no answer within 700 ms"
+        ));
+    }
+
+    #[test]
+    fn a_long_poll_stretches_the_attempt_and_is_no_latency_sample() {
+        let mut fetch = Query::new(
+            Operation::Fetch,
+            Bytes::new(),
+            QueryTarget::Group(5),
+            0,
+            10_000,
+            2_000,
+        );
+        fetch.transmitted(1, 1, 0, 100);
+        let mut actions = Vec::new();
+        fetch.on_tick(2_099, &mut actions);
+        assert!(actions.is_empty(), "the wait is part of the attempt");
+        let backoff = Backoff::new(10, 500);
+        let mut prng = Prng::new(1);
+        let answer = reply(1, 1, ReplyBody::Ok(Bytes::new()));
+        assert_eq!(
+            fetch.on_reply(answer, 2_050, &backoff, &mut prng, &mut actions),
+            None
+        );
+
+        let mut plain = query(QueryTarget::Group(5));
+        plain.transmitted(1, 1, 0, 100);
+        let answer = reply(1, 1, ReplyBody::Ok(Bytes::new()));
+        assert_eq!(
+            plain.on_reply(answer, 7, &backoff, &mut prng, &mut actions),
+            Some(7)
+        );
+    }
+
+    #[test]
+    fn not_ready_sends_a_metadata_question_to_another_node() {
+        let mut metadata = Query::new(
+            Operation::Metadata,
+            Bytes::new(),
+            QueryTarget::AnyNode,
+            0,
+            1_000,
+            0,
+        );
+        metadata.transmitted(1, 1, 0, 100);
+        let not_ready = ErrorBody::message(ResultCode::NotReady, "loading");
+        let actions = run(&mut metadata, ReplyBody::Error(not_ready));
+        assert_eq!(actions, vec![QueryAction::NextNode]);
     }
 }

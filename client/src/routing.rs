@@ -111,6 +111,28 @@ impl Routing {
         Some(self.addresses[self.any_index % self.addresses.len()].clone())
     }
 
+    /// Like [`Routing::any_address`], but the first one from there on that
+    /// is `usable` (a node that lately did not answer is tried last); when
+    /// none is, the plain choice.
+    pub fn any_address_where(&self, usable: impl Fn(&str) -> bool) -> Option<String> {
+        let count = self.addresses.len();
+        (0..count)
+            .map(|step| &self.addresses[(self.any_index + step) % count])
+            .find(|address| usable(address))
+            .cloned()
+            .or_else(|| self.any_address())
+    }
+
+    /// The view a group's route was last learnt in, if it has one.
+    pub fn route_view(&self, group: u64) -> Option<u32> {
+        self.groups.get(&group).map(|route| route.view)
+    }
+
+    /// The client address of node `node`, from the last metadata.
+    pub fn node_address(&self, node: u32) -> Option<&str> {
+        self.nodes.get(&node).map(String::as_str)
+    }
+
     /// Every node id and client address from the last Metadata reply.
     pub fn nodes(&self) -> Vec<(u32, String)> {
         self.nodes
@@ -234,6 +256,7 @@ mod tests {
                     view,
                 }],
             }],
+            failover_ms: 700,
         }
     }
 
@@ -277,6 +300,15 @@ mod tests {
             routing.primary_address(42).as_deref(),
             Some("10.0.0.2:7000")
         );
+    }
+
+    #[test]
+    fn any_node_skips_the_ones_not_usable_unless_none_is() {
+        let routing = Routing::new(&["a:1".into(), "b:1".into(), "c:1".into()]);
+        assert_eq!(routing.any_address_where(|_| true).as_deref(), Some("a:1"));
+        let not_a = routing.any_address_where(|address| address != "a:1");
+        assert_eq!(not_a.as_deref(), Some("b:1"));
+        assert_eq!(routing.any_address_where(|_| false).as_deref(), Some("a:1"));
     }
 
     #[test]

@@ -60,9 +60,6 @@ pub type Token = u64;
 pub struct SessionConfig {
     /// Most requests in flight (and the widest span of numbers), 1 to [`WINDOW_MAX`].
     pub window_max: usize,
-    /// How long one attempt may go unanswered before the connection is
-    /// suspected and the request resent.
-    pub attempt_timeout_ms: u64,
     /// Backoff for `Unavailable`, `UnknownGroup` and repeated redirects.
     pub backoff: Backoff,
 }
@@ -132,10 +129,12 @@ enum State {
     Queued,
     /// Waiting out a backoff or a `Busy` hint.
     Delayed { until_ms: u64 },
-    /// On the wire, on `connection`, since `sent_at_ms`.
+    /// On the wire, on `connection`, since `sent_at_ms`; suspected once
+    /// `timeout_ms` passes unanswered.
     Sent {
         connection: ConnectionId,
         sent_at_ms: u64,
+        timeout_ms: u64,
     },
 }
 
@@ -186,7 +185,6 @@ impl Session {
             "window_max {} not in 1..={WINDOW_MAX}",
             config.window_max
         );
-        assert!(config.attempt_timeout_ms >= 1, "attempt timeout of 0 ms");
         let client = prng.client_id();
         Session {
             group,
@@ -227,13 +225,16 @@ impl Session {
     }
 
     /// Admits what the window allows and transmits, in order, every request
-    /// that may go out now on `connection` (the group's current route).
+    /// that may go out now on `connection` (the group's current route); each
+    /// attempt may go `attempt_timeout_ms` unanswered before it is resent.
     pub fn poll_transmit(
         &mut self,
         now_ms: u64,
         connection: ConnectionId,
+        attempt_timeout_ms: u64,
         actions: &mut Vec<Action>,
     ) {
+        assert!(attempt_timeout_ms >= 1, "attempt timeout of 0 ms");
         self.admit_backlog();
         let Some(head_client) = self.pending.front().map(|pending| pending.client) else {
             return;
@@ -253,6 +254,7 @@ impl Session {
                     pending.state = State::Sent {
                         connection,
                         sent_at_ms: now_ms,
+                        timeout_ms: attempt_timeout_ms,
                     };
                     pending.transmitted = true;
                     pending.sent_before_table = confirmed != Some(pending.client);
@@ -269,16 +271,27 @@ impl Session {
         self.check_invariants();
     }
 
-    /// Applies a reply addressed to this session.
-    pub fn on_reply(&mut self, reply: Reply, now_ms: u64, actions: &mut Vec<Action>) {
+    /// Applies a reply addressed to this session. Returns the round trip of
+    /// the attempt it answers (ms), when it answers the one in flight.
+    pub fn on_reply(
+        &mut self,
+        reply: Reply,
+        now_ms: u64,
+        actions: &mut Vec<Action>,
+    ) -> Option<u64> {
         assert_eq!(reply.group, self.group, "reply routed to the wrong session");
         let Some(index) = self.position(reply.client, reply.request) else {
-            return; // answered already, or renumbered since: stale
+            return None; // answered already, or renumbered since: stale
         };
-        let current_attempt = matches!(
-            self.pending[index].state,
-            State::Sent { connection, .. } if connection == reply.connection
-        );
+        let round_trip_ms = match self.pending[index].state {
+            State::Sent {
+                connection,
+                sent_at_ms,
+                ..
+            } if connection == reply.connection => Some(now_ms.saturating_sub(sent_at_ms)),
+            _ => None,
+        };
+        let current_attempt = round_trip_ms.is_some();
         match reply.body {
             ReplyBody::Ok(body) => {
                 self.confirmed_client = Some(reply.client);
@@ -293,6 +306,7 @@ impl Session {
             }
         }
         self.check_invariants();
+        round_trip_ms
     }
 
     fn on_error(
@@ -542,7 +556,8 @@ impl Session {
                 State::Sent {
                     connection,
                     sent_at_ms,
-                } if sent_at_ms + self.config.attempt_timeout_ms <= now_ms => {
+                    timeout_ms,
+                } if sent_at_ms + timeout_ms <= now_ms => {
                     pending.state = State::Queued;
                     if !suspects.contains(&connection) {
                         suspects.push(connection);
@@ -682,7 +697,11 @@ impl Session {
             let state = match pending.state {
                 State::Queued => None,
                 State::Delayed { until_ms } => Some(until_ms),
-                State::Sent { sent_at_ms, .. } => Some(sent_at_ms + self.config.attempt_timeout_ms),
+                State::Sent {
+                    sent_at_ms,
+                    timeout_ms,
+                    ..
+                } => Some(sent_at_ms + timeout_ms),
             };
             state.into_iter().chain(Some(pending.deadline_ms))
         });

@@ -9,10 +9,12 @@ use super::*;
 
 const GROUP: u64 = 7;
 
+/// How long every attempt in these scenarios may go unanswered.
+const ATTEMPT_TIMEOUT_MS: u64 = 100;
+
 fn config() -> SessionConfig {
     SessionConfig {
         window_max: 8,
-        attempt_timeout_ms: 100,
         backoff: Backoff::new(10, 500),
     }
 }
@@ -87,7 +89,7 @@ fn sent(count: u64) -> (Session, Vec<(Token, u128, u64)>) {
         session.submit(submission(token, 0));
     }
     let mut actions = Vec::new();
-    session.poll_transmit(0, 1, &mut actions);
+    session.poll_transmit(0, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     (session, transmits(&actions))
 }
 
@@ -105,7 +107,7 @@ fn window_bounds_requests_in_flight() {
     let client = session.client();
     let mut actions = Vec::new();
     session.on_reply(ok(1, client, 1), 5, &mut actions);
-    session.poll_transmit(5, 1, &mut actions);
+    session.poll_transmit(5, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), vec![(9, client, 9)]);
 }
 
@@ -119,10 +121,10 @@ fn busy_retries_the_same_number_after_the_hint() {
         5,
         &mut actions,
     );
-    session.poll_transmit(10, 1, &mut actions);
+    session.poll_transmit(10, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert!(transmits(&actions).is_empty(), "resent before the hint");
     session.on_tick(25, &mut actions);
-    session.poll_transmit(25, 1, &mut actions);
+    session.poll_transmit(25, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), vec![(1, client, 1)]);
 }
 
@@ -143,13 +145,13 @@ fn not_primary_redirects_and_resends_the_same_number() {
             .iter()
             .any(|action| matches!(action, Action::Redirect { view: 4, .. }))
     );
-    session.poll_transmit(5, 2, &mut actions);
+    session.poll_transmit(5, 2, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), vec![(1, client, 1)]);
     // A second redirect in a row waits (replicas disagree mid view change).
     actions.clear();
     session.on_reply(error(2, client, 1, not_primary), 6, &mut actions);
     assert!(actions.contains(&Action::RefreshRouting));
-    session.poll_transmit(6, 3, &mut actions);
+    session.poll_transmit(6, 3, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert!(transmits(&actions).is_empty());
 }
 
@@ -167,10 +169,10 @@ fn out_of_order_resends_after_the_expected_request() {
         let out_of_order = ErrorBody::OutOfOrder { expected: 1 };
         session.on_reply(error(1, client, request, out_of_order), 1, &mut actions);
     }
-    session.poll_transmit(2, 1, &mut actions);
+    session.poll_transmit(2, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert!(transmits(&actions).is_empty(), "2 and 3 must wait for 1");
     session.on_tick(11, &mut actions);
-    session.poll_transmit(11, 1, &mut actions);
+    session.poll_transmit(11, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(
         transmits(&actions),
         vec![(1, client, 1), (2, client, 2), (3, client, 3)]
@@ -191,7 +193,7 @@ fn new_client_evicted_while_request_one_is_unanswered_resends_in_order() {
     session.on_reply(error(1, client, 2, evicted), 1, &mut actions);
     assert!(completions(&actions).is_empty());
     session.on_tick(11, &mut actions);
-    session.poll_transmit(11, 1, &mut actions);
+    session.poll_transmit(11, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), vec![(1, client, 1), (2, client, 2)]);
 }
 
@@ -209,7 +211,7 @@ fn eviction_after_commits_fails_sent_requests_as_outcome_unknown() {
     assert_eq!(completions(&actions).len(), 1, "only request 1 is done");
     actions.clear();
     session.on_tick(1_000, &mut actions);
-    session.poll_transmit(1_000, 1, &mut actions);
+    session.poll_transmit(1_000, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(
         transmits(&actions),
         vec![(2, old_client, 2), (3, old_client, 3)]
@@ -226,7 +228,7 @@ fn eviction_after_commits_fails_sent_requests_as_outcome_unknown() {
     );
     // The request that was never sent starts the new session at 1.
     actions.clear();
-    session.poll_transmit(1_002, 1, &mut actions);
+    session.poll_transmit(1_002, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     let new_client = session.client();
     assert_ne!(new_client, old_client);
     assert_eq!(transmits(&actions), vec![(4, new_client, 1)]);
@@ -246,7 +248,7 @@ fn an_unknown_client_answer_that_may_predate_the_table_is_retried_not_fatal() {
     assert_eq!(completions(&actions).len(), 1, "request 2 is not given up");
     actions.clear();
     session.on_tick(1_000, &mut actions);
-    session.poll_transmit(1_000, 1, &mut actions);
+    session.poll_transmit(1_000, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     // Same id, same numbers (request 3's attempt timed out meanwhile).
     assert_eq!(transmits(&actions), vec![(2, client, 2), (3, client, 3)]);
     session.on_reply(ok(1, client, 2), 1_001, &mut actions);
@@ -268,7 +270,7 @@ fn a_group_that_keeps_expecting_an_answered_number_forgot_the_client() {
     let mut now_ms = 2;
     for attempt in 0..=FORGOTTEN_AFTER_RETRIES {
         actions.clear();
-        session.poll_transmit(now_ms, 1, &mut actions);
+        session.poll_transmit(now_ms, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
         let out_of_order = ErrorBody::OutOfOrder { expected: 2 };
         session.on_reply(error(1, old_client, 3, out_of_order), now_ms, &mut actions);
         if attempt < FORGOTTEN_AFTER_RETRIES {
@@ -286,7 +288,7 @@ fn a_group_that_keeps_expecting_an_answered_number_forgot_the_client() {
     );
     session.submit(submission(5, now_ms));
     actions.clear();
-    session.poll_transmit(now_ms, 1, &mut actions);
+    session.poll_transmit(now_ms, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     let new_client = session.client();
     assert_ne!(new_client, old_client);
     assert_eq!(transmits(&actions), vec![(5, new_client, 1)]);
@@ -308,10 +310,10 @@ fn refusal_before_prepare_moves_later_requests_to_a_fresh_client() {
     let new_client = session.client();
     assert_ne!(new_client, old_client);
     actions.clear();
-    session.poll_transmit(2, 1, &mut actions);
+    session.poll_transmit(2, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert!(transmits(&actions).is_empty());
     session.on_reply(ok(1, old_client, 1), 3, &mut actions);
-    session.poll_transmit(3, 1, &mut actions);
+    session.poll_transmit(3, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(
         transmits(&actions),
         vec![(3, new_client, 1), (4, new_client, 2)]
@@ -330,7 +332,7 @@ fn committed_error_uses_up_the_number() {
         &mut actions,
     );
     session.submit(submission(2, 1));
-    session.poll_transmit(1, 1, &mut actions);
+    session.poll_transmit(1, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(session.client(), client);
     assert_eq!(transmits(&actions), vec![(2, client, 2)]);
 }
@@ -352,7 +354,7 @@ fn a_committed_refusal_to_retry_later_is_final() {
         let expected = ClientError::from_error_body(Operation::Produce, refused);
         assert_eq!(completions(&actions), vec![(1, Err(expected))], "{code:?}");
         session.submit(submission(2, 1));
-        session.poll_transmit(1, 1, &mut actions);
+        session.poll_transmit(1, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
         assert_eq!(session.client(), client, "the number was used, no gap");
         assert_eq!(transmits(&actions), vec![(2, client, 2)]);
     }
@@ -363,7 +365,7 @@ fn connection_loss_resends_in_order_with_the_same_numbers() {
     let (mut session, first) = sent(3);
     session.on_connection_lost(1);
     let mut actions = Vec::new();
-    session.poll_transmit(1, 2, &mut actions);
+    session.poll_transmit(1, 2, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), first);
 }
 
@@ -376,7 +378,7 @@ fn attempt_timeout_suspects_the_connection_and_resends() {
     session.on_tick(100, &mut actions);
     assert_eq!(actions, vec![Action::SuspectConnection { connection: 1 }]);
     actions.clear();
-    session.poll_transmit(100, 2, &mut actions);
+    session.poll_transmit(100, 2, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), first);
 }
 
@@ -402,7 +404,7 @@ fn deadline_of_an_unsent_request_frees_its_number() {
         )]
     );
     actions.clear();
-    session.poll_transmit(60, 1, &mut actions);
+    session.poll_transmit(60, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), vec![(2, client, 1)]);
 }
 
@@ -415,7 +417,7 @@ fn deadline_of_a_sent_request_is_outcome_unknown_and_later_ones_move() {
     session.submit(short);
     session.submit(submission(2, 0));
     let mut actions = Vec::new();
-    session.poll_transmit(0, 1, &mut actions);
+    session.poll_transmit(0, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     session.submit(submission(3, 0));
     actions.clear();
     session.on_tick(60, &mut actions);
@@ -429,7 +431,7 @@ fn deadline_of_a_sent_request_is_outcome_unknown_and_later_ones_move() {
             .all(|(_, outcome)| outcome.as_ref().is_err_and(ClientError::is_outcome_unknown))
     );
     actions.clear();
-    session.poll_transmit(60, 2, &mut actions);
+    session.poll_transmit(60, 2, ATTEMPT_TIMEOUT_MS, &mut actions);
     let new_client = session.client();
     assert_ne!(new_client, old_client);
     assert_eq!(transmits(&actions), vec![(3, new_client, 1)]);
@@ -456,7 +458,7 @@ fn stale_replies_are_ignored() {
         &mut actions,
     );
     assert!(actions.is_empty());
-    session.poll_transmit(1, 1, &mut actions);
+    session.poll_transmit(1, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert!(
         actions.is_empty(),
         "both requests are still in flight on connection 1"
@@ -651,7 +653,7 @@ impl World {
             let link = self.link_to(self.route);
             let connection = self.links[link].id;
             self.session
-                .poll_transmit(self.now_ms, connection, &mut actions);
+                .poll_transmit(self.now_ms, connection, ATTEMPT_TIMEOUT_MS, &mut actions);
             self.apply(actions);
         }
     }

@@ -453,6 +453,13 @@ impl<S: StateMachine> Replica<S> {
 
     // ----- accessors ---------------------------------------------------------
 
+    /// The highest commit number this replica has heard of (from a primary's
+    /// prepare or commit, or a view it adopted): once `commit()` reaches it
+    /// in normal status, the replica has applied what its primary told it.
+    pub fn commit_max(&self) -> u64 {
+        self.commit_max
+    }
+
     /// The replica's configuration.
     pub fn config(&self) -> &Config {
         &self.config

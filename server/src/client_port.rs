@@ -37,7 +37,7 @@ use crate::bus::{gather, write_frames};
 use crate::group::Input;
 use crate::metrics;
 use crate::replies::{error_frame, reply_frame, reply_frame_as_of};
-use crate::shared::{ConnectionSender, Refused, Shared};
+use crate::shared::{CatalogFreshness, ConnectionSender, Refused, Shared};
 
 /// Reply frames queued to one connection at most.
 pub const CONNECTION_QUEUE_CAPACITY: usize = 8192;
@@ -291,6 +291,10 @@ fn nodes(shared: &Shared) -> Vec<NodeInfo> {
         .collect()
 }
 
+/// Answers Metadata from the catalog this node has applied, but only as far
+/// as it is true: nothing while the metadata replica has not caught up since
+/// the node started (`NotReady`: the client asks another node), and no
+/// "unknown stream/topic" unless the catalog is current.
 fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
     let header = request.header();
     let query = match MetadataRequest::from_bytes(request.body()) {
@@ -300,12 +304,16 @@ fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
             return error_frame(header, &error);
         }
     };
+    let freshness = shared.catalog_freshness();
     let catalog = shared.catalog();
     // Every answer says which metadata op it reflects, errors included.
     let as_of = catalog.applied_op;
     let error_frame = |header: &RequestHeader, error: &ErrorBody| {
         reply_frame_as_of(header, error.code(), Bytes::from(error.to_vec()), as_of)
     };
+    if freshness == CatalogFreshness::Loading {
+        return error_frame(header, &not_ready(shared, "is still loading its catalog"));
+    }
     let views = |group: u64| shared.view_of(group).unwrap_or(0);
     let mut topics = Vec::new();
     for (stream, stream_topics) in &catalog.streams {
@@ -322,27 +330,52 @@ fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
         }
     }
     if let Some(stream) = &query.stream {
-        if !catalog.streams.contains_key(stream) {
-            let error = ErrorBody::message(
+        let unknown = if !catalog.streams.contains_key(stream) {
+            Some(ErrorBody::message(
                 ResultCode::UnknownStream,
                 format!("no stream named {stream}"),
-            );
-            return error_frame(header, &error);
-        }
-        if let Some(topic) = &query.topic
+            ))
+        } else if let Some(topic) = &query.topic
             && topics.is_empty()
         {
-            let error = ErrorBody::message(
+            Some(ErrorBody::message(
                 ResultCode::UnknownTopic,
                 format!("no topic named {topic} in stream {stream}"),
-            );
-            return error_frame(header, &error);
+            ))
+        } else {
+            None
+        };
+        if let Some(unknown) = unknown {
+            if freshness != CatalogFreshness::Current {
+                let why = "is not caught up with the metadata plane, so it cannot say a name \
+                           does not exist";
+                return error_frame(header, &not_ready(shared, why));
+            }
+            return error_frame(header, &unknown);
         }
     }
     let reply = MetadataReply {
         nodes: nodes(shared),
         streams: catalog.streams.keys().cloned().collect(),
         topics,
+        failover_ms: failover_ms(shared),
     };
     reply_frame_as_of(header, ResultCode::Ok, Bytes::from(reply.to_vec()), as_of)
+}
+
+/// The `NotReady` answer: this node `why`; another node may know.
+fn not_ready(shared: &Shared, why: &str) -> ErrorBody {
+    let node = shared.config.node;
+    ErrorBody::message(
+        ResultCode::NotReady,
+        format!("node {node} {why}: ask another node"),
+    )
+}
+
+/// How long a silent primary takes to be replaced: its backups wait the
+/// primary timeout, then the view change may take its own timeout.
+fn failover_ms(shared: &Shared) -> u32 {
+    let timeouts = strand_consensus::Timeouts::default();
+    let ticks = timeouts.primary_ticks + timeouts.view_change_ticks;
+    u32::try_from(ticks.saturating_mul(shared.config.tick_ms)).unwrap_or(u32::MAX)
 }

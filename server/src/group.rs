@@ -665,6 +665,7 @@ impl Actor {
             if let Some(catalog) = self.replica.machine().catalog() {
                 self.shared.publish_catalog(catalog.clone());
             }
+            self.publish_catalog_freshness();
             self.hand_over_hosted();
         } else {
             self.serve_parked();
@@ -1165,7 +1166,19 @@ impl Actor {
 
     // ----- status --------------------------------------------------------------
 
+    /// The metadata plane's replica tells the client port whether the
+    /// catalog it published is current: in normal status (it heard from its
+    /// view's primary, or is it) and every commit it heard of applied.
+    fn publish_catalog_freshness(&self) {
+        let current = self.replica.status() == Status::Normal
+            && self.replica.commit() >= self.replica.commit_max();
+        self.shared.set_catalog_current(current);
+    }
+
     fn publish(&self) {
+        if self.spec.group == 0 {
+            self.publish_catalog_freshness();
+        }
         // The membership in effect: the log's epoch (an in-place change
         // moves it without a view change).
         let membership = self

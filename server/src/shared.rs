@@ -5,7 +5,7 @@
 //! Everything here is a handle or a snapshot; no consensus decision reads it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -53,6 +53,21 @@ pub struct GroupView {
     pub attention: Option<AttentionEntry>,
 }
 
+/// How far this node's catalog can be trusted to answer metadata questions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogFreshness {
+    /// The metadata replica has not been current since the node started:
+    /// the catalog may be missing anything (it is still loading, or the
+    /// replica has not heard from its primary). Nothing is answered from it.
+    Loading = 0,
+    /// It was current once, but is not now (a view change, or it lags its
+    /// primary): what it holds is true as of some commit, but a name it
+    /// lacks may exist, so it never answers "unknown".
+    Behind = 1,
+    /// In normal status and applied everything its primary said committed.
+    Current = 2,
+}
+
 /// Outbound frames to one client connection.
 pub type ConnectionSender = mpsc::Sender<Bytes>;
 
@@ -76,6 +91,8 @@ pub struct Shared {
     peers: BTreeMap<u32, mpsc::Sender<Bytes>>,
     reachable: Mutex<BTreeSet<u32>>,
     stopping: AtomicBool,
+    /// A [`CatalogFreshness`], as the metadata actor last published it.
+    catalog_freshness: AtomicU8,
     epoch_reports: Mutex<Option<mpsc::UnboundedSender<EpochReport>>>,
 }
 
@@ -103,6 +120,7 @@ impl Shared {
             peers,
             reachable: Mutex::new(BTreeSet::new()),
             stopping: AtomicBool::new(false),
+            catalog_freshness: AtomicU8::new(CatalogFreshness::Loading as u8),
             epoch_reports: Mutex::new(None),
         }
     }
@@ -220,6 +238,30 @@ impl Shared {
     /// Publishes the catalog as of the latest metadata commit.
     pub fn publish_catalog(&self, catalog: Catalog) {
         *self.catalog.write().expect("catalog lock") = Arc::new(catalog);
+    }
+
+    /// Records whether the metadata replica is current now (normal status,
+    /// applied every commit it heard of). Once current, a node is never
+    /// `Loading` again: it stays `Behind` until current again.
+    pub fn set_catalog_current(&self, current: bool) {
+        let freshness = if current {
+            CatalogFreshness::Current
+        } else if self.catalog_freshness() == CatalogFreshness::Loading {
+            CatalogFreshness::Loading
+        } else {
+            CatalogFreshness::Behind
+        };
+        self.catalog_freshness
+            .store(freshness as u8, Ordering::SeqCst);
+    }
+
+    /// How far the published catalog can be trusted (see [`CatalogFreshness`]).
+    pub fn catalog_freshness(&self) -> CatalogFreshness {
+        match self.catalog_freshness.load(Ordering::SeqCst) {
+            0 => CatalogFreshness::Loading,
+            1 => CatalogFreshness::Behind,
+            _ => CatalogFreshness::Current,
+        }
     }
 
     /// The catalog as of the latest metadata commit applied here.

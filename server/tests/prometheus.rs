@@ -3,7 +3,7 @@
 //! `partitions_untrusted_log` is 0 on every healthy node.
 //!
 //! Needs the `prometheus` binary on `PATH` (Debian package `prometheus`;
-//! `.ci/run` installs it). Without it the test fails: it does not skip.
+//! `scripts/test.sh` installs it). Without it the test fails: it does not skip.
 
 mod common;
 
@@ -34,7 +34,7 @@ fn prometheus_binary() -> PathBuf {
         .unwrap_or_else(|| {
             panic!(
                 "the `prometheus` binary is not on PATH: install the Debian package \
-                 `prometheus` (apt-get install -y prometheus; .ci/run does)"
+                 `prometheus` (scripts/test.sh installs it)"
             )
         })
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Node;
+use common::{Node, signal};
 use strand_client::{
     AttentionReason, Client, ClientConfig, ConfirmPolicy, Durability, GroupStatus, PartitionTarget,
     ProduceAck, TopicSpec,
@@ -96,17 +96,6 @@ fn settled_at(statuses: &BTreeMap<u32, GroupStatus>, epoch: u32) -> bool {
     primary_view(statuses).is_some_and(|status| {
         status.epoch == epoch && status.replicas.iter().all(|replica| replica.caught_up)
     })
-}
-
-/// Sends SIGSTOP or SIGCONT to a node.
-fn signal(node: &mut Node, signal: &str) {
-    let pid = node.child().id();
-    let sent = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(sent.success(), "{signal} to node {}", node.node);
 }
 
 /// Produces batches `from..to`, recording each acknowledgment.

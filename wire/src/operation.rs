@@ -140,11 +140,15 @@ pub enum ResultCode {
     /// The request number is not the one the group expects next from this
     /// client: resend the unanswered requests in order from the one named.
     OutOfOrder = 14,
+    /// This node cannot answer truthfully yet (its metadata catalog is still
+    /// loading, or it is not caught up with the metadata plane): ask another
+    /// node. Nothing was done.
+    NotReady = 15,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 15] = [
+    pub const ALL: [ResultCode; 16] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -160,6 +164,7 @@ impl ResultCode {
         ResultCode::StorageError,
         ResultCode::Internal,
         ResultCode::OutOfOrder,
+        ResultCode::NotReady,
     ];
 
     /// Parses a result code; `None` for a value that names none.

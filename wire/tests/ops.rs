@@ -274,7 +274,12 @@ proptest! {
             partitions: partitions.into_iter().map(|(partition, group, epoch, replicas, view)|
                 PartitionInfo { partition, group, epoch, replicas, view }).collect(),
         }).collect();
-        round_trip(&MetadataReply { nodes, streams, topics })?;
+        round_trip(&MetadataReply {
+            nodes,
+            streams,
+            topics,
+            failover_ms: 700,
+        })?;
     }
 
     #[test]

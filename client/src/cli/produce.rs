@@ -19,7 +19,7 @@ use super::args::{ProduceArgs, TopicPath};
 use super::errors::CliError;
 use super::print_json;
 use super::table::bytes_human;
-use crate::{Client, ClientError, Delivery, ProducerConfig};
+use crate::{Client, ClientError, Delivery, DeliveryReport, ProducerConfig};
 
 /// Longest stdin line taken as one record (the server's default frame
 /// limit is 8 MiB and a record travels in one batch).
@@ -27,6 +27,10 @@ pub(crate) const LINE_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// Acknowledgements waiting for the collector; `send` waits beyond it.
 const DELIVERIES_QUEUED_MAX: usize = 65_536;
+
+/// Batch outcomes listed at most in `--json` output; past it only the
+/// counts go on (and `batches_omitted` says how many were left out).
+pub(crate) const BATCH_REPORTS_MAX: usize = 1_000_000;
 
 /// What a produce run did, as printed.
 #[derive(Debug, Default, Serialize)]
@@ -36,21 +40,63 @@ pub(crate) struct ProduceSummary {
     partition: u32,
     /// Records acknowledged.
     records: u64,
-    /// Records that failed (their error is reported on stderr).
+    /// Records not acknowledged: `unknown` plus `refused`.
     failed: u64,
+    /// Records whose batch may or may not have been written.
+    unknown: u64,
+    /// Records whose batch was not written (refused, or never sent).
+    refused: u64,
     /// Key and value bytes of the acknowledged records.
     bytes: u64,
     first_offset: Option<u64>,
     last_offset: Option<u64>,
     elapsed_ms: u64,
     records_per_second: u64,
+    /// Every batch (one produce request) in send order, with its outcome.
+    batches: Vec<BatchOutcome>,
+    /// Batches past [`BATCH_REPORTS_MAX`], counted but not listed.
+    batches_omitted: u64,
+    /// Records seen so far (the next record's index).
+    #[serde(skip)]
+    next_record: u64,
     #[serde(skip)]
     first_error: Option<ClientError>,
 }
 
+/// One batch's outcome: which input records it carried (0-based, in the
+/// order read: line `first_record + 1` of stdin is its first) and what
+/// became of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct BatchOutcome {
+    /// The batch's number in the producer (ascending in send order).
+    batch: Option<u64>,
+    first_record: u64,
+    last_record: u64,
+    /// `acknowledged`, `unknown` (may or may not be written: read back) or
+    /// `refused` (not written).
+    outcome: &'static str,
+    /// Where the batch's records landed, when acknowledged.
+    first_offset: Option<u64>,
+    last_offset: Option<u64>,
+    /// Why not, when not acknowledged.
+    error: Option<String>,
+}
+
+/// The name of what became of a record that `offset` describes.
+fn outcome_name(offset: &Result<u64, ClientError>) -> &'static str {
+    match offset {
+        Ok(_) => "acknowledged",
+        Err(error) if error.is_outcome_unknown() || *error == ClientError::Closed => "unknown",
+        Err(_) => "refused",
+    }
+}
+
 impl ProduceSummary {
-    fn record(&mut self, outcome: Result<u64, ClientError>, bytes: u64) {
-        match outcome {
+    fn record(&mut self, report: DeliveryReport, bytes: u64) {
+        let index = self.next_record;
+        self.next_record += 1;
+        self.note_batch(index, &report);
+        match report.offset {
             Ok(offset) => {
                 self.records += 1;
                 self.bytes += bytes;
@@ -60,9 +106,43 @@ impl ProduceSummary {
             }
             Err(error) => {
                 self.failed += 1;
+                if outcome_name(&Err(error.clone())) == "unknown" {
+                    self.unknown += 1;
+                } else {
+                    self.refused += 1;
+                }
                 self.first_error.get_or_insert(error);
             }
         }
+    }
+
+    /// Extends the last batch's entry with record `index`, or starts the
+    /// next batch's.
+    fn note_batch(&mut self, index: u64, report: &DeliveryReport) {
+        let outcome = outcome_name(&report.offset);
+        let offset = report.offset.as_ref().ok().copied();
+        if let Some(last) = self.batches.last_mut()
+            && last.batch == report.batch
+            && report.batch.is_some()
+            && last.outcome == outcome
+        {
+            last.last_record = index;
+            last.last_offset = offset.or(last.last_offset);
+            return;
+        }
+        if self.batches.len() >= BATCH_REPORTS_MAX {
+            self.batches_omitted += 1;
+            return;
+        }
+        self.batches.push(BatchOutcome {
+            batch: report.batch,
+            first_record: index,
+            last_record: index,
+            outcome,
+            first_offset: offset,
+            last_offset: offset,
+            error: report.offset.as_ref().err().map(ToString::to_string),
+        });
     }
 
     fn finish(&mut self, elapsed: Duration) {
@@ -89,8 +169,15 @@ impl ProduceSummary {
             self.elapsed_ms,
             self.records_per_second
         );
-        if self.failed > 0 {
-            text.push_str(&format!("; {} record(s) FAILED", self.failed));
+        if self.unknown > 0 {
+            text.push_str(&format!(
+                "; {} record(s) OUTCOME UNKNOWN (may or may not be written: read back; \
+                 --json lists every batch)",
+                self.unknown
+            ));
+        }
+        if self.refused > 0 {
+            text.push_str(&format!("; {} record(s) NOT WRITTEN", self.refused));
         }
         text.push('\n');
         text
@@ -168,7 +255,7 @@ async fn collect(
     mut summary: ProduceSummary,
 ) -> ProduceSummary {
     while let Some((delivery, bytes)) = queued.recv().await {
-        summary.record(delivery.await, bytes);
+        summary.record(delivery.report().await, bytes);
     }
     summary
 }
@@ -308,7 +395,7 @@ mod tests {
     }
 
     #[test]
-    fn the_summary_counts_offsets_and_failures() {
+    fn the_summary_counts_offsets_and_failures_per_batch() {
         let mut summary = summary_for(
             &TopicPath {
                 stream: "s".into(),
@@ -316,15 +403,62 @@ mod tests {
             },
             1,
         );
-        summary.record(Ok(4), 10);
-        summary.record(Ok(5), 10);
-        summary.record(Err(ClientError::Closed), 10);
+        let report = |batch, offset| DeliveryReport {
+            batch: Some(batch),
+            offset,
+        };
+        let unknown = ClientError::OutcomeUnknown {
+            operation: strand_wire::Operation::Produce,
+            reason: "no answer".into(),
+        };
+        let refused = ClientError::Timeout {
+            operation: strand_wire::Operation::Produce,
+            deadline_ms: 10,
+        };
+        summary.record(report(0, Ok(4)), 10);
+        summary.record(report(0, Ok(5)), 10);
+        summary.record(report(1, Err(unknown.clone())), 10);
+        summary.record(report(1, Err(unknown)), 10);
+        summary.record(report(2, Err(refused)), 10);
         summary.finish(Duration::from_millis(500));
         assert_eq!(
             summary.text(),
             "produced 2 record(s) (20 B) to s/t partition 1: offsets 4..=5 in 500 ms \
-             (4 records/s); 1 record(s) FAILED\n"
+             (4 records/s); 2 record(s) OUTCOME UNKNOWN (may or may not be written: read back; \
+             --json lists every batch); 1 record(s) NOT WRITTEN\n"
         );
-        assert_eq!(summary.first_error, Some(ClientError::Closed));
+        let outcomes: Vec<_> = summary
+            .batches
+            .iter()
+            .map(|batch| {
+                (
+                    batch.batch,
+                    batch.first_record,
+                    batch.last_record,
+                    batch.outcome,
+                    batch.first_offset,
+                    batch.last_offset,
+                )
+            })
+            .collect();
+        assert_eq!(
+            outcomes,
+            vec![
+                (Some(0), 0, 1, "acknowledged", Some(4), Some(5)),
+                (Some(1), 2, 3, "unknown", None, None),
+                (Some(2), 4, 4, "refused", None, None),
+            ]
+        );
+        assert!(
+            summary.batches[1]
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .contains("no answer")
+        );
+        assert!(matches!(
+            summary.first_error,
+            Some(ClientError::OutcomeUnknown { .. })
+        ));
     }
 }

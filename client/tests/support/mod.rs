@@ -716,6 +716,7 @@ impl State {
             nodes: self.nodes.clone(),
             streams: self.streams.clone(),
             topics,
+            failover_ms: 0, // unknown: attempts wait the client's ceiling
         };
         Ok(Bytes::from(metadata.to_vec()))
     }

@@ -5,6 +5,8 @@
 // Each test binary compiles this module and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -121,39 +123,95 @@ pub fn start_cluster(dir: &Path) -> Vec<Node> {
 
 /// Writes the configuration of `count` nodes under `dir`; starts none.
 pub fn configure_cluster(dir: &Path, count: u32) -> Vec<Node> {
+    configure_cluster_routed(dir, count, |_| BTreeMap::new())
+}
+
+/// Like [`configure_cluster`], but `dial` may reroute replica-bus links: it
+/// gets every node's replica address by id and returns, for some (lower id,
+/// higher id) pairs, the address the lower node dials to reach the higher
+/// one (the bus is dialed by the lower id), such as a test proxy's.
+pub fn configure_cluster_routed(
+    dir: &Path,
+    count: u32,
+    dial: impl FnOnce(&BTreeMap<u32, String>) -> BTreeMap<(u32, u32), String>,
+) -> Vec<Node> {
     let addresses: Vec<[String; 3]> = free_ports(3 * count as usize)
         .chunks(3)
         .map(|ports| [ports[0], ports[1], ports[2]].map(|port| format!("127.0.0.1:{port}")))
         .collect();
-    let mut peers = String::new();
-    for (index, [replica, client, _]) in addresses.iter().enumerate() {
-        peers.push_str(&format!(
-            "\n[[peers]]\nid = {}\nreplica_address = \"{replica}\"\nclient_address = \"{client}\"\n",
-            index + 1
-        ));
-    }
+    let replicas: BTreeMap<u32, String> = (1..=count)
+        .zip(addresses.iter().map(|[replica, _, _]| replica.clone()))
+        .collect();
+    let rerouted = dial(&replicas);
+    let peers_seen_by = |me: u32| {
+        let mut peers = String::new();
+        for (index, [replica, client, _]) in addresses.iter().enumerate() {
+            let peer = index as u32 + 1;
+            let replica = rerouted.get(&(me, peer)).unwrap_or(replica);
+            peers.push_str(&format!(
+                "\n[[peers]]\nid = {peer}\nreplica_address = \"{replica}\"\nclient_address = \"{client}\"\n"
+            ));
+        }
+        peers
+    };
     addresses
-        .into_iter()
+        .iter()
         .zip(1..=count)
         .map(|([replica, client, metrics], node)| {
             let data = dir.join(format!("node-{node}"));
             let config = format!(
-                "node = {node}\ncluster = {CLUSTER}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{peers}",
-                data.display().to_string()
+                "node = {node}\ncluster = {CLUSTER}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{}",
+                data.display().to_string(),
+                peers_seen_by(node)
             );
             let path = dir.join(format!("node-{node}.toml"));
             std::fs::write(&path, config).expect("write config");
             Node {
                 child: None,
                 node,
-                client_address: client,
-                replica_address: replica,
-                metrics_address: metrics,
+                client_address: client.clone(),
+                replica_address: replica.clone(),
+                metrics_address: metrics.clone(),
                 config: path,
                 log: dir.join(format!("node-{node}.log")),
             }
         })
         .collect()
+}
+
+/// `count` nodes whose replica-bus links all run through proxies on
+/// `runtime` (so a test can cut a node off from its peers); starts none.
+pub fn configure_proxied_cluster(
+    dir: &Path,
+    count: u32,
+    runtime: &tokio::runtime::Runtime,
+) -> (Vec<Node>, proxy::BusProxies) {
+    let mut proxies = None;
+    let nodes = configure_cluster_routed(dir, count, |replicas| {
+        let targets = replicas
+            .iter()
+            .flat_map(|(low, _)| {
+                replicas
+                    .range(low + 1..)
+                    .map(move |(high, address)| ((*low, *high), address.clone()))
+            })
+            .collect();
+        let (started, addresses) = proxy::BusProxies::start(runtime, targets);
+        proxies = Some(started);
+        addresses
+    });
+    (nodes, proxies.expect("the proxies started"))
+}
+
+/// Sends a signal (`STOP`, `CONT`, ...) to a running node's process.
+pub fn signal(node: &mut Node, signal: &str) {
+    let pid = node.child().id();
+    let sent = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "{signal} to node {}", node.node);
 }
 
 /// The client addresses of `nodes`, for the SDK's bootstrap list.

@@ -360,6 +360,11 @@ pub struct MetadataReply {
     pub streams: Vec<String>,
     /// The topics asked for.
     pub topics: Vec<TopicInfo>,
+    /// How long a partition's primary may go silent before its backups
+    /// elect another and that one serves (the primary timeout plus the view
+    /// change timeout, in ms). A client waits about this long for one
+    /// attempt before it tries the next replica.
+    pub failover_ms: u32,
 }
 
 impl Body for MetadataReply {
@@ -382,6 +387,7 @@ impl Body for MetadataReply {
                 writer.u32(partition.view);
             });
         });
+        writer.u32(self.failover_ms);
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<MetadataReply, BodyError> {
@@ -407,10 +413,12 @@ impl Body for MetadataReply {
                 })?,
             })
         })?;
+        let failover_ms = reader.u32("failover ms")?;
         Ok(MetadataReply {
             nodes,
             streams,
             topics,
+            failover_ms,
         })
     }
 }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every Strand test on a fresh machine: first installs what the tests
+# need and a Rust toolchain does not bring (the `prometheus` binary, which
+# server/tests/prometheus.rs scrapes a real cluster with), then the whole
+# suite. Arguments go to `cargo test` (for example `-p strand-client`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+install_prometheus() {
+  if command -v prometheus >/dev/null 2>&1; then
+    return
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "scripts/test.sh: the tests need the \`prometheus\` binary on PATH and this" >&2
+    echo "machine has no apt-get to install it: install Prometheus, then run again" >&2
+    exit 1
+  fi
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo="sudo"
+  fi
+  echo "== installing prometheus (Debian package; needed by server/tests/prometheus.rs)"
+  $sudo apt-get update -qq
+  # No service start inside containers or CI: the test runs its own instance.
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+  command -v prometheus >/dev/null 2>&1 || {
+    echo "scripts/test.sh: apt-get installed prometheus but it is not on PATH" >&2
+    exit 1
+  }
+}
+
+install_prometheus
+exec cargo test --workspace --all-features --locked "$@"
