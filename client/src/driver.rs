@@ -488,7 +488,11 @@ impl Driver {
         let Some(entry) = self.queries.get_mut(&token) else {
             return;
         };
-        let attempt_timeout_ms = if entry.query.is_hedged() {
+        // A question any node can answer moves on soon; so does one for a
+        // node that lately did not answer (it gets a round trip's chance).
+        let short = entry.query.is_hedged()
+            || (matches!(target, QueryTarget::Node(_)) && self.health.is_suspect(&address, now_ms));
+        let attempt_timeout_ms = if short {
             self.health.hedge_ms(&address)
         } else {
             self.health.attempt_timeout_ms(&address)

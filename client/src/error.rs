@@ -176,6 +176,13 @@ pub enum ClientError {
     /// The client (or the producer) was shut down before the call finished.
     #[error("the client was shut down before the call finished")]
     Closed,
+    /// A record was never sent: its producer was stopped first. Nothing was
+    /// written for it.
+    #[error("not sent: {reason}; nothing was written for it")]
+    NotSent {
+        /// Why it was not sent.
+        reason: String,
+    },
 }
 
 impl ClientError {

@@ -92,6 +92,8 @@ enum Command {
     Flush {
         done: oneshot::Sender<()>,
     },
+    /// Fail every record not yet sent; let the batches in flight finish.
+    Abort,
 }
 
 impl Producer {
@@ -179,6 +181,19 @@ impl Producer {
         drop(self.commands);
         self.task.await.map_err(|_| ClientError::Closed)
     }
+
+    /// Stops the producer without sending what it still holds: every record
+    /// not yet handed to the cluster fails with [`ClientError::NotSent`]
+    /// (nothing was written for it); waits for the batches in flight to be
+    /// acknowledged or to fail. For a caller that stops at the first failure
+    /// and wants to know exactly what went out.
+    pub async fn abort(self) -> Result<(), ClientError> {
+        self.commands
+            .send(Command::Abort)
+            .map_err(|_| ClientError::Closed)?;
+        drop(self.commands);
+        self.task.await.map_err(|_| ClientError::Closed)
+    }
 }
 
 /// A batch being filled or waiting to be sent.
@@ -251,6 +266,10 @@ impl Accumulator {
                         self.add(partition as usize, record, delivery, permit);
                     }
                     Some(Command::Flush { done }) => self.flush(done),
+                    Some(Command::Abort) => {
+                        closing = true;
+                        self.abort();
+                    }
                     None => {
                         closing = true;
                         self.seal_all();
@@ -305,6 +324,32 @@ impl Accumulator {
         if open.records.len() >= self.config.batch_records_max as usize {
             self.seal(partition);
         }
+    }
+
+    /// Fails every batch still open or sealed (not handed to the client).
+    fn abort(&mut self) {
+        for partition in 0..self.partitions.len() {
+            let queue = &mut self.partitions[partition];
+            let unsent: Vec<Batch> = queue
+                .open
+                .take()
+                .into_iter()
+                .chain(queue.sealed.drain(..))
+                .collect();
+            for batch in unsent {
+                for delivery in batch.deliveries {
+                    let report = DeliveryReport {
+                        batch: Some(batch.sequence),
+                        offset: Err(ClientError::NotSent {
+                            reason: "the producer was stopped before its batch was sent".to_owned(),
+                        }),
+                    };
+                    let _ = delivery.send(report);
+                }
+                self.outstanding.remove(&batch.sequence);
+            }
+        }
+        self.release_flushes();
     }
 
     fn flush(&mut self, done: oneshot::Sender<()>) {

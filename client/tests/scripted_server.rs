@@ -664,3 +664,57 @@ async fn producer_batches_by_count_and_linger_per_partition() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_node_not_ready_to_answer_metadata_is_left_for_another() {
+    within(async {
+        let cluster = Cluster::start(2, 0).await;
+        cluster.add_fault(
+            Operation::Metadata,
+            1,
+            FaultAction::Reply(ErrorBody::message(
+                ResultCode::NotReady,
+                "node 1 is still loading its catalog",
+            )),
+        );
+        let mut config = ClientConfig::new([cluster.address(1), cluster.address(2)]);
+        config.cluster = support::CLUSTER;
+        Client::connect(config).await.expect("node 2 answers");
+        let asked: Vec<u32> = cluster
+            .seen(Operation::Metadata)
+            .iter()
+            .map(|seen| seen.node)
+            .collect();
+        assert_eq!(
+            asked[..2],
+            [1, 2],
+            "the loading node is not asked again first"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_silent_node_is_hedged_metadata_goes_to_the_next_node_too() {
+    within(async {
+        let cluster = Cluster::start(2, 0).await;
+        cluster.add_fault(Operation::Metadata, 1, FaultAction::Ignore);
+        // Without hedging, node 1's silence would use up the whole deadline:
+        // one attempt may wait a minute, the call only ten seconds.
+        let mut config = ClientConfig::new([cluster.address(1), cluster.address(2)]);
+        config.cluster = support::CLUSTER;
+        config.request_timeout_ms = 60_000;
+        config.deadline_ms = 10_000;
+        let client = Client::connect(config).await.expect("node 2 answers");
+        // Node 1 stays silent: it is tried last, so the next question goes
+        // straight to node 2.
+        client.metadata().await.expect("metadata");
+        let asked: Vec<u32> = cluster
+            .seen(Operation::Metadata)
+            .iter()
+            .map(|seen| seen.node)
+            .collect();
+        assert_eq!(asked, [1, 2, 2]);
+    })
+    .await;
+}

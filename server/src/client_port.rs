@@ -379,3 +379,79 @@ fn failover_ms(shared: &Shared) -> u32 {
     let ticks = timeouts.primary_ticks + timeouts.view_change_ticks;
     u32::try_from(ticks.saturating_mul(shared.config.tick_ms)).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use bytes::BytesMut;
+    use strand_wire::{FrameDecoder, ViewId};
+
+    use super::*;
+    use crate::config::{NodeConfig, Overrides};
+
+    const CONFIG: &str = r#"
+        node = 1
+        cluster = 0
+        data_dir = "/tmp/strand-unused"
+        [[peers]]
+        id = 1
+        replica_address = "127.0.0.1:7101"
+        client_address = "127.0.0.1:7201"
+    "#;
+
+    fn shared() -> Shared {
+        let config = NodeConfig::parse(Path::new("node.toml"), CONFIG, Overrides::default())
+            .expect("a valid configuration");
+        Shared::new(config, BTreeMap::new())
+    }
+
+    /// Asks `shared` for metadata (of `stream`, if given); the answer's
+    /// result code and body.
+    fn ask(shared: &Shared, stream: Option<&str>) -> (ResultCode, Bytes) {
+        let query = MetadataRequest {
+            stream: stream.map(str::to_owned),
+            topic: None,
+        };
+        let mut header = RequestHeader::new(0, 0, ViewId::ZERO, 0);
+        header.client.set(5);
+        header.request.set(1);
+        header.operation = Operation::Metadata as u8;
+        let request = Msg::new(header, Bytes::from(query.to_vec()));
+        let mut frame = BytesMut::from(&metadata_reply(shared, &request)[..]);
+        let decoded = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX)
+            .decode(&mut frame)
+            .expect("a valid frame")
+            .expect("a whole frame");
+        let Message::Reply(reply) = decoded else {
+            panic!("not a reply");
+        };
+        (reply.header().result(), reply.body().clone())
+    }
+
+    #[test]
+    fn a_node_whose_catalog_never_caught_up_answers_not_ready() {
+        let shared = shared();
+        assert_eq!(ask(&shared, None).0, ResultCode::NotReady);
+        assert_eq!(ask(&shared, Some("s")).0, ResultCode::NotReady);
+        shared.set_catalog_current(false);
+        assert_eq!(ask(&shared, None).0, ResultCode::NotReady, "still loading");
+    }
+
+    #[test]
+    fn only_a_current_catalog_says_a_name_is_unknown() {
+        let shared = shared();
+        shared.set_catalog_current(true);
+        assert_eq!(ask(&shared, Some("s")).0, ResultCode::UnknownStream);
+        let (code, body) = ask(&shared, None);
+        assert_eq!(code, ResultCode::Ok);
+        let metadata = MetadataReply::from_bytes(&body).expect("a metadata reply");
+        assert_eq!(metadata.failover_ms, 700, "(30 + 40 ticks) of 10 ms");
+
+        shared.set_catalog_current(false);
+        assert_eq!(shared.catalog_freshness(), CatalogFreshness::Behind);
+        assert_eq!(ask(&shared, Some("s")).0, ResultCode::NotReady);
+        assert_eq!(ask(&shared, None).0, ResultCode::Ok, "what it has is true");
+    }
+}

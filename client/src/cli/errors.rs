@@ -150,6 +150,7 @@ fn hint(error: &ClientError) -> Option<String> {
             "use --from earliest or --from latest, or an offset inside the range"
         }
         ClientError::TooLarge { .. } => "produce smaller records",
+        ClientError::NotSent { .. } => "send those records again once the cluster is reachable",
         ClientError::InvalidArgument { .. }
         | ClientError::Unreachable { .. }
         | ClientError::InvalidRequest { .. }

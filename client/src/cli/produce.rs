@@ -8,6 +8,8 @@
 //! producer's own buffer bounds the records in flight).
 
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -56,6 +58,9 @@ pub(crate) struct ProduceSummary {
     batches: Vec<BatchOutcome>,
     /// Batches past [`BATCH_REPORTS_MAX`], counted but not listed.
     batches_omitted: u64,
+    /// The run stops at the first batch that fails: the index of the first
+    /// input record it did not read or send, if it stopped before the end.
+    stopped_before_record: Option<u64>,
     /// Records seen so far (the next record's index).
     #[serde(skip)]
     next_record: u64,
@@ -179,6 +184,12 @@ impl ProduceSummary {
         if self.refused > 0 {
             text.push_str(&format!("; {} record(s) NOT WRITTEN", self.refused));
         }
+        if let Some(record) = self.stopped_before_record {
+            text.push_str(&format!(
+                "; stopped at the first failure: input from record {record} (0-based) on was \
+                 not sent"
+            ));
+        }
         text.push('\n');
         text
     }
@@ -210,26 +221,51 @@ pub(crate) async fn run(
 
     let started = Instant::now();
     let (deliveries, queued) = mpsc::channel(DELIVERIES_QUEUED_MAX);
-    let collector = tokio::spawn(collect(queued, summary_for(&path, args.partition)));
-    let sent = match args.count {
-        Some(count) => {
-            send_generated(&producer, args.partition, count, args.size, &deliveries).await
-        }
-        None => send_lines(&producer, &args, stdin, &deliveries).await,
+    let failed = Arc::new(AtomicBool::new(false));
+    let collector = tokio::spawn(collect(
+        queued,
+        summary_for(&path, args.partition),
+        Arc::clone(&failed),
+    ));
+    let mut sink = Sink {
+        deliveries,
+        failed,
+        sent: 0,
     };
-    // Whatever was sent is flushed and counted, even when input failed.
-    let closed = producer.close().await;
+    let sent = match args.count {
+        Some(count) => send_generated(&producer, args.partition, count, args.size, &mut sink).await,
+        None => send_lines(&producer, &args, stdin, &mut sink).await,
+    };
+    // Whatever was sent is counted, even when input failed. After a failed
+    // batch nothing more goes out: what the producer still holds fails as
+    // not sent, so the run ends once the batches in flight are answered.
+    let stopped = sent
+        .as_ref()
+        .is_ok_and(|finished| *finished == Finished::Stopped);
+    let closed = if stopped {
+        producer.abort().await
+    } else {
+        producer.close().await
+    };
+    let Sink {
+        deliveries,
+        sent: records_sent,
+        ..
+    } = sink;
     drop(deliveries);
     let mut summary = collector
         .await
         .map_err(|_| CliError::client(&doing, ClientError::Closed))?;
+    if stopped {
+        summary.stopped_before_record = Some(records_sent);
+    }
     summary.finish(started.elapsed());
     if json {
         print_json(out, &summary)?;
     } else {
         write!(out, "{}", summary.text())?;
     }
-    sent?;
+    sent.map(drop)?;
     closed.map_err(|error| CliError::client(&doing, error))?;
     match summary.first_error.take() {
         Some(error) => Err(CliError::client(
@@ -249,43 +285,71 @@ fn summary_for(path: &TopicPath, partition: u32) -> ProduceSummary {
     }
 }
 
-/// Awaits each record's offset in send order.
+/// Awaits each record's offset in send order; sets `failed` at the first
+/// record that was not acknowledged.
 async fn collect(
     mut queued: mpsc::Receiver<(Delivery, u64)>,
     mut summary: ProduceSummary,
+    failed: Arc<AtomicBool>,
 ) -> ProduceSummary {
     while let Some((delivery, bytes)) = queued.recv().await {
-        summary.record(delivery.report().await, bytes);
+        let report = delivery.report().await;
+        if report.offset.is_err() {
+            failed.store(true, Ordering::SeqCst);
+        }
+        summary.record(report, bytes);
     }
     summary
 }
 
-type Deliveries = mpsc::Sender<(Delivery, u64)>;
+/// Where sent records' deliveries go, and whether one has failed.
+struct Sink {
+    deliveries: mpsc::Sender<(Delivery, u64)>,
+    failed: Arc<AtomicBool>,
+    /// Records handed to the producer so far.
+    sent: u64,
+}
 
+/// How a send loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finished {
+    /// Every input record was sent.
+    Done,
+    /// A batch failed: the rest of the input was not sent.
+    Stopped,
+}
+
+/// Hands one record to the producer, unless a batch has failed already
+/// (`Stopped`: the record is not sent).
 async fn send(
     producer: &crate::Producer,
     partition: u32,
     key: Bytes,
     value: Bytes,
-    deliveries: &Deliveries,
-) -> Result<(), CliError> {
+    sink: &mut Sink,
+) -> Result<Finished, CliError> {
+    if sink.failed.load(Ordering::SeqCst) {
+        return Ok(Finished::Stopped);
+    }
     let bytes = (key.len() + value.len()) as u64;
     let delivery = producer
         .send(partition, key, value)
         .await
         .map_err(|error| CliError::client("produce", error))?;
-    deliveries
+    sink.sent += 1;
+    sink.deliveries
         .send((delivery, bytes))
         .await
-        .map_err(|_| CliError::client("produce", ClientError::Closed))
+        .map_err(|_| CliError::client("produce", ClientError::Closed))?;
+    Ok(Finished::Done)
 }
 
 async fn send_lines(
     producer: &crate::Producer,
     args: &ProduceArgs,
     mut stdin: impl AsyncBufRead + Unpin,
-    deliveries: &Deliveries,
-) -> Result<(), CliError> {
+    sink: &mut Sink,
+) -> Result<Finished, CliError> {
     let mut line = Vec::new();
     let mut line_number = 0u64;
     loop {
@@ -300,7 +364,7 @@ async fn send_lines(
                 error,
             })?;
         if read == 0 {
-            return Ok(());
+            return Ok(Finished::Done);
         }
         line_number += 1;
         let record = split_line(&line, args.key_sep.as_deref()).ok_or_else(|| {
@@ -310,7 +374,9 @@ async fn send_lines(
                 line_number - 1
             ))
         })?;
-        send(producer, args.partition, record.0, record.1, deliveries).await?;
+        if send(producer, args.partition, record.0, record.1, sink).await? == Finished::Stopped {
+            return Ok(Finished::Stopped);
+        }
     }
 }
 
@@ -337,13 +403,15 @@ async fn send_generated(
     partition: u32,
     count: u64,
     size: usize,
-    deliveries: &Deliveries,
-) -> Result<(), CliError> {
+    sink: &mut Sink,
+) -> Result<Finished, CliError> {
     for index in 0..count {
         let value = generated_value(index, size);
-        send(producer, partition, Bytes::new(), value, deliveries).await?;
+        if send(producer, partition, Bytes::new(), value, sink).await? == Finished::Stopped {
+            return Ok(Finished::Stopped);
+        }
     }
-    Ok(())
+    Ok(Finished::Done)
 }
 
 /// Record `index`'s generated value: `record-<index> ` then filler

@@ -189,8 +189,8 @@ pub fn configure_proxied_cluster(
     let mut proxies = None;
     let nodes = configure_cluster_routed(dir, count, |replicas| {
         let targets = replicas
-            .iter()
-            .flat_map(|(low, _)| {
+            .keys()
+            .flat_map(|low| {
                 replicas
                     .range(low + 1..)
                     .map(move |(high, address)| ((*low, *high), address.clone()))
