@@ -10,26 +10,7 @@ use std::time::{Duration, Instant};
 
 use strand_client::cli::{self, Outcome};
 
-/// What one `strand` run printed and how it ended.
-struct Run {
-    outcome: Outcome,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `strand --cluster <cluster> <args>` with `stdin` as its input.
-async fn strand(cluster: &str, args: &[&str], stdin: &[u8]) -> Run {
-    let mut argv = vec!["strand", "--cluster", cluster, "--timeout-ms", "30000"];
-    argv.extend_from_slice(args);
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let outcome = cli::run(argv, stdin, &mut stdout, &mut stderr).await;
-    Run {
-        outcome,
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-    }
-}
+use common::strand;
 
 /// Like [`strand`], asserting success.
 async fn strand_ok(cluster: &str, args: &[&str], stdin: &[u8]) -> String {

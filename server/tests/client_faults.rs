@@ -14,39 +14,17 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{BATCH, Node, proxy::BusProxies, signal};
+use common::{BATCH, Node, Run, proxy::BusProxies, signal, strand};
 use strand_client::cli::{self, Outcome};
 use strand_client::{Client, ClientError, ProduceAck, TopicSpec};
 
 /// The batch number the setup writes to each partition (above any batch a
 /// test produces).
 const SETUP_BATCH: u64 = 1_000_000_000;
-
-/// What one `strand` run printed, how it ended, and how long it took.
-struct Run {
-    outcome: Outcome,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-/// Runs `strand --cluster <cluster> <args>` with `stdin` as its input.
-async fn strand(cluster: &str, args: &[&str], stdin: &[u8]) -> Run {
-    let mut argv = vec!["strand", "--cluster", cluster, "--timeout-ms", "30000"];
-    argv.extend_from_slice(args);
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let started = Instant::now();
-    let outcome = cli::run(argv, stdin, &mut stdout, &mut stderr).await;
-    Run {
-        outcome,
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        elapsed: started.elapsed(),
-    }
-}
 
 /// Asserts that a run succeeded.
 fn assert_ok(run: &Run, what: &str) {
@@ -143,6 +121,19 @@ impl Cluster {
         })
     }
 
+    /// Reads partition 0 back: every batch of `acked` is there once, at its
+    /// offsets, beside the setup's batch and `lines` keyless records.
+    fn check_acknowledged(&self, acked: &Acked, lines: u64) {
+        let by_batch: BTreeMap<u64, ProduceAck> =
+            acked.iter().map(|(batch, ack, _)| (*batch, *ack)).collect();
+        let total = (by_batch.len() as u64 + 1) * BATCH + lines;
+        self.runtime.block_on(check_acknowledged_among(
+            &self.client,
+            &by_batch,
+            total as usize,
+        ));
+    }
+
     fn cluster_flag(&self) -> String {
         common::bootstrap(&self.nodes).join(",")
     }
@@ -168,27 +159,44 @@ async fn produce_to(client: &Client, partition: u32, batch: u64, deadline: Insta
     }
 }
 
-/// Produces batches `first..` to partition 0 one at a time until `stop`
-/// is set; returns each batch's acknowledgement and the instant it came.
-async fn produce_until(
-    client: Client,
-    first: u64,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    deadline: Instant,
-) -> Vec<(u64, ProduceAck, Instant)> {
-    let mut acked = Vec::new();
-    let mut batch = first;
-    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-        let ack = produce_to(&client, 0, batch, deadline).await;
-        acked.push((batch, ack, Instant::now()));
-        batch += 1;
+/// Each acknowledged batch of a background producer: its number, where it
+/// landed, and when the acknowledgement came.
+type Acked = Vec<(u64, ProduceAck, Instant)>;
+
+/// A task producing batches `0..` to partition 0, one at a time, until
+/// stopped.
+struct Producing {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Acked>,
+}
+
+impl Producing {
+    fn start(runtime: &tokio::runtime::Runtime, client: Client, deadline: Instant) -> Producing {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let task = runtime.spawn(async move {
+            let mut acked = Vec::new();
+            let mut batch = 0;
+            while !stopped.load(Ordering::SeqCst) {
+                let ack = produce_to(&client, 0, batch, deadline).await;
+                acked.push((batch, ack, Instant::now()));
+                batch += 1;
+            }
+            acked
+        });
+        Producing { stop, task }
     }
-    acked
+
+    /// Stops it; every batch it had acknowledged.
+    fn finish(self, runtime: &tokio::runtime::Runtime) -> Acked {
+        self.stop.store(true, Ordering::SeqCst);
+        runtime.block_on(self.task).expect("the producer task")
+    }
 }
 
 /// The longest time between two acknowledgements (or the run's start and
 /// the first one).
-fn longest_gap(started: Instant, acked: &[(u64, ProduceAck, Instant)]) -> Duration {
+fn longest_gap(started: Instant, acked: &Acked) -> Duration {
     let mut previous = started;
     let mut longest = Duration::ZERO;
     for (_, _, at) in acked {
@@ -215,14 +223,8 @@ fn write_gap_through(fault: Fault, hold: Duration) -> Duration {
     let mut cluster = Cluster::start(dir.path(), 1);
     let group = cluster.groups[0];
     let primary = cluster.primary_of(group);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let started = Instant::now();
-    let producing = cluster.runtime.spawn(produce_until(
-        cluster.client.clone(),
-        0,
-        std::sync::Arc::clone(&stop),
-        cluster.deadline,
-    ));
+    let producing = Producing::start(&cluster.runtime, cluster.client.clone(), cluster.deadline);
     std::thread::sleep(Duration::from_secs(2));
     let node = &mut cluster.nodes[primary as usize - 1];
     match fault {
@@ -236,11 +238,7 @@ fn write_gap_through(fault: Fault, hold: Duration) -> Duration {
         Fault::CutOff => cluster.proxies.heal(primary),
     }
     std::thread::sleep(Duration::from_secs(3));
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let acked = cluster
-        .runtime
-        .block_on(producing)
-        .expect("the producer task");
+    let acked = producing.finish(&cluster.runtime);
     let during = acked
         .iter()
         .filter(|(_, _, at)| *at > faulted && *at < faulted + hold)
@@ -256,14 +254,7 @@ fn write_gap_through(fault: Fault, hold: Duration) -> Duration {
         acked.len(),
         gap.as_millis()
     );
-    let by_batch: BTreeMap<u64, ProduceAck> =
-        acked.iter().map(|(batch, ack, _)| (*batch, *ack)).collect();
-    let client = cluster.client.clone();
-    cluster.runtime.block_on(async {
-        // Partition 0 also holds the setup's batch.
-        let total = (by_batch.len() as u64 + 1) * BATCH;
-        check_acknowledged_among(&client, &by_batch, total as usize).await;
-    });
+    cluster.check_acknowledged(&acked, 0);
     gap
 }
 
@@ -347,13 +338,7 @@ fn a_restarted_first_bootstrap_node_never_says_the_topic_is_unknown() {
             .await
             .expect("connect through node 1")
     });
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let producing = cluster.runtime.spawn(produce_until(
-        client,
-        0,
-        std::sync::Arc::clone(&stop),
-        cluster.deadline,
-    ));
+    let producing = Producing::start(&cluster.runtime, client, cluster.deadline);
     for round in 0..4 {
         cluster.nodes[0].kill();
         // A raw client asks for the topic the moment the port accepts, and
@@ -392,20 +377,9 @@ fn a_restarted_first_bootstrap_node_never_says_the_topic_is_unknown() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let acked = cluster
-        .runtime
-        .block_on(producing)
-        .expect("the producer task");
+    let acked = producing.finish(&cluster.runtime);
     assert!(!acked.is_empty());
-    let by_batch: BTreeMap<u64, ProduceAck> =
-        acked.iter().map(|(batch, ack, _)| (*batch, *ack)).collect();
-    let client = cluster.client.clone();
-    cluster.runtime.block_on(async {
-        // The setup's batch and the four produced lines are there too.
-        let total = (by_batch.len() as u64 + 1) * BATCH + 4;
-        check_acknowledged_among(&client, &by_batch, total as usize).await;
-    });
+    cluster.check_acknowledged(&acked, 4); // and the four produced lines
 }
 
 /// Connects to `address` as soon as it accepts, then asks for `s/t` until

@@ -50,7 +50,8 @@ pub(crate) struct Cli {
         default_value_t = 0
     )]
     pub(crate) cluster_id: u64,
-    /// How long a command may wait for the cluster, retries included.
+    /// How long one request may wait for the cluster, retries included
+    /// (`produce`: each batch; the run stops at the first that fails).
     #[arg(long, global = true, help_heading = "Global options", default_value_t = TIMEOUT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) timeout_ms: u64,
     /// Print JSON for scripts instead of tables (`consume`: one object per line).

@@ -45,7 +45,8 @@ use crate::{Client, ClientConfig};
 use args::{Cli, Command, PartitionCommand, StreamCommand, TopicCommand};
 use errors::CliError;
 
-/// Longest one attempt of a request may go unanswered before it is resent.
+/// Longest one attempt of a request may go unanswered before it is resent
+/// elsewhere (attempts usually wait less: the cluster's failover time).
 const REQUEST_TIMEOUT_MS_MAX: u64 = 5_000;
 
 /// How a `strand` command ended; its process exit code.

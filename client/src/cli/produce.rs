@@ -1,7 +1,11 @@
 //! `strand produce STREAM/TOPIC`: each stdin line is a record's value (split
 //! into key and value at `--key-sep`), or `--count N --size B` generates N
 //! records of B bytes. Records go through the SDK's batching producer; a
-//! collector task awaits their offsets in send order and sums them up.
+//! collector task awaits their outcomes in send order, sums them up and
+//! notes each batch's outcome (acknowledged with its offsets, unknown, or
+//! refused), so a partial failure is exact. The run stops at the first batch
+//! that fails: nothing more is read or sent, and what the producer still held
+//! is reported not written.
 //!
 //! Bounds: a line longer than [`LINE_BYTES_MAX`] is refused; at most
 //! [`DELIVERIES_QUEUED_MAX`] acknowledgements wait for the collector (the

@@ -222,6 +222,32 @@ pub fn bootstrap(nodes: &[Node]) -> Vec<String> {
         .collect()
 }
 
+/// What one in-process `strand` run printed, how it ended, and how long it
+/// took.
+pub struct Run {
+    pub outcome: strand_client::cli::Outcome,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// Runs `strand --cluster <cluster> --timeout-ms 30000 <args>` in-process
+/// (`strand_client::cli::run`) with `stdin` as its input.
+pub async fn strand(cluster: &str, args: &[&str], stdin: &[u8]) -> Run {
+    let mut argv = vec!["strand", "--cluster", cluster, "--timeout-ms", "30000"];
+    argv.extend_from_slice(args);
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let started = Instant::now();
+    let outcome = strand_client::cli::run(argv, stdin, &mut stdout, &mut stderr).await;
+    Run {
+        outcome,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        elapsed: started.elapsed(),
+    }
+}
+
 /// The tokio runtime the SDK tests drive the client with.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
