@@ -186,6 +186,26 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to node `node`'s running process.
+    pub fn signal_node(&mut self, node: u32, signal: &str) -> Result<(), BenchError> {
+        let local = self.node_mut(node)?;
+        let child = local
+            .child
+            .as_ref()
+            .ok_or_else(|| BenchError::Cluster(format!("node {node} is not running")))?;
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .map_err(|error| BenchError::Cluster(format!("SIG{signal} node {node}: {error}")))?;
+        if !status.success() {
+            return Err(BenchError::Cluster(format!(
+                "SIG{signal} node {node}: kill exited with {status}"
+            )));
+        }
+        Ok(())
+    }
+
     /// Nodes whose process should run and has exited, with how.
     pub fn exited(&mut self) -> Vec<(u32, String)> {
         let mut exited = Vec::new();

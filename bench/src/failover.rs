@@ -1,7 +1,8 @@
 //! The failover case: find the benched partition's primary, SIGKILL its node
-//! at the planned second while the load goes on, restart it later, and time
-//! how long the restarted replica takes to catch up. Also the scrapes that
-//! count view changes.
+//! (or SIGSTOP it: a hung node that keeps its connections) at the planned
+//! second while the load goes on, restart it (or SIGCONT it) later, and time
+//! how long that replica takes to catch up. Also the scrapes that count view
+//! changes.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -23,9 +24,32 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Longest wait for a restarted replica to catch up, by default.
 pub const CATCH_UP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
 
+/// How the primary's node is taken down, and brought back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fault {
+    /// SIGKILL (a crash); brought back by starting the process again.
+    Kill,
+    /// SIGSTOP (hung: its sockets stay open, nothing answers); brought back
+    /// by SIGCONT.
+    Stop,
+}
+
+impl Fault {
+    /// The signal that takes the node down.
+    pub fn signal(self) -> &'static str {
+        match self {
+            Fault::Kill => "SIGKILL",
+            Fault::Stop => "SIGSTOP",
+        }
+    }
+}
+
 /// When to kill and restart.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FailoverPlan {
+    /// How the primary's node goes down.
+    pub fault: Fault,
     /// When to SIGKILL the primary's node, since the load started.
     pub kill_at: Duration,
     /// How long after the kill to restart it (`None`: it stays down).
@@ -37,6 +61,8 @@ pub struct FailoverPlan {
 /// What the controller did, and when (milliseconds since the load started).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailoverEvents {
+    /// How the node went down.
+    pub fault: Fault,
     /// The node SIGKILLed.
     pub killed_node: u32,
     /// The group's view before the kill.
@@ -58,6 +84,8 @@ pub struct FailoverEvents {
 /// The failover, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FailoverReport {
+    /// How the primary's node went down (`kill` or `stop`).
+    pub fault: Fault,
     /// The node SIGKILLed (the benched partition's primary).
     pub killed_node: u32,
     /// When, in milliseconds since the load started.
@@ -146,13 +174,18 @@ pub async fn control(
     tokio::time::sleep_until(start + plan.kill_at).await;
     let (killed_node, view_before) = find_primary(&client, group, Duration::from_secs(10)).await?;
     let view_changes_before = view_changes(&metrics, group).await;
-    lock(&cluster)?.kill_node(killed_node)?;
+    match plan.fault {
+        Fault::Kill => lock(&cluster)?.kill_node(killed_node)?,
+        Fault::Stop => lock(&cluster)?.signal_node(killed_node, "STOP")?,
+    }
     let killed_at_ms = start.elapsed().as_millis() as u64;
     announce(format!(
-        "{:.1} s: SIGKILL node {killed_node} (primary of group {group}, view {view_before})",
-        killed_at_ms as f64 / 1e3
+        "{:.1} s: {} node {killed_node} (primary of group {group}, view {view_before})",
+        killed_at_ms as f64 / 1e3,
+        plan.fault.signal()
     ));
     let mut events = FailoverEvents {
+        fault: plan.fault,
         killed_node,
         view_before,
         killed_at_ms,
@@ -166,11 +199,18 @@ pub async fn control(
         return Ok(events);
     };
     tokio::time::sleep_until(start + plan.kill_at + restart_after).await;
-    lock(&cluster)?.start_node(killed_node)?;
+    match plan.fault {
+        Fault::Kill => lock(&cluster)?.start_node(killed_node)?,
+        Fault::Stop => lock(&cluster)?.signal_node(killed_node, "CONT")?,
+    }
     let restarted = Instant::now();
     events.restarted_at_ms = Some(restarted.duration_since(start).as_millis() as u64);
+    let how = match plan.fault {
+        Fault::Kill => "restarted",
+        Fault::Stop => "SIGCONT to",
+    };
     announce(format!(
-        "{:.1} s: restarted node {killed_node}",
+        "{:.1} s: {how} node {killed_node}",
         restarted.duration_since(start).as_secs_f64()
     ));
     let catch_up = wait_for_catch_up(
@@ -291,7 +331,7 @@ pub fn report(
 ) -> FailoverReport {
     let mut delta = BTreeMap::new();
     for (node, after) in view_changes_after {
-        let before = if *node == events.killed_node {
+        let before = if *node == events.killed_node && events.fault == Fault::Kill {
             0.0 // a restarted process counts from zero
         } else {
             events.view_changes_before.get(node).copied().unwrap_or(0.0)
@@ -299,6 +339,7 @@ pub fn report(
         delta.insert(*node, after - before);
     }
     FailoverReport {
+        fault: events.fault,
         killed_node: events.killed_node,
         killed_at_ms: events.killed_at_ms,
         restarted_at_ms: events.restarted_at_ms,
@@ -335,6 +376,7 @@ mod tests {
 
     fn events() -> FailoverEvents {
         FailoverEvents {
+            fault: Fault::Kill,
             killed_node: 2,
             view_before: 4,
             killed_at_ms: 5_000,
@@ -357,6 +399,19 @@ mod tests {
             BTreeMap::from([(1, 1.0), (2, 0.0), (3, 1.0)])
         );
         assert_eq!(report.view_changes_total_sum, 2.0);
+    }
+
+    #[test]
+    fn a_stopped_node_keeps_its_count_a_killed_one_starts_again() {
+        let after = BTreeMap::from([(1, 2.0), (2, 4.0), (3, 2.0)]);
+        let stopped = FailoverEvents {
+            fault: Fault::Stop,
+            ..events()
+        };
+        let report = report(&stopped, None, &after, 5, Some(1));
+        assert_eq!(report.view_changes_total_delta.get(&2), Some(&1.0));
+        let killed = super::report(&events(), None, &after, 5, Some(1));
+        assert_eq!(killed.view_changes_total_delta.get(&2), Some(&4.0));
     }
 
     #[test]

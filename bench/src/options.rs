@@ -8,7 +8,7 @@ use strand_client::Durability;
 
 use crate::cluster::NODES_MAX;
 use crate::error::BenchError;
-use crate::failover::FailoverPlan;
+use crate::failover::{FailoverPlan, Fault};
 use crate::load::Stop;
 
 /// Largest `--message-size` (the batch must fit a frame).
@@ -108,7 +108,11 @@ pub struct Options {
     /// SIGKILL the benched partition's primary this many seconds into the load.
     #[arg(long)]
     pub kill_owner_at_secs: Option<f64>,
-    /// Restart the killed node this many seconds after the kill.
+    /// How that node is taken down: `kill` (SIGKILL, restarted later) or
+    /// `stop` (SIGSTOP: hung with its connections open; SIGCONT later).
+    #[arg(long, value_enum, default_value_t = Fault::Kill, requires = "kill_owner_at_secs")]
+    pub fault: Fault,
+    /// Restart the killed node (SIGCONT a stopped one) this many seconds after the kill.
     #[arg(long, requires = "kill_owner_at_secs")]
     pub restart_after_secs: Option<f64>,
     /// How long to wait for the restarted node to catch up.
@@ -220,6 +224,7 @@ impl Options {
     /// The failover plan, if one was asked for.
     pub fn failover(&self) -> Option<FailoverPlan> {
         self.kill_owner_at_secs.map(|kill| FailoverPlan {
+            fault: self.fault,
             kill_at: Duration::from_secs_f64(kill),
             restart_after: self.restart_after_secs.map(Duration::from_secs_f64),
             catch_up_timeout: Duration::from_secs_f64(self.catch_up_timeout_secs),

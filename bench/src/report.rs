@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::failover::FailoverReport;
+use crate::failover::{FailoverReport, Fault};
 use crate::latency::{LatencySummary, format_us};
 use crate::timeline::SecondRow;
 use crate::verify::Verification;
@@ -207,13 +207,18 @@ fn config_rows(config: &RunConfig, row: &mut impl FnMut(&str, String)) {
 }
 
 fn failover_rows(failover: &FailoverReport, row: &mut impl FnMut(&str, String)) {
+    let back = match failover.fault {
+        Fault::Kill => "restarted",
+        Fault::Stop => "SIGCONT",
+    };
     let killed = format!(
-        "node {} at {:.1} s{}",
+        "node {} {} at {:.1} s{}",
         failover.killed_node,
+        failover.fault.signal(),
         failover.killed_at_ms as f64 / 1e3,
         failover
             .restarted_at_ms
-            .map(|ms| format!(", restarted at {:.1} s", ms as f64 / 1e3))
+            .map(|ms| format!(", {back} at {:.1} s", ms as f64 / 1e3))
             .unwrap_or_default()
     );
     row("killed primary", killed);

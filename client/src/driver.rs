@@ -3,8 +3,8 @@
 //! (from the API), connection events and time into calls on the pure cores,
 //! and carries out the actions they push. It holds no retry or numbering
 //! rule of its own: how long an attempt waits comes from [`Health`], where
-//! it goes from [`Routing`] (a node that lately did not answer is tried
-//! last, and a redirect to it is only followed for a newer view).
+//! it goes from [`Routing`] (a question any node can answer goes first to a
+//! node that did not lately fail to answer).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -529,7 +529,13 @@ impl Driver {
                     address,
                 } => {
                     tracing::debug!(group, view, primary_replica, %address, "redirected");
-                    self.redirect(group, view, primary_replica, primary_node, &address);
+                    self.routing.on_not_primary(
+                        group,
+                        view,
+                        primary_replica,
+                        primary_node,
+                        &address,
+                    );
                 }
                 Action::RefreshRouting => self.refresh_wanted = true,
                 Action::SuspectConnection { connection } => suspects.push(connection),
@@ -552,7 +558,13 @@ impl Driver {
                     primary_replica,
                     primary_node,
                     address,
-                } => self.redirect(group, view, primary_replica, primary_node, &address),
+                } => self.routing.on_not_primary(
+                    group,
+                    view,
+                    primary_replica,
+                    primary_node,
+                    &address,
+                ),
                 QueryAction::Silent(connection) => {
                     if let Some(address) = self.connections.address_of(connection) {
                         self.health.on_silent(address, self.now_ms());
@@ -570,44 +582,6 @@ impl Driver {
         for connection in suspects {
             self.close_connection(connection, "no answer within request_timeout_ms");
         }
-    }
-
-    /// A replica named `group`'s primary. Followed unless it names a node
-    /// that lately did not answer in a view no newer than the route's: a
-    /// backup that has not noticed its primary hang yet still names it, and
-    /// the route already moved on to the next replica.
-    fn redirect(
-        &mut self,
-        group: u64,
-        view: u32,
-        primary_replica: u8,
-        primary_node: u32,
-        address: &str,
-    ) {
-        let named = if address.is_empty() {
-            self.routing.node_address(primary_node).map(str::to_owned)
-        } else {
-            Some(address.to_owned())
-        };
-        let now_ms = self.now_ms();
-        let newer = self
-            .routing
-            .route_view(group)
-            .is_none_or(|known| view > known);
-        let silent = named
-            .as_deref()
-            .is_some_and(|named| self.health.is_suspect(named, now_ms));
-        if silent && !newer {
-            tracing::debug!(
-                group,
-                view,
-                ?named,
-                "redirect to a silent node not followed"
-            );
-            return;
-        }
-        self.routing
-            .on_not_primary(group, view, primary_replica, primary_node, address);
     }
 
     fn finish_query(&mut self, token: Token, mut outcome: Result<Bytes, ClientError>) {

@@ -10,6 +10,9 @@
 //! own retransmission timeout when it is slower than that, and capped by
 //! the configured ceiling. A request that waits longer than a failover on a
 //! node that does not answer gains nothing: by then another replica serves.
+//! It is not shorter either, so that a backup which still names the silent
+//! node as primary, once an attempt gave up, is one that still hears it (the
+//! backups' own primary timeout is shorter): such a redirect is followed.
 
 use std::collections::BTreeMap;
 
@@ -158,8 +161,15 @@ impl Health {
             .is_some_and(|node| node.suspect_until_ms > now_ms)
     }
 
+    /// The node's entry, made on first sight (the only allocation: a reply
+    /// from a known node allocates nothing).
     fn entry(&mut self, address: &str, now_ms: u64) -> &mut NodeHealth {
-        if !self.nodes.contains_key(address) && self.nodes.len() >= NODES_TRACKED_MAX {
+        if self.nodes.contains_key(address) {
+            let node = self.nodes.get_mut(address).expect("checked above");
+            node.touched_ms = now_ms;
+            return node;
+        }
+        if self.nodes.len() >= NODES_TRACKED_MAX {
             let oldest = self
                 .nodes
                 .iter()

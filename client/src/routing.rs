@@ -123,16 +123,6 @@ impl Routing {
             .or_else(|| self.any_address())
     }
 
-    /// The view a group's route was last learnt in, if it has one.
-    pub fn route_view(&self, group: u64) -> Option<u32> {
-        self.groups.get(&group).map(|route| route.view)
-    }
-
-    /// The client address of node `node`, from the last metadata.
-    pub fn node_address(&self, node: u32) -> Option<&str> {
-        self.nodes.get(&node).map(String::as_str)
-    }
-
     /// Every node id and client address from the last Metadata reply.
     pub fn nodes(&self) -> Vec<(u32, String)> {
         self.nodes
