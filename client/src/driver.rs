@@ -571,11 +571,7 @@ impl Driver {
                     }
                 }
                 QueryAction::RefreshRouting => self.refresh_wanted = true,
-                QueryAction::NextNode => {
-                    if let Some(address) = self.routing.any_address() {
-                        self.routing.on_unreachable(&address);
-                    }
-                }
+                QueryAction::NextNode => self.routing.next_any_node(),
                 QueryAction::SuspectConnection(connection) => suspects.push(connection),
             }
         }

@@ -111,6 +111,12 @@ impl Routing {
         Some(self.addresses[self.any_index % self.addresses.len()].clone())
     }
 
+    /// "Any node" moves on to the next address (the current one could not
+    /// help a question any node can answer; group routes stay as they are).
+    pub fn next_any_node(&mut self) {
+        self.any_index += 1;
+    }
+
     /// Like [`Routing::any_address`], but the first one from there on that
     /// is `usable` (a node that lately did not answer is tried last); when
     /// none is, the plain choice.
@@ -294,11 +300,13 @@ mod tests {
 
     #[test]
     fn any_node_skips_the_ones_not_usable_unless_none_is() {
-        let routing = Routing::new(&["a:1".into(), "b:1".into(), "c:1".into()]);
+        let mut routing = Routing::new(&["a:1".into(), "b:1".into(), "c:1".into()]);
         assert_eq!(routing.any_address_where(|_| true).as_deref(), Some("a:1"));
         let not_a = routing.any_address_where(|address| address != "a:1");
         assert_eq!(not_a.as_deref(), Some("b:1"));
         assert_eq!(routing.any_address_where(|_| false).as_deref(), Some("a:1"));
+        routing.next_any_node();
+        assert_eq!(routing.any_address().as_deref(), Some("b:1"));
     }
 
     #[test]
