@@ -39,12 +39,12 @@ use strand_wire::{
 use tokio::sync::mpsc::UnboundedSender;
 use zerocopy::IntoBytes;
 
-use crate::catalog::{Assignment, Role};
-use crate::convert::{fields_of, recovered_of, stage_of};
-use crate::machine::Machine;
 use crate::metrics;
 use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
 use crate::shared::{GroupHandle, GroupView, Shared};
+use strand_host::catalog::{Assignment, Role};
+use strand_host::convert::{fields_of, recovered_of, stage_of};
+use strand_host::machine::Machine;
 
 mod transfer;
 

@@ -3,17 +3,15 @@
 //! One process per node: the replica bus to its peers, the client port, the
 //! metadata plane (group 0, a VSR group over every node) and one actor per
 //! hosted partition, each driving a `consensus::Replica` over its partition
-//! storage and the node's WAL writer.
+//! storage and the node's WAL writer. The state machines (the catalog, a
+//! record log), the reassignment plan and the superblock mapping live in
+//! `strand-host`.
 //!
 //! Modules, in reading order:
 //!
 //! | module | owns |
 //! |---|---|
 //! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
-//! | [`catalog`] | the metadata plane's state machine: streams, topics, placements |
-//! | [`reassign`] | planning a reassignment: stable slots, in place or by view change |
-//! | [`machine`] | a group's state machine: the catalog or a record log |
-//! | [`convert`] | consensus state ⇄ partition superblock fields |
 //! | [`shared`] | the group registry, published status, reply routing, bus queues |
 //! | [`group`] | a group's actor: inputs in, effects executed, completions back |
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
@@ -32,15 +30,11 @@
 //! - A clean-shutdown mark is written only for a replica whose log is trusted.
 
 pub mod bus;
-pub mod catalog;
 pub mod client_port;
 pub mod config;
-pub mod convert;
 pub mod dev_cluster;
 pub mod group;
-pub mod machine;
 pub mod metrics;
 pub mod node;
-pub mod reassign;
 pub mod replies;
 pub mod shared;

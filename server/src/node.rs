@@ -12,12 +12,12 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::bus;
-use crate::catalog::Assignment;
 use crate::client_port;
 use crate::config::NodeConfig;
 use crate::group::{self, GroupSpec, Hosted, Input};
 use crate::metrics::{self, WalMetrics};
 use crate::shared::{EpochReport, Shared};
+use strand_host::catalog::Assignment;
 
 /// Why a node could not start (or stopped badly).
 #[derive(Debug, thiserror::Error)]

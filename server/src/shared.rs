@@ -13,9 +13,9 @@ use bytes::Bytes;
 use strand_wire::ops::{AttentionEntry, GroupStatus};
 use tokio::sync::mpsc;
 
-use crate::catalog::{Assignment, Catalog};
 use crate::config::NodeConfig;
 use crate::group::Input;
+use strand_host::catalog::{Assignment, Catalog};
 
 /// A hosted group's inbox and identity.
 #[derive(Clone)]

@@ -2,7 +2,7 @@
 //! by epoch, the highest epoch known to have started, and how a random wish
 //! becomes the next membership.
 //!
-//! The planning rules are the server's (`server/src/reassign.rs::plan`),
+//! The planning rules are the host's (`host/src/reassign.rs::plan`),
 //! restated here because the simulator runs the consensus crate alone: a
 //! replica that stays keeps its slot; a newcomer takes the lowest slot free
 //! in both the current and the new membership; a change that takes a view

@@ -1,0 +1,27 @@
+//! # strand-host: one replicated group on one node
+//!
+//! The layer between the pure replica (`strand-consensus`) and what hosts
+//! it (the server's group actors, later the simulator): deterministic, with
+//! no threads, sockets or clocks. It owns the rules that both sides must
+//! apply the same way, each in one place.
+//!
+//! Modules, in reading order:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`convert`] | consensus's durable state ⇄ the partition's superblock fields, the trust of a recovered log |
+//! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
+//! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
+//! | [`machine`] | a group's state machine: the catalog (group 0) or a record log |
+//!
+//! Invariants that matter most:
+//! - Every replica applies the same committed ops to the catalog in the same
+//!   order and reaches the same catalog: nothing here reads a clock, a
+//!   random number or a hash map's iteration order.
+//! - A staying replica keeps its slot across reassignments; a slot names one
+//!   node in every epoch a replica may still remember.
+
+pub mod catalog;
+pub mod convert;
+pub mod machine;
+pub mod reassign;
