@@ -2,19 +2,20 @@
 //! by epoch, the highest epoch known to have started, and how a random wish
 //! becomes the next membership.
 //!
-//! The planning rules are the host's (`host/src/reassign.rs::plan`),
-//! restated here because the simulator runs the consensus crate alone: a
-//! replica that stays keeps its slot; a newcomer takes the lowest slot free
-//! in both the current and the new membership; a change that takes a view
-//! change must keep at least one current member to carry the log over; a
-//! wish that changes nothing is refused. On top of those, the simulator
-//! keeps every slot below [`SLOT_POOL`], and a new reassignment waits until
-//! the previous epoch has started (what the metadata plane learns from the
-//! primary's `EpochStarted`).
+//! The planning is the metadata plane's own (`strand_host::reassign::plan`,
+//! the same function the server's catalog calls), with slots standing in for
+//! nodes: a replica that stays keeps its slot; a newcomer takes the lowest
+//! slot free in both the current and the new membership; a change that
+//! takes a view change must keep at least one current member to carry the
+//! log over; a wish that changes nothing is refused. On top of those, the
+//! simulator keeps every slot below [`SLOT_POOL`], and a new reassignment
+//! waits until the previous epoch has started (what the metadata plane
+//! learns from the primary's `EpochStarted`).
 
 use strand_consensus::epoch::{MEMBERSHIPS_KNOWN_MAX, Membership, SlotSet, Transition, transition};
 use strand_consensus::prng::Prng;
-use strand_wire::ConfirmPolicy;
+use strand_host::reassign::{self, ReassignError, ReassignWish, SlotAssignment};
+use strand_wire::{ConfirmPolicy, REPLICAS_MAX};
 
 /// Slots (replica indexes, network endpoints) the simulator's replicas may
 /// occupy: the current and the next membership together fit in it.
@@ -81,34 +82,61 @@ fn draw_policy(prng: &mut Prng, replica_count: u8) -> ConfirmPolicy {
     }
 }
 
-/// The membership after `current` that `wish` asks for, or why not.
+/// The node id that stands for the replica in slot `slot` (the planner
+/// speaks of nodes; the simulator's replicas are known by slot).
+fn node_of(slot: u8) -> u32 {
+    u32::from(slot) + 1
+}
+
+/// The node id of a newcomer: one that no slot stands for.
+const NEWCOMER: u32 = REPLICAS_MAX as u32 + 1;
+
+/// The membership after `current` that `wish` asks for, or why not: the
+/// metadata plane's plan, over nodes that stand for slots.
 pub fn plan(current: &Membership, wish: &Wish) -> Result<Membership, Refusal> {
-    let staying = match wish.leaving {
-        Some(slot) => SlotSet::from_bits(current.slots.bits() & !(1 << slot)),
-        None => current.slots,
+    let held = current.slots.iter().max().map_or(0, |slot| slot + 1);
+    let assignment = SlotAssignment {
+        epoch: current.epoch,
+        slots: (0..held)
+            .map(|slot| current.slots.contains(slot).then(|| node_of(slot)))
+            .collect(),
+        confirm: current.confirm,
     };
-    let slots = if wish.joining {
-        // Free in the current membership, hence in both: the new one holds
-        // only current members besides the newcomer.
-        let free = (0..SLOT_POOL).find(|slot| !current.slots.contains(*slot));
-        staying.with(free.ok_or(Refusal::PoolFull)?)
-    } else {
-        staying
+    let mut nodes: Vec<u32> = current
+        .slots
+        .iter()
+        .filter(|slot| Some(*slot) != wish.leaving)
+        .map(node_of)
+        .collect();
+    if wish.joining {
+        nodes.push(NEWCOMER);
+    }
+    let cluster: Vec<u32> = (1..=NEWCOMER).collect();
+    let wish = ReassignWish {
+        nodes,
+        confirm: wish.confirm,
     };
-    if slots.is_empty() {
-        return Err(Refusal::NoReplicas);
-    }
-    let confirm = wish.confirm.unwrap_or(current.confirm);
-    if slots == current.slots && confirm == current.confirm {
-        return Err(Refusal::NoChange);
-    }
-    let next = Membership::new(current.epoch + 1, slots, confirm);
-    if transition(current, &next) == Transition::ViewChange
-        && current.slots.intersection(slots).is_empty()
-    {
-        return Err(Refusal::KeepsNoMember);
+    let next = reassign::plan(&assignment, &wish, &cluster)
+        .map_err(refusal)?
+        .next
+        .membership();
+    if next.slots.iter().any(|slot| slot >= SLOT_POOL) {
+        return Err(Refusal::PoolFull);
     }
     Ok(next)
+}
+
+/// The simulator's name for a planner refusal it can run into.
+fn refusal(error: ReassignError) -> Refusal {
+    match error {
+        ReassignError::NoReplicas => Refusal::NoReplicas,
+        ReassignError::NoChange => Refusal::NoChange,
+        ReassignError::KeepsNoMember => Refusal::KeepsNoMember,
+        ReassignError::TooManySlots { .. } => Refusal::PoolFull,
+        ReassignError::DuplicateNode(_) | ReassignError::UnknownNode(_) => {
+            unreachable!("the simulator names each node once, all of them known: {error}")
+        }
+    }
 }
 
 /// The group's memberships by epoch and what the metadata plane knows of them.

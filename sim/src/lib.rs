@@ -12,7 +12,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`options`] | the swarm: every option drawn from the seed |
-//! | [`catalog`] | the group's memberships by epoch, and how a reassignment is planned |
+//! | [`catalog`] | the group's memberships by epoch; reassignments planned by `strand_host::reassign` |
 //! | [`network`] | packets, latency, loss, duplication, partitions |
 //! | [`disk`] | one replica's disk: durability, crashes, faults |
 //! | [`client`] | producing clients with retries and redirects |
