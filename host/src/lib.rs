@@ -13,6 +13,7 @@
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
 //! | [`machine`] | a group's state machine: the catalog (group 0) or a record log |
+//! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //!
 //! Invariants that matter most:
 //! - Every replica applies the same committed ops to the catalog in the same
@@ -25,3 +26,4 @@ pub mod catalog;
 pub mod convert;
 pub mod machine;
 pub mod reassign;
+pub mod transfer;

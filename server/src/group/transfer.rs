@@ -1,57 +1,36 @@
-//! State transfer over the replica bus, and quarantine.
+//! State transfer over the replica bus, and quarantine: the storage side
+//! of both ends of a transfer.
 //!
-//! A replica that needs a state transfer (its partition was quarantined, or
-//! it reopened awaiting one) asks a peer for chunk 0 of an export at the
-//! peer's commit (`RequestStateTransfer` with frontier 0), imports the
-//! manifest, then asks for the chunks it still lacks, at most
-//! [`CHUNKS_IN_FLIGHT_MAX`] at a time, each answered by one
-//! `StateTransferChunk`. When every chunk is staged it installs the import
-//! (an atomic swap) and tells consensus. A transfer that makes no progress
-//! for [`STALL_TICKS`] asks again; after [`STALLS_PER_SOURCE_MAX`] stalls it
-//! starts over from the next peer. A peer keeps at most [`EXPORTS_KEPT_MAX`]
-//! exports while it serves them (the oldest is dropped; a requester of a
-//! dropped export stalls and starts over).
+//! The receiving side's decisions (which peer, which chunks, stalls, moving
+//! on) are `strand_host::transfer::Incoming`'s; this file imports what it
+//! accepts, installs when it says so, and sends its requests. The serving
+//! side answers each `RequestStateTransfer` with one `StateTransferChunk` of
+//! an export; a peer keeps at most [`EXPORTS_KEPT_MAX`] exports while it
+//! serves them (the oldest is dropped; a requester of a dropped export
+//! stalls and starts over).
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 use strand_consensus::Status;
+use strand_host::transfer::{Incoming, TransferAction, source_after};
 use strand_partition::{Export, ExportConfig, Import, Partition, PartitionError};
 use strand_wire::{
     CommandHeader, Message, Msg, RequestStateTransferHeader, StateTransferChunkHeader,
 };
 
 use super::Actor;
-/// Chunks requested and not yet answered, at most.
-pub(super) const CHUNKS_IN_FLIGHT_MAX: usize = 8;
-
-/// Ticks without an answer before the in-flight requests are sent again.
-pub(super) const STALL_TICKS: u32 = 50;
-
-/// Stalls before the transfer starts over from the next peer.
-pub(super) const STALLS_PER_SOURCE_MAX: u32 = 4;
 
 /// Exports a replica keeps while serving them.
 pub(super) const EXPORTS_KEPT_MAX: usize = 2;
 
-/// The receiving side of one transfer.
+/// The transfer this replica receives: the session's decisions and the
+/// import they concern.
 #[derive(Debug)]
-pub(super) struct Incoming {
-    /// The replica asked.
-    source: u8,
-    /// The op the transfer must reach at least.
-    op_min: u64,
-    /// Set once chunk 0 (the manifest) was imported.
+pub(super) struct Receiving {
+    session: Incoming,
+    /// Set once chunk 0 (the manifest) was imported and taken.
     import: Option<Import>,
-    /// The export's frontier, once known.
-    frontier_op: u64,
-    frontier_offset: u64,
-    /// Chunks asked for and not yet answered.
-    in_flight: BTreeSet<u32>,
-    /// Ticks since the last answer.
-    idle_ticks: u32,
-    /// Stalls from this source.
-    stalls: u32,
 }
 
 /// Both sides' state for one group.
@@ -60,7 +39,7 @@ pub(super) struct Transfers {
     /// Exports being served, oldest first.
     exports: VecDeque<Export>,
     /// The transfer this replica receives, if any.
-    incoming: Option<Incoming>,
+    incoming: Option<Receiving>,
 }
 
 impl Actor {
@@ -106,41 +85,45 @@ impl Actor {
 
     // ----- receiving -----------------------------------------------------------
 
-    /// Starts receiving a state transfer from `from` (a `StartStateTransfer`
-    /// effect, or a replica that reopened awaiting one).
+    /// Starts receiving a state transfer from `from`, or the next member
+    /// after it (a `StartStateTransfer` effect, a replica that reopened
+    /// awaiting one, or a session that gave up on its source).
     pub(super) fn start_transfer(&mut self, from: u8, op_min: u64) {
-        let source = self.transfer_source(from);
+        let me = self.replica.config().replica;
+        let members = self.replica.view_membership().slots.iter();
+        let source = source_after(members, me, from);
         tracing::info!(source, op_min, "group: state transfer starts");
-        self.transfers.incoming = Some(Incoming {
-            source,
-            op_min,
+        let mut actions = Vec::new();
+        let session = Incoming::start(source, op_min, &mut actions);
+        self.transfers.incoming = Some(Receiving {
+            session,
             import: None,
-            frontier_op: 0,
-            frontier_offset: 0,
-            in_flight: BTreeSet::from([0]),
-            idle_ticks: 0,
-            stalls: 0,
         });
-        self.request_chunk(source, 0, 0, 0);
+        self.run_transfer_actions(actions);
     }
 
-    /// `from` if it is another member of the view's membership; otherwise
-    /// the next member slot after it (cycling), never this replica.
-    fn transfer_source(&self, from: u8) -> u8 {
-        let me = self.replica.config().replica;
-        let members: Vec<u8> = self
-            .replica
-            .view_membership()
-            .slots
-            .iter()
-            .filter(|slot| *slot != me)
-            .collect();
-        members
-            .iter()
-            .copied()
-            .find(|slot| *slot >= from)
-            .or_else(|| members.first().copied())
-            .unwrap_or(from)
+    /// Carries out what the receiving session asked for.
+    fn run_transfer_actions(&mut self, actions: Vec<TransferAction>) {
+        for action in actions {
+            match action {
+                TransferAction::Request {
+                    to,
+                    frontier_op,
+                    frontier_offset,
+                    chunk,
+                } => self.request_chunk(to, frontier_op, frontier_offset, chunk),
+                TransferAction::Install => self.install_transfer(),
+                TransferAction::StartOver { from } => {
+                    let op_min = self
+                        .transfers
+                        .incoming
+                        .as_ref()
+                        .map_or(0, |receiving| receiving.session.op_min());
+                    self.start_transfer(from, op_min);
+                    return; // the old session's other actions are moot
+                }
+            }
+        }
     }
 
     fn request_chunk(&mut self, to: u8, frontier_op: u64, frontier_offset: u64, chunk: u32) {
@@ -159,113 +142,90 @@ impl Actor {
         );
     }
 
-    /// Per tick: a replica awaiting a transfer with none running starts one;
-    /// a stalled one asks again or moves on to the next peer.
+    /// Per tick: a replica awaiting a transfer with none running starts one
+    /// from its view's primary; a running one ticks its session.
     pub(super) fn tick_transfer(&mut self) {
         if self.replica.status() != Status::AwaitingStateTransfer {
             self.transfers.incoming = None;
             return;
         }
-        let Some(incoming) = &mut self.transfers.incoming else {
+        let Some(receiving) = &mut self.transfers.incoming else {
             let primary = self.replica.primary_index();
             self.start_transfer(primary, 0);
             return;
         };
-        incoming.idle_ticks += 1;
-        if incoming.idle_ticks < STALL_TICKS {
-            return;
-        }
-        incoming.idle_ticks = 0;
-        incoming.stalls += 1;
-        if incoming.stalls >= STALLS_PER_SOURCE_MAX || incoming.import.is_none() {
-            let (next, op_min) = (incoming.source + 1, incoming.op_min);
-            if incoming.stalls >= STALLS_PER_SOURCE_MAX {
-                self.start_transfer(next, op_min);
-            } else {
-                let source = incoming.source;
-                self.request_chunk(source, 0, 0, 0);
-            }
-            return;
-        }
-        let (source, frontier_op, frontier_offset) = (
-            incoming.source,
-            incoming.frontier_op,
-            incoming.frontier_offset,
-        );
-        let again: Vec<u32> = incoming.in_flight.iter().copied().collect();
-        for chunk in again {
-            self.request_chunk(source, frontier_op, frontier_offset, chunk);
-        }
+        let mut actions = Vec::new();
+        receiving.session.on_tick(&mut actions);
+        self.run_transfer_actions(actions);
     }
 
     /// A chunk of the transfer this replica receives.
     pub(super) fn on_transfer_chunk(&mut self, message: Msg<StateTransferChunkHeader>) {
         let header = *message.header();
-        let from = header.prefix.replica;
         let chunk = header.chunk.get();
-        let Some(incoming) = &mut self.transfers.incoming else {
+        let Some(receiving) = &mut self.transfers.incoming else {
             return; // not receiving: a late answer
         };
-        if from != incoming.source || !incoming.in_flight.remove(&chunk) {
+        if !receiving.session.accept(header.prefix.replica, chunk) {
             return; // another source's, or a duplicate
         }
-        incoming.idle_ticks = 0;
         let result = if chunk == 0 {
-            self.begin_import(&header, message.body())
+            self.begin_import(message.body())
         } else {
             self.import_chunk(&header, message.body())
         };
-        if let Err(error) = result {
-            tracing::warn!(%error, chunk, "group: state transfer chunk refused; starting over");
-            let next = self
-                .transfers
-                .incoming
-                .as_ref()
-                .map_or(0, |incoming| incoming.source + 1);
-            let op_min = self
-                .transfers
-                .incoming
-                .as_ref()
-                .map_or(0, |incoming| incoming.op_min);
-            self.start_transfer(next, op_min);
+        let Some(receiving) = &mut self.transfers.incoming else {
             return;
+        };
+        let mut actions = Vec::new();
+        match result {
+            Err(error) => {
+                tracing::warn!(%error, chunk, "group: state transfer chunk refused; starting over");
+                receiving.session.on_refused(&mut actions);
+            }
+            Ok(()) => {
+                let needed = receiving
+                    .import
+                    .as_ref()
+                    .map(Import::needed_chunks)
+                    .unwrap_or_default();
+                receiving.session.request_more(&needed, &mut actions);
+            }
         }
-        self.request_more_chunks();
+        self.run_transfer_actions(actions);
     }
 
-    fn begin_import(
-        &mut self,
-        header: &StateTransferChunkHeader,
-        body: &Bytes,
-    ) -> Result<(), PartitionError> {
+    /// Imports a manifest; the session decides whether it reaches far enough.
+    fn begin_import(&mut self, body: &Bytes) -> Result<(), PartitionError> {
         let import = self.partition().import_begin(body)?;
-        let incoming = self
+        let receiving = self
             .transfers
             .incoming
             .as_mut()
             .expect("receiving a transfer");
-        let frontier_op = import.manifest().frontier_op;
+        let manifest = import.manifest();
         // Op 0 is an empty log: the source has committed nothing yet.
-        let frontier_known = frontier_op == 0 || import.manifest().frontier_header.is_some();
-        if frontier_op < incoming.op_min || !frontier_known {
-            // The source has not committed far enough yet: ask again later.
+        let frontier_known = manifest.frontier_op == 0 || manifest.frontier_header.is_some();
+        let (frontier_op, frontier_offset) = (manifest.frontier_op, manifest.frontier_offset);
+        if !receiving
+            .session
+            .on_manifest(frontier_op, frontier_offset, frontier_known)
+        {
+            // The source has not committed far enough yet: asked again later.
             tracing::info!(
                 frontier_op,
-                op_min = incoming.op_min,
+                op_min = receiving.session.op_min(),
                 "group: export too short; waiting"
             );
-            incoming.in_flight.insert(0);
             return Ok(());
         }
-        incoming.frontier_op = header.frontier_op.get();
-        incoming.frontier_offset = header.frontier_offset.get();
         tracing::info!(
             frontier_op,
             chunks = import.manifest().chunk_count,
             reused = import.segments_reused(),
             "group: state transfer manifest imported"
         );
-        incoming.import = Some(import);
+        receiving.import = Some(import);
         Ok(())
     }
 
@@ -274,68 +234,44 @@ impl Actor {
         header: &StateTransferChunkHeader,
         body: &Bytes,
     ) -> Result<(), PartitionError> {
-        let mut incoming = self
+        let mut receiving = self
             .transfers
             .incoming
             .take()
             .expect("receiving a transfer");
-        let frontier_matches = header.frontier_op.get() == incoming.frontier_op
-            && header.frontier_offset.get() == incoming.frontier_offset;
-        let result = match (&mut incoming.import, frontier_matches) {
+        let frontier_matches = receiving
+            .session
+            .frontier_matches(header.frontier_op.get(), header.frontier_offset.get());
+        let result = match (&mut receiving.import, frontier_matches) {
             (Some(import), true) => {
                 let chunk = header.chunk.get();
                 self.partition().import_chunk(import, chunk, body)
             }
             _ => Ok(()), // an answer from an earlier export: ignore it
         };
-        self.transfers.incoming = Some(incoming);
+        self.transfers.incoming = Some(receiving);
         result
-    }
-
-    /// Keeps up to [`CHUNKS_IN_FLIGHT_MAX`] chunks asked for; installs the
-    /// import once nothing is missing.
-    fn request_more_chunks(&mut self) {
-        let Some(incoming) = &mut self.transfers.incoming else {
-            return;
-        };
-        let Some(import) = &incoming.import else {
-            return;
-        };
-        let needed = import.needed_chunks();
-        if needed.is_empty() && incoming.in_flight.is_empty() {
-            self.install_transfer();
-            return;
-        }
-        let room = CHUNKS_IN_FLIGHT_MAX.saturating_sub(incoming.in_flight.len());
-        let wanted: Vec<u32> = needed
-            .into_iter()
-            .filter(|chunk| !incoming.in_flight.contains(chunk))
-            .take(room)
-            .collect();
-        incoming.in_flight.extend(wanted.iter().copied());
-        let (source, frontier_op, frontier_offset) = (
-            incoming.source,
-            incoming.frontier_op,
-            incoming.frontier_offset,
-        );
-        for chunk in wanted {
-            self.request_chunk(source, frontier_op, frontier_offset, chunk);
-        }
     }
 
     /// Swaps the staged partition in and tells consensus.
     fn install_transfer(&mut self) {
-        let Some(incoming) = self.transfers.incoming.take() else {
+        let Some(receiving) = self.transfers.incoming.take() else {
             return;
         };
-        let Some(import) = incoming.import else {
+        let Some(import) = receiving.import else {
             return;
         };
         let head = import.manifest().frontier_header;
         let cursor_tail = import.manifest().cursor_tail;
         if let Err(error) = self.partition().finish_staging(&import) {
             tracing::warn!(%error, "group: staged transfer refused; starting over");
-            self.start_transfer(incoming.source + 1, incoming.op_min);
+            let mut actions = Vec::new();
+            receiving.session.on_refused(&mut actions);
+            self.transfers.incoming = Some(Receiving {
+                session: receiving.session,
+                import: None,
+            });
+            self.run_transfer_actions(actions);
             return;
         }
         let Some(partition) = self.partition.take() else {
