@@ -12,7 +12,7 @@
 //! | [`convert`] | consensus's durable state ⇄ the partition's superblock fields, the trust of a recovered log |
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
-//! | [`machine`] | a group's state machine: the catalog (group 0) or a record log |
+//! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //!
 //! Invariants that matter most:

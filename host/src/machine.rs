@@ -1,10 +1,12 @@
 //! The state machine a group's replica commits into: the metadata plane's
-//! catalog (group 0) or a partition's record log (every other group).
+//! catalog (group 0) or a partition's record log (every other group); and
+//! how the catalog is rebuilt from the log when the metadata plane opens.
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use strand_consensus::{RecordLog, StateMachine};
+use strand_consensus::{RecordLog, Replica, StateMachine};
+use strand_partition::{Disk, Partition, PartitionError};
 use strand_wire::{CommandHeader, Msg, PrepareHeader, ResultCode};
 
 use crate::catalog::Catalog;
@@ -116,6 +118,58 @@ impl StateMachine for Machine {
             Machine::Records(records) => records.restore(head),
         }
     }
+}
+
+// ----- the metadata plane's open path -------------------------------------
+
+/// Reads the metadata ops above the commit number from the log into the
+/// catalog machine: after a crash, consensus knows their headers only, and
+/// committing one later needs its body. An op that cannot be read is left
+/// out (consensus repairs it from a peer, body included).
+pub fn keep_uncommitted_bodies<D: Disk>(
+    replica: &mut Replica<Machine>,
+    partition: &mut Partition<D>,
+) {
+    let (commit, op_head) = (replica.commit(), replica.op());
+    let Machine::Catalog { recovered, .. } = replica.machine_mut() else {
+        panic!("only the metadata plane replays its bodies");
+    };
+    assert!(recovered.is_empty(), "bodies are read once, at open");
+    for op in commit + 1..=op_head {
+        match partition.read_prepare(op) {
+            Ok(Some(prepare)) => recovered.insert(prepare),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(op, %error, "host: an uncommitted metadata op is unreadable")
+            }
+        }
+    }
+    tracing::debug!(
+        commit,
+        op_head,
+        kept = recovered.len(),
+        "host: uncommitted metadata bodies"
+    );
+}
+
+/// Rebuilds the catalog by applying every committed metadata op in order.
+pub fn replay_catalog<D: Disk>(
+    replica: &mut Replica<Machine>,
+    partition: &mut Partition<D>,
+) -> Result<(), PartitionError> {
+    let commit = replica.commit();
+    for op in 1..=commit {
+        let Some(prepare) = partition.read_prepare(op)? else {
+            return Err(PartitionError::EntryDamaged {
+                op,
+                reason: "a committed metadata op is unreadable; the catalog cannot be rebuilt"
+                    .to_owned(),
+            });
+        };
+        let (header, body) = prepare.into_parts();
+        replica.machine_mut().commit(&header, Some(&body));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -364,8 +364,8 @@ impl Actor {
             replica.retire(recovery.retired_epoch, &mut effects);
         }
         if spec.group == 0 {
-            replay_catalog(&mut replica, &mut partition)?;
-            keep_uncommitted_bodies(&mut replica, &mut partition);
+            strand_host::machine::replay_catalog(&mut replica, &mut partition)?;
+            strand_host::machine::keep_uncommitted_bodies(&mut replica, &mut partition);
             if let Some(catalog) = replica.machine().catalog() {
                 shared.publish_catalog(catalog.clone());
             }
@@ -1266,55 +1266,6 @@ fn attention_reason(reason: WaitReason) -> AttentionReason {
         WaitReason::AwaitingStateTransfer => AttentionReason::AwaitingStateTransfer,
         WaitReason::MissingPrepare => AttentionReason::MissingPrepare,
     }
-}
-
-/// Reads the metadata ops above the commit number from the log into the
-/// catalog machine: after a crash, consensus knows their headers only, and
-/// committing one later needs its body. An op that cannot be read is left
-/// out (consensus repairs it from a peer, body included).
-fn keep_uncommitted_bodies(replica: &mut Replica<Machine>, partition: &mut Partition<FileDisk>) {
-    let (commit, op_head) = (replica.commit(), replica.op());
-    let Machine::Catalog { recovered, .. } = replica.machine_mut() else {
-        panic!("only the metadata plane replays its bodies");
-    };
-    assert!(recovered.is_empty(), "bodies are read once, at open");
-    for op in commit + 1..=op_head {
-        match partition.read_prepare(op) {
-            Ok(Some(prepare)) => recovered.insert(prepare),
-            Ok(None) => {}
-            Err(error) => {
-                tracing::warn!(op, %error, "group: an uncommitted metadata op is unreadable")
-            }
-        }
-    }
-    tracing::debug!(
-        commit,
-        op_head,
-        kept = recovered.len(),
-        "group: uncommitted metadata bodies"
-    );
-}
-
-/// Rebuilds the catalog by applying every committed metadata op in order.
-fn replay_catalog(
-    replica: &mut Replica<Machine>,
-    partition: &mut Partition<FileDisk>,
-) -> Result<(), PartitionError> {
-    let commit = replica.commit();
-    for op in 1..=commit {
-        let Some(prepare) = partition.read_prepare(op)? else {
-            return Err(PartitionError::EntryDamaged {
-                op,
-                reason: "a committed metadata op is unreadable; the catalog cannot be rebuilt"
-                    .to_owned(),
-            });
-        };
-        let (header, body) = prepare.into_parts();
-        let machine = replica.machine_mut();
-        use strand_consensus::StateMachine;
-        machine.commit(&header, Some(&body));
-    }
-    Ok(())
 }
 
 /// A disk on `wal` whose completions wake the actor behind `inbox`.
