@@ -10,6 +10,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`convert`] | consensus's durable state ⇄ the partition's superblock fields, the trust of a recovered log |
+//! | [`group_host`] | `GroupHost`: a replica over its partition; every effect carried out here, outputs for the owner |
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
 //! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open |
@@ -24,6 +25,7 @@
 
 pub mod catalog;
 pub mod convert;
+pub mod group_host;
 pub mod machine;
 pub mod reassign;
 pub mod transfer;

@@ -1,7 +1,10 @@
-//! A group's actor: one thread that owns a group's `consensus::Replica` and
-//! its partition storage, takes inputs from a bounded inbox (peer frames,
-//! client requests, storage completions, ticks), executes the replica's
-//! effects, and feeds completions back.
+//! A group's actor: one thread around the group's
+//! `strand_host::group_host::GroupHost` (the replica over its partition,
+//! where every effect is carried out and storage completions go back to the
+//! replica). The actor takes inputs from a bounded inbox (peer frames,
+//! client requests, storage wakeups, ticks), hands them to the replica,
+//! settles the host, and carries out its outputs: frames to the bus, replies
+//! to clients, commits to waiting readers and the catalog, events to metrics.
 //!
 //! One thread per group: a replica's work is mostly handing writes to the
 //! node's WAL writer and frames to the bus, so a thread per group keeps each
@@ -23,18 +26,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use strand_consensus::epoch::Membership;
 use strand_consensus::{
-    ClientRequest, Config, Effect, Effects, Event, RecordLog, Replica, Status, Timeouts, WaitReason,
+    ClientRequest, Config, Effects, Event, RecordLog, Replica, Status, Timeouts, WaitReason,
 };
-use strand_partition::{Completed, FileDisk, Partition, PartitionConfig, PartitionError};
+use strand_partition::{FileDisk, Partition, PartitionConfig, PartitionError};
 use strand_wal::Wal;
 use strand_wire::ops::{
-    AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, CursorEvents, ErrorBody,
-    FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus,
-    ReplicaStatus, StoreCursor,
+    AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
+    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, ReplicaStatus, StoreCursor,
 };
 use strand_wire::{
-    Body, CommandHeader, ConfirmPolicy, CursorsHeader, Durability, HEADERS_PER_MESSAGE_MAX,
-    HeadersHeader, Message, Msg, Operation, RecordBatch, RequestHeader, ResultCode,
+    Body, ConfirmPolicy, Durability, Message, Msg, Operation, RecordBatch, RequestHeader,
+    ResultCode,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use zerocopy::IntoBytes;
@@ -43,7 +45,8 @@ use crate::metrics;
 use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
 use crate::shared::{GroupHandle, GroupView, Shared};
 use strand_host::catalog::{Assignment, Role};
-use strand_host::convert::{fields_of, recovered_of, stage_of};
+use strand_host::convert::recovered_of;
+use strand_host::group_host::{GroupHost, Output, Reopen};
 use strand_host::machine::Machine;
 
 mod transfer;
@@ -58,9 +61,6 @@ pub const PARKED_FETCHES_MAX: usize = 1024;
 
 /// Largest fetch reply body a fetch may ask for.
 pub const FETCH_BYTES_MAX: u32 = 8 * 1024 * 1024;
-
-/// Most cursor events shipped in one frame.
-const CURSOR_EVENTS_PER_FRAME_MAX: u64 = 256;
 
 /// Inputs drained per wakeup before effects run (batching at the actor).
 const INPUTS_PER_TURN_MAX: usize = 256;
@@ -274,10 +274,10 @@ struct ParkedFetch {
 struct Actor {
     shared: Arc<Shared>,
     spec: GroupSpec,
-    replica: Replica<Machine>,
-    partition: Option<Partition<FileDisk>>,
-    effects: Effects,
-    completed: Vec<Completed>,
+    /// The replica over its partition; every effect runs there.
+    host: GroupHost<FileDisk>,
+    /// What the host put out, waiting to be carried out (kept for reuse).
+    outputs: Vec<Output>,
     parked: VecDeque<ParkedFetch>,
     tick: Duration,
     next_tick: Instant,
@@ -288,14 +288,10 @@ struct Actor {
     epoch_reported: u32,
     produce_started: BTreeMap<(u128, u64), Instant>,
     write_queued: BTreeMap<u64, Instant>,
-    storage_failed: bool,
     untrusted_reported: bool,
     stopping: bool,
     label: String,
     transfers: Transfers,
-    wal: Wal,
-    inbox: SyncSender<Input>,
-    partition_config: PartitionConfig,
 }
 
 impl Actor {
@@ -382,13 +378,24 @@ impl Actor {
         );
         let tick = Duration::from_millis(shared.config.tick_ms);
         let label = spec.group.to_string();
+        let reopen = Reopen {
+            dir: spec.dir.clone(),
+            config: partition_config,
+            new_disk: Box::new(move || disk_for(&wal, &inbox)),
+        };
+        let host = GroupHost::new(
+            replica,
+            partition,
+            effects,
+            reopen,
+            shared.config.cluster,
+            spec.group,
+        );
         Ok(Actor {
             shared,
             spec,
-            replica,
-            partition: Some(partition),
-            effects,
-            completed: Vec::new(),
+            host,
+            outputs: Vec::new(),
             parked: VecDeque::new(),
             tick,
             next_tick: Instant::now() + tick,
@@ -397,32 +404,18 @@ impl Actor {
             epoch_reported: 0,
             produce_started: BTreeMap::new(),
             write_queued: BTreeMap::new(),
-            storage_failed: false,
             untrusted_reported: false,
             stopping: false,
             label,
             transfers: Transfers::default(),
-            wal,
-            inbox,
-            partition_config,
         })
-    }
-
-    /// A disk on the node's WAL that wakes this actor on completions.
-    fn new_disk(&self) -> FileDisk {
-        disk_for(&self.wal, &self.inbox)
-    }
-
-    fn partition(&mut self) -> &mut Partition<FileDisk> {
-        self.partition
-            .as_mut()
-            .expect("the partition is open while the actor runs")
     }
 
     // ----- the loop ------------------------------------------------------------
 
     fn run(&mut self, inbox: &Receiver<Input>) {
-        self.replica.start(&mut self.effects);
+        let (replica, effects) = self.host.replica_and_effects();
+        replica.start(effects);
         self.after_inputs();
         self.hand_over_hosted();
         self.publish();
@@ -449,7 +442,8 @@ impl Actor {
                     self.next_tick = Instant::now() + self.tick;
                 }
                 self.take_placement();
-                self.replica.on_tick(&mut self.effects);
+                let (replica, effects) = self.host.replica_and_effects();
+                replica.on_tick(effects);
                 self.report_epoch_started();
                 self.tick_transfer();
                 self.expire_parked();
@@ -462,12 +456,39 @@ impl Actor {
 
     /// Polls storage and runs effects until both are quiet.
     fn after_inputs(&mut self) {
+        // One buffer for the actor's life: no allocation per turn.
+        let mut outputs = std::mem::take(&mut self.outputs);
         loop {
-            self.poll_storage();
-            if self.effects.is_empty() {
-                return;
+            self.host.settle(&mut outputs);
+            if outputs.is_empty() {
+                break;
             }
-            self.run_effects();
+            for output in outputs.drain(..) {
+                self.on_output(output);
+            }
+        }
+        self.outputs = outputs;
+    }
+
+    /// Carries out what the host put out.
+    fn on_output(&mut self, output: Output) {
+        match output {
+            Output::Send { to, message } => self.send_to_replica(to, &message),
+            Output::Reply(reply) => self.reply(reply),
+            Output::Committed => self.on_commit(),
+            Output::Event(event) => self.on_event(event),
+            Output::WriteStage { op, durable: false } => {
+                if self.write_queued.len() < LATENCIES_TRACKED_MAX {
+                    self.write_queued.insert(op, Instant::now());
+                }
+            }
+            Output::WriteStage { op, durable: true } => {
+                if let Some(queued) = self.write_queued.remove(&op) {
+                    metrics::write_durable(queued.elapsed());
+                }
+            }
+            Output::StartStateTransfer { from, op_min } => self.start_transfer(from, op_min),
+            Output::Stop => self.stopping = true,
         }
     }
 
@@ -477,7 +498,10 @@ impl Actor {
                 self.serve_transfer(request.header());
             }
             Input::Peer(Message::StateTransferChunk(chunk)) => self.on_transfer_chunk(chunk),
-            Input::Peer(message) => self.replica.on_message(message, &mut self.effects),
+            Input::Peer(message) => {
+                let (replica, effects) = self.host.replica_and_effects();
+                replica.on_message(message, effects);
+            }
             Input::Request(request) => self.on_request(request),
             Input::AcceptLoss(request) => self.on_accept_loss(&request),
             Input::Storage => {}
@@ -491,148 +515,9 @@ impl Actor {
         if self.untrusted_reported {
             metrics::untrusted_log(false);
         }
-        let trusted = self.replica.trusted();
-        let Some(partition) = self.partition.take() else {
-            return;
-        };
-        let closed = if trusted && !self.storage_failed {
-            partition.close()
-        } else {
-            partition.close_unmarked()
-        };
-        match closed {
-            Ok(_) => tracing::info!(clean_mark = trusted, "group: closed"),
+        match self.host.close() {
+            Ok(clean_mark) => tracing::info!(clean_mark, "group: closed"),
             Err(error) => tracing::error!(%error, "group: closing storage failed"),
-        }
-    }
-
-    // ----- storage -------------------------------------------------------------
-
-    fn poll_storage(&mut self) {
-        let mut completed = std::mem::take(&mut self.completed);
-        self.partition().poll(&mut completed);
-        for done in completed.drain(..) {
-            self.on_completed(done);
-        }
-        self.completed = completed;
-    }
-
-    fn on_completed(&mut self, done: Completed) {
-        let effects = &mut self.effects;
-        match done {
-            Completed::Prepare {
-                op,
-                checksum,
-                stage,
-            } => {
-                if stage == strand_partition::WriteStage::Durable
-                    && let Some(queued) = self.write_queued.remove(&op)
-                {
-                    metrics::write_durable(queued.elapsed());
-                }
-                self.replica
-                    .on_write(op, checksum, stage_of(stage), effects);
-            }
-            Completed::Cursors { cursor_end, stage } => {
-                self.replica
-                    .on_cursors_written(cursor_end, stage_of(stage), effects);
-            }
-            Completed::StatePersisted { sequence } => {
-                self.replica.on_state_persisted(sequence, effects);
-            }
-            Completed::PrepareFailed { op, error, .. } => {
-                self.storage_failed = true;
-                tracing::error!(op, %error, "group: a prepare's write failed; appends stop until restart");
-            }
-            Completed::CursorsFailed { cursor_end, error } => {
-                self.storage_failed = true;
-                tracing::error!(cursor_end, %error, "group: a cursor append failed");
-            }
-            Completed::StatePersistFailed { sequence, error } => {
-                self.storage_failed = true;
-                tracing::error!(sequence, %error, "group: persisting the superblock failed");
-            }
-        }
-    }
-
-    // ----- effects -------------------------------------------------------------
-
-    fn run_effects(&mut self) {
-        let batch: Vec<Effect> = self.effects.drain().collect();
-        for effect in batch {
-            self.execute(effect);
-        }
-    }
-
-    fn execute(&mut self, effect: Effect) {
-        match effect {
-            Effect::Send { to, message } => self.send_to_replica(to, &message),
-            Effect::Reply { reply } => self.reply(reply),
-            Effect::WritePrepare { prepare } => self.write_prepare(prepare),
-            Effect::Truncate { op } => match self.partition().truncate(op) {
-                Ok(()) => self.replica.on_truncated(op, &mut self.effects),
-                Err(error) => self.storage_error("truncate", &error),
-            },
-            Effect::PersistState { state, sequence } => {
-                if let Err(error) = self.partition().persist_state(fields_of(&state), sequence) {
-                    self.storage_error("persist the superblock", &error);
-                }
-            }
-            Effect::Commit { .. } => self.on_commit(),
-            Effect::ServeHeaders { to, op_min, op_max } => self.serve_headers(to, op_min, op_max),
-            Effect::ServePrepare { to, op, checksum } => self.serve_prepare(to, op, checksum),
-            Effect::AppendCursors {
-                cursor_base,
-                event_count,
-                events,
-            } => match self
-                .partition()
-                .append_cursors(cursor_base, event_count, &events)
-            {
-                Ok(()) => {
-                    let end = cursor_base + u64::from(event_count);
-                    self.replica.on_cursors_written(
-                        end,
-                        strand_consensus::WriteStage::Queued,
-                        &mut self.effects,
-                    );
-                }
-                Err(error) => self.storage_error("append cursor events", &error),
-            },
-            Effect::CutCursors { cursor_tail } => {
-                if let Err(error) = self.partition().cut_cursors(cursor_tail) {
-                    self.storage_error("cut the cursor log", &error);
-                }
-            }
-            Effect::ShipCursors { to, cursor_from } => self.ship_cursors(to, cursor_from),
-            Effect::StartStateTransfer { from, op_min } => self.start_transfer(from, op_min),
-            Effect::Quarantine { agreed_op } => self.quarantine(agreed_op),
-            Effect::Event(event) => self.on_event(event),
-        }
-    }
-
-    fn storage_error(&mut self, what: &str, error: &PartitionError) {
-        self.storage_failed = true;
-        tracing::error!(%error, "group: cannot {what}");
-    }
-
-    fn write_prepare(&mut self, prepare: Msg<strand_wire::PrepareHeader>) {
-        let op = prepare.header().op.get();
-        match self.partition().write_prepare(prepare) {
-            Ok(accepted) => {
-                if accepted.stage == strand_partition::WriteStage::Queued
-                    && self.write_queued.len() < LATENCIES_TRACKED_MAX
-                {
-                    self.write_queued.insert(op, Instant::now());
-                }
-                self.replica.on_write(
-                    accepted.op,
-                    accepted.checksum,
-                    stage_of(accepted.stage),
-                    &mut self.effects,
-                );
-            }
-            Err(error) => self.storage_error("write a prepare", &error),
         }
     }
 
@@ -662,7 +547,7 @@ impl Actor {
 
     fn on_commit(&mut self) {
         if self.spec.group == 0 {
-            if let Some(catalog) = self.replica.machine().catalog() {
+            if let Some(catalog) = self.host.replica().machine().catalog() {
                 self.shared.publish_catalog(catalog.clone());
             }
             self.publish_catalog_freshness();
@@ -670,66 +555,6 @@ impl Actor {
         } else {
             self.serve_parked();
         }
-    }
-
-    fn serve_headers(&mut self, to: u8, op_min: u64, op_max: u64) {
-        let op_max = op_max.min(op_min + HEADERS_PER_MESSAGE_MAX as u64 - 1);
-        let headers = match self.partition().read_headers(op_min, op_max) {
-            Ok(headers) => headers,
-            Err(error) => return self.storage_error("read headers", &error),
-        };
-        if headers.is_empty() {
-            return;
-        }
-        let header = HeadersHeader::new(
-            self.shared.config.cluster,
-            self.spec.group,
-            self.replica.view(),
-            self.replica.config().replica,
-        );
-        let body = Bytes::copy_from_slice(headers.as_bytes());
-        self.send_to_replica(to, &Message::Headers(Msg::new(header, body)));
-    }
-
-    fn serve_prepare(&mut self, to: u8, op: u64, checksum: u32) {
-        let prepare = match self.partition().read_prepare(op) {
-            Ok(Some(prepare)) => prepare,
-            Ok(None) => return,
-            Err(error) => return self.storage_error("read a prepare", &error),
-        };
-        let wanted = if checksum == 0 {
-            op <= self.replica.commit()
-        } else {
-            prepare.checksum() == checksum
-        };
-        if wanted {
-            self.send_to_replica(to, &Message::Prepare(prepare));
-        }
-    }
-
-    fn ship_cursors(&mut self, to: u8, cursor_from: u64) {
-        let durable = self.partition().cursor_durable_tail();
-        let end = durable.min(cursor_from + CURSOR_EVENTS_PER_FRAME_MAX);
-        if cursor_from >= end {
-            return;
-        }
-        let events = match self.partition().read_cursor_events(cursor_from, end) {
-            Ok(events) => events,
-            Err(error) => return self.storage_error("read cursor events", &error),
-        };
-        if events.is_empty() {
-            return;
-        }
-        let mut header = CursorsHeader::new(
-            self.shared.config.cluster,
-            self.spec.group,
-            self.replica.view(),
-            self.replica.config().replica,
-        );
-        header.cursor_base.set(cursor_from);
-        header.event_count.set(events.len() as u32);
-        let body = Bytes::from(CursorEvents { events }.to_vec());
-        self.send_to_replica(to, &Message::Cursors(Msg::new(header, body)));
     }
 
     fn on_event(&mut self, event: Event) {
@@ -780,10 +605,8 @@ impl Actor {
                 self.report_epoch_started();
             }
             Event::Retired { epoch } => {
+                // The host recorded it in the superblock.
                 tracing::warn!(epoch, "group: this replica was removed from the group");
-                if let Err(error) = self.partition().mark_retired(epoch) {
-                    self.storage_error("record the retirement", &error);
-                }
             }
         }
     }
@@ -800,7 +623,7 @@ impl Actor {
     /// passes it the change), and says when one is no longer hosted here.
     fn hand_over_hosted(&mut self) {
         let Some(hosted) = &self.hosted else { return };
-        let Some(catalog) = self.replica.machine().catalog() else {
+        let Some(catalog) = self.host.replica().machine().catalog() else {
             return;
         };
         let me = self.shared.config.node;
@@ -839,7 +662,7 @@ impl Actor {
         let mut spec = GroupSpec::partition(&assignment, &self.shared.config.data_dir, me);
         spec.dir = self.spec.dir.clone();
         // This replica keeps its own slot in the map, member or not.
-        let own = self.replica.config().replica;
+        let own = self.host.replica().config().replica;
         if spec.node_at(own).is_none() {
             if spec.slots.len() <= usize::from(own) {
                 spec.slots.resize(usize::from(own) + 1, None);
@@ -849,10 +672,12 @@ impl Actor {
         self.shared
             .set_slots(self.spec.group, spec.slots.clone().into());
         for membership in &spec.memberships {
-            self.replica.on_assignment(*membership, &mut self.effects);
+            let (replica, effects) = self.host.replica_and_effects();
+            replica.on_assignment(*membership, effects);
         }
         if spec.retired {
-            self.replica.retire(spec.epoch, &mut self.effects);
+            let (replica, effects) = self.host.replica_and_effects();
+            replica.retire(spec.epoch, effects);
         }
         tracing::info!(epoch = spec.epoch, active = spec.active, retired = spec.retired,
             slots = ?spec.slots, "group: assignment changed");
@@ -866,9 +691,9 @@ impl Actor {
     fn report_epoch_started(&mut self) {
         let epoch = self.spec.epoch;
         let pending = !self.spec.active
-            && self.replica.started_epoch() >= epoch
+            && self.host.replica().started_epoch() >= epoch
             && self.epoch_reported < epoch;
-        if pending && self.replica.is_serving_primary() {
+        if pending && self.host.replica().is_serving_primary() {
             self.epoch_reported = epoch;
             self.shared.report_epoch_started(self.spec.group, epoch);
         }
@@ -892,13 +717,9 @@ impl Actor {
             Operation::Fetch => self.on_fetch(&request),
             Operation::StoreCursor => match StoreCursor::from_bytes(request.body()) {
                 Ok(cursor) => {
-                    let high_watermark = self.replica.machine().high_watermark();
-                    self.replica.on_store_cursor(
-                        &request,
-                        cursor,
-                        high_watermark,
-                        &mut self.effects,
-                    );
+                    let (replica, effects) = self.host.replica_and_effects();
+                    let high_watermark = replica.machine().high_watermark();
+                    replica.on_store_cursor(&request, cursor, high_watermark, effects);
                 }
                 Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
             },
@@ -956,7 +777,7 @@ impl Actor {
         if record_count == 0 {
             return self.refuse(&header, ResultCode::InvalidRequest, "empty batch");
         }
-        if self.storage_failed {
+        if self.host.storage_failed() {
             return self.refuse(
                 &header,
                 ResultCode::StorageError,
@@ -980,7 +801,8 @@ impl Actor {
             record_count,
             timestamp_ns,
         };
-        self.replica.on_request(request, &mut self.effects);
+        let (replica, effects) = self.host.replica_and_effects();
+        replica.on_request(request, effects);
     }
 
     fn refuse(&self, request: &RequestHeader, code: ResultCode, message: impl Into<String>) {
@@ -999,16 +821,16 @@ impl Actor {
     /// Answers `NotPrimary` (with the primary's address) unless this replica
     /// serves as primary; returns whether it does.
     fn serving_or_redirect(&self, request: &RequestHeader) -> bool {
-        if self.replica.is_serving_primary() {
+        if self.host.replica().is_serving_primary() {
             return true;
         }
-        let error = if self.replica.status() == Status::Normal
-            || self.replica.status() == Status::Recovering
+        let error = if self.host.replica().status() == Status::Normal
+            || self.host.replica().status() == Status::Recovering
         {
-            let primary = self.replica.primary_index();
+            let primary = self.host.replica().primary_index();
             let node = self.spec.node_at(primary).unwrap_or(0);
             ErrorBody::NotPrimary {
-                view: self.replica.view().view,
+                view: self.host.replica().view().view,
                 primary_replica: primary,
                 primary_node: node,
                 address: self.shared.client_address(node).unwrap_or_default(),
@@ -1036,8 +858,8 @@ impl Actor {
                 return self.refuse(&header, ResultCode::InvalidRequest, error.to_string());
             }
         };
-        let high_watermark = self.replica.machine().high_watermark();
-        let log_start = self.partition().head_offset();
+        let high_watermark = self.host.replica().machine().high_watermark();
+        let log_start = self.host.partition().head_offset();
         if fetch.offset < log_start || fetch.offset > high_watermark {
             let error = ErrorBody::OffsetOutOfRange {
                 requested: fetch.offset,
@@ -1065,11 +887,11 @@ impl Actor {
     }
 
     fn serve_fetch(&mut self, request: &RequestHeader, fetch: &FetchRequest) {
-        let high_watermark = self.replica.machine().high_watermark();
-        let log_start = self.partition().head_offset();
+        let high_watermark = self.host.replica().machine().high_watermark();
+        let log_start = self.host.partition().head_offset();
         let max_bytes = u64::from(fetch.max_bytes.clamp(1, FETCH_BYTES_MAX));
         let batches = if fetch.offset < high_watermark {
-            match self.partition().fetch(fetch.offset, max_bytes) {
+            match self.host.partition().fetch(fetch.offset, max_bytes) {
                 Ok(batches) => batches,
                 Err(error) => {
                     tracing::error!(%error, offset = fetch.offset, "group: fetch failed");
@@ -1101,7 +923,7 @@ impl Actor {
         if self.parked.is_empty() {
             return;
         }
-        let high_watermark = self.replica.machine().high_watermark();
+        let high_watermark = self.host.replica().machine().high_watermark();
         let mut waiting = VecDeque::with_capacity(self.parked.len());
         while let Some(parked) = self.parked.pop_front() {
             if parked.fetch.offset < high_watermark {
@@ -1117,7 +939,7 @@ impl Actor {
         let now = Instant::now();
         let mut waiting = VecDeque::with_capacity(self.parked.len());
         while let Some(parked) = self.parked.pop_front() {
-            if parked.deadline <= now || !self.replica.is_serving_primary() {
+            if parked.deadline <= now || !self.host.replica().is_serving_primary() {
                 self.serve_fetch(&parked.request, &parked.fetch);
             } else {
                 waiting.push_back(parked);
@@ -1133,7 +955,7 @@ impl Actor {
         }
         match GetCursor::from_bytes(request.body()) {
             Ok(query) => {
-                let offset = self.partition().cursor(&query.consumer);
+                let offset = self.host.partition().cursor(&query.consumer);
                 let body = Bytes::from(GetCursorReply { offset }.to_vec());
                 self.send_reply(&header, ResultCode::Ok, body);
             }
@@ -1143,10 +965,11 @@ impl Actor {
 
     fn on_accept_loss(&mut self, request: &Msg<RequestHeader>) {
         let header = *request.header();
-        if self.replica.accept_loss(&mut self.effects) {
+        let (replica, effects) = self.host.replica_and_effects();
+        if replica.accept_loss(effects) {
             let body = AcceptLossReply {
-                view: self.replica.view().view,
-                op: self.replica.op(),
+                view: self.host.replica().view().view,
+                op: self.host.replica().op(),
             };
             tracing::warn!(view = body.view, "group: an operator accepted loss");
             self.send_reply(&header, ResultCode::Ok, Bytes::from(body.to_vec()));
@@ -1157,8 +980,8 @@ impl Actor {
                 format!(
                     "group {} is not stuck on this node (status {}, view {}): nothing to accept",
                     self.spec.group,
-                    self.replica.status().name(),
-                    self.replica.view()
+                    self.host.replica().status().name(),
+                    self.host.replica().view()
                 ),
             );
         }
@@ -1170,8 +993,8 @@ impl Actor {
     /// catalog it published is current: in normal status (it heard from its
     /// view's primary, or is it) and every commit it heard of applied.
     fn publish_catalog_freshness(&self) {
-        let current = self.replica.status() == Status::Normal
-            && self.replica.commit() >= self.replica.commit_max();
+        let current = self.host.replica().status() == Status::Normal
+            && self.host.replica().commit() >= self.host.replica().commit_max();
         self.shared.set_catalog_current(current);
     }
 
@@ -1182,29 +1005,30 @@ impl Actor {
         // The membership in effect: the log's epoch (an in-place change
         // moves it without a view change).
         let membership = self
-            .replica
+            .host
+            .replica()
             .memberships()
-            .get(self.replica.log_epoch())
+            .get(self.host.replica().log_epoch())
             .copied()
-            .unwrap_or(*self.replica.view_membership());
+            .unwrap_or(*self.host.replica().view_membership());
         let rule = membership.rule();
-        let me = self.replica.config().replica;
-        let acks = if self.replica.is_primary() {
-            self.replica.acks().to_vec()
+        let me = self.host.replica().config().replica;
+        let acks = if self.host.replica().is_primary() {
+            self.host.replica().acks().to_vec()
         } else {
             Vec::new()
         };
-        let commit = self.replica.commit();
+        let commit = self.host.replica().commit();
         // Once per tick, not per commit: the gauge's label is an allocation.
         metrics::commit_op(&self.label, commit);
         // The members of the newest membership this replica knows (joining
         // ones included: they show as catching up until they hold the prefix).
-        let members = self.replica.memberships().newest().slots;
+        let members = self.host.replica().memberships().newest().slots;
         let replicas = members
             .iter()
             .map(|slot| {
                 let op = if slot == me {
-                    self.replica.op()
+                    self.host.replica().op()
                 } else {
                     acks.get(usize::from(slot)).copied().unwrap_or(0)
                 };
@@ -1227,16 +1051,16 @@ impl Actor {
             write_quorum: rule.write,
             view_change_quorum: rule.view_change,
             replica: me,
-            view: self.replica.view().view,
-            log_view: self.replica.log_view().view,
-            status: self.replica.status().name().to_owned(),
-            primary: self.replica.primary_index(),
-            op: self.replica.op(),
+            view: self.host.replica().view().view,
+            log_view: self.host.replica().log_view().view,
+            status: self.host.replica().status().name().to_owned(),
+            primary: self.host.replica().primary_index(),
+            op: self.host.replica().op(),
             commit_op: commit,
-            untrusted_log: !self.replica.trusted(),
+            untrusted_log: !self.host.replica().trusted(),
             replicas,
         };
-        let attention = self.replica.attention().map(|(reason, awaited)| {
+        let attention = self.host.replica().attention().map(|(reason, awaited)| {
             let awaited_indexes: Vec<u8> = (0..strand_wire::REPLICAS_MAX)
                 .filter(|slot| awaited & (1 << slot) != 0)
                 .collect();
@@ -1245,13 +1069,13 @@ impl Actor {
                 stream: self.spec.stream.clone(),
                 topic: self.spec.topic.clone(),
                 partition: self.spec.partition,
-                view: self.replica.view().view,
+                view: self.host.replica().view().view,
                 reason: attention_reason(reason),
                 awaited: awaited_indexes,
                 detail: format!(
                     "waiting for nodes {:?}; latest history start {:?}",
                     self.awaited_nodes(awaited),
-                    self.replica.durable_state().latest_start()
+                    self.host.replica().durable_state().latest_start()
                 ),
             }
         });

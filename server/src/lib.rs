@@ -13,7 +13,7 @@
 //! |---|---|
 //! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
 //! | [`shared`] | the group registry, published status, reply routing, bus queues |
-//! | [`group`] | a group's actor: inputs in, effects executed, completions back |
+//! | [`group`] | a group's actor around its `GroupHost`: inbox, client API, outputs out, status |
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: local answers and routing |
@@ -22,7 +22,7 @@
 //! | [`dev_cluster`] | `strand-server dev-cluster` |
 //!
 //! Invariants that matter most:
-//! - Consensus decides; the node only executes effects and reports
+//! - Consensus decides; the group's host executes its effects and reports
 //!   completions, in order, per group, on the group's own thread.
 //! - Nothing blocks a group on the network: every queue is bounded and a
 //!   full queue drops (peer frames, which are retransmitted) or refuses with

@@ -1,5 +1,5 @@
-//! State transfer over the replica bus, and quarantine: the storage side
-//! of both ends of a transfer.
+//! State transfer over the replica bus: the storage side of both ends of a
+//! transfer.
 //!
 //! The receiving side's decisions (which peer, which chunks, stalls, moving
 //! on) are `strand_host::transfer::Incoming`'s; this file imports what it
@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use strand_consensus::Status;
 use strand_host::transfer::{Incoming, TransferAction, source_after};
-use strand_partition::{Export, ExportConfig, Import, Partition, PartitionError};
+use strand_partition::{Export, ExportConfig, Import, PartitionError};
 use strand_wire::{
     CommandHeader, Message, Msg, RequestStateTransferHeader, StateTransferChunkHeader,
 };
@@ -43,54 +43,14 @@ pub(super) struct Transfers {
 }
 
 impl Actor {
-    // ----- quarantine ----------------------------------------------------------
-
-    /// Moves the partition aside to `.fenced.N` and rebuilds it from the
-    /// agreed prefix; the state transfer that completes it follows.
-    pub(super) fn quarantine(&mut self, agreed_op: u64) {
-        let Some(partition) = self.partition.take() else {
-            return;
-        };
-        match partition.quarantine(agreed_op) {
-            Ok((rebuilt, _, quarantined)) => {
-                tracing::warn!(
-                    agreed_op,
-                    fenced = %quarantined.fenced_dir.display(),
-                    linked = quarantined.segments_linked,
-                    copied = quarantined.segments_copied,
-                    "group: partition quarantined"
-                );
-                self.partition = Some(rebuilt);
-            }
-            Err(error) => {
-                tracing::error!(%error, "group: quarantine failed; reopening the partition");
-                self.reopen_partition();
-            }
-        }
-    }
-
-    /// Reopens the partition from its directory after an operation that
-    /// consumed it failed; the group stops writing if that fails too.
-    fn reopen_partition(&mut self) {
-        let disk = self.new_disk();
-        match Partition::open(disk, &self.spec.dir, self.partition_config) {
-            Ok((partition, _)) => self.partition = Some(partition),
-            Err(error) => {
-                tracing::error!(%error, "group: cannot reopen the partition; the group stops");
-                self.storage_failed = true;
-                self.stopping = true;
-            }
-        }
-    }
-
     // ----- receiving -----------------------------------------------------------
 
     /// Starts receiving a state transfer from `from`, or the next member
     /// after it (a `StartStateTransfer` effect, a replica that reopened
     /// awaiting one, or a session that gave up on its source).
     pub(super) fn start_transfer(&mut self, from: u8, op_min: u64) {
-        let me = self.replica.config().replica;
-        let members = self.replica.view_membership().slots.iter();
+        let me = self.host.replica().config().replica;
+        let members = self.host.replica().view_membership().slots.iter();
         let source = source_after(members, me, from);
         tracing::info!(source, op_min, "group: state transfer starts");
         let mut actions = Vec::new();
@@ -130,8 +90,8 @@ impl Actor {
         let mut header = RequestStateTransferHeader::new(
             self.shared.config.cluster,
             self.spec.group,
-            self.replica.view(),
-            self.replica.config().replica,
+            self.host.replica().view(),
+            self.host.replica().config().replica,
         );
         header.frontier_op.set(frontier_op);
         header.frontier_offset.set(frontier_offset);
@@ -145,12 +105,12 @@ impl Actor {
     /// Per tick: a replica awaiting a transfer with none running starts one
     /// from its view's primary; a running one ticks its session.
     pub(super) fn tick_transfer(&mut self) {
-        if self.replica.status() != Status::AwaitingStateTransfer {
+        if self.host.replica().status() != Status::AwaitingStateTransfer {
             self.transfers.incoming = None;
             return;
         }
         let Some(receiving) = &mut self.transfers.incoming else {
-            let primary = self.replica.primary_index();
+            let primary = self.host.replica().primary_index();
             self.start_transfer(primary, 0);
             return;
         };
@@ -197,7 +157,7 @@ impl Actor {
 
     /// Imports a manifest; the session decides whether it reaches far enough.
     fn begin_import(&mut self, body: &Bytes) -> Result<(), PartitionError> {
-        let import = self.partition().import_begin(body)?;
+        let import = self.host.partition().import_begin(body)?;
         let receiving = self
             .transfers
             .incoming
@@ -245,7 +205,7 @@ impl Actor {
         let result = match (&mut receiving.import, frontier_matches) {
             (Some(import), true) => {
                 let chunk = header.chunk.get();
-                self.partition().import_chunk(import, chunk, body)
+                self.host.partition().import_chunk(import, chunk, body)
             }
             _ => Ok(()), // an answer from an earlier export: ignore it
         };
@@ -263,7 +223,7 @@ impl Actor {
         };
         let head = import.manifest().frontier_header;
         let cursor_tail = import.manifest().cursor_tail;
-        if let Err(error) = self.partition().finish_staging(&import) {
+        if let Err(error) = self.host.partition().finish_staging(&import) {
             tracing::warn!(%error, "group: staged transfer refused; starting over");
             let mut actions = Vec::new();
             receiving.session.on_refused(&mut actions);
@@ -274,28 +234,26 @@ impl Actor {
             self.run_transfer_actions(actions);
             return;
         }
-        let Some(partition) = self.partition.take() else {
+        let Some(partition) = self.host.take_partition() else {
             return;
         };
         match partition.install(import) {
             Ok((installed, recovery)) => {
-                self.partition = Some(installed);
+                self.host.put_partition(installed);
                 tracing::info!(
                     op = recovery.op,
                     cursor_tail,
                     "group: state transfer installed"
                 );
                 crate::metrics::state_transfer_installed(&self.label);
-                self.replica.on_state_transfer_done(
-                    head,
-                    cursor_tail,
-                    &recovery.headers,
-                    &mut self.effects,
-                );
+                let (replica, effects) = self.host.replica_and_effects();
+                replica.on_state_transfer_done(head, cursor_tail, &recovery.headers, effects);
             }
             Err(error) => {
                 tracing::error!(%error, "group: installing the transfer failed");
-                self.reopen_partition();
+                if !self.host.reopen() {
+                    self.stopping = true;
+                }
             }
         }
     }
@@ -304,7 +262,7 @@ impl Actor {
 
     /// A peer asks for a chunk of an export of this partition.
     pub(super) fn serve_transfer(&mut self, request: &RequestStateTransferHeader) {
-        if self.replica.status() == Status::AwaitingStateTransfer {
+        if self.host.replica().status() == Status::AwaitingStateTransfer {
             return; // nothing to give
         }
         let to = request.prefix.replica;
@@ -313,14 +271,14 @@ impl Actor {
         // replica's commit; later chunks name the manifest's frontier (0 for
         // an empty export, when nothing had committed).
         let frontier_op = match (request.frontier_op.get(), chunk) {
-            (0, 0) => self.replica.commit(),
+            (0, 0) => self.host.replica().commit(),
             (op, _) => op,
         };
         let Some(index) = self.export_at(frontier_op) else {
             return;
         };
         let export = self.transfers.exports[index].clone();
-        let body = match self.partition().export_chunk(&export, chunk) {
+        let body = match self.host.partition().export_chunk(&export, chunk) {
             Ok(body) => body,
             Err(error) => {
                 tracing::warn!(%error, chunk, "group: cannot serve a transfer chunk");
@@ -330,8 +288,8 @@ impl Actor {
         let mut header = StateTransferChunkHeader::new(
             self.shared.config.cluster,
             self.spec.group,
-            self.replica.view(),
-            self.replica.config().replica,
+            self.host.replica().view(),
+            self.host.replica().config().replica,
         );
         header.frontier_op.set(export.manifest().frontier_op);
         header
@@ -353,6 +311,7 @@ impl Actor {
             return Some(index);
         }
         match self
+            .host
             .partition()
             .export(frontier_op, ExportConfig::default())
         {

@@ -1,0 +1,451 @@
+//! `GroupHost`: one group's replica and its partition storage, and the one
+//! place where the replica's effects are carried out. Storage effects run
+//! here, in order, against the partition; storage completions go back to
+//! the replica; what must leave the group (frames for peers, replies for
+//! clients) and what the host's owner must know (commits, events, a state
+//! transfer to start, write stages to time) come out as [`Output`]s.
+//!
+//! Deterministic: no threads, sockets or clocks. The owner feeds inputs
+//! (through [`GroupHost::replica_and_effects`]), calls [`GroupHost::settle`]
+//! and carries out the outputs.
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use strand_consensus::{Effect, Effects, Event, Replica};
+use strand_partition::{Completed, Disk, Partition, PartitionConfig, PartitionError};
+use strand_wire::ops::CursorEvents;
+use strand_wire::{
+    Body, CommandHeader, CursorsHeader, HEADERS_PER_MESSAGE_MAX, HeadersHeader, Message, Msg,
+    ReplyHeader,
+};
+use zerocopy::IntoBytes;
+
+use crate::convert::{fields_of, stage_of};
+use crate::machine::Machine;
+
+/// Most cursor events shipped in one frame.
+pub const CURSOR_EVENTS_PER_FRAME_MAX: u64 = 256;
+
+/// What the host's owner must carry out or learn, in the order it arose.
+#[derive(Debug)]
+pub enum Output {
+    /// Send `message` to replica `to` of the group.
+    Send {
+        /// The replica (slot).
+        to: u8,
+        /// The frame.
+        message: Message,
+    },
+    /// Send `reply` to its client.
+    Reply(Msg<ReplyHeader>),
+    /// Ops committed: the machine applied them (serve waiting readers,
+    /// publish the catalog).
+    Committed,
+    /// Something the replica reports (metrics, logs, the metadata plane).
+    Event(Event),
+    /// Op `op`'s write was handed to the WAL writer (`durable`: fsynced);
+    /// for the owner's write-latency clock.
+    WriteStage {
+        /// The op.
+        op: u64,
+        /// Whether it is durable now.
+        durable: bool,
+    },
+    /// Receive a state transfer from replica `from`, reaching `op_min`.
+    StartStateTransfer {
+        /// The replica to start from.
+        from: u8,
+        /// The op the transfer must reach at least.
+        op_min: u64,
+    },
+    /// Storage failed and the partition could not be reopened: the group
+    /// must stop.
+    Stop,
+}
+
+/// How the host reopens its partition when an operation that consumed it
+/// failed (a quarantine, an install).
+pub struct Reopen<D> {
+    /// The partition's directory.
+    pub dir: PathBuf,
+    /// How it was opened.
+    pub config: PartitionConfig,
+    /// A fresh disk for it.
+    pub new_disk: Box<dyn FnMut() -> D + Send>,
+}
+
+impl<D> std::fmt::Debug for Reopen<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reopen").field("dir", &self.dir).finish()
+    }
+}
+
+/// One group on one node: see the module docs.
+pub struct GroupHost<D: Disk> {
+    replica: Replica<Machine>,
+    /// `None` only inside an operation that consumes it.
+    partition: Option<Partition<D>>,
+    effects: Effects,
+    /// The effects being carried out (their executions push new ones).
+    batch: Vec<Effect>,
+    completed: Vec<Completed>,
+    /// A write or persist failed: appends stop until restart, and no clean
+    /// mark is written at close.
+    storage_failed: bool,
+    reopen: Reopen<D>,
+    cluster: u64,
+    group: u64,
+}
+
+impl<D: Disk> std::fmt::Debug for GroupHost<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupHost")
+            .field("group", &self.group)
+            .field("view", &self.replica.view())
+            .field("status", &self.replica.status())
+            .field("storage_failed", &self.storage_failed)
+            .finish()
+    }
+}
+
+impl<D: Disk> GroupHost<D> {
+    /// A host for `replica` over `partition`, with the effects its opening
+    /// produced (retirement, say) still to run.
+    pub fn new(
+        replica: Replica<Machine>,
+        partition: Partition<D>,
+        effects: Effects,
+        reopen: Reopen<D>,
+        cluster: u64,
+        group: u64,
+    ) -> GroupHost<D> {
+        GroupHost {
+            replica,
+            partition: Some(partition),
+            effects,
+            batch: Vec::new(),
+            completed: Vec::new(),
+            storage_failed: false,
+            reopen,
+            cluster,
+            group,
+        }
+    }
+
+    /// The replica.
+    pub fn replica(&self) -> &Replica<Machine> {
+        &self.replica
+    }
+
+    /// The replica and the effects list its calls push to (the owner feeds
+    /// inputs this way, then calls [`GroupHost::settle`]).
+    pub fn replica_and_effects(&mut self) -> (&mut Replica<Machine>, &mut Effects) {
+        (&mut self.replica, &mut self.effects)
+    }
+
+    /// The partition.
+    pub fn partition(&mut self) -> &mut Partition<D> {
+        self.partition
+            .as_mut()
+            .expect("the partition is open between operations")
+    }
+
+    /// Takes the partition out for an operation that consumes it; it must
+    /// be put back ([`GroupHost::put_partition`] or [`GroupHost::reopen`]).
+    pub fn take_partition(&mut self) -> Option<Partition<D>> {
+        self.partition.take()
+    }
+
+    /// Puts the partition (back) in.
+    pub fn put_partition(&mut self, partition: Partition<D>) {
+        assert!(self.partition.is_none(), "two partitions for one group");
+        self.partition = Some(partition);
+    }
+
+    /// Whether a write or persist failed.
+    pub fn storage_failed(&self) -> bool {
+        self.storage_failed
+    }
+
+    /// Polls storage and runs effects until both are quiet; appends what
+    /// must leave to `out`.
+    pub fn settle(&mut self, out: &mut Vec<Output>) {
+        loop {
+            self.poll_storage(out);
+            if self.effects.is_empty() {
+                return;
+            }
+            // One buffer for the host's life: no allocation per turn.
+            let mut batch = std::mem::take(&mut self.batch);
+            batch.extend(self.effects.drain());
+            for effect in batch.drain(..) {
+                self.execute(effect, out);
+            }
+            self.batch = batch;
+        }
+    }
+
+    /// Reopens the partition from its directory after an operation that
+    /// consumed it failed; false (and storage failed) if that fails too.
+    pub fn reopen(&mut self) -> bool {
+        let disk = (self.reopen.new_disk)();
+        match Partition::open(disk, &self.reopen.dir, self.reopen.config) {
+            Ok((partition, _)) => {
+                self.partition = Some(partition);
+                true
+            }
+            Err(error) => {
+                tracing::error!(%error, "host: cannot reopen the partition; the group stops");
+                self.storage_failed = true;
+                false
+            }
+        }
+    }
+
+    /// Closes storage: with a clean-shutdown mark when the log is trusted
+    /// and storage never failed (true then). The host is done afterwards.
+    pub fn close(&mut self) -> Result<bool, PartitionError> {
+        let Some(partition) = self.partition.take() else {
+            return Ok(false);
+        };
+        let clean = self.replica.trusted() && !self.storage_failed;
+        if clean {
+            partition.close()?;
+        } else {
+            partition.close_unmarked()?;
+        }
+        Ok(clean)
+    }
+
+    // ----- storage -------------------------------------------------------------
+
+    fn poll_storage(&mut self, out: &mut Vec<Output>) {
+        let mut completed = std::mem::take(&mut self.completed);
+        self.partition().poll(&mut completed);
+        for done in completed.drain(..) {
+            self.on_completed(done, out);
+        }
+        self.completed = completed;
+    }
+
+    fn on_completed(&mut self, done: Completed, out: &mut Vec<Output>) {
+        let effects = &mut self.effects;
+        match done {
+            Completed::Prepare {
+                op,
+                checksum,
+                stage,
+            } => {
+                if stage == strand_partition::WriteStage::Durable {
+                    out.push(Output::WriteStage { op, durable: true });
+                }
+                self.replica
+                    .on_write(op, checksum, stage_of(stage), effects);
+            }
+            Completed::Cursors { cursor_end, stage } => {
+                self.replica
+                    .on_cursors_written(cursor_end, stage_of(stage), effects);
+            }
+            Completed::StatePersisted { sequence } => {
+                self.replica.on_state_persisted(sequence, effects);
+            }
+            Completed::PrepareFailed { op, error, .. } => {
+                self.storage_failed = true;
+                tracing::error!(op, %error, "host: a prepare's write failed; appends stop until restart");
+            }
+            Completed::CursorsFailed { cursor_end, error } => {
+                self.storage_failed = true;
+                tracing::error!(cursor_end, %error, "host: a cursor append failed");
+            }
+            Completed::StatePersistFailed { sequence, error } => {
+                self.storage_failed = true;
+                tracing::error!(sequence, %error, "host: persisting the superblock failed");
+            }
+        }
+    }
+
+    // ----- effects -------------------------------------------------------------
+
+    fn execute(&mut self, effect: Effect, out: &mut Vec<Output>) {
+        match effect {
+            Effect::Send { to, message } => out.push(Output::Send { to, message }),
+            Effect::Reply { reply } => out.push(Output::Reply(reply)),
+            Effect::WritePrepare { prepare } => self.write_prepare(prepare, out),
+            Effect::Truncate { op } => match self.partition().truncate(op) {
+                Ok(()) => self.replica.on_truncated(op, &mut self.effects),
+                Err(error) => self.storage_error("truncate", &error),
+            },
+            Effect::PersistState { state, sequence } => {
+                if let Err(error) = self.partition().persist_state(fields_of(&state), sequence) {
+                    self.storage_error("persist the superblock", &error);
+                }
+            }
+            Effect::Commit { .. } => out.push(Output::Committed),
+            Effect::ServeHeaders { to, op_min, op_max } => {
+                self.serve_headers(to, op_min, op_max, out)
+            }
+            Effect::ServePrepare { to, op, checksum } => self.serve_prepare(to, op, checksum, out),
+            Effect::AppendCursors {
+                cursor_base,
+                event_count,
+                events,
+            } => match self
+                .partition()
+                .append_cursors(cursor_base, event_count, &events)
+            {
+                Ok(()) => {
+                    let end = cursor_base + u64::from(event_count);
+                    self.replica.on_cursors_written(
+                        end,
+                        strand_consensus::WriteStage::Queued,
+                        &mut self.effects,
+                    );
+                }
+                Err(error) => self.storage_error("append cursor events", &error),
+            },
+            Effect::CutCursors { cursor_tail } => {
+                if let Err(error) = self.partition().cut_cursors(cursor_tail) {
+                    self.storage_error("cut the cursor log", &error);
+                }
+            }
+            Effect::ShipCursors { to, cursor_from } => self.ship_cursors(to, cursor_from, out),
+            Effect::StartStateTransfer { from, op_min } => {
+                out.push(Output::StartStateTransfer { from, op_min })
+            }
+            Effect::Quarantine { agreed_op } => self.quarantine(agreed_op, out),
+            Effect::Event(event) => self.on_event(event, out),
+        }
+    }
+
+    fn storage_error(&mut self, what: &str, error: &PartitionError) {
+        self.storage_failed = true;
+        tracing::error!(%error, "host: cannot {what}");
+    }
+
+    fn write_prepare(&mut self, prepare: Msg<strand_wire::PrepareHeader>, out: &mut Vec<Output>) {
+        match self.partition().write_prepare(prepare) {
+            Ok(accepted) => {
+                if accepted.stage == strand_partition::WriteStage::Queued {
+                    out.push(Output::WriteStage {
+                        op: accepted.op,
+                        durable: false,
+                    });
+                }
+                self.replica.on_write(
+                    accepted.op,
+                    accepted.checksum,
+                    stage_of(accepted.stage),
+                    &mut self.effects,
+                );
+            }
+            Err(error) => self.storage_error("write a prepare", &error),
+        }
+    }
+
+    fn serve_headers(&mut self, to: u8, op_min: u64, op_max: u64, out: &mut Vec<Output>) {
+        let op_max = op_max.min(op_min + HEADERS_PER_MESSAGE_MAX as u64 - 1);
+        let headers = match self.partition().read_headers(op_min, op_max) {
+            Ok(headers) => headers,
+            Err(error) => return self.storage_error("read headers", &error),
+        };
+        if headers.is_empty() {
+            return;
+        }
+        let header = HeadersHeader::new(
+            self.cluster,
+            self.group,
+            self.replica.view(),
+            self.replica.config().replica,
+        );
+        let body = Bytes::copy_from_slice(headers.as_bytes());
+        out.push(Output::Send {
+            to,
+            message: Message::Headers(Msg::new(header, body)),
+        });
+    }
+
+    fn serve_prepare(&mut self, to: u8, op: u64, checksum: u32, out: &mut Vec<Output>) {
+        let prepare = match self.partition().read_prepare(op) {
+            Ok(Some(prepare)) => prepare,
+            Ok(None) => return,
+            Err(error) => return self.storage_error("read a prepare", &error),
+        };
+        let wanted = if checksum == 0 {
+            op <= self.replica.commit()
+        } else {
+            prepare.checksum() == checksum
+        };
+        if wanted {
+            out.push(Output::Send {
+                to,
+                message: Message::Prepare(prepare),
+            });
+        }
+    }
+
+    fn ship_cursors(&mut self, to: u8, cursor_from: u64, out: &mut Vec<Output>) {
+        let durable = self.partition().cursor_durable_tail();
+        let end = durable.min(cursor_from + CURSOR_EVENTS_PER_FRAME_MAX);
+        if cursor_from >= end {
+            return;
+        }
+        let events = match self.partition().read_cursor_events(cursor_from, end) {
+            Ok(events) => events,
+            Err(error) => return self.storage_error("read cursor events", &error),
+        };
+        if events.is_empty() {
+            return;
+        }
+        let mut header = CursorsHeader::new(
+            self.cluster,
+            self.group,
+            self.replica.view(),
+            self.replica.config().replica,
+        );
+        header.cursor_base.set(cursor_from);
+        header.event_count.set(events.len() as u32);
+        let body = Bytes::from(CursorEvents { events }.to_vec());
+        out.push(Output::Send {
+            to,
+            message: Message::Cursors(Msg::new(header, body)),
+        });
+    }
+
+    /// Moves the partition aside to `.fenced.N` and rebuilds it from the
+    /// agreed prefix; the state transfer that completes it follows.
+    fn quarantine(&mut self, agreed_op: u64, out: &mut Vec<Output>) {
+        let Some(partition) = self.partition.take() else {
+            return;
+        };
+        match partition.quarantine(agreed_op) {
+            Ok((rebuilt, _, quarantined)) => {
+                tracing::warn!(
+                    agreed_op,
+                    fenced = %quarantined.fenced_dir.display(),
+                    linked = quarantined.segments_linked,
+                    copied = quarantined.segments_copied,
+                    "host: partition quarantined"
+                );
+                self.partition = Some(rebuilt);
+            }
+            Err(error) => {
+                tracing::error!(%error, "host: quarantine failed; reopening the partition");
+                if !self.reopen() {
+                    out.push(Output::Stop);
+                }
+            }
+        }
+    }
+
+    /// Storage's part of an event (a retirement is recorded), then the
+    /// event goes out.
+    fn on_event(&mut self, event: Event, out: &mut Vec<Output>) {
+        if let Event::Retired { epoch } = event
+            && let Err(error) = self.partition().mark_retired(epoch)
+        {
+            self.storage_error("record the retirement", &error);
+        }
+        out.push(Output::Event(event));
+    }
+}
