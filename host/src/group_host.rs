@@ -449,3 +449,120 @@ impl<D: Disk> GroupHost<D> {
         out.push(Output::Event(event));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use strand_consensus::epoch::{Membership, SlotSet};
+    use strand_consensus::{ClientRequest, Config, RecordLog, Timeouts};
+    use strand_partition::MemoryDisk;
+    use strand_wire::batch::BatchBuilder;
+    use strand_wire::{ConfirmPolicy, Durability, Operation, RequestHeader, ResultCode, ViewId};
+
+    use super::*;
+    use crate::convert::recovered_of;
+
+    const DIR: &str = "/memory/group-1";
+
+    /// A lone replica of group 1 over an in-memory partition, started.
+    fn lone_host() -> (GroupHost<MemoryDisk>, Vec<Output>) {
+        let config = PartitionConfig::default();
+        let (partition, recovery) =
+            Partition::open(MemoryDisk::new(1), Path::new(DIR), config).expect("open");
+        let replica = Replica::open(
+            Config {
+                cluster: 0,
+                group: 1,
+                replica: 0,
+                memberships: vec![Membership::new(
+                    0,
+                    SlotSet::of(&[0]),
+                    ConfirmPolicy::MajorityDurable,
+                )],
+                durability: Durability::Persisted,
+                cursor_durability: Durability::Persisted,
+                timeouts: Timeouts::default(),
+                seed: 7,
+            },
+            recovered_of(&recovery),
+            Machine::Records(RecordLog::default()),
+        );
+        let reopen = Reopen {
+            dir: DIR.into(),
+            config,
+            new_disk: Box::new(|| MemoryDisk::new(2)),
+        };
+        let mut host = GroupHost::new(replica, partition, Effects::new(), reopen, 0, 1);
+        let (replica, effects) = host.replica_and_effects();
+        replica.start(effects);
+        let mut out = Vec::new();
+        host.settle(&mut out);
+        (host, out)
+    }
+
+    fn produce(request: u64, values: &[&str]) -> ClientRequest {
+        let mut builder = BatchBuilder::with_capacity(256);
+        for value in values {
+            builder.push(0, b"", value.as_bytes(), &[]);
+        }
+        let mut header = RequestHeader::new(0, 1, ViewId::ZERO, 0);
+        header.client.set(42);
+        header.request.set(request);
+        header.operation = Operation::Produce as u8;
+        ClientRequest {
+            request: Msg::new(header, builder.finish().bytes().clone()),
+            record_count: values.len() as u32,
+            timestamp_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_produce_is_written_made_durable_committed_and_answered_in_that_order() {
+        let (mut host, _) = lone_host();
+        assert!(host.replica().is_serving_primary(), "alone, it serves");
+        let (replica, effects) = host.replica_and_effects();
+        replica.on_request(produce(1, &["a", "b"]), effects);
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            host.settle(&mut out);
+            if out.iter().any(|output| matches!(output, Output::Reply(_))) {
+                break;
+            }
+        }
+        let kinds: Vec<&str> = out
+            .iter()
+            .map(|output| match output {
+                Output::WriteStage { durable: false, .. } => "queued",
+                Output::WriteStage { durable: true, .. } => "durable",
+                Output::Committed => "committed",
+                Output::Reply(_) => "reply",
+                Output::Send { .. } => "send",
+                Output::Event(_) => "event",
+                Output::StartStateTransfer { .. } => "transfer",
+                Output::Stop => "stop",
+            })
+            .filter(|kind| *kind != "event")
+            .collect();
+        assert_eq!(kinds, ["queued", "durable", "committed", "reply"]);
+        let Some(Output::Reply(reply)) = out.last() else {
+            panic!("no reply");
+        };
+        assert_eq!(reply.header().result(), ResultCode::Ok);
+        assert_eq!(host.replica().commit(), 1);
+        assert_eq!(host.partition().op(), 1, "the op is in the partition");
+        assert!(!host.storage_failed());
+    }
+
+    #[test]
+    fn a_closed_trusted_host_leaves_a_clean_mark() {
+        let (mut host, _) = lone_host();
+        let (replica, effects) = host.replica_and_effects();
+        replica.on_request(produce(1, &["kept"]), effects);
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            host.settle(&mut out);
+        }
+        assert!(host.close().expect("close"), "trusted: a clean mark");
+    }
+}
