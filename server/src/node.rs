@@ -96,6 +96,9 @@ async fn bind(address: &str, what: &'static str) -> Result<TcpListener, NodeErro
 }
 
 async fn serve(config: NodeConfig) -> Result<(), NodeError> {
+    // First: a SIGTERM that comes while the node starts is a clean
+    // shutdown too, not the default action (an exit by signal).
+    let mut signals = Signals::new()?;
     let me = config.me().clone();
     let bus_listener = bind(&me.replica_address, "replica bus").await?;
     let client_listener = bind(&me.client_address, "client port").await?;
@@ -135,7 +138,6 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
         client_address = %me.client_address,
         "node: serving"
     );
-    let mut signals = Signals::new()?;
     let mut outcome = Ok(());
     loop {
         tokio::select! {
