@@ -396,6 +396,18 @@ mod tests {
         Query::new(Operation::Fetch, Bytes::new(), target, 0, 1_000, 0)
     }
 
+    /// A metadata question for any node, with a 1 s deadline.
+    fn metadata_query() -> Query {
+        Query::new(
+            Operation::Metadata,
+            Bytes::new(),
+            QueryTarget::AnyNode,
+            0,
+            1_000,
+            0,
+        )
+    }
+
     fn reply(connection: ConnectionId, request: u64, body: ReplyBody) -> Reply {
         Reply {
             connection,
@@ -411,15 +423,7 @@ mod tests {
 
     #[test]
     fn an_answer_older_than_what_the_client_saw_is_asked_again_elsewhere() {
-        let mut query = Query::new(
-            Operation::Metadata,
-            Bytes::new(),
-            QueryTarget::AnyNode,
-            0,
-            1_000,
-            0,
-        )
-        .with_commit_min(7);
+        let mut query = metadata_query().with_commit_min(7);
         query.transmitted(1, 1, 0, 100);
         let backoff = Backoff::new(10, 500);
         let mut prng = Prng::new(1);
@@ -540,14 +544,7 @@ mod tests {
 
     #[test]
     fn a_slow_node_is_hedged_and_its_late_answer_still_counts() {
-        let mut metadata = Query::new(
-            Operation::Metadata,
-            Bytes::new(),
-            QueryTarget::AnyNode,
-            0,
-            1_000,
-            0,
-        );
+        let mut metadata = metadata_query();
         metadata.transmitted(1, 1, 0, 50);
         let mut actions = Vec::new();
         metadata.on_tick(50, &mut actions);
@@ -618,14 +615,7 @@ mod tests {
 
     #[test]
     fn not_ready_sends_a_metadata_question_to_another_node() {
-        let mut metadata = Query::new(
-            Operation::Metadata,
-            Bytes::new(),
-            QueryTarget::AnyNode,
-            0,
-            1_000,
-            0,
-        );
+        let mut metadata = metadata_query();
         metadata.transmitted(1, 1, 0, 100);
         let not_ready = ErrorBody::message(ResultCode::NotReady, "loading");
         let actions = run(&mut metadata, ReplyBody::Error(not_ready));
