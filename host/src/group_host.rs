@@ -5,15 +5,27 @@
 //! clients) and what the host's owner must know (commits, events, a state
 //! transfer to start, write stages to time) come out as [`Output`]s.
 //!
-//! Deterministic: no threads, sockets or clocks. The owner feeds inputs
-//! (through [`GroupHost::replica_and_effects`]), calls [`GroupHost::settle`]
-//! and carries out the outputs.
+//! Deterministic: no threads, sockets or clocks. The owner opens the host
+//! ([`GroupHost::open`]), feeds inputs ([`GroupHost::on_message`],
+//! [`GroupHost::on_tick`], client requests through
+//! [`GroupHost::replica_and_effects`]), calls [`GroupHost::settle`] and
+//! carries out the outputs. State transfer (both ends) runs inside, in
+//! `transfer`.
+
+mod open;
+mod transfer;
+
+#[cfg(feature = "mutations")]
+pub use open::Mutations;
+pub use open::{HostSpec, OpenError};
+pub use transfer::EXPORTS_KEPT_MAX;
 
 use std::path::PathBuf;
 
 use bytes::Bytes;
 use strand_consensus::{Effect, Effects, Event, Replica};
 use strand_partition::{Completed, Disk, Partition, PartitionConfig, PartitionError};
+use strand_wire::PrepareHeader;
 use strand_wire::ops::CursorEvents;
 use strand_wire::{
     Body, CommandHeader, CursorsHeader, HEADERS_PER_MESSAGE_MAX, HeadersHeader, Message, Msg,
@@ -39,9 +51,12 @@ pub enum Output {
     },
     /// Send `reply` to its client.
     Reply(Msg<ReplyHeader>),
-    /// Ops committed: the machine applied them (serve waiting readers,
+    /// An op committed: the machine applied it (serve waiting readers,
     /// publish the catalog).
-    Committed,
+    Committed {
+        /// The committed prepare's header.
+        header: PrepareHeader,
+    },
     /// Something the replica reports (metrics, logs, the metadata plane).
     Event(Event),
     /// Op `op`'s write was handed to the WAL writer (`durable`: fsynced);
@@ -52,12 +67,16 @@ pub enum Output {
         /// Whether it is durable now.
         durable: bool,
     },
-    /// Receive a state transfer from replica `from`, reaching `op_min`.
-    StartStateTransfer {
-        /// The replica to start from.
-        from: u8,
-        /// The op the transfer must reach at least.
-        op_min: u64,
+    /// The partition was quarantined (moved aside and rebuilt from the
+    /// agreed prefix); a state transfer follows.
+    Quarantined {
+        /// The prefix kept.
+        agreed_op: u64,
+    },
+    /// A state transfer was installed: the log now reaches `op`.
+    TransferInstalled {
+        /// The installed log's head op.
+        op: u64,
     },
     /// Storage failed and the partition could not be reopened: the group
     /// must stop.
@@ -81,6 +100,15 @@ impl<D> std::fmt::Debug for Reopen<D> {
     }
 }
 
+/// What closing a host left.
+#[derive(Debug)]
+pub struct Closed<D> {
+    /// A clean-shutdown mark was written.
+    pub clean_mark: bool,
+    /// The disk, if the partition was open.
+    pub disk: Option<D>,
+}
+
 /// One group on one node: see the module docs.
 pub struct GroupHost<D: Disk> {
     replica: Replica<Machine>,
@@ -94,8 +122,12 @@ pub struct GroupHost<D: Disk> {
     /// mark is written at close.
     storage_failed: bool,
     reopen: Reopen<D>,
+    /// Both ends of state transfer.
+    transfers: transfer::Transfers,
     cluster: u64,
     group: u64,
+    /// Protections switched off (a mutation run of the simulator).
+    mutations: open::Mutations,
 }
 
 impl<D: Disk> std::fmt::Debug for GroupHost<D> {
@@ -112,7 +144,7 @@ impl<D: Disk> std::fmt::Debug for GroupHost<D> {
 impl<D: Disk> GroupHost<D> {
     /// A host for `replica` over `partition`, with the effects its opening
     /// produced (retirement, say) still to run.
-    pub fn new(
+    fn new(
         replica: Replica<Machine>,
         partition: Partition<D>,
         effects: Effects,
@@ -128,8 +160,10 @@ impl<D: Disk> GroupHost<D> {
             completed: Vec::new(),
             storage_failed: false,
             reopen,
+            transfers: transfer::Transfers::default(),
             cluster,
             group,
+            mutations: open::Mutations::default(),
         }
     }
 
@@ -142,6 +176,30 @@ impl<D: Disk> GroupHost<D> {
     /// inputs this way, then calls [`GroupHost::settle`]).
     pub fn replica_and_effects(&mut self) -> (&mut Replica<Machine>, &mut Effects) {
         (&mut self.replica, &mut self.effects)
+    }
+
+    /// A frame from a peer replica of the group: state-transfer frames go
+    /// to the transfer's two ends, everything else to the replica.
+    pub fn on_message(&mut self, message: Message, out: &mut Vec<Output>) {
+        match message {
+            Message::RequestStateTransfer(request) => self.serve_transfer(request.header(), out),
+            Message::StateTransferChunk(chunk) => self.on_transfer_chunk(chunk, out),
+            message => self.replica.on_message(message, &mut self.effects),
+        }
+    }
+
+    /// A tick of the group's clock: the replica's timeouts and the state
+    /// transfer it may be receiving.
+    pub fn on_tick(&mut self, out: &mut Vec<Output>) {
+        self.replica.on_tick(&mut self.effects);
+        self.tick_transfer(out);
+    }
+
+    /// The partition, to read.
+    pub fn partition_ref(&self) -> &Partition<D> {
+        self.partition
+            .as_ref()
+            .expect("the partition is open between operations")
     }
 
     /// The partition.
@@ -204,18 +262,32 @@ impl<D: Disk> GroupHost<D> {
     }
 
     /// Closes storage: with a clean-shutdown mark when the log is trusted
-    /// and storage never failed (true then). The host is done afterwards.
-    pub fn close(&mut self) -> Result<bool, PartitionError> {
+    /// and storage never failed (`clean_mark` then). The host is done
+    /// afterwards; the disk is handed back (a simulated one lives on).
+    pub fn close(&mut self) -> Result<Closed<D>, PartitionError> {
         let Some(partition) = self.partition.take() else {
-            return Ok(false);
+            return Ok(Closed {
+                clean_mark: false,
+                disk: None,
+            });
         };
-        let clean = self.replica.trusted() && !self.storage_failed;
-        if clean {
-            partition.close()?;
+        let clean_mark = self.replica.trusted() && !self.storage_failed;
+        let disk = if clean_mark {
+            partition.close()?
         } else {
-            partition.close_unmarked()?;
-        }
-        Ok(clean)
+            partition.close_unmarked()?
+        };
+        Ok(Closed {
+            clean_mark,
+            disk: Some(disk),
+        })
+    }
+
+    /// Stops without closing anything, as a crash would: the disk is handed
+    /// back as it is (a simulated one then crashes). The host is done
+    /// afterwards.
+    pub fn abandon(&mut self) -> Option<D> {
+        self.partition.take().map(Partition::abandon)
     }
 
     // ----- storage -------------------------------------------------------------
@@ -272,16 +344,13 @@ impl<D: Disk> GroupHost<D> {
             Effect::Send { to, message } => out.push(Output::Send { to, message }),
             Effect::Reply { reply } => out.push(Output::Reply(reply)),
             Effect::WritePrepare { prepare } => self.write_prepare(prepare, out),
-            Effect::Truncate { op } => match self.partition().truncate(op) {
-                Ok(()) => self.replica.on_truncated(op, &mut self.effects),
-                Err(error) => self.storage_error("truncate", &error),
-            },
+            Effect::Truncate { op } => self.truncate(op),
             Effect::PersistState { state, sequence } => {
                 if let Err(error) = self.partition().persist_state(fields_of(&state), sequence) {
                     self.storage_error("persist the superblock", &error);
                 }
             }
-            Effect::Commit { .. } => out.push(Output::Committed),
+            Effect::Commit { header } => out.push(Output::Committed { header }),
             Effect::ServeHeaders { to, op_min, op_max } => {
                 self.serve_headers(to, op_min, op_max, out)
             }
@@ -310,11 +379,22 @@ impl<D: Disk> GroupHost<D> {
                 }
             }
             Effect::ShipCursors { to, cursor_from } => self.ship_cursors(to, cursor_from, out),
-            Effect::StartStateTransfer { from, op_min } => {
-                out.push(Output::StartStateTransfer { from, op_min })
-            }
+            Effect::StartStateTransfer { from, op_min } => self.start_transfer(from, op_min, out),
             Effect::Quarantine { agreed_op } => self.quarantine(agreed_op, out),
             Effect::Event(event) => self.on_event(event, out),
+        }
+    }
+
+    /// Cuts the log above `op` (the longer tail a view change or repair
+    /// replaced); durable when it returns.
+    fn truncate(&mut self, op: u64) {
+        if cfg!(feature = "mutations") && self.mutations.skip_cut {
+            self.replica.on_truncated(op, &mut self.effects);
+            return;
+        }
+        match self.partition().truncate(op) {
+            Ok(()) => self.replica.on_truncated(op, &mut self.effects),
+            Err(error) => self.storage_error("truncate", &error),
         }
     }
 
@@ -428,6 +508,7 @@ impl<D: Disk> GroupHost<D> {
                     "host: partition quarantined"
                 );
                 self.partition = Some(rebuilt);
+                out.push(Output::Quarantined { agreed_op });
             }
             Err(error) => {
                 tracing::error!(%error, "host: quarantine failed; reopening the partition");
@@ -452,48 +533,47 @@ impl<D: Disk> GroupHost<D> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use strand_consensus::epoch::{Membership, SlotSet};
-    use strand_consensus::{ClientRequest, Config, RecordLog, Timeouts};
+    use strand_consensus::{ClientRequest, Timeouts};
     use strand_partition::MemoryDisk;
     use strand_wire::batch::BatchBuilder;
     use strand_wire::{ConfirmPolicy, Durability, Operation, RequestHeader, ResultCode, ViewId};
 
     use super::*;
-    use crate::convert::recovered_of;
 
     const DIR: &str = "/memory/group-1";
 
+    /// The spec of replica 0 of group 1, alone in its membership.
+    fn lone_spec() -> HostSpec {
+        HostSpec {
+            cluster: 0,
+            group: 1,
+            replica: 0,
+            memberships: vec![Membership::new(
+                0,
+                SlotSet::of(&[0]),
+                ConfirmPolicy::MajorityDurable,
+            )],
+            durability: Durability::Persisted,
+            cursor_durability: Durability::Persisted,
+            confirm: ConfirmPolicy::MajorityDurable,
+            dir: DIR.into(),
+            catalog_nodes: None,
+            timeouts: Timeouts::default(),
+            seed: 7,
+            storage: PartitionConfig::default(),
+        }
+    }
+
     /// A lone replica of group 1 over an in-memory partition, started.
     fn lone_host() -> (GroupHost<MemoryDisk>, Vec<Output>) {
-        let config = PartitionConfig::default();
-        let (partition, recovery) =
-            Partition::open(MemoryDisk::new(1), Path::new(DIR), config).expect("open");
-        let replica = Replica::open(
-            Config {
-                cluster: 0,
-                group: 1,
-                replica: 0,
-                memberships: vec![Membership::new(
-                    0,
-                    SlotSet::of(&[0]),
-                    ConfirmPolicy::MajorityDurable,
-                )],
-                durability: Durability::Persisted,
-                cursor_durability: Durability::Persisted,
-                timeouts: Timeouts::default(),
-                seed: 7,
-            },
-            recovered_of(&recovery),
-            Machine::Records(RecordLog::default()),
-        );
-        let reopen = Reopen {
-            dir: DIR.into(),
-            config,
-            new_disk: Box::new(|| MemoryDisk::new(2)),
-        };
-        let mut host = GroupHost::new(replica, partition, Effects::new(), reopen, 0, 1);
+        let (mut host, recovery) = GroupHost::open(
+            &lone_spec(),
+            MemoryDisk::new(1),
+            Box::new(|| MemoryDisk::new(2)),
+        )
+        .expect("open");
+        assert!(recovery.fresh);
         let (replica, effects) = host.replica_and_effects();
         replica.start(effects);
         let mut out = Vec::new();
@@ -535,11 +615,12 @@ mod tests {
             .map(|output| match output {
                 Output::WriteStage { durable: false, .. } => "queued",
                 Output::WriteStage { durable: true, .. } => "durable",
-                Output::Committed => "committed",
+                Output::Committed { .. } => "committed",
                 Output::Reply(_) => "reply",
                 Output::Send { .. } => "send",
                 Output::Event(_) => "event",
-                Output::StartStateTransfer { .. } => "transfer",
+                Output::Quarantined { .. } => "quarantined",
+                Output::TransferInstalled { .. } => "transfer",
                 Output::Stop => "stop",
             })
             .filter(|kind| *kind != "event")
@@ -563,6 +644,9 @@ mod tests {
         for _ in 0..10 {
             host.settle(&mut out);
         }
-        assert!(host.close().expect("close"), "trusted: a clean mark");
+        assert!(
+            host.close().expect("close").clean_mark,
+            "trusted: a clean mark"
+        );
     }
 }

@@ -25,10 +25,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use strand_consensus::epoch::Membership;
-use strand_consensus::{
-    ClientRequest, Config, Effects, Event, RecordLog, Replica, Status, Timeouts, WaitReason,
-};
-use strand_partition::{FileDisk, Partition, PartitionConfig, PartitionError};
+use strand_consensus::{ClientRequest, Event, Status, Timeouts, WaitReason};
+use strand_partition::{FileDisk, PartitionConfig};
 use strand_wal::Wal;
 use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
@@ -45,13 +43,7 @@ use crate::metrics;
 use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
 use crate::shared::{GroupHandle, GroupView, Shared};
 use strand_host::catalog::{Assignment, Role};
-use strand_host::convert::recovered_of;
-use strand_host::group_host::{GroupHost, Output, Reopen};
-use strand_host::machine::Machine;
-
-mod transfer;
-
-use transfer::Transfers;
+use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output};
 
 /// Inputs a group's inbox holds at most.
 pub const INBOX_CAPACITY: usize = 8192;
@@ -251,18 +243,6 @@ pub fn spawn(
     Ok(Some(thread))
 }
 
-/// Why a group's actor could not start.
-#[derive(Debug, thiserror::Error)]
-enum OpenError {
-    /// Its storage could not be opened.
-    #[error(transparent)]
-    Storage(#[from] PartitionError),
-    /// The assignment this node knows does not fit the group's storage yet
-    /// (its catalog lags): the next placement tries again.
-    #[error("not placed here yet: {0}")]
-    NotPlaced(String),
-}
-
 /// A long poll waiting for records to commit.
 struct ParkedFetch {
     request: RequestHeader,
@@ -291,7 +271,6 @@ struct Actor {
     untrusted_reported: bool,
     stopping: bool,
     label: String,
-    transfers: Transfers,
 }
 
 impl Actor {
@@ -303,94 +282,35 @@ impl Actor {
         hosted: Option<UnboundedSender<Hosted>>,
     ) -> Result<Actor, OpenError> {
         let me = shared.config.node;
-        let Some(replica_index) = spec.slot_of(me) else {
+        let Some(replica) = spec.slot_of(me) else {
             return Err(OpenError::NotPlaced(format!(
                 "node {me} holds no slot of group {}",
                 spec.group
             )));
         };
-        let disk = disk_for(&wal, &inbox);
-        // A replica added to a group with history starts empty and must
-        // not serve that emptiness: it awaits a state transfer.
-        let joining = spec.epoch > 0 && !spec.dir.exists();
-        let partition_config = PartitionConfig {
-            replica: replica_index,
-            durability: spec.durability,
-            confirm: spec.confirm,
-            create_awaiting_transfer: joining,
-            ..PartitionConfig::default()
-        };
-        let (mut partition, recovery) = Partition::open(disk, &spec.dir, partition_config)?;
-        let newest = spec.membership().epoch;
-        if recovery.durable.view.epoch > newest {
-            // This node's catalog is behind the group: wait for it (the next
-            // placement reopens the group).
-            return Err(OpenError::NotPlaced(format!(
-                "the partition is at epoch {} but this node's catalog only knows {newest}",
-                recovery.durable.view.epoch
-            )));
-        }
-        let config = Config {
+        let host_spec = HostSpec {
             cluster: shared.config.cluster,
             group: spec.group,
-            replica: replica_index,
+            replica,
             memberships: spec.memberships.clone(),
             durability: spec.durability,
             cursor_durability: spec.cursor_durability,
+            confirm: spec.confirm,
+            dir: spec.dir.clone(),
+            catalog_nodes: (spec.group == 0)
+                .then(|| spec.slots.iter().flatten().copied().collect()),
             timeouts: Timeouts::default(),
             seed: spec.group ^ (u64::from(me) << 32),
+            storage: PartitionConfig::default(),
         };
-        let machine = if spec.group == 0 {
-            Machine::catalog_of(spec.slots.iter().flatten().copied().collect())
-        } else {
-            Machine::Records(RecordLog::default())
-        };
-        let mut recovered = recovered_of(&recovery);
-        if joining
-            || (recovery.awaiting_state_transfer
-                && recovery.durable.view == strand_wire::ViewId::ZERO)
-        {
-            // A copy placed by a reassignment (its slot may have named
-            // another node in earlier epochs): at the newest epoch at most.
-            recovered.joined_epoch = newest;
+        let disk = disk_for(&wal, &inbox);
+        let (host, _) =
+            GroupHost::open(&host_spec, disk, Box::new(move || disk_for(&wal, &inbox)))?;
+        if let Some(catalog) = host.replica().machine().catalog() {
+            shared.publish_catalog(catalog.clone());
         }
-        let mut replica = Replica::open(config, recovered, machine);
-        let mut effects = Effects::new();
-        if recovery.retired_epoch > 0 {
-            replica.retire(recovery.retired_epoch, &mut effects);
-        }
-        if spec.group == 0 {
-            strand_host::machine::replay_catalog(&mut replica, &mut partition)?;
-            strand_host::machine::keep_uncommitted_bodies(&mut replica, &mut partition);
-            if let Some(catalog) = replica.machine().catalog() {
-                shared.publish_catalog(catalog.clone());
-            }
-        }
-        tracing::info!(
-            replica = replica_index,
-            view = %replica.view(),
-            op = replica.op(),
-            commit = replica.commit(),
-            trusted = replica.trusted(),
-            fresh = recovery.fresh,
-            faulty = recovery.faulty.len(),
-            "group: opened"
-        );
         let tick = Duration::from_millis(shared.config.tick_ms);
         let label = spec.group.to_string();
-        let reopen = Reopen {
-            dir: spec.dir.clone(),
-            config: partition_config,
-            new_disk: Box::new(move || disk_for(&wal, &inbox)),
-        };
-        let host = GroupHost::new(
-            replica,
-            partition,
-            effects,
-            reopen,
-            shared.config.cluster,
-            spec.group,
-        );
         Ok(Actor {
             shared,
             spec,
@@ -407,7 +327,6 @@ impl Actor {
             untrusted_reported: false,
             stopping: false,
             label,
-            transfers: Transfers::default(),
         })
     }
 
@@ -442,10 +361,8 @@ impl Actor {
                     self.next_tick = Instant::now() + self.tick;
                 }
                 self.take_placement();
-                let (replica, effects) = self.host.replica_and_effects();
-                replica.on_tick(effects);
+                self.host.on_tick(&mut self.outputs);
                 self.report_epoch_started();
-                self.tick_transfer();
                 self.expire_parked();
                 self.publish();
             }
@@ -475,7 +392,7 @@ impl Actor {
         match output {
             Output::Send { to, message } => self.send_to_replica(to, &message),
             Output::Reply(reply) => self.reply(reply),
-            Output::Committed => self.on_commit(),
+            Output::Committed { .. } => self.on_commit(),
             Output::Event(event) => self.on_event(event),
             Output::WriteStage { op, durable: false } => {
                 if self.write_queued.len() < LATENCIES_TRACKED_MAX {
@@ -487,21 +404,23 @@ impl Actor {
                     metrics::write_durable(queued.elapsed());
                 }
             }
-            Output::StartStateTransfer { from, op_min } => self.start_transfer(from, op_min),
+            Output::Quarantined { agreed_op } => {
+                tracing::warn!(
+                    agreed_op,
+                    "group: partition quarantined; a state transfer follows"
+                )
+            }
+            Output::TransferInstalled { op } => {
+                tracing::info!(op, "group: state transfer installed");
+                metrics::state_transfer_installed(&self.label);
+            }
             Output::Stop => self.stopping = true,
         }
     }
 
     fn on_input(&mut self, input: Input) {
         match input {
-            Input::Peer(Message::RequestStateTransfer(request)) => {
-                self.serve_transfer(request.header());
-            }
-            Input::Peer(Message::StateTransferChunk(chunk)) => self.on_transfer_chunk(chunk),
-            Input::Peer(message) => {
-                let (replica, effects) = self.host.replica_and_effects();
-                replica.on_message(message, effects);
-            }
+            Input::Peer(message) => self.host.on_message(message, &mut self.outputs),
             Input::Request(request) => self.on_request(request),
             Input::AcceptLoss(request) => self.on_accept_loss(&request),
             Input::Storage => {}
@@ -516,7 +435,7 @@ impl Actor {
             metrics::untrusted_log(false);
         }
         match self.host.close() {
-            Ok(clean_mark) => tracing::info!(clean_mark, "group: closed"),
+            Ok(closed) => tracing::info!(closed.clean_mark, "group: closed"),
             Err(error) => tracing::error!(%error, "group: closing storage failed"),
         }
     }

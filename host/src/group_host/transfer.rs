@@ -1,11 +1,12 @@
-//! State transfer over the replica bus: the storage side of both ends of a
-//! transfer.
+//! State transfer, both ends, inside the host: the storage side of the
+//! receiving session ([`crate::transfer::Incoming`] decides which peer,
+//! which chunks, stalls and moving on; this file imports what it accepts,
+//! installs when it says so and sends its requests) and the serving side
+//! (each `RequestStateTransfer` is answered with one `StateTransferChunk` of
+//! an export). Frames and ticks drive it; nothing here knows of sockets or
+//! clocks, so the simulator runs exactly this.
 //!
-//! The receiving side's decisions (which peer, which chunks, stalls, moving
-//! on) are `strand_host::transfer::Incoming`'s; this file imports what it
-//! accepts, installs when it says so, and sends its requests. The serving
-//! side answers each `RequestStateTransfer` with one `StateTransferChunk` of
-//! an export; a peer keeps at most [`EXPORTS_KEPT_MAX`] exports while it
+//! Bounds: a replica keeps at most [`EXPORTS_KEPT_MAX`] exports while it
 //! serves them (the oldest is dropped; a requester of a dropped export
 //! stalls and starts over).
 
@@ -13,21 +14,21 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use strand_consensus::Status;
-use strand_host::transfer::{Incoming, TransferAction, source_after};
-use strand_partition::{Export, ExportConfig, Import, PartitionError};
+use strand_partition::{Disk, Export, ExportConfig, Import, PartitionError};
 use strand_wire::{
     CommandHeader, Message, Msg, RequestStateTransferHeader, StateTransferChunkHeader,
 };
 
-use super::Actor;
+use super::{GroupHost, Output};
+use crate::transfer::{Incoming, TransferAction, source_after};
 
 /// Exports a replica keeps while serving them.
-pub(super) const EXPORTS_KEPT_MAX: usize = 2;
+pub const EXPORTS_KEPT_MAX: usize = 2;
 
 /// The transfer this replica receives: the session's decisions and the
 /// import they concern.
 #[derive(Debug)]
-pub(super) struct Receiving {
+struct Receiving {
     session: Incoming,
     /// Set once chunk 0 (the manifest) was imported and taken.
     import: Option<Import>,
@@ -42,28 +43,33 @@ pub(super) struct Transfers {
     incoming: Option<Receiving>,
 }
 
-impl Actor {
+impl<D: Disk> GroupHost<D> {
     // ----- receiving -----------------------------------------------------------
+
+    /// Whether a transfer is being received.
+    pub fn receiving_transfer(&self) -> bool {
+        self.transfers.incoming.is_some()
+    }
 
     /// Starts receiving a state transfer from `from`, or the next member
     /// after it (a `StartStateTransfer` effect, a replica that reopened
     /// awaiting one, or a session that gave up on its source).
-    pub(super) fn start_transfer(&mut self, from: u8, op_min: u64) {
-        let me = self.host.replica().config().replica;
-        let members = self.host.replica().view_membership().slots.iter();
+    pub(super) fn start_transfer(&mut self, from: u8, op_min: u64, out: &mut Vec<Output>) {
+        let me = self.replica.config().replica;
+        let members = self.replica.view_membership().slots.iter();
         let source = source_after(members, me, from);
-        tracing::info!(source, op_min, "group: state transfer starts");
+        tracing::info!(source, op_min, "host: state transfer starts");
         let mut actions = Vec::new();
         let session = Incoming::start(source, op_min, &mut actions);
         self.transfers.incoming = Some(Receiving {
             session,
             import: None,
         });
-        self.run_transfer_actions(actions);
+        self.run_transfer_actions(actions, out);
     }
 
     /// Carries out what the receiving session asked for.
-    fn run_transfer_actions(&mut self, actions: Vec<TransferAction>) {
+    fn run_transfer_actions(&mut self, actions: Vec<TransferAction>, out: &mut Vec<Output>) {
         for action in actions {
             match action {
                 TransferAction::Request {
@@ -71,56 +77,67 @@ impl Actor {
                     frontier_op,
                     frontier_offset,
                     chunk,
-                } => self.request_chunk(to, frontier_op, frontier_offset, chunk),
-                TransferAction::Install => self.install_transfer(),
+                } => self.request_chunk(to, frontier_op, frontier_offset, chunk, out),
+                TransferAction::Install => self.install_transfer(out),
                 TransferAction::StartOver { from } => {
                     let op_min = self
                         .transfers
                         .incoming
                         .as_ref()
                         .map_or(0, |receiving| receiving.session.op_min());
-                    self.start_transfer(from, op_min);
+                    self.start_transfer(from, op_min, out);
                     return; // the old session's other actions are moot
                 }
             }
         }
     }
 
-    fn request_chunk(&mut self, to: u8, frontier_op: u64, frontier_offset: u64, chunk: u32) {
+    fn request_chunk(
+        &mut self,
+        to: u8,
+        frontier_op: u64,
+        frontier_offset: u64,
+        chunk: u32,
+        out: &mut Vec<Output>,
+    ) {
         let mut header = RequestStateTransferHeader::new(
-            self.shared.config.cluster,
-            self.spec.group,
-            self.host.replica().view(),
-            self.host.replica().config().replica,
+            self.cluster,
+            self.group,
+            self.replica.view(),
+            self.replica.config().replica,
         );
         header.frontier_op.set(frontier_op);
         header.frontier_offset.set(frontier_offset);
         header.chunk.set(chunk);
-        self.send_to_replica(
+        out.push(Output::Send {
             to,
-            &Message::RequestStateTransfer(Msg::new(header, Bytes::new())),
-        );
+            message: Message::RequestStateTransfer(Msg::new(header, Bytes::new())),
+        });
     }
 
     /// Per tick: a replica awaiting a transfer with none running starts one
     /// from its view's primary; a running one ticks its session.
-    pub(super) fn tick_transfer(&mut self) {
-        if self.host.replica().status() != Status::AwaitingStateTransfer {
+    pub(super) fn tick_transfer(&mut self, out: &mut Vec<Output>) {
+        if self.replica.status() != Status::AwaitingStateTransfer {
             self.transfers.incoming = None;
             return;
         }
         let Some(receiving) = &mut self.transfers.incoming else {
-            let primary = self.host.replica().primary_index();
-            self.start_transfer(primary, 0);
+            let primary = self.replica.primary_index();
+            self.start_transfer(primary, 0, out);
             return;
         };
         let mut actions = Vec::new();
         receiving.session.on_tick(&mut actions);
-        self.run_transfer_actions(actions);
+        self.run_transfer_actions(actions, out);
     }
 
     /// A chunk of the transfer this replica receives.
-    pub(super) fn on_transfer_chunk(&mut self, message: Msg<StateTransferChunkHeader>) {
+    pub(super) fn on_transfer_chunk(
+        &mut self,
+        message: Msg<StateTransferChunkHeader>,
+        out: &mut Vec<Output>,
+    ) {
         let header = *message.header();
         let chunk = header.chunk.get();
         let Some(receiving) = &mut self.transfers.incoming else {
@@ -140,7 +157,7 @@ impl Actor {
         let mut actions = Vec::new();
         match result {
             Err(error) => {
-                tracing::warn!(%error, chunk, "group: state transfer chunk refused; starting over");
+                tracing::warn!(%error, chunk, "host: state transfer chunk refused; starting over");
                 receiving.session.on_refused(&mut actions);
             }
             Ok(()) => {
@@ -152,12 +169,12 @@ impl Actor {
                 receiving.session.request_more(&needed, &mut actions);
             }
         }
-        self.run_transfer_actions(actions);
+        self.run_transfer_actions(actions, out);
     }
 
     /// Imports a manifest; the session decides whether it reaches far enough.
     fn begin_import(&mut self, body: &Bytes) -> Result<(), PartitionError> {
-        let import = self.host.partition().import_begin(body)?;
+        let import = self.partition().import_begin(body)?;
         let receiving = self
             .transfers
             .incoming
@@ -175,7 +192,7 @@ impl Actor {
             tracing::info!(
                 frontier_op,
                 op_min = receiving.session.op_min(),
-                "group: export too short; waiting"
+                "host: export too short; waiting"
             );
             return Ok(());
         }
@@ -183,7 +200,7 @@ impl Actor {
             frontier_op,
             chunks = import.manifest().chunk_count,
             reused = import.segments_reused(),
-            "group: state transfer manifest imported"
+            "host: state transfer manifest imported"
         );
         receiving.import = Some(import);
         Ok(())
@@ -205,7 +222,7 @@ impl Actor {
         let result = match (&mut receiving.import, frontier_matches) {
             (Some(import), true) => {
                 let chunk = header.chunk.get();
-                self.host.partition().import_chunk(import, chunk, body)
+                self.partition().import_chunk(import, chunk, body)
             }
             _ => Ok(()), // an answer from an earlier export: ignore it
         };
@@ -214,7 +231,7 @@ impl Actor {
     }
 
     /// Swaps the staged partition in and tells consensus.
-    fn install_transfer(&mut self) {
+    fn install_transfer(&mut self, out: &mut Vec<Output>) {
         let Some(receiving) = self.transfers.incoming.take() else {
             return;
         };
@@ -223,36 +240,40 @@ impl Actor {
         };
         let head = import.manifest().frontier_header;
         let cursor_tail = import.manifest().cursor_tail;
-        if let Err(error) = self.host.partition().finish_staging(&import) {
-            tracing::warn!(%error, "group: staged transfer refused; starting over");
+        if let Err(error) = self.partition().finish_staging(&import) {
+            tracing::warn!(%error, "host: staged transfer refused; starting over");
             let mut actions = Vec::new();
             receiving.session.on_refused(&mut actions);
             self.transfers.incoming = Some(Receiving {
                 session: receiving.session,
                 import: None,
             });
-            self.run_transfer_actions(actions);
+            self.run_transfer_actions(actions, out);
             return;
         }
-        let Some(partition) = self.host.take_partition() else {
+        let Some(partition) = self.partition.take() else {
             return;
         };
         match partition.install(import) {
             Ok((installed, recovery)) => {
-                self.host.put_partition(installed);
+                self.partition = Some(installed);
                 tracing::info!(
                     op = recovery.op,
                     cursor_tail,
-                    "group: state transfer installed"
+                    "host: state transfer installed"
                 );
-                crate::metrics::state_transfer_installed(&self.label);
-                let (replica, effects) = self.host.replica_and_effects();
-                replica.on_state_transfer_done(head, cursor_tail, &recovery.headers, effects);
+                out.push(Output::TransferInstalled { op: recovery.op });
+                self.replica.on_state_transfer_done(
+                    head,
+                    cursor_tail,
+                    &recovery.headers,
+                    &mut self.effects,
+                );
             }
             Err(error) => {
-                tracing::error!(%error, "group: installing the transfer failed");
-                if !self.host.reopen() {
-                    self.stopping = true;
+                tracing::error!(%error, "host: installing the transfer failed");
+                if !self.reopen() {
+                    out.push(Output::Stop);
                 }
             }
         }
@@ -261,8 +282,12 @@ impl Actor {
     // ----- serving -------------------------------------------------------------
 
     /// A peer asks for a chunk of an export of this partition.
-    pub(super) fn serve_transfer(&mut self, request: &RequestStateTransferHeader) {
-        if self.host.replica().status() == Status::AwaitingStateTransfer {
+    pub(super) fn serve_transfer(
+        &mut self,
+        request: &RequestStateTransferHeader,
+        out: &mut Vec<Output>,
+    ) {
+        if self.replica.status() == Status::AwaitingStateTransfer {
             return; // nothing to give
         }
         let to = request.prefix.replica;
@@ -271,25 +296,25 @@ impl Actor {
         // replica's commit; later chunks name the manifest's frontier (0 for
         // an empty export, when nothing had committed).
         let frontier_op = match (request.frontier_op.get(), chunk) {
-            (0, 0) => self.host.replica().commit(),
+            (0, 0) => self.replica.commit(),
             (op, _) => op,
         };
         let Some(index) = self.export_at(frontier_op) else {
             return;
         };
         let export = self.transfers.exports[index].clone();
-        let body = match self.host.partition().export_chunk(&export, chunk) {
+        let body = match self.partition().export_chunk(&export, chunk) {
             Ok(body) => body,
             Err(error) => {
-                tracing::warn!(%error, chunk, "group: cannot serve a transfer chunk");
+                tracing::warn!(%error, chunk, "host: cannot serve a transfer chunk");
                 return;
             }
         };
         let mut header = StateTransferChunkHeader::new(
-            self.shared.config.cluster,
-            self.spec.group,
-            self.host.replica().view(),
-            self.host.replica().config().replica,
+            self.cluster,
+            self.group,
+            self.replica.view(),
+            self.replica.config().replica,
         );
         header.frontier_op.set(export.manifest().frontier_op);
         header
@@ -297,7 +322,10 @@ impl Actor {
             .set(export.manifest().frontier_offset);
         header.chunk.set(chunk);
         header.chunk_count.set(export.chunk_count());
-        self.send_to_replica(to, &Message::StateTransferChunk(Msg::new(header, body)));
+        out.push(Output::Send {
+            to,
+            message: Message::StateTransferChunk(Msg::new(header, body)),
+        });
     }
 
     /// The kept export at `frontier_op`, made now if there is none.
@@ -311,7 +339,6 @@ impl Actor {
             return Some(index);
         }
         match self
-            .host
             .partition()
             .export(frontier_op, ExportConfig::default())
         {
@@ -323,7 +350,7 @@ impl Actor {
                 Some(self.transfers.exports.len() - 1)
             }
             Err(error) => {
-                tracing::warn!(%error, frontier_op, "group: cannot export for a state transfer");
+                tracing::warn!(%error, frontier_op, "host: cannot export for a state transfer");
                 None
             }
         }

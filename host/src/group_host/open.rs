@@ -1,0 +1,190 @@
+//! Opening a group on a node: the partition from its directory, the trust
+//! decision, a newcomer's placement, the replica, and (for the metadata
+//! plane) the catalog rebuilt from the log. One function for the server and
+//! the simulator, so a restart runs the same rules in both.
+
+use std::path::PathBuf;
+
+use strand_consensus::epoch::Membership;
+use strand_consensus::{Config, Effects, RecordLog, Replica, Timeouts};
+use strand_partition::{Disk, Partition, PartitionConfig, PartitionError, Recovery};
+use strand_wire::{ConfirmPolicy, Durability, ViewId};
+
+use super::{GroupHost, Reopen};
+use crate::convert::recovered_of;
+use crate::machine::Machine;
+
+/// Everything a node knows about one group it hosts, as its catalog says.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    /// The cluster id frames carry.
+    pub cluster: u64,
+    /// The group id (0: the metadata plane).
+    pub group: u64,
+    /// This replica's slot.
+    pub replica: u8,
+    /// The memberships the group is in now, ascending by epoch.
+    pub memberships: Vec<Membership>,
+    /// Durability of records.
+    pub durability: Durability,
+    /// Durability of cursor commits.
+    pub cursor_durability: Durability,
+    /// The newest confirm policy.
+    pub confirm: ConfirmPolicy,
+    /// The partition directory.
+    pub dir: PathBuf,
+    /// For the metadata plane: the cluster's nodes (its catalog starts
+    /// over them); `None` for a partition's record log.
+    pub catalog_nodes: Option<Vec<u32>>,
+    /// The replica's timeouts.
+    pub timeouts: Timeouts,
+    /// Seeds the replica's timeout jitter.
+    pub seed: u64,
+    /// Segment and index layout, header window (the replica, durability and
+    /// confirm fields are taken from this spec).
+    pub storage: PartitionConfig,
+}
+
+/// Storage-side protections a mutation run of the simulator switches off,
+/// to show it catches what they prevent. Honoured only in builds with the
+/// `mutations` feature ([`GroupHost::open_mutated`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mutations {
+    /// A log reopened after an unclean stop under `replicated` is reported
+    /// trusted (it may lack ops it acknowledged).
+    pub trust_unclean: bool,
+    /// A truncation reports done without cutting the log's longer tail.
+    pub skip_cut: bool,
+}
+
+/// Why a group could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Its storage could not be opened.
+    #[error(transparent)]
+    Storage(#[from] PartitionError),
+    /// The assignment this node knows does not fit the group's storage yet
+    /// (its catalog lags): the next placement tries again.
+    #[error("not placed here yet: {0}")]
+    NotPlaced(String),
+}
+
+impl HostSpec {
+    /// The newest membership's epoch.
+    pub fn newest_epoch(&self) -> u32 {
+        self.memberships
+            .last()
+            .expect("a group has a membership")
+            .epoch
+    }
+}
+
+impl<D: Disk> GroupHost<D> {
+    /// Opens the group `spec` describes over `disk`, not started yet (the
+    /// owner calls `start` on the replica and settles); `reopen` makes a
+    /// fresh disk for the same directory when an operation that consumed the
+    /// partition failed. Also returns what the partition found at open.
+    pub fn open(
+        spec: &HostSpec,
+        disk: D,
+        new_disk: Box<dyn FnMut() -> D + Send>,
+    ) -> Result<(GroupHost<D>, Recovery), OpenError> {
+        GroupHost::open_with(spec, disk, new_disk, Mutations::default())
+    }
+
+    /// [`GroupHost::open`] with protections switched off.
+    #[cfg(feature = "mutations")]
+    pub fn open_mutated(
+        spec: &HostSpec,
+        disk: D,
+        new_disk: Box<dyn FnMut() -> D + Send>,
+        mutations: Mutations,
+    ) -> Result<(GroupHost<D>, Recovery), OpenError> {
+        GroupHost::open_with(spec, disk, new_disk, mutations)
+    }
+
+    fn open_with(
+        spec: &HostSpec,
+        mut disk: D,
+        new_disk: Box<dyn FnMut() -> D + Send>,
+        mutations: Mutations,
+    ) -> Result<(GroupHost<D>, Recovery), OpenError> {
+        let newest = spec.newest_epoch();
+        // A replica added to a group with history starts empty and must
+        // not serve that emptiness: it awaits a state transfer.
+        let joining = newest > 0 && !disk.exists(&spec.dir);
+        let config = PartitionConfig {
+            replica: spec.replica,
+            durability: spec.durability,
+            confirm: spec.confirm,
+            create_awaiting_transfer: joining,
+            ..spec.storage
+        };
+        let (mut partition, recovery) = Partition::open(disk, &spec.dir, config)?;
+        if recovery.durable.view.epoch > newest {
+            // This node's catalog is behind the group: wait for it (the next
+            // placement reopens the group).
+            return Err(OpenError::NotPlaced(format!(
+                "the partition is at epoch {} but this node's catalog only knows {newest}",
+                recovery.durable.view.epoch
+            )));
+        }
+        let mut recovered = recovered_of(&recovery);
+        if cfg!(feature = "mutations") && mutations.trust_unclean {
+            recovered.trusted = true;
+        }
+        if joining || (recovery.awaiting_state_transfer && recovery.durable.view == ViewId::ZERO) {
+            // A copy placed by a reassignment (its slot may have named
+            // another node in earlier epochs): at the newest epoch at most.
+            recovered.joined_epoch = newest;
+        }
+        let machine = match &spec.catalog_nodes {
+            Some(nodes) => Machine::catalog_of(nodes.clone()),
+            None => Machine::Records(RecordLog::default()),
+        };
+        let replica_config = Config {
+            cluster: spec.cluster,
+            group: spec.group,
+            replica: spec.replica,
+            memberships: spec.memberships.clone(),
+            durability: spec.durability,
+            cursor_durability: spec.cursor_durability,
+            timeouts: spec.timeouts,
+            seed: spec.seed,
+        };
+        let mut replica = Replica::open(replica_config, recovered, machine);
+        let mut effects = Effects::new();
+        if recovery.retired_epoch > 0 {
+            replica.retire(recovery.retired_epoch, &mut effects);
+        }
+        if spec.catalog_nodes.is_some() {
+            crate::machine::replay_catalog(&mut replica, &mut partition)?;
+            crate::machine::keep_uncommitted_bodies(&mut replica, &mut partition);
+        }
+        tracing::info!(
+            replica = spec.replica,
+            view = %replica.view(),
+            op = replica.op(),
+            commit = replica.commit(),
+            trusted = replica.trusted(),
+            fresh = recovery.fresh,
+            faulty = recovery.faulty.len(),
+            "host: group opened"
+        );
+        let reopen = Reopen {
+            dir: spec.dir.clone(),
+            config,
+            new_disk,
+        };
+        let mut host = GroupHost::new(
+            replica,
+            partition,
+            effects,
+            reopen,
+            spec.cluster,
+            spec.group,
+        );
+        host.mutations = mutations;
+        Ok((host, recovery))
+    }
+}
