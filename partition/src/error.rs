@@ -99,12 +99,13 @@ pub enum PartitionError {
         /// What disagrees.
         reason: &'static str,
     },
-    /// A truncation would drop ops at or below the persisted commit number.
+    /// A truncation would drop a readable op at or below the persisted
+    /// commit number.
     #[error("cannot truncate to op {op}: op {commit} is committed")]
     TruncateBelowCommit {
         /// The op asked for.
         op: u64,
-        /// The persisted commit number.
+        /// The first readable committed op it would drop.
         commit: u64,
     },
     /// A truncation or cut would reach below the retained head of the log.

@@ -413,27 +413,35 @@ fn walk_damaged(
     if until == first_op {
         return Ok(()); // junk between two consecutive entries: no op lost
     }
-    let offset_base = walk.expected_offset;
+    // A damaged entry whose header is readable keeps its own records' range
+    // (a truncation right after it needs it); an unreadable one spans up to
+    // the next readable one's records, or the run's end.
+    let mut records_at = walk.expected_offset;
     for op in first_op..until {
         let known = readable.iter().find(|entry| entry.header.op.get() == op);
         let mut meta = match known {
             Some(entry) => {
                 walk.window.push(entry.header);
-                EntryMeta::of(&entry.header, entry.position, offset_base)
+                EntryMeta::of(&entry.header, entry.position, records_at)
             }
-            None => EntryMeta {
-                position: start,
-                frame_len: 0,
-                checksum: 0,
-                offset_base,
-                offset_end,
-                timestamp_ns: 0,
-                damaged: true,
-            },
+            None => {
+                let records_end = readable
+                    .iter()
+                    .find(|entry| entry.header.op.get() > op && carries_records(&entry.header))
+                    .map_or(offset_end, |entry| record_offset_base(&entry.header));
+                EntryMeta {
+                    position: start,
+                    frame_len: 0,
+                    checksum: 0,
+                    offset_base: records_at,
+                    offset_end: records_end.max(records_at),
+                    timestamp_ns: 0,
+                    damaged: true,
+                }
+            }
         };
         meta.damaged = true;
-        meta.offset_base = offset_base;
-        meta.offset_end = offset_end;
+        records_at = meta.offset_end;
         segment.entries.push(meta);
         walk.faulty.insert(op);
     }
@@ -473,7 +481,15 @@ fn walk_tail<D: Disk>(
     let valid_end = found.scan.valid_end();
     let path = segment_path(&walk.dir, found.first_offset);
     segment.len = segment.len.max(valid_end);
-    let next_first = next_first_op.unwrap_or(walk.expected_op);
+    // The segment after says where this one ends; failing that (its first
+    // entry is unreadable too), the superblock's listing of this one does.
+    let listed_end = found
+        .listed
+        .filter(|listed| listed.last_op >= listed.first_op && listed.last_op > 0)
+        .map(|listed| listed.last_op + 1);
+    let next_first = next_first_op
+        .or(listed_end.filter(|_| next.is_some()))
+        .unwrap_or(walk.expected_op);
     if is_last || next_first == walk.expected_op {
         if let Some(torn_from) = found.scan.torn_from {
             let torn = found.scan.total_len - torn_from;

@@ -26,6 +26,18 @@ use crate::writes::{Completed, SuperblockWriter};
 /// many committed slots in its journal).
 pub const HEADERS_COMMITTED_MAX_DEFAULT: usize = 256;
 
+/// Where one entry's frame lies: its segment file, the byte it starts at,
+/// and its length (frame header included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryLocation {
+    /// The segment file.
+    pub path: PathBuf,
+    /// Where the frame starts.
+    pub position: u64,
+    /// Frame bytes (8-byte frame header and payload).
+    pub frame_len: u64,
+}
+
 /// How a partition is laid out and who it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionConfig {
@@ -184,6 +196,11 @@ impl<D: Disk> Partition<D> {
         self.io.disk
     }
 
+    /// The disk (to look at an in-memory one's files).
+    pub fn disk(&self) -> &D {
+        &self.io.disk
+    }
+
     /// The disk (to inject faults into an in-memory one).
     pub fn disk_mut(&mut self) -> &mut D {
         &mut self.io.disk
@@ -225,6 +242,17 @@ impl<D: Disk> Partition<D> {
         self.log.faulty.iter().copied().collect()
     }
 
+    /// Where op `op`'s frame lies on disk, if the log holds it readable: for
+    /// tests and the simulator, which damage it on purpose.
+    pub fn entry_location(&self, op: u64) -> Option<EntryLocation> {
+        let (segment, meta) = self.log.entry(op)?;
+        (!meta.damaged && meta.frame_len > 0).then(|| EntryLocation {
+            path: self.log.path_of(segment),
+            position: meta.position,
+            frame_len: meta.frame_len,
+        })
+    }
+
     /// The checksum of op `op`'s prepare, when the log knows it.
     pub fn checksum(&self, op: u64) -> Option<u32> {
         self.log.checksum_of(op)
@@ -233,6 +261,12 @@ impl<D: Disk> Partition<D> {
     /// The latest superblock written or being written.
     pub fn superblock(&self) -> &Superblock {
         &self.superblock
+    }
+
+    /// Whether a superblock write is in flight or queued: until it is not,
+    /// [`Partition::superblock`] may not be what a crash leaves.
+    pub fn superblock_writing(&self) -> bool {
+        self.writer.busy()
     }
 
     /// The number of segments (sealed and active).

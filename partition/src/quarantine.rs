@@ -208,9 +208,14 @@ fn rebuild<D: Disk>(
         };
         sealed.push(SealedSegment {
             first_op: planned.first_op,
+            last_op: 0,
             first_offset: planned.first_offset,
             len_bytes,
         });
+    }
+    // Segments are contiguous: each ends where the next begins.
+    for at in 1..sealed.len() {
+        sealed[at - 1].last_op = sealed[at].first_op - 1;
     }
     sealed.pop(); // the last one is the active segment
     let superblock = rebuilt_superblock(previous, plan, sealed);

@@ -431,7 +431,8 @@ impl RecordLog {
         }
         let meta = segment.entry(first_removed).expect("in the segment");
         let before = segment.entry(first_removed - 1).expect("in the segment");
-        if !before.damaged {
+        // A damaged entry whose header is readable still says where it ends.
+        if !before.damaged || before.frame_len != 0 {
             return Ok(before.end());
         }
         if meta.frame_len != 0 || self.gaps.iter().any(|gap| gap.next_op == first_removed) {
@@ -500,6 +501,7 @@ impl RecordLog {
             .iter()
             .map(|segment| SealedSegment {
                 first_op: segment.first_op,
+                last_op: segment.last_op(),
                 first_offset: segment.first_offset,
                 len_bytes: segment.len,
             })

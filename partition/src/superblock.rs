@@ -34,10 +34,12 @@ pub const VIEW_HEADERS_MAX: usize = strand_wire::DVC_SUFFIX_HEADERS_MAX;
 pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
 
 const MAGIC: u32 = 0x4253_5453; // "STSB"
-/// Version 3 names every view with its assignment epoch and records the
-/// epoch a replica was retired in; version 2 (views without epochs) is still
-/// read, as epoch 0.
-const VERSION: u16 = 3;
+/// Version 4 lists each sealed segment's last op; version 3 named every view
+/// with its assignment epoch and recorded the epoch a replica was retired
+/// in; both older ones are still read (version 2's views as epoch 0, their
+/// sealed segments' last ops unknown).
+const VERSION: u16 = 4;
+const VERSION_WITHOUT_LAST_OPS: u16 = 3;
 const VERSION_WITHOUT_EPOCHS: u16 = 2;
 const FLAG_CLEAN_SHUTDOWN: u8 = 1;
 const FLAG_AWAITING_STATE_TRANSFER: u8 = 2;
@@ -66,6 +68,10 @@ pub struct HistoryStart {
 pub struct SealedSegment {
     /// First op the segment holds.
     pub first_op: u64,
+    /// Last op it holds (0: unknown, read from a superblock older than
+    /// version 4). Lets open count the ops of a sealed segment cut short even
+    /// when the segment after it has no readable first entry.
+    pub last_op: u64,
     /// First record offset (the file name).
     pub first_offset: u64,
     /// Its length when it was sealed.
@@ -187,6 +193,7 @@ impl Superblock {
         writer.list(&self.durable.history_starts, encode_start);
         writer.list(&self.sealed_segments, |writer, segment| {
             writer.u64(segment.first_op);
+            writer.u64(segment.last_op);
             writer.u64(segment.first_offset);
             writer.u64(segment.len_bytes);
         });
@@ -267,6 +274,12 @@ impl Superblock {
                 pair[0].first_op < pair[1].first_op && pair[0].first_offset < pair[1].first_offset
             }),
             "sealed segments not ascending",
+        )?;
+        ensure(
+            self.sealed_segments
+                .iter()
+                .all(|segment| segment.last_op == 0 || segment.last_op >= segment.first_op),
+            "a sealed segment ends before it starts",
         )
     }
 
@@ -339,13 +352,14 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         });
     }
     let version = reader.u16("version")?;
-    if version != VERSION && version != VERSION_WITHOUT_EPOCHS {
+    if ![VERSION, VERSION_WITHOUT_LAST_OPS, VERSION_WITHOUT_EPOCHS].contains(&version) {
         return Err(BodyError::UnknownValue {
             field: "superblock version",
             value: u64::from(version),
         });
     }
-    let with_epochs = version == VERSION;
+    let with_epochs = version >= VERSION_WITHOUT_LAST_OPS;
+    let with_last_ops = version >= VERSION;
     let sequence = reader.u64("sequence")?;
     let (view, log_view) = if with_epochs {
         (
@@ -383,9 +397,17 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
             decode_start_without_epoch,
         )?
     };
-    let sealed_segments = reader.list("sealed segments", 24, |reader| {
+    let sealed_bytes = if with_last_ops { 32 } else { 24 };
+    let sealed_segments = reader.list("sealed segments", sealed_bytes, |reader| {
+        let first_op = reader.u64("segment first op")?;
+        let last_op = if with_last_ops {
+            reader.u64("segment last op")?
+        } else {
+            0
+        };
         Ok(SealedSegment {
-            first_op: reader.u64("segment first op")?,
+            first_op,
+            last_op,
             first_offset: reader.u64("segment first offset")?,
             len_bytes: reader.u64("segment length")?,
         })
@@ -558,6 +580,7 @@ mod tests {
         superblock.op_checkpoint = 1300;
         superblock.sealed_segments = vec![SealedSegment {
             first_op: 1,
+            last_op: 40,
             first_offset: 0,
             len_bytes: 4096,
         }];
@@ -614,6 +637,9 @@ mod tests {
     fn a_version_2_superblock_reads_as_epoch_0_and_a_member() {
         let mut expected = sample();
         expected.retired_epoch = 0;
+        for segment in &mut expected.sealed_segments {
+            segment.last_op = 0;
+        }
         expected.durable.view.epoch = 0;
         expected.durable.log_view.epoch = 0;
         for start in &mut expected.durable.history_starts {

@@ -414,12 +414,18 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Removes every op above `op` from the log, durably (a `Truncate`
-    /// effect; report `on_truncated(op)` after). Ops at or below the persisted
-    /// commit are refused.
+    /// effect; report `on_truncated(op)` after). Removing a readable op at or
+    /// below the persisted commit is refused; damaged ones may go (they are
+    /// written again as appends). So is a cut between two damaged entries
+    /// whose boundary is unknown (`LogInconsistent`): consensus cuts below
+    /// such a run.
     pub fn truncate(&mut self, op: u64) -> Result<(), PartitionError> {
-        let commit = self.superblock.durable.commit;
-        if op < commit {
-            return Err(PartitionError::TruncateBelowCommit { op, commit });
+        let commit = self.superblock.durable.commit.min(self.log.op);
+        if let Some(readable) = (op + 1..=commit).find(|op| !self.log.faulty.contains(op)) {
+            return Err(PartitionError::TruncateBelowCommit {
+                op,
+                commit: readable,
+            });
         }
         self.truncate_log(op)
     }

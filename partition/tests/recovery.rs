@@ -408,3 +408,55 @@ fn a_joining_replica_stays_awaiting_its_transfer_and_a_retired_one_stays_retired
     let (_, recovery) = open_memory(disk, config);
     assert_eq!(recovery.retired_epoch, 4, "durable at once");
 }
+
+/// Found by the simulator: a sealed segment cut to nothing, followed by a
+/// segment whose first entry is damaged (so nothing on disk says where the
+/// cut segment's ops end but the superblock's listing of it). Open used to
+/// count the cut segment as empty and then refuse to write its own
+/// superblock; every op of both runs must be reported, none lost.
+#[test]
+fn a_sealed_segment_cut_to_nothing_before_a_damaged_first_entry_reports_every_op() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(9), small_config());
+    // Segment 0 is sealed and listed by a superblock; segment 1 is sealed
+    // after that superblock, so only its own first entry names its ops.
+    let written = append_durable(&mut partition, 20, 5, 200);
+    assert!(partition.segment_count() >= 2);
+    partition.persist_state(fields(1, 0), 1).expect("persist");
+    let mut out = Vec::new();
+    partition.flush(&mut out).expect("flush");
+    let listed = partition.superblock().sealed_segments.clone();
+    assert!(!listed.is_empty(), "segment 0 is listed");
+    append_durable(&mut partition, 40, 5, 200);
+    let offsets = partition.segment_offsets();
+    assert!(
+        offsets.len() > listed.len() + 1,
+        "a sealed segment not listed"
+    );
+    let dir = Path::new(MEMORY_DIR);
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::KeepAll);
+    let cut = listed.last().expect("listed");
+    disk.storage_mut()
+        .cut(&segment_path(dir, cut.first_offset), 0)
+        .expect("cut");
+    let next = offsets
+        .iter()
+        .copied()
+        .find(|offset| *offset > cut.first_offset)
+        .expect("a segment after the cut one");
+    // A bit of the first entry's prepare header: its op is unreadable.
+    let header_byte = (FRAME_HEADER_BYTES + 40) as u64;
+    disk.storage_mut()
+        .flip_bit(&segment_path(dir, next), header_byte, 2)
+        .expect("flip");
+    let (_, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, 60, "nothing after the damage was cut");
+    let first_of_next = cut.last_op + 1;
+    let expected: Vec<u64> = (cut.first_op..=first_of_next).collect();
+    assert_eq!(
+        recovery.faulty,
+        expected,
+        "{written:?}",
+        written = written.len()
+    );
+}

@@ -33,6 +33,8 @@ const QUEUE_CAPACITY: usize = 1 << 16;
 pub struct MemoryDisk {
     core: WalCore<MemoryStorage>,
     buffered: Vec<Completion>,
+    /// WAL turns run only through [`MemoryDisk::run_turn`] (and waits).
+    manual_turns: bool,
 }
 
 impl MemoryDisk {
@@ -46,7 +48,25 @@ impl MemoryDisk {
         MemoryDisk {
             core: WalCore::new(storage, QUEUE_CAPACITY),
             buffered: Vec::new(),
+            manual_turns: false,
         }
+    }
+
+    /// With `manual` on, a poll no longer runs the WAL writer: requests wait
+    /// until [`MemoryDisk::run_turn`] (the simulator's fsync latency), or
+    /// until a synchronous step waits for them. Off by default.
+    pub fn set_manual_turns(&mut self, manual: bool) {
+        self.manual_turns = manual;
+    }
+
+    /// Runs one WAL writer turn now; its completions come with the next poll.
+    pub fn run_turn(&mut self) {
+        self.core.run_turn(&mut self.buffered);
+    }
+
+    /// Whether WAL requests wait for a turn.
+    pub fn has_queued(&self) -> bool {
+        self.core.queued_requests() > 0
     }
 
     /// Simulates a crash: queued WAL requests vanish, every file keeps what
@@ -120,12 +140,15 @@ impl Disk for MemoryDisk {
 
     fn wal_poll(&mut self, out: &mut Vec<Completion>) {
         out.append(&mut self.buffered);
-        self.core.run_turn(out);
+        if !self.manual_turns {
+            self.core.run_turn(out);
+        }
     }
 
     fn wal_wait(&mut self, out: &mut Vec<Completion>) -> Result<(), WaitError> {
         let before = out.len();
-        self.wal_poll(out);
+        out.append(&mut self.buffered);
+        self.core.run_turn(out);
         while out.len() == before && self.core.queued_requests() > 0 {
             self.core.run_turn(out);
         }

@@ -410,6 +410,7 @@ fn verify_segment<D: Disk>(
         .map_err(|error| PartitionError::io(&index_file, "write a staged index", &error))?;
     Ok(SealedSegment {
         first_op,
+        last_op,
         first_offset,
         len_bytes: file.len_bytes,
     })
