@@ -336,20 +336,28 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Puts a canonical header into a slot whose header was unknown. Below
-    /// the append point storage holds an unreadable entry there: if the op
-    /// is committed that entry is this very prepare (rewrite it in place);
-    /// if not, it may be another one (drop it and everything after it from
-    /// storage, and append again).
+    /// the append point storage holds an entry there. A committed op's entry
+    /// is this very prepare: intact unless storage reported it damaged (open
+    /// reports only a window of committed headers, so an intact one may just
+    /// not have been read), else rewritten in place. An uncommitted op's
+    /// unreadable entry may be another prepare: it and everything after it
+    /// leave storage, to be appended again. Committed means at or below the
+    /// commit this replica persisted, too: after a restart whose log lost a
+    /// committed header, the commit it applied stops below that op, and
+    /// storage never truncates what its superblock records as committed.
     pub(crate) fn fill_slot(&mut self, header: &PrepareHeader, effects: &mut Effects) {
         let op = header.op.get();
-        let state = if op >= self.write_next {
-            SlotState::Missing
-        } else if op <= self.commit {
-            // A committed op whose header was unreadable: the client table
-            // could not learn it at open; it does now.
+        let committed = op <= self.commit.max(self.durable.commit);
+        if op <= self.commit {
+            // The client table could not learn this op at open; it does now.
             let (result, body) = crate::state_machine::reply_from_header(header);
             self.client_table.recover(header, result, body);
-            self.faulty_ops.insert(op);
+        }
+        let state = if op >= self.write_next {
+            SlotState::Missing
+        } else if committed && !self.faulty_ops.contains(&op) {
+            SlotState::Durable
+        } else if committed {
             SlotState::Faulty
         } else {
             self.truncate_storage(op - 1, effects);

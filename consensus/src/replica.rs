@@ -1084,27 +1084,55 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// Where storage can cut to keep `op`: `op` itself unless it and the
+    /// op after it are both damaged; then below their damaged run, down to
+    /// the commit at most.
+    fn storage_cut_point(&self, op: u64) -> u64 {
+        let mut cut = op;
+        while cut > self.commit
+            && self.faulty_ops.contains(&cut)
+            && self.faulty_ops.contains(&(cut + 1))
+        {
+            cut -= 1;
+        }
+        cut
+    }
+
     /// Removes every op above `op` from the journal and from storage.
     pub(crate) fn truncate_log(&mut self, op: u64, effects: &mut Effects) {
+        // Where storage can cut depends on what is damaged above `op` too.
+        let cut = self.storage_cut_point(op);
         self.journal.truncate(op);
         // Ops cut from the journal were divergent, not damaged canonical ones.
         self.faulty_ops.retain(|faulty| *faulty <= op);
         self.durable.maybe_acked_op = self.durable.maybe_acked_op.min(op.max(self.commit));
-        self.truncate_storage(op, effects);
+        self.truncate_storage_at(op, cut, effects);
     }
 
     /// Removes every op above `op` from storage; their journal slots (if any
-    /// stay) go back to Missing, to be written again.
+    /// stay) go back to Missing, to be written again. Storage cannot cut
+    /// between two damaged entries (it may not know where the second one
+    /// starts), so the cut goes below the damaged run that holds `op`, never
+    /// below the commit: the run's ops are written again, as appends.
     pub(crate) fn truncate_storage(&mut self, op: u64, effects: &mut Effects) {
+        let cut = self.storage_cut_point(op);
+        self.truncate_storage_at(op, cut, effects);
+    }
+
+    /// [`Replica::truncate_storage`] with the cut storage can make (`cut`,
+    /// at most `op`) already found.
+    fn truncate_storage_at(&mut self, op: u64, cut: u64, effects: &mut Effects) {
         assert!(
             op >= self.commit,
             "truncating committed op {} (commit {})",
             op + 1,
             self.commit
         );
+        assert!(cut <= op && cut >= self.commit);
         if self.write_next <= op + 1 {
             return;
         }
+        let op = cut;
         let ops: Vec<u64> = self
             .journal
             .slots_from(op + 1)
