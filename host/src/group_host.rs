@@ -15,9 +15,7 @@
 mod open;
 mod transfer;
 
-#[cfg(feature = "mutations")]
-pub use open::Mutations;
-pub use open::{HostSpec, OpenError};
+pub use open::{HostSpec, Mutations, OpenError};
 pub use transfer::EXPORTS_KEPT_MAX;
 
 use std::path::PathBuf;
@@ -121,6 +119,8 @@ pub struct GroupHost<D: Disk> {
     /// A write or persist failed: appends stop until restart, and no clean
     /// mark is written at close.
     storage_failed: bool,
+    /// The first storage failure, described.
+    storage_failure: Option<String>,
     reopen: Reopen<D>,
     /// Both ends of state transfer.
     transfers: transfer::Transfers,
@@ -159,6 +159,7 @@ impl<D: Disk> GroupHost<D> {
             batch: Vec::new(),
             completed: Vec::new(),
             storage_failed: false,
+            storage_failure: None,
             reopen,
             transfers: transfer::Transfers::default(),
             cluster,
@@ -209,6 +210,12 @@ impl<D: Disk> GroupHost<D> {
             .expect("the partition is open between operations")
     }
 
+    /// The partition's disk, while the partition is open (the simulator
+    /// runs an in-memory one's WAL turns).
+    pub fn disk_mut(&mut self) -> Option<&mut D> {
+        self.partition.as_mut().map(Partition::disk_mut)
+    }
+
     /// Takes the partition out for an operation that consumes it; it must
     /// be put back ([`GroupHost::put_partition`] or [`GroupHost::reopen`]).
     pub fn take_partition(&mut self) -> Option<Partition<D>> {
@@ -224,6 +231,12 @@ impl<D: Disk> GroupHost<D> {
     /// Whether a write or persist failed.
     pub fn storage_failed(&self) -> bool {
         self.storage_failed
+    }
+
+    /// The first storage failure, described (a refused effect, a failed
+    /// write), if any.
+    pub fn storage_failure(&self) -> Option<&str> {
+        self.storage_failure.as_deref()
     }
 
     /// Polls storage and runs effects until both are quiet; appends what
@@ -254,8 +267,7 @@ impl<D: Disk> GroupHost<D> {
                 true
             }
             Err(error) => {
-                tracing::error!(%error, "host: cannot reopen the partition; the group stops");
-                self.storage_failed = true;
+                self.fail_storage(format!("cannot reopen the partition: {error}"));
                 false
             }
         }
@@ -323,16 +335,15 @@ impl<D: Disk> GroupHost<D> {
                 self.replica.on_state_persisted(sequence, effects);
             }
             Completed::PrepareFailed { op, error, .. } => {
-                self.storage_failed = true;
-                tracing::error!(op, %error, "host: a prepare's write failed; appends stop until restart");
+                self.fail_storage(format!("the write of op {op} failed: {error}"));
             }
             Completed::CursorsFailed { cursor_end, error } => {
-                self.storage_failed = true;
-                tracing::error!(cursor_end, %error, "host: a cursor append failed");
+                self.fail_storage(format!(
+                    "the cursor append up to {cursor_end} failed: {error}"
+                ));
             }
             Completed::StatePersistFailed { sequence, error } => {
-                self.storage_failed = true;
-                tracing::error!(sequence, %error, "host: persisting the superblock failed");
+                self.fail_storage(format!("persisting superblock {sequence} failed: {error}"));
             }
         }
     }
@@ -399,8 +410,15 @@ impl<D: Disk> GroupHost<D> {
     }
 
     fn storage_error(&mut self, what: &str, error: &PartitionError) {
+        self.fail_storage(format!("cannot {what}: {error}"));
+    }
+
+    /// Storage failed: appends stop until restart, no clean mark at close;
+    /// the first failure is kept for the owner.
+    fn fail_storage(&mut self, failure: String) {
+        tracing::error!(%failure, "host: storage failed");
         self.storage_failed = true;
-        tracing::error!(%error, "host: cannot {what}");
+        self.storage_failure.get_or_insert(failure);
     }
 
     fn write_prepare(&mut self, prepare: Msg<strand_wire::PrepareHeader>, out: &mut Vec<Output>) {
@@ -427,7 +445,7 @@ impl<D: Disk> GroupHost<D> {
         let op_max = op_max.min(op_min + HEADERS_PER_MESSAGE_MAX as u64 - 1);
         let headers = match self.partition().read_headers(op_min, op_max) {
             Ok(headers) => headers,
-            Err(error) => return self.storage_error("read headers", &error),
+            Err(error) => return read_failed("headers", &error),
         };
         if headers.is_empty() {
             return;
@@ -449,7 +467,7 @@ impl<D: Disk> GroupHost<D> {
         let prepare = match self.partition().read_prepare(op) {
             Ok(Some(prepare)) => prepare,
             Ok(None) => return,
-            Err(error) => return self.storage_error("read a prepare", &error),
+            Err(error) => return read_failed("a prepare", &error),
         };
         let wanted = if checksum == 0 {
             op <= self.replica.commit()
@@ -467,12 +485,16 @@ impl<D: Disk> GroupHost<D> {
     fn ship_cursors(&mut self, to: u8, cursor_from: u64, out: &mut Vec<Output>) {
         let durable = self.partition().cursor_durable_tail();
         let end = durable.min(cursor_from + CURSOR_EVENTS_PER_FRAME_MAX);
-        if cursor_from >= end {
+        // Events below the log's start were folded into its snapshot (a
+        // transferred or compacted log): a peer that truly lacks them
+        // cannot get them as events. A primary that does not know a
+        // backup's tail yet asks from 0; the backup's next PrepareOk tells.
+        if cursor_from >= end || cursor_from < self.partition().cursor_log_start() {
             return;
         }
         let events = match self.partition().read_cursor_events(cursor_from, end) {
             Ok(events) => events,
-            Err(error) => return self.storage_error("read cursor events", &error),
+            Err(error) => return read_failed("cursor events", &error),
         };
         if events.is_empty() {
             return;
@@ -529,6 +551,13 @@ impl<D: Disk> GroupHost<D> {
         }
         out.push(Output::Event(event));
     }
+}
+
+/// A read for a peer failed: the peer is not served, and asks again or
+/// asks another; the group's own writes go on (a damaged entry is reported
+/// at open and repaired, not a reason to stop appending).
+fn read_failed(what: &str, error: &PartitionError) {
+    tracing::warn!(%error, "host: cannot read {what} for a peer");
 }
 
 #[cfg(test)]

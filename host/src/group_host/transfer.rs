@@ -140,6 +140,12 @@ impl<D: Disk> GroupHost<D> {
     ) {
         let header = *message.header();
         let chunk = header.chunk.get();
+        if self.replica.status() != Status::AwaitingStateTransfer {
+            // The replica stopped waiting (it retired, say) since the
+            // session started: nothing to install any more.
+            self.transfers.incoming = None;
+            return;
+        }
         let Some(receiving) = &mut self.transfers.incoming else {
             return; // not receiving: a late answer
         };
