@@ -1,11 +1,15 @@
 //! # strand-sim: the deterministic cluster simulator
 //!
-//! Runs one group of the real `strand-consensus` replicas in one thread from
-//! one seed: the network (latency, loss, duplication, reordering,
-//! partitions), each replica's disk (fsync latency, crashes that lose what was
-//! not durable, storage faults on a minority) and the clock are simulated;
-//! clients produce with retries and store cursors. Checkers run after every
-//! step; a failing seed replays bit for bit.
+//! Runs one group in one thread from one seed. Each replica is the node's own
+//! `strand_host::GroupHost`: the real `strand-consensus` replica over the
+//! real `strand-partition` storage (segments, superblock, cursor log,
+//! quarantine, state transfer over the network), on the WAL's in-memory
+//! crash-modelling disk. The network (latency, loss, duplication,
+//! reordering, partitions), the disks (fsync latency, crashes that keep a
+//! random, possibly torn, part of what was not synced, storage faults on a
+//! minority) and the clock are simulated; clients produce with retries and
+//! store cursors. Checkers run after every step; a failing seed replays bit
+//! for bit.
 //!
 //! Modules, in reading order:
 //!
@@ -14,7 +18,6 @@
 //! | [`options`] | the swarm: every option drawn from the seed |
 //! | [`catalog`] | the group's memberships by epoch; reassignments planned by `strand_host::reassign` |
 //! | [`network`] | packets, latency, loss, duplication, partitions |
-//! | [`disk`] | one replica's disk: durability, crashes, faults |
 //! | [`client`] | producing clients with retries and redirects |
 //! | [`checkers`] | one module per property |
 //! | [`world`] | the event loop tying it together |
@@ -49,7 +52,6 @@
 pub mod catalog;
 pub mod checkers;
 pub mod client;
-pub mod disk;
 pub mod network;
 pub mod options;
 pub mod trace;

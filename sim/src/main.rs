@@ -60,6 +60,12 @@ enum Mutation {
     /// A view change into a new epoch hears only R' of the new membership,
     /// not R of the old one (meaningful with `--reassign`).
     NewQuorumOnly,
+    /// A partition reopened after an unclean stop under `replicated`
+    /// reports its log trusted.
+    TrustUnclean,
+    /// Adopting a shorter log skips the cut of the longer tail (the host
+    /// reports the truncation done without touching the partition).
+    SkipCut,
 }
 
 impl Mutation {
@@ -68,6 +74,8 @@ impl Mutation {
         match self {
             Mutation::UntrustedGate => "untrusted-gate",
             Mutation::NewQuorumOnly => "new-quorum-only",
+            Mutation::TrustUnclean => "trust-unclean",
+            Mutation::SkipCut => "skip-cut",
         }
     }
 }
@@ -165,9 +173,12 @@ fn main() -> ExitCode {
         mutation_untrusted_gate: args.mutation == Some(Mutation::UntrustedGate),
         reassign: args.reassign,
         mutation_new_quorum_only: args.mutation == Some(Mutation::NewQuorumOnly),
+        mutation_trust_unclean: args.mutation == Some(Mutation::TrustUnclean),
+        mutation_skip_cut: args.mutation == Some(Mutation::SkipCut),
     };
     if let Some(seed) = args.seed {
-        let (outcome, trace) = run_seed(seed, &overrides, if args.trace { 400 } else { 0 });
+        let (outcome, trace) =
+            run_seed(seed, &overrides, if args.trace { trace_lines() } else { 0 });
         if args.trace {
             for line in trace.lines() {
                 println!("{line}");
@@ -259,4 +270,12 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
         println!("replay: {}", replay_command(args, *seed));
     }
     ExitCode::FAILURE
+}
+
+/// Trace lines a single run keeps (`STRAND_SIM_TRACE_LINES`, default 400).
+fn trace_lines() -> usize {
+    std::env::var("STRAND_SIM_TRACE_LINES")
+        .ok()
+        .and_then(|lines| lines.parse().ok())
+        .unwrap_or(400)
 }

@@ -76,6 +76,12 @@ pub struct Options {
     /// A view change into a new epoch hears only the new membership's quorum,
     /// not the old one's (`mutations` only).
     pub mutation_new_quorum_only: bool,
+    /// A log reopened after an unclean stop under `replicated` is reported
+    /// trusted (`mutations` only).
+    pub mutation_trust_unclean: bool,
+    /// A truncation reports done without cutting the longer tail
+    /// (`mutations` only).
+    pub mutation_skip_cut: bool,
 }
 
 /// Optional fixed choices from the command line; `None` means "draw it".
@@ -93,6 +99,10 @@ pub struct Overrides {
     pub reassign: bool,
     /// Drop the old membership's half of the joint view-change quorum.
     pub mutation_new_quorum_only: bool,
+    /// Trust a log reopened after an unclean stop under `replicated`.
+    pub mutation_trust_unclean: bool,
+    /// Report truncations done without cutting the log.
+    pub mutation_skip_cut: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -154,6 +164,8 @@ impl Options {
             drop_min_ticks: 0,
             drop_max_ticks: 0,
             mutation_new_quorum_only: overrides.mutation_new_quorum_only,
+            mutation_trust_unclean: overrides.mutation_trust_unclean,
+            mutation_skip_cut: overrides.mutation_skip_cut,
         };
         if overrides.reassign {
             options.draw_reassignment(&mut prng);

@@ -1,35 +1,36 @@
-//! The simulated world: replicas of one group driven by their real
-//! `consensus` code, their disks, the network, clients, faults, checkers,
-//! and the trace. One seed, one thread, one result.
+//! The simulated world: replicas of one group, each the node's own
+//! `strand_host::GroupHost` (the real replica over the real partition
+//! storage, state transfer included) over the WAL's in-memory crash-modelling
+//! disk; the network, clients, faults, checkers, and the trace. One seed,
+//! one thread, one result.
 //!
 //! Replicas live at slots (their indexes, also their network endpoints).
 //! With reassignment on, the catalog ([`crate::catalog`]) moves the group
 //! between memberships of a pool of slots. Submodules: `reassign` drives
 //! the catalog's side, `faults` injects faults within the durability
-//! promise, `storage` completes disk work and serves peers from disk.
+//! promise, `storage` owns the disks: WAL turns after an fsync latency,
+//! crashes, storage faults, opening a host over a disk.
 
 mod faults;
 mod reassign;
 mod storage;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use strand_consensus::prng::Prng;
-use strand_consensus::{
-    ClientRequest, Config, DurableState, Effect, Effects, Event, RecordLog, Replica, Timeouts,
-    WaitReason, WriteStage,
-};
-use strand_wire::ops::{CursorEvents, StoreCursor};
+use strand_consensus::{ClientRequest, Event, WaitReason};
+use strand_host::group_host::{GroupHost, Output};
+use strand_partition::MemoryDisk;
+use strand_wire::ops::StoreCursor;
 use strand_wire::{Body, CommandHeader, Message, Msg, Operation, ReplyHeader};
 
 use crate::catalog::{Catalog, SLOT_POOL};
 use crate::checkers::{
     AckedStays, CursorsBounded, EpochFence, LIVENESS_TICKS_MAX, LinearHistory,
-    OPERATOR_PATIENCE_TICKS, Speaker, UntrustedSilent, ViewsMonotonic, Violation,
+    OPERATOR_PATIENCE_TICKS, Speaker, StorageAgrees, UntrustedSilent, ViewsMonotonic, Violation,
     reassign_extra_ticks,
 };
 use crate::client::Client;
-use crate::disk::Disk;
 use crate::network::{CLIENT_BASE, Network, Packet};
 use crate::options::Options;
 use crate::trace::Trace;
@@ -39,8 +40,10 @@ const GROUP: u64 = 1;
 /// More messages in flight than this is a storm (every protocol message is
 /// answered by a bounded number of others), reported as a violation.
 const TRAFFIC_IN_FLIGHT_MAX: usize = 100_000;
-/// Ticks a state transfer takes.
-const STATE_TRANSFER_TICKS: u64 = 40;
+/// Ticks one state-transfer attempt may take before the session moves on
+/// to the next source: its stalls at a silent source.
+const STATE_TRANSFER_TICKS: u64 =
+    strand_host::transfer::STALL_TICKS as u64 * strand_host::transfer::STALLS_PER_SOURCE_MAX as u64;
 
 /// What a finished run reports.
 #[derive(Debug, Clone)]
@@ -118,13 +121,6 @@ impl Stats {
     }
 }
 
-#[derive(Debug, Clone)]
-enum DiskEvent {
-    Sync { before: u64, cursor_len: usize },
-    Persist { state: DurableState, sequence: u64 },
-    Transfer { from: u8 },
-}
-
 /// What the catalog does at a given tick.
 #[derive(Debug, Clone, Copy)]
 enum CatalogEvent {
@@ -143,21 +139,27 @@ pub struct World {
     options: Options,
     prng: Prng,
     now: u64,
-    replicas: Vec<Option<Replica<RecordLog>>>,
-    disks: Vec<Disk>,
+    /// The replica running at each slot, if up.
+    hosts: Vec<Option<GroupHost<MemoryDisk>>>,
+    /// What each slot holds while its replica is down, and what the world
+    /// knows of it.
+    disks: Vec<storage::SlotDisk>,
     down_until: Vec<Option<u64>>,
+    /// Counts each slot's starts: a WAL turn scheduled for an earlier run
+    /// of the slot does not fire.
     generation: Vec<u64>,
-    sync_in_flight: Vec<bool>,
-    pending_persists: Vec<Vec<(DurableState, u64)>>,
-    disk_events: BTreeMap<(u64, u64), (u8, u64, DiskEvent)>,
-    /// Superblock writes complete in the order they were asked for.
-    last_persist_tick: Vec<u64>,
+    /// WAL turns due, by (tick, sequence): (slot, generation).
+    turns: BTreeMap<(u64, u64), (u8, u64)>,
+    /// Whether a slot has a WAL turn scheduled.
+    turn_pending: Vec<bool>,
+    turn_sequence: u64,
+    /// What the host put out, waiting to be carried out (kept for reuse).
+    outputs: Vec<Output>,
     /// Replicas that lost writes they may have acked (a crash under
     /// `replicated`, a storage fault), and the log head they had: at most
     /// W - 1 may be in this state at once (the durability promise); they
     /// leave it once trusted, Normal, repaired and back to that head.
     damaged: BTreeMap<u8, u64>,
-    disk_sequence: u64,
     network: Network,
     clients: Vec<Client>,
     faults_on: bool,
@@ -168,6 +170,7 @@ pub struct World {
     trust: UntrustedSilent,
     cursors: CursorsBounded,
     fence: EpochFence,
+    storage: StorageAgrees,
     /// The metadata plane's memberships of the group.
     catalog: Catalog,
     /// Catalog actions by (tick, sequence).
@@ -201,16 +204,15 @@ impl World {
         let mut world = World {
             prng: Prng::new(options.seed),
             now: 0,
-            replicas: (0..count).map(|_| None).collect(),
-            disks: vec![Disk::default(); count],
+            hosts: (0..count).map(|_| None).collect(),
+            disks: (0..count).map(|_| storage::SlotDisk::default()).collect(),
             down_until: vec![None; count],
             generation: vec![0; count],
-            sync_in_flight: vec![false; count],
-            pending_persists: vec![Vec::new(); count],
-            disk_events: BTreeMap::new(),
-            last_persist_tick: vec![0; count],
+            turns: BTreeMap::new(),
+            turn_pending: vec![false; count],
+            turn_sequence: 0,
+            outputs: Vec::new(),
             damaged: BTreeMap::new(),
-            disk_sequence: 0,
             network: Network::new(&options),
             clients,
             faults_on: true,
@@ -221,6 +223,7 @@ impl World {
             trust: UntrustedSilent,
             cursors: CursorsBounded,
             fence: EpochFence,
+            storage: StorageAgrees,
             catalog: Catalog::new(initial),
             catalog_events: BTreeMap::new(),
             catalog_sequence: 0,
@@ -267,7 +270,7 @@ impl World {
         self.network.heal();
         for replica in self.slots() {
             let index = usize::from(replica);
-            if self.replicas[index].is_none() && self.disks[index].created {
+            if self.hosts[index].is_none() && self.disks[index].created {
                 self.start(replica);
             }
         }
@@ -319,7 +322,7 @@ impl World {
 
     /// The slots replicas may occupy, ascending.
     fn slots(&self) -> std::ops::Range<u8> {
-        0..self.replicas.len() as u8
+        0..self.hosts.len() as u8
     }
 
     /// The slots whose replica exists (up or down), ascending.
@@ -334,32 +337,29 @@ impl World {
     /// operator can lift (never a pending state transfer).
     fn operator_accepts_loss(&mut self) -> Result<(), Violation> {
         let members = self.catalog.newest().slots;
-        let stuck = self
-            .replicas
-            .iter()
-            .enumerate()
-            .position(|(slot, replica)| {
-                members.contains(slot as u8)
-                    && replica.as_ref().is_some_and(|live| {
-                        live.attention()
-                            .is_some_and(|(reason, _)| reason != WaitReason::AwaitingStateTransfer)
-                    })
-            });
+        let stuck = self.hosts.iter().enumerate().position(|(slot, host)| {
+            members.contains(slot as u8)
+                && host.as_ref().is_some_and(|host| {
+                    host.replica()
+                        .attention()
+                        .is_some_and(|(reason, _)| reason != WaitReason::AwaitingStateTransfer)
+                })
+        });
         let Some(index) = stuck else {
             return Ok(());
         };
-        let mut effects = Effects::new();
-        let live = self.replicas[index]
-            .as_mut()
-            .expect("the stuck replica is up");
-        if !live.accept_loss(&mut effects) {
-            return Ok(());
-        }
-        self.stats.accepted_losses += 1;
         let replica = index as u8;
-        self.trace
-            .record(self.now, u16::from(replica), "accept_loss", &[]);
-        self.execute(replica, effects)
+        let mut accepted = false;
+        self.run_host(replica, |host, _| {
+            let (live, effects) = host.replica_and_effects();
+            accepted = live.accept_loss(effects);
+        })?;
+        if accepted {
+            self.stats.accepted_losses += 1;
+            self.trace
+                .record(self.now, u16::from(replica), "accept_loss", &[]);
+        }
+        Ok(())
     }
 
     fn describe_replicas(&self) -> String {
@@ -371,27 +371,26 @@ impl World {
             newest.rule().write,
             self.catalog.started()
         );
-        for (index, replica) in self.replicas.iter().enumerate() {
+        for (index, host) in self.hosts.iter().enumerate() {
             let disk = &self.disks[index];
-            if replica.is_none() && !disk.created {
+            if host.is_none() && !disk.created {
                 continue;
             }
-            let disk_state = format!(
-                "disk {}/{} faulty {:?} joined {}",
-                disk.durable_head(),
-                disk.head(),
-                disk.faulty.union(&disk.faulty_headers).collect::<Vec<_>>(),
-                disk.joined_epoch,
+            let slot_state = format!(
+                "joined {} retired {:?}",
+                disk.joined_epoch, disk.retired_epoch
             );
-            match replica {
-                Some(replica) => {
+            match host {
+                Some(host) => {
+                    let replica = host.replica();
                     let starts = &replica.durable_state().history_starts;
                     let latest: Vec<_> = starts[starts.len().saturating_sub(2)..]
                         .iter()
                         .map(|start| (start.view.to_string(), start.op))
                         .collect();
+                    let partition = host.partition_ref();
                     out.push_str(&format!(
-                        "[{index}: {} view {} log_view {} op {} commit {} trusted {} attention {:?} latest starts {latest:?} {disk_state}] ",
+                        "[{index}: {} view {} log_view {} op {} commit {} trusted {} attention {:?} latest starts {latest:?} disk {}/{} faulty {:?} {slot_state}] ",
                         replica.status().name(),
                         replica.view(),
                         replica.log_view(),
@@ -399,9 +398,12 @@ impl World {
                         replica.commit(),
                         replica.trusted(),
                         replica.attention(),
+                        partition.durable_op(),
+                        partition.op(),
+                        partition.faulty(),
                     ))
                 }
-                None => out.push_str(&format!("[{index}: down {disk_state}] ")),
+                None => out.push_str(&format!("[{index}: down {slot_state}] ")),
             }
         }
         out
@@ -418,14 +420,11 @@ impl World {
         for packet in self.network.due(self.now) {
             self.deliver(packet)?;
         }
-        self.complete_disk_events()?;
+        self.run_due_turns()?;
         for replica in self.slots() {
-            let Some(live) = self.replicas[usize::from(replica)].as_mut() else {
-                continue;
-            };
-            let mut effects = Effects::new();
-            live.on_tick(&mut effects);
-            self.execute(replica, effects)?;
+            if self.hosts[usize::from(replica)].is_some() {
+                self.run_host(replica, |host, out| host.on_tick(out))?;
+            }
         }
         self.clients_act()?;
         if self.network.in_flight() > TRAFFIC_IN_FLIGHT_MAX {
@@ -439,117 +438,23 @@ impl World {
             });
         }
         for replica in self.slots() {
-            if let Some(live) = &self.replicas[usize::from(replica)] {
+            if let Some(host) = &self.hosts[usize::from(replica)] {
+                let live = host.replica();
                 self.trust.status(replica, live)?;
+                let partition = host.partition_ref();
+                if !partition.superblock_writing() {
+                    let durable = &partition.superblock().durable;
+                    self.views
+                        .persisted(replica, durable.view, durable.log_view)?;
+                }
                 self.views.running(replica, live.view(), live.log_view())?;
+                self.check_cursors(replica)?;
             }
         }
         Ok(())
     }
 
     // ----- replicas ------------------------------------------------------------
-
-    fn start(&mut self, replica: u8) {
-        let index = usize::from(replica);
-        let config = Config {
-            cluster: CLUSTER,
-            group: GROUP,
-            replica,
-            memberships: self.memberships_for(),
-            durability: self.options.durability,
-            cursor_durability: self.options.durability,
-            timeouts: Timeouts::default(),
-            seed: self.options.seed ^ (u64::from(replica) << 32) ^ self.now,
-        };
-        let disk = &mut self.disks[index];
-        let recovered = disk.recovered(self.options.durability);
-        let commit = recovered.state.commit.min(disk.head());
-        let machine = RecordLog {
-            offset_end: disk.offset_end(commit),
-        };
-        disk.created = true;
-        disk.clean = false;
-        #[allow(unused_mut)]
-        let mut live = Replica::open(config, recovered, machine);
-        #[cfg(feature = "mutations")]
-        if self.options.mutation_untrusted_gate {
-            live.disable_trusted_gate();
-        }
-        #[cfg(feature = "mutations")]
-        if self.options.mutation_new_quorum_only {
-            live.disable_old_quorum();
-        }
-        let mut effects = Effects::new();
-        if let Some(epoch) = disk.retired_epoch {
-            live.retire(epoch, &mut effects);
-        }
-        live.start(&mut effects);
-        self.trace.record(
-            self.now,
-            u16::from(replica),
-            "start",
-            &[
-                live.view().packed(),
-                live.op(),
-                live.commit(),
-                u64::from(live.trusted()),
-            ],
-        );
-        self.replicas[index] = Some(live);
-        self.down_until[index] = None;
-        // Effects at start cannot break a checker before any traffic; keep going.
-        let _ = self.execute(replica, effects);
-        self.after_start(replica);
-    }
-
-    fn stop(&mut self, replica: u8, clean: bool) {
-        let index = usize::from(replica);
-        let Some(live) = self.replicas[index].take() else {
-            return;
-        };
-        // Only a trusted replica may mark its log cleanly shut down: an
-        // untrusted one still lacks what it lost in an earlier crash, so it
-        // is left running rather than stopped beyond the promise.
-        if clean && !live.trusted() {
-            self.replicas[index] = Some(live);
-            return;
-        }
-        self.generation[index] += 1;
-        self.sync_in_flight[index] = false;
-        let persists = std::mem::take(&mut self.pending_persists[index]);
-        let disk = &mut self.disks[index];
-        // A superblock write in flight either landed whole or not at all.
-        if let Some((state, _)) = persists.into_iter().last() {
-            if self.prng.chance(1, 2) {
-                disk.persist(state);
-            }
-        }
-        let head_before = disk.head();
-        if clean {
-            disk.shut_down();
-        } else {
-            disk.crash(&mut self.prng);
-        }
-        if disk.head() < head_before
-            && self.options.durability == strand_wire::Durability::Replicated
-        {
-            let previous = self.damaged.get(&replica).copied().unwrap_or(0);
-            self.damaged.insert(replica, head_before.max(previous));
-        }
-        self.network.forget(u16::from(replica));
-        let down = self.options.down_min_ticks
-            + self
-                .prng
-                .below(self.options.down_max_ticks - self.options.down_min_ticks + 1);
-        self.down_until[index] = Some(self.now + down);
-        self.stats.stops += 1;
-        self.trace.record(
-            self.now,
-            u16::from(replica),
-            if clean { "shutdown" } else { "crash" },
-            &[],
-        );
-    }
 
     fn restart_due(&mut self) -> Result<(), Violation> {
         for replica in self.slots() {
@@ -575,40 +480,16 @@ impl World {
             return self.client_reply(index, &reply);
         }
         let replica = packet.to as u8;
-        let Some(live) = self.replicas[usize::from(replica)].as_mut() else {
+        if self.hosts[usize::from(replica)].is_none() {
             return Ok(());
-        };
-        let mut effects = Effects::new();
+        }
+        let now = self.now;
         match packet.message {
             Message::Request(request) => {
-                let mut header = *request.header();
-                header.prefix.cluster.set(CLUSTER);
-                header.prefix.group.set(GROUP);
-                let body = request.body().clone();
-                let request = Msg::new(header, body.clone());
-                if header.operation() == Operation::StoreCursor {
-                    let Ok(cursor) = StoreCursor::from_bytes(&body) else {
-                        return Ok(());
-                    };
-                    let high_watermark = live.machine().offset_end;
-                    live.on_store_cursor(&request, cursor, high_watermark, &mut effects);
-                } else {
-                    let record_count = strand_wire::RecordBatch::from_bytes(body)
-                        .map(|batch| batch.record_count())
-                        .unwrap_or(0);
-                    live.on_request(
-                        ClientRequest {
-                            request,
-                            record_count,
-                            timestamp_ns: self.now,
-                        },
-                        &mut effects,
-                    );
-                }
+                self.run_host(replica, |host, _| client_request(host, request, now))
             }
-            message => live.on_message(message, &mut effects),
+            message => self.run_host(replica, |host, out| host.on_message(message, out)),
         }
-        self.execute(replica, effects)
     }
 
     fn client_reply(&mut self, index: usize, reply: &Msg<ReplyHeader>) -> Result<(), Violation> {
@@ -679,35 +560,40 @@ impl World {
         Ok(())
     }
 
-    // ----- effects ---------------------------------------------------------------
+    // ----- hosts -----------------------------------------------------------------
 
-    fn execute(&mut self, replica: u8, effects: Effects) -> Result<(), Violation> {
-        let mut queue: VecDeque<Effect> = VecDeque::from(effects.as_slice().to_vec());
-        while let Some(effect) = queue.pop_front() {
-            let mut more = Effects::new();
-            self.execute_one(replica, effect, &mut more)?;
-            queue.extend(more.as_slice().iter().cloned());
-        }
-        Ok(())
-    }
-
-    fn live(&mut self, replica: u8) -> &mut Replica<RecordLog> {
-        self.replicas[usize::from(replica)]
-            .as_mut()
-            .expect("effects come from a live replica")
-    }
-
-    fn execute_one(
+    /// Feeds the host at `replica` through `input`, settles it, and carries
+    /// out what it put out; then makes sure a WAL turn comes for whatever
+    /// its disk was asked to do.
+    fn run_host(
         &mut self,
         replica: u8,
-        effect: Effect,
-        more: &mut Effects,
+        input: impl FnOnce(&mut GroupHost<MemoryDisk>, &mut Vec<Output>),
     ) -> Result<(), Violation> {
+        let mut outputs = std::mem::take(&mut self.outputs);
+        let host = self.hosts[usize::from(replica)]
+            .as_mut()
+            .expect("inputs go to a live replica");
+        input(host, &mut outputs);
+        host.settle(&mut outputs);
+        let mut result = self.storage.settled(replica, host.storage_failure());
+        for output in outputs.drain(..) {
+            if result.is_ok() {
+                result = self.on_output(replica, output);
+            }
+        }
+        self.outputs = outputs;
+        self.schedule_turn(replica);
+        result
+    }
+
+    /// Carries out one output of the host at `replica`, under the checkers.
+    fn on_output(&mut self, replica: u8, output: Output) -> Result<(), Violation> {
         let index = usize::from(replica);
         let endpoint = u16::from(replica);
-        match effect {
-            Effect::Send { to, message } => {
-                let live = self.replicas[index].as_ref().expect("live");
+        match output {
+            Output::Send { to, message } => {
+                let live = self.hosts[index].as_ref().expect("live").replica();
                 self.trust.send(replica, live, message.command())?;
                 let speaker = Speaker {
                     slot: replica,
@@ -730,7 +616,7 @@ impl World {
                 );
                 self.post(endpoint, u16::from(to), message);
             }
-            Effect::Reply { reply } => {
+            Output::Reply(reply) => {
                 let client = reply.header().client.get();
                 let cursor_client = client ^ (1 << 100);
                 let target = self
@@ -741,43 +627,7 @@ impl World {
                     self.post(endpoint, CLIENT_BASE + target as u16, Message::Reply(reply));
                 }
             }
-            Effect::WritePrepare { prepare } => {
-                let (op, checksum) = (prepare.header().op.get(), prepare.checksum());
-                self.trace
-                    .record(self.now, endpoint, "write", &[op, u64::from(checksum)]);
-                self.disks[index].write(prepare);
-                self.live(replica)
-                    .on_write(op, checksum, WriteStage::Queued, more);
-                self.ensure_sync(replica);
-            }
-            Effect::Truncate { op } => {
-                self.trace.record(self.now, endpoint, "truncate", &[op]);
-                self.disks[index].truncate(op);
-                self.ensure_sync(replica);
-            }
-            Effect::PersistState { state, sequence } => {
-                self.trace.record(
-                    self.now,
-                    endpoint,
-                    "persist",
-                    &[
-                        state.view.packed(),
-                        state.log_view.packed(),
-                        state.commit,
-                        sequence,
-                    ],
-                );
-                self.pending_persists[index].push((state.clone(), sequence));
-                let latency = self.fsync_latency();
-                let at = (self.now + latency).max(self.last_persist_tick[index]);
-                self.last_persist_tick[index] = at;
-                self.schedule(
-                    replica,
-                    at - self.now,
-                    DiskEvent::Persist { state, sequence },
-                );
-            }
-            Effect::Commit { header } => {
+            Output::Committed { header } => {
                 self.trace.record(
                     self.now,
                     endpoint,
@@ -790,65 +640,110 @@ impl World {
                 self.acked.committed(header.op.get(), &committed)?;
                 self.history.commit(replica, &header)?;
             }
-            Effect::ServeHeaders { to, op_min, op_max } => {
-                self.serve_headers(replica, to, op_min, op_max)
+            Output::WriteStage { op, durable } => {
+                let stage = if durable { "durable" } else { "write" };
+                self.trace.record(self.now, endpoint, stage, &[op]);
             }
-            Effect::ServePrepare { to, op, checksum } => {
-                self.serve_prepare(replica, to, op, checksum)
-            }
-            Effect::AppendCursors { events, .. } => {
-                let Ok(events) = CursorEvents::from_bytes(&events) else {
-                    panic!("replica {replica} appended undecodable cursor events");
-                };
-                for event in &events.events {
-                    self.cursors.appended(replica, event, &self.history)?;
-                }
-                self.disks[index].cursor_events.extend(events.events);
-                let end = self.disks[index].cursor_events.len() as u64;
-                self.live(replica)
-                    .on_cursors_written(end, WriteStage::Queued, more);
-                self.ensure_sync(replica);
-            }
-            Effect::CutCursors { cursor_tail } => {
-                let disk = &mut self.disks[index];
-                disk.cursor_events.truncate(cursor_tail as usize);
-                disk.cursor_durable = disk.cursor_durable.min(disk.cursor_events.len());
-            }
-            Effect::ShipCursors { to, cursor_from } => self.ship_cursors(replica, to, cursor_from),
-            Effect::StartStateTransfer { from, .. } => {
-                self.disks[index].awaiting_transfer = true;
-                self.schedule(replica, STATE_TRANSFER_TICKS, DiskEvent::Transfer { from });
-            }
-            Effect::Quarantine { .. } => {
+            Output::Quarantined { agreed_op } => {
                 self.stats.quarantines += 1;
-                self.disks[index].awaiting_transfer = true;
-                self.trace.record(self.now, endpoint, "quarantine", &[]);
+                self.trace
+                    .record(self.now, endpoint, "quarantine", &[agreed_op]);
             }
-            Effect::Event(event) => match event {
-                Event::ViewChangeStarted { view } => {
-                    self.stats.view_changes += 1;
-                    self.trace
-                        .record(self.now, endpoint, "view_change", &[view.packed()]);
-                }
-                Event::Merged {
-                    view,
-                    source,
-                    op,
-                    dropped,
-                } => {
-                    let values = [view.packed(), u64::from(source), op, dropped];
-                    self.trace.record(self.now, endpoint, "merged", &values);
-                }
-                Event::EpochStarted { epoch } => self.epoch_started(replica, epoch),
-                Event::Retired { epoch } => self.retired(replica, epoch),
-                Event::Reconfiguring { op, epoch } => {
-                    let values = [op, u64::from(epoch)];
-                    self.trace
-                        .record(self.now, endpoint, "reconfiguring", &values);
-                }
-                _ => {}
-            },
+            Output::TransferInstalled { op } => {
+                self.stats.transfers += 1;
+                self.trace
+                    .record(self.now, endpoint, "state_transfer", &[op]);
+            }
+            Output::Stop => {
+                return Err(Violation {
+                    checker: "0 no panic",
+                    detail: format!(
+                        "replica {replica}'s storage failed and could not be reopened; {}",
+                        self.describe_replicas()
+                    ),
+                });
+            }
+            Output::Event(event) => self.on_event(replica, event),
         }
         Ok(())
+    }
+
+    fn on_event(&mut self, replica: u8, event: Event) {
+        let endpoint = u16::from(replica);
+        match event {
+            Event::ViewChangeStarted { view } => {
+                self.stats.view_changes += 1;
+                self.trace
+                    .record(self.now, endpoint, "view_change", &[view.packed()]);
+            }
+            Event::Merged {
+                view,
+                source,
+                op,
+                dropped,
+            } => {
+                let values = [view.packed(), u64::from(source), op, dropped];
+                self.trace.record(self.now, endpoint, "merged", &values);
+            }
+            Event::EpochStarted { epoch } => self.epoch_started(replica, epoch),
+            Event::Retired { epoch } => self.retired(replica, epoch),
+            Event::Reconfiguring { op, epoch } => {
+                let values = [op, u64::from(epoch)];
+                self.trace
+                    .record(self.now, endpoint, "reconfiguring", &values);
+            }
+            _ => {}
+        }
+    }
+
+    /// Checker 6 over what the replica's partition holds: every cursor it
+    /// stored is within the committed history (checked when its cursor log
+    /// grew).
+    fn check_cursors(&mut self, replica: u8) -> Result<(), Violation> {
+        let index = usize::from(replica);
+        let host = self.hosts[index].as_ref().expect("live");
+        let tail = host.partition_ref().cursor_tail();
+        if tail == self.disks[index].cursor_tail_checked {
+            return Ok(());
+        }
+        self.disks[index].cursor_tail_checked = tail;
+        for (consumer, offset) in host.partition_ref().cursors() {
+            self.cursors
+                .stored(replica, consumer, *offset, &self.history)?;
+        }
+        Ok(())
+    }
+}
+
+/// A client's request, as the node's client port hands it to the group.
+fn client_request(
+    host: &mut GroupHost<MemoryDisk>,
+    request: Msg<strand_wire::RequestHeader>,
+    now: u64,
+) {
+    let mut header = *request.header();
+    header.prefix.cluster.set(CLUSTER);
+    header.prefix.group.set(GROUP);
+    let body = request.body().clone();
+    let request = Msg::new(header, body.clone());
+    let (live, effects) = host.replica_and_effects();
+    if header.operation() == Operation::StoreCursor {
+        let Ok(cursor) = StoreCursor::from_bytes(&body) else {
+            return;
+        };
+        let high_watermark = live.machine().high_watermark();
+        live.on_store_cursor(&request, cursor, high_watermark, effects);
+    } else {
+        let record_count = strand_wire::RecordBatch::from_bytes(body)
+            .map(|batch| batch.record_count())
+            .unwrap_or(0);
+        live.on_request(
+            ClientRequest {
+                request,
+                record_count,
+                timestamp_ns: now,
+            },
+            effects,
+        );
     }
 }

@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 5] = [
+const FOUND_BY_SIM: [(u64, &str); 11] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -56,6 +56,31 @@ const FOUND_BY_SIM: [(u64, &str); 5] = [
         91_300,
         "liveness: the merge skipped an op whose header the chosen log could not read",
     ),
+    // Found once the replicas ran over the real partition storage:
+    (
+        572,
+        "storage: a cut fell between two damaged entries whose boundary was unknown",
+    ),
+    (
+        1_624,
+        "storage: a committed op whose header was lost was truncated, not rewritten",
+    ),
+    (
+        3_025,
+        "storage: a damaged entry with a readable header lost its own end and records",
+    ),
+    (
+        3_241,
+        "storage: the cut point was chosen after the journal forgot the damage above it",
+    ),
+    (
+        3_992,
+        "storage: a sealed segment cut to nothing, its successor's first entry damaged",
+    ),
+    (
+        6_838,
+        "storage: intact committed ops outside open's header window were rewritten",
+    ),
 ];
 
 #[test]
@@ -74,7 +99,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 23] = [
+const REASSIGNING: [(u64, &str); 25] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -154,6 +179,14 @@ const REASSIGNING: [(u64, &str); 23] = [
     (
         49849,
         "a storage fault once hit the one copy while a named newcomer had not joined",
+    ),
+    (
+        1977,
+        "a transferred primary once failed its storage shipping cursor events it had folded",
+    ),
+    (
+        1500,
+        "a transfer chunk once arrived after its replica had stopped awaiting it",
     ),
 ];
 
@@ -266,4 +299,60 @@ fn without_the_old_memberships_quorum_a_reassignment_loses_an_acknowledged_op() 
     let (seed, violation) =
         found.expect("within 2,000 seeds a reassignment heard by R' alone loses an acked op");
     eprintln!("new quorum only: seed {seed}: {violation}");
+}
+
+/// Runs seeds from 0 with `mutated` until one breaks `checkers` (and holds
+/// without the mutation); panics after `seeds`.
+#[cfg(feature = "mutations")]
+fn first_caught(mutated: &Overrides, checkers: &[&str], seeds: u64, what: &str) -> (u64, String) {
+    let intact = Overrides {
+        mutation_trust_unclean: false,
+        mutation_skip_cut: false,
+        ..mutated.clone()
+    };
+    (0..seeds)
+        .find_map(|seed| {
+            let (outcome, _) = run_seed(seed, mutated, 0);
+            let violation = outcome
+                .violation
+                .filter(|violation| checkers.contains(&violation.checker))?;
+            let (clean, _) = run_seed(seed, &intact, 0);
+            clean
+                .violation
+                .is_none()
+                .then(|| (seed, violation.to_string()))
+        })
+        .unwrap_or_else(|| panic!("within {seeds} seeds: {what}"))
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn a_log_trusted_after_an_unclean_restart_loses_an_acknowledged_op() {
+    let mutated = Overrides {
+        mutation_trust_unclean: true,
+        ..Overrides::default()
+    };
+    let (seed, violation) = first_caught(
+        &mutated,
+        &["1 linear history", "2 acked stays"],
+        5_000,
+        "a replicated log trusted after a crash loses an acked op",
+    );
+    eprintln!("trust unclean: seed {seed}: {violation}");
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn an_adoption_that_skips_the_cut_of_a_longer_tail_is_caught() {
+    let mutated = Overrides {
+        mutation_skip_cut: true,
+        ..Overrides::default()
+    };
+    let (seed, violation) = first_caught(
+        &mutated,
+        &["1 linear history", "2 acked stays", "9 storage agrees"],
+        5_000,
+        "a skipped cut leaves a stale tail that storage or the history catches",
+    );
+    eprintln!("skip cut: seed {seed}: {violation}");
 }

@@ -1,29 +1,27 @@
 //! Checker 6: cursors never point past the end of the committed record log.
 
-use strand_wire::ops::CursorEvent;
-
 use super::Violation;
 use super::history::LinearHistory;
 
-/// Stateless: checks every cursor event appended anywhere.
+/// Stateless: checks every cursor a replica's partition stores.
 #[derive(Debug, Default)]
 pub struct CursorsBounded;
 
 impl CursorsBounded {
-    /// `replica` appended `event`.
-    pub fn appended(
+    /// `replica`'s partition stores `consumer` at `offset`.
+    pub fn stored(
         &self,
         replica: u8,
-        event: &CursorEvent,
+        consumer: &str,
+        offset: u64,
         history: &LinearHistory,
     ) -> Result<(), Violation> {
         let end = history.offset_end();
-        if event.offset > end {
+        if offset > end {
             return Err(Violation {
                 checker: "6 cursors bounded",
                 detail: format!(
-                    "replica {replica} stored cursor {} = {} past the committed end {end}",
-                    event.consumer, event.offset
+                    "replica {replica} stored cursor {consumer} = {offset} past the committed end {end}"
                 ),
             });
         }

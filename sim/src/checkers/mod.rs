@@ -6,6 +6,7 @@ mod cursors;
 mod epoch_fence;
 mod history;
 mod liveness;
+mod storage;
 mod trust;
 mod views;
 
@@ -14,6 +15,7 @@ pub use cursors::CursorsBounded;
 pub use epoch_fence::{EpochFence, Speaker};
 pub use history::{CommittedOp, LinearHistory};
 pub use liveness::{LIVENESS_TICKS_MAX, OPERATOR_PATIENCE_TICKS, reassign_extra_ticks};
+pub use storage::StorageAgrees;
 pub use trust::UntrustedSilent;
 pub use views::ViewsMonotonic;
 

@@ -1,8 +1,8 @@
 //! Checker 3: view and log_view never go backwards on any replica, across
-//! restarts (what is persisted only grows; what is in memory never trails it).
+//! restarts (what its partition's superblock holds only grows; what is in
+//! memory never trails it).
 
 use super::Violation;
-use strand_consensus::DurableState;
 use strand_wire::ViewId;
 
 /// Per replica: the highest persisted view and log view.
@@ -19,20 +19,24 @@ impl ViewsMonotonic {
         }
     }
 
-    /// `replica` persisted `state`.
-    pub fn persisted(&mut self, replica: u8, state: &DurableState) -> Result<(), Violation> {
-        let (view, log_view) = &mut self.persisted[usize::from(replica)];
-        if state.view < *view || state.log_view < *log_view {
+    /// `replica`'s superblock holds `view` and `log_view`.
+    pub fn persisted(
+        &mut self,
+        replica: u8,
+        view: ViewId,
+        log_view: ViewId,
+    ) -> Result<(), Violation> {
+        let (persisted_view, persisted_log_view) = &mut self.persisted[usize::from(replica)];
+        if view < *persisted_view || log_view < *persisted_log_view {
             return Err(Violation {
                 checker: "3 monotonic views",
                 detail: format!(
-                    "replica {replica} persisted view {} log_view {} after {view} / {log_view}",
-                    state.view, state.log_view
+                    "replica {replica} persisted view {view} log_view {log_view} after {persisted_view} / {persisted_log_view}"
                 ),
             });
         }
-        *view = state.view;
-        *log_view = state.log_view;
+        *persisted_view = view;
+        *persisted_log_view = log_view;
         Ok(())
     }
 

@@ -14,16 +14,12 @@ impl World {
         if !allowed || !self.prng.chance(self.options.storage_fault_percent, 100) {
             return;
         }
-        let disk = &mut self.disks[usize::from(replica)];
-        if let Some(fault) = disk.pick_fault(&mut self.prng) {
-            let head = disk.head();
-            disk.inject(fault);
+        let head = self.history.head();
+        if self.damage_storage(replica) {
             let previous = self.damaged.get(&replica).copied().unwrap_or(0);
             self.damaged.insert(replica, head.max(previous));
             self.storage_faulted.insert(replica);
             self.stats.storage_faults += 1;
-            self.trace
-                .record(self.now, u16::from(replica), "storage_fault", &[]);
         }
     }
 
@@ -49,7 +45,7 @@ impl World {
             return Ok(());
         }
         for &replica in &existing {
-            if self.replicas[usize::from(replica)].is_none() {
+            if self.hosts[usize::from(replica)].is_none() {
                 continue;
             }
             if !self.prng.chance(self.options.crash_ppm, 1_000_000) {
@@ -110,15 +106,13 @@ impl World {
             .filter(|(replica, head)| {
                 let index = usize::from(**replica);
                 let needed = (**head).min(self.history.head());
-                let disk = &self.disks[index];
-                let repaired = disk.faulty.is_empty()
-                    && disk.faulty_headers.is_empty()
-                    && disk.missing.is_empty();
-                self.replicas[index].as_ref().is_some_and(|live| {
+                self.hosts[index].as_ref().is_some_and(|host| {
+                    let live = host.replica();
+                    let partition = host.partition_ref();
                     live.trusted()
                         && live.status() == strand_consensus::Status::Normal
-                        && repaired
-                        && disk.durable_head() >= needed
+                        && partition.faulty().is_empty()
+                        && partition.durable_op() >= needed
                 })
             })
             .map(|(replica, _)| *replica)

@@ -7,19 +7,19 @@
 //!   and one that restarts before its epoch started hears of it again;
 //!   every (re)start is given the newest few memberships in its `Config`;
 //! - a newcomer starts empty at its slot, awaiting a state transfer, which
-//!   copies a committed prefix from a replica that holds one;
+//!   its host receives over the network from a member that can export a
+//!   committed prefix;
 //! - once the epoch that removed a replica started, the catalog tells it to
 //!   retire (unless it found out itself) and, later, drops it for good. A
 //!   slot is given to a newcomer only once its previous replica is dropped:
 //!   the network routes frames by slot, and two replicas cannot share one.
 
-use strand_consensus::Effects;
 use strand_consensus::epoch::{Membership, Transition};
 
-use super::{CatalogEvent, DiskEvent, STATE_TRANSFER_TICKS, World};
+use super::storage::SlotDisk;
+use super::{CatalogEvent, World};
 use crate::catalog::{Wish, plan};
 use crate::checkers::Violation;
-use crate::disk::Disk;
 
 impl World {
     /// The memberships a replica (re)starting is given: the newest few the
@@ -113,7 +113,7 @@ impl World {
             self.schedule_catalog(lag, CatalogEvent::Join { slot, epoch });
         }
         for slot in self.slots() {
-            if self.replicas[usize::from(slot)].is_some() {
+            if self.hosts[usize::from(slot)].is_some() {
                 let lag = self.catalog_lag();
                 let epoch = next.epoch;
                 self.schedule_catalog(lag, CatalogEvent::Assign { slot, epoch });
@@ -124,14 +124,15 @@ impl World {
     /// The replica at `slot`, if running, hears of the membership of `epoch`.
     fn assign(&mut self, slot: u8, epoch: u32) -> Result<(), Violation> {
         let membership = *self.catalog.get(epoch).expect("assigned epochs are known");
-        let Some(live) = self.replicas[usize::from(slot)].as_mut() else {
+        if self.hosts[usize::from(slot)].is_none() {
             return Ok(());
-        };
-        let mut effects = Effects::new();
-        live.on_assignment(membership, &mut effects);
+        }
         self.trace
             .record(self.now, u16::from(slot), "assign", &[u64::from(epoch)]);
-        self.execute(slot, effects)
+        self.run_host(slot, |host, _| {
+            let (live, effects) = host.replica_and_effects();
+            live.on_assignment(membership, effects);
+        })
     }
 
     /// A replica reported `epoch` started: the catalog may plan the next
@@ -167,16 +168,17 @@ impl World {
         if self.disks[index].retired_epoch.is_some() {
             return Ok(());
         }
-        let Some(live) = self.replicas[index].as_mut() else {
+        if self.hosts[index].is_none() {
             return Ok(()); // told again when it restarts
-        };
-        let mut effects = Effects::new();
-        live.retire(epoch, &mut effects);
-        self.execute(slot, effects)
+        }
+        self.run_host(slot, |host, _| {
+            let (live, effects) = host.replica_and_effects();
+            live.retire(epoch, effects);
+        })
     }
 
-    /// The replica at `replica` retired (`Event::Retired`): recorded on its
-    /// disk, as the superblock does.
+    /// The replica at `replica` retired (`Event::Retired`; its host recorded
+    /// it in the superblock).
     pub(super) fn retired(&mut self, replica: u8, epoch: u32) {
         let disk = &mut self.disks[usize::from(replica)];
         if disk.retired_epoch.is_some() {
@@ -195,7 +197,7 @@ impl World {
         if self.disks[index].created || !self.catalog.newest().slots.contains(slot) {
             return;
         }
-        self.disks[index] = Disk::joining(epoch);
+        self.disks[index] = SlotDisk::joining(epoch);
         self.views.forget(slot);
         // It lacks every acknowledged write until it has caught up: for the
         // durability promise it is damaged, like a replica that lost them.
@@ -238,12 +240,10 @@ impl World {
             self.catalog.removal_of(slot, joined).is_some(),
             "dropping the replica at slot {slot} (joined in epoch {joined}), which no epoch removed"
         );
-        self.replicas[index] = None;
-        self.generation[index] += 1;
-        self.sync_in_flight[index] = false;
-        self.pending_persists[index].clear();
+        self.hosts[index] = None;
+        self.forget_turns(slot);
         self.down_until[index] = None;
-        self.disks[index] = Disk::default();
+        self.disks[index] = SlotDisk::default();
         self.damaged.remove(&slot);
         self.storage_faulted.remove(&slot);
         self.network.forget(u16::from(slot));
@@ -251,15 +251,12 @@ impl World {
         self.trace.record(self.now, u16::from(slot), "drop", &[]);
     }
 
-    /// After a replica (re)started: a transfer it awaits resumes; with
-    /// reassignment on, it hears of a membership whose epoch has not started
-    /// yet, and is told it retired if an epoch that started removed it.
+    /// After a replica (re)started: with reassignment on, it hears of a
+    /// membership whose epoch has not started yet, and is told it retired if
+    /// an epoch that started removed it. (A transfer it awaits resumes by
+    /// itself: its host starts one on its next tick.)
     pub(super) fn after_start(&mut self, slot: u8) {
         let index = usize::from(slot);
-        if self.disks[index].awaiting_transfer {
-            let from = self.catalog.newest().slots.iter().next().unwrap_or(0);
-            self.schedule(slot, STATE_TRANSFER_TICKS, DiskEvent::Transfer { from });
-        }
         if !self.options.reassigns() {
             return;
         }

@@ -1,19 +1,69 @@
-//! The disks' side of the world: serving peers from what is on disk,
-//! fsyncs and superblock writes completing, and state transfers.
+//! The disks' side of the world. Each replica's partition lives on the
+//! WAL's in-memory crash-modelling disk ([`MemoryDisk`]) with manual turns:
+//! what a host asks of its disk happens one fsync latency later (a WAL turn
+//! runs its writes and syncs). A crash keeps, per file, what the crash model
+//! draws of the unsynced writes (none, a prefix, a torn prefix, all); a
+//! restart opens the host over what is left, through the same
+//! `GroupHost::open` the node runs. Storage faults are damage the partition
+//! can see at open: a flipped bit in an entry that is not the log's last, a
+//! segment cut below what the superblock records as durable, a flipped bit
+//! in the older superblock copy.
 
-use bytes::Bytes;
-use strand_consensus::{Effects, Status, WriteStage};
-use strand_wire::ops::CursorEvents;
-use strand_wire::{Body, CommandHeader, CursorsHeader, HeadersHeader, Message, Msg, PrepareHeader};
-use zerocopy::IntoBytes;
+use std::path::Path;
 
-use super::{CLUSTER, DiskEvent, GROUP, STATE_TRANSFER_TICKS, World};
+use strand_consensus::Timeouts;
+use strand_host::group_host::{GroupHost, HostSpec, Mutations};
+use strand_partition::layout::superblock_path;
+use strand_partition::{LogConfig, MemoryDisk, Partition, PartitionConfig, Recovery};
+use strand_wal::{CrashMode, FRAME_HEADER_BYTES};
+use strand_wire::{Durability, HEADER_SIZE, Message};
 
-/// Headers a transferred log reports below its head (as the partition's
-/// open reports a journal's worth): the client table is rebuilt from them.
-const RECENT_HEADERS_ON_TRANSFER: usize = 1024;
+use super::{CLUSTER, GROUP, World};
 use crate::checkers::Violation;
 use crate::network::Packet;
+
+/// Where every replica keeps its partition (each on its own disk).
+pub(super) const DIR: &str = "/sim/partition";
+
+/// Segment size: small, so runs seal and roll segments.
+const SEGMENT_BYTES: u64 = 16 * 1024;
+
+/// One slot's storage and what the world knows of the replica there.
+#[derive(Default)]
+pub(super) struct SlotDisk {
+    /// The disk while the replica is down (while it runs, its host has it).
+    pub stored: Option<MemoryDisk>,
+    /// A replica was ever started here (its directory may exist).
+    pub created: bool,
+    /// The assignment epoch this replica joined the group in (0 for the
+    /// replicas the group was created with).
+    pub joined_epoch: u32,
+    /// The epoch that removed this replica, once it retired.
+    pub retired_epoch: Option<u32>,
+    /// The cursor log's length when checker 6 last looked.
+    pub cursor_tail_checked: u64,
+}
+
+impl SlotDisk {
+    /// The slot of a replica that joins the group in `epoch`.
+    pub fn joining(epoch: u32) -> SlotDisk {
+        SlotDisk {
+            joined_epoch: epoch,
+            ..SlotDisk::default()
+        }
+    }
+}
+
+/// A storage fault the partition can see at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StorageFault {
+    /// A bit of op's entry (its prepare header or body) flipped.
+    EntryFlip,
+    /// A segment cut at an entry the superblock records as durable.
+    Cut,
+    /// A bit of the older superblock copy flipped.
+    SuperblockCopy,
+}
 
 impl World {
     /// Hands `message` from endpoint `from` to the network for `to`.
@@ -23,254 +73,339 @@ impl World {
             .send(self.now, packet, &mut self.prng, self.faults_on);
     }
 
-    pub(super) fn serve_headers(&mut self, replica: u8, to: u8, op_min: u64, op_max: u64) {
-        let disk = &self.disks[usize::from(replica)];
-        let headers: Vec<PrepareHeader> = disk
-            .log
-            .iter()
-            .map(|entry| *entry.prepare.header())
-            .filter(|header| {
-                let op = header.op.get();
-                (op_min..=op_max).contains(&op) && !disk.faulty_headers.contains(&op)
-            })
-            .take(strand_wire::HEADERS_PER_MESSAGE_MAX)
-            .collect();
-        if headers.is_empty() {
-            return;
-        }
-        let view = self.replicas[usize::from(replica)]
-            .as_ref()
-            .map_or(strand_wire::ViewId::ZERO, |live| live.view());
-        let header = HeadersHeader::new(CLUSTER, GROUP, view, replica);
-        let message =
-            Message::Headers(Msg::new(header, Bytes::copy_from_slice(headers.as_bytes())));
-        self.post(u16::from(replica), u16::from(to), message);
-    }
-
-    pub(super) fn serve_prepare(&mut self, replica: u8, to: u8, op: u64, checksum: u32) {
-        let disk = &self.disks[usize::from(replica)];
-        if disk.faulty.contains(&op) || disk.faulty_headers.contains(&op) || op == 0 {
-            return;
-        }
-        let Some(entry) = disk.log.get((op - 1) as usize) else {
-            return;
-        };
-        if checksum != 0 && entry.prepare.checksum() != checksum {
-            return;
-        }
-        let message = Message::Prepare(entry.prepare.clone());
-        self.post(u16::from(replica), u16::from(to), message);
-    }
-
-    pub(super) fn ship_cursors(&mut self, replica: u8, to: u8, cursor_from: u64) {
-        let disk = &self.disks[usize::from(replica)];
-        let end = disk.cursor_durable.min(cursor_from as usize + 256);
-        if cursor_from as usize >= end {
-            return;
-        }
-        let events = disk.cursor_events[cursor_from as usize..end].to_vec();
-        let Some(live) = self.replicas[usize::from(replica)].as_ref() else {
-            return;
-        };
-        let mut header = CursorsHeader::new(CLUSTER, GROUP, live.view(), replica);
-        header.cursor_base.set(cursor_from);
-        header.event_count.set(events.len() as u32);
-        let body = Bytes::from(CursorEvents { events }.to_vec());
-        self.post(
-            u16::from(replica),
-            u16::from(to),
-            Message::Cursors(Msg::new(header, body)),
-        );
-    }
-
     pub(super) fn fsync_latency(&mut self) -> u64 {
         let spread = self.options.fsync_max_ticks - self.options.fsync_min_ticks;
         self.options.fsync_min_ticks + self.prng.below(spread + 1)
     }
 
-    pub(super) fn schedule(&mut self, replica: u8, after: u64, event: DiskEvent) {
-        self.disk_sequence += 1;
-        let generation = self.generation[usize::from(replica)];
-        self.disk_events.insert(
-            (self.now + after, self.disk_sequence),
-            (replica, generation, event),
-        );
-    }
+    // ----- WAL turns -------------------------------------------------------------
 
-    /// Starts an fsync covering everything written so far, unless one runs.
-    pub(super) fn ensure_sync(&mut self, replica: u8) {
+    /// Schedules a WAL turn one fsync latency from now if the replica's disk
+    /// has requests waiting and none is scheduled.
+    pub(super) fn schedule_turn(&mut self, replica: u8) {
         let index = usize::from(replica);
-        if self.sync_in_flight[index] {
+        if self.turn_pending[index] {
             return;
         }
-        self.sync_in_flight[index] = true;
-        let disk = &self.disks[index];
-        let event = DiskEvent::Sync {
-            before: disk.write_seq,
-            cursor_len: disk.cursor_events.len(),
-        };
-        let latency = self.fsync_latency();
-        self.schedule(replica, latency, event);
+        let queued = self.hosts[index]
+            .as_mut()
+            .and_then(GroupHost::disk_mut)
+            .is_some_and(|disk| disk.has_queued());
+        if !queued {
+            return;
+        }
+        self.turn_pending[index] = true;
+        let at = self.now + self.fsync_latency();
+        self.turn_sequence += 1;
+        self.turns
+            .insert((at, self.turn_sequence), (replica, self.generation[index]));
     }
 
-    pub(super) fn complete_disk_events(&mut self) -> Result<(), Violation> {
-        let later = self.disk_events.split_off(&(self.now + 1, 0));
-        let due = std::mem::replace(&mut self.disk_events, later);
-        for (_, (replica, generation, event)) in due {
+    /// Runs the WAL turns due now and hands their completions to the hosts.
+    pub(super) fn run_due_turns(&mut self) -> Result<(), Violation> {
+        let later = self.turns.split_off(&(self.now + 1, 0));
+        let due = std::mem::replace(&mut self.turns, later);
+        for (replica, generation) in due.into_values() {
             let index = usize::from(replica);
-            if self.generation[index] != generation || self.replicas[index].is_none() {
+            if self.generation[index] != generation {
+                continue; // scheduled for an earlier run of the slot
+            }
+            self.turn_pending[index] = false;
+            let Some(disk) = self.hosts[index].as_mut().and_then(GroupHost::disk_mut) else {
                 continue;
-            }
-            match event {
-                DiskEvent::Sync { before, cursor_len } => {
-                    self.complete_sync(replica, before, cursor_len)?
-                }
-                DiskEvent::Persist { state, sequence } => {
-                    self.pending_persists[index].retain(|(_, pending)| *pending != sequence);
-                    self.views.persisted(replica, &state)?;
-                    self.trace.record(
-                        self.now,
-                        u16::from(replica),
-                        "persisted",
-                        &[state.view.packed(), state.log_view.packed(), state.commit],
-                    );
-                    self.disks[index].persist(state);
-                    let mut effects = Effects::new();
-                    self.live(replica)
-                        .on_state_persisted(sequence, &mut effects);
-                    self.execute(replica, effects)?;
-                }
-                DiskEvent::Transfer { from } => self.complete_transfer(replica, from)?,
-            }
+            };
+            disk.run_turn();
+            self.run_host(replica, |_, _| {})?;
         }
         Ok(())
     }
 
-    fn complete_sync(
-        &mut self,
-        replica: u8,
-        before: u64,
-        cursor_len: usize,
-    ) -> Result<(), Violation> {
+    // ----- starting and stopping ---------------------------------------------
+
+    /// What the node knows of the group when the replica at `replica` opens.
+    fn host_spec(&self, replica: u8) -> HostSpec {
+        HostSpec {
+            cluster: CLUSTER,
+            group: GROUP,
+            replica,
+            memberships: self.memberships_for(),
+            durability: self.options.durability,
+            cursor_durability: self.options.durability,
+            confirm: self.options.confirm,
+            dir: DIR.into(),
+            catalog_nodes: None,
+            timeouts: Timeouts::default(),
+            seed: self.options.seed ^ (u64::from(replica) << 32) ^ self.now,
+            storage: partition_config(),
+        }
+    }
+
+    /// The storage protections this run switches off.
+    fn mutations(&self) -> Mutations {
+        Mutations {
+            trust_unclean: self.options.mutation_trust_unclean,
+            skip_cut: self.options.mutation_skip_cut,
+        }
+    }
+
+    /// Starts the replica at `replica` over its disk (a fresh one the first
+    /// time), as a node opens a group.
+    pub(super) fn start(&mut self, replica: u8) {
         let index = usize::from(replica);
-        self.sync_in_flight[index] = false;
-        let disk = &mut self.disks[index];
-        let newly_durable: Vec<(u64, u32)> = disk
-            .log
-            .iter()
-            .filter(|entry| !entry.durable && entry.seq <= before)
-            .map(|entry| (entry.prepare.header().op.get(), entry.prepare.checksum()))
-            .collect();
-        let settled = disk.synced(before, cursor_len);
-        let durable_head = disk.durable_head();
+        let seed = self.options.seed ^ (u64::from(replica) << 40) ^ self.now;
+        let mut disk = self.disks[index]
+            .stored
+            .take()
+            .unwrap_or_else(|| MemoryDisk::new(seed));
+        disk.set_manual_turns(true);
+        let spec = self.host_spec(replica);
+        let reopen = Box::new(|| -> MemoryDisk {
+            panic!("a simulated disk is never reopened: its storage lives in the partition")
+        });
+        #[cfg(feature = "mutations")]
+        let opened = GroupHost::open_mutated(&spec, disk, reopen, self.mutations());
+        #[cfg(not(feature = "mutations"))]
+        let opened = {
+            let _ = self.mutations();
+            GroupHost::open(&spec, disk, reopen)
+        };
+        #[cfg_attr(not(feature = "mutations"), allow(unused_mut))]
+        let (mut host, recovery) = match opened {
+            Ok(opened) => opened,
+            Err(error) => panic!("replica {replica} cannot open its partition: {error}"),
+        };
+        #[cfg(feature = "mutations")]
+        {
+            let (live, _) = host.replica_and_effects();
+            if self.options.mutation_untrusted_gate {
+                live.disable_trusted_gate();
+            }
+            if self.options.mutation_new_quorum_only {
+                live.disable_old_quorum();
+            }
+        }
+        self.disks[index].created = true;
+        self.disks[index].cursor_tail_checked = u64::MAX;
+        let live = host.replica();
         self.trace.record(
             self.now,
             u16::from(replica),
-            "synced",
-            &[before, durable_head],
+            "start",
+            &[
+                live.view().packed(),
+                live.op(),
+                live.commit(),
+                u64::from(live.trusted()),
+                recovery.headers.first().map_or(0, |header| header.op.get()),
+                recovery.faulty.first().copied().unwrap_or(0),
+                recovery.faulty.len() as u64,
+            ],
         );
-        let cursor_end = disk.cursor_durable as u64;
-        let more_to_sync = disk.dirty();
-        let mut effects = Effects::new();
-        let live = self.live(replica);
-        for op in settled {
-            live.on_truncated(op, &mut effects);
-        }
-        for (op, checksum) in newly_durable {
-            live.on_write(op, checksum, WriteStage::Durable, &mut effects);
-        }
-        live.on_cursors_written(cursor_end, WriteStage::Durable, &mut effects);
-        self.execute(replica, effects)?;
-        if more_to_sync {
-            self.ensure_sync(replica);
-        }
-        Ok(())
-    }
-
-    /// The replica a state transfer to `replica` copies from, trying slots
-    /// in turn from `from`: one that is up and not itself awaiting a
-    /// transfer, a current member if any can (a removed replica, retired or
-    /// not, keeps its data until it is dropped, and serves transfers).
-    fn transfer_source(&self, replica: u8, from: u8) -> Option<u8> {
-        let count = self.replicas.len() as u8;
-        let members = self.catalog.newest().slots;
-        let usable = |candidate: &u8| {
-            let index = usize::from(*candidate);
-            *candidate != replica
-                && !self.disks[index].awaiting_transfer
-                && self.replicas[index]
-                    .as_ref()
-                    .is_some_and(|live| live.status() != Status::AwaitingStateTransfer)
-        };
-        let order = || (0..count).map(move |offset| (from % count + offset) % count);
-        order()
-            .filter(|candidate| members.contains(*candidate))
-            .find(usable)
-            .or_else(|| order().find(usable))
-    }
-
-    /// A state transfer to `replica` is due: copy the committed, durable,
-    /// undamaged prefix of a source's log, or try again later.
-    pub(super) fn complete_transfer(&mut self, replica: u8, from: u8) -> Result<(), Violation> {
-        if !self.disks[usize::from(replica)].awaiting_transfer {
-            return Ok(()); // one transfer per wait: this one is stale
-        }
-        let Some(source) = self.transfer_source(replica, from) else {
-            self.schedule(replica, STATE_TRANSFER_TICKS, DiskEvent::Transfer { from });
-            return Ok(());
-        };
-        let commit = self.replicas[usize::from(source)]
-            .as_ref()
-            .map_or(0, |live| live.commit());
-        let source_disk = &self.disks[usize::from(source)];
-        let usable = source_disk.durable_head().min(commit);
-        let clean_prefix = (1..=usable).all(|op| {
-            !source_disk.faulty.contains(&op) && !source_disk.faulty_headers.contains(&op)
+        self.hosts[index] = Some(host);
+        self.down_until[index] = None;
+        // Effects at start cannot break a checker before any traffic; keep going.
+        let _ = self.run_host(replica, |host, _| {
+            let (live, effects) = host.replica_and_effects();
+            live.start(effects);
         });
-        // A source that has committed nothing hands over an empty log (the
-        // newcomer repairs every op once it adopts a view); one whose
-        // committed prefix is not all durable and clean yet is asked later.
-        if (usable == 0 && commit > 0) || !clean_prefix {
-            self.schedule(
-                replica,
-                STATE_TRANSFER_TICKS,
-                DiskEvent::Transfer { from: source + 1 },
-            );
-            return Ok(());
-        }
-        let log: Vec<_> = source_disk.log[..usable as usize].to_vec();
-        let cursor_events = source_disk.cursor_events[..source_disk.cursor_durable].to_vec();
-        let head = log.last().map(|entry| *entry.prepare.header());
-        let recent: Vec<PrepareHeader> = log
-            .iter()
-            .rev()
-            .take(RECENT_HEADERS_ON_TRANSFER)
-            .rev()
-            .map(|entry| *entry.prepare.header())
-            .collect();
-        let disk = &mut self.disks[usize::from(replica)];
-        disk.log = log;
-        disk.faulty.clear();
-        disk.faulty_headers.clear();
-        disk.missing.clear();
-        disk.cursor_events = cursor_events;
-        disk.cursor_durable = disk.cursor_events.len();
-        disk.awaiting_transfer = false;
-        let mut state = disk.superblock.clone().unwrap_or_default();
-        state.commit = usable;
-        // As the partition's install does: the log is unsettled until the
-        // replica adopts a view.
-        state.log_unsettled = true;
-        disk.persist(state);
-        let cursor_tail = disk.cursor_events.len() as u64;
-        self.stats.transfers += 1;
-        self.trace
-            .record(self.now, u16::from(replica), "state_transfer", &[usable]);
-        let mut effects = Effects::new();
-        let live = self.live(replica);
-        if live.status() == Status::AwaitingStateTransfer {
-            live.on_state_transfer_done(head, cursor_tail, &recent, &mut effects);
-        }
-        self.execute(replica, effects)
+        self.after_start(replica);
     }
+
+    /// Stops the replica at `replica`: a clean shutdown (everything synced,
+    /// the clean mark written) or a crash of its disk.
+    pub(super) fn stop(&mut self, replica: u8, clean: bool) {
+        let index = usize::from(replica);
+        let Some(mut host) = self.hosts[index].take() else {
+            return;
+        };
+        // Only a trusted replica may mark its log cleanly shut down: an
+        // untrusted one still lacks what it lost in an earlier crash, so it
+        // is left running rather than stopped beyond the promise.
+        if clean && !host.replica().trusted() {
+            self.hosts[index] = Some(host);
+            return;
+        }
+        self.forget_turns(replica);
+        let op_before = host.partition_ref().op();
+        let disk = if clean {
+            match host.close() {
+                Ok(closed) => closed.disk,
+                Err(error) => panic!("replica {replica} could not close its partition: {error}"),
+            }
+        } else {
+            host.abandon().map(|mut disk| {
+                disk.crash(CrashMode::Random);
+                disk
+            })
+        };
+        if !clean && self.options.durability == Durability::Replicated {
+            let recovered = disk.as_ref().and_then(probe);
+            let lost = recovered
+                .is_none_or(|(_, recovery)| recovery.op < op_before || !recovery.faulty.is_empty());
+            if lost {
+                let previous = self.damaged.get(&replica).copied().unwrap_or(0);
+                self.damaged.insert(replica, op_before.max(previous));
+            }
+        }
+        self.disks[index].stored = disk;
+        self.network.forget(u16::from(replica));
+        let down = self.options.down_min_ticks
+            + self
+                .prng
+                .below(self.options.down_max_ticks - self.options.down_min_ticks + 1);
+        self.down_until[index] = Some(self.now + down);
+        self.stats.stops += 1;
+        self.trace.record(
+            self.now,
+            u16::from(replica),
+            if clean { "shutdown" } else { "crash" },
+            &[],
+        );
+    }
+
+    /// WAL turns scheduled for the slot's current run no longer fire.
+    pub(super) fn forget_turns(&mut self, replica: u8) {
+        let index = usize::from(replica);
+        self.generation[index] += 1;
+        self.turn_pending[index] = false;
+    }
+
+    // ----- storage faults ------------------------------------------------------
+
+    /// Damages the stopped replica's disk in a way its partition sees at
+    /// open; false if there was nothing to damage.
+    pub(super) fn damage_storage(&mut self, replica: u8) -> bool {
+        let index = usize::from(replica);
+        let Some(disk) = self.disks[index].stored.as_ref() else {
+            return false;
+        };
+        let Some((partition, recovery)) = probe(disk) else {
+            return false;
+        };
+        let fault = match self.prng.below(3) {
+            0 => StorageFault::EntryFlip,
+            1 => StorageFault::Cut,
+            _ => StorageFault::SuperblockCopy,
+        };
+        let damage = match fault {
+            StorageFault::EntryFlip => self.entry_flip(&partition, &recovery),
+            StorageFault::Cut => self.cut(&partition, &recovery),
+            StorageFault::SuperblockCopy => self.superblock_flip(&partition, &recovery),
+        };
+        let Some((path, action, op)) = damage else {
+            return false;
+        };
+        let storage = self.disks[index]
+            .stored
+            .as_mut()
+            .expect("checked above")
+            .storage_mut();
+        let applied = match action {
+            Damage::Flip { offset, bit } => storage.flip_bit(&path, offset, bit),
+            Damage::Cut { len } => storage.cut(&path, len),
+        };
+        assert!(applied.is_ok(), "damaging {}: {applied:?}", path.display());
+        self.trace.record(
+            self.now,
+            u16::from(replica),
+            "storage_fault",
+            &[fault as u64, op],
+        );
+        true
+    }
+
+    /// A flipped bit in the prepare (header or body) of an op that is not
+    /// the log's last: the scan finds it between good entries.
+    fn entry_flip(
+        &mut self,
+        partition: &Partition<MemoryDisk>,
+        recovery: &Recovery,
+    ) -> Option<(std::path::PathBuf, Damage, u64)> {
+        let first = partition.head_op().max(1);
+        if recovery.op <= first {
+            return None;
+        }
+        let op = first + self.prng.below(recovery.op - first);
+        let location = partition.entry_location(op)?;
+        let payload = location.frame_len - FRAME_HEADER_BYTES as u64;
+        let within = if self.prng.chance(1, 2) || payload <= HEADER_SIZE as u64 {
+            self.prng.below(HEADER_SIZE as u64)
+        } else {
+            HEADER_SIZE as u64 + self.prng.below(payload - HEADER_SIZE as u64)
+        };
+        let offset = location.position + FRAME_HEADER_BYTES as u64 + within;
+        let bit = self.prng.below(8) as u8;
+        Some((location.path, Damage::Flip { offset, bit }, op))
+    }
+
+    /// A segment cut at an entry: ops lost from a sealed segment, or from the
+    /// active one below the superblock's durable checkpoint, are reported.
+    fn cut(
+        &mut self,
+        partition: &Partition<MemoryDisk>,
+        recovery: &Recovery,
+    ) -> Option<(std::path::PathBuf, Damage, u64)> {
+        let first = partition.head_op().max(1);
+        if recovery.op < first {
+            return None;
+        }
+        let op = first + self.prng.below(recovery.op - first + 1);
+        let location = partition.entry_location(op)?;
+        let last = partition.entry_location(recovery.op)?;
+        let sealed = location.path != last.path;
+        if !sealed && recovery.op > recovery.op_checkpoint {
+            return None; // it would look like a torn tail: a loss nobody sees
+        }
+        Some((
+            location.path,
+            Damage::Cut {
+                len: location.position,
+            },
+            op,
+        ))
+    }
+
+    /// A flipped bit in the superblock copy that is not the newest: open
+    /// falls back to nothing older than what it had.
+    fn superblock_flip(
+        &mut self,
+        partition: &Partition<MemoryDisk>,
+        recovery: &Recovery,
+    ) -> Option<(std::path::PathBuf, Damage, u64)> {
+        // The sequence read at open, before the probe wrote anything.
+        let older = ((recovery.superblock_sequence + 1) % 2) as u8;
+        let path = superblock_path(Path::new(DIR), older);
+        let len = partition.disk().storage().contents(&path)?.len() as u64;
+        if len == 0 {
+            return None;
+        }
+        let offset = self.prng.below(len);
+        let bit = self.prng.below(8) as u8;
+        Some((path, Damage::Flip { offset, bit }, 0))
+    }
+}
+
+/// What a storage fault does to a file.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    Flip { offset: u64, bit: u8 },
+    Cut { len: u64 },
+}
+
+/// The partition layout the simulator's replicas use.
+pub(super) fn partition_config() -> PartitionConfig {
+    PartitionConfig {
+        log: LogConfig {
+            segment_bytes_max: SEGMENT_BYTES,
+            ..LogConfig::default()
+        },
+        ..PartitionConfig::default()
+    }
+}
+
+/// Opens a copy of `disk`'s storage to see what a restart would find,
+/// leaving the disk itself untouched.
+fn probe(disk: &MemoryDisk) -> Option<(Partition<MemoryDisk>, Recovery)> {
+    let copy = MemoryDisk::from_storage(disk.storage().clone());
+    Partition::open(copy, Path::new(DIR), partition_config()).ok()
 }
