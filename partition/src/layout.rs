@@ -70,6 +70,15 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// The first offset an index file name stands for (`None` for other names).
+pub fn parse_index_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".index")?;
+    if digits.len() != SEGMENT_NAME_DIGITS || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// Superblock copy `copy` (0 or 1).
 pub fn superblock_path(dir: &Path, copy: u8) -> PathBuf {
     assert!(copy < 2, "two superblock copies");

@@ -29,7 +29,9 @@ use crate::entry::{EntryMeta, carries_records, record_offset_base};
 use crate::error::PartitionError;
 use crate::index::{IndexDamage, decode_index, expected_index};
 use crate::io::Io;
-use crate::layout::{file_name, index_path, parse_segment_name, records_dir, segment_path};
+use crate::layout::{
+    file_name, index_path, parse_index_name, parse_segment_name, records_dir, segment_path,
+};
 use crate::record_log::{
     Gap, LogConfig, RecordLog, Segment, remove_segment_files, write_index_file,
 };
@@ -238,6 +240,20 @@ fn find_segments<D: Disk>(
         .iter()
         .filter_map(|name| parse_segment_name(name))
         .collect();
+    // An index whose segment is gone (a crash between removing a segment's
+    // two files) would block a new segment at its offset.
+    for name in &names {
+        let Some(offset) = parse_index_name(name) else {
+            continue;
+        };
+        if !offsets.contains(&offset) {
+            let path = records.join(name);
+            tracing::info!(path = %path.display(), "partition: removing an index without its segment");
+            io.disk
+                .remove_file(&path)
+                .map_err(|error| PartitionError::io(&path, "remove an orphan index", &error))?;
+        }
+    }
     for &leftover in offsets
         .iter()
         .filter(|&&offset| offset < superblock.head_offset)

@@ -654,9 +654,11 @@ pub(crate) fn remove_segment_files<D: Disk>(
     dir: &Path,
     first_offset: u64,
 ) -> Result<(), PartitionError> {
+    // The index first: a crash in between leaves a segment whose index open
+    // rebuilds, never an index whose segment is gone.
     for path in [
-        segment_path(dir, first_offset),
         index_path(dir, first_offset),
+        segment_path(dir, first_offset),
     ] {
         io.disk
             .remove_file(&path)

@@ -460,3 +460,20 @@ fn a_sealed_segment_cut_to_nothing_before_a_damaged_first_entry_reports_every_op
         written = written.len()
     );
 }
+
+/// Found by the simulator: a power loss between removing a segment's two
+/// files left its index behind, and the next segment rolled at that offset
+/// could not create its own. Open removes an index without its segment.
+#[test]
+fn an_index_whose_segment_is_gone_is_removed_at_open() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(11), small_config());
+    append_durable(&mut partition, 5, 1, 10);
+    let dir = Path::new(MEMORY_DIR);
+    let mut disk = partition.close().expect("close");
+    let orphan = index_path(dir, 4_000);
+    use strand_partition::Disk as _;
+    disk.write_at(&orphan, 0, b"stale").expect("write");
+    let (partition, _) = open_memory(disk, small_config());
+    let mut disk = partition.close().expect("close");
+    assert!(!disk.exists(&orphan), "the orphan index is gone");
+}

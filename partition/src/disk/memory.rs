@@ -5,6 +5,13 @@
 //! decides exactly which writes have happened before it crashes the disk.
 //! Plain operations act on the storage directly through a reserved file id.
 //!
+//! A power loss can be armed to strike between two operations
+//! ([`MemoryDisk::lose_power_after`]): the disk then keeps the image a crash
+//! at that instant would leave, while the caller runs on unaware; the next
+//! [`MemoryDisk::crash`] restores that image. Each `Disk` call and each WAL
+//! writer turn is one operation, atomic as on a real file system (a
+//! directory rename included).
+//!
 //! Names follow the storage's POSIX model, as [`super::FileDisk`] sees a real
 //! file system: a removed file is unlinked (its bytes go with its last name),
 //! and a hard link is a second name of the same bytes, so a write through
@@ -35,6 +42,18 @@ pub struct MemoryDisk {
     buffered: Vec<Completion>,
     /// WAL turns run only through [`MemoryDisk::run_turn`] (and waits).
     manual_turns: bool,
+    /// An armed or struck power loss.
+    power_loss: Option<PowerLoss>,
+}
+
+/// A power loss armed to strike after some operations.
+struct PowerLoss {
+    /// Operations still to complete before it strikes.
+    ops_left: u64,
+    /// What the crash keeps of unsynced writes.
+    mode: CrashMode,
+    /// The image it left, once it struck.
+    image: Option<MemoryStorage>,
 }
 
 impl MemoryDisk {
@@ -49,7 +68,62 @@ impl MemoryDisk {
             core: WalCore::new(storage, QUEUE_CAPACITY),
             buffered: Vec::new(),
             manual_turns: false,
+            power_loss: None,
         }
+    }
+
+    /// Arms a power loss that strikes once `ops` more operations completed
+    /// (0: now), keeping what `mode` says of unsynced writes. The caller
+    /// runs on unaware; [`MemoryDisk::crash`] then restores the image the
+    /// power loss left.
+    pub fn lose_power_after(&mut self, ops: u64, mode: CrashMode) {
+        self.power_loss = Some(PowerLoss {
+            ops_left: ops,
+            mode,
+            image: None,
+        });
+        self.strike_if_due();
+    }
+
+    /// Whether an armed power loss struck.
+    pub fn power_lost(&self) -> bool {
+        self.power_loss
+            .as_ref()
+            .is_some_and(|loss| loss.image.is_some())
+    }
+
+    /// Disarms a power loss (struck or not): the disk is as the caller sees it.
+    pub fn restore_power(&mut self) {
+        self.power_loss = None;
+    }
+
+    /// One operation completed: an armed power loss counts it.
+    fn operation_done(&mut self) {
+        if let Some(loss) = &mut self.power_loss
+            && loss.image.is_none()
+            && loss.ops_left > 0
+        {
+            loss.ops_left -= 1;
+        }
+        self.strike_if_due();
+    }
+
+    fn strike_if_due(&mut self) {
+        let storage = self.core.storage();
+        if let Some(loss) = &mut self.power_loss
+            && loss.image.is_none()
+            && loss.ops_left == 0
+        {
+            let mut image = storage.clone();
+            image.crash(loss.mode);
+            loss.image = Some(image);
+        }
+    }
+
+    /// Runs one WAL writer turn (one operation).
+    fn turn(&mut self, out: &mut Vec<Completion>) {
+        self.core.run_turn(out);
+        self.operation_done();
     }
 
     /// With `manual` on, a poll no longer runs the WAL writer: requests wait
@@ -61,7 +135,9 @@ impl MemoryDisk {
 
     /// Runs one WAL writer turn now; its completions come with the next poll.
     pub fn run_turn(&mut self) {
-        self.core.run_turn(&mut self.buffered);
+        let mut out = std::mem::take(&mut self.buffered);
+        self.turn(&mut out);
+        self.buffered = out;
     }
 
     /// Whether WAL requests wait for a turn.
@@ -78,7 +154,10 @@ impl MemoryDisk {
             WalCore::new(MemoryStorage::new(0), QUEUE_CAPACITY),
         );
         let mut storage = core.into_storage();
-        storage.crash(mode);
+        match self.power_loss.take().and_then(|loss| loss.image) {
+            Some(image) => storage = image,
+            None => storage.crash(mode),
+        }
         self.core = WalCore::new(storage, QUEUE_CAPACITY);
         self.buffered.clear();
     }
@@ -97,7 +176,7 @@ impl MemoryDisk {
     /// the next poll.
     fn drain_queue(&mut self) {
         while self.core.queued_requests() > 0 {
-            self.core.run_turn(&mut self.buffered);
+            self.run_turn();
         }
     }
 
@@ -115,6 +194,16 @@ impl MemoryDisk {
         result
     }
 
+    /// Runs one plain operation (counted by an armed power loss).
+    fn operation<T>(
+        &mut self,
+        action: impl FnOnce(&mut MemoryDisk) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let result = action(self);
+        self.operation_done();
+        result
+    }
+
     fn is_file(&self, path: &Path) -> bool {
         self.storage().contents(path).is_some()
     }
@@ -125,6 +214,65 @@ impl MemoryDisk {
             .into_iter()
             .filter(|path| path.starts_with(dir) && path != dir)
             .collect()
+    }
+}
+
+/// The plain operations themselves (each one operation for a power loss).
+impl MemoryDisk {
+    fn write_at_now(&mut self, path: &Path, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.with_plain(path, OpenMode::CreateOrAppend, |storage| {
+            storage.write_at(PLAIN_FILE, offset, &[bytes])?;
+            storage.sync_data(PLAIN_FILE)
+        })
+    }
+
+    fn set_len_now(&mut self, path: &Path, len: u64) -> io::Result<()> {
+        self.with_plain(path, OpenMode::Append, |storage| {
+            storage.set_len(PLAIN_FILE, len)
+        })
+    }
+
+    fn remove_file_now(&mut self, path: &Path) -> io::Result<()> {
+        if !self.is_file(path) {
+            return Ok(());
+        }
+        self.storage_mut().remove(path)
+    }
+
+    fn remove_dir_all_now(&mut self, dir: &Path) -> io::Result<()> {
+        for path in self.files_under(dir) {
+            self.remove_file_now(&path)?;
+        }
+        Ok(())
+    }
+
+    fn rename_now(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        if self.is_file(from) {
+            return self.with_plain(from, OpenMode::Append, |storage| {
+                storage.rename(PLAIN_FILE, to)
+            });
+        }
+        let files = self.files_under(from);
+        if files.is_empty() {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        if self.exists(to) {
+            return Err(io::ErrorKind::AlreadyExists.into());
+        }
+        for path in files {
+            let relative = path
+                .strip_prefix(from)
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+            let target = to.join(relative);
+            self.with_plain(&path, OpenMode::Append, |storage| {
+                storage.rename(PLAIN_FILE, &target)
+            })?;
+        }
+        Ok(())
+    }
+
+    fn hard_link_now(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        self.storage_mut().link(from, to)
     }
 }
 
@@ -141,16 +289,16 @@ impl Disk for MemoryDisk {
     fn wal_poll(&mut self, out: &mut Vec<Completion>) {
         out.append(&mut self.buffered);
         if !self.manual_turns {
-            self.core.run_turn(out);
+            self.turn(out);
         }
     }
 
     fn wal_wait(&mut self, out: &mut Vec<Completion>) -> Result<(), WaitError> {
         let before = out.len();
         out.append(&mut self.buffered);
-        self.core.run_turn(out);
+        self.turn(out);
         while out.len() == before && self.core.queued_requests() > 0 {
-            self.core.run_turn(out);
+            self.turn(out);
         }
         if out.len() == before {
             return Err(WaitError::NothingOutstanding);
@@ -183,16 +331,11 @@ impl Disk for MemoryDisk {
     }
 
     fn write_at(&mut self, path: &Path, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        self.with_plain(path, OpenMode::CreateOrAppend, |storage| {
-            storage.write_at(PLAIN_FILE, offset, &[bytes])?;
-            storage.sync_data(PLAIN_FILE)
-        })
+        self.operation(|disk| disk.write_at_now(path, offset, bytes))
     }
 
     fn set_len(&mut self, path: &Path, len: u64) -> io::Result<()> {
-        self.with_plain(path, OpenMode::Append, |storage| {
-            storage.set_len(PLAIN_FILE, len)
-        })
+        self.operation(|disk| disk.set_len_now(path, len))
     }
 
     fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<String>> {
@@ -204,46 +347,19 @@ impl Disk for MemoryDisk {
     }
 
     fn remove_file(&mut self, path: &Path) -> io::Result<()> {
-        if !self.is_file(path) {
-            return Ok(());
-        }
-        self.storage_mut().remove(path)
+        self.operation(|disk| disk.remove_file_now(path))
     }
 
     fn remove_dir_all(&mut self, dir: &Path) -> io::Result<()> {
-        for path in self.files_under(dir) {
-            self.remove_file(&path)?;
-        }
-        Ok(())
+        self.operation(|disk| disk.remove_dir_all_now(dir))
     }
 
     fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
-        if self.is_file(from) {
-            return self.with_plain(from, OpenMode::Append, |storage| {
-                storage.rename(PLAIN_FILE, to)
-            });
-        }
-        let files = self.files_under(from);
-        if files.is_empty() {
-            return Err(io::ErrorKind::NotFound.into());
-        }
-        if self.exists(to) {
-            return Err(io::ErrorKind::AlreadyExists.into());
-        }
-        for path in files {
-            let relative = path
-                .strip_prefix(from)
-                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-            let target = to.join(relative);
-            self.with_plain(&path, OpenMode::Append, |storage| {
-                storage.rename(PLAIN_FILE, &target)
-            })?;
-        }
-        Ok(())
+        self.operation(|disk| disk.rename_now(from, to))
     }
 
     fn hard_link(&mut self, from: &Path, to: &Path) -> io::Result<()> {
-        self.storage_mut().link(from, to)
+        self.operation(|disk| disk.hard_link_now(from, to))
     }
 
     fn link_count(&mut self, path: &Path) -> io::Result<u64> {

@@ -229,6 +229,50 @@ impl<D: Disk> Partition<D> {
     }
 }
 
+#[cfg(feature = "mutations")]
+impl<D: Disk> Partition<D> {
+    /// A broken [`Partition::install`], for the simulator's mutation runs:
+    /// the swap without its marker, so a crash between its renames leaves
+    /// no partition at all, and the replica reopens as a fresh one.
+    pub fn install_unmarked(
+        mut self,
+        import: Import,
+    ) -> Result<(Partition<D>, Recovery), PartitionError> {
+        self.finish_staging(&import)?;
+        let (dir, config) = (self.dir.clone(), self.config);
+        self.settle()?;
+        let _ = self.log.close(&mut self.io);
+        let _ = self.cursors.close(&mut self.io);
+        let mut disk = self.io.disk;
+        let (staging, replaced) = (staging_path(&dir), replaced_path(&dir));
+        let step = |result: std::io::Result<()>, action| {
+            result.map_err(|error| PartitionError::io(&dir, action, &error))
+        };
+        step(
+            disk.remove_dir_all(&replaced),
+            "remove an old replaced copy",
+        )?;
+        step(
+            disk.rename(&dir, &replaced),
+            "move the replaced partition aside",
+        )?;
+        step(disk.rename(&staging, &dir), "swap the staged partition in")?;
+        step(
+            disk.remove_dir_all(&replaced),
+            "remove the replaced partition",
+        )?;
+        step(
+            disk.remove_file(&staging_manifest_path(&dir)),
+            "remove the transfer manifest",
+        )?;
+        step(
+            disk.remove_file(&staging_progress_path(&dir)),
+            "remove the transfer progress",
+        )?;
+        Partition::open(disk, &dir, config)
+    }
+}
+
 /// Completes a swap an earlier install started (its marker exists); leaves
 /// an unfinished staging directory alone (an import may resume from it).
 pub fn finish_interrupted_install<D: Disk>(disk: &mut D, dir: &Path) -> Result<(), PartitionError> {
