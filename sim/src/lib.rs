@@ -6,8 +6,9 @@
 //! quarantine, state transfer over the network), on the WAL's in-memory
 //! crash-modelling disk. The network (latency, loss, duplication,
 //! reordering, partitions), the disks (fsync latency, crashes that keep a
-//! random, possibly torn, part of what was not synced, storage faults on a
-//! minority) and the clock are simulated; clients produce with retries and
+//! random, possibly torn, part of what was not synced, power losses that
+//! strike between two storage operations, storage faults on a minority) and
+//! the clock are simulated; clients produce with retries and
 //! store cursors. Checkers run after every step; a failing seed replays bit
 //! for bit.
 //!

@@ -66,6 +66,10 @@ enum Mutation {
     /// Adopting a shorter log skips the cut of the longer tail (the host
     /// reports the truncation done without touching the partition).
     SkipCut,
+    /// A state transfer is installed without its marker: a power loss
+    /// between the swap's renames leaves no partition, and the replica
+    /// reopens as a fresh one (meaningful with `--reassign`).
+    InstallUnmarked,
 }
 
 impl Mutation {
@@ -76,6 +80,7 @@ impl Mutation {
             Mutation::NewQuorumOnly => "new-quorum-only",
             Mutation::TrustUnclean => "trust-unclean",
             Mutation::SkipCut => "skip-cut",
+            Mutation::InstallUnmarked => "install-unmarked",
         }
     }
 }
@@ -175,6 +180,7 @@ fn main() -> ExitCode {
         mutation_new_quorum_only: args.mutation == Some(Mutation::NewQuorumOnly),
         mutation_trust_unclean: args.mutation == Some(Mutation::TrustUnclean),
         mutation_skip_cut: args.mutation == Some(Mutation::SkipCut),
+        mutation_install_unmarked: args.mutation == Some(Mutation::InstallUnmarked),
     };
     if let Some(seed) = args.seed {
         let (outcome, trace) =

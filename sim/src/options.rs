@@ -56,6 +56,11 @@ pub struct Options {
     pub request_ppm: u64,
     /// Chance per tick and client of storing a cursor, per million.
     pub cursor_ppm: u64,
+    /// Chance per tick and replica that a power loss is armed to strike a
+    /// few storage operations later (inside a superblock write, a cut, a
+    /// quarantine, a state-transfer install), per million; a replica
+    /// receiving a state transfer draws it ten times as often.
+    pub power_loss_ppm: u64,
     /// Switch off the trusted-quorum gate (`mutations` only).
     pub mutation_untrusted_gate: bool,
     /// Chance per tick of the faulty phase that the catalog reassigns the
@@ -82,6 +87,8 @@ pub struct Options {
     /// A truncation reports done without cutting the longer tail
     /// (`mutations` only).
     pub mutation_skip_cut: bool,
+    /// A state transfer is installed without its marker (`mutations` only).
+    pub mutation_install_unmarked: bool,
 }
 
 /// Optional fixed choices from the command line; `None` means "draw it".
@@ -103,6 +110,8 @@ pub struct Overrides {
     pub mutation_trust_unclean: bool,
     /// Report truncations done without cutting the log.
     pub mutation_skip_cut: bool,
+    /// Install state transfers without the marker that makes the swap atomic.
+    pub mutation_install_unmarked: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -157,6 +166,7 @@ impl Options {
             client_in_flight: between(&mut prng, 1, 4) as u8,
             request_ppm: [20_000, 100_000, 400_000][prng.below(3) as usize],
             cursor_ppm: [0, 5_000, 50_000][prng.below(3) as usize],
+            power_loss_ppm: [0, 300, 2_000][prng.below(3) as usize],
             mutation_untrusted_gate: overrides.mutation_untrusted_gate,
             reassign_ppm: 0,
             catalog_lag_max_ticks: 0,
@@ -166,6 +176,7 @@ impl Options {
             mutation_new_quorum_only: overrides.mutation_new_quorum_only,
             mutation_trust_unclean: overrides.mutation_trust_unclean,
             mutation_skip_cut: overrides.mutation_skip_cut,
+            mutation_install_unmarked: overrides.mutation_install_unmarked,
         };
         if overrides.reassign {
             options.draw_reassignment(&mut prng);

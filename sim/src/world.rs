@@ -576,6 +576,16 @@ impl World {
             .expect("inputs go to a live replica");
         input(host, &mut outputs);
         host.settle(&mut outputs);
+        if self.power_lost(replica) && self.power_loss_strikes(replica) {
+            // The process died at the power loss: what it put out since
+            // never left it (dropped, as a lossy network may).
+            outputs.clear();
+            self.outputs = outputs;
+            return Ok(());
+        }
+        let host = self.hosts[usize::from(replica)]
+            .as_ref()
+            .expect("still live");
         let mut result = self.storage.settled(replica, host.storage_failure());
         for output in outputs.drain(..) {
             if result.is_ok() {

@@ -308,6 +308,7 @@ fn first_caught(mutated: &Overrides, checkers: &[&str], seeds: u64, what: &str) 
     let intact = Overrides {
         mutation_trust_unclean: false,
         mutation_skip_cut: false,
+        mutation_install_unmarked: false,
         ..mutated.clone()
     };
     (0..seeds)
@@ -355,4 +356,26 @@ fn an_adoption_that_skips_the_cut_of_a_longer_tail_is_caught() {
         "a skipped cut leaves a stale tail that storage or the history catches",
     );
     eprintln!("skip cut: seed {seed}: {violation}");
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn a_state_transfer_installed_without_its_marker_is_caught() {
+    let mutated = Overrides {
+        mutation_install_unmarked: true,
+        ..reassigning()
+    };
+    let (seed, violation) = first_caught(
+        &mutated,
+        &[
+            "1 linear history",
+            "2 acked stays",
+            "3 monotonic views",
+            "4 untrusted silent",
+            "8 epoch fence",
+        ],
+        5_000,
+        "a power loss inside an unmarked install leaves a replica that reopens empty",
+    );
+    eprintln!("install unmarked: seed {seed}: {violation}");
 }

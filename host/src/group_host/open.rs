@@ -55,6 +55,9 @@ pub struct Mutations {
     pub trust_unclean: bool,
     /// A truncation reports done without cutting the log's longer tail.
     pub skip_cut: bool,
+    /// A state transfer is installed without its marker (a crash between
+    /// the swap's renames leaves no partition).
+    pub install_unmarked: bool,
 }
 
 /// Why a group could not be opened.

@@ -260,7 +260,15 @@ impl<D: Disk> GroupHost<D> {
         let Some(partition) = self.partition.take() else {
             return;
         };
-        match partition.install(import) {
+        #[cfg(feature = "mutations")]
+        let installed = if self.mutations.install_unmarked {
+            partition.install_unmarked(import)
+        } else {
+            partition.install(import)
+        };
+        #[cfg(not(feature = "mutations"))]
+        let installed = partition.install(import);
+        match installed {
             Ok((installed, recovery)) => {
                 self.partition = Some(installed);
                 tracing::info!(

@@ -48,6 +48,7 @@ impl World {
             if self.hosts[usize::from(replica)].is_none() {
                 continue;
             }
+            self.maybe_arm_power_loss(replica);
             if !self.prng.chance(self.options.crash_ppm, 1_000_000) {
                 continue;
             }
@@ -66,7 +67,7 @@ impl World {
     /// Whether an unclean crash of `replica` stays within the durability
     /// promise: always under `persisted`; under `replicated`, only while
     /// fewer than W - 1 other replicas are still missing what they acked.
-    fn may_crash(&self, replica: u8) -> bool {
+    pub(super) fn may_crash(&self, replica: u8) -> bool {
         self.options.durability == strand_wire::Durability::Persisted
             || self.within_promise(replica)
     }

@@ -145,6 +145,7 @@ impl World {
         Mutations {
             trust_unclean: self.options.mutation_trust_unclean,
             skip_cut: self.options.mutation_skip_cut,
+            install_unmarked: self.options.mutation_install_unmarked,
         }
     }
 
@@ -229,7 +230,12 @@ impl World {
         let op_before = host.partition_ref().op();
         let disk = if clean {
             match host.close() {
-                Ok(closed) => closed.disk,
+                // A power loss armed and not yet struck is called off: the
+                // shutdown completed.
+                Ok(closed) => closed.disk.map(|mut disk| {
+                    disk.restore_power();
+                    disk
+                }),
                 Err(error) => panic!("replica {replica} could not close its partition: {error}"),
             }
         } else {
@@ -261,6 +267,58 @@ impl World {
             if clean { "shutdown" } else { "crash" },
             &[],
         );
+    }
+
+    /// Maybe arms a power loss at the running replica `replica`: it strikes
+    /// a few storage operations later, wherever the replica then is.
+    pub(super) fn maybe_arm_power_loss(&mut self, replica: u8) {
+        let index = usize::from(replica);
+        let Some(host) = self.hosts[index].as_ref() else {
+            return;
+        };
+        let ppm = if host.receiving_transfer() {
+            self.options.power_loss_ppm * 10
+        } else {
+            self.options.power_loss_ppm
+        };
+        if !self.prng.chance(ppm, 1_000_000) || !self.may_crash(replica) {
+            return;
+        }
+        let ops = self.prng.below(12);
+        let host = self.hosts[index].as_mut().expect("checked above");
+        if let Some(disk) = host.disk_mut() {
+            disk.lose_power_after(ops, CrashMode::Random);
+        }
+        self.trace
+            .record(self.now, u16::from(replica), "power_loss_armed", &[ops]);
+    }
+
+    /// Whether the replica's disk lost power during its last input: the
+    /// process died at that instant, so nothing it put out since counts.
+    pub(super) fn power_lost(&mut self, replica: u8) -> bool {
+        self.hosts[usize::from(replica)]
+            .as_mut()
+            .and_then(GroupHost::disk_mut)
+            .is_some_and(|disk| disk.power_lost())
+    }
+
+    /// A power loss struck the replica: it crashes with the image the loss
+    /// left (true), or, beyond the durability promise by now, the loss is
+    /// called off and the replica runs on (false).
+    pub(super) fn power_loss_strikes(&mut self, replica: u8) -> bool {
+        if self.may_crash(replica) {
+            self.trace
+                .record(self.now, u16::from(replica), "power_loss", &[]);
+            self.stop(replica, false);
+            return true;
+        }
+        if let Some(disk) = self.hosts[usize::from(replica)]
+            .as_mut()
+            .and_then(GroupHost::disk_mut)
+        {
+            disk.restore_power();
+        }
+        false
     }
 
     /// WAL turns scheduled for the slot's current run no longer fire.
