@@ -563,7 +563,7 @@ fn read_failed(what: &str, error: &PartitionError) {
 #[cfg(test)]
 mod tests {
     use strand_consensus::epoch::{Membership, SlotSet};
-    use strand_consensus::{ClientRequest, Timeouts};
+    use strand_consensus::{ClientRequest, Config, Timeouts};
     use strand_partition::MemoryDisk;
     use strand_wire::batch::BatchBuilder;
     use strand_wire::{ConfirmPolicy, Durability, Operation, RequestHeader, ResultCode, ViewId};
@@ -575,21 +575,23 @@ mod tests {
     /// The spec of replica 0 of group 1, alone in its membership.
     fn lone_spec() -> HostSpec {
         HostSpec {
-            cluster: 0,
-            group: 1,
-            replica: 0,
-            memberships: vec![Membership::new(
-                0,
-                SlotSet::of(&[0]),
-                ConfirmPolicy::MajorityDurable,
-            )],
-            durability: Durability::Persisted,
-            cursor_durability: Durability::Persisted,
+            replica: Config {
+                cluster: 0,
+                group: 1,
+                replica: 0,
+                memberships: vec![Membership::new(
+                    0,
+                    SlotSet::of(&[0]),
+                    ConfirmPolicy::MajorityDurable,
+                )],
+                durability: Durability::Persisted,
+                cursor_durability: Durability::Persisted,
+                timeouts: Timeouts::default(),
+                seed: 7,
+            },
             confirm: ConfirmPolicy::MajorityDurable,
             dir: DIR.into(),
             catalog_nodes: None,
-            timeouts: Timeouts::default(),
-            seed: 7,
             storage: PartitionConfig::default(),
         }
     }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use strand_consensus::epoch::Membership;
-use strand_consensus::{ClientRequest, Event, Status, Timeouts, WaitReason};
+use strand_consensus::{ClientRequest, Config, Event, Status, Timeouts, WaitReason};
 use strand_partition::{FileDisk, PartitionConfig};
 use strand_wal::Wal;
 use strand_wire::ops::{
@@ -289,18 +289,20 @@ impl Actor {
             )));
         };
         let host_spec = HostSpec {
-            cluster: shared.config.cluster,
-            group: spec.group,
-            replica,
-            memberships: spec.memberships.clone(),
-            durability: spec.durability,
-            cursor_durability: spec.cursor_durability,
+            replica: Config {
+                cluster: shared.config.cluster,
+                group: spec.group,
+                replica,
+                memberships: spec.memberships.clone(),
+                durability: spec.durability,
+                cursor_durability: spec.cursor_durability,
+                timeouts: Timeouts::default(),
+                seed: spec.group ^ (u64::from(me) << 32),
+            },
             confirm: spec.confirm,
             dir: spec.dir.clone(),
             catalog_nodes: (spec.group == 0)
                 .then(|| spec.slots.iter().flatten().copied().collect()),
-            timeouts: Timeouts::default(),
-            seed: spec.group ^ (u64::from(me) << 32),
             storage: PartitionConfig::default(),
         };
         let disk = disk_for(&wal, &inbox);

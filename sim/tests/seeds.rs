@@ -99,7 +99,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 25] = [
+const REASSIGNING: [(u64, &str); 27] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -187,6 +187,14 @@ const REASSIGNING: [(u64, &str); 25] = [
     (
         1500,
         "a transfer chunk once arrived after its replica had stopped awaiting it",
+    ),
+    (
+        2223,
+        "a power loss between removing a segment's files once left its index behind",
+    ),
+    (
+        1293,
+        "a power loss called off once dropped the commits a live replica put out",
     ),
 ];
 

@@ -5,10 +5,9 @@
 
 use std::path::PathBuf;
 
-use strand_consensus::epoch::Membership;
-use strand_consensus::{Config, Effects, RecordLog, Replica, Timeouts};
+use strand_consensus::{Config, Effects, RecordLog, Replica};
 use strand_partition::{Disk, Partition, PartitionConfig, PartitionError, Recovery};
-use strand_wire::{ConfirmPolicy, Durability, ViewId};
+use strand_wire::{ConfirmPolicy, ViewId};
 
 use super::{GroupHost, Reopen};
 use crate::convert::recovered_of;
@@ -17,18 +16,9 @@ use crate::machine::Machine;
 /// Everything a node knows about one group it hosts, as its catalog says.
 #[derive(Debug, Clone)]
 pub struct HostSpec {
-    /// The cluster id frames carry.
-    pub cluster: u64,
-    /// The group id (0: the metadata plane).
-    pub group: u64,
-    /// This replica's slot.
-    pub replica: u8,
-    /// The memberships the group is in now, ascending by epoch.
-    pub memberships: Vec<Membership>,
-    /// Durability of records.
-    pub durability: Durability,
-    /// Durability of cursor commits.
-    pub cursor_durability: Durability,
+    /// The replica's configuration: cluster, group, this replica's slot,
+    /// the memberships it is in now, durability, timeouts, jitter seed.
+    pub replica: Config,
     /// The newest confirm policy.
     pub confirm: ConfirmPolicy,
     /// The partition directory.
@@ -36,10 +26,6 @@ pub struct HostSpec {
     /// For the metadata plane: the cluster's nodes (its catalog starts
     /// over them); `None` for a partition's record log.
     pub catalog_nodes: Option<Vec<u32>>,
-    /// The replica's timeouts.
-    pub timeouts: Timeouts,
-    /// Seeds the replica's timeout jitter.
-    pub seed: u64,
     /// Segment and index layout, header window (the replica, durability and
     /// confirm fields are taken from this spec).
     pub storage: PartitionConfig,
@@ -75,7 +61,8 @@ pub enum OpenError {
 impl HostSpec {
     /// The newest membership's epoch.
     pub fn newest_epoch(&self) -> u32 {
-        self.memberships
+        self.replica
+            .memberships
             .last()
             .expect("a group has a membership")
             .epoch
@@ -117,8 +104,8 @@ impl<D: Disk> GroupHost<D> {
         // not serve that emptiness: it awaits a state transfer.
         let joining = newest > 0 && !disk.exists(&spec.dir);
         let config = PartitionConfig {
-            replica: spec.replica,
-            durability: spec.durability,
+            replica: spec.replica.replica,
+            durability: spec.replica.durability,
             confirm: spec.confirm,
             create_awaiting_transfer: joining,
             ..spec.storage
@@ -145,17 +132,7 @@ impl<D: Disk> GroupHost<D> {
             Some(nodes) => Machine::catalog_of(nodes.clone()),
             None => Machine::Records(RecordLog::default()),
         };
-        let replica_config = Config {
-            cluster: spec.cluster,
-            group: spec.group,
-            replica: spec.replica,
-            memberships: spec.memberships.clone(),
-            durability: spec.durability,
-            cursor_durability: spec.cursor_durability,
-            timeouts: spec.timeouts,
-            seed: spec.seed,
-        };
-        let mut replica = Replica::open(replica_config, recovered, machine);
+        let mut replica = Replica::open(spec.replica.clone(), recovered, machine);
         let mut effects = Effects::new();
         if recovery.retired_epoch > 0 {
             replica.retire(recovery.retired_epoch, &mut effects);
@@ -165,7 +142,7 @@ impl<D: Disk> GroupHost<D> {
             crate::machine::keep_uncommitted_bodies(&mut replica, &mut partition);
         }
         tracing::info!(
-            replica = spec.replica,
+            replica = spec.replica.replica,
             view = %replica.view(),
             op = replica.op(),
             commit = replica.commit(),
@@ -179,14 +156,8 @@ impl<D: Disk> GroupHost<D> {
             config,
             new_disk,
         };
-        let mut host = GroupHost::new(
-            replica,
-            partition,
-            effects,
-            reopen,
-            spec.cluster,
-            spec.group,
-        );
+        let (cluster, group) = (spec.replica.cluster, spec.replica.group);
+        let mut host = GroupHost::new(replica, partition, effects, reopen, cluster, group);
         host.mutations = mutations;
         Ok((host, recovery))
     }

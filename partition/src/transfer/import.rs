@@ -29,7 +29,7 @@ use crate::layout::{
     cursors_snapshot_path, index_path, install_marker_path, records_dir, replaced_path,
     segment_path, staging_manifest_path, staging_path, staging_progress_path,
 };
-use crate::partition::Partition;
+use crate::partition::{Partition, PartitionConfig};
 use crate::recovery::Recovery;
 use crate::scan::{Item, scan_segment};
 use crate::superblock::{self, HISTORY_STARTS_MAX, HistoryStart, SealedSegment, Superblock};
@@ -212,13 +212,8 @@ impl<D: Disk> Partition<D> {
 
     /// Finishes staging, swaps the staged partition in for this one and
     /// opens it. Nothing is swapped if staging is refused.
-    pub fn install(mut self, import: Import) -> Result<(Partition<D>, Recovery), PartitionError> {
-        self.finish_staging(&import)?;
-        let (dir, config) = (self.dir.clone(), self.config);
-        self.settle()?;
-        let _ = self.log.close(&mut self.io);
-        let _ = self.cursors.close(&mut self.io);
-        let mut disk = self.io.disk;
+    pub fn install(self, import: Import) -> Result<(Partition<D>, Recovery), PartitionError> {
+        let (mut disk, dir, config) = self.close_for_swap(&import)?;
         let marker = install_marker_path(&dir);
         disk.write_at(&marker, 0, b"install")
             .map_err(|error| PartitionError::io(&marker, "write the install marker", &error))?;
@@ -226,6 +221,20 @@ impl<D: Disk> Partition<D> {
         tracing::info!(dir = %dir.display(), frontier_op = import.manifest.frontier_op,
             "partition: state transfer installed");
         Partition::open(disk, &dir, config)
+    }
+
+    /// Finishes staging and closes this partition's files for the swap;
+    /// hands back the disk, the directory and the config to reopen with.
+    fn close_for_swap(
+        mut self,
+        import: &Import,
+    ) -> Result<(D, PathBuf, PartitionConfig), PartitionError> {
+        self.finish_staging(import)?;
+        let (dir, config) = (self.dir.clone(), self.config);
+        self.settle()?;
+        let _ = self.log.close(&mut self.io);
+        let _ = self.cursors.close(&mut self.io);
+        Ok((self.io.disk, dir, config))
     }
 }
 
@@ -235,15 +244,10 @@ impl<D: Disk> Partition<D> {
     /// the swap without its marker, so a crash between its renames leaves
     /// no partition at all, and the replica reopens as a fresh one.
     pub fn install_unmarked(
-        mut self,
+        self,
         import: Import,
     ) -> Result<(Partition<D>, Recovery), PartitionError> {
-        self.finish_staging(&import)?;
-        let (dir, config) = (self.dir.clone(), self.config);
-        self.settle()?;
-        let _ = self.log.close(&mut self.io);
-        let _ = self.cursors.close(&mut self.io);
-        let mut disk = self.io.disk;
+        let (mut disk, dir, config) = self.close_for_swap(&import)?;
         let (staging, replaced) = (staging_path(&dir), replaced_path(&dir));
         let step = |result: std::io::Result<()>, action| {
             result.map_err(|error| PartitionError::io(&dir, action, &error))

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use strand_consensus::Timeouts;
+use strand_consensus::{Config, Timeouts};
 use strand_host::group_host::{GroupHost, HostSpec, Mutations};
 use strand_partition::layout::superblock_path;
 use strand_partition::{LogConfig, MemoryDisk, Partition, PartitionConfig, Recovery};
@@ -125,17 +125,19 @@ impl World {
     /// What the node knows of the group when the replica at `replica` opens.
     fn host_spec(&self, replica: u8) -> HostSpec {
         HostSpec {
-            cluster: CLUSTER,
-            group: GROUP,
-            replica,
-            memberships: self.memberships_for(),
-            durability: self.options.durability,
-            cursor_durability: self.options.durability,
+            replica: Config {
+                cluster: CLUSTER,
+                group: GROUP,
+                replica,
+                memberships: self.memberships_for(),
+                durability: self.options.durability,
+                cursor_durability: self.options.durability,
+                timeouts: Timeouts::default(),
+                seed: self.options.seed ^ (u64::from(replica) << 32) ^ self.now,
+            },
             confirm: self.options.confirm,
             dir: DIR.into(),
             catalog_nodes: None,
-            timeouts: Timeouts::default(),
-            seed: self.options.seed ^ (u64::from(replica) << 32) ^ self.now,
             storage: partition_config(),
         }
     }
