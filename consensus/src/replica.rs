@@ -191,6 +191,10 @@ pub struct Replica<S> {
     pub(crate) svc_votes: u32,
     /// This replica voted to leave the current view.
     pub(crate) suspecting: bool,
+    /// A healthy replica heard of this higher view and asked its primary
+    /// for the StartView; if none comes within a probe period it joins the
+    /// view change (the view may need its DoViewChange to start at all).
+    pub(crate) higher_view: Option<ViewId>,
     /// Primary: no ack arrived for too long with prepares in flight, so it
     /// stopped heartbeating to let the backups elect another primary.
     pub(crate) abdicated: bool,
@@ -370,6 +374,7 @@ impl<S: StateMachine> Replica<S> {
             probes: 0,
             svc_votes: 0,
             suspecting: false,
+            higher_view: None,
             abdicated: false,
             heartbeat_timeout: Timeout::new("heartbeat", timeouts.heartbeat_ticks),
             primary_timeout: Timeout::new("primary", timeouts.primary_ticks),

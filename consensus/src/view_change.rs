@@ -208,9 +208,15 @@ impl<S: StateMachine> Replica<S> {
             if self.healthy() || (self.is_serving_primary() && !self.abdicated) {
                 // Views only advance by quorum, so a higher one exists: this
                 // replica is behind. Ask that view's primary for it rather
-                // than disturb anything. (A primary that abdicated, stalled,
-                // joins instead: the higher view's primary may be the very
-                // replica that cannot answer, restarting.)
+                // than disturb anything; if no StartView comes within a probe
+                // period, join (`on_probe_timeout`): the quorum that left
+                // this view may need this replica's DoViewChange to start
+                // the next (a primary whose own vote to leave, cast while
+                // its adoption was slow, completed that quorum). (A primary
+                // that abdicated, stalled, joins at once: the higher view's
+                // primary may be the very replica that cannot answer,
+                // restarting.)
+                self.higher_view = self.higher_view.max(Some(view));
                 self.request_start_view(self.primary_of(view), effects);
                 return;
             }
@@ -1036,6 +1042,7 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn on_probe_timeout(&mut self, effects: &mut Effects) {
         if self.status != Status::Recovering {
             self.probe_timeout.stop();
+            self.join_unanswered_higher_view(effects);
             return;
         }
         self.probes += 1;
@@ -1049,16 +1056,33 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// A healthy replica asked for the StartView of a higher view a probe
+    /// period ago and is still below it: the view has not started, so it
+    /// joins the view change there.
+    fn join_unanswered_higher_view(&mut self, effects: &mut Effects) {
+        let Some(view) = self.higher_view.take() else {
+            return;
+        };
+        if view <= self.view || self.status != Status::Normal {
+            return;
+        }
+        match self.lifted(view) {
+            Some(lifted) if lifted > self.view => self.start_view_change(lifted, effects),
+            Some(_) => {}
+            None => self.start_view_change(view, effects),
+        }
+    }
+
     /// Asks replica `to` (the primary of a view this replica has not
     /// adopted) for its StartView, at most once per probe period.
     pub(crate) fn request_start_view(&mut self, to: u8, effects: &mut Effects) {
-        if !self.is_peer(to) {
-            return;
-        }
         if self.status == Status::Recovering || self.probe_timeout.ticking() {
             return;
         }
         self.probe_timeout.start();
+        if !self.is_peer(to) {
+            return;
+        }
         self.probe_nonce = self.prng.next_u64() | 1;
         let mut request: RequestStartViewHeader = self.new_header();
         request.nonce.set(self.probe_nonce);

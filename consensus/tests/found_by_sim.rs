@@ -5,7 +5,7 @@ mod harness;
 
 use harness::{Cluster, SyncMode};
 use strand_consensus::*;
-use strand_wire::{CommandHeader, Durability};
+use strand_wire::{CommandHeader, Durability, ViewId};
 
 /// Runs the harness one message at a time until `done` holds (bounded).
 fn step_until(cluster: &mut Cluster, done: impl Fn(&Cluster) -> bool) {
@@ -368,6 +368,46 @@ fn the_merge_accounts_for_an_unreadable_lowest_header() {
     assert!(
         cluster.acked().contains_key(&(2, 1)),
         "and the group serves"
+    );
+    cluster.assert_one_history();
+}
+
+/// Seeds 17941 and 91935: with `Count(1)` every view change needs all three
+/// DoViewChanges. A new primary, slow to install its view, voted to leave
+/// it; with the backups' votes that made a quorum, and they moved to the
+/// next view. The primary then finished its install and served, answering
+/// their calls only by asking the next view's primary for a StartView; the
+/// backups restarted into that view, probing, and nobody ever answered.
+#[test]
+fn a_healthy_primary_joins_a_higher_view_that_needs_it() {
+    let mut cluster = Cluster::new(3, ConfirmPolicy::Count(1), Durability::Replicated);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(20);
+    assert_eq!(cluster.primary(), Some(0));
+    // The quorum that left view 0 (the primary's vote among them) reached
+    // view 1 and shut down; the primary kept serving view 0.
+    for backup in [1, 2] {
+        cluster.shutdown(backup);
+        let state = cluster.storage[usize::from(backup)]
+            .state
+            .get_or_insert_with(Default::default);
+        state.view = ViewId::new(0, 1);
+        cluster.restart(backup);
+    }
+    cluster.tick(3_000);
+    let view = cluster.replica(0).view();
+    assert!(view > ViewId::ZERO, "the primary joined the higher view");
+    for index in 0..3 {
+        assert_eq!(cluster.replica(index).view(), view);
+        assert_eq!(cluster.replica(index).status(), Status::Normal);
+    }
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(20);
+    assert!(
+        cluster.acked().contains_key(&(1, 2)),
+        "the group serves again"
     );
     cluster.assert_one_history();
 }

@@ -146,6 +146,11 @@ pub struct Catalog {
     memberships: Vec<Membership>,
     /// The highest epoch some replica reported started.
     started: u32,
+    /// The highest epoch one of whose own prepares committed: its write
+    /// quorum then holds every op before that prepare too (an ack means
+    /// "holds every op up to here"), so the history it inherited no longer
+    /// rests on an older quorum.
+    confirmed: u32,
 }
 
 impl Catalog {
@@ -155,6 +160,7 @@ impl Catalog {
         Catalog {
             memberships: vec![initial],
             started: 0,
+            confirmed: 0,
         }
     }
 
@@ -194,6 +200,17 @@ impl Catalog {
         true
     }
 
+    /// A replica committed a prepare of `epoch` (its header's membership
+    /// epoch).
+    pub fn note_committed(&mut self, epoch: u32) {
+        self.confirmed = self.confirmed.max(epoch);
+    }
+
+    /// The highest epoch whose own prepares have committed.
+    pub fn confirmed(&self) -> u32 {
+        self.confirmed
+    }
+
     /// Commits `next` as the newest membership; returns how it takes effect.
     pub fn commit(&mut self, next: Membership) -> Transition {
         assert!(!self.in_flight(), "one reassignment at a time");
@@ -222,9 +239,25 @@ impl Catalog {
 
     /// The memberships whose confirmed prepares may still rest on only
     /// their own write quorum: the newest started epoch, the one before it
-    /// (its last prepares are carried over by the start), and any newer.
+    /// (its last prepares are carried over by the start), and any newer;
+    /// and back to the newest epoch that confirmed a prepare of its own.
+    /// A view change can start an epoch on one copy of the history before
+    /// it (a new primary whose backups have not caught up yet); until that
+    /// epoch commits a prepare of its own, what older epochs confirmed is
+    /// held only by their quorums.
     pub fn durability_window(&self) -> &[Membership] {
-        &self.memberships[self.started.saturating_sub(1) as usize..]
+        let start = self.started.saturating_sub(1).min(self.confirmed);
+        &self.memberships[start as usize..]
+    }
+
+    /// Members removed by an epoch that started but whose successors have
+    /// not confirmed a prepare of their own: view changes no longer hear
+    /// them, yet they may hold the only other copy of what older epochs
+    /// confirmed, so for the durability promise they count as lost.
+    pub fn removed_unconfirmed(&self) -> SlotSet {
+        (self.confirmed + 1..=self.started)
+            .map(|epoch| self.removed_by(epoch))
+            .fold(SlotSet::EMPTY, SlotSet::union)
     }
 
     /// The smallest `W` of the durability window: how many copies every
@@ -362,6 +395,30 @@ mod tests {
         };
         assert_eq!(epochs(catalog.window()), [3, 4, 5, 6]);
         assert_eq!(catalog.removed_by(5), SlotSet::of(&[2]));
+    }
+
+    /// Seed 8005 (`--reassign`): every copy confirms in epochs 1 and 2, but
+    /// until one of them commits a prepare of its own, what epoch 0
+    /// confirmed rests on epoch 0's majority, and the member epoch 1 or 2
+    /// removed may hold one of those copies.
+    #[test]
+    fn an_epoch_counts_for_durability_once_it_confirmed_a_prepare_of_its_own() {
+        let every = |epoch, slots: &[u8]| {
+            Membership::new(epoch, SlotSet::of(slots), ConfirmPolicy::LocalDurable)
+        };
+        let mut catalog = Catalog::new(majority(0, &[0, 1, 2]));
+        catalog.commit(every(1, &[0, 1, 2]));
+        catalog.note_started(1);
+        catalog.commit(every(2, &[1, 2, 3]));
+        catalog.note_started(2);
+        assert_eq!(catalog.write_quorum_min(), 2, "epoch 0's quorum still counts");
+        assert_eq!(catalog.removed_unconfirmed(), SlotSet::of(&[0]));
+        catalog.note_committed(1);
+        assert_eq!(catalog.write_quorum_min(), 3);
+        assert_eq!(catalog.removed_unconfirmed(), SlotSet::of(&[0]));
+        catalog.note_committed(2);
+        assert_eq!(catalog.write_quorum_min(), 3);
+        assert_eq!(catalog.removed_unconfirmed(), SlotSet::EMPTY);
     }
 
     #[test]

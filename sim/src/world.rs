@@ -649,6 +649,7 @@ impl World {
                 let committed = crate::checkers::CommittedOp::of(&header);
                 self.acked.committed(header.op.get(), &committed)?;
                 self.history.commit(replica, &header)?;
+                self.catalog.note_committed(header.membership_epoch.get());
             }
             Output::WriteStage { op, durable } => {
                 let stage = if durable { "durable" } else { "write" };

@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 11] = [
+const FOUND_BY_SIM: [(u64, &str); 13] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -81,6 +81,14 @@ const FOUND_BY_SIM: [(u64, &str); 11] = [
         6_838,
         "storage: intact committed ops outside open's header window were rewritten",
     ),
+    (
+        17_941,
+        "liveness: a primary served on while the view its own vote started needed it",
+    ),
+    (
+        91_935,
+        "liveness: as 17941, the backups restarted into the view that needed the primary",
+    ),
 ];
 
 #[test]
@@ -99,7 +107,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 27] = [
+const REASSIGNING: [(u64, &str); 28] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -195,6 +203,10 @@ const REASSIGNING: [(u64, &str); 27] = [
     (
         1293,
         "a power loss called off once dropped the commits a live replica put out",
+    ),
+    (
+        8005,
+        "faults: an epoch started on one copy of the old history counted as confirmed",
     ),
 ];
 

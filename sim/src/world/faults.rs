@@ -75,17 +75,19 @@ impl World {
     /// Whether damaging `replica` (a lossy crash, a storage fault) keeps at
     /// most W - 1 replicas damaged at once: every acked op then keeps a copy.
     /// While the group changes membership, W is the smallest of the
-    /// memberships whose confirmed ops may rest on their own quorum alone.
+    /// memberships whose confirmed ops may rest on their own quorum alone,
+    /// and the members an unconfirmed epoch removed count as lost.
     fn within_promise(&self, replica: u8) -> bool {
         let write_quorum = self.catalog.write_quorum_min();
-        let others_damaged = self
+        let others_damaged: std::collections::BTreeSet<u8> = self
             .damaged
             .keys()
             .copied()
             .chain(self.newcomers_to_come())
+            .chain(self.catalog.removed_unconfirmed().iter())
             .filter(|damaged| *damaged != replica)
-            .count();
-        others_damaged < usize::from(write_quorum) - 1
+            .collect();
+        others_damaged.len() < usize::from(write_quorum) - 1
     }
 
     /// Members of the newest assignment whose replica has not joined yet
