@@ -254,13 +254,4 @@ impl<S: StateMachine> Replica<S> {
         });
         self.cursors.tail = end;
     }
-
-    /// Cuts the cursor log back to `cursor_tail` (a view's start).
-    pub(crate) fn cut_cursors(&mut self, cursor_tail: u64, effects: &mut Effects) {
-        if self.cursors.tail <= cursor_tail {
-            return;
-        }
-        effects.push(Effect::CutCursors { cursor_tail });
-        self.cursors = CursorState::new(cursor_tail);
-    }
 }

@@ -30,11 +30,18 @@ pub enum Effect {
         /// The prepare, header and body.
         prepare: Msg<PrepareHeader>,
     },
-    /// Remove every op above `op` from the log, durably; then report
-    /// `on_truncated(op)`. Never asked for ops at or below the commit number.
-    Truncate {
-        /// The op the log keeps up to.
+    /// Cut the log's tail, durably (the partition's `cut`): every op above
+    /// `op` and, if `cursor_tail` is given, every cursor event from it on;
+    /// then report `on_truncated(op)`. Asked for when a replica adopts a view
+    /// its longer tail contradicts (reference A's cut: the record log to the
+    /// view's head, the cursor log to its history start), and when a repair
+    /// finds ops divergent (`cursor_tail` is `None`). Never asked for a
+    /// readable op at or below the commit number.
+    Cut {
+        /// The op the record log keeps up to.
         op: u64,
+        /// The cursor events the cursor log keeps, if it is cut too.
+        cursor_tail: Option<u64>,
     },
     /// Persist `state` atomically (the superblock); then report
     /// `on_state_persisted(sequence)`. Only the newest request matters.
@@ -79,11 +86,6 @@ pub enum Effect {
         event_count: u32,
         /// The encoded events.
         events: Bytes,
-    },
-    /// Cut the cursor event log down to `cursor_tail` events (reference A's cut).
-    CutCursors {
-        /// The length to keep.
-        cursor_tail: u64,
     },
     /// Read cursor events from `cursor_from` up to the durable tail and send
     /// them to replica `to` as a Cursors frame.

@@ -118,6 +118,33 @@ pub(crate) struct Adoption {
     pub requested_upper: u64,
 }
 
+/// A cut that waits for a persist (`gate`): the ops it drops may have been
+/// acked, and the persist records that before they leave storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeferredCut {
+    /// The persist sequence it waits for.
+    pub(crate) gate: u64,
+    /// The op the record log keeps up to.
+    pub(crate) op: u64,
+    /// The cursor events the cursor log keeps, if it is cut too.
+    pub(crate) cursor_tail: Option<u64>,
+}
+
+impl DeferredCut {
+    /// This cut and another: the lower of each.
+    fn merged(self, op: u64, cursor_tail: Option<u64>) -> DeferredCut {
+        let cursor_tail = match (self.cursor_tail, cursor_tail) {
+            (Some(earlier), Some(later)) => Some(earlier.min(later)),
+            (earlier, later) => earlier.or(later),
+        };
+        DeferredCut {
+            gate: self.gate,
+            op: self.op.min(op),
+            cursor_tail,
+        }
+    }
+}
+
 /// One replica of one VSR group: see the crate docs.
 #[derive(Debug)]
 pub struct Replica<S> {
@@ -178,9 +205,9 @@ pub struct Replica<S> {
     pub(crate) repair_due: bool,
     /// Repair rounds so far (rotates which peer is asked).
     pub(crate) repair_rounds: u64,
-    /// A storage truncation waiting for the persist (its sequence) that
-    /// records which dropped ops may have been acked.
-    pub(crate) deferred_truncation: Option<(u64, u64)>,
+    /// A cut waiting for the persist that records which of the ops it
+    /// drops may have been acked.
+    pub(crate) deferred_cut: Option<DeferredCut>,
     /// Backup: the highest op the primary is known to have.
     pub(crate) primary_op: u64,
     /// Nonce of this replica's outstanding RequestStartView (0: none).
@@ -369,7 +396,7 @@ impl<S: StateMachine> Replica<S> {
             recovered_head: log_head,
             repair_due: false,
             repair_rounds: 0,
-            deferred_truncation: None,
+            deferred_cut: None,
             probe_nonce: 0,
             probes: 0,
             svc_votes: 0,
@@ -761,10 +788,13 @@ impl<S: StateMachine> Replica<S> {
             // adoption that asked for it was overtaken by a newer view change.
             self.log_view = self.log_view.max(log_view);
         }
-        if let Some((gate, op)) = self.deferred_truncation {
-            if gate <= sequence {
-                self.deferred_truncation = None;
-                effects.push(Effect::Truncate { op });
+        if let Some(deferred) = self.deferred_cut {
+            if deferred.gate <= sequence {
+                self.deferred_cut = None;
+                effects.push(Effect::Cut {
+                    op: deferred.op,
+                    cursor_tail: deferred.cursor_tail,
+                });
                 self.flush_writes(effects);
             }
         }
@@ -1047,8 +1077,8 @@ impl<S: StateMachine> Replica<S> {
     /// Hands every slot that can be appended in order to storage, then
     /// rewrites in place every faulty slot whose prepare has arrived.
     pub(crate) fn flush_writes(&mut self, effects: &mut Effects) {
-        if self.deferred_truncation.is_some() {
-            return; // appends follow the truncation they depend on
+        if self.deferred_cut.is_some() {
+            return; // appends follow the cut they depend on
         }
         loop {
             let op = self.write_next;
@@ -1105,13 +1135,37 @@ impl<S: StateMachine> Replica<S> {
 
     /// Removes every op above `op` from the journal and from storage.
     pub(crate) fn truncate_log(&mut self, op: u64, effects: &mut Effects) {
+        self.cut_log(op, None, effects);
+    }
+
+    /// Reference A's cut, as a replica adopts a view: the record log down to
+    /// `op` (the view's head, or the commit if higher) and, for a backup whose
+    /// log was settled in an older view, the cursor log down to the view's
+    /// history start. One `Cut` effect carries both, so storage executes the
+    /// rule in one place (the partition's `cut`).
+    pub(crate) fn cut_to_view(&mut self, op: u64, cursor_tail: Option<u64>, effects: &mut Effects) {
+        let cursor_tail = cursor_tail.filter(|tail| self.cursors.tail > *tail);
+        if let Some(tail) = cursor_tail {
+            self.cursors = CursorState::new(tail);
+        }
+        if self.journal.head() > op || self.write_next > op + 1 {
+            self.cut_log(op, cursor_tail, effects);
+        } else if cursor_tail.is_some() {
+            let kept = self.write_next.saturating_sub(1).max(self.commit);
+            self.push_cut(kept, cursor_tail, effects);
+        }
+    }
+
+    /// Removes every op above `op` from the journal and from storage, and
+    /// the cursor events from `cursor_tail` if given.
+    fn cut_log(&mut self, op: u64, cursor_tail: Option<u64>, effects: &mut Effects) {
         // Where storage can cut depends on what is damaged above `op` too.
         let cut = self.storage_cut_point(op);
         self.journal.truncate(op);
         // Ops cut from the journal were divergent, not damaged canonical ones.
         self.faulty_ops.retain(|faulty| *faulty <= op);
         self.durable.maybe_acked_op = self.durable.maybe_acked_op.min(op.max(self.commit));
-        self.truncate_storage_at(op, cut, effects);
+        self.truncate_storage_at(op, cut, cursor_tail, effects);
     }
 
     /// Removes every op above `op` from storage; their journal slots (if any
@@ -1121,12 +1175,18 @@ impl<S: StateMachine> Replica<S> {
     /// below the commit: the run's ops are written again, as appends.
     pub(crate) fn truncate_storage(&mut self, op: u64, effects: &mut Effects) {
         let cut = self.storage_cut_point(op);
-        self.truncate_storage_at(op, cut, effects);
+        self.truncate_storage_at(op, cut, None, effects);
     }
 
     /// [`Replica::truncate_storage`] with the cut storage can make (`cut`,
-    /// at most `op`) already found.
-    fn truncate_storage_at(&mut self, op: u64, cut: u64, effects: &mut Effects) {
+    /// at most `op`) already found, and the cursor log's cut if any.
+    fn truncate_storage_at(
+        &mut self,
+        op: u64,
+        cut: u64,
+        cursor_tail: Option<u64>,
+        effects: &mut Effects,
+    ) {
         assert!(
             op >= self.commit,
             "truncating committed op {} (commit {})",
@@ -1135,6 +1195,10 @@ impl<S: StateMachine> Replica<S> {
         );
         assert!(cut <= op && cut >= self.commit);
         if self.write_next <= op + 1 {
+            if cursor_tail.is_some() {
+                let kept = self.write_next.saturating_sub(1).max(self.commit);
+                self.push_cut(kept, cursor_tail, effects);
+            }
             return;
         }
         let op = cut;
@@ -1162,22 +1226,48 @@ impl<S: StateMachine> Replica<S> {
         }
         self.write_next = op + 1;
         self.stored_hint = self.stored_hint.min(op);
-        if let Some(adoption) = &mut self.adoption {
-            adoption.truncating = Some(op);
-        }
         // That knowledge must reach the disk before the ops leave it.
         if let Some(dropped_max) = dropped_max.filter(|max| *max > self.durable.maybe_acked_op) {
             self.durable.maybe_acked_op = dropped_max;
-            let sequence = self.request_persist(effects);
-            let deferred = self
-                .deferred_truncation
-                .map_or(op, |(_, earlier)| earlier.min(op));
-            self.deferred_truncation = Some((sequence, deferred));
+            let gate = self.request_persist(effects);
+            let deferred = match self.deferred_cut {
+                Some(earlier) => earlier.merged(op, cursor_tail),
+                None => DeferredCut {
+                    gate,
+                    op,
+                    cursor_tail,
+                },
+            };
+            self.deferred_cut = Some(DeferredCut { gate, ..deferred });
+            self.await_cut(deferred.op);
             return;
         }
-        match &mut self.deferred_truncation {
-            Some((_, deferred)) => *deferred = (*deferred).min(op),
-            None => effects.push(Effect::Truncate { op }),
+        self.push_cut(op, cursor_tail, effects);
+    }
+
+    /// Asks storage for a cut, or folds it into the one waiting for a persist.
+    fn push_cut(&mut self, op: u64, cursor_tail: Option<u64>, effects: &mut Effects) {
+        match self.deferred_cut {
+            Some(earlier) => {
+                let merged = earlier.merged(op, cursor_tail);
+                self.deferred_cut = Some(merged);
+                self.await_cut(merged.op);
+            }
+            None => {
+                if self.write_next > op {
+                    // Records go: an adoption waits until they have.
+                    self.await_cut(op);
+                }
+                effects.push(Effect::Cut { op, cursor_tail });
+            }
+        }
+    }
+
+    /// An adoption in progress continues only once storage reports the cut
+    /// at `op` (`on_truncated`).
+    fn await_cut(&mut self, op: u64) {
+        if let Some(adoption) = &mut self.adoption {
+            adoption.truncating = Some(op);
         }
     }
 

@@ -558,9 +558,6 @@ impl<S: StateMachine> Replica<S> {
             replica: from,
             accepted_loss: false,
         };
-        if self.log_view < view && self.cursors.tail > start.cursor_tail {
-            self.cut_cursors(start.cursor_tail, effects);
-        }
         let op = header.op.get();
         self.begin_adoption(
             view,
@@ -605,10 +602,11 @@ impl<S: StateMachine> Replica<S> {
             headers: headers.to_vec(),
             requested_upper: 0,
         });
-        // Cut a longer tail (an old primary's uncommitted ops) first.
-        if self.journal.head() > op || self.write_next > op + 1 {
-            self.truncate_log(op.max(self.commit), effects);
-        }
+        // Cut a longer tail (an old primary's uncommitted ops, the cursor
+        // events past the view's start) first.
+        let new_primary = self.config.replica == self.primary_of(view);
+        let cursor_cut = (!new_primary && self.log_view < view).then_some(start.cursor_tail);
+        self.cut_to_view(op.max(self.commit), cursor_cut, effects);
         // Install the suffix from the top down while it stays contiguous.
         for header in headers.iter().rev() {
             let header_op = header.op.get();
@@ -869,9 +867,10 @@ impl<S: StateMachine> Replica<S> {
         let (view, start) = (adoption.view, adoption.start);
         let adoption_headers = adoption.headers.clone();
         let adoption_op = adoption.op;
-        if self.log_view < view && self.cursors.tail > start.cursor_tail && !new_primary {
-            self.cut_cursors(start.cursor_tail, effects);
-        }
+        debug_assert!(
+            new_primary || self.log_view >= view || self.cursors.tail <= start.cursor_tail,
+            "the cursor log was cut to the view's start when the adoption began"
+        );
         self.durable.view = self.durable.view.max(view);
         self.durable.log_view = view;
         // The log is reconciled with the view's canonical log: settled.

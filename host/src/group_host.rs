@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use strand_consensus::{Effect, Effects, Event, Replica};
-use strand_partition::{Completed, Disk, Partition, PartitionConfig, PartitionError};
+use strand_partition::{Completed, CutPoint, Disk, Partition, PartitionConfig, PartitionError};
 use strand_wire::PrepareHeader;
 use strand_wire::ops::CursorEvents;
 use strand_wire::{
@@ -355,7 +355,7 @@ impl<D: Disk> GroupHost<D> {
             Effect::Send { to, message } => out.push(Output::Send { to, message }),
             Effect::Reply { reply } => out.push(Output::Reply(reply)),
             Effect::WritePrepare { prepare } => self.write_prepare(prepare, out),
-            Effect::Truncate { op } => self.truncate(op),
+            Effect::Cut { op, cursor_tail } => self.cut(CutPoint { op, cursor_tail }),
             Effect::PersistState { state, sequence } => {
                 if let Err(error) = self.partition().persist_state(fields_of(&state), sequence) {
                     self.storage_error("persist the superblock", &error);
@@ -384,11 +384,6 @@ impl<D: Disk> GroupHost<D> {
                 }
                 Err(error) => self.storage_error("append cursor events", &error),
             },
-            Effect::CutCursors { cursor_tail } => {
-                if let Err(error) = self.partition().cut_cursors(cursor_tail) {
-                    self.storage_error("cut the cursor log", &error);
-                }
-            }
             Effect::ShipCursors { to, cursor_from } => self.ship_cursors(to, cursor_from, out),
             Effect::StartStateTransfer { from, op_min } => self.start_transfer(from, op_min, out),
             Effect::Quarantine { agreed_op } => self.quarantine(agreed_op, out),
@@ -396,16 +391,17 @@ impl<D: Disk> GroupHost<D> {
         }
     }
 
-    /// Cuts the log above `op` (the longer tail a view change or repair
-    /// replaced); durable when it returns.
-    fn truncate(&mut self, op: u64) {
+    /// Cuts the log's tail (the longer tail a view change or repair
+    /// replaced, the cursor events past a view's start); durable when it
+    /// returns.
+    fn cut(&mut self, at: CutPoint) {
         if cfg!(feature = "mutations") && self.mutations.skip_cut {
-            self.replica.on_truncated(op, &mut self.effects);
+            self.replica.on_truncated(at.op, &mut self.effects);
             return;
         }
-        match self.partition().truncate(op) {
-            Ok(()) => self.replica.on_truncated(op, &mut self.effects),
-            Err(error) => self.storage_error("truncate", &error),
+        match self.partition().cut(at) {
+            Ok(_) => self.replica.on_truncated(at.op, &mut self.effects),
+            Err(error) => self.storage_error("cut the log", &error),
         }
     }
 

@@ -1,11 +1,15 @@
-//! The cut (reference A, "copies with a longer tail"): a replica that returns
-//! with a longer tail than the view it joins (typically an old primary) brings
-//! its record log **and** its cursor event log down to the history start of
-//! that view, before any role change in it.
+//! The cut, the one way a log's tail leaves storage. Reference A's "copies
+//! with a longer tail": a replica that returns with a longer tail than the
+//! view it joins (typically an old primary) brings its record log **and**
+//! its cursor event log down to that view's history, before any role change
+//! in it. A repair that finds ops divergent cuts them the same way, keeping
+//! the cursor log.
 //!
 //! The rule, in one function ([`Partition::cut`]):
-//! - never below the retained head, never at or below the start: only ops
-//!   above `start.op` and cursor events from `start.cursor_tail` on go;
+//! - never below the retained head, never a readable committed op: only ops
+//!   above `at.op` and cursor events from `at.cursor_tail` on go;
+//! - the record log's superblock is written before its files change, so open
+//!   never mistakes the removed ops for lost ones;
 //! - a cursor snapshot whose boundary lies past the cut keeps its state but
 //!   has its boundary lowered to the cut, so the new primary's events at those
 //!   sequence numbers replay over it;
@@ -13,20 +17,23 @@
 //!   on every open);
 //! - a repeated cut changes nothing.
 //!
-//! Which start to cut to (the lowest start recorded after the replica's own
-//! log_view, up to the target view) is consensus's decision; storage executes it.
+//! Where to cut (the adopted view's head and history start, below a damaged
+//! run when storage cannot cut inside it) is consensus's decision, carried by
+//! its `Cut` effect; storage executes it.
 
 use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::partition::Partition;
 
-/// Where a view's history started: the op and cursor tail to cut to.
+/// Where to cut: the op above which records go and, at a view's start, the
+/// cursor tail from which events go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CutPoint {
-    /// The start's op: ops above it go.
+    /// Ops above it go.
     pub op: u64,
-    /// The start's cursor tail: events from it on go.
-    pub cursor_tail: u64,
+    /// Events from it on go; `None` keeps the cursor log (a repair's cut of
+    /// ops found divergent, not a view's start).
+    pub cursor_tail: Option<u64>,
 }
 
 /// What a cut did.
@@ -43,44 +50,54 @@ pub struct CutOutcome {
 }
 
 impl<D: Disk> Partition<D> {
-    /// Cuts the record log and the cursor event log to `start`, durably. See
-    /// the module docs. Refused below the retained head, and below the
-    /// persisted commit (a contradiction with applied history is a quarantine,
-    /// not a cut).
-    pub fn cut(&mut self, start: CutPoint) -> Result<CutOutcome, PartitionError> {
-        let commit = self.superblock.durable.commit;
-        if start.op < commit {
+    /// Cuts the record log above `at.op` and, if asked, the cursor event log
+    /// to `at.cursor_tail`, durably (the `Cut` effect: report
+    /// `on_truncated(op)` after). See the module docs. Refused below the
+    /// retained head (`BelowRetainedHead`), and where it would remove a
+    /// readable op at or below the persisted commit (`TruncateBelowCommit`:
+    /// a contradiction with applied history is a quarantine, not a cut);
+    /// damaged committed ops may go, they are written again as appends. A
+    /// cut between two damaged entries whose boundary is unknown is
+    /// `LogInconsistent`: consensus cuts below such a run.
+    pub fn cut(&mut self, at: CutPoint) -> Result<CutOutcome, PartitionError> {
+        let commit = self.superblock.durable.commit.min(self.log.op);
+        if let Some(readable) = (at.op + 1..=commit).find(|op| !self.log.faulty.contains(op)) {
             return Err(PartitionError::TruncateBelowCommit {
-                op: start.op,
-                commit,
+                op: at.op,
+                commit: readable,
             });
         }
-        let ops_removed = self.log.op.saturating_sub(start.op);
-        self.truncate_log(start.op)?;
-        self.cut_cursors(start.cursor_tail)
-            .map(|outcome| CutOutcome {
-                ops_removed,
-                ..outcome
-            })
+        let ops_removed = self.log.op.saturating_sub(at.op);
+        self.truncate_log(at.op)?;
+        let outcome = match at.cursor_tail {
+            Some(cursor_tail) => self.cut_cursors(cursor_tail)?,
+            None => CutOutcome {
+                cursors_clamped: self.cursors.clamp(self.log.offset_end),
+                ..CutOutcome::default()
+            },
+        };
+        let outcome = CutOutcome {
+            ops_removed,
+            ..outcome
+        };
+        if outcome != CutOutcome::default() {
+            tracing::info!(op = at.op, cursor_tail = ?at.cursor_tail, ?outcome, "partition: cut");
+        }
+        Ok(outcome)
     }
 
-    /// Cuts only the cursor event log (a `CutCursors` effect), with the same
-    /// snapshot and clamp rules.
-    pub fn cut_cursors(&mut self, cursor_tail: u64) -> Result<CutOutcome, PartitionError> {
+    /// The cursor log's part of the cut, with the snapshot and clamp rules.
+    fn cut_cursors(&mut self, cursor_tail: u64) -> Result<CutOutcome, PartitionError> {
         self.drain_cursor_appends()?;
         let tail_before = self.cursors.tail;
         let covers_before = self.cursors.snapshot_covers();
         self.cursors.cut(&mut self.io, cursor_tail)?;
         let cursors_clamped = self.cursors.clamp(self.log.offset_end);
-        let outcome = CutOutcome {
+        Ok(CutOutcome {
             ops_removed: 0,
             cursor_events_removed: tail_before.saturating_sub(self.cursors.tail),
             snapshot_boundary_lowered: self.cursors.snapshot_covers() < covers_before,
             cursors_clamped,
-        };
-        if outcome != CutOutcome::default() {
-            tracing::info!(cursor_tail, ?outcome, "partition: cut the cursor log");
-        }
-        Ok(outcome)
+        })
     }
 }

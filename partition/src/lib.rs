@@ -28,8 +28,8 @@
 //! | `cursors` | cursor event log, snapshot, map, compaction |
 //! | [`recovery`] | the open report, [`Recovery`] |
 //! | `partition` | [`Partition`]: open, close, reads |
-//! | `writes` | prepares, truncation, `PersistState`, cursor appends, retention; [`Completed`] |
-//! | `cut` | the cut to a history start (reference A) |
+//! | `writes` | prepares, `PersistState`, cursor appends, retention; [`Completed`] |
+//! | `cut` | the cut: the one way a log's tail goes (reference A's cut to a history start, a repair's drop) |
 //! | `quarantine` | fencing to `<dir>.fenced.N` and rebuilding from the agreed prefix |
 //! | [`transfer`] | state-transfer export, import, atomic install |
 //! | [`fixtures`] | valid prepare chains for tests, benches and the simulator |
@@ -39,12 +39,11 @@
 //! | effect | call | then report |
 //! |---|---|---|
 //! | `WritePrepare { prepare }` | [`Partition::write_prepare`] | `on_write(op, checksum, Queued)` on `Ok` (or `Durable` when [`WriteAccepted::stage`] says so); `Durable` on [`Completed::Prepare`] |
-//! | `Truncate { op }` | [`Partition::truncate`] (durable on return) | `on_truncated(op)` |
+//! | `Cut { op, cursor_tail }` | [`Partition::cut`] (durable on return) | `on_truncated(op)` |
 //! | `PersistState { state, sequence }` | [`Partition::persist_state`] | `on_state_persisted(sequence)` on [`Completed::StatePersisted`] |
 //! | `ServePrepare { to, op, checksum }` | [`Partition::read_prepare`] | send it if its checksum matches (or, for 0, the op is committed) |
 //! | `ServeHeaders { to, op_min, op_max }` | [`Partition::read_headers`] | send them as a Headers frame |
 //! | `AppendCursors { cursor_base, event_count, events }` | [`Partition::append_cursors`] | `on_cursors_written(end, Queued)` on `Ok`; `Durable` on [`Completed::Cursors`] |
-//! | `CutCursors { cursor_tail }` | [`Partition::cut_cursors`] | — |
 //! | `ShipCursors { to, cursor_from }` | [`Partition::read_cursor_events`] up to [`Partition::cursor_durable_tail`] | send a Cursors frame |
 //! | `StartStateTransfer { from, op_min }` | peer: [`Partition::export`] + [`Partition::export_chunk`]; here: [`Partition::import_begin`], [`Partition::import_chunk`], [`Partition::install`] | `on_state_transfer_done(frontier header, cursor_tail)` |
 //! | `Quarantine { agreed_op }` | [`Partition::quarantine`] | (a state transfer follows) |

@@ -413,24 +413,7 @@ impl<D: Disk> Partition<D> {
         self.write_superblock_now(|superblock| superblock.retired_epoch = epoch)
     }
 
-    /// Removes every op above `op` from the log, durably (a `Truncate`
-    /// effect; report `on_truncated(op)` after). Removing a readable op at or
-    /// below the persisted commit is refused; damaged ones may go (they are
-    /// written again as appends). So is a cut between two damaged entries
-    /// whose boundary is unknown (`LogInconsistent`): consensus cuts below
-    /// such a run.
-    pub fn truncate(&mut self, op: u64) -> Result<(), PartitionError> {
-        let commit = self.superblock.durable.commit.min(self.log.op);
-        if let Some(readable) = (op + 1..=commit).find(|op| !self.log.faulty.contains(op)) {
-            return Err(PartitionError::TruncateBelowCommit {
-                op,
-                commit: readable,
-            });
-        }
-        self.truncate_log(op)
-    }
-
-    /// The truncation both `truncate` and the cut use: superblock first (so
+    /// The record log's part of [`Partition::cut`]: superblock first (so
     /// open never mistakes the removed ops for lost ones), then the files.
     pub(crate) fn truncate_log(&mut self, op: u64) -> Result<(), PartitionError> {
         if op + 1 < self.log.head_op {

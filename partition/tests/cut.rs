@@ -78,7 +78,7 @@ fn a_returning_replica_cuts_its_records_and_cursors_to_the_start() {
     let outcome = partition
         .cut(CutPoint {
             op: 20,
-            cursor_tail: 3,
+            cursor_tail: Some(3),
         })
         .expect("cut");
     assert_eq!(
@@ -138,7 +138,7 @@ fn a_snapshot_past_the_cut_keeps_its_state_and_lowers_its_boundary() {
     let outcome = partition
         .cut(CutPoint {
             op: 10,
-            cursor_tail: 2,
+            cursor_tail: Some(2),
         })
         .expect("cut");
     assert!(outcome.snapshot_boundary_lowered);
@@ -167,7 +167,12 @@ fn cursors_above_the_record_log_end_are_clamped_on_open() {
     append_durable(&mut partition, 5, 10, 20);
     store_cursors(&mut partition, &[("ahead", 500), ("behind", 30)]);
     partition.snapshot_cursors().expect("snapshot");
-    partition.truncate(3).expect("truncate");
+    partition
+        .cut(strand_partition::CutPoint {
+            op: 3,
+            cursor_tail: None,
+        })
+        .expect("cut");
     let mut disk = partition.abandon();
     disk.crash(CrashMode::LoseUnsynced);
     let (partition, recovery) = open_memory(disk, small_config());
@@ -185,7 +190,7 @@ fn a_repeated_cut_changes_nothing() {
     partition.snapshot_cursors().expect("snapshot");
     let start = CutPoint {
         op: 12,
-        cursor_tail: 1,
+        cursor_tail: Some(1),
     };
     partition.cut(start).expect("first cut");
     let before = storage_image(partition.disk_mut());
@@ -229,7 +234,7 @@ fn the_cut_never_goes_below_the_retained_head_or_the_commit() {
     assert!(matches!(
         partition.cut(CutPoint {
             op: head - 2,
-            cursor_tail: 0
+            cursor_tail: Some(0),
         }),
         Err(PartitionError::BelowRetainedHead { .. })
     ));
@@ -246,9 +251,9 @@ fn the_cut_never_goes_below_the_retained_head_or_the_commit() {
     assert!(matches!(
         partition.cut(CutPoint {
             op: 50,
-            cursor_tail: 0
+            cursor_tail: Some(0),
         }),
-        Err(PartitionError::TruncateBelowCommit { op: 50, commit: 55 })
+        Err(PartitionError::TruncateBelowCommit { op: 50, commit: 51 })
     ));
     assert_eq!(partition.op(), 60, "refused cuts touch nothing");
     let _ = Path::new(MEMORY_DIR);

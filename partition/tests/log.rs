@@ -107,7 +107,12 @@ fn truncation_removes_ops_above_durably_even_inside_a_sealed_segment() {
     let (mut partition, _) = open_file(&wal, &dir, small_config());
     let written = append_durable(&mut partition, 50, 5, 200);
     let segments_before = partition.segment_count();
-    partition.truncate(12).expect("truncate");
+    partition
+        .cut(strand_partition::CutPoint {
+            op: 12,
+            cursor_tail: None,
+        })
+        .expect("cut");
     assert_eq!(partition.op(), 12);
     assert_eq!(partition.offset_end(), 60);
     assert!(partition.segment_count() < segments_before);
@@ -141,10 +146,18 @@ fn truncation_below_the_persisted_commit_is_refused() {
     partition.flush(&mut out).expect("flush");
     assert!(out.contains(&strand_partition::Completed::StatePersisted { sequence: 1 }));
     assert!(matches!(
-        partition.truncate(7),
+        partition.cut(strand_partition::CutPoint {
+            op: 7,
+            cursor_tail: None
+        }),
         Err(PartitionError::TruncateBelowCommit { op: 7, commit: 8 })
     ));
-    partition.truncate(8).expect("at the commit is allowed");
+    partition
+        .cut(strand_partition::CutPoint {
+            op: 8,
+            cursor_tail: None,
+        })
+        .expect("at the commit is allowed");
     assert_eq!(partition.op(), 8);
     wal.shutdown().expect("shutdown");
 }

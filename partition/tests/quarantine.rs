@@ -73,7 +73,12 @@ fn quarantine_fences_in_order_keeps_the_copy_and_rebuilds_from_the_agreed_op() {
 
     // Writing to the rebuilt partition never changes the fenced copy.
     append_durable(&mut rebuilt, 5, 4, 150);
-    rebuilt.truncate(agreed).expect("truncate");
+    rebuilt
+        .cut(strand_partition::CutPoint {
+            op: agreed,
+            cursor_tail: None,
+        })
+        .expect("cut");
     let (rebuilt, recovery, quarantined) = rebuilt.quarantine(10).expect("quarantine again");
     assert_eq!(quarantined.fenced_number, 1);
     assert_eq!(quarantined.fenced_dir, fenced_path(&dir, 1));

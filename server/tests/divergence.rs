@@ -82,7 +82,12 @@ fn diverge(dir: &Path) -> u64 {
         .persist_state(fields.clone(), 1)
         .expect("lower the commit");
     partition.flush(&mut done).expect("flush");
-    partition.truncate(first - 1).expect("truncate");
+    partition
+        .cut(strand_partition::CutPoint {
+            op: first - 1,
+            cursor_tail: None,
+        })
+        .expect("cut");
     let mut parent = partition
         .checksum(first - 1)
         .expect("the op below is known");

@@ -411,7 +411,11 @@ mod tests {
         catalog.note_started(1);
         catalog.commit(every(2, &[1, 2, 3]));
         catalog.note_started(2);
-        assert_eq!(catalog.write_quorum_min(), 2, "epoch 0's quorum still counts");
+        assert_eq!(
+            catalog.write_quorum_min(),
+            2,
+            "epoch 0's quorum still counts"
+        );
         assert_eq!(catalog.removed_unconfirmed(), SlotSet::of(&[0]));
         catalog.note_committed(1);
         assert_eq!(catalog.write_quorum_min(), 3);

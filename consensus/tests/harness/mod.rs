@@ -318,8 +318,13 @@ impl Cluster {
                     replica.on_write(op, checksum, WriteStage::Durable, more);
                 }
             }
-            Effect::Truncate { op } => {
+            Effect::Cut { op, cursor_tail } => {
                 self.storage[i].truncate(op);
+                if let Some(cursor_tail) = cursor_tail {
+                    let storage = &mut self.storage[i];
+                    storage.cursor_tail = storage.cursor_tail.min(cursor_tail);
+                    storage.cursor_durable = storage.cursor_durable.min(cursor_tail);
+                }
                 self.replicas[i]
                     .as_mut()
                     .expect("up")
@@ -381,11 +386,6 @@ impl Cluster {
                     let replica = self.replicas[i].as_mut().expect("up");
                     replica.on_cursors_written(end, WriteStage::Durable, more);
                 }
-            }
-            Effect::CutCursors { cursor_tail } => {
-                let storage = &mut self.storage[i];
-                storage.cursor_tail = storage.cursor_tail.min(cursor_tail);
-                storage.cursor_durable = storage.cursor_durable.min(cursor_tail);
             }
             Effect::ShipCursors { .. } | Effect::StartStateTransfer { .. } => {}
             Effect::Quarantine { agreed_op } => self.quarantined.push((index, agreed_op)),

@@ -39,7 +39,8 @@ pub struct Mutations {
     /// A log reopened after an unclean stop under `replicated` is reported
     /// trusted (it may lack ops it acknowledged).
     pub trust_unclean: bool,
-    /// A truncation reports done without cutting the log's longer tail.
+    /// A cut reports done without cutting the log (its longer tail, the
+    /// cursor events past a view's start).
     pub skip_cut: bool,
     /// A state transfer is installed without its marker (a crash between
     /// the swap's renames leaves no partition).
