@@ -203,6 +203,41 @@ fn a_returning_old_primary_with_a_longer_uncommitted_tail_is_cut() {
     cluster.assert_acked_in_log(0);
 }
 
+/// Reference A's cut in one piece: the old primary's record log goes down
+/// to the view's head and its cursor log to the view's history start.
+#[test]
+fn a_returning_old_primary_cuts_its_cursor_events_past_the_start_too() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    cluster.produce(1, 2);
+    cluster.deliver_all();
+    cluster.tick(5);
+    // The primary prepares an op and stores two cursors nobody else hears of.
+    cluster.isolate(0);
+    cluster.produce(1, 1);
+    cluster.store_cursor(0, 7, 1, "reader", 1);
+    cluster.store_cursor(0, 7, 2, "reader", 2);
+    assert_eq!(cluster.storage[0].cursor_tail, 2);
+    cluster.crash(0);
+    cluster.heal(0);
+    cluster.tick(200);
+    let primary = cluster.primary().expect("new primary");
+    assert_ne!(primary, 0);
+    cluster.restart(0);
+    cluster.tick(100);
+    assert_eq!(cluster.replica(0).status(), Status::Normal);
+    assert_eq!(
+        cluster.storage[0].head(),
+        1,
+        "the record log cut to the view's head"
+    );
+    assert_eq!(
+        cluster.storage[0].cursor_tail, 0,
+        "the cursor log cut to the view's start"
+    );
+    assert_eq!(cluster.replica(0).cursor_tail(), 0);
+    cluster.assert_acked_in_log(0);
+}
+
 #[test]
 fn fewer_than_r_trusted_dvcs_wait_and_name_the_awaited_replicas() {
     // E=5, majority: W=3, R=3. Replicas 3 and 4 are untrusted (replicated

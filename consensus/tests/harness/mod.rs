@@ -485,6 +485,31 @@ impl Cluster {
         self.execute(to, effects);
     }
 
+    /// `consumer` stores its cursor at `offset` on replica `to`.
+    pub fn store_cursor(
+        &mut self,
+        to: u8,
+        client: u128,
+        request: u64,
+        consumer: &str,
+        offset: u64,
+    ) {
+        let mut header = RequestHeader::new(CLUSTER, GROUP, ViewId::new(0, 0), 0);
+        header.client.set(client);
+        header.request.set(request);
+        header.operation = Operation::StoreCursor as u8;
+        let request = Msg::new(header, Bytes::new());
+        let cursor = ops::StoreCursor {
+            consumer: consumer.to_owned(),
+            offset,
+        };
+        let mut effects = Effects::new();
+        let replica = self.replicas[usize::from(to)].as_mut().expect("up");
+        let high_watermark = replica.machine().offset_end;
+        replica.on_store_cursor(&request, cursor, high_watermark, &mut effects);
+        self.execute(to, effects);
+    }
+
     /// The next request of `client` to the current primary.
     pub fn produce(&mut self, client: u128, records: u32) -> u64 {
         let primary = self.primary().expect("a primary serves");
