@@ -1,7 +1,7 @@
 //! # strand-consensus: one group's Viewstamped Replication replica
 //!
 //! A pure, deterministic state machine: messages, client requests, ticks and
-//! storage completions go in; effects (send, write, truncate, persist, commit,
+//! storage completions go in; effects (send, write, cut, persist, commit,
 //! reply, quarantine, events) come out into a caller-owned buffer. No I/O, no
 //! clock, no threads, no global state: the same inputs give the same effects,
 //! which is what lets the simulator run thousands of seeded clusters.

@@ -63,8 +63,9 @@ enum Mutation {
     /// A partition reopened after an unclean stop under `replicated`
     /// reports its log trusted.
     TrustUnclean,
-    /// Adopting a shorter log skips the cut of the longer tail (the host
-    /// reports the truncation done without touching the partition).
+    /// A cut reports done without touching the partition: a replica that
+    /// adopts a shorter log keeps its longer tail and the cursor events past
+    /// the view's start.
     SkipCut,
     /// A state transfer is installed without its marker: a power loss
     /// between the swap's renames leaves no partition, and the replica
@@ -246,12 +247,13 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
     let total = seeds.end - seeds.start;
     let ticks = ticks.load(Ordering::Relaxed);
     println!(
-        "seeds {}..{}: {} run, {} failed, {:.1} s, {:.0} simulated ticks/s",
+        "seeds {}..{}: {} run, {} failed, {:.1} s, {:.0} seeds/s, {:.0} simulated ticks/s",
         seeds.start,
         seeds.end,
         total,
         failures.len(),
         elapsed,
+        total as f64 / elapsed,
         ticks as f64 / elapsed
     );
     if args.reassign {
