@@ -7,6 +7,7 @@
 //! data_dir = "/var/lib/strand"
 //! metrics_address = "127.0.0.1:9101"   # optional
 //! tick_ms = 10                          # optional
+//! shards = 2                            # optional: shard threads (default: one per core)
 //!
 //! [[peers]]
 //! id = 1
@@ -81,6 +82,7 @@ struct FileConfig {
     peers: Vec<PeerConfig>,
     metrics_address: Option<String>,
     tick_ms: Option<u64>,
+    shards: Option<usize>,
     #[serde(default)]
     topic_defaults: TopicDefaults,
 }
@@ -102,6 +104,8 @@ pub struct NodeConfig {
     pub metrics_address: Option<SocketAddr>,
     /// Milliseconds per consensus tick.
     pub tick_ms: u64,
+    /// Shard threads hosting the groups (`crate::shard`).
+    pub shards: usize,
     /// Durability for topics that do not say.
     pub default_durability: Durability,
     /// Confirm policy for topics that do not say.
@@ -179,6 +183,15 @@ impl NodeConfig {
                 reason: "must be 1..=1000".into(),
             });
         }
+        let shards = file.shards.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        });
+        if !(1..=crate::shard::SHARDS_MAX).contains(&shards) {
+            return Err(ConfigError::Invalid {
+                field: "shards",
+                reason: format!("must be 1..={}", crate::shard::SHARDS_MAX),
+            });
+        }
         Ok(NodeConfig {
             node,
             cluster: file.cluster,
@@ -186,6 +199,7 @@ impl NodeConfig {
             peers,
             metrics_address,
             tick_ms,
+            shards,
             default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
             default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
         })

@@ -1,26 +1,18 @@
-//! A group's actor: one thread around the group's
+//! A group's actor: the state around the group's
 //! `strand_host::group_host::GroupHost` (the replica over its partition,
 //! where every effect is carried out and storage completions go back to the
-//! replica). The actor takes inputs from a bounded inbox (peer frames,
-//! client requests, storage wakeups, ticks), hands them to the replica,
-//! settles the host, and carries out its outputs: frames to the bus, replies
-//! to clients, commits to waiting readers and the catalog, events to metrics.
+//! replica), hosted on one of the node's shards (`crate::shard`). The shard
+//! hands it inputs in order (peer frames, client requests, storage
+//! wakeups, ticks); the actor hands them to the replica, settles the host,
+//! and carries out its outputs: frames to the bus, replies to clients,
+//! commits to waiting readers and the catalog, events to metrics.
 //!
-//! One thread per group: a replica's work is mostly handing writes to the
-//! node's WAL writer and frames to the bus, so a thread per group keeps each
-//! group's latency independent of the others' without any scheduling of our
-//! own; nodes host tens of groups, not thousands.
-//!
-//! Bounds: the inbox holds [`INBOX_CAPACITY`] inputs (peer frames beyond it
-//! are dropped, consensus retransmits; client requests beyond it are
-//! answered `Busy`); at most [`PARKED_FETCHES_MAX`] long polls wait per group
-//! (more are answered at once, empty).
+//! Bounds: at most [`PARKED_FETCHES_MAX`] long polls wait per group (more
+//! are answered at once, empty); the inbox is the shard's.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -41,21 +33,16 @@ use zerocopy::IntoBytes;
 
 use crate::metrics;
 use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
-use crate::shared::{GroupHandle, GroupView, Shared};
+use crate::shard::GroupInbox;
+use crate::shared::{GroupView, Shared};
 use strand_host::catalog::{Assignment, Role};
 use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output};
-
-/// Inputs a group's inbox holds at most.
-pub const INBOX_CAPACITY: usize = 8192;
 
 /// Long polls that may wait per group.
 pub const PARKED_FETCHES_MAX: usize = 1024;
 
 /// Largest fetch reply body a fetch may ask for.
 pub const FETCH_BYTES_MAX: u32 = 8 * 1024 * 1024;
-
-/// Inputs drained per wakeup before effects run (batching at the actor).
-const INPUTS_PER_TURN_MAX: usize = 256;
 
 /// Produce latencies tracked at once (beyond, the oldest are forgotten).
 const LATENCIES_TRACKED_MAX: usize = 4096;
@@ -208,41 +195,6 @@ impl GroupSpec {
     }
 }
 
-/// Starts a group's actor on its own thread. `hosted` receives, from the
-/// metadata plane's actor only, every partition assignment this node hosts.
-pub fn spawn(
-    shared: Arc<Shared>,
-    wal: Wal,
-    spec: GroupSpec,
-    hosted: Option<UnboundedSender<Hosted>>,
-) -> std::io::Result<Option<JoinHandle<()>>> {
-    let (inbox, receiver) = sync_channel(INBOX_CAPACITY);
-    let handle = GroupHandle {
-        inbox: inbox.clone(),
-        slots: spec.slots.clone().into(),
-        placement: Arc::new(std::sync::Mutex::new(None)),
-    };
-    if !shared.register(spec.group, handle) {
-        return Ok(None);
-    }
-    let group = spec.group;
-    let thread = std::thread::Builder::new()
-        .name(format!("group-{group}"))
-        .spawn(move || {
-            let span = tracing::info_span!("group", group);
-            let _entered = span.enter();
-            let shared_for_exit = Arc::clone(&shared);
-            match Actor::open(Arc::clone(&shared), wal, spec, inbox, hosted) {
-                Ok(mut actor) => actor.run(&receiver),
-                Err(error) => {
-                    tracing::error!(%error, "group: cannot open its storage; the group stays down");
-                }
-            }
-            shared_for_exit.unregister(group);
-        })?;
-    Ok(Some(thread))
-}
-
 /// A long poll waiting for records to commit.
 struct ParkedFetch {
     request: RequestHeader,
@@ -251,7 +203,7 @@ struct ParkedFetch {
 }
 
 /// The actor's state. See the module docs.
-struct Actor {
+pub struct Actor {
     shared: Arc<Shared>,
     spec: GroupSpec,
     /// The replica over its partition; every effect runs there.
@@ -259,8 +211,6 @@ struct Actor {
     /// What the host put out, waiting to be carried out (kept for reuse).
     outputs: Vec<Output>,
     parked: VecDeque<ParkedFetch>,
-    tick: Duration,
-    next_tick: Instant,
     hosted: Option<UnboundedSender<Hosted>>,
     /// The metadata plane: what was last handed to the node, by group.
     hosted_sent: BTreeMap<u64, Assignment>,
@@ -274,11 +224,14 @@ struct Actor {
 }
 
 impl Actor {
-    fn open(
+    /// Opens the group's storage and its host. `hosted` receives, from the
+    /// metadata plane's actor only, every partition assignment this node
+    /// hosts.
+    pub fn open(
         shared: Arc<Shared>,
         wal: Wal,
         spec: GroupSpec,
-        inbox: SyncSender<Input>,
+        inbox: GroupInbox,
         hosted: Option<UnboundedSender<Hosted>>,
     ) -> Result<Actor, OpenError> {
         let me = shared.config.node;
@@ -311,7 +264,6 @@ impl Actor {
         if let Some(catalog) = host.replica().machine().catalog() {
             shared.publish_catalog(catalog.clone());
         }
-        let tick = Duration::from_millis(shared.config.tick_ms);
         let label = spec.group.to_string();
         Ok(Actor {
             shared,
@@ -319,8 +271,6 @@ impl Actor {
             host,
             outputs: Vec::new(),
             parked: VecDeque::new(),
-            tick,
-            next_tick: Instant::now() + tick,
             hosted,
             hosted_sent: BTreeMap::new(),
             epoch_reported: 0,
@@ -332,49 +282,34 @@ impl Actor {
         })
     }
 
-    // ----- the loop ------------------------------------------------------------
+    // ----- the shard's calls -----------------------------------------------------
 
-    fn run(&mut self, inbox: &Receiver<Input>) {
+    /// Starts the replica (its first timers and probes) and publishes.
+    pub fn start(&mut self) {
         let (replica, effects) = self.host.replica_and_effects();
         replica.start(effects);
         self.after_inputs();
         self.hand_over_hosted();
         self.publish();
-        while !self.stopping {
-            let now = Instant::now();
-            let wait = self.next_tick.saturating_duration_since(now);
-            match inbox.recv_timeout(wait) {
-                Ok(input) => {
-                    self.on_input(input);
-                    for _ in 1..INPUTS_PER_TURN_MAX {
-                        let Ok(input) = inbox.try_recv() else { break };
-                        self.on_input(input);
-                        if self.stopping {
-                            break;
-                        }
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => self.stopping = true,
-            }
-            if Instant::now() >= self.next_tick {
-                self.next_tick += self.tick;
-                if self.next_tick < Instant::now() {
-                    self.next_tick = Instant::now() + self.tick;
-                }
-                self.take_placement();
-                self.host.on_tick(&mut self.outputs);
-                self.report_epoch_started();
-                self.expire_parked();
-                self.publish();
-            }
-            self.after_inputs();
-        }
-        self.shut_down();
+    }
+
+    /// One tick of the node's clock.
+    pub fn on_tick(&mut self) {
+        self.take_placement();
+        self.host.on_tick(&mut self.outputs);
+        self.report_epoch_started();
+        self.expire_parked();
+        self.publish();
+    }
+
+    /// Whether the actor is done (told to stop, or its storage failed for
+    /// good): the shard closes it.
+    pub fn stopping(&self) -> bool {
+        self.stopping
     }
 
     /// Polls storage and runs effects until both are quiet.
-    fn after_inputs(&mut self) {
+    pub fn after_inputs(&mut self) {
         // One buffer for the actor's life: no allocation per turn.
         let mut outputs = std::mem::take(&mut self.outputs);
         loop {
@@ -420,7 +355,8 @@ impl Actor {
         }
     }
 
-    fn on_input(&mut self, input: Input) {
+    /// One input from the shard's inbox.
+    pub fn on_input(&mut self, input: Input) {
         match input {
             Input::Peer(message) => self.host.on_message(message, &mut self.outputs),
             Input::Request(request) => self.on_request(request),
@@ -431,7 +367,9 @@ impl Actor {
         }
     }
 
-    fn shut_down(&mut self) {
+    /// Finishes in-flight work and closes storage (a clean mark where
+    /// trusted).
+    pub fn shut_down(&mut self) {
         self.after_inputs();
         if self.untrusted_reported {
             metrics::untrusted_log(false);
@@ -1014,7 +952,7 @@ fn attention_reason(reason: WaitReason) -> AttentionReason {
 }
 
 /// A disk on `wal` whose completions wake the actor behind `inbox`.
-fn disk_for(wal: &Wal, inbox: &SyncSender<Input>) -> FileDisk {
+fn disk_for(wal: &Wal, inbox: &GroupInbox) -> FileDisk {
     let inbox = inbox.clone();
     let notify = move || {
         // A full inbox is about to be drained anyway; storage is polled

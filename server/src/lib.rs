@@ -3,7 +3,8 @@
 //! One process per node: the replica bus to its peers, the client port, the
 //! metadata plane (group 0, a VSR group over every node) and one actor per
 //! hosted partition, each driving a `consensus::Replica` over its partition
-//! storage and the node's WAL writer. The state machines (the catalog, a
+//! storage and the node's WAL writer, many actors to each of a few shard
+//! threads. The state machines (the catalog, a
 //! record log), the reassignment plan and the superblock mapping live in
 //! `strand-host`.
 //!
@@ -13,7 +14,8 @@
 //! |---|---|
 //! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
 //! | [`shared`] | the group registry, published status, reply routing, bus queues |
-//! | [`group`] | a group's actor around its `GroupHost`: inbox, client API, outputs out, status |
+//! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks |
+//! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: local answers and routing |
@@ -23,7 +25,7 @@
 //!
 //! Invariants that matter most:
 //! - Consensus decides; the group's host executes its effects and reports
-//!   completions, in order, per group, on the group's own thread.
+//!   completions, in order, per group, on the group's shard.
 //! - Nothing blocks a group on the network: every queue is bounded and a
 //!   full queue drops (peer frames, which are retransmitted) or refuses with
 //!   `Busy` (client requests).
@@ -37,4 +39,5 @@ pub mod group;
 pub mod metrics;
 pub mod node;
 pub mod replies;
+pub mod shard;
 pub mod shared;

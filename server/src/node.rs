@@ -5,7 +5,6 @@
 
 use std::fs::File;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use strand_wal::{Wal, WalConfig};
 use tokio::net::TcpListener;
@@ -14,8 +13,9 @@ use tokio::sync::mpsc;
 use crate::bus;
 use crate::client_port;
 use crate::config::NodeConfig;
-use crate::group::{self, GroupSpec, Hosted, Input};
+use crate::group::{GroupSpec, Hosted, Input};
 use crate::metrics::{self, WalMetrics};
+use crate::shard::Shards;
 use crate::shared::{EpochReport, Shared};
 use strand_host::catalog::Assignment;
 
@@ -120,18 +120,9 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
     shared.set_epoch_reporter(epoch_sender);
     tokio::spawn(report_epochs(Arc::clone(&shared), epoch_reports));
-    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    let shards = Shards::start(&shared, shared.config.shards).map_err(NodeError::Runtime)?;
     let metadata = GroupSpec::metadata(nodes, &data_dir);
-    if let Some(thread) = group::spawn(
-        Arc::clone(&shared),
-        wal.clone(),
-        metadata,
-        Some(hosted_sender),
-    )
-    .map_err(NodeError::Runtime)?
-    {
-        threads.push(thread);
-    }
+    shards.host(&shared, wal.clone(), metadata, Some(hosted_sender));
     tracing::info!(
         node = shared.config.node,
         replica_address = %me.replica_address,
@@ -148,11 +139,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
                     break;
                 };
                 match hosted {
-                    Hosted::Placed(assignment) => {
-                        if let Some(thread) = place(&shared, &wal, &data_dir, assignment) {
-                            threads.push(thread);
-                        }
-                    }
+                    Hosted::Placed(assignment) => place(&shared, &shards, &wal, &data_dir, assignment),
                     Hosted::Dropped(assignment) => drop_copy(&shared, &data_dir, &assignment),
                 }
             }
@@ -162,33 +149,28 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
             }
         }
     }
-    shut_down(&shared, threads, &wal).await;
+    shut_down(&shared, shards, &wal).await;
     outcome
 }
 
-/// Starts the actor of a partition placed on this node, or hands a running
-/// one its changed assignment. A copy this node retired from is not started
-/// (its data stays until dropped).
+/// Hosts a partition placed on this node, or hands its running actor the
+/// changed assignment. A copy this node retired from is not started (its
+/// data stays until dropped).
 fn place(
     shared: &Arc<Shared>,
+    shards: &Shards,
     wal: &Wal,
     data_dir: &std::path::Path,
     assignment: Assignment,
-) -> Option<JoinHandle<()>> {
+) {
     let me = shared.config.node;
     let spec = GroupSpec::partition(&assignment, data_dir, me);
     if shared.place(assignment) || spec.retired {
-        return None;
+        return;
     }
     tracing::info!(group = spec.group, stream = %spec.stream, topic = %spec.topic,
         partition = spec.partition, epoch = spec.epoch, "node: hosting a partition");
-    match group::spawn(Arc::clone(shared), wal.clone(), spec, None) {
-        Ok(thread) => thread,
-        Err(error) => {
-            tracing::error!(%error, "node: cannot start a group's thread");
-            None
-        }
-    }
+    shards.host(shared, wal.clone(), spec, None);
 }
 
 /// An operator dropped this node's retired copy of a partition: stop its
@@ -277,18 +259,11 @@ async fn metadata_client(
 
 /// Stops taking requests, lets every group finish and close its storage
 /// (clean marks where trusted), then stops the WAL writer.
-async fn shut_down(shared: &Arc<Shared>, threads: Vec<JoinHandle<()>>, wal: &Wal) {
+async fn shut_down(shared: &Arc<Shared>, shards: Shards, wal: &Wal) {
     shared.begin_shutdown();
-    let groups = shared.groups();
     let wal = wal.clone();
     let joined = tokio::task::spawn_blocking(move || {
-        for (_, handle) in groups {
-            // Blocks while the inbox is full: the actor is draining it.
-            let _ = handle.inbox.send(Input::Shutdown);
-        }
-        for thread in threads {
-            let _ = thread.join();
-        }
+        shards.stop();
         if let Err(error) = wal.shutdown() {
             tracing::warn!(%error, "node: WAL shutdown");
         }

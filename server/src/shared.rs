@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
@@ -15,13 +14,14 @@ use tokio::sync::mpsc;
 
 use crate::config::NodeConfig;
 use crate::group::Input;
+use crate::shard::GroupInbox;
 use strand_host::catalog::{Assignment, Catalog};
 
 /// A hosted group's inbox and identity.
 #[derive(Clone)]
 pub struct GroupHandle {
-    /// The actor's bounded inbox.
-    pub inbox: SyncSender<Input>,
+    /// The group's inbox (its shard's, bounded).
+    pub inbox: GroupInbox,
     /// The node in each slot (replica index), across the memberships the
     /// group is in now: the bus checks that a frame's sender speaks for its
     /// own slot. Shared, not copied, per frame.
@@ -201,11 +201,7 @@ impl Shared {
         let Some(handle) = self.group(group) else {
             return Err(Refused::Gone);
         };
-        match handle.inbox.try_send(input) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => Err(Refused::Full),
-            Err(TrySendError::Disconnected(_)) => Err(Refused::Gone),
-        }
+        handle.inbox.try_send(input)
     }
 
     // ----- published views -----------------------------------------------------

@@ -1,0 +1,295 @@
+//! Shards: a fixed set of threads per node (default one per core), each
+//! hosting many groups' actors. A group lives on one shard for its whole
+//! life, so its inputs are handled in order; a shard drains a batch of
+//! inputs, then lets each group it touched settle its host once (batching
+//! at the shard), and ticks its groups on the node's tick.
+//!
+//! Bounds: a shard's inbox holds [`SHARD_INBOX_CAPACITY`] inputs for all
+//! its groups together (peer frames beyond it are dropped, consensus
+//! retransmits; client requests beyond it are answered `Busy` by the
+//! caller); nothing is allocated per group up front. Starting and stopping
+//! groups goes through an unbounded control queue, polled on every turn
+//! and at least once per tick, so neither is ever lost to a full inbox.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::mpsc::{
+    Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
+};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use strand_wal::Wal;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::group::{Actor, GroupSpec, Hosted, Input};
+use crate::shared::{GroupHandle, Refused, Shared};
+
+/// Inputs one shard's inbox holds at most, for all its groups.
+pub const SHARD_INBOX_CAPACITY: usize = 16_384;
+
+/// Shards a node may run at most.
+pub const SHARDS_MAX: usize = 256;
+
+/// Inputs drained per turn before the touched groups settle.
+const INPUTS_PER_TURN_MAX: usize = 1024;
+
+/// A group's inbox: its shard's, addressed to the group.
+#[derive(Clone)]
+pub struct GroupInbox {
+    group: u64,
+    shard: SyncSender<(u64, Input)>,
+}
+
+impl GroupInbox {
+    /// Hands `input` to the group without blocking.
+    pub fn try_send(&self, input: Input) -> Result<(), Refused> {
+        self.shard
+            .try_send((self.group, input))
+            .map_err(|error| match error {
+                TrySendError::Full(_) => Refused::Full,
+                TrySendError::Disconnected(_) => Refused::Gone,
+            })
+    }
+}
+
+/// What a shard is told outside its inbox.
+enum Control {
+    /// Open a group's actor and host it.
+    Start(Box<Start>),
+    /// Close every group and exit.
+    Stop,
+}
+
+/// A group to open on a shard.
+struct Start {
+    spec: GroupSpec,
+    wal: Wal,
+    hosted: Option<UnboundedSender<Hosted>>,
+}
+
+/// One shard's queues, as the node holds them.
+struct ShardQueues {
+    inbox: SyncSender<(u64, Input)>,
+    control: Sender<Control>,
+}
+
+/// A node's shards.
+pub struct Shards {
+    queues: Vec<ShardQueues>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Shards {
+    /// Starts `count` shard threads.
+    pub fn start(shared: &Arc<Shared>, count: usize) -> std::io::Result<Shards> {
+        assert!((1..=SHARDS_MAX).contains(&count), "1..={SHARDS_MAX} shards");
+        let mut queues = Vec::with_capacity(count);
+        let mut threads = Vec::with_capacity(count);
+        for index in 0..count {
+            let (inbox, inputs) = sync_channel(SHARD_INBOX_CAPACITY);
+            let (control, controls) = channel();
+            let mut shard = Shard {
+                shared: Arc::clone(shared),
+                inbox: inbox.clone(),
+                inputs,
+                controls,
+                actors: BTreeMap::new(),
+                touched: Vec::new(),
+                tick: Duration::from_millis(shared.config.tick_ms),
+                stop_requested: false,
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("shard-{index}"))
+                .spawn(move || {
+                    let span = tracing::info_span!("shard", index);
+                    let _entered = span.enter();
+                    shard.run();
+                })?;
+            queues.push(ShardQueues { inbox, control });
+            threads.push(thread);
+        }
+        Ok(Shards { queues, threads })
+    }
+
+    /// Hosts a group on its shard: registers its handle (so frames and
+    /// requests reach it from now on) and has the shard open it. False if
+    /// the group is hosted already. `hosted` receives, from the metadata
+    /// plane's actor only, every partition assignment this node hosts.
+    pub fn host(
+        &self,
+        shared: &Shared,
+        wal: Wal,
+        spec: GroupSpec,
+        hosted: Option<UnboundedSender<Hosted>>,
+    ) -> bool {
+        let group = spec.group;
+        let queues = &self.queues[self.shard_of(group)];
+        let inbox = GroupInbox {
+            group,
+            shard: queues.inbox.clone(),
+        };
+        let handle = GroupHandle {
+            inbox: inbox.clone(),
+            slots: spec.slots.clone().into(),
+            placement: Arc::new(std::sync::Mutex::new(None)),
+        };
+        if !shared.register(group, handle) {
+            return false;
+        }
+        let start = Start { spec, wal, hosted };
+        if queues
+            .control
+            .send(Control::Start(Box::new(start)))
+            .is_err()
+        {
+            tracing::error!(group, "shard: gone; the group stays down");
+            shared.unregister(group);
+            return false;
+        }
+        // A wakeup only: the shard also looks at its control queue every tick.
+        let _ = inbox.try_send(Input::Storage);
+        true
+    }
+
+    /// Closes every group (clean marks where trusted) and joins the shards.
+    pub fn stop(self) {
+        for queues in &self.queues {
+            let _ = queues.control.send(Control::Stop);
+            let _ = queues.inbox.try_send((u64::MAX, Input::Storage));
+        }
+        for thread in self.threads {
+            if thread.join().is_err() {
+                tracing::error!("shard: a shard thread panicked");
+            }
+        }
+    }
+
+    /// The shard a group lives on: spread by a mix of its id (ids are
+    /// handed out in order, topic by topic).
+    fn shard_of(&self, group: u64) -> usize {
+        let mut mixed = group.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        mixed ^= mixed >> 31;
+        (mixed % self.queues.len() as u64) as usize
+    }
+}
+
+/// One shard thread's state.
+struct Shard {
+    shared: Arc<Shared>,
+    /// Its own inbox's sending side, for the groups it opens.
+    inbox: SyncSender<(u64, Input)>,
+    inputs: Receiver<(u64, Input)>,
+    controls: Receiver<Control>,
+    actors: BTreeMap<u64, Actor>,
+    /// Groups that took inputs this turn (settled once each).
+    touched: Vec<u64>,
+    tick: Duration,
+    stop_requested: bool,
+}
+
+impl Shard {
+    fn run(&mut self) {
+        let mut next_tick = Instant::now() + self.tick;
+        loop {
+            if self.take_controls() {
+                break;
+            }
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match self.inputs.recv_timeout(wait) {
+                Ok((group, input)) => {
+                    self.deliver(group, input);
+                    for _ in 1..INPUTS_PER_TURN_MAX {
+                        let Ok((group, input)) = self.inputs.try_recv() else {
+                            break;
+                        };
+                        self.deliver(group, input);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                next_tick += self.tick;
+                if next_tick < now {
+                    next_tick = now + self.tick;
+                }
+                for (group, actor) in &mut self.actors {
+                    actor.on_tick();
+                    self.touched.push(*group);
+                }
+            }
+            self.settle_touched();
+        }
+        for (group, mut actor) in std::mem::take(&mut self.actors) {
+            actor.shut_down();
+            self.shared.unregister(group);
+        }
+    }
+
+    /// Opens the groups it was asked to host; true once told to stop.
+    fn take_controls(&mut self) -> bool {
+        while let Ok(control) = self.controls.try_recv() {
+            match control {
+                Control::Start(start) => self.open(*start),
+                Control::Stop => self.stop_requested = true,
+            }
+        }
+        self.stop_requested
+    }
+
+    fn open(&mut self, start: Start) {
+        let Start { spec, wal, hosted } = start;
+        let group = spec.group;
+        let span = tracing::info_span!("group", group);
+        let _entered = span.enter();
+        let inbox = GroupInbox {
+            group,
+            shard: self.inbox.clone(),
+        };
+        match Actor::open(Arc::clone(&self.shared), wal, spec, inbox, hosted) {
+            Ok(mut actor) => {
+                actor.start();
+                self.actors.insert(group, actor);
+                self.touched.push(group);
+            }
+            Err(error) => {
+                tracing::error!(%error, "group: cannot open its storage; the group stays down");
+                self.shared.unregister(group);
+            }
+        }
+    }
+
+    fn deliver(&mut self, group: u64, input: Input) {
+        if !self.actors.contains_key(&group) {
+            // Its handle was registered before the shard opened it.
+            self.take_controls();
+        }
+        let Some(actor) = self.actors.get_mut(&group) else {
+            return; // not hosted (any more): peers retransmit, clients retry
+        };
+        actor.on_input(input);
+        self.touched.push(group);
+    }
+
+    /// Lets every group that took inputs run its host's effects; closes the
+    /// ones that stopped.
+    fn settle_touched(&mut self) {
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        for group in std::mem::take(&mut self.touched) {
+            let Some(actor) = self.actors.get_mut(&group) else {
+                continue;
+            };
+            actor.after_inputs();
+            if actor.stopping() {
+                let mut actor = self.actors.remove(&group).expect("present");
+                actor.shut_down();
+                self.shared.unregister(group);
+            }
+        }
+    }
+}
