@@ -1150,9 +1150,8 @@ impl<S: StateMachine> Replica<S> {
         }
         if self.journal.head() > op || self.write_next > op + 1 {
             self.cut_log(op, cursor_tail, effects);
-        } else if cursor_tail.is_some() {
-            let kept = self.write_next.saturating_sub(1).max(self.commit);
-            self.push_cut(kept, cursor_tail, effects);
+        } else {
+            self.cut_cursors_only(cursor_tail, effects);
         }
     }
 
@@ -1195,10 +1194,7 @@ impl<S: StateMachine> Replica<S> {
         );
         assert!(cut <= op && cut >= self.commit);
         if self.write_next <= op + 1 {
-            if cursor_tail.is_some() {
-                let kept = self.write_next.saturating_sub(1).max(self.commit);
-                self.push_cut(kept, cursor_tail, effects);
-            }
+            self.cut_cursors_only(cursor_tail, effects);
             return;
         }
         let op = cut;
@@ -1243,6 +1239,15 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         self.push_cut(op, cursor_tail, effects);
+    }
+
+    /// A cut of the cursor log alone (if asked for): the record log keeps
+    /// everything handed to storage.
+    fn cut_cursors_only(&mut self, cursor_tail: Option<u64>, effects: &mut Effects) {
+        if cursor_tail.is_some() {
+            let kept = self.write_next.saturating_sub(1).max(self.commit);
+            self.push_cut(kept, cursor_tail, effects);
+        }
     }
 
     /// Asks storage for a cut, or folds it into the one waiting for a persist.
