@@ -43,6 +43,10 @@ pub struct CursorState {
     pending: VecDeque<(u64, RequestHeader)>,
     /// Primary: each replica's reported tail.
     pub replica_tails: [u64; REPLICAS_MAX as usize],
+    /// The first event the log still holds as an event (the driver says,
+    /// once it finds a peer asking for less): older ones were folded into
+    /// its snapshot, so a peer below it cannot be caught up by shipping.
+    pub log_start: u64,
 }
 
 impl CursorState {
@@ -56,6 +60,7 @@ impl CursorState {
             recent_base: tail,
             pending: VecDeque::new(),
             replica_tails: [0; REPLICAS_MAX as usize],
+            log_start: 0,
         }
     }
 
@@ -94,6 +99,7 @@ impl<S: StateMachine> Replica<S> {
         high_watermark: u64,
         effects: &mut Effects,
     ) {
+        self.wake(effects);
         let header = *request.header();
         let error = if !self.is_serving_primary() {
             Some(self.not_primary())

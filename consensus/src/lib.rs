@@ -19,6 +19,7 @@
 //! | [`replica`] | the `Replica` state and input dispatch |
 //! | [`normal`] | request → prepare → ack → commit, heartbeats |
 //! | [`view_change`] | timeouts, StartViewChange, DoViewChange, StartView, installing a view |
+//! | [`quiet`] | quiescence: an idle group stops its timers and heartbeats; node-level liveness wakes it |
 //! | [`reconfigure`] | new memberships, the log's epoch, the in-place `Reconfigure` op |
 //! | [`merge`] | the canonical-log choice: a pure function of the DoViewChanges |
 //! | [`repair`] | fetching missing headers and prepares, serving peers |
@@ -46,6 +47,7 @@ pub mod journal;
 pub mod merge;
 pub mod normal;
 pub mod prng;
+pub mod quiet;
 pub mod reconfigure;
 pub mod repair;
 pub mod replica;

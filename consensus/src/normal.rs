@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use strand_wire::ops::ErrorBody;
 use strand_wire::{
-    CommandHeader, CommitHeader, Message, Msg, Operation, PrepareHeader, PrepareOkHeader,
-    ReplyHeader, ResultCode,
+    CommandHeader, CommitFlags, CommitHeader, Message, Msg, Operation, PrepareHeader,
+    PrepareOkHeader, ReplyHeader, ResultCode,
 };
 
 use crate::client_table::Lookup;
@@ -24,6 +24,7 @@ const _: () = assert!(PIPELINE_PREPARES_MAX <= strand_wire::DVC_SUFFIX_HEADERS_M
 impl<S: StateMachine> Replica<S> {
     /// A client request for this group.
     pub fn on_request(&mut self, request: ClientRequest, effects: &mut Effects) {
+        self.wake(effects);
         let header = *request.request.header();
         if let Err(error) = self.admit_request(&header, request.record_count) {
             self.reply_error(&header, error, effects);
@@ -434,6 +435,14 @@ impl<S: StateMachine> Replica<S> {
         let from = ok.prefix.replica;
         let op = ok.op.get();
         self.cursor_tail_reported(from, ok.cursor_tail.get(), effects);
+        if usize::from(from) < self.backup_commits.len() {
+            self.reported |= 1 << from;
+            let reported = &mut self.backup_commits[usize::from(from)];
+            *reported = (*reported).max(ok.commit.get());
+        }
+        if op == 0 {
+            return; // an empty log's report: nothing acked
+        }
         match self.journal.checksum(op) {
             Some(checksum) if checksum == ok.prepare_checksum.get() => {}
             Some(_) => {
@@ -528,11 +537,17 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         let op = self.stored_through();
-        if op == 0 || (op <= self.acked && !force) {
+        if op <= self.acked && !force {
             return;
         }
-        let Some(checksum) = self.journal.checksum(op) else {
-            return;
+        // Op 0 (an empty log) is reported with no checksum: it acks nothing,
+        // but tells the primary this backup follows the view.
+        let checksum = match op {
+            0 => 0,
+            _ => match self.journal.checksum(op) {
+                Some(checksum) => checksum,
+                None => return,
+            },
         };
         let mut ok: PrepareOkHeader = self.new_header();
         ok.prepare_checksum.set(checksum);
@@ -563,10 +578,17 @@ impl<S: StateMachine> Replica<S> {
 
     /// Primary: the Commit heartbeat to every backup.
     pub(crate) fn send_heartbeat(&mut self, effects: &mut Effects) {
+        self.send_heartbeat_flagged(CommitFlags::empty(), effects);
+    }
+
+    /// Primary: a heartbeat with `flags` ([`CommitFlags::QUIESCE`]: the last
+    /// one before going quiet).
+    pub(crate) fn send_heartbeat_flagged(&mut self, flags: CommitFlags, effects: &mut Effects) {
         if !self.is_serving_primary() || self.abdicated {
             return;
         }
         let mut commit: CommitHeader = self.new_header();
+        commit.flags = flags.bits();
         commit.commit.set(self.commit);
         commit
             .commit_checksum
@@ -615,6 +637,13 @@ impl<S: StateMachine> Replica<S> {
         self.note_commit_max(commit.commit.get(), effects);
         if commit.op.get() > self.journal.head() || self.journal.gaps().next().is_some() {
             self.schedule_repair();
+        }
+        if commit.flags().contains(CommitFlags::QUIESCE)
+            && self.may_quiesce_backup(commit.op.get(), commit.commit.get())
+        {
+            // The primary knows this replica holds it all: no ack.
+            self.quiesce(effects);
+            return;
         }
         self.send_ack(true, effects);
     }
@@ -678,6 +707,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Enters Normal status in the current view (timers, first messages).
     pub(crate) fn enter_normal(&mut self, effects: &mut Effects) {
+        self.end_quiet();
         self.status = Status::Normal;
         self.log_view = self.view;
         self.view_change_timeout.stop();

@@ -30,6 +30,7 @@ impl<S: StateMachine> Replica<S> {
     /// any membership is remembered so that frames of its epoch are
     /// understood. Changes that need a view change are not taken up here.
     pub fn on_assignment(&mut self, membership: Membership, effects: &mut Effects) {
+        self.wake(effects);
         let keep_from = self.view.epoch.min(self.log_view.epoch);
         if let Err(conflict) = self.memberships.learn(membership, keep_from) {
             panic!("the driver named two memberships for one epoch: {conflict:?}");
@@ -87,6 +88,7 @@ impl<S: StateMachine> Replica<S> {
         if self.status == Status::Retired {
             return;
         }
+        self.wake(effects);
         self.status = Status::Retired;
         self.adoption = None;
         self.view_change = Default::default();

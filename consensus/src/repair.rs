@@ -71,10 +71,14 @@ impl<S: StateMachine> Replica<S> {
     fn header_gap(&self) -> Option<(u64, u64)> {
         let limit = HEADERS_PER_MESSAGE_MAX as u64;
         if let Some(gap) = self.journal.gaps().next() {
-            let end = (gap..gap + limit)
+            // The top end of the first run of missing headers: there a known
+            // header vouches (by the hash chain) for the one below it, and
+            // each filled one for the next; a run longer than one answer is
+            // filled from the top down, round by round.
+            let end = (gap..=self.journal.head())
                 .take_while(|op| self.journal.header(*op).is_none())
                 .last()?;
-            return Some((gap, end));
+            return Some((gap.max(end.saturating_sub(limit - 1)), end));
         }
         let head = self.journal.head();
         let known = self.commit_max.max(self.primary_op);
@@ -211,25 +215,51 @@ impl<S: StateMachine> Replica<S> {
             && from == self.primary_index()
             && message.header().prefix.view_id() == self.view;
         let commit = self.commit;
-        for header in &headers {
+        let base = self.journal.base();
+        let usable = |header: &&PrepareHeader| {
             let op = header.op.get();
-            if op > commit + JOURNAL_SLOTS_MAX || op < self.journal.base() {
+            op <= commit + JOURNAL_SLOTS_MAX && op >= base
+        };
+        for header in headers.iter().filter(usable) {
+            if from_primary
+                && header.op.get() > commit
+                && !self.install_canonical_header(header, effects)
+            {
+                break;
+            }
+        }
+        // Gaps: top down first (each filled header vouches for the one below
+        // it), then bottom up (for a run that only its lower neighbour knows).
+        let gap_fills = |header: &&PrepareHeader| !from_primary || header.op.get() <= commit;
+        for header in headers.iter().rev().filter(usable).filter(gap_fills) {
+            if self.is_hole(header.op.get()) && self.chains(header) {
+                self.fill_slot(header, effects);
+            }
+        }
+        for header in headers.iter().filter(usable).filter(gap_fills) {
+            if !self.is_hole(header.op.get()) {
                 continue;
             }
-            if from_primary && op > commit {
-                if !self.install_canonical_header(header, effects) {
-                    break;
-                }
-            } else if self.journal.in_window(op) && self.journal.header(op).is_none() {
-                self.fill_gap(header, effects);
+            if self.chains(header) {
+                self.fill_slot(header, effects);
+            } else {
+                effects.event(Event::Dropped {
+                    reason: DropReason::Invalid,
+                });
             }
         }
         self.schedule_repair();
     }
 
-    /// Fills a gap with a header from any replica, if it chains with a known
-    /// neighbour (the hash chain vouches for it).
-    fn fill_gap(&mut self, header: &PrepareHeader, effects: &mut Effects) {
+    /// Whether `op` is in the window with its header unknown.
+    fn is_hole(&self, op: u64) -> bool {
+        self.journal.in_window(op) && self.journal.header(op).is_none()
+    }
+
+    /// Whether a header from any replica chains with a known neighbour (the
+    /// hash chain vouches for it): the one above names it as parent, or,
+    /// with none known above, it names the one below.
+    fn chains(&self, header: &PrepareHeader) -> bool {
         let op = header.op.get();
         let above = self
             .journal
@@ -239,13 +269,7 @@ impl<S: StateMachine> Replica<S> {
             .journal
             .checksum(op - 1)
             .map(|checksum| checksum == header.parent.get());
-        if above == Some(true) || (above.is_none() && below == Some(true)) {
-            self.fill_slot(header, effects);
-        } else {
-            effects.event(Event::Dropped {
-                reason: DropReason::Invalid,
-            });
-        }
+        above == Some(true) || (above.is_none() && below == Some(true))
     }
 
     /// A peer asks for a prepare: sent from memory, or read from storage.

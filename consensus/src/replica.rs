@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use strand_wire::{
-    CommandHeader, Durability, Message, Msg, PrepareHeader, REPLICAS_MAX, RequestHeader, ViewId,
+    CommandHeader, CommitFlags, Durability, Message, Msg, PrepareHeader, REPLICAS_MAX,
+    RequestHeader, ViewId,
 };
 
 use crate::client_table::ClientTable;
@@ -225,6 +226,14 @@ pub struct Replica<S> {
     /// Primary: no ack arrived for too long with prepares in flight, so it
     /// stopped heartbeating to let the backups elect another primary.
     pub(crate) abdicated: bool,
+    /// Quiet: idle, its timers stopped ([`crate::quiet`]).
+    pub(crate) quiet: bool,
+    /// Primary: backups (bitset) that sent a PrepareOk in this view.
+    pub(crate) reported: crate::quiet::SlotBits,
+    /// Primary: each backup's commit number, from its PrepareOk.
+    pub(crate) backup_commits: [u64; REPLICAS_MAX as usize],
+    /// Peers (bitset) the driver's node-level liveness suspects.
+    pub(crate) suspected: crate::quiet::SlotBits,
 
     pub(crate) heartbeat_timeout: Timeout,
     pub(crate) primary_timeout: Timeout,
@@ -403,6 +412,10 @@ impl<S: StateMachine> Replica<S> {
             suspecting: false,
             higher_view: None,
             abdicated: false,
+            quiet: false,
+            reported: 0,
+            backup_commits: [0; REPLICAS_MAX as usize],
+            suspected: 0,
             heartbeat_timeout: Timeout::new("heartbeat", timeouts.heartbeat_ticks),
             primary_timeout: Timeout::new("primary", timeouts.primary_ticks),
             progress_timeout: Timeout::new("progress", timeouts.primary_ticks * 4),
@@ -653,6 +666,7 @@ impl<S: StateMachine> Replica<S> {
             effects.event(Event::Dropped { reason });
             return;
         }
+        self.wake_for_message(&message, effects);
         match message {
             Message::Prepare(prepare) => self.on_prepare(prepare, effects),
             Message::PrepareOk(ok) => self.on_prepare_ok(ok.header(), effects),
@@ -682,14 +696,21 @@ impl<S: StateMachine> Replica<S> {
 
     /// One tick of time.
     pub fn on_tick(&mut self, effects: &mut Effects) {
-        if self.status == Status::Retired {
+        if self.status == Status::Retired || self.is_quiet() {
             return;
         }
+        // Quiet ends with Normal status, whichever way it was left.
+        self.quiet = false;
         for timeout in self.timeouts() {
             timeout.tick();
         }
         if self.heartbeat_timeout.fired() {
             self.heartbeat_timeout.start();
+            if self.may_quiesce_primary() {
+                self.send_heartbeat_flagged(CommitFlags::QUIESCE, effects);
+                self.quiesce(effects);
+                return;
+            }
             self.send_heartbeat(effects);
         }
         if self.primary_timeout.fired() {
@@ -869,6 +890,7 @@ impl<S: StateMachine> Replica<S> {
         if matches!(self.status, Status::AwaitingStateTransfer | Status::Retired) {
             return false;
         }
+        self.wake(effects);
         let candidate = self.status == Status::ViewChange && self.is_primary();
         if self.view_change.canonical.is_some()
             || (self.status == Status::Normal && !self.suspecting)

@@ -34,6 +34,7 @@ impl<S: StateMachine> Replica<S> {
             self.view
         );
         let awaiting = self.status == Status::AwaitingStateTransfer;
+        self.end_quiet();
         self.set_view(new_view);
         if !awaiting {
             self.status = Status::ViewChange;

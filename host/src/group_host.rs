@@ -196,6 +196,20 @@ impl<D: Disk> GroupHost<D> {
         self.tick_transfer(out);
     }
 
+    /// Whether ticks would do nothing: the replica is quiet (idle, timers
+    /// stopped) and no transfer is being received. The owner may stop
+    /// ticking the group until its next input.
+    pub fn quiet(&self) -> bool {
+        self.replica.is_quiet() && !self.receiving_transfer()
+    }
+
+    /// The node-level liveness of the replica at `slot` changed (one signal
+    /// per peer node for all groups, which quiet groups rely on).
+    pub fn on_peer_liveness(&mut self, slot: u8, alive: bool) {
+        self.replica
+            .on_peer_liveness(slot, alive, &mut self.effects);
+    }
+
     /// The partition, to read.
     pub fn partition_ref(&self) -> &Partition<D> {
         self.partition
@@ -485,7 +499,12 @@ impl<D: Disk> GroupHost<D> {
         // transferred or compacted log): a peer that truly lacks them
         // cannot get them as events. A primary that does not know a
         // backup's tail yet asks from 0; the backup's next PrepareOk tells.
-        if cursor_from >= end || cursor_from < self.partition().cursor_log_start() {
+        let log_start = self.partition().cursor_log_start();
+        if cursor_from < log_start {
+            self.replica.note_cursor_log_start(log_start);
+            return;
+        }
+        if cursor_from >= end {
             return;
         }
         let events = match self.partition().read_cursor_events(cursor_from, end) {

@@ -29,7 +29,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::group::Input;
 use crate::metrics;
 use crate::replies::frame_of;
+use crate::shard::LivenessNotifier;
 use crate::shared::{Refused, Shared};
+use strand_consensus::Timeouts;
 
 /// Frames queued to one peer at most.
 pub const PEER_QUEUE_CAPACITY: usize = 16 * 1024;
@@ -358,7 +360,7 @@ async fn read_frames(
                 );
                 break;
             }
-            Ok(_) => {}
+            Ok(_) => shared.heard_from(node),
             Err(error) => {
                 tracing::debug!(node, %error, "bus: read failed");
                 break;
@@ -417,6 +419,52 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> 
         Err(Refused::Full) => metrics::bus_frame_dropped(),
     }
     Ok(())
+}
+
+/// Node-level liveness, one signal per peer for all groups: a `Ping` to
+/// every peer each heartbeat interval (so a peer hears this node even when
+/// every group is quiet), and a peer silent for a heartbeat timeout (any
+/// frame counts) is suspected; the shards hear of every change. Quiet
+/// groups rely on it to notice a dead primary.
+pub async fn watch_liveness(shared: Arc<Shared>, shards: LivenessNotifier) {
+    let timeouts = Timeouts::default();
+    let tick_ms = shared.config.tick_ms;
+    let ping_ms = timeouts.heartbeat_ticks * tick_ms;
+    let suspect_ms = timeouts.primary_ticks * tick_ms;
+    let peers: Vec<u32> = shared
+        .config
+        .peers
+        .iter()
+        .map(|peer| peer.id)
+        .filter(|peer| *peer != shared.config.node)
+        .collect();
+    let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_ping_ms = 0u64;
+    let started = std::time::Instant::now();
+    loop {
+        interval.tick().await;
+        if shared.stopping() {
+            return;
+        }
+        let now_ms = started.elapsed().as_millis() as u64;
+        if now_ms >= last_ping_ms + ping_ms {
+            last_ping_ms = now_ms;
+            let ping = ping_frame(&shared);
+            for peer in &peers {
+                // A full queue carries frames anyway: the peer hears those.
+                let _ = shared.send_to_node(*peer, ping.clone());
+            }
+        }
+        for peer in &peers {
+            let suspected = shared.silent_ms(*peer) > suspect_ms;
+            if shared.set_suspected(*peer, suspected) {
+                tracing::info!(peer, suspected, "bus: peer liveness changed");
+                metrics::peer_suspected(*peer, suspected);
+                shards.liveness(*peer, !suspected);
+            }
+        }
+    }
 }
 
 fn ping_frame(shared: &Shared) -> Bytes {

@@ -284,21 +284,47 @@ impl Actor {
 
     // ----- the shard's calls -----------------------------------------------------
 
-    /// Starts the replica (its first timers and probes) and publishes.
+    /// Starts the replica (its first timers and probes), tells it which
+    /// peer nodes are suspected right now, and publishes.
     pub fn start(&mut self) {
         let (replica, effects) = self.host.replica_and_effects();
         replica.start(effects);
+        for node in self.shared.suspected_nodes() {
+            self.on_peer_liveness(node, false);
+        }
         self.after_inputs();
         self.hand_over_hosted();
         self.publish();
     }
 
-    /// One tick of the node's clock.
+    /// One tick of the node's clock (only while [`Actor::needs_ticks`]).
     pub fn on_tick(&mut self) {
-        self.take_placement();
         self.host.on_tick(&mut self.outputs);
-        self.report_epoch_started();
         self.expire_parked();
+        self.publish();
+    }
+
+    /// Whether ticks would do anything: the group is not quiet, or long
+    /// polls wait for their deadlines. A group that needs none costs its
+    /// shard nothing until its next input.
+    pub fn needs_ticks(&self) -> bool {
+        !self.host.quiet() || !self.parked.is_empty() || self.stopping
+    }
+
+    /// The node-level liveness of peer `node` changed: every replica slot
+    /// of this group on that node is told.
+    pub fn on_peer_liveness(&mut self, node: u32, alive: bool) {
+        for slot in 0..self.spec.slots.len() {
+            let slot = slot as u8;
+            if self.spec.node_at(slot) == Some(node) {
+                self.host.on_peer_liveness(slot, alive);
+            }
+        }
+    }
+
+    /// Publishes the group's status (the shard calls it when the group goes
+    /// quiet, since no tick publishes it then).
+    pub fn publish_status(&self) {
         self.publish();
     }
 
@@ -322,6 +348,7 @@ impl Actor {
             }
         }
         self.outputs = outputs;
+        self.report_epoch_started();
     }
 
     /// Carries out what the host put out.
@@ -362,6 +389,8 @@ impl Actor {
             Input::Request(request) => self.on_request(request),
             Input::AcceptLoss(request) => self.on_accept_loss(&request),
             Input::Storage => {}
+            // Sent through the shard's control queue, which no full inbox
+            // loses.
             Input::Placement => self.take_placement(),
             Input::Shutdown => self.stopping = true,
         }

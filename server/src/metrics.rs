@@ -18,6 +18,7 @@
 //! | `replica_frames_rejected_total` | counter | replica-bus connections closed for a bad frame |
 //! | `replica_frames_refused_total` | counter | well-formed replica-bus frames dropped because their sender is not a replica of their group here |
 //! | `consensus_dropped_total{reason}` | counter | inputs consensus dropped |
+//! | `peer_suspected{peer}` | gauge | 1 while the node-level liveness suspects the peer (silent for a heartbeat timeout) |
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -47,6 +48,10 @@ fn describe() {
         "StartViews that contradicted applied history"
     );
     metrics::describe_counter!("view_changes_total", "view changes this replica started");
+    metrics::describe_gauge!(
+        "peer_suspected",
+        "1 while the node-level liveness suspects the peer (silent for a heartbeat timeout)"
+    );
     gauge!("partitions_untrusted_log").set(0.0);
 }
 
@@ -135,4 +140,9 @@ impl IoObserver for WalMetrics {
             IoEvent::Failed { .. } => counter!("wal_io_errors_total").increment(1),
         }
     }
+}
+
+/// The node-level liveness of a peer changed: 1 while it is suspected.
+pub fn peer_suspected(peer: u32, suspected: bool) {
+    gauge!("peer_suspected", "peer" => peer.to_string()).set(f64::from(u8::from(suspected)));
 }

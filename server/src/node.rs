@@ -121,6 +121,10 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     shared.set_epoch_reporter(epoch_sender);
     tokio::spawn(report_epochs(Arc::clone(&shared), epoch_reports));
     let shards = Shards::start(&shared, shared.config.shards).map_err(NodeError::Runtime)?;
+    tokio::spawn(bus::watch_liveness(
+        Arc::clone(&shared),
+        shards.liveness_notifier(),
+    ));
     let metadata = GroupSpec::metadata(nodes, &data_dir);
     shards.host(&shared, wal.clone(), metadata, Some(hosted_sender));
     tracing::info!(

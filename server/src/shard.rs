@@ -2,7 +2,11 @@
 //! hosting many groups' actors. A group lives on one shard for its whole
 //! life, so its inputs are handled in order; a shard drains a batch of
 //! inputs, then lets each group it touched settle its host once (batching
-//! at the shard), and ticks its groups on the node's tick.
+//! at the shard), and ticks, on the node's tick, only the groups that need
+//! it: a quiet group (idle, its replica's timers stopped) leaves the tick
+//! set until its next input, so an idle group costs nothing. Node-level
+//! liveness changes of a peer reach every group of the shard once, through
+//! the control queue (quiet groups rely on them to notice a dead primary).
 //!
 //! Bounds: a shard's inbox holds [`SHARD_INBOX_CAPACITY`] inputs for all
 //! its groups together (peer frames beyond it are dropped, consensus
@@ -11,7 +15,7 @@
 //! groups goes through an unbounded control queue, polled on every turn
 //! and at least once per tick, so neither is ever lost to a full inbox.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::mpsc::{
     Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
@@ -39,9 +43,20 @@ const INPUTS_PER_TURN_MAX: usize = 1024;
 pub struct GroupInbox {
     group: u64,
     shard: SyncSender<(u64, Input)>,
+    control: Sender<Control>,
 }
 
 impl GroupInbox {
+    /// Tells the group its placement mailbox holds a new assignment, on the
+    /// control queue: no full inbox loses it (the group may be quiet, with
+    /// no tick to look for it).
+    pub fn placement_changed(&self) {
+        let _ = self
+            .control
+            .send(Control::Deliver(self.group, Input::Placement));
+        let _ = self.shard.try_send((self.group, Input::Storage));
+    }
+
     /// Hands `input` to the group without blocking.
     pub fn try_send(&self, input: Input) -> Result<(), Refused> {
         self.shard
@@ -57,8 +72,28 @@ impl GroupInbox {
 enum Control {
     /// Open a group's actor and host it.
     Start(Box<Start>),
+    /// An input that must not be lost to a full inbox.
+    Deliver(u64, Input),
+    /// A peer node's liveness changed.
+    Liveness { node: u32, alive: bool },
     /// Close every group and exit.
     Stop,
+}
+
+/// Tells every shard of a peer node's liveness changes.
+#[derive(Clone)]
+pub struct LivenessNotifier {
+    queues: Vec<ShardQueues>,
+}
+
+impl LivenessNotifier {
+    /// Peer `node` is suspected (`alive` false) or heard again.
+    pub fn liveness(&self, node: u32, alive: bool) {
+        for queues in &self.queues {
+            let _ = queues.control.send(Control::Liveness { node, alive });
+            let _ = queues.inbox.try_send((u64::MAX, Input::Storage));
+        }
+    }
 }
 
 /// A group to open on a shard.
@@ -69,6 +104,7 @@ struct Start {
 }
 
 /// One shard's queues, as the node holds them.
+#[derive(Clone)]
 struct ShardQueues {
     inbox: SyncSender<(u64, Input)>,
     control: Sender<Control>,
@@ -92,9 +128,11 @@ impl Shards {
             let mut shard = Shard {
                 shared: Arc::clone(shared),
                 inbox: inbox.clone(),
+                control: control.clone(),
                 inputs,
                 controls,
                 actors: BTreeMap::new(),
+                awake: BTreeSet::new(),
                 touched: Vec::new(),
                 tick: Duration::from_millis(shared.config.tick_ms),
                 stop_requested: false,
@@ -128,6 +166,7 @@ impl Shards {
         let inbox = GroupInbox {
             group,
             shard: queues.inbox.clone(),
+            control: queues.control.clone(),
         };
         let handle = GroupHandle {
             inbox: inbox.clone(),
@@ -150,6 +189,13 @@ impl Shards {
         // A wakeup only: the shard also looks at its control queue every tick.
         let _ = inbox.try_send(Input::Storage);
         true
+    }
+
+    /// What tells every shard of a peer node's liveness.
+    pub fn liveness_notifier(&self) -> LivenessNotifier {
+        LivenessNotifier {
+            queues: self.queues.clone(),
+        }
     }
 
     /// Closes every group (clean marks where trusted) and joins the shards.
@@ -181,9 +227,13 @@ struct Shard {
     shared: Arc<Shared>,
     /// Its own inbox's sending side, for the groups it opens.
     inbox: SyncSender<(u64, Input)>,
+    /// Its own control queue's sending side, for the groups it opens.
+    control: Sender<Control>,
     inputs: Receiver<(u64, Input)>,
     controls: Receiver<Control>,
     actors: BTreeMap<u64, Actor>,
+    /// The groups that need ticks (not quiet, or waiting on a deadline).
+    awake: BTreeSet<u64>,
     /// Groups that took inputs this turn (settled once each).
     touched: Vec<u64>,
     tick: Duration,
@@ -217,9 +267,11 @@ impl Shard {
                 if next_tick < now {
                     next_tick = now + self.tick;
                 }
-                for (group, actor) in &mut self.actors {
-                    actor.on_tick();
-                    self.touched.push(*group);
+                for group in &self.awake {
+                    if let Some(actor) = self.actors.get_mut(group) {
+                        actor.on_tick();
+                        self.touched.push(*group);
+                    }
                 }
             }
             self.settle_touched();
@@ -235,6 +287,18 @@ impl Shard {
         while let Ok(control) = self.controls.try_recv() {
             match control {
                 Control::Start(start) => self.open(*start),
+                Control::Deliver(group, input) => {
+                    if let Some(actor) = self.actors.get_mut(&group) {
+                        actor.on_input(input);
+                        self.touched.push(group);
+                    }
+                }
+                Control::Liveness { node, alive } => {
+                    for (group, actor) in &mut self.actors {
+                        actor.on_peer_liveness(node, alive);
+                        self.touched.push(*group);
+                    }
+                }
                 Control::Stop => self.stop_requested = true,
             }
         }
@@ -249,6 +313,7 @@ impl Shard {
         let inbox = GroupInbox {
             group,
             shard: self.inbox.clone(),
+            control: self.control.clone(),
         };
         match Actor::open(Arc::clone(&self.shared), wal, spec, inbox, hosted) {
             Ok(mut actor) => {
@@ -288,7 +353,13 @@ impl Shard {
             if actor.stopping() {
                 let mut actor = self.actors.remove(&group).expect("present");
                 actor.shut_down();
+                self.awake.remove(&group);
                 self.shared.unregister(group);
+            } else if actor.needs_ticks() {
+                self.awake.insert(group);
+            } else if self.awake.remove(&group) {
+                // Gone quiet: no tick publishes its status from now on.
+                actor.publish_status();
             }
         }
     }

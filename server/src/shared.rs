@@ -5,8 +5,9 @@
 //! Everything here is a handle or a snapshot; no consensus decision reads it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use bytes::Bytes;
 use strand_wire::ops::{AttentionEntry, GroupStatus};
@@ -94,6 +95,12 @@ pub struct Shared {
     /// A [`CatalogFreshness`], as the metadata actor last published it.
     catalog_freshness: AtomicU8,
     epoch_reports: Mutex<Option<mpsc::UnboundedSender<EpochReport>>>,
+    /// When this node started: the origin of `heard_ms`.
+    started: Instant,
+    /// Per peer: when any frame last arrived from it, in ms since `started`.
+    heard_ms: BTreeMap<u32, AtomicU64>,
+    /// Peers the node-level liveness suspects right now.
+    suspected: Mutex<BTreeSet<u32>>,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -117,12 +124,56 @@ impl Shared {
             views: RwLock::new(BTreeMap::new()),
             catalog: RwLock::new(Arc::new(Catalog::new(nodes))),
             clients: Mutex::new(HashMap::new()),
-            peers,
             reachable: Mutex::new(BTreeSet::new()),
             stopping: AtomicBool::new(false),
             catalog_freshness: AtomicU8::new(CatalogFreshness::Loading as u8),
             epoch_reports: Mutex::new(None),
+            started: Instant::now(),
+            heard_ms: peers
+                .keys()
+                .map(|peer| (*peer, AtomicU64::new(0)))
+                .collect(),
+            suspected: Mutex::new(BTreeSet::new()),
+            peers,
         }
+    }
+
+    // ----- node-level liveness -------------------------------------------------
+
+    /// A frame (any) arrived from peer `node`.
+    pub fn heard_from(&self, node: u32) {
+        if let Some(heard) = self.heard_ms.get(&node) {
+            heard.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// How long peer `node` has been silent (since this node started, if
+    /// it was never heard).
+    pub fn silent_ms(&self, node: u32) -> u64 {
+        let now = self.started.elapsed().as_millis() as u64;
+        self.heard_ms.get(&node).map_or(now, |heard| {
+            now.saturating_sub(heard.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Records whether peer `node` is suspected; true if that changed.
+    pub fn set_suspected(&self, node: u32, suspected: bool) -> bool {
+        let mut nodes = self.suspected.lock().expect("suspected lock");
+        if suspected {
+            nodes.insert(node)
+        } else {
+            nodes.remove(&node)
+        }
+    }
+
+    /// The peers suspected right now (a group that opens starts from them).
+    pub fn suspected_nodes(&self) -> Vec<u32> {
+        self.suspected
+            .lock()
+            .expect("suspected lock")
+            .iter()
+            .copied()
+            .collect()
     }
 
     // ----- reassignment --------------------------------------------------------
@@ -148,8 +199,7 @@ impl Shared {
             return false;
         };
         *handle.placement.lock().expect("placement lock") = Some(assignment);
-        // A wakeup only: the actor also looks at every tick.
-        let _ = handle.inbox.try_send(Input::Placement);
+        handle.inbox.placement_changed();
         true
     }
 

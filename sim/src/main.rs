@@ -259,6 +259,13 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
     if args.reassign {
         let totals = totals.lock().expect("threads joined");
         println!(
+            "quiescence: {} of {total} runs ended with the idle, healed group not quiet (counted; STRAND_SIM_QUIET_STRICT=1 fails them)",
+            totals.not_quiet
+        );
+    }
+    if args.reassign {
+        let totals = totals.lock().expect("threads joined");
+        println!(
             "reassignments: {} in place, {} by view change; {} epochs started; {} joins, {} state transfers, {} retirements, {} drops; longest quiet phase {} ticks",
             totals.reassignments_in_place,
             totals.reassignments_view_change,

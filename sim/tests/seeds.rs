@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 13] = [
+const FOUND_BY_SIM: [(u64, &str); 14] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -88,6 +88,12 @@ const FOUND_BY_SIM: [(u64, &str); 13] = [
     (
         91_935,
         "liveness: as 17941, the backups restarted into the view that needed the primary",
+    ),
+    // Found once node-level liveness pings ran through the network:
+    (
+        1_226,
+        "liveness: a primary's run of missing headers, longer than one answer, was asked \
+         for from its bottom, where nothing vouched for them, and never filled",
     ),
 ];
 

@@ -143,7 +143,16 @@ pub struct Cluster {
     /// Replicas whose next restart finds a log they cannot use.
     pub awaiting: BTreeSet<u8>,
     next_request: BTreeMap<u128, u64>,
+    /// Ticks so far (for node-level liveness).
+    now: u64,
+    /// Node-level liveness, per observer and peer: the tick it last heard
+    /// of the peer, and whether it told its replica the peer lives.
+    liveness: Vec<Vec<(u64, bool)>>,
 }
+
+/// Ticks without a sign of a peer before the node-level liveness suspects
+/// it (a heartbeat timeout, as the server's detector waits).
+pub const LIVENESS_SUSPECT_TICKS: u64 = 30;
 
 impl Cluster {
     pub fn new(replica_count: u8, confirm: ConfirmPolicy, durability: Durability) -> Cluster {
@@ -178,6 +187,8 @@ impl Cluster {
             dvcs_sent: Vec::new(),
             awaiting: BTreeSet::new(),
             next_request: BTreeMap::new(),
+            now: 0,
+            liveness: vec![vec![(0, true); count]; count],
         };
         for replica in 0..replica_count {
             cluster.restart(replica);
@@ -229,6 +240,11 @@ impl Cluster {
         let mut effects = Effects::new();
         replica.start(&mut effects);
         self.replicas[usize::from(index)] = Some(replica);
+        let now = self.now;
+        self.grow_liveness();
+        for peer in &mut self.liveness[usize::from(index)] {
+            *peer = (now, true);
+        }
         self.storage[usize::from(index)].clean = false;
         self.storage[usize::from(index)].created = true;
         self.execute(index, effects);
@@ -430,7 +446,50 @@ impl Cluster {
                     self.execute(index, effects);
                 }
             }
+            self.watch_liveness();
             self.deliver_all();
+        }
+    }
+
+    /// Room in the liveness table for every replica slot there is.
+    fn grow_liveness(&mut self) {
+        let count = self.replicas.len();
+        let now = self.now;
+        self.liveness.resize(count, Vec::new());
+        for row in &mut self.liveness {
+            row.resize(count, (now, true));
+        }
+    }
+
+    /// The node-level liveness signal: each live replica hears of every
+    /// live peer whose link to it is up; one silent for
+    /// [`LIVENESS_SUSPECT_TICKS`] is suspected, and the replica is told of
+    /// every change.
+    pub fn watch_liveness(&mut self) {
+        self.now += 1;
+        self.grow_liveness();
+        for observer in 0..self.count() {
+            if !self.up(observer) {
+                continue;
+            }
+            for peer in (0..self.count()).filter(|peer| *peer != observer) {
+                let heard = self.up(peer) && !self.cut.contains(&(peer, observer));
+                let entry = &mut self.liveness[usize::from(observer)][usize::from(peer)];
+                if heard {
+                    entry.0 = self.now;
+                }
+                let alive = self.now - entry.0 <= LIVENESS_SUSPECT_TICKS;
+                if alive == entry.1 {
+                    continue;
+                }
+                entry.1 = alive;
+                let mut effects = Effects::new();
+                self.replicas[usize::from(observer)]
+                    .as_mut()
+                    .expect("up")
+                    .on_peer_liveness(peer, alive, &mut effects);
+                self.execute(observer, effects);
+            }
         }
     }
 

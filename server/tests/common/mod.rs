@@ -92,6 +92,32 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
+        if std::thread::panicking() {
+            self.print_log_tail();
+        }
+    }
+}
+
+/// Lines of a node's log a failing test prints.
+const LOG_TAIL_LINES: usize = 60;
+
+impl Node {
+    /// Prints the end of the node's log to stderr: a failing test shows
+    /// what each node was doing, even where its directory is gone after.
+    fn print_log_tail(&self) {
+        let Ok(log) = std::fs::read_to_string(&self.log) else {
+            return;
+        };
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+        eprintln!(
+            "--- the last {} lines of node {}'s log ---",
+            tail.len(),
+            self.node
+        );
+        for line in tail {
+            eprintln!("{line}");
+        }
     }
 }
 

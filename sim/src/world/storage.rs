@@ -206,6 +206,7 @@ impl World {
         );
         self.hosts[index] = Some(host);
         self.down_until[index] = None;
+        self.liveness.started(replica, self.now);
         // Effects at start cannot break a checker before any traffic; keep going.
         let _ = self.run_host(replica, |host, _| {
             let (live, effects) = host.replica_and_effects();

@@ -137,7 +137,8 @@ impl PrepareHeader {
 
 command_header! {
     /// A backup has appended `op` (durably under `persisted`, queued under
-    /// `replicated`) and acks it to the primary of `prefix.view`.
+    /// `replicated`) and acks it to the primary of `prefix.view`; op 0 is a
+    /// backup with an empty log reporting that it follows the view.
     PrepareOkHeader => Command::PrepareOk;
     /// Checksum of the prepare being acked, so an ack never counts for another
     /// prepare at the same op.
@@ -152,11 +153,27 @@ command_header! {
 
 impl PrepareOkHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
-        ensure(self.op.get() >= 1, "acked op is zero")
+        // Op 0 is an empty log's report (it acks nothing): no checksum.
+        ensure(
+            self.op.get() >= 1 || self.prepare_checksum.get() == 0,
+            "checksum of op 0",
+        )
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
         ensure(body.is_empty(), "prepare-ok has a body")
+    }
+}
+
+bitflags::bitflags! {
+    /// Flags of a Commit heartbeat. Unknown bits are rejected.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct CommitFlags: u8 {
+        /// The group is idle and every backup holds and applied everything:
+        /// the primary goes quiet after this heartbeat (no more heartbeats
+        /// until something happens), and a backup that holds `op` goes quiet
+        /// too, relying on node-level liveness to notice a dead primary.
+        const QUIESCE = 1;
     }
 }
 
@@ -170,10 +187,24 @@ command_header! {
     commit: U64,
     /// The primary's highest op.
     op: U64,
+    /// [`CommitFlags`].
+    flags: u8,
 }
 
 impl CommitHeader {
+    /// The flags (unknown bits were rejected when the frame was decoded).
+    pub fn flags(&self) -> CommitFlags {
+        CommitFlags::from_bits_truncate(self.flags)
+    }
+
     fn check_fields(&self) -> Result<(), FieldError> {
+        let unknown = self.flags & !CommitFlags::all().bits();
+        if unknown != 0 {
+            return Err(FieldError::UnknownFlags {
+                field: "flags",
+                bits: u64::from(unknown),
+            });
+        }
         ensure(self.commit.get() <= self.op.get(), "commit > op")?;
         ensure(
             self.commit.get() > 0 || self.commit_checksum.get() == 0,

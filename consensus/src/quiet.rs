@@ -1,0 +1,197 @@
+//! Quiescence: an idle group goes silent.
+//!
+//! A primary whose backups hold and applied everything, with nothing to
+//! prepare, commit or ship, sends one last heartbeat flagged
+//! [`strand_wire::CommitFlags::QUIESCE`] and stops its timers; a backup that holds the op
+//! that heartbeat names stops its own. A quiet replica's ticks do nothing,
+//! so its driver need not tick it at all, and it sends nothing of its own.
+//!
+//! What a quiet backup would have learnt from heartbeats (that its primary
+//! lives) comes from the driver instead: one liveness signal per peer node,
+//! for all groups ([`Replica::on_peer_liveness`]). A quiet backup whose
+//! primary is suspected wakes and votes to leave the view at once (the
+//! driver's suspicion took as long as a heartbeat timeout); a quiet primary
+//! wakes when a suspected peer comes back, to catch it up.
+//!
+//! Anything else wakes a quiet replica: a client request, a cursor commit,
+//! a new membership, and every message except the ones with nothing new
+//! (an ack or a heartbeat of this view about ops the replica holds and
+//! applied, such as one the network delivers late). Waking restarts the timers Normal status runs, and a
+//! woken primary heartbeats at once so that a backup that voted to leave
+//! the view hears it lives.
+
+use strand_wire::{Message, REPLICAS_MAX};
+
+use crate::effects::Effects;
+use crate::replica::{Replica, Status};
+use crate::state_machine::StateMachine;
+
+/// A bitset over replica slots.
+pub(crate) type SlotBits = u16;
+
+const _: () = assert!(REPLICAS_MAX as u32 <= SlotBits::BITS);
+
+impl<S: StateMachine> Replica<S> {
+    /// Whether the replica is quiet: idle, its timers stopped, so that its
+    /// ticks do nothing and its driver may stop ticking it.
+    pub fn is_quiet(&self) -> bool {
+        self.quiet && self.status == Status::Normal
+    }
+
+    /// The node-level liveness of the replica at `slot` changed: the driver
+    /// watches one signal per peer node, for all of its groups.
+    pub fn on_peer_liveness(&mut self, slot: u8, alive: bool, effects: &mut Effects) {
+        if slot >= REPLICAS_MAX || slot == self.config.replica {
+            return;
+        }
+        let bit: SlotBits = 1 << slot;
+        if alive {
+            self.suspected &= !bit;
+        } else {
+            self.suspected |= bit;
+        }
+        // What it reported before may be stale either way.
+        self.reported &= !bit;
+        if !self.is_quiet() || !self.is_peer(slot) {
+            return;
+        }
+        if self.is_primary() {
+            if alive {
+                self.wake(effects);
+            }
+        } else if !alive && slot == self.primary_index() {
+            self.wake(effects);
+            self.vote_leave_view(effects);
+        }
+    }
+
+    /// Wakes a quiet replica unless `message` only confirms the quiet.
+    pub(crate) fn wake_for_message(&mut self, message: &Message, effects: &mut Effects) {
+        if self.is_quiet() && !self.keeps_quiet(message) {
+            self.wake(effects);
+        }
+    }
+
+    /// Wakes a quiet replica (any input that may need its timers).
+    pub(crate) fn wake(&mut self, effects: &mut Effects) {
+        if !self.is_quiet() {
+            self.quiet = false;
+            return;
+        }
+        self.quiet = false;
+        self.repair_timeout.start();
+        self.commit_persist_timeout.start();
+        if self.is_primary() {
+            self.heartbeat_timeout.start();
+            self.send_heartbeat(effects);
+        } else {
+            self.primary_timeout.start_jittered(&mut self.prng);
+        }
+    }
+
+    /// Whether a quiet replica may stay quiet on `message`.
+    fn keeps_quiet(&self, message: &Message) -> bool {
+        if self.status != Status::Normal {
+            return false;
+        }
+        // Nothing new: an ack or a heartbeat of this view about ops this
+        // replica holds and applied (the network may deliver one late,
+        // behind the quiesce heartbeat). A backup that lost ops restarted,
+        // and its probe wakes the primary.
+        match message {
+            Message::PrepareOk(ok) if self.is_primary() => {
+                let ok = ok.header();
+                ok.prefix.view_id() == self.view
+                    && ok.op.get() <= self.journal.head()
+                    && ok.commit.get() <= self.commit
+            }
+            Message::Commit(commit) if !self.is_primary() => {
+                let commit = commit.header();
+                commit.prefix.view_id() == self.view
+                    && commit.prefix.replica == self.primary_index()
+                    && commit.op.get() <= self.journal.head()
+                    && commit.commit.get() <= self.commit
+            }
+            _ => false,
+        }
+    }
+
+    /// Primary: whether the group is idle and every backup it can reach
+    /// holds and applied everything, so the next heartbeat may quiesce it.
+    pub(crate) fn may_quiesce_primary(&self) -> bool {
+        let head = self.journal.head();
+        let idle = self.is_serving_primary()
+            && !self.abdicated
+            && !self.suspecting
+            && self.target.is_none()
+            && self.adoption.is_none()
+            && self.deferred_cut.is_none()
+            // Its own damaged entries in the journal's window are repaired
+            // first (until then it may refuse requests:
+            // `client_table_incomplete`); a backup's wait for the next wake,
+            // as they matter only once it leads.
+            && self.faulty_ops.range(self.journal.base()..).next().is_none()
+            && head == self.commit
+            && self.cursors.durable == self.cursors.tail;
+        idle && self.others().all(|slot| {
+            let index = usize::from(slot);
+            let bit: SlotBits = 1 << slot;
+            self.suspected & bit != 0
+                || (self.reported & bit != 0
+                    && self.acks[index] == head
+                    && self.backup_commits[index] == self.commit
+                    && (self.cursors.replica_tails[index] >= self.cursors.durable
+                        || self.cursors.replica_tails[index] < self.cursors.log_start))
+        })
+    }
+
+    /// The driver found that the cursor log holds events only from `start`
+    /// on (a transferred or compacted log): a backup whose tail is below it
+    /// cannot be caught up by shipping, and keeping the group awake would
+    /// not change that.
+    pub fn note_cursor_log_start(&mut self, start: u64) {
+        self.cursors.log_start = self.cursors.log_start.max(start);
+    }
+
+    /// Backup: whether the quiesce heartbeat naming `op` and `commit` can be
+    /// followed: this replica holds and applied exactly that.
+    pub(crate) fn may_quiesce_backup(&mut self, op: u64, commit: u64) -> bool {
+        self.status == Status::Normal
+            && !self.suspecting
+            && self.trusted
+            && self.deferred_cut.is_none()
+            && self.journal.head() == op
+            && self.journal.gaps().next().is_none()
+            && self.stored_through() == op
+            && self.commit == commit
+    }
+
+    /// Goes quiet: every timer Normal status runs stops, and the commit
+    /// number is persisted now rather than by a timer that no longer runs.
+    pub(crate) fn quiesce(&mut self, effects: &mut Effects) {
+        assert_eq!(
+            self.status,
+            Status::Normal,
+            "only a Normal replica quiesces"
+        );
+        if self.commit > self.commit_persisted {
+            self.durable.commit = self.commit;
+            self.request_persist(effects);
+        }
+        self.quiet = true;
+        self.heartbeat_timeout.stop();
+        self.primary_timeout.stop();
+        self.progress_timeout.stop();
+        self.prepare_timeout.stop();
+        self.repair_timeout.stop();
+        self.commit_persist_timeout.stop();
+        self.repair_due = false;
+    }
+
+    /// Leaving Normal status (or entering it afresh) ends any quiet.
+    pub(crate) fn end_quiet(&mut self) {
+        self.quiet = false;
+        self.reported = 0;
+        self.backup_commits = [0; REPLICAS_MAX as usize];
+    }
+}

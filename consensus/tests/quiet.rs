@@ -1,0 +1,145 @@
+//! Quiescence, as stories: an idle group goes silent and its ticks do
+//! nothing; any request wakes it; node-level liveness, not heartbeats,
+//! tells a quiet backup that its primary is gone.
+
+mod harness;
+
+use harness::{Cluster, LIVENESS_SUSPECT_TICKS};
+use strand_consensus::*;
+use strand_wire::Durability;
+
+fn cluster() -> Cluster {
+    Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted)
+}
+
+fn all_quiet(cluster: &Cluster) -> bool {
+    (0..cluster.count())
+        .filter(|index| cluster.up(*index))
+        .all(|index| cluster.replica(index).is_quiet())
+}
+
+/// Messages sent during `ticks` ticks.
+fn sent_during(cluster: &mut Cluster, ticks: u64) -> usize {
+    let before = cluster.sent.len();
+    cluster.tick(ticks);
+    cluster.sent.len() - before
+}
+
+#[test]
+fn a_group_that_never_wrote_goes_quiet_and_sends_nothing() {
+    let mut cluster = cluster();
+    cluster.tick(50);
+    assert!(all_quiet(&cluster), "an empty, idle group is quiet");
+    assert_eq!(sent_during(&mut cluster, 1000), 0, "and silent");
+}
+
+#[test]
+fn an_idle_group_goes_quiet_once_every_backup_applied_everything() {
+    let mut cluster = cluster();
+    for _ in 0..3 {
+        cluster.produce(1, 10);
+        cluster.deliver_all();
+    }
+    cluster.tick(50);
+    assert!(all_quiet(&cluster));
+    for index in 0..3 {
+        assert_eq!(
+            cluster.replica(index).commit(),
+            3,
+            "replica {index} applied all"
+        );
+    }
+    assert_eq!(sent_during(&mut cluster, 1000), 0);
+}
+
+#[test]
+fn a_request_wakes_a_quiet_group_which_commits_and_goes_quiet_again() {
+    let mut cluster = cluster();
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(50);
+    assert!(all_quiet(&cluster));
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 2, "a quiet primary serves at once");
+    assert!(!cluster.replica(0).is_quiet());
+    cluster.tick(50);
+    assert!(all_quiet(&cluster));
+    assert_eq!(cluster.replica(1).commit(), 2);
+    cluster.assert_one_history();
+}
+
+#[test]
+fn a_crashed_quiet_primary_is_replaced_once_its_node_is_suspected() {
+    let mut cluster = cluster();
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(50);
+    assert!(all_quiet(&cluster));
+    cluster.crash(0);
+    cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
+    let primary = cluster.primary().expect("a new primary");
+    assert_ne!(primary, 0);
+    cluster.produce_to(primary, 2, 1, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 2, "the new primary serves");
+    cluster.restart(0);
+    cluster.tick(200);
+    assert!(all_quiet(&cluster), "back together and idle: quiet again");
+    assert_eq!(cluster.replica(0).commit(), 2);
+    cluster.assert_one_history();
+}
+
+#[test]
+fn an_isolated_quiet_primary_is_replaced_and_rejoins_after_the_heal() {
+    let mut cluster = cluster();
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(50);
+    cluster.isolate(0);
+    cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
+    let primary = (1..3)
+        .find(|index| cluster.replica(*index).is_serving_primary())
+        .expect("the connected two elect a primary");
+    cluster.produce_to(primary, 2, 1, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 2);
+    cluster.heal(0);
+    cluster.tick(300);
+    assert!(cluster.replica(0).view() >= cluster.replica(primary).view());
+    assert_eq!(cluster.replica(0).commit(), 2, "the old primary caught up");
+    assert!(all_quiet(&cluster));
+    cluster.assert_one_history();
+}
+
+#[test]
+fn a_quiet_primary_stays_quiet_when_a_backup_dies_and_wakes_when_it_returns() {
+    let mut cluster = cluster();
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(50);
+    cluster.crash(2);
+    cluster.tick(LIVENESS_SUSPECT_TICKS + 10);
+    assert!(
+        cluster.replica(0).is_quiet(),
+        "a lost backup changes nothing"
+    );
+    assert!(cluster.replica(1).is_quiet());
+    // Written while replica 2 is away: it lacks op 2 when it returns.
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(50);
+    assert!(
+        cluster.replica(0).is_quiet(),
+        "quiet without the suspected backup"
+    );
+    cluster.restart(2);
+    cluster.tick(200);
+    assert_eq!(
+        cluster.replica(2).commit(),
+        2,
+        "the returning backup caught up"
+    );
+    assert!(all_quiet(&cluster));
+    cluster.assert_one_history();
+}
