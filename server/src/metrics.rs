@@ -18,6 +18,8 @@
 //! | `replica_frames_rejected_total` | counter | replica-bus connections closed for a bad frame |
 //! | `replica_frames_refused_total` | counter | well-formed replica-bus frames dropped because their sender is not a replica of their group here |
 //! | `consensus_dropped_total{reason}` | counter | inputs consensus dropped |
+//! | `groups_hosted` | gauge | groups (partitions and the metadata plane) this node hosts |
+//! | `groups_quiet` | gauge | hosted groups that are quiet: idle, not ticked, sending nothing of their own |
 //! | `peer_suspected{peer}` | gauge | 1 while the node-level liveness suspects the peer (silent for a heartbeat timeout) |
 
 use std::net::SocketAddr;
@@ -48,6 +50,11 @@ fn describe() {
         "StartViews that contradicted applied history"
     );
     metrics::describe_counter!("view_changes_total", "view changes this replica started");
+    metrics::describe_gauge!("groups_hosted", "groups this node hosts");
+    metrics::describe_gauge!(
+        "groups_quiet",
+        "hosted groups that are quiet: idle, not ticked, sending nothing of their own"
+    );
     metrics::describe_gauge!(
         "peer_suspected",
         "1 while the node-level liveness suspects the peer (silent for a heartbeat timeout)"
@@ -145,4 +152,14 @@ impl IoObserver for WalMetrics {
 /// The node-level liveness of a peer changed: 1 while it is suspected.
 pub fn peer_suspected(peer: u32, suspected: bool) {
     gauge!("peer_suspected", "peer" => peer.to_string()).set(f64::from(u8::from(suspected)));
+}
+
+/// A group started (`1`) or stopped (`-1`) on this node.
+pub fn groups_hosted(delta: f64) {
+    gauge!("groups_hosted").increment(delta);
+}
+
+/// A hosted group went quiet (`1`) or woke (`-1`).
+pub fn groups_quiet(delta: f64) {
+    gauge!("groups_quiet").increment(delta);
 }

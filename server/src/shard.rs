@@ -27,6 +27,7 @@ use strand_wal::Wal;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::group::{Actor, GroupSpec, Hosted, Input};
+use crate::metrics;
 use crate::shared::{GroupHandle, Refused, Shared};
 
 /// Inputs one shard's inbox holds at most, for all its groups.
@@ -278,6 +279,10 @@ impl Shard {
         }
         for (group, mut actor) in std::mem::take(&mut self.actors) {
             actor.shut_down();
+            if !self.awake.remove(&group) {
+                metrics::groups_quiet(-1.0);
+            }
+            metrics::groups_hosted(-1.0);
             self.shared.unregister(group);
         }
     }
@@ -319,6 +324,9 @@ impl Shard {
             Ok(mut actor) => {
                 actor.start();
                 self.actors.insert(group, actor);
+                // Every group starts awake; settling decides.
+                self.awake.insert(group);
+                metrics::groups_hosted(1.0);
                 self.touched.push(group);
             }
             Err(error) => {
@@ -353,12 +361,18 @@ impl Shard {
             if actor.stopping() {
                 let mut actor = self.actors.remove(&group).expect("present");
                 actor.shut_down();
-                self.awake.remove(&group);
+                if !self.awake.remove(&group) {
+                    metrics::groups_quiet(-1.0);
+                }
+                metrics::groups_hosted(-1.0);
                 self.shared.unregister(group);
             } else if actor.needs_ticks() {
-                self.awake.insert(group);
+                if self.awake.insert(group) {
+                    metrics::groups_quiet(-1.0);
+                }
             } else if self.awake.remove(&group) {
                 // Gone quiet: no tick publishes its status from now on.
+                metrics::groups_quiet(1.0);
                 actor.publish_status();
             }
         }
