@@ -99,26 +99,12 @@ impl Cluster {
 
     /// The node serving `group` as its primary in normal status.
     fn primary_of(&self, group: u64) -> u32 {
-        self.runtime.block_on(async {
-            loop {
-                if let Ok(status) = self.client.cluster_status().await {
-                    let primary = status.groups().find(|(node, status)| {
-                        status.group == group
-                            && status.status == "normal"
-                            && status
-                                .replicas
-                                .get(usize::from(status.primary))
-                                .map(|r| r.node)
-                                == Some(*node)
-                    });
-                    if let Some((node, _)) = primary {
-                        return node;
-                    }
-                }
-                assert!(Instant::now() < self.deadline, "no primary for {group}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
+        self.runtime.block_on(common::serving_primary(
+            &self.client,
+            group,
+            None,
+            self.deadline,
+        ))
     }
 
     /// Reads partition 0 back: every batch of `acked` is there once, at its

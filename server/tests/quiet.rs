@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{BATCH, Node, check_acknowledged, metric, produce_batch};
+use common::{BATCH, Node, check_acknowledged, metric, produce_batch, serving_primary};
 use strand_client::TopicSpec;
 
 const PARTITIONS: u32 = 8;
@@ -31,37 +31,6 @@ fn wait_all_quiet(nodes: &[Node], groups: f64, deadline: Instant) {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-/// The node serving `group` as its Normal primary, other than `not`.
-fn serving_primary(
-    runtime: &tokio::runtime::Runtime,
-    client: &strand_client::Client,
-    group: u64,
-    not: Option<u32>,
-    deadline: Instant,
-) -> u32 {
-    runtime.block_on(async {
-        loop {
-            if let Ok(status) = client.cluster_status().await {
-                let serving = status.groups().find(|(node, status)| {
-                    status.group == group
-                        && status.status == "normal"
-                        && Some(*node) != not
-                        && status
-                            .replicas
-                            .get(usize::from(status.primary))
-                            .map(|replica| replica.node)
-                            == Some(*node)
-                });
-                if let Some((node, _)) = serving {
-                    return node;
-                }
-            }
-            assert!(Instant::now() < deadline, "no primary for group {group}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
 }
 
 #[test]
@@ -93,11 +62,16 @@ fn idle_partitions_go_quiet_wake_for_a_write_and_fail_over_from_quiet() {
 
     // Every partition quiet, the node leading partition 0 dies: its quiet
     // backups hear no heartbeat, only the node-level liveness, and fail over.
-    let primary = serving_primary(&runtime, &client, partition_0, None, deadline);
+    let primary = runtime.block_on(serving_primary(&client, partition_0, None, deadline));
     nodes[primary as usize - 1].kill();
     // No request goes to the partition until a survivor leads it: nothing
     // but the liveness signal can wake its quiet backups.
-    let successor = serving_primary(&runtime, &client, partition_0, Some(primary), deadline);
+    let successor = runtime.block_on(serving_primary(
+        &client,
+        partition_0,
+        Some(primary),
+        deadline,
+    ));
     assert_ne!(successor, primary);
     acked.insert(2, runtime.block_on(produce_batch(&client, 2, deadline)));
     runtime.block_on(check_acknowledged(

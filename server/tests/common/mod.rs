@@ -457,6 +457,35 @@ pub fn metric_sum(node: &Node, name: &str) -> f64 {
 
 // ----- produce, read back, wait: the failure tests' shared steps ----------
 
+/// The node serving `group` as its Normal primary (other than `not`), as
+/// the cluster's status shows it; waits for one until `deadline`.
+pub async fn serving_primary(
+    client: &Client,
+    group: u64,
+    not: Option<u32>,
+    deadline: Instant,
+) -> u32 {
+    loop {
+        if let Ok(status) = client.cluster_status().await {
+            let serving = status.groups().find(|(node, status)| {
+                status.group == group
+                    && status.status == "normal"
+                    && Some(*node) != not
+                    && status
+                        .replicas
+                        .get(usize::from(status.primary))
+                        .map(|replica| replica.node)
+                        == Some(*node)
+            });
+            if let Some((node, _)) = serving {
+                return node;
+            }
+        }
+        assert!(Instant::now() < deadline, "no primary for group {group}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Records per produced batch (one op each).
 pub const BATCH: u64 = 10;
 
