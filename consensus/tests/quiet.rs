@@ -18,6 +18,16 @@ fn all_quiet(cluster: &Cluster) -> bool {
         .all(|index| cluster.replica(index).is_quiet())
 }
 
+/// A cluster that committed one write and went quiet.
+fn quiet_after_one_write() -> Cluster {
+    let mut cluster = cluster();
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(50);
+    assert!(all_quiet(&cluster), "one write, then idle: quiet");
+    cluster
+}
+
 /// Messages sent during `ticks` ticks.
 fn sent_during(cluster: &mut Cluster, ticks: u64) -> usize {
     let before = cluster.sent.len();
@@ -54,11 +64,7 @@ fn an_idle_group_goes_quiet_once_every_backup_applied_everything() {
 
 #[test]
 fn a_request_wakes_a_quiet_group_which_commits_and_goes_quiet_again() {
-    let mut cluster = cluster();
-    cluster.produce(1, 1);
-    cluster.deliver_all();
-    cluster.tick(50);
-    assert!(all_quiet(&cluster));
+    let mut cluster = quiet_after_one_write();
     cluster.produce(1, 1);
     cluster.deliver_all();
     assert_eq!(cluster.acked().len(), 2, "a quiet primary serves at once");
@@ -71,11 +77,7 @@ fn a_request_wakes_a_quiet_group_which_commits_and_goes_quiet_again() {
 
 #[test]
 fn a_crashed_quiet_primary_is_replaced_once_its_node_is_suspected() {
-    let mut cluster = cluster();
-    cluster.produce(1, 1);
-    cluster.deliver_all();
-    cluster.tick(50);
-    assert!(all_quiet(&cluster));
+    let mut cluster = quiet_after_one_write();
     cluster.crash(0);
     cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
     let primary = cluster.primary().expect("a new primary");
@@ -92,10 +94,7 @@ fn a_crashed_quiet_primary_is_replaced_once_its_node_is_suspected() {
 
 #[test]
 fn an_isolated_quiet_primary_is_replaced_and_rejoins_after_the_heal() {
-    let mut cluster = cluster();
-    cluster.produce(1, 1);
-    cluster.deliver_all();
-    cluster.tick(50);
+    let mut cluster = quiet_after_one_write();
     cluster.isolate(0);
     cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
     let primary = (1..3)
@@ -114,10 +113,7 @@ fn an_isolated_quiet_primary_is_replaced_and_rejoins_after_the_heal() {
 
 #[test]
 fn a_quiet_primary_stays_quiet_when_a_backup_dies_and_wakes_when_it_returns() {
-    let mut cluster = cluster();
-    cluster.produce(1, 1);
-    cluster.deliver_all();
-    cluster.tick(50);
+    let mut cluster = quiet_after_one_write();
     cluster.crash(2);
     cluster.tick(LIVENESS_SUSPECT_TICKS + 10);
     assert!(

@@ -322,12 +322,6 @@ impl Actor {
         }
     }
 
-    /// Publishes the group's status (the shard calls it when the group goes
-    /// quiet, since no tick publishes it then).
-    pub fn publish_status(&self) {
-        self.publish();
-    }
-
     /// Whether the actor is done (told to stop, or its storage failed for
     /// good): the shard closes it.
     pub fn stopping(&self) -> bool {
@@ -886,7 +880,9 @@ impl Actor {
         self.shared.set_catalog_current(current);
     }
 
-    fn publish(&self) {
+    /// Publishes the group's status (each tick, and by the shard when the
+    /// group goes quiet, since no tick publishes it then).
+    pub fn publish(&self) {
         if self.spec.group == 0 {
             self.publish_catalog_freshness();
         }

@@ -373,7 +373,7 @@ impl Shard {
             } else if self.awake.remove(&group) {
                 // Gone quiet: no tick publishes its status from now on.
                 metrics::groups_quiet(1.0);
-                actor.publish_status();
+                actor.publish();
             }
         }
     }
