@@ -53,6 +53,12 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const BACKOFF_MIN: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_millis(1000);
 
+/// A connection that lived at least this long resets the backoff; one lost
+/// sooner (a listener that accepts and closes: a wrong process on the port,
+/// a peer that rejects us) counts as a failed dial, so a flapping link
+/// redials at most once per [`BACKOFF_MAX`], not in a busy loop.
+const STABLE_CONNECTION: Duration = Duration::from_secs(1);
+
 /// The outbound queues, one per peer: senders for [`Shared`], receivers for
 /// [`run`].
 pub fn queues(
@@ -208,14 +214,20 @@ async fn dial_and_write(shared: Arc<Shared>, peer: u32, mut queue: mpsc::Receive
             tokio::time::sleep(backoff).await;
             continue;
         }
-        backoff = BACKOFF_MIN;
         tracing::info!(peer, %address, "bus: connected");
+        let connected_at = tokio::time::Instant::now();
         let (done_sender, mut reader_done) = oneshot::channel();
         tokio::spawn(read_frames(Arc::clone(&shared), peer, read, done_sender));
         shared.set_reachable(peer, true);
         drain(&mut queue, &mut write, &mut reader_done, None).await;
         shared.set_reachable(peer, false);
         tracing::info!(peer, "bus: connection lost; redialing");
+        if connected_at.elapsed() >= STABLE_CONNECTION {
+            backoff = BACKOFF_MIN;
+        } else {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
     }
 }
 

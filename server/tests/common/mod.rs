@@ -129,9 +129,18 @@ pub fn free_port() -> u16 {
 /// `count` distinct ports nobody listens on right now: every listener is
 /// held until all are known, so the OS never hands one out twice.
 pub fn free_ports(count: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..count)
+    ports_of(&held_ports(count))
+}
+
+/// `count` listeners on distinct free ports, to hold while more ports are
+/// bound (a test proxy's), so none of those can take one of these.
+fn held_ports(count: usize) -> Vec<TcpListener> {
+    (0..count)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
+        .collect()
+}
+
+fn ports_of(listeners: &[TcpListener]) -> Vec<u16> {
     listeners
         .iter()
         .map(|listener| listener.local_addr().expect("bound").port())
@@ -161,7 +170,10 @@ pub fn configure_cluster_routed(
     count: u32,
     dial: impl FnOnce(&BTreeMap<u32, String>) -> BTreeMap<(u32, u32), String>,
 ) -> Vec<Node> {
-    let addresses: Vec<[String; 3]> = free_ports(3 * count as usize)
+    // Held until the proxies (if any) are bound: a proxy's port is never
+    // one a node is about to listen on.
+    let held = held_ports(3 * count as usize);
+    let addresses: Vec<[String; 3]> = ports_of(&held)
         .chunks(3)
         .map(|ports| [ports[0], ports[1], ports[2]].map(|port| format!("127.0.0.1:{port}")))
         .collect();
@@ -169,6 +181,7 @@ pub fn configure_cluster_routed(
         .zip(addresses.iter().map(|[replica, _, _]| replica.clone()))
         .collect();
     let rerouted = dial(&replicas);
+    drop(held);
     let peers_seen_by = |me: u32| {
         let mut peers = String::new();
         for (index, [replica, client, _]) in addresses.iter().enumerate() {
