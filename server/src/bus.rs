@@ -120,13 +120,19 @@ pub async fn run(
         let accepted_to = Arc::clone(&accepted_to);
         tokio::spawn(async move {
             match handshake(&shared, stream).await {
-                Ok((node, read, write)) => {
+                Ok((node, read, write, received)) => {
                     let Some(handoff) = accepted_to.get(&node) else {
                         tracing::warn!(node, %address, "bus: node {node} should not dial this node");
                         return;
                     };
                     let (done_sender, reader_done) = oneshot::channel();
-                    tokio::spawn(read_frames(Arc::clone(&shared), node, read, done_sender));
+                    tokio::spawn(read_frames(
+                        Arc::clone(&shared),
+                        node,
+                        read,
+                        received,
+                        done_sender,
+                    ));
                     let _ = handoff.send(Accepted { write, reader_done }).await;
                 }
                 Err(reason) => {
@@ -142,7 +148,7 @@ pub async fn run(
 async fn handshake(
     shared: &Shared,
     stream: TcpStream,
-) -> Result<(u32, OwnedReadHalf, OwnedWriteHalf), String> {
+) -> Result<(u32, OwnedReadHalf, OwnedWriteHalf, BytesMut), String> {
     let _ = stream.set_nodelay(true);
     let (mut read, write) = stream.into_split();
     let decoder = FrameDecoder::new(BUS_FRAME_SIZE_MAX);
@@ -181,10 +187,9 @@ async fn handshake(
     if node >= shared.config.node || shared.config.peer(node).is_none() {
         return Err(format!("node {node} is not a lower peer of this node"));
     }
-    if !buffer.is_empty() {
-        return Err("sent frames before the handshake completed".to_owned());
-    }
-    Ok((node, read, write))
+    // Frames the dialer sent right behind its ping are the peer's first
+    // traffic: they go to the frame reader with the connection.
+    Ok((node, read, write, buffer))
 }
 
 /// The dialing side: connect (with backoff), identify, drain the queue.
@@ -217,7 +222,13 @@ async fn dial_and_write(shared: Arc<Shared>, peer: u32, mut queue: mpsc::Receive
         tracing::info!(peer, %address, "bus: connected");
         let connected_at = tokio::time::Instant::now();
         let (done_sender, mut reader_done) = oneshot::channel();
-        tokio::spawn(read_frames(Arc::clone(&shared), peer, read, done_sender));
+        tokio::spawn(read_frames(
+            Arc::clone(&shared),
+            peer,
+            read,
+            BytesMut::new(),
+            done_sender,
+        ));
         shared.set_reachable(peer, true);
         drain(&mut queue, &mut write, &mut reader_done, None).await;
         shared.set_reachable(peer, false);
@@ -276,19 +287,32 @@ async fn drain(
                 let frame = frame?;
                 frames.push_back(frame);
                 gather(queue, &mut frames);
-                if let Err(error) = write_frames(write, &mut frames).await {
-                    tracing::debug!(%error, "bus: write failed");
-                    return None;
+                // A write that blocks (a peer that stopped reading) must
+                // not keep this connection alive past its reader's end or a
+                // newer connection: the abandoned stream may end mid-frame,
+                // which the peer counts and redials from.
+                tokio::select! {
+                    written = write_frames(write, &mut frames) => {
+                        if let Err(error) = written {
+                            tracing::debug!(%error, "bus: write failed");
+                            return None;
+                        }
+                    }
+                    _ = &mut *reader_done => return None,
+                    accepted = newer_connection(newer.as_deref_mut()) => return accepted,
                 }
             }
             _ = &mut *reader_done => return None,
-            accepted = async {
-                match newer.as_deref_mut() {
-                    Some(newer) => newer.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => return accepted,
+            accepted = newer_connection(newer.as_deref_mut()) => return accepted,
         }
+    }
+}
+
+/// The next connection accepted for this peer; never, on the dialing side.
+async fn newer_connection(newer: Option<&mut mpsc::Receiver<Accepted>>) -> Option<Accepted> {
+    match newer {
+        Some(newer) => newer.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -331,15 +355,17 @@ pub async fn write_frames(
     Ok(())
 }
 
-/// Decodes frames from a peer and hands each to its group.
+/// Decodes frames from a peer (first those in `buffer`, read behind its
+/// handshake) and hands each to its group.
 async fn read_frames(
     shared: Arc<Shared>,
     node: u32,
     mut read: OwnedReadHalf,
+    mut buffer: BytesMut,
     done: oneshot::Sender<()>,
 ) {
     let decoder = FrameDecoder::new(BUS_FRAME_SIZE_MAX);
-    let mut buffer = BytesMut::with_capacity(256 * 1024);
+    buffer.reserve(256 * 1024);
     'connection: loop {
         loop {
             match decoder.decode(&mut buffer) {

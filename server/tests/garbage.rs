@@ -435,6 +435,7 @@ fn malformed_frames_close_only_their_connection() {
         }
     }
     witness.still_answered();
+    frames_right_behind_the_ping_are_traffic(&nodes[2]);
 
     // Every node lives, and the cluster still takes and serves records.
     for node in &mut nodes {
@@ -443,6 +444,36 @@ fn malformed_frames_close_only_their_connection() {
     runtime.block_on(produce_and_read_back(&client, 1));
     witness.still_answered();
     drop(nodes);
+}
+
+/// A dialer may send frames in the same write as its ping (its queue
+/// drains at once): the node takes them as the peer's first traffic and
+/// answers on the connection, rather than refusing it.
+fn frames_right_behind_the_ping_are_traffic(target: &common::Node) {
+    let refusals = || {
+        std::fs::read_to_string(&target.log)
+            .expect("read the node's log")
+            .matches("bus: refused a connection")
+            .count()
+    };
+    let refused = refusals();
+    let mut header = PingHeader::new(common::CLUSTER, 0, strand_wire::ViewId::new(0, 0), 0);
+    header.node.set(1);
+    let ping = Msg::new(header, Bytes::new()).to_bytes();
+    let mut stream = TcpStream::connect(&target.replica_address).expect("bus connection");
+    stream
+        .write_all(&[&ping[..], &ping[..], &ping[..]].concat())
+        .expect("send three pings in one write");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    let mut first = [0u8; 1];
+    let read = stream.read(&mut first).expect("traffic from the node");
+    assert_eq!(
+        read, 1,
+        "the node closed a connection whose ping had frames behind it"
+    );
+    assert_eq!(refusals(), refused, "the node refused the connection");
 }
 
 /// A well-formed Commit heartbeat of `group`, from replica `replica` in view 0.
