@@ -276,6 +276,11 @@ impl<S: StateMachine> Replica<S> {
         self.primary_op = self.primary_op.max(op);
         self.note_commit_max(header.commit.get(), effects);
         if op <= self.commit {
+            // Applied already; the body may still be a repair answer for
+            // an entry storage found damaged, prepared in this very view.
+            if self.store_body(&prepare) {
+                self.flush_writes(effects);
+            }
             self.send_ack(true, effects);
             return;
         }

@@ -94,8 +94,8 @@ impl<S: StateMachine> Replica<S> {
         if self.status != Status::Normal {
             return false;
         }
-        // Nothing new: an ack or a heartbeat of this view about ops this
-        // replica holds and applied (the network may deliver one late,
+        // Nothing new: an ack, a heartbeat or cursor events of this view
+        // about what this replica holds and applied (the network may deliver one late,
         // behind the quiesce heartbeat). A backup that lost ops restarted,
         // and its probe wakes the primary.
         match message {
@@ -111,6 +111,14 @@ impl<S: StateMachine> Replica<S> {
                     && commit.prefix.replica == self.primary_index()
                     && commit.op.get() <= self.journal.head()
                     && commit.commit.get() <= self.commit
+            }
+            // Cursor events this backup holds already (shipped before the
+            // quiesce heartbeat, delivered after it).
+            Message::Cursors(cursors) if !self.is_primary() => {
+                let cursors = cursors.header();
+                cursors.prefix.view_id() == self.view
+                    && cursors.prefix.replica == self.primary_index()
+                    && cursors.cursor_end() <= self.cursors.tail
             }
             _ => false,
         }
@@ -128,8 +136,8 @@ impl<S: StateMachine> Replica<S> {
             && self.deferred_cut.is_none()
             // Its own damaged entries in the journal's window are repaired
             // first (until then it may refuse requests:
-            // `client_table_incomplete`); a backup's wait for the next wake,
-            // as they matter only once it leads.
+            // `client_table_incomplete`); a backup with some declines the
+            // quiesce heartbeat and repairs them, waking this primary.
             && self.faulty_ops.range(self.journal.base()..).next().is_none()
             && head == self.commit
             && self.cursors.durable == self.cursors.tail;
@@ -162,6 +170,10 @@ impl<S: StateMachine> Replica<S> {
             && self.deferred_cut.is_none()
             && self.journal.head() == op
             && self.journal.gaps().next().is_none()
+            // Damaged entries in its window are repaired first: a quiet
+            // backup would be woken by the answers. Until then it stays
+            // awake, and its repair requests wake the primary.
+            && self.faulty_ops.range(self.journal.base()..).next().is_none()
             && self.stored_through() == op
             && self.commit == commit
     }

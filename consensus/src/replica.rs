@@ -471,6 +471,12 @@ impl<S: StateMachine> Replica<S> {
             replica.durable.log_unsettled = true;
         } else if recovered.fresh && replica.view == ViewId::ZERO {
             replica.status = Status::Normal;
+        } else if recovered.stopped_in_view && replica.may_resume_in_view() {
+            // It stopped serving in its view with everything it held on
+            // disk: as after a pause, it serves in that view again. A
+            // primary that is back finds its backups there; backups whose
+            // primary is not back elect, one view change.
+            replica.status = Status::Normal;
         } else if replica.alone() {
             // Alone, there is no one to adopt a view from and nothing to
             // distrust against: a lone replica serves on what it has.
@@ -479,6 +485,29 @@ impl<S: StateMachine> Replica<S> {
             replica.trusted = true;
         }
         replica
+    }
+
+    /// Whether a clean stop now may be marked as one taken while serving in
+    /// this view, so that the replica resumes there: it is Normal (one that
+    /// recovers from a crash may have forgotten prepares it sent as a
+    /// primary; one in a view change has promised a later view), trusted,
+    /// and every prepare it holds is handed to storage (the driver then
+    /// syncs them all before the mark).
+    pub fn resumable_in_view(&self) -> bool {
+        self.status == Status::Normal
+            && self.trusted
+            && self.deferred_cut.is_none()
+            && self.write_next > self.journal.head()
+    }
+
+    /// At open, after a stop marked [`Replica::resumable_in_view`]: the log
+    /// read back must still be whole (storage found no damage since), be
+    /// settled in the view, and the replica a member of it.
+    fn may_resume_in_view(&self) -> bool {
+        self.trusted
+            && self.faulty_ops.is_empty()
+            && self.log_view == self.view
+            && self.view_membership.slots.contains(self.config.replica)
     }
 
     /// Starts the replica's timers and first messages.

@@ -124,6 +124,12 @@ pub struct Recovered {
     pub awaiting_state_transfer: bool,
     /// True when nothing was on disk: a brand-new replica.
     pub fresh: bool,
+    /// True when storage found the mark of a clean stop taken while
+    /// [`crate::Replica::resumable_in_view`] held: the replica stopped
+    /// serving in its view with everything it held (and, as a primary, sent)
+    /// on disk. It is then as if it had paused, and resumes in that view: a
+    /// clean restart of a whole group needs no view change.
+    pub stopped_in_view: bool,
     /// The assignment epoch that placed this copy in its slot (0: one of the
     /// replicas the group was created with, or a copy that has already
     /// entered a view of that epoch). Slots are reused: an earlier epoch may
@@ -144,6 +150,7 @@ impl Recovered {
             trusted: true,
             awaiting_state_transfer: false,
             fresh: true,
+            stopped_in_view: false,
             joined_epoch: 0,
         }
     }

@@ -62,6 +62,7 @@ pub fn recovered_of(recovery: &Recovery) -> Recovered {
         trusted: recovery.log_trusted(),
         awaiting_state_transfer: recovery.awaiting_state_transfer,
         fresh: recovery.fresh,
+        stopped_in_view: recovery.recovered_from_disk && recovery.stopped_in_view,
         joined_epoch: 0,
     }
 }

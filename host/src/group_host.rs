@@ -298,7 +298,11 @@ impl<D: Disk> GroupHost<D> {
             });
         };
         let clean_mark = self.replica.trusted() && !self.storage_failed;
-        let disk = if clean_mark {
+        let in_view = self.replica.resumable_in_view()
+            || (cfg!(feature = "mutations") && self.mutations.resume_any_stop);
+        let disk = if clean_mark && in_view {
+            partition.close_in_view()?
+        } else if clean_mark {
             partition.close()?
         } else {
             partition.close_unmarked()?

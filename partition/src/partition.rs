@@ -129,6 +129,7 @@ impl<D: Disk> Partition<D> {
             fresh,
             recovered_from_disk: !fresh,
             clean_shutdown: superblock.clean_shutdown,
+            stopped_in_view: superblock.clean_shutdown && superblock.stopped_in_view,
             durable: superblock.durable.clone(),
             replica: superblock.replica,
             durability: superblock.durability,
@@ -168,23 +169,43 @@ impl<D: Disk> Partition<D> {
     /// Shuts down cleanly: waits for every write, syncs and closes every file,
     /// then writes the clean-shutdown mark. Returns the disk.
     pub fn close(self) -> Result<D, PartitionError> {
-        self.close_marking(true)
+        self.close_marking(true, false)
+    }
+
+    /// Shuts down like [`Partition::close`], and marks that the replica
+    /// stopped serving in its view (its driver checked that nothing it sent
+    /// is missing from this log): it may resume there.
+    pub fn close_in_view(self) -> Result<D, PartitionError> {
+        self.close_marking(true, true)
     }
 
     /// Shuts down like [`Partition::close`] but without the clean-shutdown
     /// mark: for a replica whose log is untrusted (it has not yet recovered
     /// from an earlier crash), which must stay untrusted across the restart.
     pub fn close_unmarked(self) -> Result<D, PartitionError> {
-        self.close_marking(false)
+        self.close_marking(false, false)
     }
 
-    fn close_marking(mut self, clean_shutdown: bool) -> Result<D, PartitionError> {
+    fn close_marking(
+        mut self,
+        clean_shutdown: bool,
+        stopped_in_view: bool,
+    ) -> Result<D, PartitionError> {
         self.settle()?;
         self.log.close(&mut self.io)?;
         self.cursors.close(&mut self.io)?;
         self.settle()?;
-        self.write_superblock_now(|superblock| superblock.clean_shutdown = clean_shutdown)?;
-        tracing::info!(dir = %self.dir.display(), op = self.log.op, clean_shutdown, "partition: closed");
+        self.write_superblock_now(|superblock| {
+            superblock.clean_shutdown = clean_shutdown;
+            superblock.stopped_in_view = stopped_in_view;
+        })?;
+        tracing::info!(
+            dir = %self.dir.display(),
+            op = self.log.op,
+            clean_shutdown,
+            stopped_in_view,
+            "partition: closed"
+        );
         Ok(self.io.disk)
     }
 

@@ -234,6 +234,7 @@ fn rebuilt_superblock(
     superblock.sequence = previous.sequence + 1;
     superblock.durable.commit = previous.durable.commit.min(plan.agreed_op);
     superblock.clean_shutdown = false;
+    superblock.stopped_in_view = false;
     superblock.awaiting_state_transfer = true;
     superblock.op_checkpoint = plan.agreed_op;
     superblock.cursor_checkpoint = 0;

@@ -19,6 +19,9 @@ pub struct Recovery {
     /// The last run ended with a clean shutdown (every write synced, the mark
     /// written): the other input of `trusted`.
     pub clean_shutdown: bool,
+    /// That clean shutdown stopped a replica serving in its view
+    /// ([`crate::Partition::close_in_view`]): consensus may resume it there.
+    pub stopped_in_view: bool,
     /// View, log_view, commit and history starts (consensus's `state`).
     pub durable: DurableFields,
     /// The replica index the superblock names.

@@ -44,6 +44,7 @@ const VERSION_WITHOUT_EPOCHS: u16 = 2;
 const FLAG_CLEAN_SHUTDOWN: u8 = 1;
 const FLAG_AWAITING_STATE_TRANSFER: u8 = 2;
 const FLAG_LOG_UNSETTLED: u8 = 4;
+const FLAG_STOPPED_IN_VIEW: u8 = 8;
 
 /// Where the history of one view began (consensus's `HistoryStart`, field for
 /// field): the primary `replica` of `view` started it with its log at `op`
@@ -117,6 +118,10 @@ pub struct Superblock {
     pub confirm: ConfirmPolicy,
     /// Set only by the shutdown write, after every file was synced and closed.
     pub clean_shutdown: bool,
+    /// Set only with `clean_shutdown`, when the replica stopped serving in
+    /// its view (normal status, every prepare it held written): it may
+    /// resume there without a view change.
+    pub stopped_in_view: bool,
     /// Set after a quarantine: the log is a bare prefix until a state transfer
     /// installs the rest.
     pub awaiting_state_transfer: bool,
@@ -153,6 +158,7 @@ impl Superblock {
             durability,
             confirm,
             clean_shutdown: false,
+            stopped_in_view: false,
             awaiting_state_transfer: false,
             retired_epoch: 0,
             op_checkpoint: 0,
@@ -231,6 +237,9 @@ impl Superblock {
         let mut flags = 0;
         if self.clean_shutdown {
             flags |= FLAG_CLEAN_SHUTDOWN;
+        }
+        if self.stopped_in_view {
+            flags |= FLAG_STOPPED_IN_VIEW;
         }
         if self.awaiting_state_transfer {
             flags |= FLAG_AWAITING_STATE_TRANSFER;
@@ -377,7 +386,11 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let durability = Durability::from_u8(reader.u8("durability")?)?;
     let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
     let flags = reader.u8("flags")?;
-    if flags & !(FLAG_CLEAN_SHUTDOWN | FLAG_AWAITING_STATE_TRANSFER | FLAG_LOG_UNSETTLED) != 0 {
+    let known = FLAG_CLEAN_SHUTDOWN
+        | FLAG_AWAITING_STATE_TRANSFER
+        | FLAG_LOG_UNSETTLED
+        | FLAG_STOPPED_IN_VIEW;
+    if flags & !known != 0 {
         return Err(BodyError::UnknownFlags {
             field: "superblock flags",
             bits: u64::from(flags),
@@ -440,6 +453,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         durability,
         confirm,
         clean_shutdown: flags & FLAG_CLEAN_SHUTDOWN != 0,
+        stopped_in_view: flags & FLAG_STOPPED_IN_VIEW != 0,
         awaiting_state_transfer: flags & FLAG_AWAITING_STATE_TRANSFER != 0,
         retired_epoch,
         op_checkpoint,
@@ -576,6 +590,7 @@ mod tests {
             log_unsettled: true,
         };
         superblock.clean_shutdown = true;
+        superblock.stopped_in_view = true;
         superblock.retired_epoch = 3;
         superblock.op_checkpoint = 1300;
         superblock.sealed_segments = vec![SealedSegment {

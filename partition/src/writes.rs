@@ -373,6 +373,7 @@ impl<D: Disk> Partition<D> {
         let mut next = self.superblock.clone();
         next.sequence += 1;
         next.clean_shutdown = false;
+        next.stopped_in_view = false;
         next.op_checkpoint = next.op_checkpoint.max(self.log.durable_op);
         next.cursor_checkpoint = self.cursors.durable_tail;
         next.head_op = self.log.head_op;

@@ -68,19 +68,6 @@ fn untrusted_gauge(node: &common::Node) -> Option<f64> {
         .next()
 }
 
-/// SIGTERM: the node shuts down cleanly (clean-shutdown marks) and exits 0.
-fn terminate(node: &mut common::Node) {
-    let mut child = node.child.take().expect("the node is running");
-    let sent = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .expect("run kill");
-    assert!(sent.success(), "SIGTERM to node {}", node.node);
-    let status = child.wait().expect("wait for the node");
-    assert!(status.success(), "node {} exited with {status}", node.node);
-}
-
 #[test]
 fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -263,7 +250,7 @@ fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
     });
 
     // A clean restart (SIGTERM) comes back trusted: never untrusted.
-    terminate(&mut nodes[2]);
+    nodes[2].terminate();
     nodes[2].start();
     let mut reports = 0;
     common::wait_until("node 3 back in the view", 30, || {

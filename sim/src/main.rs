@@ -71,6 +71,10 @@ enum Mutation {
     /// between the swap's renames leaves no partition, and the replica
     /// reopens as a fresh one (meaningful with `--reassign`).
     InstallUnmarked,
+    /// Every clean stop resumes in its view, even that of a replica back
+    /// from a crash that had not yet learned its view again: a primary
+    /// then prepares a second op at a number it had sent before.
+    ResumeAnyStop,
 }
 
 impl Mutation {
@@ -82,6 +86,7 @@ impl Mutation {
             Mutation::TrustUnclean => "trust-unclean",
             Mutation::SkipCut => "skip-cut",
             Mutation::InstallUnmarked => "install-unmarked",
+            Mutation::ResumeAnyStop => "resume-any-stop",
         }
     }
 }
@@ -182,6 +187,7 @@ fn main() -> ExitCode {
         mutation_trust_unclean: args.mutation == Some(Mutation::TrustUnclean),
         mutation_skip_cut: args.mutation == Some(Mutation::SkipCut),
         mutation_install_unmarked: args.mutation == Some(Mutation::InstallUnmarked),
+        mutation_resume_any_stop: args.mutation == Some(Mutation::ResumeAnyStop),
     };
     if let Some(seed) = args.seed {
         let (outcome, trace) =

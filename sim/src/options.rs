@@ -89,6 +89,8 @@ pub struct Options {
     pub mutation_skip_cut: bool,
     /// A state transfer is installed without its marker (`mutations` only).
     pub mutation_install_unmarked: bool,
+    /// Every clean stop resumes in its view (`mutations` only).
+    pub mutation_resume_any_stop: bool,
 }
 
 /// Optional fixed choices from the command line; `None` means "draw it".
@@ -112,6 +114,8 @@ pub struct Overrides {
     pub mutation_skip_cut: bool,
     /// Install state transfers without the marker that makes the swap atomic.
     pub mutation_install_unmarked: bool,
+    /// Mark every clean stop as one that may resume in its view.
+    pub mutation_resume_any_stop: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -177,6 +181,7 @@ impl Options {
             mutation_trust_unclean: overrides.mutation_trust_unclean,
             mutation_skip_cut: overrides.mutation_skip_cut,
             mutation_install_unmarked: overrides.mutation_install_unmarked,
+            mutation_resume_any_stop: overrides.mutation_resume_any_stop,
         };
         if overrides.reassign {
             options.draw_reassignment(&mut prng);

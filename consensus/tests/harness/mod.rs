@@ -33,6 +33,8 @@ pub struct Storage {
     pub cursor_durable: u64,
     /// A clean shutdown mark.
     pub clean: bool,
+    /// ... taken while the replica could resume in its view.
+    pub stopped_in_view: bool,
     /// The partition was created (its first superblock written): later opens are not fresh.
     pub created: bool,
     /// The epoch that placed this copy (0: a founding replica).
@@ -106,6 +108,7 @@ impl Storage {
             trusted: durability == Durability::Persisted || self.clean || fresh,
             awaiting_state_transfer: false,
             fresh,
+            stopped_in_view: self.clean && self.stopped_in_view && !fresh,
             joined_epoch: self.joined_epoch,
         }
     }
@@ -261,9 +264,11 @@ impl Cluster {
     /// A clean shutdown: everything fsynced, the clean mark written.
     pub fn shutdown(&mut self, index: u8) {
         self.sync(index);
+        let in_view = self.replica(index).resumable_in_view();
         self.replicas[usize::from(index)] = None;
         let storage = &mut self.storage[usize::from(index)];
         storage.clean = true;
+        storage.stopped_in_view = in_view;
         self.network
             .retain(|(from, to, _)| *from != index && *to != index);
     }

@@ -45,6 +45,10 @@ pub struct Mutations {
     /// A state transfer is installed without its marker (a crash between
     /// the swap's renames leaves no partition).
     pub install_unmarked: bool,
+    /// Every clean stop is marked as one taken while serving in the view,
+    /// even one of a replica back from a crash that has not yet learned its
+    /// view again (a primary then resumes having forgotten prepares it sent).
+    pub resume_any_stop: bool,
 }
 
 /// Why a group could not be opened.

@@ -72,6 +72,20 @@ impl Node {
         }
     }
 
+    /// SIGTERM: the node shuts down cleanly (clean-shutdown marks) and
+    /// must exit 0.
+    pub fn terminate(&mut self) {
+        let mut child = self.child.take().expect("the node is running");
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "SIGTERM to node {}", self.node);
+        let status = child.wait().expect("wait for the node");
+        assert!(status.success(), "node {} exited with {status}", self.node);
+    }
+
     /// The process, which must be running.
     pub fn child(&mut self) -> &mut Child {
         self.child.as_mut().expect("the node is running")

@@ -148,6 +148,7 @@ impl World {
             trust_unclean: self.options.mutation_trust_unclean,
             skip_cut: self.options.mutation_skip_cut,
             install_unmarked: self.options.mutation_install_unmarked,
+            resume_any_stop: self.options.mutation_resume_any_stop,
         }
     }
 
