@@ -7,6 +7,9 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
 
 use crate::error::BenchError;
 
@@ -34,6 +37,25 @@ pub struct LocalNode {
     pub log: PathBuf,
     child: Option<Child>,
 }
+
+/// How a node's process ended after a SIGTERM (see
+/// [`LocalCluster::terminate_nodes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Termination {
+    /// The node.
+    pub node: u32,
+    /// Milliseconds from the SIGTERM until the process was reaped.
+    pub exit_ms: u64,
+    /// Its exit status, as the OS reports it.
+    pub status: String,
+    /// True when it exited on its own with status 0 (a clean shutdown).
+    pub success: bool,
+    /// True when it did not exit within the bound and was SIGKILLed.
+    pub killed: bool,
+}
+
+/// How often a terminating node is checked for its exit.
+const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Running node processes and the directory that holds their state.
 #[derive(Debug)]
@@ -193,17 +215,79 @@ impl LocalCluster {
             .child
             .as_ref()
             .ok_or_else(|| BenchError::Cluster(format!("node {node} is not running")))?;
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(child.id().to_string())
-            .status()
-            .map_err(|error| BenchError::Cluster(format!("SIG{signal} node {node}: {error}")))?;
-        if !status.success() {
-            return Err(BenchError::Cluster(format!(
-                "SIG{signal} node {node}: kill exited with {status}"
-            )));
+        send_signal(node, child.id(), signal)
+    }
+
+    /// The OS process id of node `node`, while it runs: to read its CPU
+    /// time and memory from `/proc`.
+    pub fn pid(&self, node: u32) -> Option<u32> {
+        self.nodes
+            .iter()
+            .find(|local| local.node == node)
+            .and_then(|local| local.child.as_ref())
+            .map(Child::id)
+    }
+
+    /// Stops node `node` cleanly: SIGTERM, then waits up to `timeout` for
+    /// it to exit (SIGKILL after that, noted in the result). Blocks the
+    /// calling thread while it waits.
+    pub fn terminate_node(
+        &mut self,
+        node: u32,
+        timeout: Duration,
+    ) -> Result<Termination, BenchError> {
+        let mut terminations = self.terminate_nodes(&[node], timeout)?;
+        assert_eq!(terminations.len(), 1, "one node, one termination");
+        Ok(terminations.remove(0))
+    }
+
+    /// Stops `nodes` cleanly and at once: SIGTERM to each, then waits up to
+    /// `timeout` (from the first signal) for all of them to exit, SIGKILLing
+    /// those still running then. Blocks the calling thread while it waits.
+    /// In `nodes` order.
+    pub fn terminate_nodes(
+        &mut self,
+        nodes: &[u32],
+        timeout: Duration,
+    ) -> Result<Vec<Termination>, BenchError> {
+        let mut distinct = nodes.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), nodes.len(), "nodes {nodes:?} repeat");
+        // Check every node before taking any child: a child taken and then
+        // dropped on an error would leave its process running, unreaped.
+        for &node in nodes {
+            if self.pid(node).is_none() {
+                return Err(BenchError::Cluster(format!("node {node} is not running")));
+            }
         }
-        Ok(())
+        let mut children = Vec::with_capacity(nodes.len());
+        for &node in nodes {
+            let child = self.node_mut(node)?.child.take();
+            children.push((node, child.expect("checked running above")));
+        }
+        let signalled_at = Instant::now();
+        let deadline = signalled_at + timeout;
+        let signalled: Vec<_> = children
+            .iter()
+            .map(|(node, child)| send_signal(*node, child.id(), "TERM"))
+            .collect();
+        let mut terminations = Vec::with_capacity(children.len());
+        for ((node, mut child), signal) in children.into_iter().zip(signalled) {
+            // A node the SIGTERM did not reach is SIGKILLed at once.
+            let deadline = if signal.is_ok() {
+                deadline
+            } else {
+                signalled_at
+            };
+            let mut termination = await_exit(node, &mut child, signalled_at, deadline);
+            if let Err(error) = signal {
+                termination.status = format!("{error}; {}", termination.status);
+            }
+            terminations.push(termination);
+        }
+        assert_eq!(terminations.len(), nodes.len());
+        Ok(terminations)
     }
 
     /// Nodes whose process should run and has exited, with how.
@@ -238,6 +322,53 @@ impl Drop for LocalCluster {
             }
         }
     }
+}
+
+/// Sends `signal` (`TERM`, `STOP`, …) to process `pid` through `kill(1)`,
+/// which keeps this crate free of unsafe signal calls.
+fn send_signal(node: u32, pid: u32, signal: &str) -> Result<(), BenchError> {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .map_err(|error| BenchError::Cluster(format!("SIG{signal} node {node}: {error}")))?;
+    if !status.success() {
+        return Err(BenchError::Cluster(format!(
+            "SIG{signal} node {node}: kill exited with {status}"
+        )));
+    }
+    Ok(())
+}
+
+/// Reaps `child` once it exits, or SIGKILLs it at `deadline`.
+fn await_exit(
+    node: u32,
+    child: &mut Child,
+    signalled_at: Instant,
+    deadline: Instant,
+) -> Termination {
+    let termination = |status: String, success: bool, killed: bool| Termination {
+        node,
+        exit_ms: signalled_at.elapsed().as_millis() as u64,
+        status,
+        success,
+        killed,
+    };
+    let why_killed = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return termination(status.to_string(), status.success(), false),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(EXIT_POLL_INTERVAL),
+            Ok(None) => break "still running at the deadline".to_owned(),
+            Err(error) => break format!("cannot wait for it: {error}"),
+        }
+    };
+    // `Child::kill` is SIGKILL on Unix.
+    let _ = child.kill();
+    let status = child.wait().map_or_else(
+        |error| format!("cannot wait for it: {error}"),
+        |status| status.to_string(),
+    );
+    termination(format!("{why_killed}; SIGKILLed: {status}"), false, true)
 }
 
 /// Writes `count` node configurations (loopback, free ports) under `dir`.
@@ -304,6 +435,52 @@ mod tests {
         ports.sort_unstable();
         ports.dedup();
         assert_eq!(ports.len(), 21);
+    }
+
+    /// A cluster of `count` nodes whose "server" is the shell script `body`.
+    fn scripted_cluster(dir: &Path, count: u32, body: &str) -> LocalCluster {
+        let script = dir.join("fake-server.sh");
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).expect("the script");
+        let chmod = Command::new("chmod").arg("+x").arg(&script).status();
+        assert!(chmod.is_ok_and(|status| status.success()));
+        LocalCluster::start(count, script, Some(dir.join("cluster"))).expect("started")
+    }
+
+    #[test]
+    fn a_node_that_exits_on_sigterm_is_reaped_cleanly() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let body = "trap 'exit 0' TERM\nwhile :; do sleep 0.05; done";
+        let mut cluster = scripted_cluster(dir.path(), 2, body);
+        std::thread::sleep(Duration::from_millis(200)); // let the traps be set
+        assert!(cluster.pid(1).is_some() && cluster.pid(3).is_none());
+        let exits = cluster
+            .terminate_nodes(&[2, 1], Duration::from_secs(10))
+            .expect("both running");
+        assert_eq!(
+            exits.iter().map(|exit| exit.node).collect::<Vec<_>>(),
+            [2, 1]
+        );
+        assert!(
+            exits.iter().all(|exit| exit.success && !exit.killed),
+            "{exits:?}"
+        );
+        assert_eq!(cluster.pid(1), None);
+        assert!(cluster.terminate_node(1, Duration::from_secs(1)).is_err());
+        cluster.start_node(1).expect("restarted");
+        assert!(cluster.pid(1).is_some());
+    }
+
+    #[test]
+    fn a_node_that_ignores_sigterm_is_killed_at_the_bound() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut cluster = scripted_cluster(dir.path(), 1, "trap '' TERM\nexec sleep 30");
+        std::thread::sleep(Duration::from_millis(200));
+        let exit = cluster
+            .terminate_node(1, Duration::from_millis(300))
+            .expect("running");
+        assert!(exit.killed && !exit.success, "{exit:?}");
+        assert!(exit.exit_ms >= 300, "{exit:?}");
+        assert!(exit.status.contains("SIGKILLed"), "{exit:?}");
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //! replica's catch-up time. At the end every partition is read back and
 //! every acknowledged record must be there exactly once, at its offset.
 //!
+//! A second binary, `strand-scale` ([`scale`]), measures the cluster with
+//! many partitions instead: time until every group is normal, cost at
+//! idle, a clean restart, a primary kill, throughput over every partition.
+//!
 //! Modules, in reading order:
 //!
 //! | module | owns |
@@ -27,6 +31,7 @@
 //! | [`prometheus`] | **pure**: the Prometheus text format; [`scrape`] fetches it |
 //! | [`report`] | the result: summary table, JSON |
 //! | [`plot`] | **pure**: the result as a hand-written SVG |
+//! | [`scale`] | the scale mode (`strand-scale`): many partitions, settle, idle, restart, kill |
 //!
 //! Invariants that matter most:
 //! - Every record's key names its producer and sequence ([`keys`]); an
@@ -48,6 +53,7 @@ pub mod plot;
 pub mod prometheus;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod scrape;
 pub mod timeline;
 pub mod verify;

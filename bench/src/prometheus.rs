@@ -66,6 +66,17 @@ pub fn sum_labelled(samples: &[Sample], name: &str, label: &str, value: &str) ->
         + 0.0 // an empty sum is -0.0
 }
 
+/// The sum of metric `name` over all its samples, whatever their labels
+/// (0 when there are none).
+pub fn sum(samples: &[Sample], name: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|sample| sample.name == name)
+        .map(|sample| sample.value)
+        .sum::<f64>()
+        + 0.0 // an empty sum is -0.0
+}
+
 fn parse_sample(line: &str) -> Result<Sample, &'static str> {
     let name_end = line
         .find(|c: char| c == '{' || c.is_whitespace())
@@ -189,6 +200,14 @@ odd{a=\"x\\\"y\\\\z\\n\", b = \"2\",} +Inf
             sum_labelled(&samples, "partition_commit_op", "group", "1"),
             4711.0
         );
+    }
+
+    #[test]
+    fn a_metric_sums_over_every_label() {
+        let samples = parse(SCRAPE).expect("a valid scrape");
+        assert_eq!(sum(&samples, "view_changes_total"), 3.0);
+        assert_eq!(sum(&samples, "partitions_untrusted_log"), 0.0);
+        assert_eq!(sum(&samples, "absent"), 0.0);
     }
 
     #[test]

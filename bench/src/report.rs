@@ -309,7 +309,7 @@ fn verification_line(verification: &Verification) -> String {
 }
 
 /// Two aligned columns.
-fn table(rows: &[(String, String)]) -> String {
+pub(crate) fn table(rows: &[(String, String)]) -> String {
     let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     let mut out = String::new();
     for (name, value) in rows {

@@ -194,7 +194,7 @@ fn open_target(options: &Options) -> Result<Target, BenchError> {
 }
 
 /// An SDK client, once some node answers (nodes take a moment to bind).
-async fn connect(bootstrap: &[String]) -> Result<Client, BenchError> {
+pub async fn connect(bootstrap: &[String]) -> Result<Client, BenchError> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         let mut config = ClientConfig::new(bootstrap.to_vec());

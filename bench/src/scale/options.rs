@@ -1,0 +1,209 @@
+//! The `strand-scale` command line: every flag, its default and its bounds.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::cluster::NODES_MAX;
+use crate::error::BenchError;
+use crate::options::MESSAGE_SIZE_MAX;
+
+/// Most topics a scale run creates.
+pub const TOPICS_MAX: u32 = 4096;
+
+/// Most partition groups (topics × partitions) a scale run creates: every
+/// node answers a status poll with each group it hosts, in one frame.
+pub const PARTITION_GROUPS_MAX: u64 = 100_000;
+
+/// Longest `--idle-secs`, `--produce-secs` and `--settle-timeout-secs`.
+pub const PHASE_SECS_MAX: f64 = 24.0 * 3600.0;
+
+/// Largest `--batch`.
+pub const BATCH_RECORDS_MAX: u32 = 100_000;
+
+/// `strand-scale`: start a local cluster, create many partitions, and
+/// report how long it takes to settle, what it costs at idle, and how it
+/// restarts, fails over and carries load.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "strand-scale", version, about)]
+pub struct ScaleOptions {
+    /// Nodes of the local cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u32,
+    /// Replicas per partition (default: 3, or --nodes when fewer).
+    #[arg(long)]
+    pub replicas: Option<u8>,
+    /// Topics to create (`t0`, `t1`, … in stream `scale`).
+    #[arg(long)]
+    pub topics: u32,
+    /// Partitions per topic.
+    #[arg(long)]
+    pub partitions: u32,
+    /// The strand-server binary (default: beside this executable).
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+    /// Keep the cluster's data, configs and logs here (default: a temporary
+    /// directory, removed at the end).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// How long to measure CPU at idle, once every group is quiet.
+    #[arg(long, default_value_t = 10.0)]
+    pub idle_secs: f64,
+    /// The bound on each wait: creating the topics, settling, going quiet,
+    /// writes resuming after the kill.
+    #[arg(long, default_value_t = 600.0)]
+    pub settle_timeout_secs: f64,
+    /// SIGTERM every node, start them again, and time the settling.
+    #[arg(long)]
+    pub restart: bool,
+    /// SIGKILL the node that is primary of the most partitions, time until
+    /// each of those partitions takes a write again, then restart it.
+    #[arg(long)]
+    pub kill: bool,
+    /// Produce to every partition for this long at the end (0: skip).
+    #[arg(long, default_value_t = 10.0)]
+    pub produce_secs: f64,
+    /// Value bytes per produced record.
+    #[arg(long, default_value_t = 100)]
+    pub message_size: usize,
+    /// Records per batch.
+    #[arg(long, default_value_t = 100)]
+    pub batch: u32,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl ScaleOptions {
+    /// Checks the flags against each other and their bounds.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        let invalid = |reason: String| Err(BenchError::Options(reason));
+        if !(1..=NODES_MAX).contains(&self.nodes) {
+            return invalid(format!("--nodes must be in 1..={NODES_MAX}"));
+        }
+        if !(1..=self.nodes).contains(&u32::from(self.replica_count())) {
+            return invalid("--replicas must be in 1..=--nodes".to_owned());
+        }
+        if !(1..=TOPICS_MAX).contains(&self.topics) {
+            return invalid(format!("--topics must be in 1..={TOPICS_MAX}"));
+        }
+        let partitions_max = strand_client::PARTITIONS_PER_TOPIC_MAX;
+        if !(1..=partitions_max).contains(&self.partitions) {
+            return invalid(format!("--partitions must be in 1..={partitions_max}"));
+        }
+        if self.partition_groups() > PARTITION_GROUPS_MAX {
+            return invalid(format!(
+                "--topics × --partitions must be at most {PARTITION_GROUPS_MAX}"
+            ));
+        }
+        let positive = |secs: f64| secs.is_finite() && secs > 0.0 && secs <= PHASE_SECS_MAX;
+        if !positive(self.idle_secs) || !positive(self.settle_timeout_secs) {
+            return invalid(format!(
+                "--idle-secs and --settle-timeout-secs must be in (0, {PHASE_SECS_MAX}]"
+            ));
+        }
+        if !(self.produce_secs.is_finite() && (0.0..=PHASE_SECS_MAX).contains(&self.produce_secs)) {
+            return invalid(format!("--produce-secs must be in [0, {PHASE_SECS_MAX}]"));
+        }
+        if self.message_size > MESSAGE_SIZE_MAX || !(1..=BATCH_RECORDS_MAX).contains(&self.batch) {
+            return invalid(format!(
+                "--message-size must be at most {MESSAGE_SIZE_MAX}, --batch in 1..={BATCH_RECORDS_MAX}"
+            ));
+        }
+        if self.kill && self.replica_count() < 3 {
+            return invalid(
+                "--kill needs at least 3 replicas (a majority must survive the kill)".to_owned(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Replicas per partition: `--replicas`, else 3 (fewer on a smaller cluster).
+    pub fn replica_count(&self) -> u8 {
+        self.replicas
+            .unwrap_or_else(|| self.nodes.clamp(1, 3) as u8)
+    }
+
+    /// Partition groups the run creates: topics × partitions.
+    pub fn partition_groups(&self) -> u64 {
+        u64::from(self.topics) * u64::from(self.partitions)
+    }
+
+    /// The bound on each wait.
+    pub fn settle_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.settle_timeout_secs)
+    }
+
+    /// How long CPU is measured at idle.
+    pub fn idle(&self) -> Duration {
+        Duration::from_secs_f64(self.idle_secs)
+    }
+
+    /// How long the throughput phase produces (`None`: skipped).
+    pub fn produce(&self) -> Option<Duration> {
+        (self.produce_secs > 0.0).then(|| Duration::from_secs_f64(self.produce_secs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> ScaleOptions {
+        let mut argv = vec!["strand-scale"];
+        argv.extend_from_slice(args);
+        ScaleOptions::try_parse_from(argv).expect("valid flags")
+    }
+
+    #[test]
+    fn the_defaults_need_only_the_shape() {
+        let options = parse(&["--topics", "2", "--partitions", "3"]);
+        options.validate().expect("valid");
+        assert_eq!((options.nodes, options.replica_count()), (3, 3));
+        assert_eq!(options.partition_groups(), 6);
+        assert_eq!(options.produce(), Some(Duration::from_secs(10)));
+        assert_eq!(options.settle_timeout(), Duration::from_secs(600));
+        assert!(!options.restart && !options.kill);
+        let missing = ScaleOptions::try_parse_from(["strand-scale", "--topics", "2"]);
+        assert!(missing.is_err(), "--partitions is required");
+    }
+
+    #[test]
+    fn a_small_cluster_defaults_to_fewer_replicas() {
+        let options = parse(&["--nodes", "1", "--topics", "1", "--partitions", "1"]);
+        options.validate().expect("valid");
+        assert_eq!(options.replica_count(), 1);
+    }
+
+    #[test]
+    fn out_of_bounds_flags_are_refused() {
+        let shape = ["--topics", "2", "--partitions", "3"];
+        let refused = |extra: &[&str]| {
+            let mut args = shape.to_vec();
+            args.extend_from_slice(extra);
+            parse(&args).validate().is_err()
+        };
+        assert!(refused(&["--replicas", "4"]));
+        assert!(refused(&["--nodes", "8"]));
+        assert!(refused(&["--idle-secs", "0"]));
+        assert!(refused(&["--settle-timeout-secs", "0"]));
+        assert!(refused(&["--produce-secs", "NaN"]));
+        assert!(refused(&["--batch", "0"]));
+        assert!(refused(&["--nodes", "2", "--kill"]));
+        assert!(!refused(&["--produce-secs", "0", "--kill", "--restart"]));
+        assert!(
+            parse(&["--topics", "0", "--partitions", "3"])
+                .validate()
+                .is_err()
+        );
+        assert!(
+            parse(&["--topics", "100", "--partitions", "4096"])
+                .validate()
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,444 @@
+//! The scale run's result: one value, printed as a summary table and
+//! written as JSON.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::settle::{NodeMetrics, ViewChanges};
+use crate::cluster::Termination;
+use crate::report::{Throughput, table};
+
+/// Bytes in a MiB.
+pub const MIB_BYTES: f64 = 1024.0 * 1024.0;
+
+/// What was run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScaleConfig {
+    /// Nodes in the local cluster.
+    pub nodes: u32,
+    /// Replicas per partition.
+    pub replicas: u8,
+    /// Topics created.
+    pub topics: u32,
+    /// Partitions per topic.
+    pub partitions: u32,
+    /// Topics × partitions.
+    pub partition_groups: u64,
+    /// How long CPU was measured at idle.
+    pub idle_secs: f64,
+    /// The bound on each wait.
+    pub settle_timeout_secs: f64,
+    /// Whether the clean restart ran.
+    pub restart: bool,
+    /// Whether the primary kill ran.
+    pub kill: bool,
+    /// How long the throughput phase produced (0: skipped).
+    pub produce_secs: f64,
+    /// Value bytes per produced record.
+    pub message_size: usize,
+    /// Records per batch.
+    pub batch: u32,
+    /// Cores of the machine.
+    pub cores: usize,
+}
+
+/// One wait for the cluster to settle.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SettlePhase {
+    /// True when it settled within the timeout.
+    pub settled: bool,
+    /// Seconds from the phase's start (processes spawned, restarted) until
+    /// every group was normal, or until the wait gave up.
+    pub secs: f64,
+    /// View changes from the phase's start until then.
+    pub view_changes: ViewChanges,
+    /// Each node's metrics once settled.
+    pub nodes: Vec<NodeMetrics>,
+    /// When it did not settle: what was still wrong at the last poll.
+    pub unsettled: Option<String>,
+}
+
+/// One node's cost at idle.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeIdle {
+    /// The node.
+    pub node: u32,
+    /// Its process id.
+    pub pid: u32,
+    /// CPU (user + system) over the measurement, in percent of one core.
+    pub cpu_percent: f64,
+    /// Resident memory at the end.
+    pub rss_bytes: u64,
+    /// The same, in MiB.
+    pub rss_mib: f64,
+    /// Threads at the end.
+    pub threads: u32,
+    /// Groups it hosts, scraped at the end.
+    pub groups_hosted: u64,
+    /// Of those, quiet at the end.
+    pub groups_quiet: u64,
+}
+
+/// The idle measurement: wait for every group to go quiet, then measure.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IdlePhase {
+    /// True when every node's groups were all quiet before the timeout.
+    pub quiet: bool,
+    /// Seconds the wait for quiet took (or waited, when not quiet).
+    pub quiet_secs: f64,
+    /// Each node's counts at the end of that wait.
+    pub quiet_nodes: Vec<NodeMetrics>,
+    /// Seconds CPU was measured over.
+    pub measured_secs: f64,
+    /// Per node.
+    pub nodes: Vec<NodeIdle>,
+    /// The nodes' CPU together, in percent of one core.
+    pub cpu_percent_total: f64,
+    /// The nodes' resident memory together.
+    pub rss_bytes_total: u64,
+}
+
+/// The clean restart of every node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RestartPhase {
+    /// Seconds from the SIGTERMs until every node had exited.
+    pub shutdown_secs: f64,
+    /// How each node exited.
+    pub terminations: Vec<Termination>,
+    /// From the start of the new processes until settled.
+    pub settle: SettlePhase,
+    /// The idle measurement after it (`None`: it did not settle).
+    pub idle: Option<IdlePhase>,
+}
+
+/// The SIGKILL of the node that was primary of the most partitions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KillPhase {
+    /// The node killed.
+    pub killed_node: u32,
+    /// Partitions it was primary of: each was written once after the kill.
+    pub partitions_led: u64,
+    /// Of those, the ones that took the write before the timeout.
+    pub writes_accepted: u64,
+    /// Milliseconds from the kill until the last of those writes was acknowledged.
+    pub last_write_ms: Option<u64>,
+    /// The first write failure, readable (writes are retried until the timeout).
+    pub first_error: Option<String>,
+    /// From the restart of the killed node until settled; its view changes
+    /// count from just before the kill.
+    pub restart: SettlePhase,
+}
+
+impl KillPhase {
+    /// True when every partition it led took a write again.
+    pub fn writes_resumed(&self) -> bool {
+        self.writes_accepted == self.partitions_led
+    }
+}
+
+/// Produce throughput over every partition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThroughputPhase {
+    /// Partitions written, round-robin.
+    pub partitions: u64,
+    /// Acknowledged records, from the first send to the last ack.
+    pub produced: Throughput,
+    /// Records whose produce failed.
+    pub failed: u64,
+    /// The first failure, readable.
+    pub first_error: Option<String>,
+}
+
+/// The whole result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScaleReport {
+    /// What was run.
+    pub config: ScaleConfig,
+    /// Seconds to create the stream and every topic.
+    pub create_secs: f64,
+    /// From the processes' spawn until every group was normal.
+    pub settle: SettlePhase,
+    /// At idle after that.
+    pub idle: Option<IdlePhase>,
+    /// The clean restart, if run.
+    pub restart: Option<RestartPhase>,
+    /// The primary kill, if run.
+    pub kill: Option<KillPhase>,
+    /// The throughput phase, if run.
+    pub throughput: Option<ThroughputPhase>,
+    /// Phases not run, and why.
+    pub skipped: Vec<String>,
+    /// Nodes that exited on their own, and how.
+    pub node_exits: Vec<String>,
+    /// Errors on the way that did not stop the run, readable.
+    pub errors: Vec<String>,
+}
+
+impl ScaleReport {
+    /// True when every phase run settled (and every kill's writes resumed),
+    /// every node exited cleanly (status 0, in time) on SIGTERM, and none
+    /// exited on its own.
+    pub fn passed(&self) -> bool {
+        let restart_ok = self.restart.as_ref().is_none_or(|restart| {
+            restart.settle.settled && restart.terminations.iter().all(|exit| exit.success)
+        });
+        let kill_ok = self
+            .kill
+            .as_ref()
+            .is_none_or(|kill| kill.writes_resumed() && kill.restart.settled);
+        self.settle.settled && restart_ok && kill_ok && self.node_exits.is_empty()
+    }
+
+    /// The summary table printed at the end of a run.
+    pub fn summary(&self) -> String {
+        let mut rows: Vec<(String, String)> = Vec::new();
+        let mut row = |name: &str, value: String| rows.push((name.to_owned(), value));
+        let config = &self.config;
+        row(
+            "cluster",
+            format!(
+                "{} nodes, {} replicas, {} topics x {} partitions = {} partition groups, {} cores",
+                config.nodes,
+                config.replicas,
+                config.topics,
+                config.partitions,
+                config.partition_groups,
+                config.cores
+            ),
+        );
+        row(
+            "create",
+            format!("every topic in {:.2} s", self.create_secs),
+        );
+        settle_rows("settle (from spawn)", &self.settle, &mut row);
+        if let Some(idle) = &self.idle {
+            idle_rows("idle", idle, &mut row);
+        }
+        if let Some(restart) = &self.restart {
+            restart_rows(restart, &mut row);
+        }
+        if let Some(kill) = &self.kill {
+            kill_rows(kill, &mut row);
+        }
+        if let Some(throughput) = &self.throughput {
+            throughput_rows(throughput, &mut row);
+        }
+        let notes = [
+            ("skipped", &self.skipped),
+            ("node exited", &self.node_exits),
+            ("error", &self.errors),
+        ];
+        for (name, lines) in notes {
+            for line in lines {
+                row(name, line.clone());
+            }
+        }
+        row(
+            "result",
+            if self.passed() { "PASS" } else { "FAIL" }.to_owned(),
+        );
+        table(&rows)
+    }
+}
+
+fn settle_rows(name: &str, settle: &SettlePhase, row: &mut impl FnMut(&str, String)) {
+    let changes = settle.view_changes;
+    let outcome = if settle.settled {
+        format!("every group normal after {:.2} s", settle.secs)
+    } else {
+        format!(
+            "NOT settled after {:.2} s: {}",
+            settle.secs,
+            settle.unsettled.as_deref().unwrap_or("?")
+        )
+    };
+    row(
+        name,
+        format!(
+            "{outcome}; view changes: {} partition, {} metadata",
+            changes.partition_groups, changes.metadata_group
+        ),
+    );
+    for node in &settle.nodes {
+        row(
+            &format!("  node {}", node.node),
+            format!(
+                "groups_hosted {}, groups_quiet {}, view_changes_total {}",
+                node.groups_hosted, node.groups_quiet, node.view_changes_total
+            ),
+        );
+    }
+}
+
+fn idle_rows(name: &str, idle: &IdlePhase, row: &mut impl FnMut(&str, String)) {
+    let quiet = if idle.quiet {
+        format!("every group quiet after {:.2} s", idle.quiet_secs)
+    } else {
+        let counts: Vec<String> = idle
+            .quiet_nodes
+            .iter()
+            .map(|node| {
+                format!(
+                    "node {} {}/{}",
+                    node.node, node.groups_quiet, node.groups_hosted
+                )
+            })
+            .collect();
+        format!(
+            "NOT all quiet after {:.2} s (quiet/hosted: {})",
+            idle.quiet_secs,
+            counts.join(", ")
+        )
+    };
+    row(&format!("{name}: quiet"), quiet);
+    for node in &idle.nodes {
+        row(
+            &format!("  node {}", node.node),
+            format!(
+                "cpu {:.2} %, rss {:.1} MiB, {} threads, {}/{} groups quiet",
+                node.cpu_percent, node.rss_mib, node.threads, node.groups_quiet, node.groups_hosted
+            ),
+        );
+    }
+    row(
+        &format!("{name}: all nodes"),
+        format!(
+            "cpu {:.2} % of one core over {:.1} s, rss {:.1} MiB",
+            idle.cpu_percent_total,
+            idle.measured_secs,
+            idle.rss_bytes_total as f64 / MIB_BYTES
+        ),
+    );
+}
+
+fn restart_rows(restart: &RestartPhase, row: &mut impl FnMut(&str, String)) {
+    let mut shutdown = format!(
+        "every node exited {:.2} s after SIGTERM",
+        restart.shutdown_secs
+    );
+    for exit in restart.terminations.iter().filter(|exit| !exit.success) {
+        let how = if exit.killed {
+            "SIGKILLed"
+        } else {
+            "unclean exit"
+        };
+        let _ = write!(shutdown, "; node {} {how} ({})", exit.node, exit.status);
+    }
+    row("restart: shutdown", shutdown);
+    settle_rows("restart: settle", &restart.settle, row);
+    if let Some(idle) = &restart.idle {
+        idle_rows("restart: idle", idle, row);
+    }
+}
+
+fn kill_rows(kill: &KillPhase, row: &mut impl FnMut(&str, String)) {
+    let last = kill
+        .last_write_ms
+        .map_or("none".to_owned(), |ms| format!("{ms} ms"));
+    let mut writes = format!(
+        "node {} (primary of {} partitions) SIGKILLed; {}/{} took a write again, the last {last} \
+         after the kill",
+        kill.killed_node, kill.partitions_led, kill.writes_accepted, kill.partitions_led
+    );
+    if let Some(error) = &kill.first_error {
+        let _ = write!(writes, " (first error: {error})");
+    }
+    row("kill: writes", writes);
+    settle_rows("kill: settle after restart", &kill.restart, row);
+}
+
+fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, String)) {
+    let produced = &throughput.produced;
+    let mut line = format!(
+        "{} records to {} partitions in {:.1} s: {:.0} msgs/s, {:.2} MB/s ({} failed)",
+        produced.records,
+        throughput.partitions,
+        produced.seconds,
+        produced.records_per_sec,
+        produced.megabytes_per_sec,
+        throughput.failed
+    );
+    if let Some(error) = &throughput.first_error {
+        let _ = write!(line, "; first error: {error}");
+    }
+    row("throughput", line);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settle(settled: bool) -> SettlePhase {
+        SettlePhase {
+            settled,
+            secs: 1.5,
+            view_changes: ViewChanges::default(),
+            nodes: Vec::new(),
+            unsettled: (!settled).then(|| "group 3 short".to_owned()),
+        }
+    }
+
+    fn report() -> ScaleReport {
+        ScaleReport {
+            config: ScaleConfig {
+                nodes: 3,
+                replicas: 3,
+                topics: 2,
+                partitions: 3,
+                partition_groups: 6,
+                idle_secs: 1.0,
+                settle_timeout_secs: 60.0,
+                restart: false,
+                kill: true,
+                produce_secs: 0.0,
+                message_size: 100,
+                batch: 100,
+                cores: 2,
+            },
+            create_secs: 0.5,
+            settle: settle(true),
+            idle: None,
+            restart: None,
+            kill: Some(KillPhase {
+                killed_node: 1,
+                partitions_led: 4,
+                writes_accepted: 4,
+                last_write_ms: Some(700),
+                first_error: None,
+                restart: settle(true),
+            }),
+            throughput: None,
+            skipped: Vec::new(),
+            node_exits: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_run_passes_when_every_phase_settles() {
+        let report = report();
+        assert!(report.passed(), "{}", report.summary());
+        assert!(report.summary().contains("4/4 took a write again"));
+    }
+
+    #[test]
+    fn an_unsettled_phase_or_a_stuck_write_fails_the_run() {
+        let mut unsettled = report();
+        unsettled.settle = settle(false);
+        assert!(!unsettled.passed());
+        assert!(
+            unsettled
+                .summary()
+                .contains("NOT settled after 1.50 s: group 3 short")
+        );
+        let mut stuck = report();
+        if let Some(kill) = stuck.kill.as_mut() {
+            kill.writes_accepted = 3;
+        }
+        assert!(!stuck.passed());
+        let mut exited = report();
+        exited.node_exits.push("node 2: signal 6".to_owned());
+        assert!(!exited.passed());
+    }
+}

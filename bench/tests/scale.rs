@@ -1,0 +1,105 @@
+//! End to end: the `strand-scale` binary against a real 3-node cluster of
+//! `strand-server` processes, small enough to take seconds: 2 topics of 3
+//! partitions, a clean restart, a primary kill, a 1-second load. It must
+//! exit 0 and its JSON report must hold every phase's figures.
+//!
+//! The server binary must already be built in this profile
+//! (`cargo build -p strand-server`); this test never builds it.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::Value;
+
+/// `target/<profile>/strand-server`, found from this test executable's path
+/// (`target/<profile>/deps/scale-…`).
+fn server_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test executable sits in target/<profile>/deps");
+    let server = profile_dir.join("strand-server");
+    assert!(
+        server.is_file(),
+        "{} is missing: build it first with `cargo build -p strand-server`; this test does \
+         not build it",
+        server.display()
+    );
+    server
+}
+
+/// The value at `path` (`a.b.0.c`) of `json`, which must be there.
+fn field<'a>(json: &'a Value, path: &str) -> &'a Value {
+    let mut value = json;
+    for key in path.split('.') {
+        value = match key.parse::<usize>() {
+            Ok(index) => &value[index],
+            Err(_) => &value[key],
+        };
+        assert!(!value.is_null(), "{path}: no {key} in\n{json:#}");
+    }
+    value
+}
+
+#[test]
+fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let json_path = dir.path().join("scale.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_strand-scale"))
+        .arg("--server-bin")
+        .arg(server_binary())
+        .arg("--data-dir")
+        .arg(dir.path().join("cluster"))
+        .args(["--topics", "2", "--partitions", "3"])
+        .args(["--idle-secs", "1", "--produce-secs", "1"])
+        .args(["--settle-timeout-secs", "20", "--restart", "--kill"])
+        .arg("--json")
+        .arg(&json_path)
+        .arg("--quiet")
+        .output()
+        .expect("strand-scale runs");
+    let summary = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{}\n{summary}\n{stderr}",
+        output.status
+    );
+    assert!(summary.contains("PASS"), "{summary}");
+
+    let text = std::fs::read_to_string(&json_path).expect("the JSON report");
+    let json: Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(field(&json, "config.partition_groups"), 6);
+    assert!(field(&json, "create_secs").as_f64() > Some(0.0));
+    assert_eq!(field(&json, "settle.settled"), true);
+    assert!(field(&json, "settle.secs").as_f64() > Some(0.0));
+    field(&json, "settle.view_changes.partition_groups");
+    for node in 0..3 {
+        // 6 partition groups and the metadata plane on every node.
+        assert_eq!(
+            field(&json, &format!("settle.nodes.{node}.groups_hosted")),
+            7
+        );
+        let idle = format!("idle.nodes.{node}");
+        assert!(field(&json, &format!("{idle}.rss_bytes")).as_u64() > Some(0));
+        assert!(field(&json, &format!("{idle}.threads")).as_u64() > Some(0));
+        field(&json, &format!("{idle}.cpu_percent"));
+    }
+    field(&json, "idle.cpu_percent_total");
+    assert_eq!(field(&json, "restart.settle.settled"), true);
+    assert_eq!(field(&json, "restart.terminations.0.success"), true);
+    field(&json, "restart.idle.nodes.0.rss_mib");
+    let led = field(&json, "kill.partitions_led")
+        .as_u64()
+        .expect("a count");
+    assert!(led >= 1, "{text}");
+    assert_eq!(field(&json, "kill.writes_accepted").as_u64(), Some(led));
+    field(&json, "kill.last_write_ms");
+    assert_eq!(field(&json, "kill.restart.settled"), true);
+    assert!(field(&json, "throughput.produced.records").as_u64() > Some(0));
+    field(&json, "throughput.produced.megabytes_per_sec");
+    eprintln!("scale run took {:?}", started.elapsed());
+}
