@@ -21,6 +21,7 @@
 //! | [`client_port`] | client connections: local answers and routing |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
 //! | [`node`] | a node's lifetime: start, host partitions, shut down |
+//! | [`limits`] | the open-files limit: raised at start, partitions it allows |
 //! | [`dev_cluster`] | `strand-server dev-cluster` |
 //!
 //! Invariants that matter most:
@@ -36,6 +37,7 @@ pub mod client_port;
 pub mod config;
 pub mod dev_cluster;
 pub mod group;
+pub mod limits;
 pub mod metrics;
 pub mod node;
 pub mod replies;

@@ -95,10 +95,25 @@ async fn bind(address: &str, what: &'static str) -> Result<TcpListener, NodeErro
         })
 }
 
+/// Raises the open-files limit and says how many partitions it allows (a
+/// node past it cannot open a partition's files: the group stays down and
+/// its log says "Too many open files").
+fn log_open_files_limit() {
+    match crate::limits::raise_open_files_limit() {
+        Some(limit) => tracing::info!(
+            limit,
+            partitions = crate::limits::partitions_within(limit),
+            "node: open-files limit (room for about this many partitions)"
+        ),
+        None => tracing::info!("node: no open-files limit"),
+    }
+}
+
 async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     // First: a SIGTERM that comes while the node starts is a clean
     // shutdown too, not the default action (an exit by signal).
     let mut signals = Signals::new()?;
+    log_open_files_limit();
     let me = config.me().clone();
     let bus_listener = bind(&me.replica_address, "replica bus").await?;
     let client_listener = bind(&me.client_address, "client port").await?;

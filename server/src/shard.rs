@@ -13,9 +13,10 @@
 //! retransmits; client requests beyond it are answered `Busy` by the
 //! caller); nothing is allocated per group up front. Starting and stopping
 //! groups goes through an unbounded control queue, polled on every turn
-//! and at least once per tick, so neither is ever lost to a full inbox.
+//! and at least once per tick, so neither is ever lost to a full inbox;
+//! groups waiting to open are opened [`OPENS_PER_TURN_MAX`] per turn.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::mpsc::{
     Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
@@ -38,6 +39,14 @@ pub const SHARDS_MAX: usize = 256;
 
 /// Inputs drained per turn before the touched groups settle.
 const INPUTS_PER_TURN_MAX: usize = 1024;
+
+/// Groups opened per turn at most. Opening creates or reads a partition's
+/// files (and syncs them): a node told to host thousands of groups at once
+/// opens them a few per turn, so the groups it already hosts keep their
+/// timers and answer their peers in between, rather than waiting seconds
+/// and being replaced by view changes. A group that gets an input while it
+/// waits is opened at once.
+const OPENS_PER_TURN_MAX: usize = 4;
 
 /// A group's inbox: its shard's, addressed to the group.
 #[derive(Clone)]
@@ -135,6 +144,7 @@ impl Shards {
                 actors: BTreeMap::new(),
                 awake: BTreeSet::new(),
                 touched: Vec::new(),
+                opening: VecDeque::new(),
                 tick: Duration::from_millis(shared.config.tick_ms),
                 stop_requested: false,
             };
@@ -237,6 +247,8 @@ struct Shard {
     awake: BTreeSet<u64>,
     /// Groups that took inputs this turn (settled once each).
     touched: Vec<u64>,
+    /// Groups it was asked to host and has not opened yet, in order.
+    opening: VecDeque<Start>,
     tick: Duration,
     stop_requested: bool,
 }
@@ -248,7 +260,12 @@ impl Shard {
             if self.take_controls() {
                 break;
             }
-            let wait = next_tick.saturating_duration_since(Instant::now());
+            self.open_some();
+            let wait = if self.opening.is_empty() {
+                next_tick.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
             match self.inputs.recv_timeout(wait) {
                 Ok((group, input)) => {
                     self.deliver(group, input);
@@ -277,6 +294,9 @@ impl Shard {
             }
             self.settle_touched();
         }
+        for start in std::mem::take(&mut self.opening) {
+            self.shared.unregister(start.spec.group);
+        }
         for (group, mut actor) in std::mem::take(&mut self.actors) {
             actor.shut_down();
             if !self.awake.remove(&group) {
@@ -291,8 +311,9 @@ impl Shard {
     fn take_controls(&mut self) -> bool {
         while let Ok(control) = self.controls.try_recv() {
             match control {
-                Control::Start(start) => self.open(*start),
+                Control::Start(start) => self.opening.push_back(*start),
                 Control::Deliver(group, input) => {
+                    self.open_now(group);
                     if let Some(actor) = self.actors.get_mut(&group) {
                         actor.on_input(input);
                         self.touched.push(group);
@@ -308,6 +329,28 @@ impl Shard {
             }
         }
         self.stop_requested
+    }
+
+    /// Opens the next few groups waiting to open.
+    fn open_some(&mut self) {
+        for _ in 0..OPENS_PER_TURN_MAX {
+            let Some(start) = self.opening.pop_front() else {
+                return;
+            };
+            self.open(start);
+        }
+    }
+
+    /// Opens `group` now if it waits to open (an input arrived for it).
+    fn open_now(&mut self, group: u64) {
+        if let Some(at) = self
+            .opening
+            .iter()
+            .position(|start| start.spec.group == group)
+        {
+            let start = self.opening.remove(at).expect("a position in the queue");
+            self.open(start);
+        }
     }
 
     fn open(&mut self, start: Start) {
@@ -340,6 +383,7 @@ impl Shard {
         if !self.actors.contains_key(&group) {
             // Its handle was registered before the shard opened it.
             self.take_controls();
+            self.open_now(group);
         }
         let Some(actor) = self.actors.get_mut(&group) else {
             return; // not hosted (any more): peers retransmit, clients retry
