@@ -6,29 +6,12 @@
 //! The server binary must already be built in this profile
 //! (`cargo build -p strand-server`); this test never builds it.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
 use std::time::Instant;
 
 use serde_json::Value;
-
-/// `target/<profile>/strand-server`, found from this test executable's path
-/// (`target/<profile>/deps/scale-…`).
-fn server_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test executable sits in target/<profile>/deps");
-    let server = profile_dir.join("strand-server");
-    assert!(
-        server.is_file(),
-        "{} is missing: build it first with `cargo build -p strand-server`; this test does \
-         not build it",
-        server.display()
-    );
-    server
-}
 
 /// The value at `path` (`a.b.0.c`) of `json`, which must be there.
 fn field<'a>(json: &'a Value, path: &str) -> &'a Value {
@@ -50,7 +33,7 @@ fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
     let json_path = dir.path().join("scale.json");
     let output = Command::new(env!("CARGO_BIN_EXE_strand-scale"))
         .arg("--server-bin")
-        .arg(server_binary())
+        .arg(common::server_binary())
         .arg("--data-dir")
         .arg(dir.path().join("cluster"))
         .args(["--topics", "2", "--partitions", "3"])

@@ -8,29 +8,13 @@
 //! (`cargo build -p strand-server`; `cargo test --workspace` builds it for
 //! strand-server's own tests). This test never builds it.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::Instant;
 
 use clap::Parser;
 use strand_bench::Options;
-
-/// `target/<profile>/strand-server`, found from this test executable's path
-/// (`target/<profile>/deps/smoke-…`).
-fn server_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test executable sits in target/<profile>/deps");
-    let server = profile_dir.join("strand-server");
-    assert!(
-        server.is_file(),
-        "{} is missing: build it first with `cargo build -p strand-server` \
-         (`cargo test --workspace` builds it too); this test does not build it",
-        server.display()
-    );
-    server
-}
 
 /// A 4-second load at 2,000 records/s with a tailing consumer; the
 /// primary is killed at 1 s and restarted at 2 s.
@@ -80,7 +64,7 @@ fn print_node_logs(dir: &Path) {
 
 #[test]
 fn a_small_load_survives_a_primary_kill_and_reads_back_exactly_once() {
-    let server = server_binary();
+    let server = common::server_binary();
     let started = Instant::now();
     let data_dir = tempfile::tempdir().expect("a temp dir");
     let options = smoke_options(&server, data_dir.path());

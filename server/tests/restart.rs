@@ -54,6 +54,20 @@ async fn produce(client: &Client, round: u32, count: u64, expected: &mut Expecte
     }
 }
 
+/// Connects and creates topic `s/t` of [`PARTITIONS`] partitions on three
+/// replicas under `durability` (its cursors too).
+async fn topic_s_t(bootstrap: Vec<String>, durability: Durability) -> Client {
+    let client = common::connect(bootstrap, Instant::now() + Duration::from_secs(60)).await;
+    client.create_stream("s").await.expect("create stream");
+    let mut spec = TopicSpec::new("s", "t");
+    spec.partition_count = PARTITIONS;
+    spec.replica_count = 3;
+    spec.durability = Some(durability);
+    spec.consumer_offset_durability = Some(durability);
+    client.create_topic(spec).await.expect("create topic");
+    client
+}
+
 /// Reads every partition back and compares with `expected`.
 async fn read_back(client: &Client, expected: &Expected, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -81,15 +95,7 @@ fn a_full_cluster_sigkill_under_persisted_loses_nothing() {
     let mut expected: Expected = vec![Vec::new(); PARTITIONS as usize];
 
     runtime.block_on(async {
-        let client =
-            common::connect(bootstrap.clone(), Instant::now() + Duration::from_secs(60)).await;
-        client.create_stream("s").await.expect("create stream");
-        let mut spec = TopicSpec::new("s", "t");
-        spec.partition_count = PARTITIONS;
-        spec.replica_count = 3;
-        spec.durability = Some(Durability::Persisted);
-        spec.consumer_offset_durability = Some(Durability::Persisted);
-        client.create_topic(spec).await.expect("create topic");
+        let client = topic_s_t(bootstrap.clone(), Durability::Persisted).await;
         produce(&client, 0, RECORDS, &mut expected).await;
         read_back(&client, &expected, "before the crash").await;
     });
@@ -147,15 +153,8 @@ fn a_clean_restart_of_every_node_changes_no_view_and_loses_nothing() {
     let runtime = common::runtime();
     let mut expected: Expected = vec![Vec::new(); PARTITIONS as usize];
     let client = runtime.block_on(async {
-        let client =
-            common::connect(bootstrap.clone(), Instant::now() + Duration::from_secs(60)).await;
-        client.create_stream("s").await.expect("create stream");
-        let mut spec = TopicSpec::new("s", "t");
-        spec.partition_count = PARTITIONS;
-        spec.replica_count = 3;
         // Acknowledged before the fsync: the clean shutdown must sync them.
-        spec.durability = Some(Durability::Replicated);
-        client.create_topic(spec).await.expect("create topic");
+        let client = topic_s_t(bootstrap.clone(), Durability::Replicated).await;
         produce(&client, 0, RECORDS / 3, &mut expected).await;
         client
     });

@@ -121,19 +121,8 @@ pub async fn wait_quiet(
             return (quiet, started.elapsed().as_secs_f64(), figures);
         }
         if said_at.elapsed() >= PROGRESS_INTERVAL {
-            let counts: Vec<String> = figures
-                .iter()
-                .map(|node| {
-                    format!(
-                        "node {} {}/{}",
-                        node.node, node.groups_quiet, node.groups_hosted
-                    )
-                })
-                .collect();
-            progress.say(format!(
-                "waiting for quiet (quiet/hosted): {}",
-                counts.join(", ")
-            ));
+            let counts = super::report::quiet_counts(&figures);
+            progress.say(format!("waiting for quiet (quiet/hosted): {}", counts));
             said_at = Instant::now();
         }
         tokio::time::sleep(POLL_INTERVAL).await;

@@ -275,20 +275,10 @@ fn idle_rows(name: &str, idle: &IdlePhase, row: &mut impl FnMut(&str, String)) {
     let quiet = if idle.quiet {
         format!("every group quiet after {:.2} s", idle.quiet_secs)
     } else {
-        let counts: Vec<String> = idle
-            .quiet_nodes
-            .iter()
-            .map(|node| {
-                format!(
-                    "node {} {}/{}",
-                    node.node, node.groups_quiet, node.groups_hosted
-                )
-            })
-            .collect();
+        let counts = quiet_counts(&idle.quiet_nodes);
         format!(
             "NOT all quiet after {:.2} s (quiet/hosted: {})",
-            idle.quiet_secs,
-            counts.join(", ")
+            idle.quiet_secs, counts
         )
     };
     row(&format!("{name}: quiet"), quiet);
@@ -363,6 +353,20 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
         let _ = write!(line, "; first error: {error}");
     }
     row("throughput", line);
+}
+
+/// `node N quiet/hosted, ...`: how far each node is from all quiet.
+pub fn quiet_counts(nodes: &[NodeMetrics]) -> String {
+    let counts: Vec<String> = nodes
+        .iter()
+        .map(|node| {
+            format!(
+                "node {} {}/{}",
+                node.node, node.groups_quiet, node.groups_hosted
+            )
+        })
+        .collect();
+    counts.join(", ")
 }
 
 #[cfg(test)]
