@@ -64,6 +64,18 @@ pub use options::Options;
 pub use report::Report;
 pub use run::run;
 
+/// Writes `report` as pretty JSON (and a newline) to `path`: every mode's
+/// `--json`.
+pub fn write_json(
+    path: &std::path::Path,
+    report: &impl serde::Serialize,
+) -> Result<(), BenchError> {
+    let json = serde_json::to_string_pretty(report)
+        .map_err(|error| BenchError::Output(format!("report as JSON: {error}")))?;
+    std::fs::write(path, json + "\n")
+        .map_err(|error| BenchError::Output(format!("cannot write {}: {error}", path.display())))
+}
+
 /// The SVG plot of a report: throughput and p99 per second, kill and
 /// restart marked.
 pub fn plot_report(report: &Report) -> String {

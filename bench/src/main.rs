@@ -41,11 +41,7 @@ fn main() -> ExitCode {
 
 fn write_outputs(options: &Options, report: &Report) -> Result<(), BenchError> {
     if let Some(path) = &options.json {
-        let json = serde_json::to_string_pretty(report)
-            .map_err(|error| BenchError::Output(format!("report as JSON: {error}")))?;
-        std::fs::write(path, json + "\n").map_err(|error| {
-            BenchError::Output(format!("cannot write {}: {error}", path.display()))
-        })?;
+        strand_bench::write_json(path, report)?;
     }
     if let Some(path) = &options.plot {
         std::fs::write(path, strand_bench::plot_report(report)).map_err(|error| {

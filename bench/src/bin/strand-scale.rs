@@ -5,8 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use strand_bench::BenchError;
-use strand_bench::scale::{ScaleOptions, ScaleReport};
+use strand_bench::scale::ScaleOptions;
 
 fn main() -> ExitCode {
     let options = ScaleOptions::parse();
@@ -28,7 +27,9 @@ fn main() -> ExitCode {
         }
     };
     print!("{}", report.summary());
-    if let Err(error) = write_json(&options, &report) {
+    if let Some(path) = &options.json
+        && let Err(error) = strand_bench::write_json(path, &report)
+    {
         eprintln!("strand-scale: {error}");
         return ExitCode::from(2);
     }
@@ -37,14 +38,4 @@ fn main() -> ExitCode {
     } else {
         ExitCode::from(1)
     }
-}
-
-fn write_json(options: &ScaleOptions, report: &ScaleReport) -> Result<(), BenchError> {
-    let Some(path) = &options.json else {
-        return Ok(());
-    };
-    let json = serde_json::to_string_pretty(report)
-        .map_err(|error| BenchError::Output(format!("report as JSON: {error}")))?;
-    std::fs::write(path, json + "\n")
-        .map_err(|error| BenchError::Output(format!("cannot write {}: {error}", path.display())))
 }
