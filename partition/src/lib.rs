@@ -16,7 +16,7 @@
 //! |---|---|
 //! | [`layout`] | every path and file name |
 //! | [`error`] | [`PartitionError`] |
-//! | [`disk`] | the [`Disk`] trait: real files over the threaded WAL ([`FileDisk`]), the WAL's in-memory crash-modelling disk ([`MemoryDisk`]) |
+//! | [`disk`] | the [`Disk`] trait: real files over the threaded WAL ([`FileDisk`]) with a node's bounded read descriptors ([`ReadHandles`]), the WAL's in-memory crash-modelling disk ([`MemoryDisk`]) |
 //! | `io` | naming WAL requests, sorting their completions |
 //! | [`superblock`] | the two-copy checksummed superblock |
 //! | `entry`, `scan` | a log entry (one prepare per frame); scanning a segment past its faults |
@@ -87,7 +87,7 @@ mod writes;
 
 pub use cursors::CursorFindings;
 pub use cut::{CutOutcome, CutPoint};
-pub use disk::{Disk, FileDisk, MemoryDisk, WaitError};
+pub use disk::{Disk, FileDisk, MemoryDisk, ReadHandles, WaitError};
 pub use error::PartitionError;
 pub use log_reads::FetchedBatch;
 pub use log_recovery::{IndexRebuild, SegmentDamage};

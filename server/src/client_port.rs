@@ -386,6 +386,7 @@ mod tests {
     use std::path::Path;
 
     use bytes::BytesMut;
+    use strand_partition::ReadHandles;
     use strand_wire::{FrameDecoder, ViewId};
 
     use super::*;
@@ -404,7 +405,7 @@ mod tests {
     fn shared() -> Shared {
         let config = NodeConfig::parse(Path::new("node.toml"), CONFIG, Overrides::default())
             .expect("a valid configuration");
-        Shared::new(config, BTreeMap::new())
+        Shared::new(config, BTreeMap::new(), ReadHandles::new(16))
     }
 
     /// Asks `shared` for metadata (of `stream`, if given); the answer's

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use strand_consensus::epoch::Membership;
 use strand_consensus::{ClientRequest, Config, Event, Status, Timeouts, WaitReason};
-use strand_partition::{FileDisk, PartitionConfig};
+use strand_partition::{FileDisk, PartitionConfig, ReadHandles};
 use strand_wal::Wal;
 use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
@@ -258,9 +258,13 @@ impl Actor {
                 .then(|| spec.slots.iter().flatten().copied().collect()),
             storage: PartitionConfig::default(),
         };
-        let disk = disk_for(&wal, &inbox);
-        let (host, _) =
-            GroupHost::open(&host_spec, disk, Box::new(move || disk_for(&wal, &inbox)))?;
+        let read_handles = shared.read_handles.clone();
+        let disk = disk_for(&wal, &read_handles, &inbox);
+        let (host, _) = GroupHost::open(
+            &host_spec,
+            disk,
+            Box::new(move || disk_for(&wal, &read_handles, &inbox)),
+        )?;
         if let Some(catalog) = host.replica().machine().catalog() {
             shared.publish_catalog(catalog.clone());
         }
@@ -976,13 +980,14 @@ fn attention_reason(reason: WaitReason) -> AttentionReason {
     }
 }
 
-/// A disk on `wal` whose completions wake the actor behind `inbox`.
-fn disk_for(wal: &Wal, inbox: &GroupInbox) -> FileDisk {
+/// A disk on `wal`, reading through the node's `read_handles`, whose
+/// completions wake the actor behind `inbox`.
+fn disk_for(wal: &Wal, read_handles: &ReadHandles, inbox: &GroupInbox) -> FileDisk {
     let inbox = inbox.clone();
     let notify = move || {
         // A full inbox is about to be drained anyway; storage is polled
         // after every input.
         let _ = inbox.try_send(Input::Storage);
     };
-    FileDisk::with_notify(wal.clone(), notify)
+    FileDisk::with_notify(wal.clone(), notify).with_read_handles(read_handles.clone())
 }

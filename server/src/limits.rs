@@ -1,16 +1,46 @@
-//! The process limits a node depends on. Each hosted partition keeps a few
-//! files open (its active segment, that segment's index, its cursor log), so
-//! the open-files limit bounds how many partitions a node can host: a node
-//! raises its soft limit to the hard one at start and says what that allows.
+//! The process limits a node depends on, and how it spends its open-files
+//! limit. A node raises its soft limit to the hard one at start and splits
+//! it: a margin for sockets and short-lived opens, most of the rest for the
+//! WAL's files (active segments, cursor logs, superblocks) and a share for
+//! read descriptors. Both pools are bounded and give descriptors of idle
+//! files back (see `strand_wal::WalCore::set_descriptors_max` and
+//! `strand_partition::ReadHandles`), so the limit bounds how many partitions
+//! are *busy* at once, not how many a node hosts.
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
-/// Files a hosted partition keeps open.
-pub const FILES_PER_PARTITION: u64 = 3;
-
 /// Files the node keeps open besides its partitions' (listeners, peer and
-/// client connections, the WAL's rings, logs), as a margin.
-pub const FILES_RESERVED: u64 = 512;
+/// client connections, the WAL's rings, directory syncs, logs), as a margin.
+pub const FILES_RESERVED: u64 = 1024;
+
+/// The least either pool gets, however low the limit.
+const POOL_MIN: usize = 16;
+
+/// Used when the process has no open-files limit at all.
+const UNLIMITED_AS: u64 = 1 << 20;
+
+/// How the node spends its open-files limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DescriptorBudget {
+    /// Descriptors the WAL writer holds at once.
+    pub wal: usize,
+    /// Read descriptors shared by the node's partitions.
+    pub reads: usize,
+}
+
+impl DescriptorBudget {
+    /// The split of `limit` (`None`: unlimited): the margin first, then three
+    /// quarters for the WAL and a quarter for reads.
+    pub fn within(limit: Option<u64>) -> DescriptorBudget {
+        let spendable = limit.unwrap_or(UNLIMITED_AS).saturating_sub(FILES_RESERVED);
+        let wal = usize::try_from(spendable / 4 * 3).unwrap_or(usize::MAX);
+        let reads = usize::try_from(spendable / 4).unwrap_or(usize::MAX);
+        DescriptorBudget {
+            wal: wal.max(POOL_MIN),
+            reads: reads.max(POOL_MIN),
+        }
+    }
+}
 
 /// Raises the soft open-files limit to the hard one (no privilege needed);
 /// returns the limit in force afterwards (`None`: unlimited).
@@ -29,11 +59,6 @@ pub fn raise_open_files_limit() -> Option<u64> {
     getrlimit(Resource::Nofile).current
 }
 
-/// How many partitions `limit` open files leave room for.
-pub fn partitions_within(limit: u64) -> u64 {
-    limit.saturating_sub(FILES_RESERVED) / FILES_PER_PARTITION
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,8 +70,12 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_keeps_a_margin() {
-        assert_eq!(partitions_within(20_000), (20_000 - 512) / 3);
-        assert_eq!(partitions_within(100), 0);
+    fn the_budget_keeps_a_margin_and_a_floor() {
+        let budget = DescriptorBudget::within(Some(20_000));
+        assert_eq!(budget.wal, (20_000 - 1024) / 4 * 3);
+        assert_eq!(budget.reads, (20_000 - 1024) / 4);
+        assert!(budget.wal + budget.reads + FILES_RESERVED as usize <= 20_000);
+        let tiny = DescriptorBudget::within(Some(100));
+        assert_eq!((tiny.wal, tiny.reads), (POOL_MIN, POOL_MIN));
     }
 }

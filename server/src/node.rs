@@ -14,10 +14,12 @@ use crate::bus;
 use crate::client_port;
 use crate::config::NodeConfig;
 use crate::group::{GroupSpec, Hosted, Input};
+use crate::limits::DescriptorBudget;
 use crate::metrics::{self, WalMetrics};
 use crate::shard::Shards;
 use crate::shared::{EpochReport, Shared};
 use strand_host::catalog::Assignment;
+use strand_partition::ReadHandles;
 
 /// Why a node could not start (or stopped badly).
 #[derive(Debug, thiserror::Error)]
@@ -98,22 +100,24 @@ async fn bind(address: &str, what: &'static str) -> Result<TcpListener, NodeErro
 /// Raises the open-files limit and says how many partitions it allows (a
 /// node past it cannot open a partition's files: the group stays down and
 /// its log says "Too many open files").
-fn log_open_files_limit() {
-    match crate::limits::raise_open_files_limit() {
-        Some(limit) => tracing::info!(
-            limit,
-            partitions = crate::limits::partitions_within(limit),
-            "node: open-files limit (room for about this many partitions)"
-        ),
-        None => tracing::info!("node: no open-files limit"),
-    }
+/// Raises the open-files limit and splits it between the WAL and reads.
+fn descriptor_budget() -> DescriptorBudget {
+    let limit = crate::limits::raise_open_files_limit();
+    let budget = DescriptorBudget::within(limit);
+    tracing::info!(
+        limit = ?limit,
+        wal_descriptors = budget.wal,
+        read_descriptors = budget.reads,
+        "node: open-files limit; idle partitions give their descriptors back past these"
+    );
+    budget
 }
 
 async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     // First: a SIGTERM that comes while the node starts is a clean
     // shutdown too, not the default action (an exit by signal).
     let mut signals = Signals::new()?;
-    log_open_files_limit();
+    let budget = descriptor_budget();
     let me = config.me().clone();
     let bus_listener = bind(&me.replica_address, "replica bus").await?;
     let client_listener = bind(&me.client_address, "client port").await?;
@@ -122,13 +126,14 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     }
     let wal = Wal::start(WalConfig {
         observer: Some(Arc::new(WalMetrics)),
+        descriptors_max: budget.wal,
         ..WalConfig::default()
     })
     .map_err(|error| NodeError::Wal(error.to_string()))?;
     let (senders, receivers) = bus::queues(config.node, config.peers.iter().map(|peer| peer.id));
     let nodes: Vec<u32> = config.peers.iter().map(|peer| peer.id).collect();
     let data_dir = config.data_dir.clone();
-    let shared = Arc::new(Shared::new(config, senders));
+    let shared = Arc::new(Shared::new(config, senders, ReadHandles::new(budget.reads)));
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
     let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();

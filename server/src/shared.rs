@@ -17,6 +17,7 @@ use crate::config::NodeConfig;
 use crate::group::Input;
 use crate::shard::GroupInbox;
 use strand_host::catalog::{Assignment, Catalog};
+use strand_partition::ReadHandles;
 
 /// A hosted group's inbox and identity.
 #[derive(Clone)]
@@ -101,6 +102,8 @@ pub struct Shared {
     heard_ms: BTreeMap<u32, AtomicU64>,
     /// Peers the node-level liveness suspects right now.
     suspected: Mutex<BTreeSet<u32>>,
+    /// The read descriptors of every partition on the node, under one bound.
+    pub read_handles: ReadHandles,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -116,7 +119,11 @@ pub struct EpochReport {
 
 impl Shared {
     /// Shared state for a node whose bus queues to each peer are `peers`.
-    pub fn new(config: NodeConfig, peers: BTreeMap<u32, mpsc::Sender<Bytes>>) -> Shared {
+    pub fn new(
+        config: NodeConfig,
+        peers: BTreeMap<u32, mpsc::Sender<Bytes>>,
+        read_handles: ReadHandles,
+    ) -> Shared {
         let nodes = config.peers.iter().map(|peer| peer.id).collect();
         Shared {
             config,
@@ -135,6 +142,7 @@ impl Shared {
                 .collect(),
             suspected: Mutex::new(BTreeSet::new()),
             peers,
+            read_handles,
         }
     }
 

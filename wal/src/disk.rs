@@ -2,11 +2,17 @@
 //!
 //! The fallback backend where io_uring cannot be set up, and the engine under
 //! [`crate::UringStorage`] for everything but batched writes and syncs.
+//!
+//! A file's descriptor may be released while the file stays open
+//! ([`Storage::release_descriptor`]); the next operation on it reopens its
+//! path and checks that it is still the same file (device and inode), so a
+//! path that now names another file fails the operation instead of writing
+//! into the wrong one.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
@@ -27,8 +33,31 @@ pub struct DiskStorage {
 
 #[derive(Debug)]
 struct DiskFile {
-    handle: File,
+    /// `None` while the descriptor is released; reopened on the next use.
+    handle: Option<File>,
     path: PathBuf,
+    /// Device and inode at open: what a reopen of `path` must find.
+    identity: (u64, u64),
+}
+
+impl DiskFile {
+    /// The descriptor, reopening the path if it was released.
+    fn handle(&mut self) -> io::Result<&File> {
+        if self.handle.is_none() {
+            let handle = OpenOptions::new().read(true).write(true).open(&self.path)?;
+            if identity_of(&handle)? != self.identity {
+                // The path now names another file (moved or replaced).
+                return Err(io::Error::from_raw_os_error(libc::ESTALE));
+            }
+            self.handle = Some(handle);
+        }
+        Ok(self.handle.as_ref().expect("just opened"))
+    }
+}
+
+fn identity_of(handle: &File) -> io::Result<(u64, u64)> {
+    let metadata = handle.metadata()?;
+    Ok((metadata.dev(), metadata.ino()))
 }
 
 impl DiskStorage {
@@ -37,13 +66,19 @@ impl DiskStorage {
         DiskStorage::default()
     }
 
-    /// The raw descriptor of an open file (for the io_uring backend).
-    pub(crate) fn raw_fd(&self, file: FileId) -> io::Result<RawFd> {
-        Ok(self.get(file)?.handle.as_raw_fd())
+    /// The raw descriptor of an open file (for the io_uring backend),
+    /// reopened if it was released.
+    pub(crate) fn raw_fd(&mut self, file: FileId) -> io::Result<RawFd> {
+        Ok(self.handle(file)?.as_raw_fd())
     }
 
-    fn get(&self, file: FileId) -> io::Result<&DiskFile> {
-        self.files.get(&file).ok_or_else(unknown_file)
+    /// Descriptors held now (files open minus those released).
+    pub fn descriptors_held(&self) -> usize {
+        self.files.values().filter(|f| f.handle.is_some()).count()
+    }
+
+    fn handle(&mut self, file: FileId) -> io::Result<&File> {
+        self.files.get_mut(&file).ok_or_else(unknown_file)?.handle()
     }
 
     /// Writes `parts` from `offset`, coalescing small ones into `scratch`.
@@ -54,7 +89,7 @@ impl DiskStorage {
                 next = self.flush_scratch(file, next)?;
             }
             if part.len() >= COALESCE_BYTES_MAX {
-                self.get(file)?.handle.write_all_at(part, next)?;
+                self.handle(file)?.write_all_at(part, next)?;
                 next += part.len() as u64;
             } else {
                 self.scratch.extend_from_slice(part);
@@ -73,7 +108,11 @@ impl DiskStorage {
         if self.scratch.is_empty() {
             return Ok(offset);
         }
-        let handle = &self.files.get(&file).ok_or_else(unknown_file)?.handle;
+        let handle = self
+            .files
+            .get_mut(&file)
+            .ok_or_else(unknown_file)?
+            .handle()?;
         handle.write_all_at(&self.scratch, offset)?;
         let next = offset + self.scratch.len() as u64;
         self.scratch.clear();
@@ -93,13 +132,22 @@ impl Storage for DiskStorage {
             handle.sync_data()?;
         }
         let len = handle.metadata()?.len();
+        let identity = identity_of(&handle)?;
         let path = path.to_path_buf();
-        self.files.insert(file, DiskFile { handle, path });
+        let handle = Some(handle);
+        self.files.insert(
+            file,
+            DiskFile {
+                handle,
+                path,
+                identity,
+            },
+        );
         Ok(len)
     }
 
     fn read_all(&mut self, file: FileId) -> io::Result<Vec<u8>> {
-        let mut handle = &self.get(file)?.handle;
+        let mut handle = self.handle(file)?;
         let mut bytes = Vec::new();
         handle.seek(SeekFrom::Start(0))?;
         handle.read_to_end(&mut bytes)?;
@@ -114,11 +162,11 @@ impl Storage for DiskStorage {
     }
 
     fn sync_data(&mut self, file: FileId) -> io::Result<()> {
-        self.get(file)?.handle.sync_data()
+        self.handle(file)?.sync_data()
     }
 
     fn set_len(&mut self, file: FileId, len: u64) -> io::Result<()> {
-        let handle = &self.get(file)?.handle;
+        let handle = self.handle(file)?;
         handle.set_len(len)?;
         handle.sync_data()
     }
@@ -136,6 +184,12 @@ impl Storage for DiskStorage {
 
     fn close(&mut self, file: FileId) {
         self.files.remove(&file);
+    }
+
+    fn release_descriptor(&mut self, file: FileId) {
+        if let Some(entry) = self.files.get_mut(&file) {
+            entry.handle = None;
+        }
     }
 }
 

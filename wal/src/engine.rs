@@ -16,6 +16,12 @@
 //! one ([`crate::UringStorage`]) the turn only starts them: the next turn's
 //! writes go out while this turn's fdatasyncs run, and
 //! [`WalCore::poll_io`] / [`WalCore::wait_io`] collect what finished.
+//!
+//! Descriptors are bounded ([`WalCore::set_descriptors_max`]): a node with
+//! thousands of partitions keeps more files open than it may hold
+//! descriptors. Past the bound, at the end of a turn, the least recently used
+//! files with nothing in flight and every byte durable give their descriptor
+//! back; the file stays open under its id and the next write reopens it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -69,7 +75,20 @@ pub struct WalCore<S: Storage> {
     /// oldest first (and the same files as a set).
     sync_waiting: VecDeque<FileId>,
     sync_waiting_set: BTreeSet<FileId>,
+    /// Open files by path (paths are unique among open files).
+    paths: BTreeMap<PathBuf, FileId>,
+    /// Files holding a descriptor, least recently used first, and the use
+    /// number each is filed under.
+    held: BTreeSet<(u64, FileId)>,
+    held_at: BTreeMap<FileId, u64>,
+    uses: u64,
+    descriptors_max: usize,
 }
+
+/// How many of the least recently used files one release pass looks at (it
+/// runs after every turn and reap, so it must stay cheap when many files are
+/// busy; the oldest are almost always idle).
+const RELEASE_SCAN_MAX: usize = 256;
 
 /// Default [`WalCore::set_syncs_in_flight_max`]: 8.
 ///
@@ -111,7 +130,26 @@ impl<S: Storage> WalCore<S> {
             syncs_in_flight_max: SYNCS_IN_FLIGHT_MAX_DEFAULT,
             sync_waiting: VecDeque::new(),
             sync_waiting_set: BTreeSet::new(),
+            paths: BTreeMap::new(),
+            held: BTreeSet::new(),
+            held_at: BTreeMap::new(),
+            uses: 0,
+            descriptors_max: usize::MAX,
         }
+    }
+
+    /// Bounds the descriptors held at once (default: no bound). Past it, the
+    /// least recently used idle files release theirs at the end of a turn (see
+    /// the module docs). Files in use are never released, so the bound can be
+    /// passed for a while when more files than it are busy at once.
+    pub fn set_descriptors_max(&mut self, descriptors: usize) {
+        assert!(descriptors > 0, "at least one file must be writable");
+        self.descriptors_max = descriptors;
+    }
+
+    /// Descriptors held now.
+    pub fn descriptors_held(&self) -> usize {
+        self.held.len()
     }
 
     /// Caps the fdatasyncs in flight at once over a pipelined backend, over
@@ -198,6 +236,9 @@ impl<S: Storage> WalCore<S> {
         assert!(len == report.valid_len || len == report.total_len);
         let state = FileState::recovered(path.to_path_buf(), len);
         self.files.insert(file, state);
+        self.paths.insert(path.to_path_buf(), file);
+        self.note_use(file);
+        self.release_idle_descriptors();
         Ok(OpenedFile {
             file,
             len,
@@ -325,6 +366,59 @@ impl<S: Storage> WalCore<S> {
         assert!(turn.is_empty() && self.queue.is_empty());
         self.queue = deferred;
         self.poll_io(out);
+        self.release_idle_descriptors();
+    }
+
+    /// Files the last use of `file` (it holds a descriptor from now on).
+    fn note_use(&mut self, file: FileId) {
+        let use_number = self.uses;
+        self.uses += 1;
+        if let Some(previous) = self.held_at.insert(file, use_number) {
+            self.held.remove(&(previous, file));
+        }
+        self.held.insert((use_number, file));
+    }
+
+    /// Forgets a closed file's descriptor.
+    fn forget_use(&mut self, file: FileId) {
+        if let Some(previous) = self.held_at.remove(&file) {
+            self.held.remove(&(previous, file));
+        }
+    }
+
+    /// Releases the descriptors of the least recently used idle files until
+    /// at most `descriptors_max` are held (or no candidate is idle). Idle:
+    /// nothing in flight or waiting, every batch durable, no fsync queued.
+    fn release_idle_descriptors(&mut self) {
+        let Some(excess) = self.held.len().checked_sub(self.descriptors_max) else {
+            return;
+        };
+        if excess == 0 {
+            return;
+        }
+        let idle: Vec<(u64, FileId)> = self
+            .held
+            .iter()
+            .take(RELEASE_SCAN_MAX)
+            .filter(|(_, file)| self.is_idle(*file))
+            .take(excess)
+            .copied()
+            .collect();
+        for &(use_number, file) in &idle {
+            self.storage.release_descriptor(file);
+            self.held.remove(&(use_number, file));
+            self.held_at.remove(&file);
+        }
+        metrics::record_descriptors(self.held.len(), idle.len());
+    }
+
+    /// True when `file`'s descriptor can go: no batch in flight, no waiter,
+    /// every batch durable (so no writeback error can be lost) and no fsync
+    /// waiting for a slot.
+    fn is_idle(&self, file: FileId) -> bool {
+        self.files.get(&file).is_some_and(|state| {
+            state.is_quiescent() && state.all_durable() && !self.sync_waiting_set.contains(&file)
+        })
     }
 
     /// True when `request` must wait for a later turn: an append past its
@@ -413,6 +507,9 @@ impl<S: Storage> WalCore<S> {
             self.finish(batch);
         }
         self.settle_touched(out, false);
+        if finished > 0 {
+            self.release_idle_descriptors();
+        }
         finished
     }
 
@@ -460,6 +557,8 @@ impl<S: Storage> WalCore<S> {
             let error = WalError::Poisoned { file, cause };
             return out.push(rejected(file, user_data, kind, error));
         }
+        self.note_use(file);
+        let state = self.files.get_mut(&file).expect("checked above");
         match request {
             Request::Append {
                 frame,
@@ -511,6 +610,7 @@ impl<S: Storage> WalCore<S> {
             return out.push(rejected(file, user_data, kind, error));
         }
         turn.add_write_at(file, state, offset, frame, user_data, ack);
+        self.note_use(file);
         self.touched.insert(file);
     }
 
@@ -665,6 +765,9 @@ impl<S: Storage> WalCore<S> {
         let file = request.file();
         let user_data = request.user_data();
         let kind = request.completion_kind();
+        if self.files.contains_key(&file) {
+            self.note_use(file);
+        }
         let result = match request {
             Request::Truncate { len, .. } => self.truncate(file, len),
             Request::Rename { to, .. } => self.rename(file, to),
@@ -712,6 +815,8 @@ impl<S: Storage> WalCore<S> {
         if let Err(error) = self.storage.rename(file, &to) {
             return Err(WalError::from_errno(file, IoOp::Rename, errno_of(&error)));
         }
+        self.paths.remove(&state.path);
+        self.paths.insert(to.clone(), file);
         state.path = to;
         Ok(FileRange {
             offset: 0,
@@ -738,6 +843,8 @@ impl<S: Storage> WalCore<S> {
             self.trim_room(file);
         }
         let state = self.files.remove(&file).expect("checked above");
+        self.paths.remove(&state.path);
+        self.forget_use(file);
         self.storage.close(file);
         result.map(|()| FileRange {
             offset: 0,
@@ -786,10 +893,7 @@ impl<S: Storage> WalCore<S> {
     }
 
     fn file_at(&self, path: &Path) -> Option<FileId> {
-        self.files
-            .iter()
-            .find(|(_, state)| state.path == path)
-            .map(|(&file, _)| file)
+        self.paths.get(path).copied()
     }
 }
 

@@ -18,6 +18,12 @@ pub const ZERO_FILL_BYTES_TOTAL: &str = "wal_zero_fill_bytes_total";
 /// Counter: error completions delivered, labelled `kind`
 /// (`no_space`, `io`, `sync_failed`, `poisoned`, `corrupt`, `open`, `other`).
 pub const ERRORS_TOTAL: &str = "wal_errors_total";
+/// Gauge: descriptors the writer holds open (files open minus those whose
+/// descriptor was released to stay within the node's descriptor budget).
+pub const DESCRIPTORS_HELD: &str = "wal_descriptors_held";
+/// Counter: descriptors released from idle, durable files to stay within
+/// the budget (each costs one reopen when the file is next written).
+pub const DESCRIPTORS_RELEASED_TOTAL: &str = "wal_descriptors_released_total";
 
 /// Registers descriptions and units with the installed recorder. Call once after
 /// installing the exporter; recording works without it.
@@ -39,6 +45,11 @@ pub fn describe_metrics() {
         "Group-commit writes plus fdatasync, per file"
     );
     metrics::describe_counter!(ERRORS_TOTAL, "WAL error completions by kind");
+    metrics::describe_gauge!(DESCRIPTORS_HELD, "Descriptors the WAL writer holds open");
+    metrics::describe_counter!(
+        DESCRIPTORS_RELEASED_TOTAL,
+        "Descriptors of idle, durable WAL files closed to stay within the budget"
+    );
     metrics::describe_counter!(
         ZERO_FILL_BYTES_TOTAL,
         metrics::Unit::Bytes,
@@ -66,4 +77,11 @@ pub(crate) fn record_error(kind: &'static str) {
 
 pub(crate) fn record_zero_fill(bytes: u64) {
     metrics::counter!(ZERO_FILL_BYTES_TOTAL).increment(bytes);
+}
+
+pub(crate) fn record_descriptors(held: usize, released: usize) {
+    metrics::gauge!(DESCRIPTORS_HELD).set(held as f64);
+    if released > 0 {
+        metrics::counter!(DESCRIPTORS_RELEASED_TOTAL).increment(released as u64);
+    }
 }

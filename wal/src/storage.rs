@@ -55,6 +55,15 @@ pub trait Storage {
     /// Forgets the id (closes the descriptor). Syncs nothing.
     fn close(&mut self, file: FileId);
 
+    /// Closes the file's descriptor but keeps the file open under its id:
+    /// the next operation on it reopens its path (and fails if the path no
+    /// longer names the same file). The engine calls it only for a file with
+    /// nothing in flight and every write durable (no writeback error can be
+    /// lost with the descriptor). A backend without descriptors has nothing
+    /// to release. No default: a wrapper that forgot to forward it would
+    /// quietly keep every descriptor.
+    fn release_descriptor(&mut self, file: FileId);
+
     /// Writes `len` zero bytes at `offset` (room ahead of the appends, see
     /// `preallocate`). Syncs nothing. The default writes them through
     /// [`Storage::write_at`] in pieces of at most 1 MiB.
@@ -141,6 +150,9 @@ impl<S: Storage + ?Sized> Storage for Box<S> {
     }
     fn close(&mut self, file: FileId) {
         (**self).close(file)
+    }
+    fn release_descriptor(&mut self, file: FileId) {
+        (**self).release_descriptor(file)
     }
     fn execute(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
         (**self).execute(batches, observer)

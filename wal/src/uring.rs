@@ -748,6 +748,9 @@ impl Storage for UringStorage {
     fn close(&mut self, file: FileId) {
         self.disk.close(file)
     }
+    fn release_descriptor(&mut self, file: FileId) {
+        self.disk.release_descriptor(file)
+    }
 
     /// Runs the batches through the ring and waits for them (batches started
     /// by [`Pipeline::start`] keep running and are reaped as usual).

@@ -106,6 +106,9 @@ pub struct WalConfig {
     /// fdatasyncs in flight at once over io_uring, all files together (see
     /// [`WalCore::set_syncs_in_flight_max`]).
     pub syncs_in_flight_max: usize,
+    /// Descriptors held at once (see [`WalCore::set_descriptors_max`]);
+    /// `usize::MAX` (the default) holds one per open file.
+    pub descriptors_max: usize,
 }
 
 impl Default for WalConfig {
@@ -117,6 +120,7 @@ impl Default for WalConfig {
             gather_window: GATHER_WINDOW_DEFAULT,
             sync_bytes_max: SYNC_BYTES_MAX_DEFAULT,
             syncs_in_flight_max: SYNCS_IN_FLIGHT_MAX_DEFAULT,
+            descriptors_max: usize::MAX,
         }
     }
 }
@@ -167,6 +171,7 @@ impl Wal {
         }
         core.set_sync_bytes_max(config.sync_bytes_max);
         core.set_syncs_in_flight_max(config.syncs_in_flight_max);
+        core.set_descriptors_max(config.descriptors_max);
         let doorbell = core.doorbell();
         let (sender, receiver) = mpsc::sync_channel(config.queue_capacity);
         let capacity = config.queue_capacity;

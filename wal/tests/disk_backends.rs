@@ -24,7 +24,109 @@ for_each_backend!(
     truncate_request_cuts_and_later_appends_follow,
     a_damaged_frame_is_rewritten_in_place_through_the_writer,
     small_fsyncs_get_zero_filled_room_that_close_and_rename_cut_off,
+    many_files_share_a_small_descriptor_budget,
+    a_released_file_whose_path_now_names_another_file_fails_instead_of_writing_into_it,
 );
+
+/// Descriptors this process holds on files under `dir`.
+fn descriptors_under(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return 0;
+    };
+    entries
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+fn many_files_share_a_small_descriptor_budget(backend: Backend) {
+    const BUDGET: usize = 4;
+    const FILES: u64 = 24;
+    const ROUNDS: u64 = 5;
+    let config = WalConfig {
+        backend: backend.choice(),
+        descriptors_max: BUDGET,
+        ..WalConfig::default()
+    };
+    let Some(wal) = start_with(config) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let collector = Collector::new();
+    let path = |index: u64| dir.path().join(format!("f{index}.log"));
+    let files: Vec<_> = (0..FILES)
+        .map(|index| {
+            wal.open(path(index), OpenMode::CreateNew, collector.sink.clone())
+                .expect("new file")
+                .file
+        })
+        .collect();
+    let held = descriptors_under(dir.path());
+    assert!(held <= BUDGET, "{held} descriptors held after the opens");
+    for round in 0..ROUNDS {
+        for (index, &file) in files.iter().enumerate() {
+            append_all(&wal, &collector, file, &[payload(index as u64, round)]);
+            assert!(
+                descriptors_under(dir.path()) <= BUDGET,
+                "idle durable files give their descriptors back"
+            );
+        }
+    }
+    for &file in &files {
+        wal.close(file, 0).expect("queued");
+        assert_eq!(collector.recv().kind, CompletionKind::Closed);
+    }
+    wal.shutdown().expect("clean shutdown");
+    for index in 0..FILES {
+        let bytes = std::fs::read(path(index)).expect("readable");
+        let report = scan(&bytes);
+        assert!(report.is_clean());
+        let payloads: Vec<&[u8]> = report.frames.iter().map(|f| f.payload(&bytes)).collect();
+        let expected: Vec<Bytes> = (0..ROUNDS).map(|round| payload(index, round)).collect();
+        let expected: Vec<&[u8]> = expected.iter().map(|p| &p[..]).collect();
+        assert_eq!(payloads, expected, "file {index}: every append, in order");
+    }
+}
+
+fn a_released_file_whose_path_now_names_another_file_fails_instead_of_writing_into_it(
+    backend: Backend,
+) {
+    let config = WalConfig {
+        backend: backend.choice(),
+        descriptors_max: 1,
+        ..WalConfig::default()
+    };
+    let Some(wal) = start_with(config) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let collector = Collector::new();
+    let (first, second) = (dir.path().join("first.log"), dir.path().join("second.log"));
+    let first_file = wal
+        .open(&first, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file")
+        .file;
+    append_all(&wal, &collector, first_file, &[payload(1, 0)]);
+    let second_file = wal
+        .open(&second, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file")
+        .file;
+    append_all(&wal, &collector, second_file, &[payload(2, 0)]);
+    // `first` gave its descriptor back; its path now names another file.
+    std::fs::rename(&first, dir.path().join("moved.log")).expect("move");
+    std::fs::write(&first, b"someone else's file").expect("replace");
+    wal.append(first_file, payload(1, 1), 5).expect("queued");
+    let answer = collector.recv();
+    assert_eq!(answer.user_data, 5);
+    assert!(answer.result.is_err(), "the append fails: {answer:?}");
+    assert_eq!(
+        std::fs::read(&first).expect("readable"),
+        b"someone else's file"
+    );
+    let moved = std::fs::read(dir.path().join("moved.log")).expect("readable");
+    assert_eq!(scan(&moved).frames.len(), 1, "the moved file is untouched");
+    wal.shutdown().expect("shutdown");
+}
 
 fn append_then_recover_round_trips(backend: Backend) {
     let Some(wal) = start(backend) else { return };

@@ -41,6 +41,8 @@ struct Scripted {
     paths: Vec<(FileId, PathBuf)>,
     started: Vec<FileBatch>,
     finished: Vec<FileBatch>,
+    /// Files whose descriptor was released, in order.
+    released: Vec<FileId>,
     log: Arc<Log>,
 }
 
@@ -51,6 +53,7 @@ impl Scripted {
             paths: Vec::new(),
             started: Vec::new(),
             finished: Vec::new(),
+            released: Vec::new(),
             log,
         }
     }
@@ -113,6 +116,13 @@ impl Storage for Scripted {
     }
     fn rename(&mut self, file: FileId, to: &Path) -> std::io::Result<()> {
         self.inner.rename(file, to)
+    }
+    fn release_descriptor(&mut self, file: FileId) {
+        assert!(
+            self.started.iter().all(|batch| batch.file != file),
+            "{file}'s descriptor released with a batch in flight"
+        );
+        self.released.push(file);
     }
     fn close(&mut self, file: FileId) {
         assert!(
@@ -414,5 +424,51 @@ fn a_file_keeps_at_most_the_bounded_number_of_write_batches_in_flight() {
         answered.extend(h.turn());
     }
     assert_eq!(tags(&answered), (0..6).collect::<Vec<_>>());
+    h.check_log();
+}
+
+#[test]
+fn only_idle_durable_files_give_their_descriptors_back() {
+    let mut h = Harness::new();
+    h.core.set_descriptors_max(1);
+    let a = h.open("a");
+    let b = h.open("b");
+    assert_eq!(
+        h.core.descriptors_held(),
+        1,
+        "idle new files release theirs"
+    );
+    assert_eq!(h.core.storage().released, [a]);
+    h.append(a, 1, Ack::Written);
+    h.append(b, 2, Ack::Durable);
+    assert!(h.turn().is_empty());
+    // Both are in flight: the storage asserts neither is released now.
+    assert_eq!(
+        h.core.descriptors_held(),
+        2,
+        "the bound yields to files in use"
+    );
+    assert_eq!(tags(&h.finish(a, 0, None)), [1]);
+    assert_eq!(tags(&h.finish(b, 0, None)), [2]);
+    assert_eq!(
+        h.core.descriptors_held(),
+        1,
+        "b is durable and idle and gives its descriptor back; a has unsynced bytes and keeps it"
+    );
+    assert_eq!(h.core.storage().released, [a, b]);
+    h.core
+        .submit(Request::Sync {
+            file: a,
+            user_data: 3,
+        })
+        .expect("room");
+    assert!(h.turn().is_empty());
+    assert_eq!(tags(&h.finish(a, 0, None)), [3]);
+    assert_eq!(h.core.descriptors_held(), 1);
+    assert_eq!(
+        h.core.storage().released,
+        [a, b],
+        "a is the one in use last"
+    );
     h.check_log();
 }

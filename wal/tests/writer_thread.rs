@@ -72,6 +72,9 @@ impl<S: Storage> Storage for Recording<S> {
     fn close(&mut self, file: FileId) {
         self.inner.close(file)
     }
+    fn release_descriptor(&mut self, file: FileId) {
+        self.inner.release_descriptor(file)
+    }
 }
 
 #[test]
@@ -158,6 +161,9 @@ impl Storage for Gate {
     }
     fn close(&mut self, file: FileId) {
         self.inner.close(file)
+    }
+    fn release_descriptor(&mut self, file: FileId) {
+        self.inner.release_descriptor(file)
     }
     fn execute(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
         let _ = self.entered.send(());

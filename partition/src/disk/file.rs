@@ -1,11 +1,11 @@
 //! [`FileDisk`]: real files. WAL requests go to the node's threaded
 //! [`Wal`]; plain operations are std calls on the caller's thread.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use strand_wal::{
     WalError,
 };
 
-use super::{Disk, WaitError};
+use super::{Disk, ReadHandles, WaitError};
 use crate::layout::parent_dir;
 
 /// How long [`Disk::wal_wait`] waits for one completion before giving up. A
@@ -24,7 +24,9 @@ use crate::layout::parent_dir;
 /// milliseconds.
 const WAIT_GUARD: Duration = Duration::from_secs(120);
 
-/// Most read handles kept open for reads (segments being fetched).
+/// Most read handles a disk made with [`FileDisk::new`] keeps open (a
+/// node's partitions share one [`ReadHandles`] instead, see
+/// [`FileDisk::with_read_handles`]).
 const READ_HANDLES_MAX: usize = 64;
 
 /// Real files: the WAL for appends, std for everything else.
@@ -35,7 +37,7 @@ pub struct FileDisk {
     wal: Wal,
     sink: Arc<dyn CompletionSink>,
     receiver: Receiver<Completion>,
-    read_handles: BTreeMap<PathBuf, File>,
+    read_handles: ReadHandles,
     open_files: BTreeSet<FileId>,
 }
 
@@ -47,7 +49,7 @@ impl FileDisk {
             wal,
             sink: Arc::new(sender),
             receiver,
-            read_handles: BTreeMap::new(),
+            read_handles: ReadHandles::new(READ_HANDLES_MAX),
             open_files: BTreeSet::new(),
         }
     }
@@ -67,28 +69,22 @@ impl FileDisk {
             wal,
             sink: Arc::new(sink),
             receiver,
-            read_handles: BTreeMap::new(),
+            read_handles: ReadHandles::new(READ_HANDLES_MAX),
             open_files: BTreeSet::new(),
         }
+    }
+
+    /// Reads through `handles` (shared by the node's partitions, so that
+    /// their read descriptors stay under one bound) instead of a cache of
+    /// its own.
+    pub fn with_read_handles(mut self, handles: ReadHandles) -> FileDisk {
+        self.read_handles = handles;
+        self
     }
 
     /// The WAL writer this disk submits to.
     pub fn wal(&self) -> &Wal {
         &self.wal
-    }
-
-    fn read_handle(&mut self, path: &Path) -> io::Result<&File> {
-        if !self.read_handles.contains_key(path) {
-            if self.read_handles.len() >= READ_HANDLES_MAX {
-                self.read_handles.clear();
-            }
-            let file = File::open(path)?;
-            self.read_handles.insert(path.to_path_buf(), file);
-        }
-        Ok(self
-            .read_handles
-            .get(path)
-            .expect("the handle was just inserted"))
     }
 
     fn forget_closed(&mut self, completions: &[Completion]) {
@@ -100,7 +96,7 @@ impl FileDisk {
     }
 
     fn forget_handles_under(&mut self, path: &Path) {
-        self.read_handles.retain(|open, _| !open.starts_with(path));
+        self.read_handles.forget_under(path);
     }
 }
 
@@ -147,7 +143,9 @@ impl Disk for FileDisk {
 
     fn read_at(&mut self, path: &Path, offset: u64, len: usize) -> io::Result<Bytes> {
         let mut buffer = vec![0u8; len];
-        self.read_handle(path)?.read_exact_at(&mut buffer, offset)?;
+        self.read_handles
+            .get(path)?
+            .read_exact_at(&mut buffer, offset)?;
         Ok(Bytes::from(buffer))
     }
 

@@ -19,6 +19,7 @@
 
 mod file;
 mod memory;
+mod read_handles;
 
 use std::io;
 use std::path::Path;
@@ -28,6 +29,7 @@ use strand_wal::{Completion, OpenMode, OpenedFile, Request, WalError};
 
 pub use file::FileDisk;
 pub use memory::MemoryDisk;
+pub use read_handles::ReadHandles;
 
 /// Every I/O a partition does. See the module docs.
 pub trait Disk {
