@@ -366,13 +366,13 @@ impl<'a> Scale<'a> {
             deadline,
         )
         .await?;
+        let ms = |ms: Option<u64>| ms.map_or("-".to_owned(), |ms| ms.to_string());
         self.progress.say(format!(
-            "{}/{} partitions took a write again, the last {} ms after the kill",
+            "{}/{} partitions took a write again, half after {} ms, the last {} ms after the kill",
             resumed.accepted,
             led.len(),
-            resumed
-                .last_write_ms
-                .map_or("-".to_owned(), |ms| ms.to_string())
+            ms(resumed.median_write_ms),
+            ms(resumed.last_write_ms)
         ));
         self.cluster.start_node(node)?;
         let restarted_at = Instant::now();
@@ -383,6 +383,7 @@ impl<'a> Scale<'a> {
             partitions_led: led.len() as u64,
             writes_accepted: resumed.accepted,
             last_write_ms: resumed.last_write_ms,
+            median_write_ms: resumed.median_write_ms,
             first_error: resumed.first_error,
             restart,
         })

@@ -41,14 +41,14 @@ pub(crate) enum Pending {
     Ignored,
 }
 
-/// The steps of a superblock write, in order.
+/// The steps of a superblock write (see `writes::SuperblockWriter`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SuperblockStep {
-    /// The frame was appended to the temp file (durably).
-    Appended,
-    /// The temp file was renamed into place (durably).
-    Renamed,
-    /// The temp file's handle was closed.
+    /// The copy was cut to nothing (durably); the frame is appended next.
+    Cleared,
+    /// The frame is in the copy (durably): the write is done.
+    Written,
+    /// The copy's file was closed after a failure.
     Closed,
 }
 
@@ -87,11 +87,6 @@ impl<D: Disk> Io<D> {
     /// The path a WAL file was opened at (for errors).
     pub fn path_of(&self, file: FileId) -> PathBuf {
         self.paths.get(&file).cloned().unwrap_or_default()
-    }
-
-    /// Records that `file` now lives at `path` (after a rename).
-    pub fn set_path(&mut self, file: FileId, path: &Path) {
-        self.paths.insert(file, path.to_path_buf());
     }
 
     fn take_user_data(&mut self, pending: Pending) -> u64 {

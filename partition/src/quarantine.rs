@@ -73,6 +73,7 @@ impl<D: Disk> Partition<D> {
         let superblock = self.superblock.clone();
         let (dir, config) = (self.dir.clone(), self.config);
         self.settle()?;
+        self.close_superblock_copies();
         let _ = self.log.close(&mut self.io);
         let _ = self.cursors.close(&mut self.io);
         let mut disk = self.io.disk;

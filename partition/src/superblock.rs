@@ -6,9 +6,13 @@
 //! can *detect* a log cut below what was durable instead of losing it quietly.
 //!
 //! On disk: two copies, `superblock.0` and `superblock.1`; the write with
-//! sequence `s` goes to copy `s % 2` (temp file, fsync, rename, fsync dir), so
-//! a torn write can only damage the copy being replaced, and the other still
-//! holds the previous state. Each copy is one WAL frame (crc32c) whose payload
+//! sequence `s` goes to copy `s % 2`, and starts only once the write before
+//! it (the other copy) is durable, so a torn write can only damage the copy
+//! being replaced, and the other still holds the previous state. The
+//! asynchronous writes of a running replica (`PersistState`) rewrite the copy
+//! in place through the WAL (see `writes::SuperblockWriter`); the rare
+//! synchronous ones ([`write_now`]: create, close, retire) replace it by a
+//! temp file, fsync, rename, fsync dir. Each copy is one WAL frame (crc32c) whose payload
 //! also ends in its own crc32c. Open takes the valid copy with the highest
 //! sequence.
 

@@ -8,13 +8,13 @@
 //! they return.
 
 use bytes::Bytes;
-use strand_wal::{Ack, Completion, FileId, OpenMode, Request};
+use strand_wal::{Ack, Completion, FRAME_HEADER_BYTES, FileId, Frame, OpenMode, Request};
 use strand_wire::{Msg, PrepareHeader};
 
 use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::io::{Pending, SuperblockStep};
-use crate::layout::{superblock_path, superblock_tmp_path};
+use crate::layout::superblock_path;
 use crate::partition::Partition;
 use crate::record_log::RetentionPolicy;
 use crate::superblock::{self, DurableFields, Superblock};
@@ -95,18 +95,37 @@ pub struct WriteAccepted {
 /// What a `PersistState` write is doing.
 #[derive(Debug, Clone)]
 struct AsyncWrite {
+    /// The copy written (`superblock.copy()`), and its WAL file.
+    copy: u8,
     file: FileId,
     request_sequence: u64,
-    superblock: Superblock,
+    /// The encoded superblock, appended once the copy is cleared.
+    payload: Bytes,
     failed: bool,
 }
 
-/// The one asynchronous superblock write in flight, and the newest request
-/// waiting for it (only the newest matters).
+/// A superblock copy the WAL keeps open between writes, and its length
+/// (one frame: the copy's last write; 0 once cleared).
+#[derive(Debug, Clone, Copy)]
+struct OpenCopy {
+    file: FileId,
+    len: u64,
+}
+
+/// The one asynchronous superblock write in flight, the newest request
+/// waiting for it (only the newest matters), and the copies kept open.
+///
+/// A `PersistState` rewrites its copy in place: a frame of the same length
+/// as the copy's goes over it (one fdatasync, no size change), any other is
+/// appended after clearing the copy (truncate, then append). Either way a
+/// crash mid-write leaves that copy invalid and the other, written and
+/// synced before this write began, valid: open takes it. No file is
+/// created or renamed, so no directory is synced and nothing blocks.
 #[derive(Debug, Default)]
 pub(crate) struct SuperblockWriter {
     in_flight: Option<AsyncWrite>,
     queued: Option<(DurableFields, u64)>,
+    copies: [Option<OpenCopy>; 2],
 }
 
 impl SuperblockWriter {
@@ -275,34 +294,117 @@ impl<D: Disk> Partition<D> {
     ) -> Result<(), PartitionError> {
         let mut next = self.next_superblock();
         next.durable = fields;
-        let tmp = superblock_tmp_path(&self.dir, next.copy());
-        let opened = self.io.open(&tmp, OpenMode::Truncate)?;
+        let copy = next.copy();
+        let open = self.open_copy(copy)?;
         let payload = Bytes::from(next.encode());
-        let pending = Pending::Superblock {
-            step: SuperblockStep::Appended,
+        let frame_len = (FRAME_HEADER_BYTES + payload.len()) as u64;
+        let file = open.file;
+        let submitted = if open.len == frame_len {
+            self.submit_copy_write(file, 0, payload.clone())
+        } else if open.len == 0 {
+            let pending = Pending::Superblock {
+                step: SuperblockStep::Written,
+            };
+            self.io
+                .append(file, payload.clone(), Ack::Durable, pending)
+                .map(|_| ())
+        } else {
+            let pending = Pending::Superblock {
+                step: SuperblockStep::Cleared,
+            };
+            self.io
+                .request(file, pending, |user_data| Request::Truncate {
+                    file,
+                    len: 0,
+                    user_data,
+                })
+                .map(|_| ())
         };
-        if let Err(error) = self.io.append(opened.file, payload, Ack::Durable, pending) {
-            self.io.close(opened.file)?;
+        if let Err(error) = submitted {
+            self.close_copy(copy);
             return Err(error);
         }
-        self.superblock = next.clone();
+        self.superblock = next;
         self.writer.in_flight = Some(AsyncWrite {
-            file: opened.file,
+            copy,
+            file,
             request_sequence,
-            superblock: next,
+            payload,
             failed: false,
         });
         Ok(())
     }
 
-    /// Advances the in-flight superblock write: append → rename → close.
+    /// The WAL file of superblock copy `copy`, opened (and cleared: it holds
+    /// the older state, about to be replaced) if it is not open yet.
+    fn open_copy(&mut self, copy: u8) -> Result<OpenCopy, PartitionError> {
+        if let Some(open) = self.writer.copies[usize::from(copy)] {
+            return Ok(open);
+        }
+        let opened = self
+            .io
+            .open(&superblock_path(&self.dir, copy), OpenMode::Truncate)?;
+        let open = OpenCopy {
+            file: opened.file,
+            len: opened.len,
+        };
+        assert_eq!(open.len, 0, "a copy opened to be rewritten starts empty");
+        self.writer.copies[usize::from(copy)] = Some(open);
+        Ok(open)
+    }
+
+    /// Closes copy `copy`'s file, if open (after a failure, so that the next
+    /// write reopens it; before a synchronous write replaces it).
+    fn close_copy(&mut self, copy: u8) {
+        if let Some(open) = self.writer.copies[usize::from(copy)].take() {
+            if let Err(error) = self.io.close(open.file) {
+                tracing::warn!(%error, copy, "partition: closing a superblock copy failed");
+            }
+        }
+    }
+
+    /// Closes both superblock copies' files (nothing may be in flight): before
+    /// a synchronous superblock write renames over one, and before the
+    /// partition directory is moved.
+    pub(crate) fn close_superblock_copies(&mut self) {
+        assert!(
+            self.writer.in_flight.is_none(),
+            "no superblock write in flight"
+        );
+        self.close_copy(0);
+        self.close_copy(1);
+    }
+
+    fn submit_copy_write(
+        &mut self,
+        file: FileId,
+        offset: u64,
+        payload: Bytes,
+    ) -> Result<(), PartitionError> {
+        let frame = Frame::new(payload).map_err(|error| PartitionError::wal(&self.dir, error))?;
+        let pending = Pending::Superblock {
+            step: SuperblockStep::Written,
+        };
+        self.io
+            .request(file, pending, |user_data| Request::WriteAt {
+                file,
+                offset,
+                frame,
+                user_data,
+                ack: Ack::Durable,
+            })
+            .map(|_| ())
+    }
+
+    /// Advances the in-flight superblock write: (clear →) write, or after a
+    /// failure, close the copy.
     fn superblock_step_completed(&mut self, step: SuperblockStep, completion: Completion) {
         let write = self
             .writer
             .in_flight
             .as_mut()
             .expect("a superblock step is in flight");
-        let (file, sequence, copy) = (write.file, write.request_sequence, write.superblock.copy());
+        let (copy, file, sequence) = (write.copy, write.file, write.request_sequence);
         if let Err(error) = completion.result {
             let error = PartitionError::wal(&self.io.path_of(file), error);
             tracing::error!(%error, ?step, "partition: superblock write failed");
@@ -312,58 +414,77 @@ impl<D: Disk> Partition<D> {
                     .push_back(Completed::StatePersistFailed { sequence, error });
             }
             if step != SuperblockStep::Closed {
-                self.submit_superblock_step(file, SuperblockStep::Closed);
+                self.writer.copies[usize::from(copy)] = None;
+                self.submit_superblock_close(file);
                 return;
             }
         }
         match step {
-            SuperblockStep::Appended => self.submit_superblock_step(file, SuperblockStep::Renamed),
-            SuperblockStep::Renamed => {
-                self.io.set_path(file, &superblock_path(&self.dir, copy));
-                self.events
-                    .push_back(Completed::StatePersisted { sequence });
-                self.submit_superblock_step(file, SuperblockStep::Closed);
-            }
-            SuperblockStep::Closed => {
-                self.writer.in_flight = None;
-                if let Some((fields, sequence)) = self.writer.queued.take() {
-                    if let Err(error) = self.start_async_write(fields, sequence) {
-                        self.events
-                            .push_back(Completed::StatePersistFailed { sequence, error });
-                    }
+            SuperblockStep::Cleared => {
+                let payload = write.payload.clone();
+                if let Some(open) = self.writer.copies[usize::from(copy)].as_mut() {
+                    open.len = 0;
+                }
+                let pending = Pending::Superblock {
+                    step: SuperblockStep::Written,
+                };
+                if let Err(error) = self.io.append(file, payload, Ack::Durable, pending) {
+                    self.superblock_submit_failed(copy, file, error);
                 }
             }
+            SuperblockStep::Written => {
+                let len = (FRAME_HEADER_BYTES + write.payload.len()) as u64;
+                if let Some(open) = self.writer.copies[usize::from(copy)].as_mut() {
+                    open.len = len;
+                }
+                self.events
+                    .push_back(Completed::StatePersisted { sequence });
+                self.finish_superblock_write();
+            }
+            SuperblockStep::Closed => self.finish_superblock_write(),
         }
     }
 
-    fn submit_superblock_step(&mut self, file: FileId, step: SuperblockStep) {
+    /// The WAL refused a step: the write failed; the copy is closed.
+    fn superblock_submit_failed(&mut self, copy: u8, file: FileId, error: PartitionError) {
+        tracing::error!(%error, "partition: the WAL refused a superblock step");
         let write = self
             .writer
             .in_flight
-            .as_ref()
+            .as_mut()
             .expect("a superblock write is in flight");
-        let to = superblock_path(&self.dir, write.superblock.copy());
-        let sequence = write.request_sequence;
-        let pending = Pending::Superblock { step };
-        let submitted = match step {
-            SuperblockStep::Renamed => {
-                self.io.request(file, pending, |user_data| Request::Rename {
-                    file,
-                    to,
-                    user_data,
-                })
-            }
-            SuperblockStep::Closed => self.io.request(file, pending, |user_data| Request::Close {
-                file,
-                user_data,
-            }),
-            SuperblockStep::Appended => unreachable!("the append starts the write"),
-        };
-        if let Err(error) = submitted {
-            tracing::error!(%error, "partition: the WAL refused a superblock step");
+        if !write.failed {
+            write.failed = true;
+            let sequence = write.request_sequence;
             self.events
                 .push_back(Completed::StatePersistFailed { sequence, error });
-            self.writer.in_flight = None;
+        }
+        self.writer.copies[usize::from(copy)] = None;
+        self.submit_superblock_close(file);
+    }
+
+    fn submit_superblock_close(&mut self, file: FileId) {
+        let pending = Pending::Superblock {
+            step: SuperblockStep::Closed,
+        };
+        let submitted = self.io.request(file, pending, |user_data| Request::Close {
+            file,
+            user_data,
+        });
+        if let Err(error) = submitted {
+            tracing::error!(%error, "partition: the WAL refused to close a superblock copy");
+            self.finish_superblock_write();
+        }
+    }
+
+    /// Ends the write in flight and starts the newest one queued behind it.
+    fn finish_superblock_write(&mut self) {
+        self.writer.in_flight = None;
+        if let Some((fields, sequence)) = self.writer.queued.take() {
+            if let Err(error) = self.start_async_write(fields, sequence) {
+                self.events
+                    .push_back(Completed::StatePersistFailed { sequence, error });
+            }
         }
     }
 
@@ -396,6 +517,7 @@ impl<D: Disk> Partition<D> {
             }
             self.io.wait_once()?;
         }
+        self.close_superblock_copies();
         let mut next = self.next_superblock();
         change(&mut next);
         superblock::write_now(&mut self.io.disk, &self.dir, &next)?;

@@ -8,7 +8,9 @@ use std::path::Path;
 
 use common::*;
 use strand_partition::layout::segment_path;
-use strand_partition::{Completed, Disk, DurableFields, MemoryDisk, Partition, WriteStage};
+use strand_partition::{
+    Completed, Disk, DurableFields, HistoryStart, MemoryDisk, Partition, WriteStage,
+};
 use strand_wal::{CrashMode, FRAME_HEADER_BYTES, SplitMix64};
 use strand_wire::{Msg, PrepareHeader};
 
@@ -87,7 +89,18 @@ fn run_until_crash(
                     view: strand_wire::ViewId::new(0, 1),
                     log_view: strand_wire::ViewId::new(0, 1),
                     commit,
-                    history_starts: Vec::new(),
+                    // A start or none: the superblock's length changes, so
+                    // some writes rewrite their copy in place and some clear
+                    // it and append.
+                    history_starts: (0..rng.below(2))
+                        .map(|_| HistoryStart {
+                            view: strand_wire::ViewId::new(0, 1),
+                            op: 0,
+                            cursor_tail: 0,
+                            replica: 0,
+                            accepted_loss: false,
+                        })
+                        .collect(),
                     ..DurableFields::default()
                 };
                 partition.persist_state(fields, sequence).expect("persist");

@@ -123,6 +123,8 @@ pub struct KillPhase {
     pub writes_accepted: u64,
     /// Milliseconds from the kill until the last of those writes was acknowledged.
     pub last_write_ms: Option<u64>,
+    /// Milliseconds from the kill until half of them were.
+    pub median_write_ms: Option<u64>,
     /// The first write failure, readable (writes are retried until the timeout).
     pub first_error: Option<String>,
     /// From the restart of the killed node until settled; its view changes
@@ -323,13 +325,16 @@ fn restart_rows(restart: &RestartPhase, row: &mut impl FnMut(&str, String)) {
 }
 
 fn kill_rows(kill: &KillPhase, row: &mut impl FnMut(&str, String)) {
-    let last = kill
-        .last_write_ms
-        .map_or("none".to_owned(), |ms| format!("{ms} ms"));
+    let ms = |ms: Option<u64>| ms.map_or("none".to_owned(), |ms| format!("{ms} ms"));
     let mut writes = format!(
-        "node {} (primary of {} partitions) SIGKILLed; {}/{} took a write again, the last {last} \
-         after the kill",
-        kill.killed_node, kill.partitions_led, kill.writes_accepted, kill.partitions_led
+        "node {} (primary of {} partitions) SIGKILLed; {}/{} took a write again, half after {}, \
+         the last {} after the kill",
+        kill.killed_node,
+        kill.partitions_led,
+        kill.writes_accepted,
+        kill.partitions_led,
+        ms(kill.median_write_ms),
+        ms(kill.last_write_ms)
     );
     if let Some(error) = &kill.first_error {
         let _ = write!(writes, " (first error: {error})");
@@ -409,6 +414,7 @@ mod tests {
                 partitions_led: 4,
                 writes_accepted: 4,
                 last_write_ms: Some(700),
+                median_write_ms: Some(400),
                 first_error: None,
                 restart: settle(true),
             }),

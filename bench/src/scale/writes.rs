@@ -21,13 +21,16 @@ use crate::load::BATCH_BYTES_MAX;
 use crate::report::Throughput;
 
 /// Most partitions written at once after a kill; the others wait their turn.
-pub const RESUME_CONCURRENCY_MAX: usize = 64;
+/// Large enough that a node's thousand partitions are all tried at once (a
+/// partition waiting for a slot would count the wait as its failover).
+pub const RESUME_CONCURRENCY_MAX: usize = 4096;
 
 /// The first pause before a failed write is tried again.
-pub const RESUME_BACKOFF_MIN: Duration = Duration::from_millis(50);
+pub const RESUME_BACKOFF_MIN: Duration = Duration::from_millis(20);
 
-/// The longest pause between two attempts (the pause doubles up to it).
-pub const RESUME_BACKOFF_MAX: Duration = Duration::from_millis(500);
+/// The longest pause between two attempts (the pause doubles up to it): the
+/// resolution of the measured resume times.
+pub const RESUME_BACKOFF_MAX: Duration = Duration::from_millis(100);
 
 /// Batches in flight per partition in the throughput phase.
 pub const IN_FLIGHT: usize = 8;
@@ -46,6 +49,8 @@ pub struct Resumed {
     pub accepted: u64,
     /// Milliseconds from the kill until the last of them was.
     pub last_write_ms: Option<u64>,
+    /// Milliseconds from the kill until half of them were.
+    pub median_write_ms: Option<u64>,
     /// The first failure seen, readable.
     pub first_error: Option<String>,
 }
@@ -73,24 +78,23 @@ pub async fn resume_writes(
             write_until_taken(&client, &stream, &topic, partition, deadline).await
         });
     }
-    let mut resumed = Resumed {
-        accepted: 0,
-        last_write_ms: None,
-        first_error: None,
-    };
+    let mut taken_ms = Vec::new();
+    let mut first_error = None;
     while let Some(joined) = tasks.join_next().await {
-        let (taken_at, first_error) =
+        let (taken_at, error) =
             joined.map_err(|error| BenchError::Cluster(format!("a write task failed: {error}")))?;
         if let Some(taken_at) = taken_at {
-            resumed.accepted += 1;
-            let ms = taken_at.duration_since(killed_at).as_millis() as u64;
-            resumed.last_write_ms = Some(resumed.last_write_ms.map_or(ms, |last| last.max(ms)));
+            taken_ms.push(taken_at.duration_since(killed_at).as_millis() as u64);
         }
-        if resumed.first_error.is_none() {
-            resumed.first_error = first_error;
-        }
+        first_error = first_error.or(error);
     }
-    Ok(resumed)
+    taken_ms.sort_unstable();
+    Ok(Resumed {
+        accepted: taken_ms.len() as u64,
+        last_write_ms: taken_ms.last().copied(),
+        median_write_ms: taken_ms.get(taken_ms.len() / 2).copied(),
+        first_error,
+    })
 }
 
 /// Produces one small record to `topic`/`partition` until it is

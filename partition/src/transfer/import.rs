@@ -232,6 +232,7 @@ impl<D: Disk> Partition<D> {
         self.finish_staging(import)?;
         let (dir, config) = (self.dir.clone(), self.config);
         self.settle()?;
+        self.close_superblock_copies();
         let _ = self.log.close(&mut self.io);
         let _ = self.cursors.close(&mut self.io);
         Ok((self.io.disk, dir, config))
