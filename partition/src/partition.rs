@@ -199,6 +199,7 @@ impl<D: Disk> Partition<D> {
             superblock.clean_shutdown = clean_shutdown;
             superblock.stopped_in_view = stopped_in_view;
         })?;
+        self.close_superblock_copies();
         tracing::info!(
             dir = %self.dir.display(),
             op = self.log.op,

@@ -17,7 +17,7 @@ use crate::io::{Pending, SuperblockStep};
 use crate::layout::superblock_path;
 use crate::partition::Partition;
 use crate::record_log::RetentionPolicy;
-use crate::superblock::{self, DurableFields, Superblock};
+use crate::superblock::{DurableFields, Superblock};
 
 /// How far a write has been taken (consensus's `WriteStage`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,7 +98,9 @@ struct AsyncWrite {
     /// The copy written (`superblock.copy()`), and its WAL file.
     copy: u8,
     file: FileId,
-    request_sequence: u64,
+    /// The `PersistState` request it answers (`None`: a synchronous write
+    /// waits for it, see [`Partition::write_superblock_now`]).
+    request_sequence: Option<u64>,
     /// The encoded superblock, appended once the copy is cleared.
     payload: Bytes,
     failed: bool,
@@ -126,6 +128,8 @@ pub(crate) struct SuperblockWriter {
     in_flight: Option<AsyncWrite>,
     queued: Option<(DurableFields, u64)>,
     copies: [Option<OpenCopy>; 2],
+    /// How the last synchronous write failed, for the caller waiting on it.
+    failure: Option<PartitionError>,
 }
 
 impl SuperblockWriter {
@@ -294,6 +298,19 @@ impl<D: Disk> Partition<D> {
     ) -> Result<(), PartitionError> {
         let mut next = self.next_superblock();
         next.durable = fields;
+        self.start_superblock_write(next, Some(request_sequence))
+    }
+
+    /// Starts writing `next` over its copy (see [`SuperblockWriter`]).
+    fn start_superblock_write(
+        &mut self,
+        next: Superblock,
+        request_sequence: Option<u64>,
+    ) -> Result<(), PartitionError> {
+        assert!(
+            self.writer.in_flight.is_none(),
+            "one superblock write at a time"
+        );
         let copy = next.copy();
         let open = self.open_copy(copy)?;
         let payload = Bytes::from(next.encode());
@@ -335,20 +352,25 @@ impl<D: Disk> Partition<D> {
         Ok(())
     }
 
-    /// The WAL file of superblock copy `copy`, opened (and cleared: it holds
-    /// the older state, about to be replaced) if it is not open yet.
+    /// The WAL file of superblock copy `copy`, opened if it is not open yet.
+    /// It holds the older state, about to be replaced: it is opened as it is
+    /// (whatever its bytes: a damaged copy is only rewritten), so the open
+    /// reads a few hundred bytes and syncs nothing.
     fn open_copy(&mut self, copy: u8) -> Result<OpenCopy, PartitionError> {
         if let Some(open) = self.writer.copies[usize::from(copy)] {
             return Ok(open);
         }
-        let opened = self
-            .io
-            .open(&superblock_path(&self.dir, copy), OpenMode::Truncate)?;
+        let path = superblock_path(&self.dir, copy);
+        let mode = if self.io.disk.exists(&path) {
+            OpenMode::AppendDamaged
+        } else {
+            OpenMode::CreateNew
+        };
+        let opened = self.io.open(&path, mode)?;
         let open = OpenCopy {
             file: opened.file,
             len: opened.len,
         };
-        assert_eq!(open.len, 0, "a copy opened to be rewritten starts empty");
         self.writer.copies[usize::from(copy)] = Some(open);
         Ok(open)
     }
@@ -405,13 +427,14 @@ impl<D: Disk> Partition<D> {
             .as_mut()
             .expect("a superblock step is in flight");
         let (copy, file, sequence) = (write.copy, write.file, write.request_sequence);
+        let payload = write.payload.clone();
+        let first_failure = !write.failed;
         if let Err(error) = completion.result {
+            write.failed = true;
             let error = PartitionError::wal(&self.io.path_of(file), error);
             tracing::error!(%error, ?step, "partition: superblock write failed");
-            if !write.failed {
-                write.failed = true;
-                self.events
-                    .push_back(Completed::StatePersistFailed { sequence, error });
+            if first_failure {
+                self.report_superblock_failure(sequence, error);
             }
             if step != SuperblockStep::Closed {
                 self.writer.copies[usize::from(copy)] = None;
@@ -421,7 +444,6 @@ impl<D: Disk> Partition<D> {
         }
         match step {
             SuperblockStep::Cleared => {
-                let payload = write.payload.clone();
                 if let Some(open) = self.writer.copies[usize::from(copy)].as_mut() {
                     open.len = 0;
                 }
@@ -433,12 +455,14 @@ impl<D: Disk> Partition<D> {
                 }
             }
             SuperblockStep::Written => {
-                let len = (FRAME_HEADER_BYTES + write.payload.len()) as u64;
+                let len = (FRAME_HEADER_BYTES + payload.len()) as u64;
                 if let Some(open) = self.writer.copies[usize::from(copy)].as_mut() {
                     open.len = len;
                 }
-                self.events
-                    .push_back(Completed::StatePersisted { sequence });
+                if let Some(sequence) = sequence {
+                    self.events
+                        .push_back(Completed::StatePersisted { sequence });
+                }
                 self.finish_superblock_write();
             }
             SuperblockStep::Closed => self.finish_superblock_write(),
@@ -453,11 +477,10 @@ impl<D: Disk> Partition<D> {
             .in_flight
             .as_mut()
             .expect("a superblock write is in flight");
-        if !write.failed {
-            write.failed = true;
-            let sequence = write.request_sequence;
-            self.events
-                .push_back(Completed::StatePersistFailed { sequence, error });
+        let (first_failure, sequence) = (!write.failed, write.request_sequence);
+        write.failed = true;
+        if first_failure {
+            self.report_superblock_failure(sequence, error);
         }
         self.writer.copies[usize::from(copy)] = None;
         self.submit_superblock_close(file);
@@ -474,6 +497,16 @@ impl<D: Disk> Partition<D> {
         if let Err(error) = submitted {
             tracing::error!(%error, "partition: the WAL refused to close a superblock copy");
             self.finish_superblock_write();
+        }
+    }
+
+    /// A failed write answers its `PersistState`, or the synchronous caller.
+    fn report_superblock_failure(&mut self, sequence: Option<u64>, error: PartitionError) {
+        match sequence {
+            Some(sequence) => self
+                .events
+                .push_back(Completed::StatePersistFailed { sequence, error }),
+            None => self.writer.failure = Some(error),
         }
     }
 
@@ -510,19 +543,29 @@ impl<D: Disk> Partition<D> {
         &mut self,
         change: impl FnOnce(&mut Superblock),
     ) -> Result<(), PartitionError> {
+        self.wait_for_superblock_writer(|writer| writer.busy())?;
+        let mut next = self.next_superblock();
+        change(&mut next);
+        self.start_superblock_write(next, None)?;
+        self.wait_for_superblock_writer(|writer| writer.in_flight.is_some())?;
+        match self.writer.failure.take() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits while `busy` says the superblock writer is.
+    fn wait_for_superblock_writer(
+        &mut self,
+        busy: impl Fn(&SuperblockWriter) -> bool,
+    ) -> Result<(), PartitionError> {
         loop {
             self.process_stash();
-            if !self.writer.busy() {
-                break;
+            if !busy(&self.writer) {
+                return Ok(());
             }
             self.io.wait_once()?;
         }
-        self.close_superblock_copies();
-        let mut next = self.next_superblock();
-        change(&mut next);
-        superblock::write_now(&mut self.io.disk, &self.dir, &next)?;
-        self.superblock = next;
-        Ok(())
     }
 
     /// Records, durably, that a reassignment at `epoch` removed this replica

@@ -477,3 +477,46 @@ fn an_index_whose_segment_is_gone_is_removed_at_open() {
     let mut disk = partition.close().expect("close");
     assert!(!disk.exists(&orphan), "the orphan index is gone");
 }
+
+#[test]
+fn superblock_copies_rewritten_in_place_hold_exactly_their_frame_and_reopen() {
+    let wal = wal();
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = partition_dir(root.path());
+    let config = small_config();
+    let (mut partition, _) = open_file(&wal, &dir, config);
+    let mut out = Vec::new();
+    // Same lengths (rewritten in place) and changing ones (cleared, then
+    // appended), each followed by its answer before the next.
+    for sequence in 1..=40u64 {
+        let mut state = fields(sequence as u32 + 1, 0);
+        if sequence % 7 == 0 {
+            let earlier = HistoryStart {
+                view: strand_wire::ViewId::new(0, 1),
+                ..state.history_starts[0]
+            };
+            state.history_starts.insert(0, earlier);
+        }
+        partition.persist_state(state, sequence).expect("persist");
+        partition.flush(&mut out).expect("flush");
+        assert!(
+            out.contains(&Completed::StatePersisted { sequence }),
+            "{sequence}: {out:?}"
+        );
+        out.clear();
+        for copy in 0..2u8 {
+            let bytes = std::fs::read(superblock_path(&dir, copy)).expect("a copy");
+            let report = strand_wal::scan(&bytes);
+            assert!(
+                report.frames.len() == 1 && report.is_clean(),
+                "{sequence}: copy {copy} is one frame and nothing after it (no zero room): {} bytes",
+                bytes.len()
+            );
+        }
+    }
+    let expected = partition.superblock().clone();
+    // A crash, not a clean close: the copies as the in-place writes left them.
+    drop(partition.abandon());
+    let (_, recovery) = open_file(&wal, &dir, config);
+    assert_eq!(recovery.durable, expected.durable);
+}

@@ -280,15 +280,18 @@ impl World {
         let Some(host) = self.hosts[index].as_ref() else {
             return;
         };
-        let ppm = if host.receiving_transfer() {
-            self.options.power_loss_ppm * 10
+        // A replica receiving a state transfer loses power more often, and
+        // further ahead: the install at its end (closing the partition's
+        // files, the swap's renames) is many storage operations long.
+        let (ppm, ops_ahead_max) = if host.receiving_transfer() {
+            (self.options.power_loss_ppm * 10, 32)
         } else {
-            self.options.power_loss_ppm
+            (self.options.power_loss_ppm, 12)
         };
         if !self.prng.chance(ppm, 1_000_000) || !self.may_crash(replica) {
             return;
         }
-        let ops = self.prng.below(12);
+        let ops = self.prng.below(ops_ahead_max);
         let host = self.hosts[index].as_mut().expect("checked above");
         if let Some(disk) = host.disk_mut() {
             disk.lose_power_after(ops, CrashMode::Random);
@@ -362,6 +365,10 @@ impl World {
             .as_mut()
             .expect("checked above")
             .storage_mut();
+        if storage.contents(&path).is_none() {
+            // The probe's open created it (a copy the replica never wrote).
+            return false;
+        }
         let applied = match action {
             Damage::Flip { offset, bit } => storage.flip_bit(&path, offset, bit),
             Damage::Cut { len } => storage.cut(&path, len),
