@@ -72,11 +72,6 @@ impl DiskStorage {
         Ok(self.handle(file)?.as_raw_fd())
     }
 
-    /// Descriptors held now (files open minus those released).
-    pub fn descriptors_held(&self) -> usize {
-        self.files.values().filter(|f| f.handle.is_some()).count()
-    }
-
     fn handle(&mut self, file: FileId) -> io::Result<&File> {
         self.files.get_mut(&file).ok_or_else(unknown_file)?.handle()
     }
