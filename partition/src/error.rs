@@ -168,14 +168,6 @@ pub enum PartitionError {
         /// What.
         reason: String,
     },
-    /// A new segment would take a name an older segment already has.
-    #[error(
-        "segment name for offset {first_offset} is taken; the partition needs a state transfer"
-    )]
-    SegmentNameTaken {
-        /// The offset.
-        first_offset: u64,
-    },
     /// An export cannot be taken at this frontier.
     #[error("cannot export at op {frontier_op}: {reason}")]
     ExportUnavailable {

@@ -211,7 +211,7 @@ impl RecordLog {
 /// Gives a sealed segment that shares its bytes with another name (a hard
 /// link into a `.fenced.N` copy, which must never change) a file of its own
 /// before it is changed in place: a copy, renamed over it.
-fn unshare<D: Disk>(io: &mut Io<D>, path: &Path) -> Result<(), PartitionError> {
+pub(crate) fn unshare<D: Disk>(io: &mut Io<D>, path: &Path) -> Result<(), PartitionError> {
     let links = io
         .disk
         .link_count(path)

@@ -248,8 +248,7 @@ fn rebuilt_superblock(
 
 impl<D: Disk> Partition<D> {
     /// For a partition that cannot be opened ([`PartitionError::LogInconsistent`],
-    /// [`PartitionError::SegmentNameTaken`], a log without a readable
-    /// superblock): moves it aside to `<dir>.fenced.N` and creates an empty
+    /// a log without a readable superblock): moves it aside to `<dir>.fenced.N` and creates an empty
     /// partition awaiting a state transfer. The old superblock's views and
     /// history starts are kept when it is readable, so the replica's view
     /// never goes backwards; when it is not, the view starts at 0 and the

@@ -28,6 +28,7 @@ use crate::error::PartitionError;
 use crate::index::{IndexConfig, IndexEntry, encode_index, should_index};
 use crate::io::{Io, Pending};
 use crate::layout::{index_path, index_tmp_path, segment_path};
+use crate::log_rewrite::unshare;
 use crate::superblock::{SEALED_SEGMENTS_LISTED_MAX, SealedSegment};
 
 /// How the record log is laid out.
@@ -482,13 +483,27 @@ impl RecordLog {
             }
         }
         if self.offset_end == last.first_offset {
-            return Err(PartitionError::SegmentNameTaken {
-                first_offset: self.offset_end,
-            });
+            return self.reopen_damaged_active(io);
         }
         let segment = Segment::empty(self.offset_end, self.op + 1);
         let files = open_active(io, &self.dir, &segment, OpenMode::CreateOrAppend)?;
         self.segments.push(segment);
+        self.active = Some(files);
+        Ok(())
+    }
+
+    /// The damaged last segment holds no record, so a segment after it would
+    /// take its name (segments are named by first offset): appends go on
+    /// after its last byte instead, the damage kept for repair in place. A
+    /// hard link shared with a quarantined copy gets a file of its own first.
+    fn reopen_damaged_active<D: Disk>(&mut self, io: &mut Io<D>) -> Result<(), PartitionError> {
+        let last = self.segments.last().expect("never empty");
+        tracing::warn!(
+            first_offset = last.first_offset,
+            "partition: the last segment is damaged and holds no record; appending after the damage"
+        );
+        unshare(io, &segment_path(&self.dir, last.first_offset))?;
+        let files = open_active(io, &self.dir, last, OpenMode::AppendDamaged)?;
         self.active = Some(files);
         Ok(())
     }

@@ -520,3 +520,37 @@ fn superblock_copies_rewritten_in_place_hold_exactly_their_frame_and_reopen() {
     let (_, recovery) = open_file(&wal, &dir, config);
     assert_eq!(recovery.durable, expected.durable);
 }
+
+/// Found by the simulator: a damaged last segment that holds no record (its
+/// ops carry none) cannot be followed by a new segment, which would take its
+/// name. Open appends after the damage instead; the damage stays reported
+/// for repair, and what is appended after it reads back.
+#[test]
+fn a_damaged_last_segment_without_records_takes_appends_after_the_damage() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(12), small_config());
+    let written = append_durable(&mut partition, 4, 0, 0);
+    assert_eq!(partition.offset_end(), 0, "no op carries a record");
+    let frame_len = (FRAME_HEADER_BYTES + written[0].frame_size()) as u64;
+    let header_byte = frame_len + (FRAME_HEADER_BYTES + 40) as u64;
+    let mut disk = partition.close().expect("close");
+    disk.storage_mut()
+        .flip_bit(&segment_path(Path::new(MEMORY_DIR), 0), header_byte, 3)
+        .expect("flip");
+    let (mut partition, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, 4);
+    assert_eq!(partition.faulty(), vec![2], "op 2 reported for repair");
+    assert_eq!(partition.segment_offsets(), vec![0], "no second segment");
+    let more = append_durable(&mut partition, 2, 3, 100);
+    assert_eq!(partition.offset_end(), 6);
+    let accepted = partition
+        .write_prepare(written[1].clone())
+        .expect("rewrite");
+    assert_eq!(accepted.stage, WriteStage::Durable);
+    let mut disk = partition.close().expect("close");
+    disk.crash(strand_wal::CrashMode::LoseUnsynced);
+    let (mut partition, recovery) = open_memory(disk, small_config());
+    assert!(recovery.faulty.is_empty() && recovery.damage.is_empty());
+    let all = read_all(&mut partition);
+    assert_eq!(all[..4], written[..]);
+    assert_eq!(all[4..], more[..]);
+}

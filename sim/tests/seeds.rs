@@ -113,7 +113,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 28] = [
+const REASSIGNING: [(u64, &str); 29] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -213,6 +213,10 @@ const REASSIGNING: [(u64, &str); 28] = [
     (
         8005,
         "faults: an epoch started on one copy of the old history counted as confirmed",
+    ),
+    (
+        2951,
+        "a damaged last segment holding no record once left its successor no name",
     ),
 ];
 
