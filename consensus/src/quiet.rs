@@ -15,8 +15,8 @@
 //!
 //! Anything else wakes a quiet replica: a client request, a cursor commit,
 //! a new membership, and every message except the ones with nothing new
-//! (an ack or a heartbeat of this view about ops the replica holds and
-//! applied, such as one the network delivers late). Waking restarts the timers Normal status runs, and a
+//! (an ack, a heartbeat of this view or a prepare about ops the replica
+//! holds and applied, such as one the network delivers late). Waking restarts the timers Normal status runs, and a
 //! woken primary heartbeats at once so that a backup that voted to leave
 //! the view hears it lives.
 
@@ -111,6 +111,16 @@ impl<S: StateMachine> Replica<S> {
                     && commit.prefix.replica == self.primary_index()
                     && commit.op.get() <= self.journal.head()
                     && commit.commit.get() <= self.commit
+            }
+            // A prepare this backup holds and applied (a repair answer or a
+            // retransmission the network delivers after the quiesce
+            // heartbeat).
+            Message::Prepare(prepare) if !self.is_primary() => {
+                let header = prepare.header();
+                let op = header.op.get();
+                header.prefix.view_id() <= self.view
+                    && op <= self.commit
+                    && self.journal.checksum(op) == Some(prepare.checksum())
             }
             // Cursor events this backup holds already (shipped before the
             // quiesce heartbeat, delivered after it).

@@ -6,7 +6,7 @@ mod harness;
 
 use harness::{Cluster, LIVENESS_SUSPECT_TICKS};
 use strand_consensus::*;
-use strand_wire::Durability;
+use strand_wire::{Durability, Message};
 
 fn cluster() -> Cluster {
     Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted)
@@ -138,4 +138,21 @@ fn a_quiet_primary_stays_quiet_when_a_backup_dies_and_wakes_when_it_returns() {
     );
     assert!(all_quiet(&cluster));
     cluster.assert_one_history();
+}
+
+/// Found by the simulator: a repair answer the network delivered after the
+/// quiesce heartbeat woke the quiet backup that asked for it, and the group
+/// never went quiet again. A prepare the backup holds and applied is nothing
+/// new.
+#[test]
+fn a_late_prepare_the_backup_holds_keeps_it_quiet() {
+    let mut cluster = quiet_after_one_write();
+    let prepare = cluster
+        .stored(0, 1)
+        .expect("the primary holds op 1")
+        .clone();
+    cluster.network.push_back((0, 1, Message::Prepare(prepare)));
+    cluster.deliver_all();
+    assert!(cluster.replica(1).is_quiet(), "nothing new: still quiet");
+    assert_eq!(sent_during(&mut cluster, 1000), 0);
 }

@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 14] = [
+const FOUND_BY_SIM: [(u64, &str); 15] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -94,6 +94,10 @@ const FOUND_BY_SIM: [(u64, &str); 14] = [
         1_226,
         "liveness: a primary's run of missing headers, longer than one answer, was asked \
          for from its bottom, where nothing vouched for them, and never filled",
+    ),
+    (
+        29_423,
+        "quiescence: a repair answer delivered after the quiesce heartbeat woke the backup",
     ),
 ];
 
