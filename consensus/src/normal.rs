@@ -253,7 +253,11 @@ impl<S: StateMachine> Replica<S> {
         let view = header.prefix.view_id();
         let live = self.status == Status::Normal && view == self.view && !self.is_primary();
         if !live {
-            // A repair answer: the body of a slot whose header is known.
+            // A repair answer: the body of a slot whose header is known, or
+            // of a damaged committed op below the window.
+            if self.store_below_window(&prepare, effects) {
+                return;
+            }
             if self.store_body(&prepare) {
                 self.flush_writes(effects);
                 self.advance_adoption(effects);
@@ -278,6 +282,9 @@ impl<S: StateMachine> Replica<S> {
         if op <= self.commit {
             // Applied already; the body may still be a repair answer for
             // an entry storage found damaged, prepared in this very view.
+            if self.store_below_window(&prepare, effects) {
+                return;
+            }
             if self.store_body(&prepare) {
                 self.flush_writes(effects);
             }

@@ -65,6 +65,7 @@ impl<S: StateMachine> Replica<S> {
             );
         }
         self.request_missing_prepares(effects);
+        self.request_damaged_below_window(effects);
     }
 
     /// The first range of ops whose headers this backup lacks but knows exist.
@@ -87,6 +88,54 @@ impl<S: StateMachine> Replica<S> {
             return Some((head + 1, op_max));
         }
         None
+    }
+
+    /// Asks for the committed prepares of damaged ops below the journal's
+    /// window (no slot holds their header): "whichever is committed"
+    /// (checksum 0), which any replica that applied them answers from
+    /// storage.
+    fn request_damaged_below_window(&mut self, effects: &mut Effects) {
+        let base = self.journal.base();
+        let wanted: Vec<u64> = self
+            .faulty_ops
+            .range(..base.min(self.commit + 1))
+            .filter(|op| !self.rewriting_below_window.contains(op))
+            .copied()
+            .take(REPAIR_PREPARES_MAX)
+            .collect();
+        for (index, op) in wanted.into_iter().enumerate() {
+            let Some(to) = self.repair_target(op, 0, index) else {
+                continue;
+            };
+            let mut request: RequestPrepareHeader = self.new_header();
+            request.op.set(op);
+            request.prepare_checksum.set(0);
+            self.send(
+                to,
+                Message::RequestPrepare(Msg::new(request, Bytes::new())),
+                effects,
+            );
+        }
+    }
+
+    /// A repair answer for a damaged committed op below the journal's
+    /// window: rewritten in place (storage checks it against the damaged
+    /// entry's neighbours). True if it was such an answer.
+    pub(crate) fn store_below_window(
+        &mut self,
+        prepare: &Msg<PrepareHeader>,
+        effects: &mut Effects,
+    ) -> bool {
+        let op = prepare.header().op.get();
+        if op >= self.journal.base() || op > self.commit || !self.faulty_ops.contains(&op) {
+            return false;
+        }
+        if self.rewriting_below_window.insert(op) {
+            effects.push(Effect::WritePrepare {
+                prepare: prepare.clone(),
+            });
+        }
+        true
     }
 
     /// Asks for the bodies of slots whose header is known and body is not.

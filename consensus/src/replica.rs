@@ -182,6 +182,10 @@ pub struct Replica<S> {
     /// damaged): they may have been acked, so they are never nacked; they
     /// leave the set once their canonical prepare is durable again.
     pub(crate) faulty_ops: std::collections::BTreeSet<u64>,
+    /// Damaged committed ops below the journal's window whose canonical
+    /// prepare was handed to storage and is not durable yet (the journal
+    /// holds no slot for them to mark).
+    pub(crate) rewriting_below_window: std::collections::BTreeSet<u64>,
     /// Ops up to here are applied.
     pub(crate) commit: u64,
     /// The highest commit number heard of.
@@ -390,6 +394,7 @@ impl<S: StateMachine> Replica<S> {
             persist_completed: 0,
             persists_in_flight: std::collections::VecDeque::new(),
             faulty_ops: faulty.clone(),
+            rewriting_below_window: std::collections::BTreeSet::new(),
             journal,
             commit,
             commit_max: commit,
@@ -786,6 +791,10 @@ impl<S: StateMachine> Replica<S> {
     pub fn on_write(&mut self, op: u64, checksum: u32, stage: WriteStage, effects: &mut Effects) {
         let keep_body = self.is_primary() || self.machine.needs_bodies();
         let Some(slot) = self.journal.get_mut(op) else {
+            if stage == WriteStage::Durable && self.rewriting_below_window.remove(&op) {
+                self.faulty_ops.remove(&op);
+                self.on_storage_progress(effects);
+            }
             return;
         };
         if slot.header.checksum() != checksum {
@@ -1202,6 +1211,10 @@ impl<S: StateMachine> Replica<S> {
         if self.journal.head() > op || self.write_next > op + 1 {
             self.cut_log(op, cursor_tail, effects);
         } else {
+            // Damage storage reported above its own head (ops a crash took)
+            // is outside the view too: those ops are not repaired, and a new
+            // op at that number is not a rewrite.
+            self.faulty_ops.retain(|faulty| *faulty <= op);
             self.cut_cursors_only(cursor_tail, effects);
         }
     }

@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 15] = [
+const FOUND_BY_SIM: [(u64, &str); 17] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -98,6 +98,16 @@ const FOUND_BY_SIM: [(u64, &str); 15] = [
     (
         29_423,
         "quiescence: a repair answer delivered after the quiesce heartbeat woke the backup",
+    ),
+    (
+        39_216,
+        "liveness: damaged committed entries below the journal's window were never asked \
+         for, and the rewrite of their run above the window never finished",
+    ),
+    (
+        47_735,
+        "quiescence: damage storage reported above its head outlived the view that \
+         dropped those ops, and the backup never went quiet",
     ),
 ];
 
