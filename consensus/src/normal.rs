@@ -699,6 +699,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Backup: the primary is alive; withdraw any vote to leave the view.
     pub(crate) fn heard_from_primary(&mut self) {
+        self.start_patience = 0;
         if self.primary_timeout.ticking() {
             self.primary_timeout.reset();
         } else {

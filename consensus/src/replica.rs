@@ -25,6 +25,13 @@ use crate::state::{DurableState, HistoryStart, Recovered};
 use crate::state_machine::{StateMachine, reply_from_header};
 use crate::timeout::Timeout;
 
+/// Primary timeouts a backup lets pass after it starts, before it votes to
+/// leave the view, while its primary's node lives but the primary has not
+/// spoken (a node opening thousands of groups takes seconds to reach this
+/// one). A suspected primary node, a word from the primary, or a view
+/// change ends the patience.
+pub const START_PATIENCE_TIMEOUTS: u32 = 10;
+
 /// Where a replica is in the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Status {
@@ -238,6 +245,10 @@ pub struct Replica<S> {
     pub(crate) backup_commits: [u64; REPLICAS_MAX as usize],
     /// Peers (bitset) the driver's node-level liveness suspects.
     pub(crate) suspected: crate::quiet::SlotBits,
+    /// Primary timeouts a backup may still let pass, since it started,
+    /// without a word from its primary while the primary's node lives (0
+    /// once it heard the primary): see [`START_PATIENCE_TIMEOUTS`].
+    pub(crate) start_patience: u32,
 
     pub(crate) heartbeat_timeout: Timeout,
     pub(crate) primary_timeout: Timeout,
@@ -421,6 +432,7 @@ impl<S: StateMachine> Replica<S> {
             reported: 0,
             backup_commits: [0; REPLICAS_MAX as usize],
             suspected: 0,
+            start_patience: START_PATIENCE_TIMEOUTS,
             heartbeat_timeout: Timeout::new("heartbeat", timeouts.heartbeat_ticks),
             primary_timeout: Timeout::new("primary", timeouts.primary_ticks),
             progress_timeout: Timeout::new("progress", timeouts.primary_ticks * 4),
@@ -513,6 +525,16 @@ impl<S: StateMachine> Replica<S> {
             && self.faulty_ops.is_empty()
             && self.log_view == self.view
             && self.view_membership.slots.contains(self.config.replica)
+    }
+
+    /// Whether a backup that has not heard its primary since it started
+    /// gives it another primary timeout: the primary's node lives (the
+    /// driver does not suspect it), so its replica is most likely still
+    /// opening among thousands of groups, and a view change now would only
+    /// churn.
+    fn waits_for_primary_to_start(&self) -> bool {
+        let primary_bit: crate::quiet::SlotBits = 1 << self.primary_index();
+        self.start_patience > 0 && self.suspected & primary_bit == 0 && !self.is_primary()
     }
 
     /// Starts the replica's timers and first messages.
@@ -748,8 +770,13 @@ impl<S: StateMachine> Replica<S> {
             self.send_heartbeat(effects);
         }
         if self.primary_timeout.fired() {
-            self.primary_timeout.stop();
-            self.vote_leave_view(effects);
+            if self.waits_for_primary_to_start() {
+                self.start_patience -= 1;
+                self.primary_timeout.start_jittered(&mut self.prng);
+            } else {
+                self.primary_timeout.stop();
+                self.vote_leave_view(effects);
+            }
         }
         if self.progress_timeout.fired() {
             self.progress_timeout.stop();
