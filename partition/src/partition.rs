@@ -56,6 +56,12 @@ pub struct PartitionConfig {
     /// state transfer, so that a restart before the transfer finished still
     /// knows its empty log is not the group's.
     pub create_awaiting_transfer: bool,
+    /// The node's boot number: counted by its driver, durably, once per
+    /// process start before any partition opens (0: no count kept). The
+    /// clean-shutdown mark names the boot it was written in and is honoured
+    /// only in the next, so opening a cleanly closed partition writes and
+    /// syncs nothing; without a count, open clears the mark with a write.
+    pub boot: u64,
 }
 
 impl Default for PartitionConfig {
@@ -67,8 +73,25 @@ impl Default for PartitionConfig {
             log: LogConfig::default(),
             headers_committed_max: HEADERS_COMMITTED_MAX_DEFAULT,
             create_awaiting_transfer: false,
+            boot: 0,
         }
     }
+}
+
+/// Whether a superblock's clean-shutdown mark holds at an open in node boot
+/// `boot`: it was written in the boot just before, or in this one (a close
+/// and a reopen in one process; any boot without a count). A mark from an
+/// older boot was opened since, in a boot that did not end cleanly.
+fn marked_clean(superblock: &Superblock, boot: u64) -> bool {
+    superblock.clean_shutdown
+        && (boot == 0 || superblock.clean_boot + 1 == boot || superblock.clean_boot == boot)
+}
+
+/// Whether an open that found its mark holding may leave it on disk: only
+/// a mark of the boot before, which no later boot honours (a mark of this
+/// boot would still hold at the next one, after whatever this open leads to).
+fn mark_expires_by_itself(superblock: &Superblock, boot: u64) -> bool {
+    boot > 0 && superblock.clean_boot + 1 == boot
 }
 
 /// One partition replica's storage. See the crate docs.
@@ -123,13 +146,21 @@ impl<D: Disk> Partition<D> {
         };
         let mut cursor_findings = cursor_findings;
         cursor_findings.cursors_clamped = partition.cursors.clamp(partition.log.offset_end);
-        partition.sync_active_segment()?;
-        partition.write_superblock_now(|_| {})?;
+        let clean_shutdown = marked_clean(&superblock, config.boot);
+        if !clean_shutdown {
+            partition.sync_active_segment()?;
+        }
+        let untouched = log_findings.torn_bytes_cut == 0
+            && log_findings.damage.is_empty()
+            && partition.log.faulty.is_empty();
+        if !clean_shutdown || !untouched || !mark_expires_by_itself(&superblock, config.boot) {
+            partition.write_superblock_now(|_| {})?;
+        }
         let recovery = Recovery {
             fresh,
             recovered_from_disk: !fresh,
-            clean_shutdown: superblock.clean_shutdown,
-            stopped_in_view: superblock.clean_shutdown && superblock.stopped_in_view,
+            clean_shutdown,
+            stopped_in_view: clean_shutdown && superblock.stopped_in_view,
             durable: superblock.durable.clone(),
             replica: superblock.replica,
             durability: superblock.durability,
@@ -156,7 +187,9 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Makes everything read at open durable (a process crash leaves written
-    /// but unsynced bytes that a later power loss could still take).
+    /// but unsynced bytes that a later power loss could still take). Not
+    /// needed after a clean shutdown: its close synced every file before it
+    /// wrote the mark.
     fn sync_active_segment(&mut self) -> Result<(), PartitionError> {
         let active = self.log.active.expect("an open log has an active segment");
         self.io.run(active.log, |user_data| Request::Sync {
@@ -191,6 +224,7 @@ impl<D: Disk> Partition<D> {
         clean_shutdown: bool,
         stopped_in_view: bool,
     ) -> Result<D, PartitionError> {
+        let boot = self.config.boot;
         self.settle()?;
         self.log.close(&mut self.io)?;
         self.cursors.close(&mut self.io)?;
@@ -198,6 +232,7 @@ impl<D: Disk> Partition<D> {
         self.write_superblock_now(|superblock| {
             superblock.clean_shutdown = clean_shutdown;
             superblock.stopped_in_view = stopped_in_view;
+            superblock.clean_boot = boot;
         })?;
         self.close_superblock_copies();
         tracing::info!(

@@ -38,11 +38,14 @@ pub const VIEW_HEADERS_MAX: usize = strand_wire::DVC_SUFFIX_HEADERS_MAX;
 pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
 
 const MAGIC: u32 = 0x4253_5453; // "STSB"
-/// Version 4 lists each sealed segment's last op; version 3 named every view
-/// with its assignment epoch and recorded the epoch a replica was retired
-/// in; both older ones are still read (version 2's views as epoch 0, their
-/// sealed segments' last ops unknown).
-const VERSION: u16 = 4;
+/// Version 5 names the boot of the node its clean-shutdown mark was written
+/// in; version 4 listed each sealed segment's last op; version 3 named every
+/// view with its assignment epoch and recorded the epoch a replica was
+/// retired in; the older ones are still read (a mark without its boot as
+/// boot 0, version 2's views as epoch 0, their sealed segments' last ops
+/// unknown).
+const VERSION: u16 = 5;
+const VERSION_WITHOUT_CLEAN_BOOT: u16 = 4;
 const VERSION_WITHOUT_LAST_OPS: u16 = 3;
 const VERSION_WITHOUT_EPOCHS: u16 = 2;
 const FLAG_CLEAN_SHUTDOWN: u8 = 1;
@@ -126,6 +129,10 @@ pub struct Superblock {
     /// its view (normal status, every prepare it held written): it may
     /// resume there without a view change.
     pub stopped_in_view: bool,
+    /// The node's boot the clean-shutdown mark was written in (0 without a
+    /// boot count): the mark speaks only for the boot right after it, so a
+    /// node that opens it need not write anything to clear it.
+    pub clean_boot: u64,
     /// Set after a quarantine: the log is a bare prefix until a state transfer
     /// installs the rest.
     pub awaiting_state_transfer: bool,
@@ -163,6 +170,7 @@ impl Superblock {
             confirm,
             clean_shutdown: false,
             stopped_in_view: false,
+            clean_boot: 0,
             awaiting_state_transfer: false,
             retired_epoch: 0,
             op_checkpoint: 0,
@@ -210,6 +218,7 @@ impl Superblock {
         writer.bytes(self.durable.view_headers.as_bytes());
         writer.u64(self.durable.maybe_acked_op);
         writer.u32(self.retired_epoch);
+        writer.u64(self.clean_boot);
         let mut bytes = writer.into_vec();
         let crc = crc32c::crc32c(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
@@ -365,14 +374,22 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         });
     }
     let version = reader.u16("version")?;
-    if ![VERSION, VERSION_WITHOUT_LAST_OPS, VERSION_WITHOUT_EPOCHS].contains(&version) {
+    if ![
+        VERSION,
+        VERSION_WITHOUT_CLEAN_BOOT,
+        VERSION_WITHOUT_LAST_OPS,
+        VERSION_WITHOUT_EPOCHS,
+    ]
+    .contains(&version)
+    {
         return Err(BodyError::UnknownValue {
             field: "superblock version",
             value: u64::from(version),
         });
     }
     let with_epochs = version >= VERSION_WITHOUT_LAST_OPS;
-    let with_last_ops = version >= VERSION;
+    let with_last_ops = version >= VERSION_WITHOUT_CLEAN_BOOT;
+    let with_clean_boot = version >= VERSION;
     let sequence = reader.u64("sequence")?;
     let (view, log_view) = if with_epochs {
         (
@@ -441,6 +458,11 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     } else {
         0
     };
+    let clean_boot = if with_clean_boot {
+        reader.u64("clean boot")?
+    } else {
+        0
+    };
     reader.finish()?;
     Ok(Superblock {
         sequence,
@@ -458,6 +480,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         confirm,
         clean_shutdown: flags & FLAG_CLEAN_SHUTDOWN != 0,
         stopped_in_view: flags & FLAG_STOPPED_IN_VIEW != 0,
+        clean_boot,
         awaiting_state_transfer: flags & FLAG_AWAITING_STATE_TRANSFER != 0,
         retired_epoch,
         op_checkpoint,

@@ -405,7 +405,7 @@ mod tests {
     fn shared() -> Shared {
         let config = NodeConfig::parse(Path::new("node.toml"), CONFIG, Overrides::default())
             .expect("a valid configuration");
-        Shared::new(config, BTreeMap::new(), ReadHandles::new(16))
+        Shared::new(config, BTreeMap::new(), ReadHandles::new(16), 1)
     }
 
     /// Asks `shared` for metadata (of `stream`, if given); the answer's

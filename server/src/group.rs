@@ -256,7 +256,10 @@ impl Actor {
             dir: spec.dir.clone(),
             catalog_nodes: (spec.group == 0)
                 .then(|| spec.slots.iter().flatten().copied().collect()),
-            storage: PartitionConfig::default(),
+            storage: PartitionConfig {
+                boot: shared.boot,
+                ..PartitionConfig::default()
+            },
         };
         let read_handles = shared.read_handles.clone();
         let disk = disk_for(&wal, &read_handles, &inbox);

@@ -22,6 +22,7 @@
 //! | [`metrics`] | metric names, the Prometheus endpoint |
 //! | [`node`] | a node's lifetime: start, host partitions, shut down |
 //! | [`limits`] | the open-files limit: raised at start, partitions it allows |
+//! | [`boot`] | the boot count, raised at start: which clean marks still hold |
 //! | [`dev_cluster`] | `strand-server dev-cluster` |
 //!
 //! Invariants that matter most:
@@ -32,6 +33,7 @@
 //!   `Busy` (client requests).
 //! - A clean-shutdown mark is written only for a replica whose log is trusted.
 
+pub mod boot;
 pub mod bus;
 pub mod client_port;
 pub mod config;

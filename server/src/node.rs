@@ -32,6 +32,9 @@ pub enum NodeError {
         /// Why.
         reason: String,
     },
+    /// The boot count could not be raised.
+    #[error(transparent)]
+    Boot(#[from] crate::boot::BootError),
     /// A listener could not be bound.
     #[error("cannot listen on {address} ({what}): {source}")]
     Bind {
@@ -133,7 +136,16 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let (senders, receivers) = bus::queues(config.node, config.peers.iter().map(|peer| peer.id));
     let nodes: Vec<u32> = config.peers.iter().map(|peer| peer.id).collect();
     let data_dir = config.data_dir.clone();
-    let shared = Arc::new(Shared::new(config, senders, ReadHandles::new(budget.reads)));
+    // Before any partition opens: the clean marks of the last boot hold in
+    // this one only.
+    let boot = crate::boot::count_boot(&data_dir)?;
+    tracing::info!(boot, "node: boot counted");
+    let shared = Arc::new(Shared::new(
+        config,
+        senders,
+        ReadHandles::new(budget.reads),
+        boot,
+    ));
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
     let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();

@@ -86,6 +86,8 @@ pub enum Refused {
 pub struct Shared {
     /// This node's configuration.
     pub config: NodeConfig,
+    /// This process's boot count (see [`crate::boot`]).
+    pub boot: u64,
     groups: RwLock<BTreeMap<u64, GroupHandle>>,
     views: RwLock<BTreeMap<u64, GroupView>>,
     catalog: RwLock<Arc<Catalog>>,
@@ -123,10 +125,12 @@ impl Shared {
         config: NodeConfig,
         peers: BTreeMap<u32, mpsc::Sender<Bytes>>,
         read_handles: ReadHandles,
+        boot: u64,
     ) -> Shared {
         let nodes = config.peers.iter().map(|peer| peer.id).collect();
         Shared {
             config,
+            boot,
             groups: RwLock::new(BTreeMap::new()),
             views: RwLock::new(BTreeMap::new()),
             catalog: RwLock::new(Arc::new(Catalog::new(nodes))),

@@ -157,12 +157,18 @@ pub async fn measure_idle(
         .collect();
     tokio::time::sleep(duration).await;
     let wall = started.elapsed();
+    // Read before scraping: rendering the metrics of thousands of groups
+    // is work the scrape asks for, not idle cost.
+    let after: Vec<_> = pids
+        .iter()
+        .map(|(_, pid)| procfs::read_stat(*pid))
+        .collect();
     let (after_metrics, scrape_errors) = scrape_all(metrics).await;
     errors.extend(scrape_errors);
     let mut nodes = Vec::with_capacity(pids.len());
-    for (&(node, pid), before) in pids.iter().zip(before) {
+    for ((&(node, pid), before), after) in pids.iter().zip(before).zip(after) {
         let counts = after_metrics.iter().find(|figures| figures.node == node);
-        match node_idle(node, pid, before, wall, counts) {
+        match node_idle(node, pid, (before, after), wall, counts) {
             Ok(idle) => nodes.push(idle),
             Err(error) => errors.push(format!("node {node} (pid {pid}): {error}")),
         }
@@ -178,16 +184,18 @@ pub async fn measure_idle(
     }
 }
 
-/// One node's idle figures, from its CPU reading at the start.
+/// A CPU reading, or why it failed.
+type CpuReading = Result<procfs::CpuTicks, procfs::ProcError>;
+
+/// One node's idle figures, from its CPU readings at the start and the end.
 fn node_idle(
     node: u32,
     pid: u32,
-    before: Result<procfs::CpuTicks, procfs::ProcError>,
+    (before, after): (CpuReading, CpuReading),
     wall: Duration,
     counts: Option<&NodeMetrics>,
 ) -> Result<NodeIdle, procfs::ProcError> {
-    let before = before?;
-    let after = procfs::read_stat(pid)?;
+    let (before, after) = (before?, after?);
     let status = procfs::read_status(pid)?;
     Ok(NodeIdle {
         node,

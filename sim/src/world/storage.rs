@@ -42,6 +42,10 @@ pub(super) struct SlotDisk {
     pub retired_epoch: Option<u32>,
     /// The cursor log's length when checker 6 last looked.
     pub cursor_tail_checked: u64,
+    /// The node's boot count: raised at every start (durable, as a node's
+    /// own boot file is), so that a clean mark holds only in the boot after
+    /// it.
+    pub boots: u64,
 }
 
 impl SlotDisk {
@@ -138,7 +142,10 @@ impl World {
             confirm: self.options.confirm,
             dir: DIR.into(),
             catalog_nodes: None,
-            storage: partition_config(),
+            storage: PartitionConfig {
+                boot: self.disks[usize::from(replica)].boots,
+                ..partition_config()
+            },
         }
     }
 
@@ -162,6 +169,7 @@ impl World {
             .take()
             .unwrap_or_else(|| MemoryDisk::new(seed));
         disk.set_manual_turns(true);
+        self.disks[index].boots += 1;
         let spec = self.host_spec(replica);
         let reopen = Box::new(|| -> MemoryDisk {
             panic!("a simulated disk is never reopened: its storage lives in the partition")
