@@ -507,6 +507,8 @@ impl<S: StateMachine> Replica<S> {
             });
             return;
         }
+        // The view's primary spoke: no patience for it is left to give.
+        self.start_patience = 0;
         let member = self
             .memberships
             .slots_from(view.epoch)

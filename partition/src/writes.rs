@@ -152,7 +152,8 @@ pub struct RetentionOutcome {
 
 impl<D: Disk> Partition<D> {
     /// Writes `prepare` at its op: an append when its op is the head + 1 (it
-    /// must chain), a rewrite in place when the op was reported damaged.
+    /// must chain), a rewrite in place when the op was reported damaged, and
+    /// nothing when the log holds that very prepare intact.
     pub fn write_prepare(
         &mut self,
         prepare: Msg<PrepareHeader>,
@@ -165,6 +166,24 @@ impl<D: Disk> Partition<D> {
                 op,
                 checksum,
                 stage: WriteStage::Queued,
+            });
+        }
+        if op <= self.log.op
+            && !self.log.faulty.contains(&op)
+            && self.log.checksum_of(op) == Some(checksum)
+        {
+            // The very prepare the log holds intact (a repair its replica
+            // asked for before learning the entry was sound): nothing to
+            // write; durable once the log's copy is.
+            let stage = if op <= self.log.durable_op {
+                WriteStage::Durable
+            } else {
+                WriteStage::Queued
+            };
+            return Ok(WriteAccepted {
+                op,
+                checksum,
+                stage,
             });
         }
         if op > self.log.op || !self.log.faulty.contains(&op) {

@@ -186,8 +186,9 @@ fn a_rewrite_must_match_the_damaged_entry() {
         partition.write_prepare(impostor),
         Err(PartitionError::RewriteMismatch { op: 2, .. })
     ));
+    let intact_impostor = strand_partition::fixtures::produce(4, written[2].checksum(), 6, 2, 51);
     assert!(matches!(
-        partition.write_prepare(written[3].clone()),
+        partition.write_prepare(intact_impostor),
         Err(PartitionError::OpNotNext { op: 4, .. })
     ));
 }
@@ -553,4 +554,23 @@ fn a_damaged_last_segment_without_records_takes_appends_after_the_damage() {
     let all = read_all(&mut partition);
     assert_eq!(all[..4], written[..]);
     assert_eq!(all[4..], more[..]);
+}
+
+/// Found by the simulator: a replica may ask to rewrite a committed op it
+/// counted as damaged that storage holds intact (below the journal's window
+/// it cannot tell). The very prepare the log holds is nothing to write.
+#[test]
+fn rewriting_an_intact_op_with_its_own_prepare_is_a_durable_no_op() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(13), small_config());
+    let written = append_durable(&mut partition, 3, 2, 50);
+    let accepted = partition
+        .write_prepare(written[1].clone())
+        .expect("the same prepare");
+    assert_eq!(accepted.stage, WriteStage::Durable);
+    let other = strand_partition::fixtures::produce(2, written[0].checksum(), 2, 3, 50);
+    assert!(matches!(
+        partition.write_prepare(other),
+        Err(PartitionError::OpNotNext { op: 2, head: 3 })
+    ));
+    assert_eq!(read_all(&mut partition), written);
 }

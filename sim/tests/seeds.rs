@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 17] = [
+const FOUND_BY_SIM: [(u64, &str); 19] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -108,6 +108,14 @@ const FOUND_BY_SIM: [(u64, &str); 17] = [
         47_735,
         "quiescence: damage storage reported above its head outlived the view that \
          dropped those ops, and the backup never went quiet",
+    ),
+    (
+        12_280,
+        "storage: a repair below the window asked to rewrite an op storage held intact",
+    ),
+    (
+        9_879,
+        "liveness: a backup kept its start patience after its primary's StartView",
     ),
 ];
 
