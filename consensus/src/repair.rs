@@ -104,18 +104,24 @@ impl<S: StateMachine> Replica<S> {
             .take(REPAIR_PREPARES_MAX)
             .collect();
         for (index, op) in wanted.into_iter().enumerate() {
-            let Some(to) = self.repair_target(op, 0, index) else {
-                continue;
-            };
-            let mut request: RequestPrepareHeader = self.new_header();
-            request.op.set(op);
-            request.prepare_checksum.set(0);
-            self.send(
-                to,
-                Message::RequestPrepare(Msg::new(request, Bytes::new())),
-                effects,
-            );
+            self.request_prepare(op, 0, index, effects);
         }
+    }
+
+    /// Asks the repair target for the prepare at `op` with `checksum` (0:
+    /// whichever is committed); `index` rotates the target within a round.
+    fn request_prepare(&mut self, op: u64, checksum: u32, index: usize, effects: &mut Effects) {
+        let Some(to) = self.repair_target(op, checksum, index) else {
+            return;
+        };
+        let mut request: RequestPrepareHeader = self.new_header();
+        request.op.set(op);
+        request.prepare_checksum.set(checksum);
+        self.send(
+            to,
+            Message::RequestPrepare(Msg::new(request, Bytes::new())),
+            effects,
+        );
     }
 
     /// A repair answer for a damaged committed op below the journal's
@@ -152,17 +158,7 @@ impl<S: StateMachine> Replica<S> {
             .take(REPAIR_PREPARES_MAX)
             .collect();
         for (index, (op, checksum)) in wanted.into_iter().enumerate() {
-            let Some(to) = self.repair_target(op, checksum, index) else {
-                continue;
-            };
-            let mut request: RequestPrepareHeader = self.new_header();
-            request.op.set(op);
-            request.prepare_checksum.set(checksum);
-            self.send(
-                to,
-                Message::RequestPrepare(Msg::new(request, Bytes::new())),
-                effects,
-            );
+            self.request_prepare(op, checksum, index, effects);
         }
     }
 
