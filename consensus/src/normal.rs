@@ -5,8 +5,10 @@ use bytes::Bytes;
 use strand_wire::ops::ErrorBody;
 use strand_wire::{
     CommandHeader, CommitFlags, CommitHeader, Message, Msg, Operation, PrepareHeader,
-    PrepareOkHeader, ReplyHeader, ResultCode,
+    PrepareOkFlags, PrepareOkHeader, ReplyHeader, ResultCode,
 };
+
+use crate::quiet::SlotBits;
 
 use crate::client_table::Lookup;
 use crate::effects::{DropReason, Effect, Effects, Event};
@@ -448,7 +450,13 @@ impl<S: StateMachine> Replica<S> {
         let op = ok.op.get();
         self.cursor_tail_reported(from, ok.cursor_tail.get(), effects);
         if usize::from(from) < self.backup_commits.len() {
-            self.reported |= 1 << from;
+            let bit: SlotBits = 1 << from;
+            self.reported |= bit;
+            if ok.flags().contains(PrepareOkFlags::REPAIRING) {
+                self.repairing |= bit;
+            } else {
+                self.repairing &= !bit;
+            }
             let reported = &mut self.backup_commits[usize::from(from)];
             *reported = (*reported).max(ok.commit.get());
         }
@@ -549,7 +557,8 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         let op = self.stored_through();
-        if op <= self.acked && !force {
+        let repairing = self.lacks_entries();
+        if op <= self.acked && !force && repairing == self.acked_repairing {
             return;
         }
         // Op 0 (an empty log) is reported with no checksum: it acks nothing,
@@ -566,7 +575,11 @@ impl<S: StateMachine> Replica<S> {
         ok.op.set(op);
         ok.commit.set(self.commit);
         ok.cursor_tail.set(self.cursors.tail);
+        if repairing {
+            ok.flags = PrepareOkFlags::REPAIRING.bits();
+        }
         self.acked = op;
+        self.acked_repairing = repairing;
         self.send(
             self.primary_index(),
             Message::PrepareOk(Msg::new(ok, Bytes::new())),
@@ -731,6 +744,7 @@ impl<S: StateMachine> Replica<S> {
         self.repair_timeout.start();
         self.acks = [0; strand_wire::REPLICAS_MAX as usize];
         self.acked = 0;
+        self.acked_repairing = false;
         self.svc_votes = 0;
         self.suspecting = false;
         self.abdicated = false;

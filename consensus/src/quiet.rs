@@ -20,7 +20,7 @@
 //! woken primary heartbeats at once so that a backup that voted to leave
 //! the view hears it lives.
 
-use strand_wire::{Message, REPLICAS_MAX};
+use strand_wire::{CommandHeader, HeaderPrefix, Message, PrepareOkFlags, REPLICAS_MAX};
 
 use crate::effects::Effects;
 use crate::replica::{Replica, Status};
@@ -49,14 +49,16 @@ impl<S: StateMachine> Replica<S> {
             self.suspected &= !bit;
         } else {
             self.suspected |= bit;
+            // What it reported before it went may be stale; a report since
+            // (the down signal lags) is from the replica that came back.
+            self.reported &= !bit;
         }
-        // What it reported before may be stale either way.
-        self.reported &= !bit;
         if !self.is_quiet() || !self.is_peer(slot) {
             return;
         }
         if self.is_primary() {
-            if alive {
+            // A peer that came back is caught up unless it said it is.
+            if alive && !self.backup_caught_up(slot) {
                 self.wake(effects);
             }
         } else if !alive && slot == self.primary_index() {
@@ -102,8 +104,19 @@ impl<S: StateMachine> Replica<S> {
             Message::PrepareOk(ok) if self.is_primary() => {
                 let ok = ok.header();
                 ok.prefix.view_id() == self.view
+                    && !ok.flags().contains(PrepareOkFlags::REPAIRING)
                     && ok.op.get() <= self.journal.head()
                     && ok.commit.get() <= self.commit
+            }
+            // A repair request from a backup whose latest ack said it lacks
+            // nothing: one it sent before its repairs ended, delivered late
+            // (it is answered all the same). A backup that lost entries
+            // since restarted, and its probe wakes the primary.
+            Message::RequestPrepare(request) if self.is_primary() => {
+                self.asked_by_caught_up_backup(request.header().prefix())
+            }
+            Message::RequestHeaders(request) if self.is_primary() => {
+                self.asked_by_caught_up_backup(request.header().prefix())
             }
             Message::Commit(commit) if !self.is_primary() => {
                 let commit = commit.header();
@@ -114,13 +127,17 @@ impl<S: StateMachine> Replica<S> {
             }
             // A prepare this backup holds and applied (a repair answer or a
             // retransmission the network delivers after the quiesce
-            // heartbeat).
+            // heartbeat); below the journal's window, a committed op it
+            // holds sound.
             Message::Prepare(prepare) if !self.is_primary() => {
                 let header = prepare.header();
                 let op = header.op.get();
-                header.prefix.view_id() <= self.view
-                    && op <= self.commit
-                    && self.journal.checksum(op) == Some(prepare.checksum())
+                let held = if op < self.journal.base() {
+                    !self.faulty_ops.contains(&op)
+                } else {
+                    self.journal.checksum(op) == Some(prepare.checksum())
+                };
+                header.prefix.view_id() <= self.view && op <= self.commit && held
             }
             // Cursor events this backup holds already (shipped before the
             // quiesce heartbeat, delivered after it).
@@ -151,16 +168,32 @@ impl<S: StateMachine> Replica<S> {
             && self.faulty_ops.range(self.journal.base()..).next().is_none()
             && head == self.commit
             && self.cursors.durable == self.cursors.tail;
-        idle && self.others().all(|slot| {
-            let index = usize::from(slot);
-            let bit: SlotBits = 1 << slot;
-            self.suspected & bit != 0
-                || (self.reported & bit != 0
-                    && self.acks[index] == head
-                    && self.backup_commits[index] == self.commit
-                    && (self.cursors.replica_tails[index] >= self.cursors.durable
-                        || self.cursors.replica_tails[index] < self.cursors.log_start))
-        })
+        idle && self
+            .others()
+            .all(|slot| self.suspected & (1 << slot) != 0 || self.backup_caught_up(slot))
+    }
+
+    /// Primary: whether the backup at `slot` said, in this view, that it
+    /// holds and applied everything and repairs nothing.
+    fn backup_caught_up(&self, slot: u8) -> bool {
+        let index = usize::from(slot);
+        let bit: SlotBits = 1 << slot;
+        self.reported & bit != 0
+            && self.repairing & bit == 0
+            && self.acks[index] == self.journal.head()
+            && self.backup_commits[index] == self.commit
+            && (self.cursors.replica_tails[index] >= self.cursors.durable
+                || self.cursors.replica_tails[index] < self.cursors.log_start)
+    }
+
+    /// Primary: whether a repair request with `prefix` comes from a backup
+    /// of this view that said it lacks nothing.
+    fn asked_by_caught_up_backup(&self, prefix: &HeaderPrefix) -> bool {
+        prefix.view_id() == self.view
+            && prefix.replica != self.config.replica
+            && prefix.replica < REPLICAS_MAX
+            && self.is_peer(prefix.replica)
+            && self.backup_caught_up(prefix.replica)
     }
 
     /// The driver found that the cursor log holds events only from `start`
@@ -183,7 +216,7 @@ impl<S: StateMachine> Replica<S> {
             // Damaged entries in its window are repaired first: a quiet
             // backup would be woken by the answers. Until then it stays
             // awake, and its repair requests wake the primary.
-            && self.faulty_ops.range(self.journal.base()..).next().is_none()
+            && !self.lacks_entries()
             && self.stored_through() == op
             && self.commit == commit
     }
@@ -214,6 +247,7 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn end_quiet(&mut self) {
         self.quiet = false;
         self.reported = 0;
+        self.repairing = 0;
         self.backup_commits = [0; REPLICAS_MAX as usize];
     }
 }

@@ -68,6 +68,28 @@ impl<S: StateMachine> Replica<S> {
         self.request_damaged_below_window(effects);
     }
 
+    /// Whether this replica lacks entries it knows of: headers, bodies, or
+    /// sound copies of ops storage found damaged. A backup says so in its
+    /// acks, so that its primary does not go quiet before its repairs end.
+    pub(crate) fn lacks_entries(&self) -> bool {
+        !self.faulty_ops.is_empty()
+            || self.header_gap().is_some()
+            || self.missing_bodies().next().is_some()
+    }
+
+    /// The slots in the window whose header is known and body is not, as
+    /// (op, checksum).
+    fn missing_bodies(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.journal
+            .slots_from(self.journal.base())
+            .filter_map(|(op, slot)| {
+                let slot = slot?;
+                let missing = matches!(slot.state, SlotState::Missing | SlotState::Faulty)
+                    && slot.prepare.is_none();
+                missing.then(|| (op, slot.header.checksum()))
+            })
+    }
+
     /// The first range of ops whose headers this backup lacks but knows exist.
     fn header_gap(&self) -> Option<(u64, u64)> {
         let limit = HEADERS_PER_MESSAGE_MAX as u64;
@@ -146,17 +168,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Asks for the bodies of slots whose header is known and body is not.
     pub(crate) fn request_missing_prepares(&mut self, effects: &mut Effects) {
-        let wanted: Vec<(u64, u32)> = self
-            .journal
-            .slots_from(self.journal.base())
-            .filter_map(|(op, slot)| {
-                let slot = slot?;
-                let missing = matches!(slot.state, SlotState::Missing | SlotState::Faulty)
-                    && slot.prepare.is_none();
-                missing.then(|| (op, slot.header.checksum()))
-            })
-            .take(REPAIR_PREPARES_MAX)
-            .collect();
+        let wanted: Vec<(u64, u32)> = self.missing_bodies().take(REPAIR_PREPARES_MAX).collect();
         for (index, (op, checksum)) in wanted.into_iter().enumerate() {
             self.request_prepare(op, checksum, index, effects);
         }

@@ -209,6 +209,8 @@ pub struct Replica<S> {
     pub(crate) acks: [u64; REPLICAS_MAX as usize],
     /// Backup: the highest op acked to the primary in this view.
     pub(crate) acked: u64,
+    /// Backup: whether its latest ack in this view said it was repairing.
+    pub(crate) acked_repairing: bool,
     pub(crate) view_change: ViewChangeProgress,
     pub(crate) adoption: Option<Adoption>,
     /// The log head recovered at open (what survived a crash).
@@ -241,6 +243,9 @@ pub struct Replica<S> {
     pub(crate) quiet: bool,
     /// Primary: backups (bitset) that sent a PrepareOk in this view.
     pub(crate) reported: crate::quiet::SlotBits,
+    /// Primary: backups (bitset) whose latest PrepareOk said they are
+    /// repairing ([`strand_wire::PrepareOkFlags::REPAIRING`]).
+    pub(crate) repairing: crate::quiet::SlotBits,
     /// Primary: each backup's commit number, from its PrepareOk.
     pub(crate) backup_commits: [u64; REPLICAS_MAX as usize],
     /// Peers (bitset) the driver's node-level liveness suspects.
@@ -415,6 +420,7 @@ impl<S: StateMachine> Replica<S> {
             cursors: CursorState::new(recovered.cursor_tail),
             acks: [0; REPLICAS_MAX as usize],
             acked: 0,
+            acked_repairing: false,
             view_change: ViewChangeProgress::default(),
             adoption: None,
             primary_op: 0,
@@ -430,6 +436,7 @@ impl<S: StateMachine> Replica<S> {
             abdicated: false,
             quiet: false,
             reported: 0,
+            repairing: 0,
             backup_commits: [0; REPLICAS_MAX as usize],
             suspected: 0,
             start_patience: START_PATIENCE_TIMEOUTS,

@@ -4,9 +4,12 @@
 
 mod harness;
 
+use bytes::Bytes;
 use harness::{Cluster, LIVENESS_SUSPECT_TICKS};
 use strand_consensus::*;
-use strand_wire::{Durability, Message};
+use strand_wire::{
+    CommandHeader, Durability, Message, Msg, PrepareOkFlags, PrepareOkHeader, RequestPrepareHeader,
+};
 
 fn cluster() -> Cluster {
     Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted)
@@ -154,5 +157,90 @@ fn a_late_prepare_the_backup_holds_keeps_it_quiet() {
     cluster.network.push_back((0, 1, Message::Prepare(prepare)));
     cluster.deliver_all();
     assert!(cluster.replica(1).is_quiet(), "nothing new: still quiet");
+    assert_eq!(sent_during(&mut cluster, 1000), 0);
+}
+
+/// Found by the simulator: a backup asked for the same repairs round after
+/// round, finished them, said so, and its primary went quiet; a request it
+/// sent before then, delivered late, woke the primary. A backup whose latest
+/// ack says it lacks nothing gets its answer and the group stays quiet.
+#[test]
+fn a_late_repair_request_from_a_caught_up_backup_keeps_the_primary_quiet() {
+    let mut cluster = quiet_after_one_write();
+    let checksum = cluster
+        .stored(0, 1)
+        .expect("the primary holds op 1")
+        .checksum();
+    let view = cluster.replica(0).view();
+    let mut request = RequestPrepareHeader::new(harness::CLUSTER, harness::GROUP, view, 1);
+    request.op.set(1);
+    request.prepare_checksum.set(checksum);
+    cluster.network.push_back((
+        1,
+        0,
+        Message::RequestPrepare(Msg::new(request, Bytes::new())),
+    ));
+    assert!(cluster.deliver_one());
+    let answered = cluster.network.iter().any(|(from, to, message)| {
+        (*from, *to) == (0, 1) && matches!(message, Message::Prepare(_))
+    });
+    assert!(answered, "the request is answered");
+    cluster.deliver_all();
+    assert!(all_quiet(&cluster), "and wakes nobody");
+    assert_eq!(sent_during(&mut cluster, 1000), 0);
+}
+
+/// An ack that says the backup is repairing wakes a quiet primary: the
+/// backup is not caught up whatever op it acks.
+#[test]
+fn an_ack_from_a_repairing_backup_wakes_the_quiet_primary() {
+    let mut cluster = quiet_after_one_write();
+    let checksum = cluster.stored(0, 1).expect("op 1").checksum();
+    let view = cluster.replica(0).view();
+    let mut ok = PrepareOkHeader::new(harness::CLUSTER, harness::GROUP, view, 1);
+    ok.op.set(1);
+    ok.prepare_checksum.set(checksum);
+    ok.commit.set(1);
+    ok.flags = PrepareOkFlags::REPAIRING.bits();
+    cluster
+        .network
+        .push_back((1, 0, Message::PrepareOk(Msg::new(ok, Bytes::new()))));
+    cluster.deliver_all();
+    assert!(!cluster.replica(0).is_quiet(), "a repairing backup: awake");
+    // The backup's own acks (it lacks nothing) let the group quiesce again.
+    cluster.tick(50);
+    assert!(all_quiet(&cluster));
+}
+
+/// Found by the simulator: a backup restarted, caught up and acked before
+/// the node-level signal that it was back reached its quiet primary; the
+/// late signal woke the primary for nothing. A peer that came back and said
+/// since that it lacks nothing keeps the primary quiet; one that said
+/// nothing since it went wakes it.
+#[test]
+fn a_peer_back_and_caught_up_keeps_the_quiet_primary_quiet() {
+    let mut cluster = quiet_after_one_write();
+    cluster.signal_liveness(0, 2, false);
+    cluster.signal_liveness(0, 2, true);
+    assert!(
+        !cluster.replica(0).is_quiet(),
+        "no word from it since it went: the primary wakes to catch it up"
+    );
+    cluster.tick(50);
+    assert!(all_quiet(&cluster));
+
+    cluster.signal_liveness(0, 2, false);
+    let checksum = cluster.stored(0, 1).expect("op 1").checksum();
+    let view = cluster.replica(0).view();
+    let mut ok = PrepareOkHeader::new(harness::CLUSTER, harness::GROUP, view, 2);
+    ok.op.set(1);
+    ok.prepare_checksum.set(checksum);
+    ok.commit.set(1);
+    cluster
+        .network
+        .push_back((2, 0, Message::PrepareOk(Msg::new(ok, Bytes::new()))));
+    cluster.deliver_all();
+    cluster.signal_liveness(0, 2, true);
+    assert!(cluster.replica(0).is_quiet(), "it said it lacks nothing");
     assert_eq!(sent_during(&mut cluster, 1000), 0);
 }

@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 19] = [
+const FOUND_BY_SIM: [(u64, &str); 21] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -116,6 +116,16 @@ const FOUND_BY_SIM: [(u64, &str); 19] = [
     (
         9_879,
         "liveness: a backup kept its start patience after its primary's StartView",
+    ),
+    (
+        60_397,
+        "quiescence: repair requests a backup sent before its repairs ended woke its \
+         quiet primary",
+    ),
+    (
+        80_096,
+        "quiescence: the node-level signal that a caught-up backup was back woke its \
+         quiet primary",
     ),
 ];
 

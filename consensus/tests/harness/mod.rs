@@ -498,6 +498,18 @@ impl Cluster {
         }
     }
 
+    /// Tells `observer` directly that the node-level liveness of `peer`
+    /// changed, as a driver whose signal lags would.
+    pub fn signal_liveness(&mut self, observer: u8, peer: u8, alive: bool) {
+        let mut effects = Effects::new();
+        self.replicas[usize::from(observer)]
+            .as_mut()
+            .expect("up")
+            .on_peer_liveness(peer, alive, &mut effects);
+        self.execute(observer, effects);
+        self.deliver_all();
+    }
+
     /// Cuts every link to and from `index`.
     pub fn isolate(&mut self, index: u8) {
         for other in 0..self.count() {

@@ -12,7 +12,9 @@ pub use repair::{
     HEADERS_PER_MESSAGE_MAX, HeadersHeader, RequestHeadersHeader, RequestPrepareHeader,
     RequestStateTransferHeader, STATE_TRANSFER_CHUNK_SIZE_MAX, StateTransferChunkHeader,
 };
-pub use replication::{CommitFlags, CommitHeader, CursorsHeader, PrepareHeader, PrepareOkHeader};
+pub use replication::{
+    CommitFlags, CommitHeader, CursorsHeader, PrepareHeader, PrepareOkFlags, PrepareOkHeader,
+};
 pub use view_change::{
     DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, DoViewChangeHeader, FLAG_UNTRUSTED_LOG,
     RequestStartViewHeader, StartViewChangeHeader, StartViewHeader,

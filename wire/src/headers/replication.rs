@@ -149,10 +149,24 @@ command_header! {
     commit: U64,
     /// Length of the backup's cursor event log, so the primary re-ships what it lacks.
     cursor_tail: U64,
+    /// [`PrepareOkFlags`].
+    flags: u8,
 }
 
 impl PrepareOkHeader {
+    /// The flags (unknown bits were rejected when the frame was decoded).
+    pub fn flags(&self) -> PrepareOkFlags {
+        PrepareOkFlags::from_bits_truncate(self.flags)
+    }
+
     fn check_fields(&self) -> Result<(), FieldError> {
+        let unknown = self.flags & !PrepareOkFlags::all().bits();
+        if unknown != 0 {
+            return Err(FieldError::UnknownFlags {
+                field: "flags",
+                bits: u64::from(unknown),
+            });
+        }
         // Op 0 is an empty log's report (it acks nothing): no checksum.
         ensure(
             self.op.get() >= 1 || self.prepare_checksum.get() == 0,
@@ -162,6 +176,17 @@ impl PrepareOkHeader {
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
         ensure(body.is_empty(), "prepare-ok has a body")
+    }
+}
+
+bitflags::bitflags! {
+    /// Flags of a PrepareOk. Unknown bits are rejected.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct PrepareOkFlags: u8 {
+        /// The backup is repairing entries it lacks or found damaged: it is
+        /// not caught up, whatever op it acks, so its primary must not go
+        /// quiet (and its repair requests are news).
+        const REPAIRING = 1;
     }
 }
 
