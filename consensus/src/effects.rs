@@ -138,6 +138,14 @@ pub enum Event {
         /// The new view.
         view: ViewId,
     },
+    /// The primary hands its role to the preferred primary at slot `to`,
+    /// moving to `view` (which `to` leads); a `ViewChangeStarted` follows.
+    HandingOver {
+        /// The preferred primary's slot.
+        to: u8,
+        /// The view it will lead.
+        view: ViewId,
+    },
     /// The primary prepared op `op`, the `Reconfigure` that moves the group
     /// to `epoch` in place.
     Reconfiguring {

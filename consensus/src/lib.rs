@@ -19,6 +19,7 @@
 //! | [`replica`] | the `Replica` state and input dispatch |
 //! | [`normal`] | request → prepare → ack → commit, heartbeats |
 //! | [`view_change`] | timeouts, StartViewChange, DoViewChange, StartView, installing a view |
+//! | [`handover`] | a primary gives its role back to the group's preferred primary |
 //! | [`quiet`] | quiescence: an idle group stops its timers and heartbeats; node-level liveness wakes it |
 //! | [`reconfigure`] | new memberships, the log's epoch, the in-place `Reconfigure` op |
 //! | [`merge`] | the canonical-log choice: a pure function of the DoViewChanges |
@@ -43,6 +44,7 @@ pub mod confirm;
 pub mod cursors;
 pub mod effects;
 pub mod epoch;
+pub mod handover;
 pub mod journal;
 pub mod merge;
 pub mod normal;

@@ -5,13 +5,19 @@
 //! [`strand_wire::CommitFlags::QUIESCE`] and stops its timers; a backup that holds the op
 //! that heartbeat names stops its own. A quiet replica's ticks do nothing,
 //! so its driver need not tick it at all, and it sends nothing of its own.
+//! "Holds everything" is what the backup says: its acks carry
+//! [`strand_wire::PrepareOkFlags::REPAIRING`] while it lacks headers, bodies
+//! or sound copies of damaged ops, so a repairing backup keeps its primary
+//! awake, and a repair request from a backup whose latest ack said it lacks
+//! nothing is one sent before its repairs ended (answered, and no news).
 //!
 //! What a quiet backup would have learnt from heartbeats (that its primary
 //! lives) comes from the driver instead: one liveness signal per peer node,
 //! for all groups ([`Replica::on_peer_liveness`]). A quiet backup whose
 //! primary is suspected wakes and votes to leave the view at once (the
 //! driver's suspicion took as long as a heartbeat timeout); a quiet primary
-//! wakes when a suspected peer comes back, to catch it up.
+//! wakes when a suspected peer comes back, to catch it up, unless that peer
+//! already acked, since it went, that it lacks nothing (the signal lags).
 //!
 //! Anything else wakes a quiet replica: a client request, a cursor commit,
 //! a new membership, and every message except the ones with nothing new
@@ -58,7 +64,7 @@ impl<S: StateMachine> Replica<S> {
         }
         if self.is_primary() {
             // A peer that came back is caught up unless it said it is.
-            if alive && !self.backup_caught_up(slot) {
+            if alive && !self.caught_up(slot) {
                 self.wake(effects);
             }
         } else if !alive && slot == self.primary_index() {
@@ -170,12 +176,12 @@ impl<S: StateMachine> Replica<S> {
             && self.cursors.durable == self.cursors.tail;
         idle && self
             .others()
-            .all(|slot| self.suspected & (1 << slot) != 0 || self.backup_caught_up(slot))
+            .all(|slot| self.suspected & (1 << slot) != 0 || self.caught_up(slot))
     }
 
     /// Primary: whether the backup at `slot` said, in this view, that it
     /// holds and applied everything and repairs nothing.
-    fn backup_caught_up(&self, slot: u8) -> bool {
+    pub(crate) fn caught_up(&self, slot: u8) -> bool {
         let index = usize::from(slot);
         let bit: SlotBits = 1 << slot;
         self.reported & bit != 0
@@ -193,7 +199,7 @@ impl<S: StateMachine> Replica<S> {
             && prefix.replica != self.config.replica
             && prefix.replica < REPLICAS_MAX
             && self.is_peer(prefix.replica)
-            && self.backup_caught_up(prefix.replica)
+            && self.caught_up(prefix.replica)
     }
 
     /// The driver found that the cursor log holds events only from `start`

@@ -210,6 +210,20 @@ impl<D: Disk> GroupHost<D> {
             .on_peer_liveness(slot, alive, &mut self.effects);
     }
 
+    /// The slot of the group's preferred primary while this replica leads
+    /// in its place (after a failover): a group its owner may hand over.
+    pub fn leads_in_place_of_preferred(&self) -> Option<u8> {
+        self.replica.leads_in_place_of_preferred()
+    }
+
+    /// Hands the primary role back to the preferred primary if the replica
+    /// may now (nothing in flight, the preferred replica caught up); the
+    /// next [`GroupHost::settle`] sends what it must. The owner paces
+    /// these: a returning node may be preferred by thousands of groups.
+    pub fn hand_over_to_preferred(&mut self) -> bool {
+        self.replica.hand_over_to_preferred(&mut self.effects)
+    }
+
     /// The partition, to read.
     pub fn partition_ref(&self) -> &Partition<D> {
         self.partition

@@ -329,6 +329,25 @@ impl Actor {
         }
     }
 
+    /// Whether this node's replica serves as the group's primary.
+    pub fn leading(&self) -> bool {
+        self.host.replica().is_serving_primary()
+    }
+
+    /// The node of the group's preferred primary while this replica leads
+    /// in its place (after a failover).
+    pub fn leads_in_place_of(&self) -> Option<u32> {
+        self.host
+            .leads_in_place_of_preferred()
+            .and_then(|slot| self.spec.node_at(slot))
+    }
+
+    /// Hands the primary role back to the preferred primary if the replica
+    /// may now; the shard settles the group afterwards.
+    pub fn hand_over_to_preferred(&mut self) -> bool {
+        self.host.hand_over_to_preferred()
+    }
+
     /// Whether the actor is done (told to stop, or its storage failed for
     /// good): the shard closes it.
     pub fn stopping(&self) -> bool {
@@ -451,6 +470,9 @@ impl Actor {
             Event::ViewChangeStarted { view } => {
                 metrics::view_change(&self.label);
                 tracing::info!(%view, "group: view change started");
+            }
+            Event::HandingOver { to, view } => {
+                tracing::info!(%view, to, "group: handing over to the preferred primary");
             }
             Event::Normal { view, primary } => {
                 metrics::view(&self.label, view.view);

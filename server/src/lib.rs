@@ -15,6 +15,7 @@
 //! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
 //! | [`shared`] | the group registry, published status, reply routing, bus queues |
 //! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks |
+//! | [`balance`] | per shard: which groups hand leadership back to their preferred primary, paced |
 //! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
 //! | [`bus`] | the replica bus: one connection per node pair |
@@ -33,6 +34,7 @@
 //!   `Busy` (client requests).
 //! - A clean-shutdown mark is written only for a replica whose log is trusted.
 
+pub mod balance;
 pub mod boot;
 pub mod bus;
 pub mod client_port;

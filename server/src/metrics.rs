@@ -159,6 +159,17 @@ pub fn groups_hosted(delta: f64) {
     gauge!("groups_hosted").increment(delta);
 }
 
+/// This node's replica of a hosted group became (`1`) or stopped being
+/// (`-1`) its serving primary.
+pub fn groups_leading(delta: f64) {
+    gauge!("groups_leading").increment(delta);
+}
+
+/// A group here handed its primary role to its preferred primary.
+pub fn handover_started() {
+    counter!("handovers_total").increment(1);
+}
+
 /// A hosted group went quiet (`1`) or woke (`-1`).
 pub fn groups_quiet(delta: f64) {
     gauge!("groups_quiet").increment(delta);

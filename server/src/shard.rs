@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use strand_wal::Wal;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::balance::{Balancer, HANDOVERS_PER_ROUND_MAX, LeadingChange};
 use crate::group::{Actor, GroupSpec, Hosted, Input};
 use crate::metrics;
 use crate::shared::{GroupHandle, Refused, Shared};
@@ -172,6 +173,7 @@ impl Shards {
                 awake: BTreeSet::new(),
                 touched: Vec::new(),
                 opening: VecDeque::new(),
+                balancer: Balancer::new(Instant::now()),
                 tick: Duration::from_millis(shared.config.tick_ms),
                 stop_requested: false,
             };
@@ -276,6 +278,9 @@ struct Shard {
     touched: Vec<u64>,
     /// Groups it was asked to host and has not opened yet, in order.
     opening: VecDeque<Start>,
+    /// Where its groups lead, and which hand over to their preferred
+    /// primary ([`crate::balance`]).
+    balancer: Balancer,
     tick: Duration,
     stop_requested: bool,
 }
@@ -318,6 +323,7 @@ impl Shard {
                         self.touched.push(*group);
                     }
                 }
+                self.balance(now);
             }
             self.settle_touched();
         }
@@ -346,6 +352,7 @@ impl Shard {
                     }
                 }
                 Control::Liveness { node, alive } => {
+                    self.balancer.liveness(node, alive, Instant::now());
                     for (group, actor) in &mut self.actors {
                         actor.on_peer_liveness(node, alive);
                         self.touched.push(*group);
@@ -431,12 +438,25 @@ impl Shard {
             if actor.stopping() {
                 let mut actor = self.actors.remove(&group).expect("present");
                 actor.shut_down();
+                if self.balancer.forget(group) {
+                    metrics::groups_leading(-1.0);
+                }
                 if !self.awake.remove(&group) {
                     metrics::groups_quiet(-1.0);
                 }
                 metrics::groups_hosted(-1.0);
                 self.shared.unregister(group);
-            } else if actor.needs_ticks() {
+                continue;
+            }
+            match self
+                .balancer
+                .note(group, actor.leading(), actor.leads_in_place_of())
+            {
+                LeadingChange::Gained => metrics::groups_leading(1.0),
+                LeadingChange::Lost => metrics::groups_leading(-1.0),
+                LeadingChange::Same => {}
+            }
+            if actor.needs_ticks() {
                 if self.awake.insert(group) {
                     metrics::groups_quiet(-1.0);
                 }
@@ -444,6 +464,24 @@ impl Shard {
                 // Gone quiet: no tick publishes its status from now on.
                 metrics::groups_quiet(1.0);
                 actor.publish();
+            }
+        }
+    }
+
+    /// Asks a few groups that lead in place of their preferred primary to
+    /// hand over, when a round is due ([`crate::balance`]).
+    fn balance(&mut self, now: Instant) {
+        let mut started = 0;
+        for group in self.balancer.round(now) {
+            if started == HANDOVERS_PER_ROUND_MAX {
+                break;
+            }
+            if let Some(actor) = self.actors.get_mut(&group)
+                && actor.hand_over_to_preferred()
+            {
+                started += 1;
+                metrics::handover_started();
+                self.touched.push(group);
             }
         }
     }

@@ -143,7 +143,7 @@ fn summary(outcome: &Outcome) -> String {
         String::new()
     };
     format!(
-        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} accepted_losses={} quiet_ticks={}{reassignments} result={}",
+        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} accepted_losses={} handovers={} quiet_ticks={}{reassignments} result={}",
         outcome.seed,
         outcome.trace_hash,
         options.replica_count,
@@ -157,6 +157,7 @@ fn summary(outcome: &Outcome) -> String {
         stats.storage_faults,
         stats.quarantines,
         stats.accepted_losses,
+        stats.handovers,
         stats.quiet_ticks,
         match &outcome.violation {
             None => "ok".to_string(),

@@ -61,6 +61,10 @@ pub struct Options {
     /// quarantine, a state-transfer install), per million; a replica
     /// receiving a state transfer draws it ten times as often.
     pub power_loss_ppm: u64,
+    /// Chance per tick of the faulty phase, for a primary that leads in
+    /// place of its group's preferred primary, that its driver asks it to
+    /// hand over, per million; 0 never asks.
+    pub handover_ppm: u64,
     /// Switch off the trusted-quorum gate (`mutations` only).
     pub mutation_untrusted_gate: bool,
     /// Chance per tick of the faulty phase that the catalog reassigns the
@@ -172,6 +176,7 @@ impl Options {
             cursor_ppm: [0, 5_000, 50_000][prng.below(3) as usize],
             power_loss_ppm: [0, 300, 2_000][prng.below(3) as usize],
             mutation_untrusted_gate: overrides.mutation_untrusted_gate,
+            handover_ppm: 0,
             reassign_ppm: 0,
             catalog_lag_max_ticks: 0,
             retire_lag_max_ticks: 0,
@@ -186,6 +191,10 @@ impl Options {
         if overrides.reassign {
             options.draw_reassignment(&mut prng);
         }
+        // From its own stream: every other option is drawn as before it
+        // existed, and a seed hands over alike with and without reassignment.
+        let mut handover = Prng::new(seed ^ 0x4a4d_0ff0_4a4d_0ff0);
+        options.handover_ppm = [0, 0, 3_000, 30_000][handover.below(4) as usize];
         options
     }
 

@@ -92,6 +92,8 @@ pub struct Stats {
     pub not_quiet: u64,
     /// Times the simulated operator accepted loss to unstick a group.
     pub accepted_losses: u64,
+    /// Handovers to the preferred primary that started.
+    pub handovers: u64,
     /// Reassignments the catalog committed that take effect in place.
     pub reassignments_in_place: u64,
     /// Reassignments the catalog committed that take a view change.
@@ -121,6 +123,7 @@ impl Stats {
         self.quiet_ticks += other.quiet_ticks;
         self.not_quiet += other.not_quiet;
         self.accepted_losses += other.accepted_losses;
+        self.handovers += other.handovers;
         self.reassignments_in_place += other.reassignments_in_place;
         self.reassignments_view_change += other.reassignments_view_change;
         self.epochs_started += other.epochs_started;
@@ -504,6 +507,7 @@ impl World {
         self.now += 1;
         if self.faults_on {
             self.inject_faults()?;
+            self.maybe_hand_over()?;
         }
         self.catalog_step()?;
         self.restart_due()?;
@@ -782,6 +786,15 @@ impl World {
                 self.stats.view_changes += 1;
                 self.trace
                     .record(self.now, endpoint, "view_change", &[view.packed()]);
+            }
+            Event::HandingOver { to, view } => {
+                self.stats.handovers += 1;
+                self.trace.record(
+                    self.now,
+                    endpoint,
+                    "hand_over",
+                    &[u64::from(to), view.packed()],
+                );
             }
             Event::Merged {
                 view,

@@ -306,6 +306,18 @@ impl Cluster {
         accepted
     }
 
+    /// Asks `index` to hand its primary role to the preferred primary;
+    /// returns whether it started and carries out its effects.
+    pub fn hand_over(&mut self, index: u8) -> bool {
+        let mut effects = Effects::new();
+        let started = self.replicas[usize::from(index)]
+            .as_mut()
+            .expect("up")
+            .hand_over_to_preferred(&mut effects);
+        self.execute(index, effects);
+        started
+    }
+
     /// Runs a replica's effects, feeding storage completions back.
     pub fn execute(&mut self, index: u8, effects: Effects) {
         let mut queue: VecDeque<Effect> = effects.as_slice().iter().cloned().collect();

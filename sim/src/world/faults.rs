@@ -64,6 +64,26 @@ impl World {
         Ok(())
     }
 
+    /// The driver's side of handover, as the server's shards play it: now
+    /// and then, a primary that leads in place of its group's preferred
+    /// primary is asked to hand over (the replica decides whether it may).
+    pub(super) fn maybe_hand_over(&mut self) -> Result<(), Violation> {
+        if self.options.handover_ppm == 0 {
+            return Ok(());
+        }
+        for replica in self.slots() {
+            let leads_in_place = self.hosts[usize::from(replica)]
+                .as_ref()
+                .is_some_and(|host| host.leads_in_place_of_preferred().is_some());
+            if leads_in_place && self.prng.chance(self.options.handover_ppm, 1_000_000) {
+                self.run_host(replica, |host, _| {
+                    host.hand_over_to_preferred();
+                })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether an unclean crash of `replica` stays within the durability
     /// promise: always under `persisted`; under `replicated`, only while
     /// fewer than W - 1 other replicas are still missing what they acked.

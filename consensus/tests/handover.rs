@@ -1,0 +1,106 @@
+//! Handover, as stories: after a failover moved leadership away from a
+//! group's preferred primary, the serving primary gives it back once the
+//! preferred replica is caught up, and nothing acknowledged is lost or
+//! applied twice.
+
+mod harness;
+
+use harness::{Cluster, LIVENESS_SUSPECT_TICKS};
+use strand_consensus::*;
+use strand_wire::Durability;
+
+/// Three replicas whose preferred primary (slot 0) was killed and replaced,
+/// then restarted and caught up: replica `new primary` leads.
+fn led_away_from_preferred() -> (Cluster, u8) {
+    let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted);
+    cluster.produce(1, 3);
+    cluster.deliver_all();
+    cluster.crash(0);
+    cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
+    let primary = cluster.primary().expect("a new primary");
+    assert_ne!(primary, 0);
+    cluster.produce_to(primary, 1, 2, 2);
+    cluster.deliver_all();
+    cluster.restart(0);
+    cluster.tick(200);
+    assert_eq!(
+        cluster.replica(0).commit(),
+        2,
+        "the returned replica caught up"
+    );
+    assert_eq!(cluster.replica(primary).preferred_primary(), 0);
+    assert_eq!(
+        cluster.replica(primary).leads_in_place_of_preferred(),
+        Some(0)
+    );
+    (cluster, primary)
+}
+
+#[test]
+fn a_primary_hands_its_role_back_to_the_caught_up_preferred_replica() {
+    let (mut cluster, primary) = led_away_from_preferred();
+    let view_before = cluster.replica(primary).view();
+    assert!(
+        cluster.hand_over(primary),
+        "caught up and idle: it hands over"
+    );
+    cluster.deliver_all();
+    cluster.tick(50);
+    assert_eq!(cluster.primary(), Some(0), "the preferred replica leads");
+    let view = cluster.replica(0).view();
+    assert!(view > view_before);
+    assert_eq!(
+        view.view % 3,
+        0,
+        "the lowest view above it that slot 0 leads"
+    );
+    assert_eq!(cluster.replica(0).leads_in_place_of_preferred(), None);
+    // It serves, and nothing acknowledged before is lost.
+    cluster.produce_to(0, 1, 3, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 3);
+    for index in 0..3 {
+        cluster.assert_acked_in_log(index);
+    }
+    cluster.assert_one_history();
+}
+
+#[test]
+fn a_request_retried_across_the_handover_is_applied_once() {
+    let (mut cluster, primary) = led_away_from_preferred();
+    // A request reaches the old primary as it hands over: the handover
+    // waits for nothing in flight, so it is refused while the op is open.
+    cluster.produce_to(primary, 1, 3, 1);
+    assert!(
+        !cluster.hand_over(primary),
+        "a prepare in flight: no handover"
+    );
+    cluster.deliver_all();
+    cluster.tick(10); // the preferred replica's ack reports the new commit
+    assert!(cluster.hand_over(primary));
+    cluster.deliver_all();
+    cluster.tick(50);
+    // The client did not hear back in time and retries at the new primary.
+    cluster.produce_to(0, 1, 3, 1);
+    cluster.deliver_all();
+    let acked = cluster.acked();
+    assert_eq!(acked.len(), 3, "request 3 is acked once");
+    assert_eq!(cluster.replica(0).commit(), 3, "and applied once");
+    cluster.assert_one_history();
+}
+
+#[test]
+fn no_handover_to_a_preferred_replica_that_is_behind_or_suspected() {
+    let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.crash(0);
+    cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
+    let primary = cluster.primary().expect("a new primary");
+    assert!(!cluster.hand_over(primary), "the preferred replica is down");
+    cluster.produce_to(primary, 1, 2, 1);
+    cluster.deliver_all();
+    assert_eq!(cluster.primary(), Some(primary), "it goes on leading");
+    // A backup has no role to hand over.
+    assert!(!cluster.hand_over(3 - primary));
+}
