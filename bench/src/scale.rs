@@ -6,7 +6,8 @@
 //! the nodes cost at idle once every group is quiet (CPU, memory, threads),
 //! and optionally a clean restart of every node, a SIGKILL of the node that
 //! is primary of the most partitions (until each of them takes a write
-//! again), and produce throughput over every partition.
+//! again, then until leadership is balanced again once it is back), and
+//! produce throughput over every partition.
 //!
 //! Phases run in that order; a phase that does not settle within
 //! `--settle-timeout-secs` ends the run there (the report says what was
@@ -42,7 +43,9 @@ use create::Layout;
 use observe::SettleWait;
 pub use options::ScaleOptions;
 pub use report::ScaleReport;
-use report::{IdlePhase, KillPhase, RestartPhase, ScaleConfig, SettlePhase, ThroughputPhase};
+use report::{
+    IdlePhase, KillPhase, RebalancePhase, RestartPhase, ScaleConfig, SettlePhase, ThroughputPhase,
+};
 use settle::{Expectation, ViewHighs};
 
 /// How long a node may take to exit after SIGTERM before it is SIGKILLed.
@@ -378,6 +381,11 @@ impl<'a> Scale<'a> {
         let restarted_at = Instant::now();
         let (restart, _) = self.settle(restarted_at, &before).await;
         self.say_settled(&format!("after node {node}'s restart"), &restart);
+        let rebalance = if restart.settled {
+            Some(self.rebalance(restarted_at).await)
+        } else {
+            None
+        };
         Ok(KillPhase {
             killed_node: node,
             partitions_led: led.len() as u64,
@@ -386,7 +394,33 @@ impl<'a> Scale<'a> {
             median_write_ms: resumed.median_write_ms,
             first_error: resumed.first_error,
             restart,
+            rebalance,
         })
+    }
+
+    /// Waits, from a killed node's restart, for leadership to move back
+    /// towards balance.
+    async fn rebalance(&mut self, restarted_at: Instant) -> RebalancePhase {
+        let wait = observe::wait_balanced(
+            &self.client,
+            &self.expected,
+            restarted_at,
+            self.options.rebalance(),
+            &mut self.highs,
+            &self.progress,
+        )
+        .await;
+        self.progress.say(format!(
+            "leadership {} {:.2} s after the restart: largest share {:.1} %",
+            if wait.balanced {
+                "balanced"
+            } else {
+                "NOT balanced"
+            },
+            wait.secs,
+            wait.leadership.share_max_percent
+        ));
+        wait
     }
 
     /// Produces to every partition for `duration`.

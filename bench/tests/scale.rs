@@ -1,7 +1,8 @@
 //! End to end: the `strand-scale` binary against a real 3-node cluster of
 //! `strand-server` processes, small enough to take seconds: 2 topics of 3
-//! partitions, a clean restart, a primary kill, a 1-second load. It must
-//! exit 0 and its JSON report must hold every phase's figures.
+//! partitions, a clean restart, a primary kill (and leadership moving back
+//! once the killed node returns), a 1-second load. It must exit 0 and its
+//! JSON report must hold every phase's figures.
 //!
 //! The server binary must already be built in this profile
 //! (`cargo build -p strand-server`); this test never builds it.
@@ -13,13 +14,14 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-/// The value at `path` (`a.b.0.c`) of `json`, which must be there.
+/// The value at `path` (`a.b.0.c`: a number indexes an array, names an
+/// object's key otherwise) of `json`, which must be there.
 fn field<'a>(json: &'a Value, path: &str) -> &'a Value {
     let mut value = json;
     for key in path.split('.') {
-        value = match key.parse::<usize>() {
-            Ok(index) => &value[index],
-            Err(_) => &value[key],
+        value = match (value, key.parse::<usize>()) {
+            (Value::Array(_), Ok(index)) => &value[index],
+            _ => &value[key],
         };
         assert!(!value.is_null(), "{path}: no {key} in\n{json:#}");
     }
@@ -82,6 +84,14 @@ fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
     assert_eq!(field(&json, "kill.writes_accepted").as_u64(), Some(led));
     field(&json, "kill.last_write_ms");
     assert_eq!(field(&json, "kill.restart.settled"), true);
+    // Six groups on three nodes: two led by each, after the start and again
+    // once the killed node is back.
+    for phase in ["settle.leadership", "kill.rebalance.leadership"] {
+        for node in 1..=3 {
+            assert_eq!(field(&json, &format!("{phase}.led.{node}")), 2, "{text}");
+        }
+    }
+    assert_eq!(field(&json, "kill.rebalance.balanced"), true);
     assert!(field(&json, "throughput.produced.records").as_u64() > Some(0));
     field(&json, "throughput.produced.megabytes_per_sec");
     eprintln!("scale run took {:?}", started.elapsed());

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::Progress;
 use super::procfs;
-use super::report::{IdlePhase, MIB_BYTES, NodeIdle, SettlePhase};
+use super::report::{IdlePhase, MIB_BYTES, NodeIdle, RebalancePhase, SettlePhase};
 use super::settle::{self, Expectation, NodeMetrics, Snapshot, Verdict, ViewHighs};
 use crate::scrape;
 
@@ -76,6 +76,7 @@ pub async fn wait_settled(
                 secs,
                 view_changes: highs.changes_since(wait.before, &wait.expected.groups),
                 nodes,
+                leadership: settle::leadership(&snapshot, wait.expected),
                 unsettled,
             };
             return (phase, snapshot);
@@ -85,6 +86,42 @@ pub async fn wait_settled(
                 "settling, {:.0} s: {}",
                 wait.since.elapsed().as_secs_f64(),
                 unsettled.as_deref().unwrap_or("")
+            ));
+            said_at = Instant::now();
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Polls until no node leads more than its share of `expected`'s groups or
+/// `timeout` has passed since `since`; every view seen goes into `highs`.
+pub async fn wait_balanced(
+    client: &Client,
+    expected: &Expectation,
+    since: Instant,
+    timeout: Duration,
+    highs: &mut ViewHighs,
+    progress: &Progress,
+) -> RebalancePhase {
+    let deadline = since + timeout;
+    let mut said_at = Instant::now();
+    loop {
+        let snapshot = poll(client).await;
+        highs.record(&snapshot);
+        let leadership = settle::leadership(&snapshot, expected);
+        let balanced = leadership.balanced();
+        if balanced || Instant::now() >= deadline {
+            return RebalancePhase {
+                balanced,
+                secs: since.elapsed().as_secs_f64(),
+                timeout_secs: timeout.as_secs_f64(),
+                leadership,
+            };
+        }
+        if said_at.elapsed() >= PROGRESS_INTERVAL {
+            progress.say(format!(
+                "rebalancing, largest share {:.1} %: {:?}",
+                leadership.share_max_percent, leadership.led
             ));
             said_at = Instant::now();
         }

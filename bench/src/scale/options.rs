@@ -61,6 +61,11 @@ pub struct ScaleOptions {
     /// each of those partitions takes a write again, then restart it.
     #[arg(long)]
     pub kill: bool,
+    /// After --kill, how long the returned node's groups may take to lead
+    /// again so that no node leads more than its share plus a fifth (40 %
+    /// of the groups on 3 nodes), counted from its restart.
+    #[arg(long, default_value_t = 30.0)]
+    pub rebalance_secs: f64,
     /// Produce to every partition for this long at the end (0: skip).
     #[arg(long, default_value_t = 10.0)]
     pub produce_secs: f64,
@@ -101,9 +106,12 @@ impl ScaleOptions {
             ));
         }
         let positive = |secs: f64| secs.is_finite() && secs > 0.0 && secs <= PHASE_SECS_MAX;
-        if !positive(self.idle_secs) || !positive(self.settle_timeout_secs) {
+        if !positive(self.idle_secs)
+            || !positive(self.settle_timeout_secs)
+            || !positive(self.rebalance_secs)
+        {
             return invalid(format!(
-                "--idle-secs and --settle-timeout-secs must be in (0, {PHASE_SECS_MAX}]"
+                "--idle-secs, --settle-timeout-secs and --rebalance-secs must be in (0, {PHASE_SECS_MAX}]"
             ));
         }
         if !(self.produce_secs.is_finite() && (0.0..=PHASE_SECS_MAX).contains(&self.produce_secs)) {
@@ -141,6 +149,11 @@ impl ScaleOptions {
     /// How long CPU is measured at idle.
     pub fn idle(&self) -> Duration {
         Duration::from_secs_f64(self.idle_secs)
+    }
+
+    /// The longest wait for leadership to rebalance after a kill.
+    pub fn rebalance(&self) -> Duration {
+        Duration::from_secs_f64(self.rebalance_secs)
     }
 
     /// How long the throughput phase produces (`None`: skipped).
@@ -191,6 +204,7 @@ mod tests {
         assert!(refused(&["--nodes", "8"]));
         assert!(refused(&["--idle-secs", "0"]));
         assert!(refused(&["--settle-timeout-secs", "0"]));
+        assert!(refused(&["--rebalance-secs", "0"]));
         assert!(refused(&["--produce-secs", "NaN"]));
         assert!(refused(&["--batch", "0"]));
         assert!(refused(&["--nodes", "2", "--kill"]));

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::settle::{NodeMetrics, ViewChanges};
+use super::settle::{Leadership, NodeMetrics, ViewChanges};
 use crate::cluster::Termination;
 use crate::report::{Throughput, table};
 
@@ -55,6 +55,8 @@ pub struct SettlePhase {
     pub view_changes: ViewChanges,
     /// Each node's metrics once settled.
     pub nodes: Vec<NodeMetrics>,
+    /// Which nodes lead the partition groups at the last poll.
+    pub leadership: Leadership,
     /// When it did not settle: what was still wrong at the last poll.
     pub unsettled: Option<String>,
 }
@@ -130,6 +132,24 @@ pub struct KillPhase {
     /// From the restart of the killed node until settled; its view changes
     /// count from just before the kill.
     pub restart: SettlePhase,
+    /// Leadership moving back once the killed node returned (`None`: it did
+    /// not settle, so not waited for).
+    pub rebalance: Option<RebalancePhase>,
+}
+
+/// The wait, after a killed node returned, until no node leads more than
+/// its share ([`Leadership::balanced`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RebalancePhase {
+    /// True when leadership was balanced within the wait.
+    pub balanced: bool,
+    /// Seconds from the node's restart until balanced (or until the wait
+    /// gave up).
+    pub secs: f64,
+    /// The longest wait, from the node's restart.
+    pub timeout_secs: f64,
+    /// Leadership at the end of the wait.
+    pub leadership: Leadership,
 }
 
 impl KillPhase {
@@ -179,17 +199,20 @@ pub struct ScaleReport {
 
 impl ScaleReport {
     /// True when every phase run settled (and every kill's writes resumed),
-    /// every node exited cleanly (status 0, in time) on SIGTERM, and none
-    /// exited on its own.
+    /// leadership was balanced after the start and within the wait after a
+    /// killed node returned, every node exited cleanly (status 0, in time)
+    /// on SIGTERM, and none exited on its own.
     pub fn passed(&self) -> bool {
         let restart_ok = self.restart.as_ref().is_none_or(|restart| {
             restart.settle.settled && restart.terminations.iter().all(|exit| exit.success)
         });
-        let kill_ok = self
-            .kill
-            .as_ref()
-            .is_none_or(|kill| kill.writes_resumed() && kill.restart.settled);
-        self.settle.settled && restart_ok && kill_ok && self.node_exits.is_empty()
+        let kill_ok = self.kill.as_ref().is_none_or(|kill| {
+            kill.writes_resumed()
+                && kill.restart.settled
+                && kill.rebalance.as_ref().is_some_and(|wait| wait.balanced)
+        });
+        let start_balanced = self.settle.leadership.balanced();
+        self.settle.settled && start_balanced && restart_ok && kill_ok && self.node_exits.is_empty()
     }
 
     /// The summary table printed at the end of a run.
@@ -263,14 +286,39 @@ fn settle_rows(name: &str, settle: &SettlePhase, row: &mut impl FnMut(&str, Stri
         ),
     );
     for node in &settle.nodes {
+        let led = settle.leadership.led.get(&node.node).copied().unwrap_or(0);
         row(
             &format!("  node {}", node.node),
             format!(
-                "groups_hosted {}, groups_quiet {}, view_changes_total {}",
+                "groups_hosted {}, groups_quiet {}, view_changes_total {}, primary of {led}",
                 node.groups_hosted, node.groups_quiet, node.view_changes_total
             ),
         );
     }
+    row(
+        &format!("{name}: leaders"),
+        leadership_line(&settle.leadership),
+    );
+}
+
+/// `largest share 34.0 % (balanced); node 1 leads 100, ...`.
+fn leadership_line(leadership: &Leadership) -> String {
+    let mut line = format!(
+        "largest share {:.1} % ({})",
+        leadership.share_max_percent,
+        if leadership.balanced() {
+            "balanced"
+        } else {
+            "NOT balanced"
+        }
+    );
+    for (node, led) in &leadership.led {
+        let _ = write!(line, "; node {node} leads {led}");
+    }
+    if leadership.unled > 0 {
+        let _ = write!(line, "; {} without a primary", leadership.unled);
+    }
+    line
 }
 
 fn idle_rows(name: &str, idle: &IdlePhase, row: &mut impl FnMut(&str, String)) {
@@ -341,6 +389,17 @@ fn kill_rows(kill: &KillPhase, row: &mut impl FnMut(&str, String)) {
     }
     row("kill: writes", writes);
     settle_rows("kill: settle after restart", &kill.restart, row);
+    if let Some(wait) = &kill.rebalance {
+        let outcome = if wait.balanced {
+            format!("balanced {:.2} s after the restart", wait.secs)
+        } else {
+            format!("NOT balanced {:.2} s after the restart", wait.timeout_secs)
+        };
+        row(
+            "kill: rebalance",
+            format!("{outcome}: {}", leadership_line(&wait.leadership)),
+        );
+    }
 }
 
 fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, String)) {
@@ -378,12 +437,22 @@ pub fn quiet_counts(nodes: &[NodeMetrics]) -> String {
 mod tests {
     use super::*;
 
+    /// Six groups, two led by each of three nodes.
+    fn even_leadership() -> Leadership {
+        Leadership {
+            led: [(1, 2), (2, 2), (3, 2)].into_iter().collect(),
+            unled: 0,
+            share_max_percent: 100.0 / 3.0,
+        }
+    }
+
     fn settle(settled: bool) -> SettlePhase {
         SettlePhase {
             settled,
             secs: 1.5,
             view_changes: ViewChanges::default(),
             nodes: Vec::new(),
+            leadership: even_leadership(),
             unsettled: (!settled).then(|| "group 3 short".to_owned()),
         }
     }
@@ -417,6 +486,12 @@ mod tests {
                 median_write_ms: Some(400),
                 first_error: None,
                 restart: settle(true),
+                rebalance: Some(RebalancePhase {
+                    balanced: true,
+                    secs: 4.0,
+                    timeout_secs: 30.0,
+                    leadership: even_leadership(),
+                }),
             }),
             throughput: None,
             skipped: Vec::new(),
@@ -450,5 +525,21 @@ mod tests {
         let mut exited = report();
         exited.node_exits.push("node 2: signal 6".to_owned());
         assert!(!exited.passed());
+        let mut lopsided = report();
+        if let Some(wait) = lopsided
+            .kill
+            .as_mut()
+            .and_then(|kill| kill.rebalance.as_mut())
+        {
+            wait.balanced = false;
+        }
+        assert!(!lopsided.passed());
+        assert!(lopsided.summary().contains("NOT balanced 30.00 s"));
+        let mut uneven_start = report();
+        uneven_start.settle.leadership.led.insert(1, 4);
+        uneven_start.settle.leadership.led.insert(2, 1);
+        uneven_start.settle.leadership.led.insert(3, 1);
+        uneven_start.settle.leadership.share_max_percent = 400.0 / 6.0;
+        assert!(!uneven_start.passed());
     }
 }

@@ -1,7 +1,8 @@
 //! **Pure**: whether a cluster has settled, decided from one poll of every
 //! node's status ([`Snapshot`]); how many view changes it took
-//! ([`ViewHighs`]); which node is primary of the most groups; and whether
-//! every node's groups have gone quiet ([`NodeMetrics`]).
+//! ([`ViewHighs`]); which node is primary of the most groups, and how
+//! evenly the nodes lead ([`Leadership`]); and whether every node's groups
+//! have gone quiet ([`NodeMetrics`]).
 //!
 //! Settled means: every node answers; every partition group of the created
 //! topics is `normal` on at least `replicas` nodes; no replica of any group
@@ -312,6 +313,49 @@ pub fn busiest_primary(
         })
 }
 
+/// How leadership of the partition groups is spread over the nodes: the
+/// measure of balanced primaries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Leadership {
+    /// Per node (every node of the cluster, leading or not), the partition
+    /// groups it is the normal primary of.
+    pub led: BTreeMap<u32, u64>,
+    /// Groups with no normal primary in this poll.
+    pub unled: u64,
+    /// The largest share any one node leads, in percent of the groups.
+    pub share_max_percent: f64,
+}
+
+impl Leadership {
+    /// Whether no node leads more than its fair share plus a fifth
+    /// (40 % of the groups on 3 nodes) and every group has a primary.
+    pub fn balanced(&self) -> bool {
+        let nodes = self.led.len().max(1) as f64;
+        self.unled == 0 && self.share_max_percent <= 120.0 / nodes + 1e-9
+    }
+}
+
+/// The leadership of `expected`'s partition groups in `snapshot`.
+pub fn leadership(snapshot: &Snapshot, expected: &Expectation) -> Leadership {
+    let by_node = primaries(snapshot, &expected.groups);
+    let mut led: BTreeMap<u32, u64> = (1..=expected.nodes).map(|node| (node, 0)).collect();
+    for (node, groups) in &by_node {
+        *led.entry(*node).or_default() = groups.len() as u64;
+    }
+    let total = expected.groups.len() as u64;
+    let leading: u64 = led.values().sum();
+    let most = led.values().copied().max().unwrap_or(0);
+    Leadership {
+        led,
+        unled: total.saturating_sub(leading),
+        share_max_percent: if total == 0 {
+            0.0
+        } else {
+            most as f64 * 100.0 / total as f64
+        },
+    }
+}
+
 /// The figures of one node's metrics scrape that say how busy it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct NodeMetrics {
@@ -490,6 +534,36 @@ mod tests {
             Some(1)
         );
         assert_eq!(busiest_primary(&snapshot, &BTreeSet::new()), None);
+    }
+
+    #[test]
+    fn leadership_counts_every_node_and_is_balanced_within_a_fifth_over_fair() {
+        let expected = |groups: &[u64]| Expectation {
+            nodes: 3,
+            replicas: 3,
+            groups: groups.iter().copied().collect(),
+        };
+        let snapshot = settled_snapshot(0); // node 1 leads groups 1 and 2
+        let lopsided = leadership(&snapshot, &expected(&[1, 2]));
+        assert_eq!(lopsided.led, BTreeMap::from([(1, 2), (2, 0), (3, 0)]));
+        assert_eq!((lopsided.unled, lopsided.share_max_percent), (0, 100.0));
+        assert!(!lopsided.balanced());
+        // Five groups over three nodes: 2/2/1 is 40 %, balanced.
+        let mut sightings = Vec::new();
+        for (group, node) in [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3)] {
+            sightings.push(seen(node, group, 0, true, true));
+        }
+        let spread = Snapshot {
+            sightings,
+            ..snapshot.clone()
+        };
+        let even = leadership(&spread, &expected(&[1, 2, 3, 4, 5]));
+        assert_eq!(even.share_max_percent, 40.0);
+        assert!(even.balanced());
+        // A group with no normal primary is not balanced, however spread.
+        let missing = leadership(&spread, &expected(&[1, 2, 3, 4, 5, 6]));
+        assert_eq!(missing.unled, 1);
+        assert!(!missing.balanced());
     }
 
     #[test]
