@@ -146,6 +146,12 @@ pub enum Event {
         /// The view it will lead.
         view: ViewId,
     },
+    /// A handover to the preferred primary at slot `to` was called off: its
+    /// drain did not end in time, and the primary serves on.
+    HandoverCalledOff {
+        /// The preferred primary's slot.
+        to: u8,
+    },
     /// The primary prepared op `op`, the `Reconfigure` that moves the group
     /// to `epoch` in place.
     Reconfiguring {

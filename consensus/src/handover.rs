@@ -7,9 +7,12 @@
 //! from them, and a handover moves it back once the preferred replica is
 //! caught up.
 //!
-//! The primary hands over only when nothing is in flight (every prepare it
-//! holds is committed) and the preferred replica said, in this view, that it
-//! holds and applied everything. It then moves to the lowest view above its
+//! A handover begins with a drain: the primary admits no new request
+//! (clients are told to retry soon) and waits until every prepare it holds
+//! is committed and the preferred replica said, in this view, that it holds
+//! them all; a drain that does not finish within [`DRAIN_TICKS_MAX`] is
+//! called off and the primary serves on. Under load a drain lasts one
+//! round trip. The primary then moves to the lowest view above its
 //! own that the preferred replica leads, exactly as a replica that joins a
 //! view change does: it persists the view and announces its DoViewChange;
 //! the backups follow a DoViewChange of a higher view at once, and the
@@ -28,6 +31,19 @@ use crate::effects::{Effects, Event};
 use crate::replica::{Replica, Status};
 use crate::state_machine::StateMachine;
 
+/// Ticks a drain may last before the handover is called off (the
+/// preferred replica fell behind or went silent).
+pub const DRAIN_TICKS_MAX: u32 = 50;
+
+/// A handover waiting for the requests in flight to commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Drain {
+    /// The preferred primary's slot.
+    pub(crate) to: u8,
+    /// Ticks left before it is called off.
+    pub(crate) ticks_left: u32,
+}
+
 impl<S: StateMachine> Replica<S> {
     /// The slot of the group's preferred primary in the current view's
     /// membership: the primary of its view 0.
@@ -42,24 +58,72 @@ impl<S: StateMachine> Replica<S> {
         (self.is_serving_primary() && preferred != self.config.replica).then_some(preferred)
     }
 
-    /// Hands the primary role to the preferred primary if it may now: this
-    /// replica serves as primary in its view's own epoch, nothing is in
-    /// flight, and the preferred replica is caught up and not suspected.
-    /// True if the view change to the preferred replica's view started.
+    /// Whether a handover is draining (no new request is admitted).
+    pub fn handing_over(&self) -> bool {
+        self.handover.is_some()
+    }
+
+    /// Begins handing the primary role to the preferred primary if it may:
+    /// this replica serves as primary in its view's own epoch and the
+    /// preferred replica is a live peer that repairs nothing and holds every
+    /// committed op. The view
+    /// change starts at once when nothing is in flight, else once the
+    /// drain ends. True if the handover began now (false while one drains).
     pub fn hand_over_to_preferred(&mut self, effects: &mut Effects) -> bool {
+        if self.handover.is_some() {
+            return false;
+        }
         let Some(to) = self.leads_in_place_of_preferred() else {
             return false;
         };
-        if !self.may_hand_over_to(to) {
+        // The preferred replica holds every committed op: only the
+        // requests in flight are left to drain.
+        if !self.may_hand_over_to(to) || self.acks[usize::from(to)] < self.commit {
             return false;
         }
-        let view = self.lowest_view_led_by(to);
-        effects.event(Event::HandingOver { to, view });
-        self.start_view_change(view, effects);
+        self.handover = Some(Drain {
+            to,
+            ticks_left: DRAIN_TICKS_MAX,
+        });
+        self.continue_handover(effects);
         true
     }
 
-    /// Whether the group is settled enough for a handover to `to`.
+    /// Starts the view change of a draining handover once nothing is in
+    /// flight and the preferred replica holds everything; calls it off if
+    /// the group no longer allows it.
+    pub(crate) fn continue_handover(&mut self, effects: &mut Effects) {
+        let Some(drain) = self.handover else {
+            return;
+        };
+        if !self.is_serving_primary() || !self.may_hand_over_to(drain.to) {
+            self.handover = None;
+            return;
+        }
+        if self.journal.head() != self.commit || !self.holds_everything(drain.to) {
+            return;
+        }
+        let view = self.lowest_view_led_by(drain.to);
+        effects.event(Event::HandingOver { to: drain.to, view });
+        self.start_view_change(view, effects);
+    }
+
+    /// One tick of a drain: it ends (the view change starts) or runs out.
+    pub(crate) fn tick_handover(&mut self, effects: &mut Effects) {
+        self.continue_handover(effects);
+        let Some(drain) = &mut self.handover else {
+            return;
+        };
+        drain.ticks_left = drain.ticks_left.saturating_sub(1);
+        if drain.ticks_left == 0 {
+            let to = drain.to;
+            self.handover = None;
+            effects.event(Event::HandoverCalledOff { to });
+        }
+    }
+
+    /// Whether the group is settled enough for a handover to `to` (the
+    /// requests in flight aside: a drain waits for them).
     fn may_hand_over_to(&self, to: u8) -> bool {
         self.status == Status::Normal
             && !self.abdicated
@@ -69,10 +133,10 @@ impl<S: StateMachine> Replica<S> {
             && self.deferred_cut.is_none()
             // A log that holds a `Reconfigure` leads to another epoch's views.
             && self.log_epoch() == self.view.epoch
-            && self.journal.head() == self.commit
             && self.is_peer(to)
             && self.suspected & (1 << to) == 0
-            && self.caught_up(to)
+            && self.reported & (1 << to) != 0
+            && self.repairing & (1 << to) == 0
     }
 
     /// The lowest view above the current one, in its epoch, that `slot` leads.

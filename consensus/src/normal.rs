@@ -93,6 +93,12 @@ impl<S: StateMachine> Replica<S> {
                 "view change in progress: retry soon",
             ));
         }
+        if self.handover.is_some() {
+            return Err(ErrorBody::message(
+                ResultCode::Unavailable,
+                "handing over to the preferred primary: retry soon",
+            ));
+        }
         let operation = header.operation();
         if !operation.is_replicated() || operation.is_internal() {
             return Err(ErrorBody::message(
@@ -477,6 +483,7 @@ impl<S: StateMachine> Replica<S> {
         let acked = &mut self.acks[usize::from(from)];
         *acked = (*acked).max(op);
         self.try_commit(effects);
+        self.continue_handover(effects);
     }
 
     /// Primary: commits every op that W replicas (itself included) hold.

@@ -173,6 +173,7 @@ impl<S: StateMachine> Replica<S> {
             // quiesce heartbeat and repairs them, waking this primary.
             && self.faulty_ops.range(self.journal.base()..).next().is_none()
             && head == self.commit
+            && self.handover.is_none()
             && self.cursors.durable == self.cursors.tail;
         idle && self
             .others()
@@ -182,12 +183,18 @@ impl<S: StateMachine> Replica<S> {
     /// Primary: whether the backup at `slot` said, in this view, that it
     /// holds and applied everything and repairs nothing.
     pub(crate) fn caught_up(&self, slot: u8) -> bool {
+        self.holds_everything(slot) && self.backup_commits[usize::from(slot)] == self.commit
+    }
+
+    /// Primary: whether the backup at `slot` said, in this view, that it
+    /// holds every op and cursor event this primary holds and repairs
+    /// nothing (it may not have learned the latest commit yet).
+    pub(crate) fn holds_everything(&self, slot: u8) -> bool {
         let index = usize::from(slot);
         let bit: SlotBits = 1 << slot;
         self.reported & bit != 0
             && self.repairing & bit == 0
             && self.acks[index] == self.journal.head()
-            && self.backup_commits[index] == self.commit
             && (self.cursors.replica_tails[index] >= self.cursors.durable
                 || self.cursors.replica_tails[index] < self.cursors.log_start)
     }

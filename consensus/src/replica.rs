@@ -222,7 +222,10 @@ pub struct Replica<S> {
     /// A cut waiting for the persist that records which of the ops it
     /// drops may have been acked.
     pub(crate) deferred_cut: Option<DeferredCut>,
-    /// Backup: the highest op the primary is known to have.
+    /// Primary: a handover waiting for the requests in flight to commit
+    /// (no new one is admitted meanwhile).
+    pub(crate) handover: Option<crate::handover::Drain>,
+    /// Backup: the highest op the primary of this view is known to have.
     pub(crate) primary_op: u64,
     /// Nonce of this replica's outstanding RequestStartView (0: none).
     pub(crate) probe_nonce: u64,
@@ -428,6 +431,7 @@ impl<S: StateMachine> Replica<S> {
             repair_due: false,
             repair_rounds: 0,
             deferred_cut: None,
+            handover: None,
             probe_nonce: 0,
             probes: 0,
             svc_votes: 0,
@@ -640,6 +644,11 @@ impl<S: StateMachine> Replica<S> {
             .memberships
             .get(view.epoch)
             .unwrap_or_else(|| panic!("no membership for view {view}"));
+        if view != self.view {
+            // What an earlier view's primary had says nothing of this
+            // view's log (its uncommitted ops may be gone).
+            self.primary_op = 0;
+        }
         self.view = view;
     }
 
@@ -797,6 +806,7 @@ impl<S: StateMachine> Replica<S> {
             self.prepare_timeout.start();
             self.retransmit_prepares(effects);
         }
+        self.tick_handover(effects);
         if self.view_change_timeout.fired() {
             self.on_view_change_timeout(effects);
         }

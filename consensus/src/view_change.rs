@@ -44,6 +44,7 @@ impl<S: StateMachine> Replica<S> {
         self.svc_votes = 0;
         self.suspecting = false;
         self.abdicated = false;
+        self.handover = None;
         self.start_patience = 0;
         self.acks = [0; strand_wire::REPLICAS_MAX as usize];
         self.heartbeat_timeout.stop();

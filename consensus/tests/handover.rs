@@ -7,7 +7,7 @@ mod harness;
 
 use harness::{Cluster, LIVENESS_SUSPECT_TICKS};
 use strand_consensus::*;
-use strand_wire::Durability;
+use strand_wire::{Durability, ResultCode};
 
 /// Three replicas whose preferred primary (slot 0) was killed and replaced,
 /// then restarted and caught up: replica `new primary` leads.
@@ -66,26 +66,73 @@ fn a_primary_hands_its_role_back_to_the_caught_up_preferred_replica() {
 }
 
 #[test]
-fn a_request_retried_across_the_handover_is_applied_once() {
+fn a_handover_drains_the_requests_in_flight_and_refuses_new_ones_meanwhile() {
     let (mut cluster, primary) = led_away_from_preferred();
-    // A request reaches the old primary as it hands over: the handover
-    // waits for nothing in flight, so it is refused while the op is open.
+    // Request 3 is in flight when the handover begins: it drains first.
     cluster.produce_to(primary, 1, 3, 1);
-    assert!(
-        !cluster.hand_over(primary),
-        "a prepare in flight: no handover"
+    assert!(cluster.hand_over(primary), "a drain begins");
+    assert!(cluster.replica(primary).handing_over());
+    assert_eq!(cluster.primary(), Some(primary), "still serving: draining");
+    // A new request meanwhile is told to retry soon, not prepared.
+    cluster.produce_to(primary, 2, 1, 1);
+    let refused = cluster.replies.last().expect("an answer").header();
+    assert_eq!(
+        (refused.client.get(), refused.result()),
+        (2, ResultCode::Unavailable)
     );
     cluster.deliver_all();
-    cluster.tick(10); // the preferred replica's ack reports the new commit
+    cluster.tick(50);
+    assert_eq!(cluster.primary(), Some(0), "the preferred replica leads");
+    assert!(!cluster.replica(primary).handing_over());
+    // Request 3 was acked once; the refused one goes to the new primary.
+    cluster.produce_to(0, 2, 1, 1);
+    cluster.deliver_all();
+    let acked = cluster.acked();
+    assert_eq!(acked.len(), 4, "requests 1..=3 of client 1, 1 of client 2");
+    assert_eq!(cluster.replica(0).commit(), 4, "each applied once");
+    cluster.assert_one_history();
+}
+
+#[test]
+fn a_request_retried_across_the_handover_is_applied_once() {
+    let (mut cluster, primary) = led_away_from_preferred();
+    cluster.produce_to(primary, 1, 3, 1);
     assert!(cluster.hand_over(primary));
     cluster.deliver_all();
     cluster.tick(50);
+    assert_eq!(cluster.primary(), Some(0));
     // The client did not hear back in time and retries at the new primary.
     cluster.produce_to(0, 1, 3, 1);
     cluster.deliver_all();
     let acked = cluster.acked();
     assert_eq!(acked.len(), 3, "request 3 is acked once");
     assert_eq!(cluster.replica(0).commit(), 3, "and applied once");
+    cluster.assert_one_history();
+}
+
+#[test]
+fn a_drain_that_does_not_end_is_called_off_and_the_primary_serves_on() {
+    let (mut cluster, primary) = led_away_from_preferred();
+    // The prepare of request 3 waits in the network while the primary's
+    // clock runs: nothing commits, the drain cannot end.
+    cluster.produce_to(primary, 1, 3, 1);
+    assert!(cluster.hand_over(primary));
+    cluster.tick_only(primary, u64::from(handover::DRAIN_TICKS_MAX) - 1);
+    assert!(cluster.replica(primary).handing_over(), "still draining");
+    cluster.tick_only(primary, 1);
+    assert!(
+        !cluster.replica(primary).handing_over(),
+        "called off after its ticks"
+    );
+    cluster.deliver_all();
+    assert_eq!(cluster.primary(), Some(primary), "it serves on");
+    cluster.produce_to(primary, 2, 1, 1);
+    cluster.deliver_all();
+    assert!(cluster.acked().contains_key(&(1, 3)));
+    assert!(
+        cluster.acked().contains_key(&(2, 1)),
+        "requests admitted again"
+    );
     cluster.assert_one_history();
 }
 

@@ -216,10 +216,11 @@ impl<D: Disk> GroupHost<D> {
         self.replica.leads_in_place_of_preferred()
     }
 
-    /// Hands the primary role back to the preferred primary if the replica
-    /// may now (nothing in flight, the preferred replica caught up); the
-    /// next [`GroupHost::settle`] sends what it must. The owner paces
-    /// these: a returning node may be preferred by thousands of groups.
+    /// Begins handing the primary role back to the preferred primary if
+    /// the replica may now (the preferred replica live and holding every
+    /// committed op; the requests in flight drain first); the next
+    /// [`GroupHost::settle`] sends what it must. The owner paces these: a
+    /// returning node may be preferred by thousands of groups.
     pub fn hand_over_to_preferred(&mut self) -> bool {
         self.replica.hand_over_to_preferred(&mut self.effects)
     }
@@ -597,7 +598,8 @@ fn read_failed(what: &str, error: &PartitionError) {
 mod tests {
     use strand_consensus::epoch::{Membership, SlotSet};
     use strand_consensus::{ClientRequest, Config, Timeouts};
-    use strand_partition::MemoryDisk;
+    use strand_partition::{ExportConfig, MemoryDisk};
+    use strand_wal::CrashMode;
     use strand_wire::batch::BatchBuilder;
     use strand_wire::{ConfirmPolicy, Durability, Operation, RequestHeader, ResultCode, ViewId};
 
@@ -697,6 +699,80 @@ mod tests {
         assert_eq!(host.replica().commit(), 1);
         assert_eq!(host.partition().op(), 1, "the op is in the partition");
         assert!(!host.storage_failed());
+    }
+
+    /// The spec of a copy placed in slot 1 at epoch 1, which a view change
+    /// reaches (slot 2 leaves): slot 1 named another copy in epoch 0, and
+    /// this copy belongs to none of epoch 0's views.
+    fn joined_spec() -> HostSpec {
+        let mut spec = lone_spec();
+        spec.replica.replica = 1;
+        spec.replica.memberships = vec![
+            Membership::new(0, SlotSet::of(&[0, 1, 2]), ConfirmPolicy::MajorityDurable),
+            Membership::new(1, SlotSet::of(&[0, 1]), ConfirmPolicy::MajorityDurable),
+        ];
+        spec
+    }
+
+    /// Found by the simulator: a joining copy that installed its state
+    /// transfer and crashed before adopting a view reopened at view zero, as
+    /// if it were a member of epoch 0, under history starts of a later epoch.
+    #[test]
+    fn a_copy_that_installed_a_transfer_reopens_in_the_epoch_it_joined() {
+        let (mut source, _) = lone_host();
+        let (replica, effects) = source.replica_and_effects();
+        replica.on_request(produce(1, &["a", "b"]), effects);
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            source.settle(&mut out);
+        }
+        let frontier = source.replica().commit();
+        assert_eq!(frontier, 1);
+        let export = source
+            .partition()
+            .export(frontier, ExportConfig::default())
+            .expect("export");
+
+        let spec = joined_spec();
+        let (mut target, recovery) =
+            GroupHost::open(&spec, MemoryDisk::new(3), Box::new(|| MemoryDisk::new(4)))
+                .expect("open the joining copy");
+        assert!(recovery.awaiting_state_transfer);
+        let joined_view = target.replica().view();
+        assert_eq!(joined_view, ViewId::new(1, 0), "a copy placed at epoch 1");
+
+        let mut partition = target.take_partition().expect("the partition");
+        let manifest = source
+            .partition()
+            .export_chunk(&export, 0)
+            .expect("manifest");
+        let mut import = partition.import_begin(&manifest).expect("begin");
+        for chunk in import.needed_chunks() {
+            let body = source
+                .partition()
+                .export_chunk(&export, chunk)
+                .expect("chunk");
+            partition
+                .import_chunk(&mut import, chunk, &body)
+                .expect("import");
+        }
+        let (installed, _) = partition.install(import).expect("install");
+        target.put_partition(installed);
+        let mut disk = target.abandon().expect("the disk");
+        disk.crash(CrashMode::LoseUnsynced);
+
+        let (reopened, recovery) =
+            GroupHost::open(&spec, disk, Box::new(|| MemoryDisk::new(5))).expect("reopen");
+        assert!(!recovery.awaiting_state_transfer && recovery.durable.log_unsettled);
+        assert_eq!(
+            recovery.durable.commit, frontier,
+            "the transfer is installed"
+        );
+        assert_eq!(
+            reopened.replica().view(),
+            joined_view,
+            "back in the epoch it joined, not in epoch 0's views"
+        );
     }
 
     #[test]

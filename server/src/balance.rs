@@ -9,9 +9,9 @@
 //! [`BALANCE_SETTLE`] (time to open its groups and catch up), the shard
 //! asks [`HANDOVERS_PER_ROUND_MAX`] of them per [`BALANCE_INTERVAL`] to hand
 //! over, so thousands of groups move back in seconds without a storm of
-//! view changes. The replica decides whether it may (nothing in flight, the
-//! preferred replica caught up); a group that may not is asked again on a
-//! later round. Nothing is kept or done for a group that leads where it
+//! view changes. The replica decides whether it may (the preferred replica
+//! live and holding every committed op; requests in flight drain first); a
+//! group that may not is asked again on a later round. Nothing is kept or done for a group that leads where it
 //! should or does not lead.
 //!
 //! Bounds: the sets hold at most the shard's groups; a round looks at

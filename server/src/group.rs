@@ -474,6 +474,9 @@ impl Actor {
             Event::HandingOver { to, view } => {
                 tracing::info!(%view, to, "group: handing over to the preferred primary");
             }
+            Event::HandoverCalledOff { to } => {
+                tracing::info!(to, "group: handover called off, its drain did not end");
+            }
             Event::Normal { view, primary } => {
                 metrics::view(&self.label, view.view);
                 tracing::info!(%view, primary, "group: normal");

@@ -796,6 +796,10 @@ impl World {
                     &[u64::from(to), view.packed()],
                 );
             }
+            Event::HandoverCalledOff { to } => {
+                self.trace
+                    .record(self.now, endpoint, "handover_off", &[u64::from(to)]);
+            }
             Event::Merged {
                 view,
                 source,

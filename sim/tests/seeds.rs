@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 21] = [
+const FOUND_BY_SIM: [(u64, &str); 22] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -127,6 +127,11 @@ const FOUND_BY_SIM: [(u64, &str); 21] = [
         "quiescence: the node-level signal that a caught-up backup was back woke its \
          quiet primary",
     ),
+    (
+        26_830,
+        "quiescence: a backup kept an earlier view's primary op and asked forever for \
+         headers past the new view's head",
+    ),
 ];
 
 #[test]
@@ -145,7 +150,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 29] = [
+const REASSIGNING: [(u64, &str); 30] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -249,6 +254,10 @@ const REASSIGNING: [(u64, &str); 29] = [
     (
         2951,
         "a damaged last segment holding no record once left its successor no name",
+    ),
+    (
+        10_088,
+        "a newcomer that crashed after installing its transfer once reopened in epoch 1",
     ),
 ];
 

@@ -468,6 +468,19 @@ impl Cluster {
         }
     }
 
+    /// Ticks replica `index` alone `ticks` times, delivering nothing: time
+    /// passes for it while its messages wait in the network.
+    pub fn tick_only(&mut self, index: u8, ticks: u64) {
+        for _ in 0..ticks {
+            let mut effects = Effects::new();
+            self.replicas[usize::from(index)]
+                .as_mut()
+                .expect("up")
+                .on_tick(&mut effects);
+            self.execute(index, effects);
+        }
+    }
+
     /// Room in the liveness table for every replica slot there is.
     fn grow_liveness(&mut self) {
         let count = self.replicas.len();

@@ -128,7 +128,7 @@ impl<D: Disk> GroupHost<D> {
         if cfg!(feature = "mutations") && mutations.trust_unclean {
             recovered.trusted = true;
         }
-        if joining || (recovery.awaiting_state_transfer && recovery.durable.view == ViewId::ZERO) {
+        if joining || never_entered_a_view(&recovery) {
             // A copy placed by a reassignment (its slot may have named
             // another node in earlier epochs): at the newest epoch at most.
             recovered.joined_epoch = newest;
@@ -166,4 +166,13 @@ impl<D: Disk> GroupHost<D> {
         host.mutations = mutations;
         Ok((host, recovery))
     }
+}
+
+/// A copy that has not entered any view since it was placed: it awaits its
+/// state transfer, or installed one (a log no view vouches for) and stopped
+/// before adopting a view. Either way its superblock's view is still zero and
+/// says nothing of the epoch it joined at, which the opener must supply.
+fn never_entered_a_view(recovery: &Recovery) -> bool {
+    recovery.durable.view == ViewId::ZERO
+        && (recovery.awaiting_state_transfer || recovery.durable.log_unsettled)
 }
