@@ -147,13 +147,19 @@ impl<D: Disk> Partition<D> {
         let mut cursor_findings = cursor_findings;
         cursor_findings.cursors_clamped = partition.cursors.clamp(partition.log.offset_end);
         let clean_shutdown = marked_clean(&superblock, config.boot);
-        if !clean_shutdown {
+        // A partition created just now holds nothing a crash could have
+        // left unsynced, and its superblock is the one `create` made
+        // durable: opening it writes nothing more.
+        if !clean_shutdown && !fresh {
             partition.sync_active_segment()?;
         }
         let untouched = log_findings.torn_bytes_cut == 0
             && log_findings.damage.is_empty()
             && partition.log.faulty.is_empty();
-        if !clean_shutdown || !untouched || !mark_expires_by_itself(&superblock, config.boot) {
+        let settled = fresh && untouched;
+        if !settled
+            && (!clean_shutdown || !untouched || !mark_expires_by_itself(&superblock, config.boot))
+        {
             partition.write_superblock_now(|_| {})?;
         }
         let recovery = Recovery {

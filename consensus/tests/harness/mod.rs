@@ -297,25 +297,30 @@ impl Cluster {
     /// An operator accepts loss on `index`; returns what the replica answered
     /// (false: its group was not stuck) and carries out its effects.
     pub fn accept_loss(&mut self, index: u8) -> bool {
-        let mut effects = Effects::new();
-        let accepted = self.replicas[usize::from(index)]
-            .as_mut()
-            .expect("up")
-            .accept_loss(&mut effects);
-        self.execute(index, effects);
-        accepted
+        self.act(index, |replica, effects| replica.accept_loss(effects))
     }
 
     /// Asks `index` to hand its primary role to the preferred primary;
     /// returns whether it started and carries out its effects.
     pub fn hand_over(&mut self, index: u8) -> bool {
+        self.act(index, |replica, effects| {
+            replica.hand_over_to_preferred(effects)
+        })
+    }
+
+    /// Runs `action` on live replica `index` and carries out its effects.
+    fn act<T>(
+        &mut self,
+        index: u8,
+        action: impl FnOnce(&mut Replica<RecordLog>, &mut Effects) -> T,
+    ) -> T {
         let mut effects = Effects::new();
-        let started = self.replicas[usize::from(index)]
-            .as_mut()
-            .expect("up")
-            .hand_over_to_preferred(&mut effects);
+        let result = action(
+            self.replicas[usize::from(index)].as_mut().expect("up"),
+            &mut effects,
+        );
         self.execute(index, effects);
-        started
+        result
     }
 
     /// Runs a replica's effects, feeding storage completions back.
@@ -472,12 +477,7 @@ impl Cluster {
     /// passes for it while its messages wait in the network.
     pub fn tick_only(&mut self, index: u8, ticks: u64) {
         for _ in 0..ticks {
-            let mut effects = Effects::new();
-            self.replicas[usize::from(index)]
-                .as_mut()
-                .expect("up")
-                .on_tick(&mut effects);
-            self.execute(index, effects);
+            self.act(index, |replica, effects| replica.on_tick(effects));
         }
     }
 
