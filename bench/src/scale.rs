@@ -7,7 +7,8 @@
 //! and optionally a clean restart of every node, a SIGKILL of the node that
 //! is primary of the most partitions (until each of them takes a write
 //! again, then until leadership is balanced again once it is back), and
-//! produce throughput over every partition.
+//! produce throughput over one partition and then over every partition,
+//! with the same producers.
 //!
 //! Phases run in that order; a phase that does not settle within
 //! `--settle-timeout-secs` ends the run there (the report says what was
@@ -142,6 +143,7 @@ fn config(options: &ScaleOptions) -> ScaleConfig {
         restart: options.restart,
         kill: options.kill,
         produce_secs: options.produce_secs,
+        producers: options.producers,
         message_size: options.message_size,
         batch: options.batch,
         cores: std::thread::available_parallelism().map_or(0, usize::from),
@@ -423,27 +425,50 @@ impl<'a> Scale<'a> {
         wait
     }
 
-    /// Produces to every partition for `duration`.
+    /// Produces to one partition, then to every partition, for `duration`
+    /// each, with the same producers.
     async fn throughput(&mut self, duration: Duration) -> Result<ThroughputPhase, BenchError> {
-        self.progress.say(format!(
-            "producing to {} partitions for {:.1} s",
-            self.options.partition_groups(),
-            duration.as_secs_f64()
-        ));
         let options = self.options;
-        let throughput = writes::produce_for(
-            &self.client,
-            &self.layout,
+        let load = writes::Load {
+            producers: options.producers,
             duration,
-            options.message_size,
-            options.batch,
-        )
-        .await?;
-        let produced = &throughput.produced;
-        self.progress.say(format!(
-            "{} records acknowledged: {:.0} msgs/s, {:.2} MB/s",
-            produced.records, produced.records_per_sec, produced.megabytes_per_sec
-        ));
-        Ok(throughput)
+            message_size: options.message_size,
+            batch: options.batch,
+        };
+        let every = writes::round_robin(&self.layout);
+        let runs = [
+            ("one partition", &every[..1]),
+            ("every partition", &every[..]),
+        ];
+        let mut done = Vec::with_capacity(runs.len());
+        for (what, slots) in runs {
+            self.progress.say(format!(
+                "producing to {what} ({}) with {} producers for {:.1} s",
+                slots.len(),
+                load.producers,
+                duration.as_secs_f64()
+            ));
+            let run = writes::produce_for(&self.client, &self.layout, slots, load).await?;
+            let produced = &run.produced;
+            self.progress.say(format!(
+                "{} records acknowledged: {:.0} msgs/s, {:.2} MB/s",
+                produced.records, produced.records_per_sec, produced.megabytes_per_sec
+            ));
+            done.push(run);
+        }
+        let all = done.pop().expect("two runs");
+        let single = done.pop().expect("two runs");
+        let peak = single.produced.records_per_sec;
+        let all_of_single_percent = if peak > 0.0 {
+            all.produced.records_per_sec * 100.0 / peak
+        } else {
+            0.0
+        };
+        Ok(ThroughputPhase {
+            producers: load.producers,
+            single,
+            all,
+            all_of_single_percent,
+        })
     }
 }

@@ -92,7 +92,14 @@ fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
         }
     }
     assert_eq!(field(&json, "kill.rebalance.balanced"), true);
-    assert!(field(&json, "throughput.produced.records").as_u64() > Some(0));
-    field(&json, "throughput.produced.megabytes_per_sec");
+    for run in ["single", "all"] {
+        assert!(field(&json, &format!("throughput.{run}.produced.records")).as_u64() > Some(0));
+        field(
+            &json,
+            &format!("throughput.{run}.produced.megabytes_per_sec"),
+        );
+    }
+    assert_eq!(field(&json, "throughput.all.partitions"), 6);
+    assert!(field(&json, "throughput.all_of_single_percent").as_f64() > Some(0.0));
     eprintln!("scale run took {:?}", started.elapsed());
 }

@@ -19,6 +19,9 @@ pub const PARTITION_GROUPS_MAX: u64 = 100_000;
 /// Longest `--idle-secs`, `--produce-secs` and `--settle-timeout-secs`.
 pub const PHASE_SECS_MAX: f64 = 24.0 * 3600.0;
 
+/// The most producers of the throughput phase.
+pub const PRODUCERS_MAX: usize = 256;
+
 /// Largest `--batch`.
 pub const BATCH_RECORDS_MAX: u32 = 100_000;
 
@@ -66,9 +69,13 @@ pub struct ScaleOptions {
     /// of the groups on 3 nodes), counted from its restart.
     #[arg(long, default_value_t = 30.0)]
     pub rebalance_secs: f64,
-    /// Produce to every partition for this long at the end (0: skip).
+    /// Produce for this long at the end, to one partition and then to every
+    /// partition (0: skip).
     #[arg(long, default_value_t = 10.0)]
     pub produce_secs: f64,
+    /// Producers in the throughput phase.
+    #[arg(long, default_value_t = 4)]
+    pub producers: usize,
     /// Value bytes per produced record.
     #[arg(long, default_value_t = 100)]
     pub message_size: usize,
@@ -121,6 +128,9 @@ impl ScaleOptions {
             return invalid(format!(
                 "--message-size must be at most {MESSAGE_SIZE_MAX}, --batch in 1..={BATCH_RECORDS_MAX}"
             ));
+        }
+        if !(1..=PRODUCERS_MAX).contains(&self.producers) {
+            return invalid(format!("--producers must be in 1..={PRODUCERS_MAX}"));
         }
         if self.kill && self.replica_count() < 3 {
             return invalid(
@@ -207,6 +217,7 @@ mod tests {
         assert!(refused(&["--rebalance-secs", "0"]));
         assert!(refused(&["--produce-secs", "NaN"]));
         assert!(refused(&["--batch", "0"]));
+        assert!(refused(&["--producers", "0"]));
         assert!(refused(&["--nodes", "2", "--kill"]));
         assert!(!refused(&["--produce-secs", "0", "--kill", "--restart"]));
         assert!(

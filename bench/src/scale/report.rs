@@ -33,8 +33,10 @@ pub struct ScaleConfig {
     pub restart: bool,
     /// Whether the primary kill ran.
     pub kill: bool,
-    /// How long the throughput phase produced (0: skipped).
+    /// How long the throughput phase produced, per run (0: skipped).
     pub produce_secs: f64,
+    /// Producers in the throughput phase.
+    pub producers: usize,
     /// Value bytes per produced record.
     pub message_size: usize,
     /// Records per batch.
@@ -159,9 +161,9 @@ impl KillPhase {
     }
 }
 
-/// Produce throughput over every partition.
+/// One produce run over some partitions.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ThroughputPhase {
+pub struct ProduceRun {
     /// Partitions written, round-robin.
     pub partitions: u64,
     /// Acknowledged records, from the first send to the last ack.
@@ -170,6 +172,20 @@ pub struct ThroughputPhase {
     pub failed: u64,
     /// The first failure, readable.
     pub first_error: Option<String>,
+}
+
+/// Produce throughput: the same producers over one partition (the peak a
+/// single partition gives), then over every partition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThroughputPhase {
+    /// Producers in each run.
+    pub producers: usize,
+    /// Every producer writing partition 0 of the first topic.
+    pub single: ProduceRun,
+    /// The producers splitting every partition between them.
+    pub all: ProduceRun,
+    /// `all`'s records per second in percent of `single`'s.
+    pub all_of_single_percent: f64,
 }
 
 /// The whole result.
@@ -403,20 +419,31 @@ fn kill_rows(kill: &KillPhase, row: &mut impl FnMut(&str, String)) {
 }
 
 fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, String)) {
-    let produced = &throughput.produced;
-    let mut line = format!(
-        "{} records to {} partitions in {:.1} s: {:.0} msgs/s, {:.2} MB/s ({} failed)",
-        produced.records,
-        throughput.partitions,
-        produced.seconds,
-        produced.records_per_sec,
-        produced.megabytes_per_sec,
-        throughput.failed
-    );
-    if let Some(error) = &throughput.first_error {
-        let _ = write!(line, "; first error: {error}");
+    let runs = [
+        ("throughput: one partition", &throughput.single),
+        ("throughput: every partition", &throughput.all),
+    ];
+    for (name, run) in runs {
+        let produced = &run.produced;
+        let mut line = format!(
+            "{} producers, {} records to {} partitions in {:.1} s: {:.0} msgs/s, {:.2} MB/s ({} failed)",
+            throughput.producers,
+            produced.records,
+            run.partitions,
+            produced.seconds,
+            produced.records_per_sec,
+            produced.megabytes_per_sec,
+            run.failed
+        );
+        if let Some(error) = &run.first_error {
+            let _ = write!(line, "; first error: {error}");
+        }
+        row(name, line);
     }
-    row("throughput", line);
+    row(
+        "throughput: every / one",
+        format!("{:.1} %", throughput.all_of_single_percent),
+    );
 }
 
 /// `node N quiet/hosted, ...`: how far each node is from all quiet.
@@ -470,6 +497,7 @@ mod tests {
                 restart: false,
                 kill: true,
                 produce_secs: 0.0,
+                producers: 4,
                 message_size: 100,
                 batch: 100,
                 cores: 2,

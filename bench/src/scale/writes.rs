@@ -1,7 +1,7 @@
 //! Writing to the scale run's partitions: one record to each partition a
 //! killed node led, retried until it is taken (the kill's "writes resume"
-//! time), and the throughput phase's load over every partition through the
-//! SDK's batching producer. Nothing is read back: the bench's exactly-once
+//! time), and the throughput phase's load (over one partition, then over
+//! every partition) through the SDK's batching producer. Nothing is read back: the bench's exactly-once
 //! verification is `strand-bench`'s job; here a retried write that lands
 //! twice does no harm.
 
@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::create::Layout;
-use super::report::ThroughputPhase;
+use super::report::ProduceRun;
 use crate::error::BenchError;
 use crate::load::BATCH_BYTES_MAX;
 use crate::report::Throughput;
@@ -124,7 +124,7 @@ async fn write_until_taken(
     }
 }
 
-/// What one topic's collector counted.
+/// What one producer's collector counted.
 #[derive(Debug, Default)]
 struct Collected {
     acknowledged: u64,
@@ -133,64 +133,121 @@ struct Collected {
     first_error: Option<String>,
 }
 
-/// Produces `message_size`-byte values round-robin over every partition of
-/// `layout` for `duration`, one SDK producer per topic, in batches of `batch`.
+/// The shape of one throughput run.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    /// Independent producers, each with its own SDK producers and connection
+    /// state; they split the partitions between them (all write the one
+    /// partition of a single-partition run).
+    pub producers: usize,
+    /// How long they produce.
+    pub duration: Duration,
+    /// Value bytes per record.
+    pub message_size: usize,
+    /// Records per batch.
+    pub batch: u32,
+}
+
+/// Produces `load.message_size`-byte values round-robin over `slots`
+/// (`(topic index, partition)` of `layout`) for `load.duration`, with
+/// `load.producers` producers, in batches of `load.batch`.
 pub async fn produce_for(
     client: &Client,
     layout: &Layout,
-    duration: Duration,
-    message_size: usize,
-    batch: u32,
-) -> Result<ThroughputPhase, BenchError> {
-    let mut producers = Vec::with_capacity(layout.topics.len());
-    for topic in &layout.topics {
-        let config = producer_config(batch, message_size, topic.groups.len());
-        let producer = client
-            .producer(&layout.stream, &topic.topic, config)
-            .await
-            .map_err(|error| BenchError::client(format!("producer for {}", topic.topic), error))?;
-        producers.push(producer);
-    }
+    slots: &[(usize, u32)],
+    load: Load,
+) -> Result<ProduceRun, BenchError> {
+    assert!(load.producers > 0 && !slots.is_empty());
     let start = Instant::now();
-    let mut senders = Vec::with_capacity(producers.len());
-    let mut collectors = Vec::with_capacity(producers.len());
-    for _ in &producers {
-        let (sender, receiver) = mpsc::channel(BUFFER_RECORDS_MAX + 1);
-        senders.push(sender);
-        collectors.push(tokio::spawn(collect(receiver, start)));
-    }
-    let slots = round_robin(layout);
-    let value = Bytes::from(vec![b'v'; message_size]);
-    let mut send_error = send_all(&producers, &senders, &slots, value, start + duration).await;
-    drop(senders);
-    for producer in producers {
-        if let Err(error) = producer.close().await {
-            send_error.get_or_insert_with(|| format!("close a producer: {error}"));
-        }
+    let end = start + load.duration;
+    let mut tasks = JoinSet::new();
+    for index in 0..load.producers {
+        let share = share_of(slots, index, load.producers);
+        let producers = producers_for(client, layout, &share, load).await?;
+        let value = Bytes::from(vec![b'v'; load.message_size]);
+        tasks.spawn(produce_share(producers, share, value, start, end));
     }
     let mut total = Collected::default();
-    for collector in collectors {
-        let collected = collector
-            .await
-            .map_err(|error| BenchError::Cluster(format!("a collector failed: {error}")))?;
+    while let Some(joined) = tasks.join_next().await {
+        let collected = joined
+            .map_err(|error| BenchError::Cluster(format!("a producer task failed: {error}")))?;
         total.acknowledged += collected.acknowledged;
         total.failed += collected.failed;
         total.last_ack = total.last_ack.max(collected.last_ack);
         total.first_error = total.first_error.or(collected.first_error);
     }
-    let seconds = total.last_ack.unwrap_or(duration).as_secs_f64();
-    let bytes = total.acknowledged * message_size as u64;
-    Ok(ThroughputPhase {
+    let seconds = total.last_ack.unwrap_or(load.duration).as_secs_f64();
+    let bytes = total.acknowledged * load.message_size as u64;
+    Ok(ProduceRun {
         partitions: slots.len() as u64,
         produced: Throughput::new(total.acknowledged, bytes, seconds),
         failed: total.failed,
-        first_error: send_error.or(total.first_error),
+        first_error: total.first_error,
     })
+}
+
+/// Producer `index` of `count`'s slots: every `count`-th, or all of them
+/// when there are fewer slots than producers.
+fn share_of(slots: &[(usize, u32)], index: usize, count: usize) -> Vec<(usize, u32)> {
+    if slots.len() < count {
+        return slots.to_vec();
+    }
+    slots.iter().skip(index).step_by(count).copied().collect()
+}
+
+/// One SDK producer per topic that `share` writes, by topic index.
+async fn producers_for(
+    client: &Client,
+    layout: &Layout,
+    share: &[(usize, u32)],
+    load: Load,
+) -> Result<Vec<Option<Producer>>, BenchError> {
+    let mut producers: Vec<Option<Producer>> = (0..layout.topics.len()).map(|_| None).collect();
+    for (index, topic) in layout.topics.iter().enumerate() {
+        let partitions = share.iter().filter(|(of, _)| *of == index).count();
+        if partitions == 0 {
+            continue;
+        }
+        let config = producer_config(load.batch, load.message_size, partitions);
+        let producer = client
+            .producer(&layout.stream, &topic.topic, config)
+            .await
+            .map_err(|error| BenchError::client(format!("producer for {}", topic.topic), error))?;
+        producers[index] = Some(producer);
+    }
+    Ok(producers)
+}
+
+/// One producer's run: sends over its share until `end`, closes its SDK
+/// producers, and counts what they acknowledged.
+async fn produce_share(
+    producers: Vec<Option<Producer>>,
+    share: Vec<(usize, u32)>,
+    value: Bytes,
+    start: Instant,
+    end: Instant,
+) -> Collected {
+    let (sender, receiver) = mpsc::channel(BUFFER_RECORDS_MAX + 1);
+    let collector = tokio::spawn(collect(receiver, start));
+    let send_error = send_all(&producers, &sender, &share, value, end).await;
+    drop(sender);
+    let mut close_error = None;
+    for producer in producers.into_iter().flatten() {
+        if let Err(error) = producer.close().await {
+            close_error.get_or_insert_with(|| format!("close a producer: {error}"));
+        }
+    }
+    let mut collected = collector.await.unwrap_or_else(|error| Collected {
+        first_error: Some(format!("a collector failed: {error}")),
+        ..Collected::default()
+    });
+    collected.first_error = send_error.or(close_error).or(collected.first_error);
+    collected
 }
 
 /// Every `(topic index, partition)`, partition-major: consecutive records
 /// go to different topics and partitions.
-fn round_robin(layout: &Layout) -> Vec<(usize, u32)> {
+pub fn round_robin(layout: &Layout) -> Vec<(usize, u32)> {
     let partitions_max = layout
         .topics
         .iter()
@@ -210,15 +267,18 @@ fn round_robin(layout: &Layout) -> Vec<(usize, u32)> {
 
 /// Sends records over `slots`, cycling, until `end`; the first failure.
 async fn send_all(
-    producers: &[Producer],
-    senders: &[mpsc::Sender<Delivery>],
+    producers: &[Option<Producer>],
+    deliveries: &mpsc::Sender<Delivery>,
     slots: &[(usize, u32)],
     value: Bytes,
     end: Instant,
 ) -> Option<String> {
     for (sequence, &(topic, partition)) in (0_u64..).zip(slots.iter().cycle()) {
+        let Some(producer) = &producers[topic] else {
+            return Some(format!("no producer for topic {topic}"));
+        };
         let key = Bytes::copy_from_slice(&sequence.to_be_bytes());
-        let send = producers[topic].send(partition, key, value.clone());
+        let send = producer.send(partition, key, value.clone());
         // `send` waits for buffer room; the phase ends on time all the same
         // (a send cut off there has sent nothing).
         let delivery = match tokio::time::timeout_at(end, send).await {
@@ -226,7 +286,7 @@ async fn send_all(
             Ok(Err(error)) => return Some(format!("send: {error}")),
             Ok(Ok(delivery)) => delivery,
         };
-        if senders[topic].send(delivery).await.is_err() {
+        if deliveries.send(delivery).await.is_err() {
             return Some("a collector stopped early".to_owned());
         }
         if Instant::now() >= end {
@@ -293,6 +353,17 @@ mod tests {
             round_robin(&layout),
             vec![(0, 0), (1, 0), (0, 1), (1, 1), (1, 2)]
         );
+    }
+
+    #[test]
+    fn producers_split_the_partitions_or_share_a_single_one() {
+        let slots: Vec<(usize, u32)> = (0..5).map(|partition| (0, partition)).collect();
+        assert_eq!(share_of(&slots, 0, 2), vec![(0, 0), (0, 2), (0, 4)]);
+        assert_eq!(share_of(&slots, 1, 2), vec![(0, 1), (0, 3)]);
+        let single = [(0, 0)];
+        for index in 0..4 {
+            assert_eq!(share_of(&single, index, 4), vec![(0, 0)]);
+        }
     }
 
     #[test]
