@@ -290,6 +290,7 @@ impl World {
         // Quiet phase: faults stop, everyone comes back, everything heals.
         self.faults_on = false;
         self.network.heal();
+        self.call_off_power_losses();
         for replica in self.slots() {
             let index = usize::from(replica);
             if self.hosts[index].is_none() && self.disks[index].created {

@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 22] = [
+const FOUND_BY_SIM: [(u64, &str); 23] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -131,6 +131,11 @@ const FOUND_BY_SIM: [(u64, &str); 22] = [
         26_830,
         "quiescence: a backup kept an earlier view's primary op and asked forever for \
          headers past the new view's head",
+    ),
+    (
+        25_968,
+        "simulator: a power loss armed in the faulty phase struck a quiet primary in the \
+         quiet phase",
     ),
 ];
 
