@@ -448,9 +448,10 @@ impl Shard {
                 self.shared.unregister(group);
                 continue;
             }
+            let now = Instant::now();
             match self
                 .balancer
-                .note(group, actor.leading(), actor.leads_in_place_of())
+                .note(group, actor.leading(), actor.leads_in_place_of(), now)
             {
                 LeadingChange::Gained => metrics::groups_leading(1.0),
                 LeadingChange::Lost => metrics::groups_leading(-1.0),
