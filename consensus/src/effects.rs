@@ -116,6 +116,22 @@ pub enum Effect {
     Event(Event),
 }
 
+/// Why a replica voted to leave its view: what an operator reads to tell a
+/// dead primary from a slow one or a stuck view change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaveReason {
+    /// A backup heard nothing from its primary for a primary timeout.
+    PrimarySilent,
+    /// The node-level liveness signal suspects the primary's node.
+    PrimarySuspected,
+    /// A primary's prepares waited a progress timeout without a commit.
+    Stalled,
+    /// The view change did not start a view within its timeout.
+    ViewChangeStuck,
+    /// A restarted replica's probes for the current view went unanswered.
+    Unanswered,
+}
+
 /// Why the view change waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WaitReason {
@@ -137,6 +153,13 @@ pub enum Event {
     ViewChangeStarted {
         /// The new view.
         view: ViewId,
+    },
+    /// This replica voted to leave `view` (a StartViewChange), for `reason`.
+    VotedToLeaveView {
+        /// The view it votes to leave.
+        view: ViewId,
+        /// What made it vote.
+        reason: LeaveReason,
     },
     /// The primary hands its role to the preferred primary at slot `to`,
     /// moving to `view` (which `to` leads); a `ViewChangeStarted` follows.

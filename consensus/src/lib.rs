@@ -60,7 +60,7 @@ pub mod view_change;
 
 pub use config::{Config, Timeouts};
 pub use confirm::{ConfirmPolicy, ConfirmRule, confirm_rule};
-pub use effects::{DropReason, Effect, Effects, Event, WaitReason};
+pub use effects::{DropReason, Effect, Effects, Event, LeaveReason, WaitReason};
 pub use normal::PIPELINE_PREPARES_MAX;
 pub use replica::{ClientRequest, Replica, Status, WriteStage};
 pub use state::{DurableState, HistoryStart, Recovered};

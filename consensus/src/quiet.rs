@@ -28,7 +28,7 @@
 
 use strand_wire::{CommandHeader, HeaderPrefix, Message, PrepareOkFlags, REPLICAS_MAX};
 
-use crate::effects::Effects;
+use crate::effects::{Effects, LeaveReason};
 use crate::replica::{Replica, Status};
 use crate::state_machine::StateMachine;
 
@@ -69,7 +69,7 @@ impl<S: StateMachine> Replica<S> {
             }
         } else if !alive && slot == self.primary_index() {
             self.wake(effects);
-            self.vote_leave_view(effects);
+            self.vote_leave_view(LeaveReason::PrimarySuspected, effects);
         }
     }
 

@@ -791,7 +791,7 @@ impl<S: StateMachine> Replica<S> {
                 self.primary_timeout.start_jittered(&mut self.prng);
             } else {
                 self.primary_timeout.stop();
-                self.vote_leave_view(effects);
+                self.vote_leave_view(crate::effects::LeaveReason::PrimarySilent, effects);
             }
         }
         if self.progress_timeout.fired() {
@@ -799,7 +799,7 @@ impl<S: StateMachine> Replica<S> {
             if self.is_serving_primary() && self.journal.head() > self.commit {
                 // Stalled: stop heartbeating and vote to leave the view too.
                 self.abdicated = true;
-                self.vote_leave_view(effects);
+                self.vote_leave_view(crate::effects::LeaveReason::Stalled, effects);
             }
         }
         if self.prepare_timeout.fired() {

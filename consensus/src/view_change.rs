@@ -16,7 +16,7 @@ use strand_wire::{
 };
 use zerocopy::IntoBytes;
 
-use crate::effects::{DropReason, Effect, Effects, Event};
+use crate::effects::{DropReason, Effect, Effects, Event, LeaveReason};
 use crate::epoch::{SlotSet, Transition, transition};
 use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
 use crate::merge::{Decision, DvcSummary, MergeParams, decide};
@@ -67,7 +67,11 @@ impl<S: StateMachine> Replica<S> {
     /// change is stuck, or a restart's probes went unanswered. The view moves
     /// on only when a quorum votes so, which keeps a replica that can send but
     /// not receive from disturbing a healthy view.
-    pub(crate) fn vote_leave_view(&mut self, effects: &mut Effects) {
+    pub(crate) fn vote_leave_view(&mut self, reason: LeaveReason, effects: &mut Effects) {
+        effects.event(Event::VotedToLeaveView {
+            view: self.view,
+            reason,
+        });
         self.suspecting = true;
         self.svc_votes |= 1 << self.config.replica;
         let svc: StartViewChangeHeader = self.new_header();
@@ -143,7 +147,7 @@ impl<S: StateMachine> Replica<S> {
         ) || self.adoption.is_some()
         {
             self.view_change_timeout.backoff(&mut self.prng);
-            self.vote_leave_view(effects);
+            self.vote_leave_view(LeaveReason::ViewChangeStuck, effects);
         } else {
             self.view_change_timeout.stop();
         }
@@ -1053,7 +1057,7 @@ impl<S: StateMachine> Replica<S> {
         if self.probes >= self.config.timeouts.start_view_probes_max {
             self.probe_timeout.start_jittered(&mut self.prng);
             self.broadcast_probe(effects);
-            self.vote_leave_view(effects);
+            self.vote_leave_view(LeaveReason::Unanswered, effects);
         } else {
             self.probe_timeout.start_jittered(&mut self.prng);
             self.broadcast_probe(effects);

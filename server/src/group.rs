@@ -466,10 +466,18 @@ impl Actor {
     }
 
     fn on_event(&mut self, event: Event) {
+        // Events come out of the shard's settle turn, outside the group's
+        // span: every logged one names its group (a dropped frame, the one
+        // frequent event, is only counted).
+        let logged = !matches!(event, Event::Dropped { .. });
+        let _span = logged.then(|| tracing::info_span!("group", group = self.spec.group).entered());
         match event {
             Event::ViewChangeStarted { view } => {
                 metrics::view_change(&self.label);
                 tracing::info!(%view, "group: view change started");
+            }
+            Event::VotedToLeaveView { view, reason } => {
+                tracing::info!(%view, ?reason, "group: voted to leave the view");
             }
             Event::HandingOver { to, view } => {
                 tracing::info!(%view, to, "group: handing over to the preferred primary");

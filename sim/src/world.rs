@@ -797,6 +797,7 @@ impl World {
                     &[u64::from(to), view.packed()],
                 );
             }
+            Event::VotedToLeaveView { .. } => {}
             Event::HandoverCalledOff { to } => {
                 self.trace
                     .record(self.now, endpoint, "handover_off", &[u64::from(to)]);
