@@ -134,7 +134,8 @@ pub struct ProducerConfig {
     /// A batch is sent before it would grow past this many bytes (a single
     /// larger record still goes, alone).
     pub batch_bytes_max: usize,
-    /// A batch is sent at the latest this long after its first record.
+    /// A batch is sent at the latest this long after its first record, while
+    /// its partition's pipeline is not busy (see [`crate::Producer`]).
     pub linger_ms: u64,
     /// Batches in flight per partition (more wait, in order).
     pub in_flight_max: usize,

@@ -1,6 +1,10 @@
 //! `Producer`: batches records per partition by count, size and linger time,
 //! keeps a bounded number of batches in flight per partition, and resolves
-//! each record to its offset.
+//! each record to its offset. A batch that is not full goes at its linger
+//! only while its partition has fewer than [`PARTIAL_IN_FLIGHT_MAX`] batches
+//! in flight; otherwise it keeps filling until it is full or an answer comes
+//! (the way a busy pipeline batches more), so records spread over many
+//! partitions still travel in large batches.
 //!
 //! Order: a partition's batches are handed to the client's session for that
 //! partition's group in the order they were sealed, and the session keeps
@@ -214,6 +218,21 @@ struct PartitionQueue {
     in_flight: usize,
 }
 
+/// Batches a partition may have in flight and still send a partial batch
+/// at its linger; with more, the open batch keeps filling until it is full
+/// or one of them is answered.
+pub const PARTIAL_IN_FLIGHT_MAX: usize = 2;
+
+impl PartitionQueue {
+    /// Whether a lingered partial batch may go now: the partition's
+    /// pipeline is not busy. A busy one lets the batch grow instead, so a
+    /// load spread over many partitions still travels in large batches
+    /// (full batches always go, up to the in-flight bound).
+    fn may_send_partial(&self) -> bool {
+        self.sealed.is_empty() && self.in_flight < PARTIAL_IN_FLIGHT_MAX
+    }
+}
+
 #[derive(Debug)]
 struct Completion {
     partition: usize,
@@ -376,13 +395,21 @@ impl Accumulator {
         let now = Instant::now();
         let linger = Duration::from_millis(self.config.linger_ms);
         for partition in 0..self.partitions.len() {
-            let lingered = self.partitions[partition]
+            self.seal_if_lingered(partition, now, linger);
+        }
+    }
+
+    /// Seals `partition`'s open batch if it lingered and the partition may
+    /// send a partial batch now.
+    fn seal_if_lingered(&mut self, partition: usize, now: Instant, linger: Duration) {
+        let queue = &self.partitions[partition];
+        let lingered = queue.may_send_partial()
+            && queue
                 .open
                 .as_ref()
                 .is_some_and(|open| open.opened_at + linger <= now);
-            if lingered {
-                self.seal(partition);
-            }
+        if lingered {
+            self.seal(partition);
         }
     }
 
@@ -390,6 +417,7 @@ impl Accumulator {
         let linger = Duration::from_millis(self.config.linger_ms);
         self.partitions
             .iter()
+            .filter(|queue| queue.may_send_partial())
             .filter_map(|queue| queue.open.as_ref().map(|open| open.opened_at + linger))
             .min()
     }
@@ -447,6 +475,9 @@ impl Accumulator {
         self.outstanding.remove(&batch.sequence);
         self.release_flushes();
         self.dispatch(partition);
+        // A partial batch held back while the pipeline was busy goes now.
+        let linger = Duration::from_millis(self.config.linger_ms);
+        self.seal_if_lingered(partition, Instant::now(), linger);
     }
 
     fn release_flushes(&mut self) {
