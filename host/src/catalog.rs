@@ -320,9 +320,9 @@ impl Catalog {
         for partition in 0..request.partition_count {
             let group = self.next_group;
             self.next_group += 1;
-            let start = (group - 1) as usize % nodes;
-            let slots = (0..usize::from(request.replica_count))
-                .map(|offset| Some(self.nodes[(start + offset) % nodes]))
+            let slots = placement(&self.nodes, group, usize::from(request.replica_count))
+                .into_iter()
+                .map(Some)
                 .collect();
             self.groups.insert(
                 group,
@@ -468,6 +468,35 @@ impl StateMachine for Catalog {
     fn needs_bodies(&self) -> bool {
         true
     }
+}
+
+/// The nodes of a new group's slots, in slot order. The first (the group's
+/// preferred primary, which leads its view 0) rotates with the group id, so
+/// preferred primaries spread evenly. The step from one slot's node to the
+/// next rotates too, through the steps coprime with the node count (every
+/// slot gets a different node). Slot 1 leads view 1, so when a node dies,
+/// the groups it preferred fail over to different survivors rather than all
+/// to one.
+pub fn placement(nodes: &[u32], group: u64, replicas: usize) -> Vec<u32> {
+    let count = nodes.len();
+    assert!(
+        group >= 1 && (1..=count).contains(&replicas),
+        "group {group}, {replicas} of {count} nodes"
+    );
+    let index = (group - 1) as usize;
+    let start = index % count;
+    let steps: Vec<usize> = (1..count).filter(|step| gcd(*step, count) == 1).collect();
+    let step = steps
+        .get((index / count) % steps.len().max(1))
+        .copied()
+        .unwrap_or(1);
+    (0..replicas)
+        .map(|slot| nodes[(start + slot * step) % count])
+        .collect()
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 #[cfg(test)]

@@ -73,6 +73,40 @@ fn topics_get_groups_placed_round_robin() {
     assert_eq!(result, ResultCode::InvalidRequest);
 }
 
+#[test]
+fn the_groups_a_node_prefers_fail_over_to_different_nodes() {
+    for count in 1..=7_u32 {
+        let nodes: Vec<u32> = (1..=count).collect();
+        for replicas in 1..=count as usize {
+            let mut preferred = std::collections::BTreeMap::new();
+            let mut next = std::collections::BTreeMap::<(u32, u32), u32>::new();
+            for group in 1..=u64::from(count) * 12 {
+                let placed = placement(&nodes, group, replicas);
+                let distinct: std::collections::BTreeSet<u32> = placed.iter().copied().collect();
+                assert_eq!(distinct.len(), replicas, "{placed:?}: one node per slot");
+                *preferred.entry(placed[0]).or_insert(0) += 1;
+                if replicas > 1 {
+                    *next.entry((placed[0], placed[1])).or_default() += 1;
+                }
+            }
+            assert!(
+                preferred.values().all(|groups| *groups == 12),
+                "{count} nodes: preferred primaries spread evenly: {preferred:?}"
+            );
+            if replicas > 1 && count == 3 {
+                // Node n's groups fail over half to each of the two others.
+                for node in 1..=3 {
+                    let to: Vec<u32> = (1..=3)
+                        .filter(|other| *other != node)
+                        .map(|other| next.get(&(node, other)).copied().unwrap_or(0))
+                        .collect();
+                    assert_eq!(to, [6, 6], "node {node}'s groups: {next:?}");
+                }
+            }
+        }
+    }
+}
+
 // ----- reassignment ------------------------------------------------------------
 
 /// A catalog of nodes 1..=5 with stream `s` and topic `t`: one partition,
