@@ -513,12 +513,9 @@ impl Cluster {
                     continue;
                 }
                 entry.1 = alive;
-                let mut effects = Effects::new();
-                self.replicas[usize::from(observer)]
-                    .as_mut()
-                    .expect("up")
-                    .on_peer_liveness(peer, alive, &mut effects);
-                self.execute(observer, effects);
+                self.act(observer, |replica, effects| {
+                    replica.on_peer_liveness(peer, alive, effects)
+                });
             }
         }
     }
@@ -526,12 +523,9 @@ impl Cluster {
     /// Tells `observer` directly that the node-level liveness of `peer`
     /// changed, as a driver whose signal lags would.
     pub fn signal_liveness(&mut self, observer: u8, peer: u8, alive: bool) {
-        let mut effects = Effects::new();
-        self.replicas[usize::from(observer)]
-            .as_mut()
-            .expect("up")
-            .on_peer_liveness(peer, alive, &mut effects);
-        self.execute(observer, effects);
+        self.act(observer, |replica, effects| {
+            replica.on_peer_liveness(peer, alive, effects)
+        });
         self.deliver_all();
     }
 
