@@ -430,6 +430,7 @@ impl Shard {
     fn settle_touched(&mut self) {
         self.touched.sort_unstable();
         self.touched.dedup();
+        let now = Instant::now();
         for group in std::mem::take(&mut self.touched) {
             let Some(actor) = self.actors.get_mut(&group) else {
                 continue;
@@ -448,7 +449,6 @@ impl Shard {
                 self.shared.unregister(group);
                 continue;
             }
-            let now = Instant::now();
             match self
                 .balancer
                 .note(group, actor.leading(), actor.leads_in_place_of(), now)
