@@ -5,7 +5,7 @@
 
 mod harness;
 
-use harness::{Cluster, LIVENESS_SUSPECT_TICKS};
+use harness::Cluster;
 use strand_consensus::*;
 use strand_wire::{Durability, ResultCode};
 
@@ -15,10 +15,7 @@ fn led_away_from_preferred() -> (Cluster, u8) {
     let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted);
     cluster.produce(1, 3);
     cluster.deliver_all();
-    cluster.crash(0);
-    cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
-    let primary = cluster.primary().expect("a new primary");
-    assert_ne!(primary, 0);
+    let primary = cluster.fail_over_from(0);
     cluster.produce_to(primary, 1, 2, 2);
     cluster.deliver_all();
     cluster.restart(0);
@@ -141,9 +138,7 @@ fn no_handover_to_a_preferred_replica_that_is_behind_or_suspected() {
     let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted);
     cluster.produce(1, 1);
     cluster.deliver_all();
-    cluster.crash(0);
-    cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
-    let primary = cluster.primary().expect("a new primary");
+    let primary = cluster.fail_over_from(0);
     assert!(!cluster.hand_over(primary), "the preferred replica is down");
     cluster.produce_to(primary, 1, 2, 1);
     cluster.deliver_all();

@@ -81,10 +81,7 @@ fn a_request_wakes_a_quiet_group_which_commits_and_goes_quiet_again() {
 #[test]
 fn a_crashed_quiet_primary_is_replaced_once_its_node_is_suspected() {
     let mut cluster = quiet_after_one_write();
-    cluster.crash(0);
-    cluster.tick(LIVENESS_SUSPECT_TICKS + 200);
-    let primary = cluster.primary().expect("a new primary");
-    assert_ne!(primary, 0);
+    let primary = cluster.fail_over_from(0);
     cluster.produce_to(primary, 2, 1, 1);
     cluster.deliver_all();
     assert_eq!(cluster.acked().len(), 2, "the new primary serves");

@@ -529,6 +529,16 @@ impl Cluster {
         self.deliver_all();
     }
 
+    /// Crashes `index` and runs until the node-level liveness suspects it
+    /// and another replica serves as primary; returns that primary.
+    pub fn fail_over_from(&mut self, index: u8) -> u8 {
+        self.crash(index);
+        self.tick(LIVENESS_SUSPECT_TICKS + 200);
+        let primary = self.primary().expect("a new primary");
+        assert_ne!(primary, index, "the crashed replica does not serve");
+        primary
+    }
+
     /// Cuts every link to and from `index`.
     pub fn isolate(&mut self, index: u8) {
         for other in 0..self.count() {
