@@ -8,6 +8,10 @@
 //! path and checks that it is still the same file (device and inode), so a
 //! path that now names another file fails the operation instead of writing
 //! into the wrong one.
+//!
+//! Shared syncs (the bare syncs of many files at once) run as one `syncfs`
+//! per file system, while the kernel reports its errors and none has failed
+//! (see `syncfs`).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -15,20 +19,35 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::request::{FileId, OpenMode};
-use crate::storage::Storage;
+use crate::storage::{FileBatch, IoObserver, Storage, execute_sequential, shared_sync_succeeded};
+use crate::syncfs;
 
 /// Writes are gathered into one buffer up to this size before a `pwrite`, so
 /// small frames cost one syscall per batch rather than two per frame.
 const COALESCE_BYTES_MAX: usize = 1 << 20;
 
 /// Real files, driven with plain blocking syscalls.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct DiskStorage {
     files: BTreeMap<FileId, DiskFile>,
     /// Reused buffer for coalescing small parts into one `pwrite`.
     scratch: Vec<u8>,
+    /// Whether shared syncs go through `syncfs` (see `syncfs`): the kernel
+    /// reports its errors, and none has failed yet.
+    syncfs_trusted: bool,
+}
+
+impl Default for DiskStorage {
+    fn default() -> DiskStorage {
+        DiskStorage {
+            files: BTreeMap::new(),
+            scratch: Vec::new(),
+            syncfs_trusted: syncfs::kernel_reports_syncfs_errors(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -74,6 +93,46 @@ impl DiskStorage {
 
     fn handle(&mut self, file: FileId) -> io::Result<&File> {
         self.files.get_mut(&file).ok_or_else(unknown_file)?.handle()
+    }
+
+    /// One descriptor (a duplicate, so it outlives a release) per file system
+    /// holding one of `files`: what a shared sync of them calls `syncfs` on.
+    pub(crate) fn filesystems_of(
+        &mut self,
+        files: impl Iterator<Item = FileId>,
+    ) -> io::Result<Vec<File>> {
+        let mut filesystems = BTreeMap::new();
+        for file in files {
+            let entry = self.files.get_mut(&file).ok_or_else(unknown_file)?;
+            if let std::collections::btree_map::Entry::Vacant(slot) =
+                filesystems.entry(entry.identity.0)
+            {
+                slot.insert(entry.handle()?.try_clone()?);
+            }
+        }
+        Ok(filesystems.into_values().collect())
+    }
+
+    /// Fills in a shared sync's outcomes from the `syncfs` result: all synced,
+    /// or (after a failure, which also ends the use of `syncfs`) each file
+    /// synced on its own, so that each learns its own fate.
+    pub(crate) fn settle_shared_sync(
+        &mut self,
+        batches: &mut [FileBatch],
+        result: io::Result<Duration>,
+        observer: &dyn IoObserver,
+    ) {
+        match result {
+            Ok(latency) => shared_sync_succeeded(batches, latency, observer),
+            Err(error) => {
+                tracing::warn!(%error, files = batches.len(),
+                    "wal: syncfs failed; syncing each file on its own from now on");
+                self.syncfs_trusted = false;
+                for batch in batches.iter_mut() {
+                    execute_sequential(self, batch, observer);
+                }
+            }
+        }
     }
 
     /// Writes `parts` from `offset`, coalescing small ones into `scratch`.
@@ -186,6 +245,25 @@ impl Storage for DiskStorage {
             entry.handle = None;
         }
     }
+
+    fn shares_syncs(&self) -> bool {
+        self.syncfs_trusted
+    }
+
+    fn execute_shared_sync(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
+        if !self.syncfs_trusted {
+            for batch in batches.iter_mut() {
+                execute_sequential(self, batch, observer);
+            }
+            return;
+        }
+        let started = Instant::now();
+        let result = self
+            .filesystems_of(batches.iter().map(|batch| batch.file))
+            .and_then(|filesystems| syncfs::sync_filesystems(&filesystems))
+            .map(|()| started.elapsed());
+        self.settle_shared_sync(batches, result, observer);
+    }
 }
 
 /// Opens `path` per `mode`; returns the handle and whether it was created.
@@ -226,4 +304,64 @@ pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
 
 fn unknown_file() -> io::Error {
     io::Error::from_raw_os_error(libc::EBADF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{BatchOutcome, IoEvent};
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Events(Mutex<Vec<IoEvent>>);
+
+    impl IoObserver for Events {
+        fn on_event(&self, event: IoEvent) {
+            self.0.lock().expect("events").push(event);
+        }
+    }
+
+    #[test]
+    fn a_failed_syncfs_syncs_each_file_on_its_own_and_is_not_trusted_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut storage = DiskStorage::new();
+        storage.syncfs_trusted = true;
+        let mut batches: Vec<FileBatch> = (0..3)
+            .map(|index| {
+                let file = FileId(index);
+                let path = dir.path().join(format!("f{index}"));
+                storage.open(file, &path, OpenMode::CreateNew).expect("new");
+                storage.write_at(file, 0, &[b"data"]).expect("write");
+                FileBatch {
+                    id: index,
+                    file,
+                    offset: 4,
+                    frames: Vec::new(),
+                    sync: true,
+                    outcome: None,
+                }
+            })
+            .collect();
+        let events = Events::default();
+        let failure = io::Error::from_raw_os_error(libc::EIO);
+        storage.settle_shared_sync(&mut batches, Err(failure), &events);
+        assert!(
+            !storage.shares_syncs(),
+            "one failure ends the use of syncfs"
+        );
+        for batch in &batches {
+            assert!(
+                matches!(batch.outcome, Some(BatchOutcome::Done { synced: true, .. })),
+                "each file's own fdatasync decides: {batch:?}"
+            );
+        }
+        let synced = events
+            .0
+            .lock()
+            .expect("events")
+            .iter()
+            .filter(|event| matches!(event, IoEvent::Synced { .. }))
+            .count();
+        assert_eq!(synced, 3);
+    }
 }

@@ -75,6 +75,9 @@ pub struct WalCore<S: Storage> {
     /// oldest first (and the same files as a set).
     sync_waiting: VecDeque<FileId>,
     sync_waiting_set: BTreeSet<FileId>,
+    /// Batch ids of the shared sync in flight (empty: none). Its files count
+    /// as having their fsync in flight, not against `syncs_in_flight_max`.
+    shared_sync: BTreeSet<u64>,
     /// Open files by path (paths are unique among open files).
     paths: BTreeMap<PathBuf, FileId>,
     /// Files holding a descriptor, least recently used first, and the use
@@ -99,6 +102,14 @@ const RELEASE_SCAN_MAX: usize = 256;
 /// device and the file system; holding them back lets each file gather more
 /// appends for its next fsync instead.
 pub const SYNCS_IN_FLIGHT_MAX_DEFAULT: usize = 8;
+
+/// Files that must want a sync at once before one shared sync covers them
+/// (over a backend that [`Storage::shares_syncs`]): 4.
+///
+/// Below it each file gets its own fdatasync, linked after its writes, which
+/// saves a round trip; a node with many busy partitions is far above it,
+/// where one `syncfs` costs about what one fdatasync does.
+pub const SHARED_SYNC_FILES_MIN: usize = 4;
 
 /// Default [`WalCore::set_sync_bytes_max`]: 4 MiB.
 ///
@@ -130,6 +141,7 @@ impl<S: Storage> WalCore<S> {
             syncs_in_flight_max: SYNCS_IN_FLIGHT_MAX_DEFAULT,
             sync_waiting: VecDeque::new(),
             sync_waiting_set: BTreeSet::new(),
+            shared_sync: BTreeSet::new(),
             paths: BTreeMap::new(),
             held: BTreeSet::new(),
             held_at: BTreeMap::new(),
@@ -516,7 +528,10 @@ impl<S: Storage> WalCore<S> {
     /// True when some file waits for an fdatasync that could be issued now
     /// (by the next turn).
     pub fn syncs_due(&self) -> bool {
-        !self.sync_waiting.is_empty() && self.syncs_in_flight < self.syncs_in_flight_max
+        if self.sync_waiting.is_empty() || self.waits_for_shared_sync() {
+            return false;
+        }
+        self.shared_sync_due() || self.syncs_in_flight < self.syncs_in_flight_max
     }
 
     /// Blocks until a batch in flight finishes, the backend's doorbell rings
@@ -620,7 +635,12 @@ impl<S: Storage> WalCore<S> {
     fn flush(&mut self, turn: &mut Turn, out: &mut Vec<Completion>) {
         let mut batches = Vec::new();
         let mut files = Vec::new();
-        for (mut batch, seq, wants_sync) in turn.take() {
+        let planned = turn.take();
+        // Many files wanting a sync: their writes go alone and one shared
+        // sync follows them all (see `settle_touched`).
+        let wanting = planned.iter().filter(|(_, _, wants)| *wants).count();
+        let share = wanting >= SHARED_SYNC_FILES_MIN && self.storage.shares_syncs();
+        for (mut batch, seq, wants_sync) in planned {
             let state = self
                 .files
                 .get_mut(&batch.file)
@@ -628,7 +648,7 @@ impl<S: Storage> WalCore<S> {
             batch.id = self.next_batch;
             self.next_batch += 1;
             let slot_free = self.syncs_in_flight < self.syncs_in_flight_max;
-            batch.sync = wants_sync && slot_free && state.can_link_sync();
+            batch.sync = wants_sync && !share && slot_free && state.can_link_sync();
             self.syncs_in_flight += usize::from(batch.sync);
             state.on_started(&batch, seq);
             files.push(batch.file);
@@ -714,8 +734,11 @@ impl<S: Storage> WalCore<S> {
             .files
             .get_mut(&file)
             .expect("a file with a batch in flight stays open");
-        state.on_finished(&batch);
-        self.syncs_in_flight -= usize::from(batch.sync);
+        let shared = self.shared_sync.remove(&batch.id);
+        state.on_finished(&batch, shared);
+        if !shared {
+            self.syncs_in_flight -= usize::from(batch.sync);
+        }
         self.touched.insert(file);
     }
 
@@ -737,26 +760,80 @@ impl<S: Storage> WalCore<S> {
             if !issue_syncs {
                 return;
             }
-            let mut syncs = Vec::new();
-            while self.syncs_in_flight + syncs.len() < self.syncs_in_flight_max {
-                let Some(file) = self.sync_waiting.pop_front() else {
-                    break;
-                };
-                self.sync_waiting_set.remove(&file);
-                let Some(state) = self.files.get_mut(&file) else {
+            if self.shared_sync_due() {
+                let syncs = self.take_bare_syncs(usize::MAX);
+                if !syncs.is_empty() {
+                    self.start_shared_sync(syncs);
                     continue;
-                };
-                if let Some(batch) = state.bare_sync(file, self.next_batch) {
-                    self.next_batch += 1;
-                    state.on_started(&batch, 0);
-                    syncs.push(batch);
                 }
             }
+            // Many files waiting behind a shared sync in flight wait for the
+            // next one rather than spend the fsync slots one file each.
+            let room = if self.waits_for_shared_sync() {
+                0
+            } else {
+                self.syncs_in_flight_max
+                    .saturating_sub(self.syncs_in_flight)
+            };
+            let syncs = self.take_bare_syncs(room);
             if syncs.is_empty() && self.touched.is_empty() {
                 return;
             }
             self.syncs_in_flight += syncs.len();
             self.start(syncs);
+        }
+    }
+
+    /// Whether the files waiting for a bare sync are many enough for one
+    /// shared sync, and none is in flight (one at a time: the files waiting
+    /// meanwhile gather for the next).
+    fn shared_sync_due(&self) -> bool {
+        self.shared_sync.is_empty()
+            && self.sync_waiting.len() >= SHARED_SYNC_FILES_MIN
+            && self.storage.shares_syncs()
+    }
+
+    /// Whether a shared sync is in flight and enough files wait for the next.
+    fn waits_for_shared_sync(&self) -> bool {
+        !self.shared_sync.is_empty() && self.sync_waiting.len() >= SHARED_SYNC_FILES_MIN
+    }
+
+    /// Takes up to `limit` files off the sync queue, oldest need first, and
+    /// returns the bare syncs they still need, each recorded as started.
+    fn take_bare_syncs(&mut self, limit: usize) -> Vec<FileBatch> {
+        let mut syncs = Vec::new();
+        while syncs.len() < limit {
+            let Some(file) = self.sync_waiting.pop_front() else {
+                break;
+            };
+            self.sync_waiting_set.remove(&file);
+            let Some(state) = self.files.get_mut(&file) else {
+                continue;
+            };
+            if let Some(batch) = state.bare_sync(file, self.next_batch) {
+                self.next_batch += 1;
+                state.on_started(&batch, 0);
+                syncs.push(batch);
+            }
+        }
+        syncs
+    }
+
+    /// Hands bare syncs of many files to the backend as one shared sync:
+    /// started on a pipelined backend, executed on a synchronous one.
+    fn start_shared_sync(&mut self, mut batches: Vec<FileBatch>) {
+        metrics::record_shared_sync(batches.len());
+        self.shared_sync
+            .extend(batches.iter().map(|batch| batch.id));
+        let observer = &*self.observer;
+        if let Some(pipeline) = self.storage.pipeline() {
+            self.in_flight += batches.len();
+            pipeline.start_shared_sync(batches, observer);
+            return;
+        }
+        self.storage.execute_shared_sync(&mut batches, observer);
+        for batch in batches {
+            self.finish(batch);
         }
     }
 
@@ -870,7 +947,7 @@ impl<S: Storage> WalCore<S> {
         self.storage.execute(&mut batches, &*self.observer);
         let [batch] = batches;
         let state = self.files.get_mut(&file).expect("still open");
-        state.on_finished(&batch);
+        state.on_finished(&batch, false);
         match batch.outcome {
             Some(BatchOutcome::Done { .. }) => Ok(()),
             Some(BatchOutcome::SyncFailed { errno } | BatchOutcome::WriteFailed { errno }) => {

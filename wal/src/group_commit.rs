@@ -270,8 +270,9 @@ impl FileState {
         })
     }
 
-    /// Applies a finished batch to the watermarks (or poisons the file).
-    pub fn on_finished(&mut self, batch: &FileBatch) {
+    /// Applies a finished batch to the watermarks (or poisons the file);
+    /// `shared`: its sync was part of a shared sync.
+    pub fn on_finished(&mut self, batch: &FileBatch, shared: bool) {
         let file = batch.file;
         let outcome = batch
             .outcome
@@ -287,7 +288,7 @@ impl FileState {
                     self.retire_write(batch.id, WriteState::Finished);
                 }
                 if synced {
-                    self.retire_sync(batch.id, sync_latency);
+                    self.retire_sync(batch.id, sync_latency, shared);
                 }
             }
             BatchOutcome::WriteFailed { errno } => {
@@ -333,7 +334,7 @@ impl FileState {
         sync
     }
 
-    fn retire_sync(&mut self, id: u64, latency: Option<std::time::Duration>) {
+    fn retire_sync(&mut self, id: u64, latency: Option<std::time::Duration>, shared: bool) {
         let sync = self.take_sync(id);
         assert!(
             sync.seq <= self.written_seq,
@@ -341,7 +342,11 @@ impl FileState {
         );
         let covered = sync.end.saturating_sub(self.durable_end);
         metrics::record_sync(covered, latency);
-        self.preallocation.on_sync(covered);
+        if shared {
+            self.preallocation.on_shared_sync();
+        } else {
+            self.preallocation.on_sync(covered);
+        }
         self.durable_seq = self.durable_seq.max(sync.seq);
         self.durable_end = self.durable_end.max(sync.end);
     }

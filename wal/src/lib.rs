@@ -43,6 +43,7 @@
 //! | [`engine`] | [`WalCore`]: the writer logic, single-threaded, deterministic |
 //! | [`writer`] | [`Wal`]: the writer thread, the bounded queue, backend choice |
 //! | [`disk`] | [`DiskStorage`]: std files, `pwrite` + `fdatasync` (the fallback) |
+//! | [`syncfs`] | shared syncs: one `syncfs` for the bare syncs of many files; the [`syncfs::Syncer`] thread |
 //! | [`uring`] | [`UringStorage`]: the same files, batches pipelined through io_uring; [`Doorbell`] |
 //! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
 //! | [`rng`] | [`SplitMix64`], the seeded generator behind simulated crashes |
@@ -75,6 +76,7 @@ pub mod request;
 pub mod rng;
 pub mod scan;
 pub mod storage;
+pub mod syncfs;
 pub mod uring;
 pub mod writer;
 

@@ -407,6 +407,13 @@ impl Storage for MemoryStorage {
 
     /// Handles here are not descriptors: nothing to give back.
     fn release_descriptor(&mut self, _file: FileId) {}
+
+    /// Yes, so that the simulator runs the engine's shared-sync path. The
+    /// model syncs each named file (the default `execute_shared_sync`), which
+    /// makes less durable than a real `syncfs` would: never more.
+    fn shares_syncs(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

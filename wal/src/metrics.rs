@@ -12,6 +12,11 @@ pub const FSYNCS_TOTAL: &str = "wal_fsyncs_total";
 /// Histogram: seconds from the start of a file's group-commit writes to the
 /// completion of the fdatasync after them.
 pub const FSYNC_LATENCY_SECONDS: &str = "wal_fsync_latency_seconds";
+/// Counter: shared syncs issued (one `syncfs` for the bare syncs of many
+/// files; each file it covers also counts in `wal_fsyncs_total`).
+pub const SHARED_SYNCS_TOTAL: &str = "wal_shared_syncs_total";
+/// Histogram: files covered by one shared sync.
+pub const SHARED_SYNC_FILES: &str = "wal_shared_sync_files";
 /// Counter: zero bytes written as room ahead of appends (see `preallocate`):
 /// the extra write bandwidth paid for cheaper fsyncs of small appends.
 pub const ZERO_FILL_BYTES_TOTAL: &str = "wal_zero_fill_bytes_total";
@@ -44,6 +49,11 @@ pub fn describe_metrics() {
         metrics::Unit::Seconds,
         "Group-commit writes plus fdatasync, per file"
     );
+    metrics::describe_counter!(
+        SHARED_SYNCS_TOTAL,
+        "Shared syncs (one syncfs covering many files) issued by the WAL writer"
+    );
+    metrics::describe_histogram!(SHARED_SYNC_FILES, "Files covered by one shared sync");
     metrics::describe_counter!(ERRORS_TOTAL, "WAL error completions by kind");
     metrics::describe_gauge!(DESCRIPTORS_HELD, "Descriptors the WAL writer holds open");
     metrics::describe_counter!(
@@ -69,6 +79,11 @@ pub(crate) fn record_sync(durable_bytes: u64, latency: Option<Duration>) {
     if let Some(latency) = latency {
         metrics::histogram!(FSYNC_LATENCY_SECONDS).record(latency.as_secs_f64());
     }
+}
+
+pub(crate) fn record_shared_sync(files: usize) {
+    metrics::counter!(SHARED_SYNCS_TOTAL).increment(1);
+    metrics::histogram!(SHARED_SYNC_FILES).record(files as f64);
 }
 
 pub(crate) fn record_error(kind: &'static str) {

@@ -12,7 +12,9 @@
 //!
 //! The price is writing every byte twice (zeros, then data), which is why
 //! only files with small fsyncs get it: with large ones the size commit is
-//! small beside the data, and the bandwidth matters more.
+//! small beside the data, and the bandwidth matters more. A file synced by a
+//! shared sync (one `syncfs` for many files) earns none either: the size
+//! commits of all its files ride on one journal commit.
 //!
 //! What callers see: nothing while the file is open. A clean close or rename
 //! cuts the room off again (`ftruncate` + `fdatasync`), so closed files hold
@@ -91,6 +93,14 @@ impl Preallocation {
         } else {
             0
         };
+    }
+
+    /// Records a completed shared sync (one `syncfs` for many files). It
+    /// commits every file's new size in one journal commit, so room ahead
+    /// would save nothing and would double the bytes of a node that writes
+    /// to many files at once: it ends the run of small fsyncs.
+    pub fn on_shared_sync(&mut self) {
+        self.small_syncs = 0;
     }
 
     /// The fill to write now, given the end of every append planned so far.

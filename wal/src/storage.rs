@@ -20,6 +20,11 @@
 //!   linked after a batch's writes only when no earlier write of that file is
 //!   still in flight, so every fsync covers exactly the writes that finished
 //!   before it was issued.
+//! - A backend that [`Storage::shares_syncs`] makes the bare syncs of many
+//!   files durable with one call ([`Storage::execute_shared_sync`],
+//!   [`Pipeline::start_shared_sync`]): every write that finished before it was
+//!   issued, of every file it names, is durable when it reports success. A
+//!   file in a shared sync counts as having its one fdatasync in flight.
 
 use std::io;
 use std::path::Path;
@@ -85,6 +90,27 @@ pub trait Storage {
         }
     }
 
+    /// Whether [`Storage::execute_shared_sync`] (and the pipeline's
+    /// [`Pipeline::start_shared_sync`]) make many files durable for about the
+    /// price of one fdatasync. The engine then covers the files of a busy turn
+    /// with one shared sync instead of one fsync each. Default: no.
+    fn shares_syncs(&self) -> bool {
+        false
+    }
+
+    /// Runs bare syncs (empty batches with `sync`) of several files as one
+    /// operation where the backend can, and fills in each outcome. The default
+    /// syncs them one by one.
+    fn execute_shared_sync(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
+        for batch in batches.iter_mut() {
+            assert!(
+                batch.is_empty() && batch.sync,
+                "a shared sync holds bare syncs"
+            );
+            execute_sequential(self, batch, observer);
+        }
+    }
+
     /// The asynchronous side of a backend that keeps batches in flight while
     /// the writer plans the next group. `None` (the default): every batch is
     /// finished when [`Storage::execute`] returns.
@@ -103,6 +129,15 @@ pub trait Storage {
 pub trait Pipeline {
     /// Hands `batch` to the device and returns without waiting for it.
     fn start(&mut self, batch: FileBatch, observer: &dyn IoObserver);
+
+    /// Starts bare syncs of several files as one shared sync (see
+    /// [`Storage::shares_syncs`]); each batch comes back through
+    /// [`Pipeline::reap`] like any other. The default starts them one by one.
+    fn start_shared_sync(&mut self, batches: Vec<FileBatch>, observer: &dyn IoObserver) {
+        for batch in batches {
+            self.start(batch, observer);
+        }
+    }
 
     /// Submits what was started and moves every finished batch into `done`.
     /// Never blocks.
@@ -159,6 +194,12 @@ impl<S: Storage + ?Sized> Storage for Box<S> {
     }
     fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
         (**self).pipeline()
+    }
+    fn shares_syncs(&self) -> bool {
+        (**self).shares_syncs()
+    }
+    fn execute_shared_sync(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
+        (**self).execute_shared_sync(batches, observer)
     }
 }
 
@@ -301,6 +342,30 @@ pub fn execute_sequential<S: Storage + ?Sized>(
         });
     }
     batch.outcome = Some(sync_after_writes(storage, batch, started, observer));
+}
+
+/// Fills in the outcomes of a shared sync's bare syncs once the one call
+/// covering them all succeeded `latency` after it started.
+pub(crate) fn shared_sync_succeeded(
+    batches: &mut [FileBatch],
+    latency: Duration,
+    observer: &dyn IoObserver,
+) {
+    for batch in batches.iter_mut() {
+        assert!(
+            batch.is_empty() && batch.sync,
+            "a shared sync holds bare syncs"
+        );
+        assert!(batch.outcome.is_none(), "batch executed twice");
+        observer.on_event(IoEvent::Synced {
+            file: batch.file,
+            durable_end: batch.offset,
+        });
+        batch.outcome = Some(BatchOutcome::Done {
+            synced: true,
+            sync_latency: Some(latency),
+        });
+    }
 }
 
 /// The sync step of a batch whose writes all succeeded.

@@ -23,6 +23,10 @@
 //! on io_uring's workers, so without this every chain would wake the writer
 //! once for its write and again for its fsync.
 //!
+//! Shared syncs (one `syncfs` for the bare syncs of many files, see `syncfs`)
+//! have no io_uring operation: a [`Syncer`] thread runs them and rings the
+//! doorbell when one is done.
+//!
 //! The writer waits for completions inside `io_uring_enter`. To be woken by a
 //! new request as well, it parks on the [`Doorbell`]: an eventfd on which the
 //! ring keeps a read armed, written by a submitter that finds the writer
@@ -46,6 +50,7 @@ use crate::storage::{
     BatchOutcome, FileBatch, IoEvent, IoObserver, NoObserver, Pipeline, Storage,
     execute_sequential, sync_after_writes,
 };
+use crate::syncfs::{self, SharedSyncJob, Syncer};
 
 /// Submission queue entries of the ring. One file's chain must fit in it
 /// (longer chains run without the ring); completions in flight are kept below
@@ -144,7 +149,7 @@ impl Doorbell {
         self.wake_at.store(NOT_PARKED, Ordering::SeqCst);
     }
 
-    fn signal(&self) {
+    pub(crate) fn signal(&self) {
         // EAGAIN means the counter is already non-zero: the wake is pending.
         let _ = (&self.eventfd).write(&1u64.to_ne_bytes());
     }
@@ -225,6 +230,10 @@ pub struct UringStorage {
     timed_waits: bool,
     /// The kernel honours `IOSQE_CQE_SKIP_SUCCESS` (IORING_FEAT_CQE_SKIP).
     skip_success: bool,
+    /// Runs shared syncs (`syncfs`) off the writer thread; started on first use.
+    syncer: Option<Syncer>,
+    /// Reused buffer for the shared syncs of one collection.
+    shared_done: Vec<SharedSyncJob>,
 }
 
 impl std::fmt::Debug for UringStorage {
@@ -282,6 +291,8 @@ impl UringStorage {
             doorbell_armed: false,
             timed_waits,
             skip_success,
+            syncer: None,
+            shared_done: Vec::new(),
         })
     }
 
@@ -349,6 +360,61 @@ impl UringStorage {
                 .expect("the chain fits: room was made above");
         }
         self.entries_in_flight += completions;
+    }
+
+    /// Hands a shared sync to the syncer thread (started now if need be), or
+    /// runs it here when there is no thread to run it.
+    fn start_shared(&mut self, mut batches: Vec<FileBatch>, observer: &dyn IoObserver) {
+        let filesystems = match self
+            .disk
+            .filesystems_of(batches.iter().map(|batch| batch.file))
+        {
+            Ok(filesystems) => filesystems,
+            Err(error) => {
+                self.disk
+                    .settle_shared_sync(&mut batches, Err(error), observer);
+                self.finished.append(&mut batches);
+                return;
+            }
+        };
+        if self.syncer.is_none() {
+            match Syncer::spawn(Arc::clone(&self.doorbell)) {
+                Ok(syncer) => self.syncer = Some(syncer),
+                Err(error) => {
+                    tracing::warn!(%error, "wal: no syncfs thread; shared syncs run on the writer");
+                }
+            }
+        }
+        let job = SharedSyncJob {
+            batches,
+            filesystems,
+            started: Instant::now(),
+            result: None,
+        };
+        let refused = match self.syncer.as_mut() {
+            Some(syncer) => syncer.start(job).err(),
+            None => Some(job),
+        };
+        if let Some(mut job) = refused {
+            let result = syncfs::sync_filesystems(&job.filesystems).map(|()| job.started.elapsed());
+            self.disk
+                .settle_shared_sync(&mut job.batches, result, observer);
+            self.finished.append(&mut job.batches);
+        }
+    }
+
+    /// Settles the shared syncs the syncer thread has finished.
+    fn collect_shared(&mut self, observer: &dyn IoObserver) {
+        let Some(syncer) = self.syncer.as_mut() else {
+            return;
+        };
+        syncer.collect(&mut self.shared_done);
+        for mut job in std::mem::take(&mut self.shared_done) {
+            let result = job.result.take().expect("the syncer ran the job");
+            self.disk
+                .settle_shared_sync(&mut job.batches, result, observer);
+            self.finished.append(&mut job.batches);
+        }
     }
 
     /// Makes room for `entries` more SQEs in the submission queue and
@@ -550,6 +616,8 @@ impl Drop for UringStorage {
     /// Waits until the kernel is done with every buffer it was given: each
     /// chain in flight, and the doorbell's read (rung to complete it).
     fn drop(&mut self) {
+        // Its jobs hold only bare syncs: no memory the kernel reads.
+        self.syncer = None;
         if self.doorbell_armed {
             self.doorbell.signal();
         }
@@ -584,11 +652,17 @@ impl Pipeline for UringStorage {
         self.start_chain(batch, None, observer);
     }
 
+    fn start_shared_sync(&mut self, batches: Vec<FileBatch>, observer: &dyn IoObserver) {
+        self.outstanding += batches.len();
+        self.start_shared(batches, observer);
+    }
+
     fn reap(&mut self, done: &mut Vec<FileBatch>, observer: &dyn IoObserver) {
         if !self.ring.submission().is_empty() {
             self.enter(0, None);
         }
         self.drain_completions(observer);
+        self.collect_shared(observer);
         self.outstanding -= self.finished.len();
         done.append(&mut self.finished);
     }
@@ -598,12 +672,16 @@ impl Pipeline for UringStorage {
     }
 
     fn wait(&mut self, timeout: Option<Duration>, observer: &dyn IoObserver) {
+        self.collect_shared(observer);
         if !self.finished.is_empty() || self.outstanding == 0 {
             return;
         }
+        // The syncer rings the doorbell when it finishes a job: the armed
+        // read ends this wait, or completes at once if it rang already.
         self.arm_doorbell(observer);
         self.enter(1, timeout);
         self.drain_completions(observer);
+        self.collect_shared(observer);
     }
 
     fn doorbell(&self) -> Option<Arc<Doorbell>> {
@@ -750,6 +828,12 @@ impl Storage for UringStorage {
     }
     fn release_descriptor(&mut self, file: FileId) {
         self.disk.release_descriptor(file)
+    }
+    fn shares_syncs(&self) -> bool {
+        self.disk.shares_syncs()
+    }
+    fn execute_shared_sync(&mut self, batches: &mut [FileBatch], observer: &dyn IoObserver) {
+        self.disk.execute_shared_sync(batches, observer)
     }
 
     /// Runs the batches through the ring and waits for them (batches started

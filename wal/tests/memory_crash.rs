@@ -689,3 +689,135 @@ fn large_fsyncs_never_get_zero_filled_room() {
     let bytes = core.storage().contents(path).expect("exists");
     assert_eq!(bytes.len() as u64, data_end, "no zeros written");
 }
+
+/// Every write and sync event, in order.
+#[derive(Default)]
+struct EventLog(Mutex<Vec<IoEvent>>);
+
+impl IoObserver for EventLog {
+    fn on_event(&self, event: IoEvent) {
+        self.0.lock().expect("log").push(event);
+    }
+}
+
+fn open_files(core: &mut WalCore<MemoryStorage>, count: usize) -> Vec<FileId> {
+    (0..count)
+        .map(|index| {
+            let path = PathBuf::from(format!("f{index}"));
+            core.open(&path, OpenMode::CreateNew).expect("new").file
+        })
+        .collect()
+}
+
+#[test]
+fn many_files_wanting_a_sync_in_one_turn_share_one_sync_after_all_their_writes() {
+    let files_count = strand_wal::engine::SHARED_SYNC_FILES_MIN + 2;
+    let mut core = core(11);
+    let log = Arc::new(EventLog::default());
+    core.set_observer(log.clone());
+    let files = open_files(&mut core, files_count);
+    for (index, &file) in files.iter().enumerate() {
+        append(&mut core, file, index as u64, Ack::Durable);
+    }
+    let out = turn(&mut core);
+    assert_eq!(out.len(), files_count);
+    assert!(
+        out.iter()
+            .all(|c| c.kind == CompletionKind::Durable && c.result.is_ok())
+    );
+    // Linked syncs would interleave (write a, sync a, write b, ...): a shared
+    // sync comes after every write of the turn.
+    let events = log.0.lock().expect("log").clone();
+    let first_sync = events
+        .iter()
+        .position(|event| matches!(event, IoEvent::Synced { .. }))
+        .expect("synced");
+    assert_eq!(
+        first_sync, files_count,
+        "every write precedes the shared sync"
+    );
+    assert!(
+        events[first_sync..]
+            .iter()
+            .all(|event| matches!(event, IoEvent::Synced { .. }))
+    );
+    let mut storage = core.into_storage();
+    storage.crash(CrashMode::KeepPrefix);
+    for index in 0..files_count {
+        let path = PathBuf::from(format!("f{index}"));
+        assert_eq!(
+            tags_in(storage.contents(&path).expect("exists")),
+            [index as u64]
+        );
+    }
+}
+
+#[test]
+fn a_few_files_wanting_a_sync_keep_their_own_linked_fsyncs() {
+    let files_count = strand_wal::engine::SHARED_SYNC_FILES_MIN - 1;
+    let mut core = core(12);
+    let log = Arc::new(EventLog::default());
+    core.set_observer(log.clone());
+    let files = open_files(&mut core, files_count);
+    for (index, &file) in files.iter().enumerate() {
+        append(&mut core, file, index as u64, Ack::Durable);
+    }
+    assert!(turn(&mut core).iter().all(|c| c.result.is_ok()));
+    let events = log.0.lock().expect("log").clone();
+    assert!(
+        matches!(events[1], IoEvent::Synced { .. }),
+        "the first file's fsync follows its own write: {events:?}"
+    );
+}
+
+#[test]
+fn a_failed_sync_in_a_shared_sync_poisons_only_its_file() {
+    let files_count = strand_wal::engine::SHARED_SYNC_FILES_MIN + 1;
+    let mut core = core(13);
+    let files = open_files(&mut core, files_count);
+    core.storage_mut()
+        .fail_next_sync(Path::new("f1"), libc::EIO)
+        .expect("exists");
+    for (index, &file) in files.iter().enumerate() {
+        append(&mut core, file, index as u64, Ack::Durable);
+    }
+    let out = turn(&mut core);
+    for completion in &out {
+        if completion.user_data == 1 {
+            assert_eq!(
+                completion.result,
+                Err(WalError::SyncFailed {
+                    file: files[1],
+                    errno: libc::EIO
+                })
+            );
+        } else {
+            assert!(completion.result.is_ok(), "{completion:?}");
+        }
+    }
+    assert!(core.file_status(files[1]).expect("open").poisoned.is_some());
+    assert!(core.file_status(files[0]).expect("open").poisoned.is_none());
+}
+
+#[test]
+fn files_synced_by_shared_syncs_earn_no_zero_filled_room() {
+    let files_count = strand_wal::engine::SHARED_SYNC_FILES_MIN + 2;
+    let mut core = core(14);
+    let files = open_files(&mut core, files_count);
+    for round in 0..8u64 {
+        for (index, &file) in files.iter().enumerate() {
+            append(&mut core, file, round * 100 + index as u64, Ack::Durable);
+        }
+        assert!(turn(&mut core).iter().all(|c| c.result.is_ok()));
+    }
+    for (index, &file) in files.iter().enumerate() {
+        let status = core.file_status(file).expect("open");
+        let path = PathBuf::from(format!("f{index}"));
+        let bytes = core.storage().contents(&path).expect("exists");
+        assert_eq!(
+            bytes.len() as u64,
+            status.written_end,
+            "no zeros past the frames of {path:?}"
+        );
+    }
+}
