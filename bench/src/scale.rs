@@ -434,6 +434,7 @@ impl<'a> Scale<'a> {
             duration,
             message_size: options.message_size,
             batch: options.batch,
+            spread: options.spread,
         };
         let every = writes::round_robin(&self.layout);
         let runs = [
@@ -466,6 +467,7 @@ impl<'a> Scale<'a> {
         };
         Ok(ThroughputPhase {
             producers: load.producers,
+            spread: load.spread,
             single,
             all,
             all_of_single_percent,

@@ -6,7 +6,7 @@
 //! it goes from [`Routing`] (a question any node can answer goes first to a
 //! node that did not lately fail to answer).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -115,6 +115,15 @@ pub(crate) struct Driver {
     backoff: Backoff,
     session_config: SessionConfig,
     sessions: HashMap<u64, Session>,
+    /// Groups whose session may have something to transmit: marked when a
+    /// session changes, cleared once it has sent what it can. A group left
+    /// without a route or connection stays marked and is tried each turn.
+    ready: BTreeSet<u64>,
+    /// Each session's next deadline, as `(wake_ms, group)`, and the one filed
+    /// for each group: a turn ticks only the sessions that are due, so an
+    /// idle or waiting session costs nothing per message.
+    timers: BTreeSet<(u64, u64)>,
+    timer_of: HashMap<u64, u64>,
     waiters: HashMap<Token, ReplySender>,
     next_token: Token,
     queries: HashMap<Token, QueryEntry>,
@@ -159,6 +168,9 @@ impl Driver {
             backoff,
             session_config,
             sessions: HashMap::new(),
+            ready: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            timer_of: HashMap::new(),
             waiters: HashMap::new(),
             next_token: 1,
             queries: HashMap::new(),
@@ -220,6 +232,7 @@ impl Driver {
                     submitted_ms: now_ms,
                     deadline_ms: now_ms + self.config.deadline_ms,
                 });
+                self.touched(group);
             }
             DriverCommand::Query {
                 target,
@@ -314,6 +327,7 @@ impl Driver {
         };
         let mut actions = Vec::new();
         let round_trip_ms = session.on_reply(reply, now_ms, &mut actions);
+        self.touched(group);
         self.note_answer(connection, round_trip_ms, now_ms);
         self.apply_session_actions(group, actions);
     }
@@ -338,8 +352,12 @@ impl Driver {
         tracing::debug!(connection, address, reason, "connection lost");
         self.health.on_silent(address, self.now_ms());
         self.routing.on_unreachable(address);
-        for session in self.sessions.values_mut() {
-            session.on_connection_lost(connection);
+        let groups: Vec<u64> = self.sessions.keys().copied().collect();
+        for group in groups {
+            if let Some(session) = self.sessions.get_mut(&group) {
+                session.on_connection_lost(connection);
+            }
+            self.touched(group);
         }
         let tokens: Vec<Token> = self.queries.keys().copied().collect();
         for token in tokens {
@@ -360,18 +378,37 @@ impl Driver {
         }
     }
 
+    /// A session changed: files its next deadline and marks it ready if it
+    /// has something to transmit. Costs the one session, never all of them.
+    fn touched(&mut self, group: u64) {
+        let Some(session) = self.sessions.get(&group) else {
+            return;
+        };
+        let wake_ms = session.next_wakeup_ms();
+        if session.wants_transmit() {
+            self.ready.insert(group);
+        }
+        if let Some(old) = self.timer_of.remove(&group) {
+            self.timers.remove(&(old, group));
+        }
+        if let Some(wake_ms) = wake_ms {
+            self.timers.insert((wake_ms, group));
+            self.timer_of.insert(group, wake_ms);
+        }
+    }
+
     fn tick(&mut self, now_ms: u64) {
-        let groups: Vec<u64> = self
-            .sessions
-            .iter()
-            .filter(|(_, session)| !session.is_idle())
-            .map(|(group, _)| *group)
-            .collect();
-        for group in groups {
+        while let Some(&(wake_ms, group)) = self.timers.first() {
+            if wake_ms > now_ms {
+                break;
+            }
+            self.timers.pop_first();
+            self.timer_of.remove(&group);
             let mut actions = Vec::new();
             if let Some(session) = self.sessions.get_mut(&group) {
                 session.on_tick(now_ms, &mut actions);
             }
+            self.touched(group);
             self.apply_session_actions(group, actions);
         }
         let tokens: Vec<Token> = self.queries.keys().copied().collect();
@@ -389,13 +426,7 @@ impl Driver {
 
     /// Sends everything that can go now.
     fn pump(&mut self, now_ms: u64) {
-        let groups: Vec<u64> = self
-            .sessions
-            .iter()
-            .filter(|(_, session)| session.wants_transmit())
-            .map(|(group, _)| *group)
-            .collect();
-        for group in groups {
+        for group in std::mem::take(&mut self.ready) {
             self.pump_session(group, now_ms);
         }
         if self.refresh_wanted {
@@ -418,12 +449,23 @@ impl Driver {
         }
     }
 
+    /// Transmits what the group's session may send now. Without a route or
+    /// a connection the group stays ready for the next turn.
     fn pump_session(&mut self, group: u64, now_ms: u64) {
+        if !self
+            .sessions
+            .get(&group)
+            .is_some_and(Session::wants_transmit)
+        {
+            return;
+        }
         let Some(address) = self.routing.primary_address(group) else {
             self.refresh_wanted = true; // no route yet (a new topic's group)
+            self.ready.insert(group);
             return;
         };
         let Some(connection) = self.connections.ensure(&address, now_ms) else {
+            self.ready.insert(group);
             return; // reconnecting later; the wakeup covers it
         };
         let attempt_timeout_ms = self.health.attempt_timeout_ms(&address);
@@ -431,6 +473,7 @@ impl Driver {
         if let Some(session) = self.sessions.get_mut(&group) {
             session.poll_transmit(now_ms, connection, attempt_timeout_ms, &mut actions);
         }
+        self.touched_after_transmit(group);
         for action in actions {
             let Action::Transmit {
                 client,
@@ -643,8 +686,18 @@ impl Driver {
         }
     }
 
+    /// Files the session's new deadline after a transmit; what it could not
+    /// send (a full window) waits for a reply, which marks it ready again.
+    fn touched_after_transmit(&mut self, group: u64) {
+        let ready_before = self.ready.contains(&group);
+        self.touched(group);
+        if !ready_before {
+            self.ready.remove(&group);
+        }
+    }
+
     fn next_wakeup_ms(&self, now_ms: u64) -> u64 {
-        let sessions = self.sessions.values().filter_map(Session::next_wakeup_ms);
+        let sessions = self.timers.first().map(|&(wake_ms, _)| wake_ms).into_iter();
         let queries = self
             .queries
             .values()

@@ -253,12 +253,18 @@ struct Accumulator {
     flushes: Vec<(u64, oneshot::Sender<()>)>,
     completions: mpsc::UnboundedSender<Completion>,
     completion_receiver: mpsc::UnboundedReceiver<Completion>,
+    /// When each open batch that may go partial lingers out, as
+    /// `(deadline, partition)`, and the deadline filed for each partition:
+    /// the next linger is the first entry, not a scan of every partition.
+    lingering: BTreeSet<(Instant, usize)>,
+    linger_of: Vec<Option<Instant>>,
 }
 
 impl Accumulator {
     fn new(client: Client, groups: Vec<u64>, config: ProducerConfig) -> Accumulator {
         let (completions, completion_receiver) = mpsc::unbounded_channel();
         let partitions = groups.iter().map(|_| PartitionQueue::default()).collect();
+        let groups_len = groups.len();
         Accumulator {
             client,
             groups,
@@ -269,6 +275,8 @@ impl Accumulator {
             flushes: Vec::new(),
             completions,
             completion_receiver,
+            lingering: BTreeSet::new(),
+            linger_of: vec![None; groups_len],
         }
     }
 
@@ -343,6 +351,25 @@ impl Accumulator {
         if open.records.len() >= self.config.batch_records_max as usize {
             self.seal(partition);
         }
+        self.refile_linger(partition);
+    }
+
+    /// Files `partition`'s linger deadline anew after its queue changed: an
+    /// open batch on a partition that may send a partial one lingers out at
+    /// `opened_at + linger_ms`; any other partition has no deadline.
+    fn refile_linger(&mut self, partition: usize) {
+        if let Some(old) = self.linger_of[partition].take() {
+            self.lingering.remove(&(old, partition));
+        }
+        let queue = &self.partitions[partition];
+        if !queue.may_send_partial() {
+            return;
+        }
+        if let Some(open) = &queue.open {
+            let deadline = open.opened_at + Duration::from_millis(self.config.linger_ms);
+            self.lingering.insert((deadline, partition));
+            self.linger_of[partition] = Some(deadline);
+        }
     }
 
     /// Fails every batch still open or sealed (not handed to the client).
@@ -368,6 +395,8 @@ impl Accumulator {
                 self.outstanding.remove(&batch.sequence);
             }
         }
+        self.lingering.clear();
+        self.linger_of.fill(None);
         self.release_flushes();
     }
 
@@ -383,6 +412,7 @@ impl Accumulator {
             self.partitions[partition].sealed.push_back(batch);
         }
         self.dispatch(partition);
+        self.refile_linger(partition);
     }
 
     fn seal_all(&mut self) {
@@ -394,8 +424,16 @@ impl Accumulator {
     fn seal_lingered(&mut self) {
         let now = Instant::now();
         let linger = Duration::from_millis(self.config.linger_ms);
-        for partition in 0..self.partitions.len() {
+        while let Some(&(deadline, partition)) = self.lingering.first() {
+            if deadline > now {
+                break;
+            }
             self.seal_if_lingered(partition, now, linger);
+            // Sealed (and refiled) above; an entry left is a bug.
+            assert!(
+                self.linger_of[partition] != Some(deadline),
+                "partition {partition} lingered out and was not sealed"
+            );
         }
     }
 
@@ -414,12 +452,7 @@ impl Accumulator {
     }
 
     fn linger_deadline(&self) -> Option<Instant> {
-        let linger = Duration::from_millis(self.config.linger_ms);
-        self.partitions
-            .iter()
-            .filter(|queue| queue.may_send_partial())
-            .filter_map(|queue| queue.open.as_ref().map(|open| open.opened_at + linger))
-            .min()
+        self.lingering.first().map(|&(deadline, _)| deadline)
     }
 
     /// Hands sealed batches to the client, in order, up to the in-flight bound.
@@ -478,6 +511,7 @@ impl Accumulator {
         // A partial batch held back while the pipeline was busy goes now.
         let linger = Duration::from_millis(self.config.linger_ms);
         self.seal_if_lingered(partition, Instant::now(), linger);
+        self.refile_linger(partition);
     }
 
     fn release_flushes(&mut self) {

@@ -666,6 +666,48 @@ async fn producer_batches_by_count_and_linger_per_partition() {
 }
 
 #[tokio::test]
+async fn partial_batches_of_many_partitions_each_go_at_their_own_linger_without_a_flush() {
+    within(async {
+        const PARTITIONS: u32 = 40;
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", PARTITIONS, &[1], 0, 1);
+        let client = connect(&cluster, 1).await;
+        let config = ProducerConfig {
+            batch_records_max: 100,
+            linger_ms: 5,
+            ..ProducerConfig::default()
+        };
+        let producer = client
+            .producer("shop", "orders", config)
+            .await
+            .expect("producer");
+        let mut deliveries = Vec::new();
+        for round in 0..3u32 {
+            for partition in 0..PARTITIONS {
+                let value = format!("value {round}");
+                deliveries.push(
+                    producer
+                        .send(partition, "key", value)
+                        .await
+                        .expect("buffered"),
+                );
+            }
+            // No flush: each partition's partial batch lingers out by itself.
+            for delivery in deliveries.drain(..) {
+                assert_eq!(delivery.await.expect("delivered"), u64::from(round));
+            }
+        }
+        let produces = cluster.seen(Operation::Produce);
+        for group in &groups {
+            let batches = produces.iter().filter(|seen| seen.group == *group).count();
+            assert_eq!(batches, 3, "one lingered batch per round, group {group}");
+        }
+        producer.close().await.expect("closed");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_node_not_ready_to_answer_metadata_is_left_for_another() {
     within(async {
         let cluster = Cluster::start(2, 0).await;

@@ -8,6 +8,7 @@ use clap::Parser;
 use crate::cluster::NODES_MAX;
 use crate::error::BenchError;
 use crate::options::MESSAGE_SIZE_MAX;
+use crate::scale::writes::Spread;
 
 /// Most topics a scale run creates.
 pub const TOPICS_MAX: u32 = 4096;
@@ -82,6 +83,12 @@ pub struct ScaleOptions {
     /// Records per batch.
     #[arg(long, default_value_t = 100)]
     pub batch: u32,
+    /// How the every-partition run spreads consecutive records: `batch`
+    /// (whole batches per partition in turn, as a sticky partitioner sends
+    /// records without a key) or `record` (each record to the next partition,
+    /// as evenly spread keys do).
+    #[arg(long, value_enum, default_value_t = Spread::Batch)]
+    pub spread: Spread,
     /// Write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

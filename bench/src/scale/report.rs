@@ -180,6 +180,8 @@ pub struct ProduceRun {
 pub struct ThroughputPhase {
     /// Producers in each run.
     pub producers: usize,
+    /// How the every-partition run spread its records.
+    pub spread: super::writes::Spread,
     /// Every producer writing partition 0 of the first topic.
     pub single: ProduceRun,
     /// The producers splitting every partition between them.
@@ -423,6 +425,11 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
         ("throughput: one partition", &throughput.single),
         ("throughput: every partition", &throughput.all),
     ];
+    let spread = match throughput.spread {
+        super::writes::Spread::Batch => "whole batches to each partition in turn",
+        super::writes::Spread::Record => "each record to the next partition",
+    };
+    row("throughput: spread", spread.to_owned());
     for (name, run) in runs {
         let produced = &run.produced;
         let mut line = format!(

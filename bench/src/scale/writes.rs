@@ -133,6 +133,31 @@ struct Collected {
     first_error: Option<String>,
 }
 
+/// How consecutive records of a throughput run are spread over its
+/// partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Spread {
+    /// A batch's worth of consecutive records to one partition, then the
+    /// next: what a sticky partitioner does with records without a key
+    /// (Kafka's default for them), so every partition gets whole batches.
+    Batch,
+    /// Each record to the next partition: records whose keys fall evenly on
+    /// every partition. At a given rate, the more partitions, the smaller
+    /// each batch.
+    Record,
+}
+
+impl Spread {
+    /// Consecutive records one partition gets before the next one's turn.
+    fn run_length(self, batch: u32) -> usize {
+        match self {
+            Spread::Batch => batch.max(1) as usize,
+            Spread::Record => 1,
+        }
+    }
+}
+
 /// The shape of one throughput run.
 #[derive(Debug, Clone, Copy)]
 pub struct Load {
@@ -146,6 +171,8 @@ pub struct Load {
     pub message_size: usize,
     /// Records per batch.
     pub batch: u32,
+    /// How consecutive records are spread over the partitions.
+    pub spread: Spread,
 }
 
 /// Produces `load.message_size`-byte values round-robin over `slots`
@@ -165,7 +192,10 @@ pub async fn produce_for(
         let share = share_of(slots, index, load.producers);
         let producers = producers_for(client, layout, &share, load).await?;
         let value = Bytes::from(vec![b'v'; load.message_size]);
-        tasks.spawn(produce_share(producers, share, value, start, end));
+        let run_length = load.spread.run_length(load.batch);
+        tasks.spawn(produce_share(
+            producers, share, run_length, value, start, end,
+        ));
     }
     let mut total = Collected::default();
     while let Some(joined) = tasks.join_next().await {
@@ -223,13 +253,14 @@ async fn producers_for(
 async fn produce_share(
     producers: Vec<Option<Producer>>,
     share: Vec<(usize, u32)>,
+    run_length: usize,
     value: Bytes,
     start: Instant,
     end: Instant,
 ) -> Collected {
     let (sender, receiver) = mpsc::channel(BUFFER_RECORDS_MAX + 1);
     let collector = tokio::spawn(collect(receiver, start));
-    let send_error = send_all(&producers, &sender, &share, value, end).await;
+    let send_error = send_all(&producers, &sender, &share, run_length, value, end).await;
     drop(sender);
     let mut close_error = None;
     for producer in producers.into_iter().flatten() {
@@ -265,15 +296,21 @@ pub fn round_robin(layout: &Layout) -> Vec<(usize, u32)> {
     slots
 }
 
-/// Sends records over `slots`, cycling, until `end`; the first failure.
+/// Sends records over `slots`, cycling, `run_length` consecutive records to
+/// each, until `end`; the first failure.
 async fn send_all(
     producers: &[Option<Producer>],
     deliveries: &mpsc::Sender<Delivery>,
     slots: &[(usize, u32)],
+    run_length: usize,
     value: Bytes,
     end: Instant,
 ) -> Option<String> {
-    for (sequence, &(topic, partition)) in (0_u64..).zip(slots.iter().cycle()) {
+    let order = slots
+        .iter()
+        .cycle()
+        .flat_map(|slot| std::iter::repeat_n(slot, run_length));
+    for (sequence, &(topic, partition)) in (0_u64..).zip(order) {
         let Some(producer) = &producers[topic] else {
             return Some(format!("no producer for topic {topic}"));
         };
