@@ -638,8 +638,10 @@ impl<S: Storage> WalCore<S> {
         let planned = turn.take();
         // Many files wanting a sync: their writes go alone and one shared
         // sync follows them all (see `settle_touched`).
+        // So does any file while a shared sync runs: it joins the next one.
         let wanting = planned.iter().filter(|(_, _, wants)| *wants).count();
-        let share = wanting >= SHARED_SYNC_FILES_MIN && self.storage.shares_syncs();
+        let share = (wanting >= SHARED_SYNC_FILES_MIN || !self.shared_sync.is_empty())
+            && self.storage.shares_syncs();
         for (mut batch, seq, wants_sync) in planned {
             let state = self
                 .files
@@ -767,8 +769,8 @@ impl<S: Storage> WalCore<S> {
                     continue;
                 }
             }
-            // Many files waiting behind a shared sync in flight wait for the
-            // next one rather than spend the fsync slots one file each.
+            // Files waiting behind a shared sync in flight wait for the next
+            // one rather than spend the fsync slots one file each.
             let room = if self.waits_for_shared_sync() {
                 0
             } else {
@@ -793,9 +795,12 @@ impl<S: Storage> WalCore<S> {
             && self.storage.shares_syncs()
     }
 
-    /// Whether a shared sync is in flight and enough files wait for the next.
+    /// Whether a shared sync is in flight: the files waiting for a sync then
+    /// wait for it to finish and go in the next, however few they are (a node
+    /// busy with many files runs shared syncs back to back; per-file fsyncs
+    /// beside them would only compete for the device).
     fn waits_for_shared_sync(&self) -> bool {
-        !self.shared_sync.is_empty() && self.sync_waiting.len() >= SHARED_SYNC_FILES_MIN
+        !self.shared_sync.is_empty()
     }
 
     /// Takes up to `limit` files off the sync queue, oldest need first, and
