@@ -33,18 +33,28 @@ pub const HISTORY_STARTS_MAX: usize = 16;
 /// Most view headers kept (consensus's bound, the DoViewChange suffix).
 pub const VIEW_HEADERS_MAX: usize = strand_wire::DVC_SUFFIX_HEADERS_MAX;
 
+/// A copy's frame (header, payload) is padded with zeros to a multiple of
+/// this, so that consecutive superblocks are almost always the same length:
+/// a `PersistState` then rewrites its copy in place (no truncate, no size
+/// change, and its sync can be shared with the node's other files). A view
+/// change grows the view headers and history starts by a few hundred bytes
+/// at most, well within one step.
+pub const FRAME_BYTES_STEP: usize = 4096;
+
 /// Most sealed segments listed. With more, only the newest are listed, and a
 /// truncation of an older unlisted segment is found by the op sequence alone.
 pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
 
 const MAGIC: u32 = 0x4253_5453; // "STSB"
-/// Version 5 names the boot of the node its clean-shutdown mark was written
+/// Version 6 pads each copy's frame to a multiple of [`FRAME_BYTES_STEP`];
+/// version 5 names the boot of the node its clean-shutdown mark was written
 /// in; version 4 listed each sealed segment's last op; version 3 named every
 /// view with its assignment epoch and recorded the epoch a replica was
 /// retired in; the older ones are still read (a mark without its boot as
 /// boot 0, version 2's views as epoch 0, their sealed segments' last ops
 /// unknown).
-const VERSION: u16 = 5;
+const VERSION: u16 = 6;
+const VERSION_WITHOUT_PADDING: u16 = 5;
 const VERSION_WITHOUT_CLEAN_BOOT: u16 = 4;
 const VERSION_WITHOUT_LAST_OPS: u16 = 3;
 const VERSION_WITHOUT_EPOCHS: u16 = 2;
@@ -52,6 +62,9 @@ const FLAG_CLEAN_SHUTDOWN: u8 = 1;
 const FLAG_AWAITING_STATE_TRANSFER: u8 = 2;
 const FLAG_LOG_UNSETTLED: u8 = 4;
 const FLAG_STOPPED_IN_VIEW: u8 = 8;
+
+/// The zeros padding comes from.
+static PADDING: [u8; FRAME_BYTES_STEP] = [0; FRAME_BYTES_STEP];
 
 /// Where the history of one view began (consensus's `HistoryStart`, field for
 /// field): the primary `replica` of `view` started it with its log at `op`
@@ -219,6 +232,11 @@ impl Superblock {
         writer.u64(self.durable.maybe_acked_op);
         writer.u32(self.retired_epoch);
         writer.u64(self.clean_boot);
+        // The padding's length prefix, the padding and the crc make the
+        // frame a whole number of steps.
+        let unpadded = strand_wal::FRAME_HEADER_BYTES + writer.len() + 4 + 4;
+        let padding = unpadded.next_multiple_of(FRAME_BYTES_STEP) - unpadded;
+        writer.bytes(&PADDING[..padding]);
         let mut bytes = writer.into_vec();
         let crc = crc32c::crc32c(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
@@ -376,6 +394,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let version = reader.u16("version")?;
     if ![
         VERSION,
+        VERSION_WITHOUT_PADDING,
         VERSION_WITHOUT_CLEAN_BOOT,
         VERSION_WITHOUT_LAST_OPS,
         VERSION_WITHOUT_EPOCHS,
@@ -389,7 +408,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     }
     let with_epochs = version >= VERSION_WITHOUT_LAST_OPS;
     let with_last_ops = version >= VERSION_WITHOUT_CLEAN_BOOT;
-    let with_clean_boot = version >= VERSION;
+    let with_clean_boot = version >= VERSION_WITHOUT_PADDING;
     let sequence = reader.u64("sequence")?;
     let (view, log_view) = if with_epochs {
         (
@@ -463,6 +482,15 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     } else {
         0
     };
+    if version >= VERSION {
+        let padding = reader.bytes("padding")?;
+        if padding.iter().any(|&byte| byte != 0) {
+            return Err(BodyError::Invalid {
+                field: "padding",
+                reason: "not zeros",
+            });
+        }
+    }
     reader.finish()?;
     Ok(Superblock {
         sequence,
@@ -701,6 +729,46 @@ mod tests {
         superblock.durable.view = ViewId::new(1, 50);
         let refused = std::panic::catch_unwind(|| superblock.encode());
         assert!(refused.is_err(), "log_view above view must not be written");
+    }
+
+    #[test]
+    fn a_copy_is_padded_to_whole_steps_so_a_view_change_keeps_its_length() {
+        let before = sample();
+        let frame_len = encode_file(&before).len();
+        assert_eq!(frame_len % FRAME_BYTES_STEP, 0);
+        // What a view change adds: a new view, a history start, more view
+        // headers; the next write goes to the other copy.
+        let mut after = before.clone();
+        after.sequence += 1;
+        after.durable.view = ViewId::new(2, 10);
+        after.durable.log_view = ViewId::new(2, 10);
+        after.durable.history_starts.push(HistoryStart {
+            view: ViewId::new(2, 10),
+            op: 1240,
+            cursor_tail: 50,
+            replica: 1,
+            accepted_loss: false,
+        });
+        after.durable.view_headers = crate::fixtures::chain_from(1230, 0, 0, 10, 2)
+            .iter()
+            .map(|prepare| *prepare.header())
+            .collect();
+        assert_eq!(
+            encode_file(&after).len(),
+            frame_len,
+            "rewritten in place, no truncate"
+        );
+        assert_eq!(Superblock::decode(&after.encode()), Ok(after));
+    }
+
+    #[test]
+    fn padding_that_is_not_zeros_is_refused() {
+        let mut bytes = sample().encode();
+        let body_len = bytes.len() - 4;
+        bytes[body_len - 1] = 1; // the last padding byte
+        let crc = crc32c::crc32c(&bytes[..body_len]);
+        bytes[body_len..].copy_from_slice(&crc.to_le_bytes());
+        assert!(Superblock::decode(&bytes).is_err());
     }
 
     #[test]

@@ -46,6 +46,16 @@ impl BodyWriter {
         self.bytes
     }
 
+    /// How many bytes were written so far (to pad a body to a size).
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// True before anything was written.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     /// Writes one byte.
     pub fn u8(&mut self, value: u8) {
         self.bytes.put_u8(value);
