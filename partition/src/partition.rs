@@ -13,7 +13,9 @@ use crate::cursors::CursorLog;
 use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::io::Io;
-use crate::layout::{cursors_log_path, parse_segment_name, records_dir, segment_path};
+use crate::layout::{
+    cursors_log_path, parse_segment_name, records_dir, segment_path, superblock_path,
+};
 use crate::log_reads::FetchedBatch;
 use crate::log_recovery::recover_log;
 use crate::record_log::{LogConfig, RecordLog};
@@ -455,6 +457,16 @@ fn create<D: Disk>(
     let mut superblock = Superblock::fresh(config.replica, config.durability, config.confirm);
     superblock.awaiting_state_transfer = config.create_awaiting_transfer;
     superblock::write_now(&mut io.disk, dir, &superblock)?;
+    // The second copy exists from the start, empty: it reads as invalid
+    // beside the valid first one (written before it, so a crash in between
+    // leaves a partition that opens). The first asynchronous write to it,
+    // usually a view change's when a node's groups fail over together, then
+    // opens it instead of creating it and syncing the directory on the
+    // node's WAL thread, one group after the other.
+    let second = superblock_path(dir, 1);
+    io.disk.write_at(&second, 0, &[]).map_err(|error| {
+        PartitionError::io(&second, "create the second superblock copy", &error)
+    })?;
     let first = segment_path(dir, 0);
     io.disk
         .write_at(&first, 0, &[])

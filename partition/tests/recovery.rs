@@ -522,6 +522,37 @@ fn superblock_copies_rewritten_in_place_hold_exactly_their_frame_and_reopen() {
     assert_eq!(recovery.durable, expected.durable);
 }
 
+#[test]
+fn a_new_partition_has_both_superblock_copies_and_reopens_with_the_second_empty() {
+    let wal = wal();
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = partition_dir(root.path());
+    let config = small_config();
+    let (partition, _) = open_file(&wal, &dir, config);
+    let second = std::fs::read(superblock_path(&dir, 1)).expect("the second copy exists");
+    assert!(second.is_empty(), "created empty: {} bytes", second.len());
+    let expected = partition.superblock().clone();
+    drop(partition.abandon());
+    let (mut partition, recovery) = open_file(&wal, &dir, config);
+    assert_eq!(recovery.durable, expected.durable);
+    // The first asynchronous write goes to the empty copy.
+    let mut out = Vec::new();
+    partition.persist_state(fields(3, 0), 1).expect("persist");
+    partition.flush(&mut out).expect("flush");
+    assert!(
+        out.contains(&Completed::StatePersisted { sequence: 1 }),
+        "{out:?}"
+    );
+    let second = std::fs::read(superblock_path(&dir, 1)).expect("the second copy");
+    assert_eq!(
+        second.len() % strand_partition::superblock::FRAME_BYTES_STEP,
+        0
+    );
+    drop(partition.abandon());
+    let (_, recovery) = open_file(&wal, &dir, config);
+    assert_eq!(recovery.durable, fields(3, 0));
+}
+
 /// Found by the simulator: a damaged last segment that holds no record (its
 /// ops carry none) cannot be followed by a new segment, which would take its
 /// name. Open appends after the damage instead; the damage stays reported
