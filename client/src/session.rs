@@ -130,10 +130,15 @@ enum State {
     /// Waiting out a backoff or a `Busy` hint.
     Delayed { until_ms: u64 },
     /// On the wire, on `connection`, since `sent_at_ms`; suspected once
-    /// `timeout_ms` passes unanswered.
+    /// `timeout_ms` passes after `progress_ms` with no answer.
     Sent {
         connection: ConnectionId,
         sent_at_ms: u64,
+        /// The later of the send and the last answer this session had on
+        /// `connection`: the attempt clock runs from here, so a request
+        /// queued behind others that the node is answering is not taken for
+        /// one a silent node lost (RFC 6298 5.3: an ack restarts the timer).
+        progress_ms: u64,
         timeout_ms: u64,
     },
 }
@@ -254,6 +259,7 @@ impl Session {
                     pending.state = State::Sent {
                         connection,
                         sent_at_ms: now_ms,
+                        progress_ms: now_ms,
                         timeout_ms: attempt_timeout_ms,
                     };
                     pending.transmitted = true;
@@ -295,6 +301,9 @@ impl Session {
         match reply.body {
             ReplyBody::Ok(body) => {
                 self.confirmed_client = Some(reply.client);
+                if current_attempt {
+                    self.on_progress(reply.connection, now_ms);
+                }
                 self.complete(index, Ok(body), actions)
             }
             ReplyBody::Malformed(reason) => {
@@ -537,6 +546,25 @@ impl Session {
         };
     }
 
+    /// The group took a request this session sent on `connection`: the node
+    /// behind it is alive and working through the pipeline, so every attempt
+    /// still waiting there starts its clock again. Only a success counts: an
+    /// error (out of order, busy, not primary) may come from a live node that
+    /// will never take the request waiting, and must not keep it waiting.
+    fn on_progress(&mut self, connection: ConnectionId, now_ms: u64) {
+        for pending in self.pending.iter_mut() {
+            if let State::Sent {
+                connection: sent_on,
+                progress_ms,
+                ..
+            } = &mut pending.state
+                && *sent_on == connection
+            {
+                *progress_ms = (*progress_ms).max(now_ms);
+            }
+        }
+    }
+
     /// Requests sent on a connection that is gone go back to the queue.
     pub fn on_connection_lost(&mut self, connection: ConnectionId) {
         for pending in self.pending.iter_mut() {
@@ -555,9 +583,10 @@ impl Session {
             match pending.state {
                 State::Sent {
                     connection,
-                    sent_at_ms,
+                    progress_ms,
                     timeout_ms,
-                } if sent_at_ms + timeout_ms <= now_ms => {
+                    ..
+                } if progress_ms + timeout_ms <= now_ms => {
                     pending.state = State::Queued;
                     if !suspects.contains(&connection) {
                         suspects.push(connection);
@@ -698,10 +727,10 @@ impl Session {
                 State::Queued => None,
                 State::Delayed { until_ms } => Some(until_ms),
                 State::Sent {
-                    sent_at_ms,
+                    progress_ms,
                     timeout_ms,
                     ..
-                } => Some(sent_at_ms + timeout_ms),
+                } => Some(progress_ms + timeout_ms),
             };
             state.into_iter().chain(Some(pending.deadline_ms))
         });

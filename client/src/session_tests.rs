@@ -382,6 +382,34 @@ fn attempt_timeout_suspects_the_connection_and_resends() {
     assert_eq!(transmits(&actions), first);
 }
 
+/// A node answering a deep pipeline is busy, not gone: each answer restarts
+/// the clock of the attempts queued behind it on that connection, so a
+/// request that waits its turn longer than one attempt timeout does not close
+/// the connection (and with it every request in flight) while answers flow.
+#[test]
+fn an_answer_restarts_the_clock_of_the_attempts_behind_it() {
+    let (mut session, _) = sent(3);
+    let client = session.client();
+    let mut actions = Vec::new();
+    session.on_reply(ok(1, client, 1), 90, &mut actions);
+    session.on_tick(150, &mut actions);
+    session.on_reply(ok(1, client, 2), 180, &mut actions);
+    session.on_tick(279, &mut actions);
+    assert!(
+        !actions
+            .iter()
+            .any(|action| matches!(action, Action::SuspectConnection { .. })),
+        "an attempt behind answered ones was suspected: {actions:?}"
+    );
+    assert_eq!(session.next_wakeup_ms(), Some(280));
+    session.on_tick(280, &mut actions);
+    assert_eq!(
+        actions.last(),
+        Some(&Action::SuspectConnection { connection: 1 }),
+        "silence for a whole attempt timeout after the last answer"
+    );
+}
+
 #[test]
 fn deadline_of_an_unsent_request_frees_its_number() {
     let mut session = Session::new(GROUP, config(), Prng::new(1));
