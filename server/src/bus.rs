@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::IoSlice;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -35,6 +36,20 @@ use strand_consensus::Timeouts;
 
 /// Frames queued to one peer at most.
 pub const PEER_QUEUE_CAPACITY: usize = 16 * 1024;
+
+/// Bytes queued to one peer at most: a frame that would go past it is
+/// dropped (consensus retransmits), so a peer that stopped reading, or is
+/// gone, holds at most this much of the node's memory.
+pub const PEER_QUEUE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// Bytes queued to a peer past which a primary takes no new produce for a
+/// group that needs that peer to commit: the client port stops reading the
+/// connection until the queue drains (TCP pushes back on the producer). A
+/// prepare admitted below it waits at most this much ahead of it, tens of
+/// milliseconds on a loopback link, well inside a backup's primary timeout;
+/// without it a burst of large batches queued hundreds of megabytes, seconds
+/// of delay, and the backups left the view.
+pub const PEER_QUEUE_BYTES_ADMIT: u64 = 8 * 1024 * 1024;
 
 /// Largest frame accepted on the bus (a prepare of the largest batch, a
 /// state-transfer chunk).
@@ -59,21 +74,95 @@ const BACKOFF_MAX: Duration = Duration::from_millis(1000);
 /// redials at most once per [`BACKOFF_MAX`], not in a busy loop.
 const STABLE_CONNECTION: Duration = Duration::from_secs(1);
 
+/// The sending side of one peer's outbound queue, with the bytes it holds:
+/// the frames wait here until the peer's writer takes them, and the count
+/// is what a primary checks before it admits more work for that peer.
+#[derive(Debug, Clone)]
+pub struct PeerSender {
+    sender: mpsc::Sender<Bytes>,
+    queued_bytes: Arc<AtomicU64>,
+}
+
+impl PeerSender {
+    /// Queues `frame` without waiting; a full queue refuses it.
+    pub fn try_send(&self, frame: Bytes) -> Result<(), Refused> {
+        let size = frame.len() as u64;
+        // Counted before the frame can be taken, so the writer never
+        // subtracts what was not added.
+        let before = self.queued_bytes.fetch_add(size, Ordering::Relaxed);
+        if before + size > PEER_QUEUE_BYTES_MAX {
+            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+            return Err(Refused::Full);
+        }
+        match self.sender.try_send(frame) {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+                match error {
+                    mpsc::error::TrySendError::Full(_) => Err(Refused::Full),
+                    mpsc::error::TrySendError::Closed(_) => Err(Refused::Gone),
+                }
+            }
+        }
+    }
+
+    /// Bytes queued and not yet taken by the writer.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// The receiving side of one peer's outbound queue (see [`PeerSender`]).
+#[derive(Debug)]
+pub struct PeerReceiver {
+    receiver: mpsc::Receiver<Bytes>,
+    queued_bytes: Arc<AtomicU64>,
+}
+
+impl PeerReceiver {
+    async fn recv(&mut self) -> Option<Bytes> {
+        let frame = self.receiver.recv().await?;
+        self.taken(&frame);
+        Some(frame)
+    }
+
+    fn try_recv(&mut self) -> Option<Bytes> {
+        let frame = self.receiver.try_recv().ok()?;
+        self.taken(&frame);
+        Some(frame)
+    }
+
+    fn taken(&self, frame: &Bytes) {
+        self.queued_bytes
+            .fetch_sub(frame.len() as u64, Ordering::Relaxed);
+    }
+}
+
 /// The outbound queues, one per peer: senders for [`Shared`], receivers for
 /// [`run`].
 pub fn queues(
     me: u32,
     peers: impl Iterator<Item = u32>,
-) -> (
-    BTreeMap<u32, mpsc::Sender<Bytes>>,
-    BTreeMap<u32, mpsc::Receiver<Bytes>>,
-) {
+) -> (BTreeMap<u32, PeerSender>, BTreeMap<u32, PeerReceiver>) {
     let mut senders = BTreeMap::new();
     let mut receivers = BTreeMap::new();
     for peer in peers.filter(|peer| *peer != me) {
         let (sender, receiver) = mpsc::channel(PEER_QUEUE_CAPACITY);
-        senders.insert(peer, sender);
-        receivers.insert(peer, receiver);
+        let queued_bytes = Arc::new(AtomicU64::new(0));
+        senders.insert(
+            peer,
+            PeerSender {
+                sender,
+                queued_bytes: Arc::clone(&queued_bytes),
+            },
+        );
+        receivers.insert(
+            peer,
+            PeerReceiver {
+                receiver,
+                queued_bytes,
+            },
+        );
     }
     (senders, receivers)
 }
@@ -88,7 +177,7 @@ struct Accepted {
 pub async fn run(
     shared: Arc<Shared>,
     listener: TcpListener,
-    receivers: BTreeMap<u32, mpsc::Receiver<Bytes>>,
+    receivers: BTreeMap<u32, PeerReceiver>,
 ) {
     let me = shared.config.node;
     let mut accepted_to = BTreeMap::new();
@@ -193,7 +282,7 @@ async fn handshake(
 }
 
 /// The dialing side: connect (with backoff), identify, drain the queue.
-async fn dial_and_write(shared: Arc<Shared>, peer: u32, mut queue: mpsc::Receiver<Bytes>) {
+async fn dial_and_write(shared: Arc<Shared>, peer: u32, mut queue: PeerReceiver) {
     let Some(address) = shared
         .config
         .peer(peer)
@@ -247,7 +336,7 @@ async fn dial_and_write(shared: Arc<Shared>, peer: u32, mut queue: mpsc::Receive
 async fn accept_and_write(
     shared: Arc<Shared>,
     peer: u32,
-    mut queue: mpsc::Receiver<Bytes>,
+    mut queue: PeerReceiver,
     mut accepted: mpsc::Receiver<Accepted>,
 ) {
     let mut next = accepted.recv().await;
@@ -275,7 +364,7 @@ async fn accept_and_write(
 /// Writes queued frames until the connection fails, its reader ends, or a
 /// newer connection arrives (returned).
 async fn drain(
-    queue: &mut mpsc::Receiver<Bytes>,
+    queue: &mut PeerReceiver,
     write: &mut OwnedWriteHalf,
     reader_done: &mut oneshot::Receiver<()>,
     mut newer: Option<&mut mpsc::Receiver<Accepted>>,
@@ -286,7 +375,7 @@ async fn drain(
             frame = queue.recv() => {
                 let frame = frame?;
                 frames.push_back(frame);
-                gather(queue, &mut frames);
+                gather_from_peer_queue(queue, &mut frames);
                 // A write that blocks (a peer that stopped reading) must
                 // not keep this connection alive past its reader's end or a
                 // newer connection: the abandoned stream may end mid-frame,
@@ -313,6 +402,17 @@ async fn newer_connection(newer: Option<&mut mpsc::Receiver<Accepted>>) -> Optio
     match newer {
         Some(newer) => newer.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+/// Moves more ready frames of a peer's queue into `frames`, up to the
+/// gather bounds.
+fn gather_from_peer_queue(queue: &mut PeerReceiver, frames: &mut VecDeque<Bytes>) {
+    let mut bytes: usize = frames.iter().map(Bytes::len).sum();
+    while frames.len() < WRITE_GATHER_FRAMES_MAX && bytes < WRITE_GATHER_BYTES_MAX {
+        let Some(frame) = queue.try_recv() else { break };
+        bytes += frame.len();
+        frames.push_back(frame);
     }
 }
 
@@ -495,6 +595,7 @@ pub async fn watch_liveness(shared: Arc<Shared>, shards: LivenessNotifier) {
             }
         }
         for peer in &peers {
+            metrics::bus_queued_bytes(*peer, shared.queued_bytes_to(*peer));
             let suspected = shared.silent_ms(*peer) > suspect_ms;
             if shared.set_suspected(*peer, suspected) {
                 tracing::info!(peer, suspected, "bus: peer liveness changed");
@@ -513,4 +614,52 @@ fn ping_frame(shared: &Shared) -> Bytes {
         .map_or(0, |since| since.as_nanos() as u64);
     header.ping_timestamp_ns.set(now_ns);
     frame_of(&Message::Ping(Msg::new(header, Bytes::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(size: usize) -> Bytes {
+        Bytes::from(vec![7u8; size])
+    }
+
+    #[tokio::test]
+    async fn a_peer_queue_counts_its_bytes_until_the_writer_takes_them() {
+        let (senders, mut receivers) = queues(1, [1, 2].into_iter());
+        let sender = &senders[&2];
+        let receiver = receivers.get_mut(&2).expect("a queue to node 2");
+        sender.try_send(frame(1000)).expect("room");
+        sender.try_send(frame(500)).expect("room");
+        assert_eq!(sender.queued_bytes(), 1500);
+        assert_eq!(receiver.recv().await.map(|frame| frame.len()), Some(1000));
+        assert_eq!(sender.queued_bytes(), 500);
+        let mut frames = VecDeque::new();
+        gather_from_peer_queue(receiver, &mut frames);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(sender.queued_bytes(), 0);
+    }
+
+    /// A peer that stopped reading holds a bounded share of the node's
+    /// memory, whatever the size of the frames queued to it.
+    #[test]
+    fn a_peer_queue_refuses_frames_past_its_byte_bound() {
+        let (senders, _receivers) = queues(1, [1, 2].into_iter());
+        let sender = &senders[&2];
+        let frame_size = 1024 * 1024;
+        let fits = PEER_QUEUE_BYTES_MAX as usize / frame_size;
+        for _ in 0..fits {
+            sender
+                .try_send(frame(frame_size))
+                .expect("within the bound");
+        }
+        assert!(matches!(
+            sender.try_send(frame(frame_size)),
+            Err(Refused::Full)
+        ));
+        assert_eq!(sender.queued_bytes(), PEER_QUEUE_BYTES_MAX);
+        sender
+            .try_send(Bytes::new())
+            .expect("an empty frame still fits");
+    }
 }

@@ -16,6 +16,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use strand_wire::message::check_header;
@@ -38,6 +39,12 @@ use crate::group::Input;
 use crate::metrics;
 use crate::replies::{error_frame, reply_frame, reply_frame_as_of};
 use crate::shared::{CatalogFreshness, ConnectionSender, Refused, Shared};
+
+/// How often a produce held for bus room looks again.
+const ADMIT_POLL: Duration = Duration::from_millis(1);
+
+/// How long a produce is held for bus room at most.
+const ADMIT_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// Reply frames queued to one connection at most.
 pub const CONNECTION_QUEUE_CAPACITY: usize = 8192;
@@ -115,6 +122,7 @@ async fn read_requests(
                     message.command()
                 ));
             };
+            wait_for_bus_room(shared, &request).await;
             handle(shared, request, sender);
         }
         if buffer.capacity() - buffer.len() < 16 * 1024 {
@@ -171,6 +179,23 @@ fn refusal(front: &[u8], error: &FrameError) -> Option<Bytes> {
 }
 
 /// Answers or routes one request.
+/// Holds a produce (and with it the connection's reading) while the bus
+/// queues to its group's backups are too full to take another prepare (see
+/// [`Shared::produce_congested`]): the producer is slowed by TCP instead of
+/// queueing seconds of prepares on the bus. Waits [`ADMIT_WAIT_MAX`] at
+/// most; the group then takes the request as it is.
+async fn wait_for_bus_room(shared: &Shared, request: &Msg<RequestHeader>) {
+    let header = request.header();
+    if header.operation() != Operation::Produce {
+        return;
+    }
+    let group = header.prefix.group.get();
+    let started = tokio::time::Instant::now();
+    while shared.produce_congested(group) && started.elapsed() < ADMIT_WAIT_MAX {
+        tokio::time::sleep(ADMIT_POLL).await;
+    }
+}
+
 fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSender) {
     let header = *request.header();
     let answer = |frame: Bytes| {

@@ -21,6 +21,7 @@
 //! | `groups_hosted` | gauge | groups (partitions and the metadata plane) this node hosts |
 //! | `groups_quiet` | gauge | hosted groups that are quiet: idle, not ticked, sending nothing of their own |
 //! | `peer_suspected{peer}` | gauge | 1 while the node-level liveness suspects the peer (silent for a heartbeat timeout) |
+//! | `bus_queued_bytes{peer}` | gauge | bytes waiting in the bus queue to the peer (sampled every tick) |
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -152,6 +153,11 @@ impl IoObserver for WalMetrics {
 /// The node-level liveness of a peer changed: 1 while it is suspected.
 pub fn peer_suspected(peer: u32, suspected: bool) {
     gauge!("peer_suspected", "peer" => peer.to_string()).set(f64::from(u8::from(suspected)));
+}
+
+/// Bytes waiting in the bus queue to `peer`, as sampled now.
+pub fn bus_queued_bytes(peer: u32, bytes: u64) {
+    gauge!("bus_queued_bytes", "peer" => peer.to_string()).set(bytes as f64);
 }
 
 /// A group started (`1`) or stopped (`-1`) on this node.

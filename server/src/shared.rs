@@ -13,6 +13,7 @@ use bytes::Bytes;
 use strand_wire::ops::{AttentionEntry, GroupStatus};
 use tokio::sync::mpsc;
 
+use crate::bus::{PEER_QUEUE_BYTES_ADMIT, PeerSender};
 use crate::config::NodeConfig;
 use crate::group::Input;
 use crate::shard::GroupInbox;
@@ -92,7 +93,7 @@ pub struct Shared {
     views: RwLock<BTreeMap<u64, GroupView>>,
     catalog: RwLock<Arc<Catalog>>,
     clients: Mutex<HashMap<u128, ConnectionSender>>,
-    peers: BTreeMap<u32, mpsc::Sender<Bytes>>,
+    peers: BTreeMap<u32, PeerSender>,
     reachable: Mutex<BTreeSet<u32>>,
     stopping: AtomicBool,
     /// A [`CatalogFreshness`], as the metadata actor last published it.
@@ -123,7 +124,7 @@ impl Shared {
     /// Shared state for a node whose bus queues to each peer are `peers`.
     pub fn new(
         config: NodeConfig,
-        peers: BTreeMap<u32, mpsc::Sender<Bytes>>,
+        peers: BTreeMap<u32, PeerSender>,
         read_handles: ReadHandles,
         boot: u64,
     ) -> Shared {
@@ -284,6 +285,31 @@ impl Shared {
             .collect()
     }
 
+    /// Whether a produce for `group` should wait before it reaches the
+    /// group: this node serves as the group's primary, and fewer than W − 1
+    /// of its backups have room in their bus queues
+    /// ([`PEER_QUEUE_BYTES_ADMIT`]), so a prepare made now would wait
+    /// behind others long enough for the backups to take the primary for
+    /// silent. A produce for any other group, or on a backup, never waits.
+    pub fn produce_congested(&self, group: u64) -> bool {
+        let views = self.views.read().expect("views lock");
+        let Some(view) = views.get(&group) else {
+            return false;
+        };
+        let status = &view.status;
+        if status.primary != status.replica || status.status != "normal" {
+            return false;
+        }
+        let backups_needed = usize::from(status.write_quorum.saturating_sub(1));
+        let backups_with_room = status
+            .replicas
+            .iter()
+            .filter(|replica| replica.replica != status.replica)
+            .filter(|replica| self.queued_bytes_to(replica.node) < PEER_QUEUE_BYTES_ADMIT)
+            .count();
+        backups_with_room < backups_needed
+    }
+
     /// One group's last published view number, if hosted here.
     pub fn view_of(&self, group: u64) -> Option<u32> {
         self.views
@@ -372,11 +398,13 @@ impl Shared {
         let Some(queue) = self.peers.get(&node) else {
             return Err(Refused::Gone);
         };
-        match queue.try_send(frame) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => Err(Refused::Full),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Refused::Gone),
-        }
+        queue.try_send(frame)
+    }
+
+    /// Bytes waiting in the bus queue to `node` (0 for this node or a node
+    /// that is not a peer).
+    pub fn queued_bytes_to(&self, node: u32) -> u64 {
+        self.peers.get(&node).map_or(0, PeerSender::queued_bytes)
     }
 
     /// Records whether the bus has a live connection to `node`.
@@ -416,5 +444,112 @@ impl Shared {
         self.config
             .peer(node)
             .map(|peer| peer.client_address.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use strand_wire::ops::ReplicaStatus;
+    use strand_wire::{ConfirmPolicy, Durability};
+
+    use super::*;
+    use crate::bus::{self, PeerReceiver};
+    use crate::config::Overrides;
+
+    const CONFIG: &str = r#"
+        node = 1
+        cluster = 0
+        data_dir = "/tmp/strand-unused"
+        [[peers]]
+        id = 1
+        replica_address = "127.0.0.1:7101"
+        client_address = "127.0.0.1:7201"
+        [[peers]]
+        id = 2
+        replica_address = "127.0.0.1:7102"
+        client_address = "127.0.0.1:7202"
+        [[peers]]
+        id = 3
+        replica_address = "127.0.0.1:7103"
+        client_address = "127.0.0.1:7203"
+    "#;
+
+    fn shared() -> (Shared, BTreeMap<u32, PeerReceiver>) {
+        let config = NodeConfig::parse(Path::new("node.toml"), CONFIG, Overrides::default())
+            .expect("a valid configuration");
+        let (senders, receivers) = bus::queues(1, [1, 2, 3].into_iter());
+        let shared = Shared::new(config, senders, ReadHandles::new(16), 1);
+        (shared, receivers)
+    }
+
+    /// Group 5 on nodes 1, 2, 3 (replicas 0, 1, 2), W = 2, as node 1 sees
+    /// it: `primary` leads.
+    fn publish(shared: &Shared, primary: u8) {
+        let replicas = (0..3)
+            .map(|replica| ReplicaStatus {
+                replica,
+                node: u32::from(replica) + 1,
+                op: 0,
+                caught_up: true,
+            })
+            .collect();
+        let status = GroupStatus {
+            group: 5,
+            stream: "s".to_owned(),
+            topic: "t".to_owned(),
+            partition: 0,
+            epoch: 0,
+            confirm: ConfirmPolicy::MajorityDurable,
+            durability: Durability::Persisted,
+            write_quorum: 2,
+            view_change_quorum: 2,
+            replica: 0,
+            view: u32::from(primary),
+            log_view: u32::from(primary),
+            status: "normal".to_owned(),
+            primary,
+            op: 0,
+            commit_op: 0,
+            untrusted_log: false,
+            replicas,
+        };
+        shared.publish(GroupView {
+            status,
+            attention: None,
+        });
+    }
+
+    fn fill(shared: &Shared, node: u32) {
+        let frame = Bytes::from(vec![0u8; 1024 * 1024]);
+        while shared.queued_bytes_to(node) < bus::PEER_QUEUE_BYTES_ADMIT {
+            shared.send_to_node(node, frame.clone()).expect("room");
+        }
+    }
+
+    /// A primary takes no produce while no backup it needs to commit could
+    /// receive the prepare soon; one backup with room is enough for W = 2.
+    #[test]
+    fn a_produce_waits_while_the_backups_a_commit_needs_are_backed_up() {
+        let (shared, _receivers) = shared();
+        publish(&shared, 0);
+        assert!(!shared.produce_congested(5));
+        fill(&shared, 2);
+        assert!(!shared.produce_congested(5), "node 3 still has room");
+        fill(&shared, 3);
+        assert!(shared.produce_congested(5));
+        assert!(!shared.produce_congested(6), "a group not hosted here");
+    }
+
+    /// Only the primary holds produces back: a backup answers with a
+    /// redirect at once.
+    #[test]
+    fn a_backup_never_holds_a_produce() {
+        let (shared, _receivers) = shared();
+        publish(&shared, 1);
+        fill(&shared, 2);
+        fill(&shared, 3);
+        assert!(!shared.produce_congested(5));
     }
 }
