@@ -43,8 +43,11 @@ use crate::shared::{CatalogFreshness, ConnectionSender, Refused, Shared};
 /// How often a produce held for bus room looks again.
 const ADMIT_POLL: Duration = Duration::from_millis(1);
 
-/// How long a produce is held for bus room at most.
+/// How long a produce is held for room at most.
 const ADMIT_WAIT_MAX: Duration = Duration::from_secs(1);
+
+/// The retry hint of a produce that found no room in time.
+const BUSY_RETRY_AFTER_MS: u32 = 50;
 
 /// Reply frames queued to one connection at most.
 pub const CONNECTION_QUEUE_CAPACITY: usize = 8192;
@@ -122,7 +125,13 @@ async fn read_requests(
                     message.command()
                 ));
             };
-            wait_for_bus_room(shared, &request).await;
+            if wait_for_room(shared, &request).await.is_err() {
+                let error = ErrorBody::Busy {
+                    retry_after_ms: BUSY_RETRY_AFTER_MS,
+                };
+                let _ = sender.try_send(error_frame(request.header(), &error));
+                continue;
+            }
             handle(shared, request, sender);
         }
         if buffer.capacity() - buffer.len() < 16 * 1024 {
@@ -179,21 +188,26 @@ fn refusal(front: &[u8], error: &FrameError) -> Option<Bytes> {
 }
 
 /// Answers or routes one request.
-/// Holds a produce (and with it the connection's reading) while the bus
-/// queues to its group's backups are too full to take another prepare (see
-/// [`Shared::produce_congested`]): the producer is slowed by TCP instead of
-/// queueing seconds of prepares on the bus. Waits [`ADMIT_WAIT_MAX`] at
-/// most; the group then takes the request as it is.
-async fn wait_for_bus_room(shared: &Shared, request: &Msg<RequestHeader>) {
+/// Holds a produce (and with it the connection's reading) while its group's
+/// shard already holds [`SHARD_REQUEST_BYTES_ADMIT`](crate::shard::SHARD_REQUEST_BYTES_ADMIT) of client requests, or
+/// the bus queues to its group's backups are too full to take another
+/// prepare (see [`Shared::produce_congested`]): the producer is slowed by
+/// TCP instead of queueing seconds of work ahead of the peers' frames. Gives
+/// up after [`ADMIT_WAIT_MAX`]; the produce is then answered `Busy`.
+async fn wait_for_room(shared: &Shared, request: &Msg<RequestHeader>) -> Result<(), ()> {
     let header = request.header();
     if header.operation() != Operation::Produce {
-        return;
+        return Ok(());
     }
     let group = header.prefix.group.get();
     let started = tokio::time::Instant::now();
-    while shared.produce_congested(group) && started.elapsed() < ADMIT_WAIT_MAX {
+    while shared.requests_backed_up(group) || shared.produce_congested(group) {
+        if started.elapsed() >= ADMIT_WAIT_MAX {
+            return Err(());
+        }
         tokio::time::sleep(ADMIT_POLL).await;
     }
+    Ok(())
 }
 
 fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSender) {

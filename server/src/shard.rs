@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{
     Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
 };
@@ -38,6 +39,13 @@ pub const SHARD_INBOX_CAPACITY: usize = 16_384;
 
 /// Shards a node may run at most.
 pub const SHARDS_MAX: usize = 256;
+
+/// Bytes of client requests a shard's inbox may hold before the client port
+/// stops reading the connections that send it more: peer frames (prepares,
+/// acks, commits) share the inbox, and a backup that found its primary's
+/// prepare behind a gigabyte of requests for its own groups took the primary
+/// for silent. Held below it, a turn's backlog is tens of milliseconds.
+pub const SHARD_REQUEST_BYTES_ADMIT: u64 = 8 * 1024 * 1024;
 
 /// Inputs drained per turn before the touched groups settle.
 const INPUTS_PER_TURN_MAX: usize = 1024;
@@ -82,6 +90,8 @@ pub struct GroupInbox {
     group: u64,
     shard: SyncSender<(u64, Input)>,
     control: Sender<Control>,
+    /// Bytes of client requests in the shard's inbox (all its groups).
+    request_bytes: Arc<AtomicU64>,
 }
 
 impl GroupInbox {
@@ -97,12 +107,31 @@ impl GroupInbox {
 
     /// Hands `input` to the group without blocking.
     pub fn try_send(&self, input: Input) -> Result<(), Refused> {
-        self.shard
-            .try_send((self.group, input))
-            .map_err(|error| match error {
+        let request_bytes = input_request_bytes(&input);
+        self.request_bytes
+            .fetch_add(request_bytes, Ordering::Relaxed);
+        self.shard.try_send((self.group, input)).map_err(|error| {
+            self.request_bytes
+                .fetch_sub(request_bytes, Ordering::Relaxed);
+            match error {
                 TrySendError::Full(_) => Refused::Full,
                 TrySendError::Disconnected(_) => Refused::Gone,
-            })
+            }
+        })
+    }
+
+    /// Whether the shard's inbox holds more client request bytes than
+    /// [`SHARD_REQUEST_BYTES_ADMIT`].
+    pub fn requests_backed_up(&self) -> bool {
+        self.request_bytes.load(Ordering::Relaxed) > SHARD_REQUEST_BYTES_ADMIT
+    }
+}
+
+/// The bytes `input` counts toward its shard's client request backlog.
+fn input_request_bytes(input: &Input) -> u64 {
+    match input {
+        Input::Request(request) => request.body().len() as u64,
+        _ => 0,
     }
 }
 
@@ -146,6 +175,7 @@ struct Start {
 struct ShardQueues {
     inbox: SyncSender<(u64, Input)>,
     control: Sender<Control>,
+    request_bytes: Arc<AtomicU64>,
 }
 
 /// A node's shards.
@@ -163,10 +193,12 @@ impl Shards {
         for index in 0..count {
             let (inbox, inputs) = sync_channel(SHARD_INBOX_CAPACITY);
             let (control, controls) = channel();
+            let request_bytes = Arc::new(AtomicU64::new(0));
             let mut shard = Shard {
                 shared: Arc::clone(shared),
                 inbox: inbox.clone(),
                 control: control.clone(),
+                request_bytes: Arc::clone(&request_bytes),
                 inputs,
                 controls,
                 actors: BTreeMap::new(),
@@ -184,7 +216,11 @@ impl Shards {
                     let _entered = span.enter();
                     shard.run();
                 })?;
-            queues.push(ShardQueues { inbox, control });
+            queues.push(ShardQueues {
+                inbox,
+                control,
+                request_bytes,
+            });
             threads.push(thread);
         }
         Ok(Shards { queues, threads })
@@ -207,6 +243,7 @@ impl Shards {
             group,
             shard: queues.inbox.clone(),
             control: queues.control.clone(),
+            request_bytes: Arc::clone(&queues.request_bytes),
         };
         let handle = GroupHandle {
             inbox: inbox.clone(),
@@ -269,6 +306,8 @@ struct Shard {
     inbox: SyncSender<(u64, Input)>,
     /// Its own control queue's sending side, for the groups it opens.
     control: Sender<Control>,
+    /// Bytes of client requests in its inbox (see [`GroupInbox`]).
+    request_bytes: Arc<AtomicU64>,
     inputs: Receiver<(u64, Input)>,
     controls: Receiver<Control>,
     actors: BTreeMap<u64, Actor>,
@@ -395,6 +434,7 @@ impl Shard {
             group,
             shard: self.inbox.clone(),
             control: self.control.clone(),
+            request_bytes: Arc::clone(&self.request_bytes),
         };
         match Actor::open(Arc::clone(&self.shared), wal, spec, inbox, hosted) {
             Ok(mut actor) => {
@@ -413,6 +453,8 @@ impl Shard {
     }
 
     fn deliver(&mut self, group: u64, input: Input) {
+        self.request_bytes
+            .fetch_sub(input_request_bytes(&input), Ordering::Relaxed);
         if !self.actors.contains_key(&group) {
             // Its handle was registered before the shard opened it.
             self.take_controls();
@@ -485,5 +527,61 @@ impl Shard {
                 self.touched.push(group);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use strand_wire::{CommandHeader, Msg, Operation, RequestHeader, ViewId};
+
+    use super::*;
+
+    fn produce(body_bytes: usize) -> Input {
+        let mut header = RequestHeader::new(0, 0, ViewId::ZERO, 0);
+        header.operation = Operation::Produce as u8;
+        header.client.set(5);
+        header.request.set(1);
+        Input::Request(Msg::new(header, Bytes::from(vec![0u8; body_bytes])))
+    }
+
+    fn inbox(capacity: usize) -> (GroupInbox, Receiver<(u64, Input)>) {
+        let (shard, inputs) = sync_channel(capacity);
+        let (control, _controls) = channel();
+        let inbox = GroupInbox {
+            group: 9,
+            shard,
+            control,
+            request_bytes: Arc::new(AtomicU64::new(0)),
+        };
+        (inbox, inputs)
+    }
+
+    /// A shard's inbox counts the client request bytes it holds, so the
+    /// client port can stop reading before a backlog of requests delays the
+    /// peers' frames behind it; frames from peers do not count.
+    #[test]
+    fn a_shard_inbox_counts_the_request_bytes_it_holds() {
+        let (inbox, inputs) = inbox(64);
+        let half = SHARD_REQUEST_BYTES_ADMIT as usize / 2;
+        inbox.try_send(produce(half)).expect("room");
+        inbox.try_send(Input::Storage).expect("room");
+        assert!(!inbox.requests_backed_up());
+        inbox.try_send(produce(half + 1)).expect("room");
+        assert!(inbox.requests_backed_up());
+        let (_, first) = inputs.recv().expect("an input");
+        inbox
+            .request_bytes
+            .fetch_sub(input_request_bytes(&first), Ordering::Relaxed);
+        assert!(!inbox.requests_backed_up());
+    }
+
+    /// A request refused by a full inbox is not counted.
+    #[test]
+    fn a_refused_request_is_not_counted() {
+        let (inbox, _inputs) = inbox(1);
+        inbox.try_send(produce(10)).expect("room");
+        assert!(matches!(inbox.try_send(produce(20)), Err(Refused::Full)));
+        assert_eq!(inbox.request_bytes.load(Ordering::Relaxed), 10);
     }
 }

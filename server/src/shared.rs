@@ -310,6 +310,13 @@ impl Shared {
         backups_with_room < backups_needed
     }
 
+    /// Whether the shard hosting `group` holds more client request bytes
+    /// than it should take before it works through them.
+    pub fn requests_backed_up(&self, group: u64) -> bool {
+        self.group(group)
+            .is_some_and(|handle| handle.inbox.requests_backed_up())
+    }
+
     /// One group's last published view number, if hosted here.
     pub fn view_of(&self, group: u64) -> Option<u32> {
         self.views
