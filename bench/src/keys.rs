@@ -4,7 +4,9 @@
 //!
 //! A key is 16 bytes: the producer id, then the sequence, both big-endian
 //! `u64`. A producer's records go round-robin over the partitions, starting
-//! at its own id, so the partition of a record follows from its key.
+//! at its own id, one record or one batch's worth of records at a time (the
+//! [`Spread`]), so the partition of a record follows from its key and the
+//! run length.
 
 /// Bytes in every key.
 pub const KEY_SIZE: usize = 16;
@@ -39,11 +41,39 @@ impl RecordKey {
         })
     }
 
-    /// The partition this record is produced to, of `partition_count`.
-    pub fn partition(self, partition_count: u32) -> u32 {
+    /// The partition this record is produced to, of `partition_count`,
+    /// when each partition takes `run_length` consecutive records in turn.
+    pub fn partition(self, partition_count: u32, run_length: u64) -> u32 {
         assert!(partition_count >= 1, "a topic has at least one partition");
-        let slot = (u64::from(self.producer) + self.sequence) % u64::from(partition_count);
+        assert!(run_length >= 1, "a run of no records");
+        let turn = self.sequence / run_length;
+        let slot = (u64::from(self.producer) + turn) % u64::from(partition_count);
         slot as u32
+    }
+}
+
+/// How consecutive records of a producer are spread over the partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Spread {
+    /// A batch's worth of consecutive records to one partition, then the
+    /// next: what a sticky partitioner does with records without a key
+    /// (Kafka's default for them, Iggy's balanced partitioning), so every
+    /// partition gets whole batches.
+    Batch,
+    /// Each record to the next partition: records whose keys fall evenly on
+    /// every partition. At a given rate, the more partitions, the smaller
+    /// each batch.
+    Record,
+}
+
+impl Spread {
+    /// Consecutive records one partition gets before the next one's turn.
+    pub fn run_length(self, batch: u32) -> u64 {
+        match self {
+            Spread::Batch => u64::from(batch.max(1)),
+            Spread::Record => 1,
+        }
     }
 }
 
@@ -74,7 +104,7 @@ mod tests {
                     producer: 2,
                     sequence,
                 }
-                .partition(3)
+                .partition(3, 1)
             })
             .collect();
         assert_eq!(partitions, vec![2, 0, 1, 2, 0]);

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::error::BenchError;
-use crate::keys::{KEY_SIZE, RecordKey};
+use crate::keys::{KEY_SIZE, RecordKey, Spread};
 use crate::latency;
 use crate::timeline::Timeline;
 
@@ -66,6 +66,15 @@ pub struct Load {
     pub stop: Stop,
     /// Records per second in all (`None`: as fast as acks allow).
     pub rate: Option<f64>,
+    /// How a producer's consecutive records are spread over the partitions.
+    pub spread: Spread,
+}
+
+impl Load {
+    /// Consecutive records of a producer that go to one partition.
+    pub fn run_length(&self) -> u64 {
+        self.spread.run_length(self.batch)
+    }
 }
 
 /// Counters the progress bar reads while the load runs.
@@ -238,7 +247,7 @@ async fn send_all(
             tokio::time::sleep_until(start + Duration::from_secs_f64(sequence as f64 / rate)).await;
         }
         let key = RecordKey { producer, sequence };
-        let partition = key.partition(load.partitions);
+        let partition = key.partition(load.partitions, load.run_length());
         let sent_at = Instant::now();
         let key_bytes = Bytes::copy_from_slice(&key.encode());
         let delivery = match sdk_producer
@@ -420,6 +429,7 @@ mod tests {
             linger_ms: 1,
             stop: Stop::Messages(1),
             rate: None,
+            spread: Spread::Record,
         };
         let config = producer_config(&load);
         assert_eq!(config.batch_records_max, 100);

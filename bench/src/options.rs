@@ -9,6 +9,7 @@ use strand_client::Durability;
 use crate::cluster::NODES_MAX;
 use crate::error::BenchError;
 use crate::failover::{FailoverPlan, Fault};
+use crate::keys::Spread;
 use crate::load::Stop;
 
 /// Largest `--message-size` (the batch must fit a frame).
@@ -102,6 +103,12 @@ pub struct Options {
     /// Records per second in all (default: as fast as acks allow).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// How a producer's consecutive records go over the partitions: `record`
+    /// (each record to the next partition, as evenly spread keys do) or
+    /// `batch` (a batch's worth to one partition, then the next, as a sticky
+    /// partitioner sends records without a key).
+    #[arg(long, value_enum, default_value_t = Spread::Record)]
+    pub spread: Spread,
     /// The topic's durability (default: the cluster's topic default).
     #[arg(long, value_enum)]
     pub durability: Option<DurabilityFlag>,

@@ -35,6 +35,8 @@ pub struct RunConfig {
     pub in_flight: usize,
     /// Batch linger.
     pub linger_ms: u64,
+    /// How a producer's consecutive records went over the partitions.
+    pub spread: crate::keys::Spread,
     /// Planned duration, if the run was timed.
     pub duration_secs: Option<f64>,
     /// Planned record count, if the run was counted.
@@ -191,10 +193,14 @@ fn config_rows(config: &RunConfig, row: &mut impl FnMut(&str, String)) {
     row(
         "load",
         format!(
-            "{} producers, {} consumers, {} partitions, {} B values, batch {}, in flight {}{}",
+            "{} producers, {} consumers, {} partitions ({}), {} B values, batch {}, in flight {}{}",
             config.producers,
             config.consumers,
             config.partitions,
+            match config.spread {
+                crate::keys::Spread::Record => "record by record",
+                crate::keys::Spread::Batch => "batch by batch",
+            },
             config.message_size,
             config.batch,
             config.in_flight,

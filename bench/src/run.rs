@@ -244,6 +244,7 @@ async fn create_topic(client: &Client, options: &Options) -> Result<(Load, Vec<u
         linger_ms: options.linger_ms,
         stop: options.stop(),
         rate: options.rate,
+        spread: options.spread,
     };
     Ok((load, groups))
 }
@@ -327,7 +328,7 @@ async fn tick(progress: ProgressBar, live: Arc<Live>, start: Instant, stop: Stop
 
 /// Reads every partition back and checks every acknowledged record.
 async fn verify(client: &Client, load: &Load, outcomes: &[ProducerOutcome]) -> Verification {
-    let mut verifier = Verifier::new(load.partitions);
+    let mut verifier = Verifier::new(load.partitions, load.run_length());
     for outcome in outcomes {
         let key = |sequence| RecordKey {
             producer: outcome.producer,
@@ -469,6 +470,7 @@ fn build_report(options: &Options, target: &Target, outcome: RunOutcome) -> Repo
             batch: options.batch,
             in_flight: options.in_flight,
             linger_ms: options.linger_ms,
+            spread: options.spread,
             duration_secs: match options.stop() {
                 Stop::After(duration) => Some(duration.as_secs_f64()),
                 Stop::Messages(_) => None,

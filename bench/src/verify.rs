@@ -20,6 +20,8 @@ const NOT_ACKNOWLEDGED: u64 = u64::MAX;
 #[derive(Debug, Clone)]
 pub struct Verifier {
     partition_count: u32,
+    /// Consecutive records of a producer that go to one partition.
+    run_length: u64,
     /// `offsets[producer][sequence]`: the acked offset, or `NOT_ACKNOWLEDGED`.
     offsets: Vec<Vec<u64>>,
     /// `reads[producer][sequence]`: how often the record was read (saturating).
@@ -71,11 +73,14 @@ impl Verification {
 }
 
 impl Verifier {
-    /// A verifier for a topic of `partition_count` partitions.
-    pub fn new(partition_count: u32) -> Verifier {
+    /// A verifier for a topic of `partition_count` partitions, each taking
+    /// `run_length` consecutive records of a producer in turn.
+    pub fn new(partition_count: u32, run_length: u64) -> Verifier {
         assert!(partition_count >= 1);
+        assert!(run_length >= 1);
         Verifier {
             partition_count,
+            run_length,
             offsets: Vec::new(),
             reads: Vec::new(),
             verification: Verification::default(),
@@ -126,7 +131,7 @@ impl Verifier {
             self.verification.unacknowledged_present += 1;
             return;
         }
-        let expected_partition = key.partition(self.partition_count);
+        let expected_partition = key.partition(self.partition_count, self.run_length);
         if (partition, offset) != (expected_partition, acked) {
             self.verification.misplaced += 1;
             self.verification.example(format!(
@@ -190,7 +195,7 @@ mod tests {
 
     /// Two producers on two partitions; producer 0's sequence 2 failed.
     fn acked_run() -> Verifier {
-        let mut verifier = Verifier::new(2);
+        let mut verifier = Verifier::new(2, 1);
         verifier.acknowledged(key(0, 0), 0); // partition 0
         verifier.acknowledged(key(0, 1), 0); // partition 1
         verifier.failed(key(0, 2)); // partition 0

@@ -7,8 +7,8 @@ use clap::Parser;
 
 use crate::cluster::NODES_MAX;
 use crate::error::BenchError;
+use crate::keys::Spread;
 use crate::options::MESSAGE_SIZE_MAX;
-use crate::scale::writes::Spread;
 
 /// Most topics a scale run creates.
 pub const TOPICS_MAX: u32 = 4096;

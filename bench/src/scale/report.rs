@@ -181,7 +181,7 @@ pub struct ThroughputPhase {
     /// Producers in each run.
     pub producers: usize,
     /// How the every-partition run spread its records.
-    pub spread: super::writes::Spread,
+    pub spread: crate::keys::Spread,
     /// Every producer writing partition 0 of the first topic.
     pub single: ProduceRun,
     /// The producers splitting every partition between them.
@@ -426,8 +426,8 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
         ("throughput: every partition", &throughput.all),
     ];
     let spread = match throughput.spread {
-        super::writes::Spread::Batch => "whole batches to each partition in turn",
-        super::writes::Spread::Record => "each record to the next partition",
+        crate::keys::Spread::Batch => "whole batches to each partition in turn",
+        crate::keys::Spread::Record => "each record to the next partition",
     };
     row("throughput: spread", spread.to_owned());
     for (name, run) in runs {

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::create::Layout;
 use super::report::ProduceRun;
 use crate::error::BenchError;
+use crate::keys::Spread;
 use crate::load::BATCH_BYTES_MAX;
 use crate::report::Throughput;
 
@@ -133,31 +134,6 @@ struct Collected {
     first_error: Option<String>,
 }
 
-/// How consecutive records of a throughput run are spread over its
-/// partitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Spread {
-    /// A batch's worth of consecutive records to one partition, then the
-    /// next: what a sticky partitioner does with records without a key
-    /// (Kafka's default for them), so every partition gets whole batches.
-    Batch,
-    /// Each record to the next partition: records whose keys fall evenly on
-    /// every partition. At a given rate, the more partitions, the smaller
-    /// each batch.
-    Record,
-}
-
-impl Spread {
-    /// Consecutive records one partition gets before the next one's turn.
-    fn run_length(self, batch: u32) -> usize {
-        match self {
-            Spread::Batch => batch.max(1) as usize,
-            Spread::Record => 1,
-        }
-    }
-}
-
 /// The shape of one throughput run.
 #[derive(Debug, Clone, Copy)]
 pub struct Load {
@@ -192,7 +168,7 @@ pub async fn produce_for(
         let share = share_of(slots, index, load.producers);
         let producers = producers_for(client, layout, &share, load).await?;
         let value = Bytes::from(vec![b'v'; load.message_size]);
-        let run_length = load.spread.run_length(load.batch);
+        let run_length = load.spread.run_length(load.batch) as usize;
         tasks.spawn(produce_share(
             producers, share, run_length, value, start, end,
         ));
