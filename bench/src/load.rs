@@ -159,10 +159,25 @@ pub fn producer_config(load: &Load) -> ProducerConfig {
         batch_bytes_max: batch_bytes,
         linger_ms: load.linger_ms,
         in_flight_max: load.in_flight,
-        // One batch filling while `in_flight` are out per partition: the
-        // latency measured from `send` then includes no deeper queue.
-        buffer_records_max: load.batch as usize * (load.in_flight + 1) * load.partitions as usize,
+        buffer_records_max: buffer_records_max(load, record_bytes),
     }
+}
+
+/// Bytes of records one bench producer holds at most, filling or in flight,
+/// over all its partitions (a Kafka producer's buffer is 32 MiB by default):
+/// without a bound, 300 partitions of 1,000-record batches of 1 KB let each
+/// producer buffer 2.7 GB, and the bench process, not the cluster, set the
+/// pace.
+pub const PRODUCER_BUFFER_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// One batch filling while `in_flight` are out per partition (the latency
+/// measured from `send` then includes no deeper queue), within
+/// [`PRODUCER_BUFFER_BYTES_MAX`], but never less than one partition's
+/// whole pipeline.
+fn buffer_records_max(load: &Load, record_bytes: usize) -> usize {
+    let pipeline = load.batch as usize * (load.in_flight + 1);
+    let within_bytes = (PRODUCER_BUFFER_BYTES_MAX / record_bytes.max(1)).max(pipeline);
+    (pipeline * load.partitions as usize).min(within_bytes)
 }
 
 /// Bytes a record adds to a batch besides its key and value.
