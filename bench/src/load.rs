@@ -451,4 +451,27 @@ mod tests {
         assert!(config.batch_bytes_max >= 100 * (1024 + KEY_SIZE));
         assert_eq!(config.buffer_records_max, 100 * 5 * 2);
     }
+
+    /// Many partitions of large batches: the producer's buffer stays within
+    /// its byte bound, and still holds one partition's whole pipeline.
+    #[test]
+    fn a_producer_buffers_a_bounded_number_of_bytes_over_many_partitions() {
+        let load = Load {
+            stream: "s".to_owned(),
+            topic: "t".to_owned(),
+            producers: 4,
+            partitions: 300,
+            message_size: 1000,
+            batch: 1000,
+            in_flight: 8,
+            linger_ms: 2,
+            stop: Stop::Messages(1),
+            rate: None,
+            spread: Spread::Batch,
+        };
+        let config = producer_config(&load);
+        let record_bytes = KEY_SIZE + load.message_size;
+        assert!(config.buffer_records_max * record_bytes <= PRODUCER_BUFFER_BYTES_MAX);
+        assert!(config.buffer_records_max >= 1000 * 9);
+    }
 }
