@@ -61,6 +61,10 @@ const WRITE_GATHER_BYTES_MAX: usize = 1024 * 1024;
 /// Frames gathered into one vectored write at most.
 const WRITE_GATHER_FRAMES_MAX: usize = 512;
 
+/// How long a peer's reading is held for its group's shard at most, per
+/// frame.
+const PEER_BACKLOG_WAIT: Duration = Duration::from_millis(100);
+
 /// How long an accepted connection may take to identify itself.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -470,11 +474,13 @@ async fn read_frames(
         loop {
             match decoder.decode(&mut buffer) {
                 Ok(Some(message)) => {
+                    let group = message.prefix().group.get();
                     if let Err(reason) = dispatch(&shared, node, message) {
                         metrics::replica_frame_rejected();
                         tracing::warn!(node, reason, "bus: closing the connection");
                         break 'connection;
                     }
+                    wait_for_shard(&shared, node, group).await;
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -559,6 +565,22 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> 
     Ok(())
 }
 
+/// Holds this peer's reading while the shard of the group it last sent to is
+/// backed up with peer frames
+/// ([`SHARD_PEER_BYTES_ADMIT`](crate::shard::SHARD_PEER_BYTES_ADMIT)): TCP then pushes
+/// back on the peer's writer, its bus queue to this node fills, and its
+/// primaries stop admitting produces, instead of this shard's inbox growing
+/// past what its backups' timers can wait for. Waits [`PEER_BACKLOG_WAIT`] at
+/// most per frame; the peer counts as heard meanwhile (the silence is this
+/// node's own).
+async fn wait_for_shard(shared: &Shared, node: u32, group: u64) {
+    let started = tokio::time::Instant::now();
+    while shared.peer_frames_backed_up(group) && started.elapsed() < PEER_BACKLOG_WAIT {
+        shared.heard_from(node);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// Node-level liveness, one signal per peer for all groups: a `Ping` to
 /// every peer each heartbeat interval (so a peer hears this node even when
 /// every group is quiet), and a peer silent for a heartbeat timeout (any
@@ -580,12 +602,14 @@ pub async fn watch_liveness(shared: Arc<Shared>, shards: LivenessNotifier) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_ping_ms = 0u64;
     let started = std::time::Instant::now();
+    let mut stalls = StallGuard::new(suspect_ms / 2, 2 * tick_ms);
     loop {
         interval.tick().await;
         if shared.stopping() {
             return;
         }
         let now_ms = started.elapsed().as_millis() as u64;
+        let may_suspect = stalls.may_suspect(now_ms);
         if now_ms >= last_ping_ms + ping_ms {
             last_ping_ms = now_ms;
             let ping = ping_frame(&shared);
@@ -597,12 +621,54 @@ pub async fn watch_liveness(shared: Arc<Shared>, shards: LivenessNotifier) {
         for peer in &peers {
             metrics::bus_queued_bytes(*peer, shared.queued_bytes_to(*peer));
             let suspected = shared.silent_ms(*peer) > suspect_ms;
+            if suspected && !may_suspect {
+                continue;
+            }
             if shared.set_suspected(*peer, suspected) {
                 tracing::info!(peer, suspected, "bus: peer liveness changed");
                 metrics::peer_suspected(*peer, suspected);
                 shards.liveness(*peer, !suspected);
             }
         }
+    }
+}
+
+/// Keeps the liveness watcher from blaming peers for its own process's
+/// stall: when the watcher itself ran late (its threads waited for a core,
+/// as on an overloaded machine), the readers have not yet taken the bytes
+/// the peers sent meanwhile, so their silence is this node's, not theirs.
+/// No new suspicion is raised on such a late check, nor for a short grace
+/// after it, while the readers catch up. A dead peer is still suspected one
+/// grace later.
+#[derive(Debug)]
+struct StallGuard {
+    /// A gap between checks above this is a stall of this process.
+    stall_ms: u64,
+    /// How long after a stall no suspicion is raised.
+    grace_ms: u64,
+    last_check_ms: u64,
+    grace_until_ms: u64,
+}
+
+impl StallGuard {
+    fn new(stall_ms: u64, grace_ms: u64) -> StallGuard {
+        assert!(stall_ms > 0, "a stall of no time");
+        StallGuard {
+            stall_ms,
+            grace_ms,
+            last_check_ms: 0,
+            grace_until_ms: 0,
+        }
+    }
+
+    /// A check at `now_ms`: whether it may raise a suspicion.
+    fn may_suspect(&mut self, now_ms: u64) -> bool {
+        assert!(now_ms >= self.last_check_ms, "the clock went back");
+        if now_ms - self.last_check_ms > self.stall_ms {
+            self.grace_until_ms = now_ms + self.grace_ms;
+        }
+        self.last_check_ms = now_ms;
+        now_ms > self.grace_until_ms
     }
 }
 
@@ -638,6 +704,18 @@ mod tests {
         gather_from_peer_queue(receiver, &mut frames);
         assert_eq!(frames.len(), 1);
         assert_eq!(sender.queued_bytes(), 0);
+    }
+
+    #[test]
+    fn a_late_check_raises_no_suspicion_until_its_grace_ends() {
+        let mut guard = StallGuard::new(150, 20);
+        assert!(guard.may_suspect(10));
+        assert!(guard.may_suspect(20));
+        assert!(!guard.may_suspect(400), "a check 380 ms late is a stall");
+        assert!(!guard.may_suspect(410));
+        assert!(!guard.may_suspect(420));
+        assert!(guard.may_suspect(430));
+        assert!(guard.may_suspect(440));
     }
 
     /// A peer that stopped reading holds a bounded share of the node's

@@ -47,6 +47,18 @@ pub const SHARDS_MAX: usize = 256;
 /// for silent. Held below it, a turn's backlog is tens of milliseconds.
 pub const SHARD_REQUEST_BYTES_ADMIT: u64 = 8 * 1024 * 1024;
 
+/// Bytes of peer frames a shard's inbox may hold before the bus readers stop
+/// reading the peers that send it more (TCP then pushes back on their
+/// writers, their bus queues fill, and their primaries stop admitting
+/// produces): prepares from other nodes' primaries would otherwise pile up
+/// here faster than this shard writes them, and the backups' timers would
+/// run out behind the pile.
+pub const SHARD_PEER_BYTES_ADMIT: u64 = 16 * 1024 * 1024;
+
+/// A turn that takes this long is logged: every group of the shard waited
+/// for it, and a backup's primary timeout is a few of them.
+const SLOW_TURN: Duration = Duration::from_millis(100);
+
 /// Inputs drained per turn before the touched groups settle.
 const INPUTS_PER_TURN_MAX: usize = 1024;
 
@@ -90,8 +102,30 @@ pub struct GroupInbox {
     group: u64,
     shard: SyncSender<(u64, Input)>,
     control: Sender<Control>,
-    /// Bytes of client requests in the shard's inbox (all its groups).
-    request_bytes: Arc<AtomicU64>,
+    /// Bytes of client requests and of peer frames in the shard's inbox
+    /// (all its groups).
+    backlog: Arc<Backlog>,
+}
+
+/// Bytes waiting in one shard's inbox, by where they came from.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    requests: AtomicU64,
+    peers: AtomicU64,
+}
+
+impl Backlog {
+    fn add(&self, input: &Input) {
+        let (requests, peers) = input_bytes(input);
+        self.requests.fetch_add(requests, Ordering::Relaxed);
+        self.peers.fetch_add(peers, Ordering::Relaxed);
+    }
+
+    fn remove(&self, input: &Input) {
+        let (requests, peers) = input_bytes(input);
+        self.requests.fetch_sub(requests, Ordering::Relaxed);
+        self.peers.fetch_sub(peers, Ordering::Relaxed);
+    }
 }
 
 impl GroupInbox {
@@ -107,31 +141,41 @@ impl GroupInbox {
 
     /// Hands `input` to the group without blocking.
     pub fn try_send(&self, input: Input) -> Result<(), Refused> {
-        let request_bytes = input_request_bytes(&input);
-        self.request_bytes
-            .fetch_add(request_bytes, Ordering::Relaxed);
-        self.shard.try_send((self.group, input)).map_err(|error| {
-            self.request_bytes
-                .fetch_sub(request_bytes, Ordering::Relaxed);
-            match error {
-                TrySendError::Full(_) => Refused::Full,
-                TrySendError::Disconnected(_) => Refused::Gone,
-            }
-        })
+        self.backlog.add(&input);
+        self.shard
+            .try_send((self.group, input))
+            .map_err(|error| match error {
+                TrySendError::Full((_, input)) => {
+                    self.backlog.remove(&input);
+                    Refused::Full
+                }
+                TrySendError::Disconnected((_, input)) => {
+                    self.backlog.remove(&input);
+                    Refused::Gone
+                }
+            })
     }
 
     /// Whether the shard's inbox holds more client request bytes than
     /// [`SHARD_REQUEST_BYTES_ADMIT`].
     pub fn requests_backed_up(&self) -> bool {
-        self.request_bytes.load(Ordering::Relaxed) > SHARD_REQUEST_BYTES_ADMIT
+        self.backlog.requests.load(Ordering::Relaxed) > SHARD_REQUEST_BYTES_ADMIT
+    }
+
+    /// Whether the shard's inbox holds more peer frame bytes than
+    /// [`SHARD_PEER_BYTES_ADMIT`].
+    pub fn peers_backed_up(&self) -> bool {
+        self.backlog.peers.load(Ordering::Relaxed) > SHARD_PEER_BYTES_ADMIT
     }
 }
 
-/// The bytes `input` counts toward its shard's client request backlog.
-fn input_request_bytes(input: &Input) -> u64 {
+/// The bytes `input` counts toward its shard's backlog: (client requests,
+/// peer frames).
+fn input_bytes(input: &Input) -> (u64, u64) {
     match input {
-        Input::Request(request) => request.body().len() as u64,
-        _ => 0,
+        Input::Request(request) => (request.body().len() as u64, 0),
+        Input::Peer(message) => (0, u64::from(message.prefix().size.get())),
+        _ => (0, 0),
     }
 }
 
@@ -175,7 +219,7 @@ struct Start {
 struct ShardQueues {
     inbox: SyncSender<(u64, Input)>,
     control: Sender<Control>,
-    request_bytes: Arc<AtomicU64>,
+    backlog: Arc<Backlog>,
 }
 
 /// A node's shards.
@@ -193,12 +237,12 @@ impl Shards {
         for index in 0..count {
             let (inbox, inputs) = sync_channel(SHARD_INBOX_CAPACITY);
             let (control, controls) = channel();
-            let request_bytes = Arc::new(AtomicU64::new(0));
+            let backlog = Arc::new(Backlog::default());
             let mut shard = Shard {
                 shared: Arc::clone(shared),
                 inbox: inbox.clone(),
                 control: control.clone(),
-                request_bytes: Arc::clone(&request_bytes),
+                backlog: Arc::clone(&backlog),
                 inputs,
                 controls,
                 actors: BTreeMap::new(),
@@ -219,7 +263,7 @@ impl Shards {
             queues.push(ShardQueues {
                 inbox,
                 control,
-                request_bytes,
+                backlog,
             });
             threads.push(thread);
         }
@@ -243,7 +287,7 @@ impl Shards {
             group,
             shard: queues.inbox.clone(),
             control: queues.control.clone(),
-            request_bytes: Arc::clone(&queues.request_bytes),
+            backlog: Arc::clone(&queues.backlog),
         };
         let handle = GroupHandle {
             inbox: inbox.clone(),
@@ -306,8 +350,8 @@ struct Shard {
     inbox: SyncSender<(u64, Input)>,
     /// Its own control queue's sending side, for the groups it opens.
     control: Sender<Control>,
-    /// Bytes of client requests in its inbox (see [`GroupInbox`]).
-    request_bytes: Arc<AtomicU64>,
+    /// Bytes waiting in its inbox (see [`GroupInbox`]).
+    backlog: Arc<Backlog>,
     inputs: Receiver<(u64, Input)>,
     controls: Receiver<Control>,
     actors: BTreeMap<u64, Actor>,
@@ -337,19 +381,25 @@ impl Shard {
             } else {
                 Duration::ZERO
             };
+            let mut inputs = 0usize;
+            let turn_started;
             match self.inputs.recv_timeout(wait) {
                 Ok((group, input)) => {
+                    turn_started = Instant::now();
                     self.deliver(group, input);
+                    inputs += 1;
                     for _ in 1..INPUTS_PER_TURN_MAX {
                         let Ok((group, input)) = self.inputs.try_recv() else {
                             break;
                         };
                         self.deliver(group, input);
+                        inputs += 1;
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Timeout) => turn_started = Instant::now(),
                 Err(RecvTimeoutError::Disconnected) => break,
             }
+            let delivered = turn_started.elapsed();
             let now = Instant::now();
             if now >= next_tick {
                 next_tick += self.tick;
@@ -365,6 +415,15 @@ impl Shard {
                 self.balance(now);
             }
             self.settle_touched();
+            let turn = turn_started.elapsed();
+            if turn >= SLOW_TURN {
+                tracing::warn!(
+                    turn_ms = turn.as_millis() as u64,
+                    deliver_ms = delivered.as_millis() as u64,
+                    inputs,
+                    "shard: a slow turn (its groups' timers and peers waited)"
+                );
+            }
         }
         for start in std::mem::take(&mut self.opening) {
             self.shared.unregister(start.spec.group);
@@ -434,7 +493,7 @@ impl Shard {
             group,
             shard: self.inbox.clone(),
             control: self.control.clone(),
-            request_bytes: Arc::clone(&self.request_bytes),
+            backlog: Arc::clone(&self.backlog),
         };
         match Actor::open(Arc::clone(&self.shared), wal, spec, inbox, hosted) {
             Ok(mut actor) => {
@@ -453,8 +512,7 @@ impl Shard {
     }
 
     fn deliver(&mut self, group: u64, input: Input) {
-        self.request_bytes
-            .fetch_sub(input_request_bytes(&input), Ordering::Relaxed);
+        self.backlog.remove(&input);
         if !self.actors.contains_key(&group) {
             // Its handle was registered before the shard opened it.
             self.take_controls();
@@ -552,7 +610,7 @@ mod tests {
             group: 9,
             shard,
             control,
-            request_bytes: Arc::new(AtomicU64::new(0)),
+            backlog: Arc::new(Backlog::default()),
         };
         (inbox, inputs)
     }
@@ -570,10 +628,9 @@ mod tests {
         inbox.try_send(produce(half + 1)).expect("room");
         assert!(inbox.requests_backed_up());
         let (_, first) = inputs.recv().expect("an input");
-        inbox
-            .request_bytes
-            .fetch_sub(input_request_bytes(&first), Ordering::Relaxed);
+        inbox.backlog.remove(&first);
         assert!(!inbox.requests_backed_up());
+        assert!(!inbox.peers_backed_up());
     }
 
     /// A request refused by a full inbox is not counted.
@@ -582,6 +639,6 @@ mod tests {
         let (inbox, _inputs) = inbox(1);
         inbox.try_send(produce(10)).expect("room");
         assert!(matches!(inbox.try_send(produce(20)), Err(Refused::Full)));
-        assert_eq!(inbox.request_bytes.load(Ordering::Relaxed), 10);
+        assert_eq!(inbox.backlog.requests.load(Ordering::Relaxed), 10);
     }
 }

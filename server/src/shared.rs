@@ -317,6 +317,13 @@ impl Shared {
             .is_some_and(|handle| handle.inbox.requests_backed_up())
     }
 
+    /// Whether the shard hosting `group` holds more peer frame bytes than it
+    /// should take before it works through them.
+    pub fn peer_frames_backed_up(&self, group: u64) -> bool {
+        self.group(group)
+            .is_some_and(|handle| handle.inbox.peers_backed_up())
+    }
+
     /// One group's last published view number, if hosted here.
     pub fn view_of(&self, group: u64) -> Option<u32> {
         self.views
