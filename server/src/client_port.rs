@@ -422,28 +422,16 @@ fn failover_ms(shared: &Shared) -> u32 {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::path::Path;
 
     use bytes::BytesMut;
     use strand_partition::ReadHandles;
     use strand_wire::{FrameDecoder, ViewId};
 
     use super::*;
-    use crate::config::{NodeConfig, Overrides};
-
-    const CONFIG: &str = r#"
-        node = 1
-        cluster = 0
-        data_dir = "/tmp/strand-unused"
-        [[peers]]
-        id = 1
-        replica_address = "127.0.0.1:7101"
-        client_address = "127.0.0.1:7201"
-    "#;
+    use crate::config::loopback_test_config;
 
     fn shared() -> Shared {
-        let config = NodeConfig::parse(Path::new("node.toml"), CONFIG, Overrides::default())
-            .expect("a valid configuration");
+        let config = loopback_test_config(1);
         Shared::new(config, BTreeMap::new(), ReadHandles::new(16), 1)
     }
 

@@ -311,6 +311,22 @@ pub fn local_cluster_toml(
     text
 }
 
+/// Node 1's configuration in a cluster of nodes `1..=nodes` on loopback,
+/// for unit tests that need a [`NodeConfig`] but no files or sockets.
+#[cfg(test)]
+pub(crate) fn loopback_test_config(nodes: u32) -> NodeConfig {
+    let mut text = String::from("node = 1\ncluster = 0\ndata_dir = \"/tmp/strand-unused\"\n");
+    for id in 1..=nodes {
+        text.push_str(&format!(
+            "[[peers]]\nid = {id}\nreplica_address = \"127.0.0.1:{}\"\nclient_address = \"127.0.0.1:{}\"\n",
+            7100 + id,
+            7200 + id
+        ));
+    }
+    NodeConfig::parse(Path::new("node.toml"), &text, Overrides::default())
+        .expect("a valid configuration")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

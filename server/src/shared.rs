@@ -463,36 +463,15 @@ impl Shared {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use strand_wire::ops::ReplicaStatus;
     use strand_wire::{ConfirmPolicy, Durability};
 
     use super::*;
     use crate::bus::{self, PeerReceiver};
-    use crate::config::Overrides;
-
-    const CONFIG: &str = r#"
-        node = 1
-        cluster = 0
-        data_dir = "/tmp/strand-unused"
-        [[peers]]
-        id = 1
-        replica_address = "127.0.0.1:7101"
-        client_address = "127.0.0.1:7201"
-        [[peers]]
-        id = 2
-        replica_address = "127.0.0.1:7102"
-        client_address = "127.0.0.1:7202"
-        [[peers]]
-        id = 3
-        replica_address = "127.0.0.1:7103"
-        client_address = "127.0.0.1:7203"
-    "#;
+    use crate::config::loopback_test_config;
 
     fn shared() -> (Shared, BTreeMap<u32, PeerReceiver>) {
-        let config = NodeConfig::parse(Path::new("node.toml"), CONFIG, Overrides::default())
-            .expect("a valid configuration");
+        let config = loopback_test_config(3);
         let (senders, receivers) = bus::queues(1, [1, 2, 3].into_iter());
         let shared = Shared::new(config, senders, ReadHandles::new(16), 1);
         (shared, receivers)
