@@ -31,7 +31,10 @@
 //!   completions, in order, per group, on the group's shard.
 //! - Nothing blocks a group on the network: every queue is bounded and a
 //!   full queue drops (peer frames, which are retransmitted) or refuses with
-//!   `Busy` (client requests).
+//!   `Busy` (client requests). Bytes are bounded too, by pushing back on the
+//!   sockets: the client port holds a produce while its shard or the bus
+//!   queues to its backups hold too much, and a bus reader holds its peer
+//!   while the shard it feeds does.
 //! - A clean-shutdown mark is written only for a replica whose log is trusted.
 
 pub mod balance;
