@@ -32,7 +32,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::balance::{Balancer, HANDOVERS_PER_ROUND_MAX, LeadingChange};
 use crate::group::{Actor, GroupSpec, Hosted, Input};
 use crate::metrics;
+use crate::replies::error_frame;
 use crate::shared::{GroupHandle, Refused, Shared};
+use strand_wire::ops::ErrorBody;
 
 /// Inputs one shard's inbox holds at most, for all its groups.
 pub const SHARD_INBOX_CAPACITY: usize = 16_384;
@@ -69,6 +71,14 @@ const INPUTS_PER_TURN_MAX: usize = 1024;
 /// and being replaced by view changes. A group that gets an input while it
 /// waits is opened at once.
 const OPENS_PER_TURN_MAX: usize = 4;
+
+/// Groups a shard opens per turn at most because an input came for them
+/// (a peer's frame or a client's request), beyond the [`OPENS_PER_TURN_MAX`]
+/// it opens in order.
+const OPENS_ON_INPUT_PER_TURN_MAX: usize = 16;
+
+/// The retry hint to a request for a group still waiting to open.
+const UNOPENED_RETRY_AFTER_MS: u32 = 20;
 
 /// Threads a shard closes its groups on when the node stops. Closing one
 /// waits for its syncs and its clean mark's write: thousands closed one after
@@ -179,6 +189,20 @@ fn input_bytes(input: &Input) -> (u64, u64) {
     }
 }
 
+/// Whether an input for a group still waiting to open opens it now, when
+/// `opened_this_turn` groups were opened on input this turn. A wakeup does
+/// not (each group hosted sends one: at a restart of thousands, opening each
+/// on its wakeup made turns of seconds, during which the shard's open groups
+/// heard nothing and left their views); a peer's frame or a client's request
+/// does, [`OPENS_ON_INPUT_PER_TURN_MAX`] per turn; anything else always does.
+fn opens_on_input(input: &Input, opened_this_turn: usize) -> bool {
+    match input {
+        Input::Storage => false,
+        Input::Peer(_) | Input::Request(_) => opened_this_turn < OPENS_ON_INPUT_PER_TURN_MAX,
+        Input::AcceptLoss(_) | Input::Placement | Input::Shutdown => true,
+    }
+}
+
 /// What a shard is told outside its inbox.
 enum Control {
     /// Open a group's actor and host it.
@@ -249,6 +273,7 @@ impl Shards {
                 awake: BTreeSet::new(),
                 touched: Vec::new(),
                 opening: VecDeque::new(),
+                opens_on_input_this_turn: 0,
                 balancer: Balancer::new(Instant::now()),
                 tick: Duration::from_millis(shared.config.tick_ms),
                 stop_requested: false,
@@ -361,6 +386,8 @@ struct Shard {
     touched: Vec<u64>,
     /// Groups it was asked to host and has not opened yet, in order.
     opening: VecDeque<Start>,
+    /// Groups opened this turn because an input came for them.
+    opens_on_input_this_turn: usize,
     /// Where its groups lead, and which hand over to their preferred
     /// primary ([`crate::balance`]).
     balancer: Balancer,
@@ -382,6 +409,7 @@ impl Shard {
                 Duration::ZERO
             };
             let mut inputs = 0usize;
+            self.opens_on_input_this_turn = 0;
             let turn_started;
             match self.inputs.recv_timeout(wait) {
                 Ok((group, input)) => {
@@ -516,6 +544,10 @@ impl Shard {
         if !self.actors.contains_key(&group) {
             // Its handle was registered before the shard opened it.
             self.take_controls();
+            if !self.opens_on_input(&input) {
+                return self.turn_away_unopened(input);
+            }
+            self.opens_on_input_this_turn += 1;
             self.open_now(group);
         }
         let Some(actor) = self.actors.get_mut(&group) else {
@@ -523,6 +555,27 @@ impl Shard {
         };
         actor.on_input(input);
         self.touched.push(group);
+    }
+
+    /// Whether an input for a group still waiting to open opens it now (see
+    /// [`opens_on_input`]).
+    fn opens_on_input(&self, input: &Input) -> bool {
+        opens_on_input(input, self.opens_on_input_this_turn)
+    }
+
+    /// An input for a group that waits to open, past this turn's opens: a
+    /// peer's frame is dropped (consensus retransmits), a request is
+    /// answered `Busy` (the group opens in its turn, soon).
+    fn turn_away_unopened(&self, input: Input) {
+        if let Input::Request(request) = input {
+            let header = request.header();
+            let busy = ErrorBody::Busy {
+                retry_after_ms: UNOPENED_RETRY_AFTER_MS,
+            };
+            let _ = self
+                .shared
+                .reply(header.client.get(), error_frame(header, &busy));
+        }
     }
 
     /// Lets every group that took inputs run its host's effects; closes the
@@ -631,6 +684,23 @@ mod tests {
         inbox.backlog.remove(&first);
         assert!(!inbox.requests_backed_up());
         assert!(!inbox.peers_backed_up());
+    }
+
+    /// Groups waiting to open are opened on a frame or a request a few per
+    /// turn, never on a wakeup, and always on what must not be lost.
+    #[test]
+    fn inputs_open_a_waiting_group_a_few_per_turn() {
+        assert!(opens_on_input(&produce(1), 0));
+        assert!(!opens_on_input(&produce(1), OPENS_ON_INPUT_PER_TURN_MAX));
+        assert!(!opens_on_input(&Input::Storage, 0));
+        assert!(opens_on_input(
+            &Input::Placement,
+            OPENS_ON_INPUT_PER_TURN_MAX
+        ));
+        assert!(opens_on_input(
+            &Input::Shutdown,
+            OPENS_ON_INPUT_PER_TURN_MAX
+        ));
     }
 
     /// A request refused by a full inbox is not counted.
