@@ -14,8 +14,11 @@
 //! caller); nothing is allocated per group up front. Starting and stopping
 //! groups goes through an unbounded control queue, polled on every turn
 //! and at least once per tick, so neither is ever lost to a full inbox;
-//! groups waiting to open are opened [`OPENS_PER_TURN_MAX`] per turn, and
-//! at the node's stop they are closed [`CLOSERS_PER_SHARD`] at a time.
+//! groups waiting to open are opened [`OPENS_PER_TURN_MAX`] per turn in order
+//! and [`OPENS_ON_INPUT_PER_TURN_MAX`] more on a frame or request for them,
+//! and at the node's stop they are closed [`CLOSERS_PER_SHARD`] at a time.
+//! The inbox's backlog is counted in bytes, requests and peer frames apart,
+//! for the client port and the bus readers to push back on.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -68,8 +71,9 @@ const INPUTS_PER_TURN_MAX: usize = 1024;
 /// files (and syncs them): a node told to host thousands of groups at once
 /// opens them a few per turn, so the groups it already hosts keep their
 /// timers and answer their peers in between, rather than waiting seconds
-/// and being replaced by view changes. A group that gets an input while it
-/// waits is opened at once.
+/// and being replaced by view changes. A group that gets a peer's frame or a
+/// client's request while it waits is opened at once, up to
+/// [`OPENS_ON_INPUT_PER_TURN_MAX`] per turn.
 const OPENS_PER_TURN_MAX: usize = 4;
 
 /// Groups a shard opens per turn at most because an input came for them
