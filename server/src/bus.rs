@@ -412,19 +412,20 @@ async fn newer_connection(newer: Option<&mut mpsc::Receiver<Accepted>>) -> Optio
 /// Moves more ready frames of a peer's queue into `frames`, up to the
 /// gather bounds.
 fn gather_from_peer_queue(queue: &mut PeerReceiver, frames: &mut VecDeque<Bytes>) {
-    let mut bytes: usize = frames.iter().map(Bytes::len).sum();
-    while frames.len() < WRITE_GATHER_FRAMES_MAX && bytes < WRITE_GATHER_BYTES_MAX {
-        let Some(frame) = queue.try_recv() else { break };
-        bytes += frame.len();
-        frames.push_back(frame);
-    }
+    gather_while(frames, || queue.try_recv());
 }
 
 /// Moves more ready frames into `frames`, up to the gather bounds.
 pub fn gather(queue: &mut mpsc::Receiver<Bytes>, frames: &mut VecDeque<Bytes>) {
+    gather_while(frames, || queue.try_recv().ok());
+}
+
+/// Appends the frames `next` hands out to `frames` until it has none ready
+/// or the gather bounds are reached.
+fn gather_while(frames: &mut VecDeque<Bytes>, mut next: impl FnMut() -> Option<Bytes>) {
     let mut bytes: usize = frames.iter().map(Bytes::len).sum();
     while frames.len() < WRITE_GATHER_FRAMES_MAX && bytes < WRITE_GATHER_BYTES_MAX {
-        let Ok(frame) = queue.try_recv() else { break };
+        let Some(frame) = next() else { break };
         bytes += frame.len();
         frames.push_back(frame);
     }
