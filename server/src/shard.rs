@@ -548,7 +548,7 @@ impl Shard {
         if !self.actors.contains_key(&group) {
             // Its handle was registered before the shard opened it.
             self.take_controls();
-            if !self.opens_on_input(&input) {
+            if !opens_on_input(&input, self.opens_on_input_this_turn) {
                 return self.turn_away_unopened(input);
             }
             self.opens_on_input_this_turn += 1;
@@ -559,12 +559,6 @@ impl Shard {
         };
         actor.on_input(input);
         self.touched.push(group);
-    }
-
-    /// Whether an input for a group still waiting to open opens it now (see
-    /// [`opens_on_input`]).
-    fn opens_on_input(&self, input: &Input) -> bool {
-        opens_on_input(input, self.opens_on_input_this_turn)
     }
 
     /// An input for a group that waits to open, past this turn's opens: a
