@@ -7,7 +7,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use strand_wire::ops::{
     CreateStream, CreateTopic, Empty, FetchReply, FetchRequest, GetCursor, GetCursorReply,
-    MetadataReply, MetadataRequest, ProduceReply, StoreCursor, TopicCreated, TopicInfo,
+    MetadataReply, MetadataRequest, ProduceReply, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
+    StoreCursor, TopicCreated, TopicInfo,
 };
 use strand_wire::{Body, Operation};
 use tokio::sync::{mpsc, oneshot};
@@ -226,6 +227,15 @@ impl Client {
         if spec.replica_count == 0 || spec.replica_count >= strand_wire::REPLICAS_MAX {
             return Err(invalid("replica_count must be in 1..=15"));
         }
+        let segment_range = SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX;
+        if spec
+            .segment_bytes
+            .is_some_and(|bytes| !segment_range.contains(&bytes))
+        {
+            return Err(invalid(
+                "segment_bytes must be in 65536..=1073741824 (64 KiB to 1 GiB)",
+            ));
+        }
         let request = CreateTopic {
             stream: spec.stream,
             topic: spec.topic,
@@ -236,6 +246,7 @@ impl Client {
             consumer_offset_durability: spec.consumer_offset_durability,
             retention_bytes: spec.retention_bytes,
             retention_ms: spec.retention_ms,
+            segment_bytes: spec.segment_bytes,
         };
         let body = Bytes::from(request.to_vec());
         let reply = self

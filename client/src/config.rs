@@ -105,6 +105,12 @@ pub struct TopicSpec {
     pub retention_bytes: u64,
     /// Age limit in milliseconds (0: none).
     pub retention_ms: u64,
+    /// Bytes per record-log segment file, [`crate::SEGMENT_BYTES_MIN`] (64 KiB)
+    /// to [`crate::SEGMENT_BYTES_MAX`] (1 GiB); `None` takes the node's
+    /// default (256 MiB).
+    /// Retention drops whole segments, so a small retention wants small
+    /// segments.
+    pub segment_bytes: Option<u64>,
 }
 
 impl TopicSpec {
@@ -122,6 +128,7 @@ impl TopicSpec {
             consumer_offset_durability: None,
             retention_bytes: 0,
             retention_ms: 0,
+            segment_bytes: None,
         }
     }
 }

@@ -82,3 +82,7 @@ pub use strand_wire::ops::{
     GroupStatus, MetadataReply, NodeInfo, PartitionInfo, Reassigned, ReplicaStatus, TopicInfo,
 };
 pub use strand_wire::{ConfirmPolicy, Durability, Operation};
+
+/// The range of [`TopicSpec::segment_bytes`] (64 KiB to 1 GiB; the server
+/// refuses others).
+pub use strand_wire::ops::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};

@@ -244,6 +244,7 @@ mod tests {
                 consumer_offset_durability: Durability::Persisted,
                 retention_bytes: 0,
                 retention_ms: 0,
+                segment_bytes: 0,
                 partitions: vec![PartitionInfo {
                     partition: 0,
                     group: 42,

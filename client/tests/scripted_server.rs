@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use strand_client::{
     Client, ClientConfig, ClientError, ConsumerConfig, NewRecord, PartitionTarget, ProducerConfig,
-    StartFrom, TopicSpec,
+    SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN, StartFrom, TopicSpec,
 };
 use strand_wire::Operation;
 use strand_wire::ResultCode;
@@ -562,6 +562,48 @@ async fn a_reassignment_still_in_progress_is_refused_at_once_not_retried() {
             .await
             .expect("the first has started");
         assert_eq!(third.leaving, [2]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_topics_segment_size_is_sent_and_checked_before_the_network() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let client = connect(&cluster, 1).await;
+        client.create_stream("shop").await.expect("created");
+        for bad in [0, SEGMENT_BYTES_MIN - 1, SEGMENT_BYTES_MAX + 1] {
+            let spec = TopicSpec {
+                replica_count: 1,
+                segment_bytes: Some(bad),
+                ..TopicSpec::new("shop", "orders")
+            };
+            let refused = client.create_topic(spec).await;
+            assert!(
+                matches!(refused, Err(ClientError::InvalidArgument { .. })),
+                "{bad}: {refused:?}"
+            );
+        }
+        assert!(cluster.seen(Operation::CreateTopic).is_empty());
+        let spec = TopicSpec {
+            replica_count: 1,
+            retention_bytes: 1 << 20,
+            segment_bytes: Some(128 * 1024),
+            ..TopicSpec::new("shop", "orders")
+        };
+        client.create_topic(spec).await.expect("created");
+        let info = client.topic("shop", "orders").await.expect("described");
+        assert_eq!(
+            (info.retention_bytes, info.segment_bytes),
+            (1 << 20, 128 * 1024)
+        );
+        let spec = TopicSpec {
+            replica_count: 1,
+            ..TopicSpec::new("shop", "default")
+        };
+        client.create_topic(spec).await.expect("created");
+        let info = client.topic("shop", "default").await.expect("described");
+        assert_eq!(info.segment_bytes, 0, "the node's default");
     })
     .await;
 }

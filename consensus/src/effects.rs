@@ -218,6 +218,14 @@ pub enum Event {
         /// True while untrusted.
         untrusted: bool,
     },
+    /// A peer no longer holds ops this replica lacks (retention dropped
+    /// them): it catches up by state transfer (`partition_behind_log_start_total`).
+    BehindLogStart {
+        /// The peer that said so.
+        from: u8,
+        /// The first op that peer still holds.
+        log_start: u64,
+    },
     /// A StartView contradicted committed history (`partition_applied_divergence_total`).
     AppliedDivergence {
         /// The first op that differs.

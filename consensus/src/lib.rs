@@ -23,7 +23,7 @@
 //! | [`quiet`] | quiescence: an idle group stops its timers and heartbeats; node-level liveness wakes it |
 //! | [`reconfigure`] | new memberships, the log's epoch, the in-place `Reconfigure` op |
 //! | [`merge`] | the canonical-log choice: a pure function of the DoViewChanges |
-//! | [`repair`] | fetching missing headers and prepares, serving peers |
+//! | [`repair`] | fetching missing headers and prepares, serving peers; where the log starts after retention (a peer asking below it is told, and a replica that lacks what its peers dropped catches up by state transfer) |
 //! | [`cursors`] | the cursor event log: commits, shipping, cuts |
 //! | [`client_table`] | idempotent requests |
 //! | [`state_machine`] | what a committed op does |

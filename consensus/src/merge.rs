@@ -359,6 +359,14 @@ fn walk_suffix(
         if present && canonical.contains_key(&op) {
             continue;
         }
+        // A committed op no reporter holds whole, with every replica
+        // reported: waiting cannot bring it back (its holders' retention
+        // dropped it, or every copy is damaged), and being committed it is
+        // not the merge's to drop. A replica that lacks it is told where its
+        // peers' logs start and catches up by state transfer.
+        if op <= commit && everyone_reported {
+            continue;
+        }
         if op <= keep_floor && !params.accept_loss {
             return Err(WaitReason::MissingPrepare);
         }

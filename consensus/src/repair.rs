@@ -7,8 +7,8 @@
 
 use bytes::Bytes;
 use strand_wire::{
-    CommandHeader, HEADERS_PER_MESSAGE_MAX, HeadersHeader, Message, Msg, PrepareHeader,
-    RequestHeadersHeader, RequestPrepareHeader,
+    CommandHeader, HEADERS_PER_MESSAGE_MAX, HeadersHeader, LogStartHeader, Message, Msg,
+    PrepareHeader, RequestHeadersHeader, RequestPrepareHeader,
 };
 use zerocopy::IntoBytes;
 
@@ -216,8 +216,11 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         let to = request.prefix.replica;
+        if request.op_min.get() < self.log_start {
+            self.send_log_start(to, effects);
+        }
         let (op_min, op_max) = (
-            request.op_min.get(),
+            request.op_min.get().max(self.log_start),
             request.op_max.get().min(self.journal.head()),
         );
         if op_min > op_max {
@@ -341,6 +344,9 @@ impl<S: StateMachine> Replica<S> {
         let to = request.prefix.replica;
         let op = request.op.get();
         let checksum = request.prepare_checksum.get();
+        if op < self.log_start {
+            return self.send_log_start(to, effects);
+        }
         match self.journal.get(op) {
             Some(slot) if checksum == 0 || slot.header.checksum() == checksum => {
                 if checksum == 0 && op > self.commit {
@@ -362,5 +368,84 @@ impl<S: StateMachine> Replica<S> {
             }
             None => {}
         }
+    }
+
+    /// The driver says storage holds ops from `start` on: retention dropped
+    /// the ones below (all committed), or a state transfer installed a log
+    /// that begins there. Peers asking for ops below it are told so, and
+    /// damaged ops below it need no repair any more.
+    pub fn note_log_start(&mut self, start: u64) {
+        self.log_start = start.max(1);
+        let rewriting = &self.rewriting_below_window;
+        self.faulty_ops
+            .retain(|op| *op >= start || rewriting.contains(op));
+        self.trim_journal();
+    }
+
+    /// The first op storage holds (see [`Replica::note_log_start`]).
+    pub fn log_start(&self) -> u64 {
+        self.log_start
+    }
+
+    /// The lowest cursor event a peer may still need shipped from this
+    /// replica's cursor log: on a primary the lowest tail its backups
+    /// reported, on a backup its own tail (a backup ships nothing).
+    /// Compaction keeps the events from there on.
+    pub fn cursor_keep_from(&self) -> u64 {
+        if !self.is_primary() {
+            return self.cursors.tail;
+        }
+        self.others()
+            .map(|slot| self.cursors.replica_tails[usize::from(slot)])
+            .min()
+            .unwrap_or(self.cursors.tail)
+    }
+
+    /// Tells replica `to`, which asked for an op below this replica's log
+    /// start, where the log starts now and how far this replica committed.
+    fn send_log_start(&mut self, to: u8, effects: &mut Effects) {
+        let start = self.log_start;
+        if start < 2 || self.commit + 1 < start {
+            return; // nothing dropped, or (never expected) dropped above the commit
+        }
+        let mut notice: LogStartHeader = self.new_header();
+        notice.log_start_op.set(start);
+        notice.commit.set(self.commit);
+        self.send(
+            to,
+            Message::LogStart(Msg::new(notice, Bytes::new())),
+            effects,
+        );
+    }
+
+    /// A peer no longer holds ops below `log_start_op`. If this replica
+    /// lacks one of them (its log, held in order, ends below the op before
+    /// the peer's start) or holds one damaged, no repair can bring it from
+    /// there: it catches up by a state transfer from that peer. Everything
+    /// it acked lies at or below what it holds in order, or among its
+    /// damaged ops, so below the peer's start, which the peer committed:
+    /// the transfer, reaching at least `log_start_op - 1`, covers it.
+    pub(crate) fn on_log_start(&mut self, notice: &LogStartHeader, effects: &mut Effects) {
+        // A superblock write or a cut in progress finishes first (the
+        // transfer replaces what they change); the next repair round asks
+        // again and hears the same answer.
+        if matches!(self.status, Status::AwaitingStateTransfer | Status::Retired)
+            || self.deferred_cut.is_some()
+            || !self.persists_in_flight.is_empty()
+        {
+            return;
+        }
+        let start = notice.log_start_op.get();
+        let holds_all_below = self.stored_through() + 1 >= start;
+        let damaged_below = self.faulty_ops.range(..start).next().is_some()
+            || self.missing_bodies().any(|(op, _)| op < start);
+        if holds_all_below && !damaged_below {
+            return; // it holds every op up to the peer's start, sound
+        }
+        effects.event(Event::BehindLogStart {
+            from: notice.prefix.replica,
+            log_start: start,
+        });
+        self.await_state_transfer(notice.prefix.replica, start - 1, effects);
     }
 }

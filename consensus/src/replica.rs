@@ -193,6 +193,9 @@ pub struct Replica<S> {
     /// prepare was handed to storage and is not durable yet (the journal
     /// holds no slot for them to mark).
     pub(crate) rewriting_below_window: std::collections::BTreeSet<u64>,
+    /// The first op storage still holds: retention dropped the ones below
+    /// (all committed). Peers asking for them get a LogStart answer.
+    pub(crate) log_start: u64,
     /// Ops up to here are applied.
     pub(crate) commit: u64,
     /// The highest commit number heard of.
@@ -299,13 +302,17 @@ impl<S: StateMachine> Replica<S> {
         // Ops up to the persisted commit were applied, as far as the log still
         // holds them readably: the commit number is the highest readable op
         // at or below it (a damaged file may have cut or garbled the rest).
+        // Ops retention dropped were committed and applied, whatever is
+        // readable above them.
+        let retained_through = recovered.log_start.saturating_sub(1);
         let commit = recovered
             .headers
             .iter()
             .map(|header| header.op.get())
             .filter(|op| *op <= state.commit.min(log_head))
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(retained_through);
         // Ops the replica may have acked but no longer holds count as damaged.
         let mut faulty: std::collections::BTreeSet<u64> =
             recovered.faulty.iter().copied().collect();
@@ -356,7 +363,12 @@ impl<S: StateMachine> Replica<S> {
             "journal lacks uncommitted ops"
         );
         let mut machine = machine;
-        machine.restore(journal.header(commit));
+        match journal.header(commit) {
+            None if commit > 0 && commit == retained_through => {
+                machine.restore_retained(recovered.log_start_offset)
+            }
+            header => machine.restore(header),
+        }
         // The client table is rebuilt from every committed header known:
         // read from the log, or remembered with the view.
         let mut client_table = ClientTable::new();
@@ -414,6 +426,7 @@ impl<S: StateMachine> Replica<S> {
             persists_in_flight: std::collections::VecDeque::new(),
             faulty_ops: faulty.clone(),
             rewriting_below_window: std::collections::BTreeSet::new(),
+            log_start: recovered.log_start.max(1),
             journal,
             commit,
             commit_max: commit,
@@ -753,6 +766,7 @@ impl<S: StateMachine> Replica<S> {
             Message::RequestHeaders(request) => self.on_request_headers(request.header(), effects),
             Message::Headers(headers) => self.on_headers(headers, effects),
             Message::Cursors(cursors) => self.on_cursors(cursors, effects),
+            Message::LogStart(notice) => self.on_log_start(notice.header(), effects),
             Message::Ping(_)
             | Message::Pong(_)
             | Message::Request(_)
@@ -944,6 +958,10 @@ impl<S: StateMachine> Replica<S> {
             None => self.journal = Journal::new(),
         }
         self.machine.restore(head.as_ref());
+        // The damaged entries were the old log's: the installed one was
+        // verified whole.
+        self.faulty_ops.clear();
+        self.rewriting_below_window.clear();
         self.stored_hint = op;
         self.commit = op;
         self.commit_max = self.commit_max.max(op);
@@ -1384,12 +1402,15 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Trims committed slots beyond what the journal keeps in memory.
+    /// Trims committed slots beyond what the journal keeps in memory, and
+    /// every slot below the log start (storage dropped those ops: no gap
+    /// there is worth repairing).
     pub(crate) fn trim_journal(&mut self) {
         let keep = crate::journal::JOURNAL_COMMITTED_KEEP;
         self.journal.trim_below(
             self.commit
                 .saturating_sub(keep)
+                .max(self.log_start.min(self.commit + 1))
                 .min(self.write_next.saturating_sub(1)),
         );
     }

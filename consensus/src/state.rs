@@ -136,6 +136,12 @@ pub struct Recovered {
     /// name this slot for another replica, and this copy must never enter
     /// (or be taken for that replica in) such an epoch's views.
     pub joined_epoch: u32,
+    /// The first op storage holds (1: all of them): retention dropped the
+    /// ones below, every one committed.
+    pub log_start: u64,
+    /// The record offset op `log_start` begins at (the end of the ops
+    /// retention dropped).
+    pub log_start_offset: u64,
 }
 
 impl Recovered {
@@ -152,6 +158,8 @@ impl Recovered {
             fresh: true,
             stopped_in_view: false,
             joined_epoch: 0,
+            log_start: 1,
+            log_start_offset: 0,
         }
     }
 }

@@ -25,6 +25,13 @@ pub trait StateMachine {
     fn restore(&mut self, head: Option<&PrepareHeader>) {
         let _ = head;
     }
+
+    /// The log was opened with nothing readable at or below its commit but
+    /// the ops retention dropped, which end at record offset `offset_end`:
+    /// everything before it counts as applied.
+    fn restore_retained(&mut self, offset_end: u64) {
+        let _ = offset_end;
+    }
 }
 
 /// A partition's record log: offsets come from the prepare, so committing is
@@ -52,6 +59,10 @@ pub fn reply_from_header(header: &PrepareHeader) -> (ResultCode, Bytes) {
 impl StateMachine for RecordLog {
     fn restore(&mut self, head: Option<&PrepareHeader>) {
         self.offset_end = head.map_or(0, PrepareHeader::offset_end);
+    }
+
+    fn restore_retained(&mut self, offset_end: u64) {
+        self.offset_end = offset_end;
     }
 
     fn commit(&mut self, header: &PrepareHeader, _body: Option<&Bytes>) -> (ResultCode, Bytes) {

@@ -185,6 +185,12 @@ impl<S: StateMachine> Replica<S> {
     /// view merges them; the others learn the view from them). The primary
     /// records its own and tries to merge.
     fn announce_view_change(&mut self, effects: &mut Effects) {
+        // A replica that gave up its log in the view it serves (a peer's
+        // retention dropped ops it lacks) awaits a transfer in that view:
+        // there is no view change to report on until it votes for one.
+        if self.log_view >= self.view {
+            return;
+        }
         if self.adoption.is_none() {
             let dvc = self.do_view_change();
             self.broadcast(Message::DoViewChange(dvc), effects);
@@ -1108,6 +1114,14 @@ impl<S: StateMachine> Replica<S> {
         effects.push(Effect::Quarantine {
             agreed_op: diverged_op - 1,
         });
+        self.await_state_transfer(self.primary_index(), diverged_op - 1, effects);
+    }
+
+    /// Gives up on the log at hand and waits for a state transfer from
+    /// `from` (or the next member) reaching at least `op_min`. The
+    /// installed log is a committed prefix no view vouches for: untrusted
+    /// until a view is adopted.
+    pub(crate) fn await_state_transfer(&mut self, from: u8, op_min: u64, effects: &mut Effects) {
         self.status = Status::AwaitingStateTransfer;
         self.adoption = None;
         self.durable.log_unsettled = true;
@@ -1115,10 +1129,7 @@ impl<S: StateMachine> Replica<S> {
             self.trusted = false;
             effects.event(Event::UntrustedLog { untrusted: true });
         }
-        effects.push(Effect::StartStateTransfer {
-            from: self.primary_index(),
-            op_min: diverged_op - 1,
-        });
+        effects.push(Effect::StartStateTransfer { from, op_min });
     }
 }
 

@@ -686,3 +686,50 @@ fn a_frame_of_an_epoch_without_a_membership_is_dropped_whatever_its_view() {
     cluster.deliver_all();
     assert_eq!(cluster.acked().len(), 2, "the group serves on");
 }
+
+/// A backup that lacks ops its primary no longer holds (retention dropped
+/// them) is told where the primary's log starts instead of getting silence,
+/// and waits for a state transfer; a backup that holds everything up to
+/// there ignores the notice.
+#[test]
+fn a_backup_behind_the_primarys_log_start_waits_for_a_state_transfer() {
+    let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(150);
+    cluster.shutdown(2);
+    for _ in 0..12 {
+        cluster.produce(1, 1);
+        cluster.deliver_all();
+    }
+    cluster.tick(150);
+    let commit = cluster.replica(0).commit();
+    assert!(commit >= 13);
+    for index in 0..2 {
+        let replica = cluster.replicas[index].as_mut().expect("up");
+        replica.note_log_start(commit - 2);
+        assert_eq!(replica.log_start(), commit - 2);
+    }
+    cluster.restart(2);
+    for _ in 0..400 {
+        if !cluster.deliver_one() {
+            cluster.tick(1);
+        }
+        if cluster.replica(2).status() == Status::AwaitingStateTransfer {
+            break;
+        }
+    }
+    assert_eq!(cluster.replica(2).status(), Status::AwaitingStateTransfer);
+    let behind = cluster.events_of(2, |event| match event {
+        Event::BehindLogStart { log_start, .. } => Some(*log_start),
+        _ => None,
+    });
+    assert!(behind.contains(&(commit - 2)), "{behind:?}");
+    assert!(
+        cluster
+            .events_of(1, |event| matches!(event, Event::BehindLogStart { .. })
+                .then_some(()))
+            .is_empty(),
+        "replica 1 holds every op"
+    );
+}

@@ -59,6 +59,8 @@ pub struct Assignment {
     pub retention_bytes: u64,
     /// Retention by age (0: none).
     pub retention_ms: u64,
+    /// Bytes per record-log segment (0: the node's default).
+    pub segment_bytes: u64,
     /// The epoch before, kept until the current epoch has started in the
     /// partition (its members still serve until then).
     pub previous: Option<SlotAssignment>,
@@ -260,6 +262,7 @@ impl Catalog {
             consumer_offset_durability: first.consumer_offset_durability,
             retention_bytes: first.retention_bytes,
             retention_ms: first.retention_ms,
+            segment_bytes: first.segment_bytes,
             partitions: entry
                 .groups
                 .iter()
@@ -338,6 +341,7 @@ impl Catalog {
                     consumer_offset_durability,
                     retention_bytes: request.retention_bytes,
                     retention_ms: request.retention_ms,
+                    segment_bytes: request.segment_bytes.unwrap_or(0),
                     previous: None,
                     active: true,
                     retired: Vec::new(),

@@ -26,13 +26,14 @@ fn topic(stream: &str, topic: &str, partitions: u32, replicas: u8) -> Bytes {
             consumer_offset_durability: None,
             retention_bytes: 0,
             retention_ms: 0,
+            segment_bytes: None,
         }
         .to_vec(),
     )
 }
 
-#[test]
-fn topics_get_groups_placed_round_robin() {
+/// A catalog over nodes 1..=3 with stream `s` created (op 1).
+fn catalog_with_stream_s() -> Catalog {
     let mut catalog = Catalog::new(vec![1, 2, 3]);
     let stream = Bytes::from(CreateStream { name: "s".into() }.to_vec());
     assert_eq!(
@@ -41,6 +42,13 @@ fn topics_get_groups_placed_round_robin() {
             .0,
         ResultCode::Ok
     );
+    catalog
+}
+
+#[test]
+fn topics_get_groups_placed_round_robin() {
+    let mut catalog = catalog_with_stream_s();
+    let stream = Bytes::from(CreateStream { name: "s".into() }.to_vec());
     assert_eq!(
         catalog
             .commit(&header(2, Operation::CreateStream), Some(&stream))
@@ -71,6 +79,49 @@ fn topics_get_groups_placed_round_robin() {
         Some(&topic("s", "u", 1, 4)),
     );
     assert_eq!(result, ResultCode::InvalidRequest);
+}
+
+#[test]
+fn a_topics_assignments_carry_its_segment_size() {
+    let mut catalog = catalog_with_stream_s();
+    let sized = Bytes::from(
+        CreateTopic {
+            stream: "s".into(),
+            topic: "small".into(),
+            partition_count: 2,
+            replica_count: 3,
+            confirm: None,
+            durability: None,
+            consumer_offset_durability: None,
+            retention_bytes: 1 << 20,
+            retention_ms: 0,
+            segment_bytes: Some(128 * 1024),
+        }
+        .to_vec(),
+    );
+    let (result, body) = catalog.commit(&header(2, Operation::CreateTopic), Some(&sized));
+    assert_eq!(result, ResultCode::Ok);
+    let groups = TopicCreated::from_bytes(&body).expect("reply").groups;
+    assert_eq!(groups.len(), 2);
+    for group in &groups {
+        assert_eq!(catalog.groups[group].segment_bytes, 128 * 1024);
+    }
+    let info = catalog
+        .topic_info("s", "small", &|_| 0)
+        .expect("the topic exists");
+    assert_eq!(info.segment_bytes, 128 * 1024);
+    // Without a size, the node's default (0).
+    let (result, body) = catalog.commit(
+        &header(3, Operation::CreateTopic),
+        Some(&topic("s", "default", 1, 3)),
+    );
+    assert_eq!(result, ResultCode::Ok);
+    let group = TopicCreated::from_bytes(&body).expect("reply").groups[0];
+    assert_eq!(catalog.groups[&group].segment_bytes, 0);
+    let info = catalog
+        .topic_info("s", "default", &|_| 0)
+        .expect("the topic exists");
+    assert_eq!(info.segment_bytes, 0);
 }
 
 #[test]

@@ -64,6 +64,8 @@ pub fn recovered_of(recovery: &Recovery) -> Recovered {
         fresh: recovery.fresh,
         stopped_in_view: recovery.recovered_from_disk && recovery.stopped_in_view,
         joined_epoch: 0,
+        log_start: recovery.head_op.max(1),
+        log_start_offset: recovery.head_offset,
     }
 }
 

@@ -22,7 +22,9 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use strand_consensus::{Effect, Effects, Event, Replica};
-use strand_partition::{Completed, CutPoint, Disk, Partition, PartitionConfig, PartitionError};
+use strand_partition::{
+    Completed, CutPoint, Disk, Partition, PartitionConfig, PartitionError, RetentionPolicy,
+};
 use strand_wire::PrepareHeader;
 use strand_wire::ops::CursorEvents;
 use strand_wire::{
@@ -36,6 +38,11 @@ use crate::machine::Machine;
 
 /// Most cursor events shipped in one frame.
 pub const CURSOR_EVENTS_PER_FRAME_MAX: u64 = 256;
+
+/// Cursor events past the snapshot before [`GroupHost::compact_cursors`]
+/// writes a new one: a snapshot rewrites every cursor, so it waits until the
+/// log has grown by a few thousand commits.
+pub const CURSOR_EVENTS_BEFORE_COMPACTION: u64 = 4096;
 
 /// What the host's owner must carry out or learn, in the order it arose.
 #[derive(Debug)]
@@ -126,6 +133,11 @@ pub struct GroupHost<D: Disk> {
     transfers: transfer::Transfers,
     cluster: u64,
     group: u64,
+    /// How much of the record log to keep.
+    retention: RetentionPolicy,
+    /// The record log's segment count and persisted commit when retention
+    /// last looked.
+    retention_checked: (usize, u64),
     /// Protections switched off (a mutation run of the simulator).
     mutations: open::Mutations,
 }
@@ -164,6 +176,8 @@ impl<D: Disk> GroupHost<D> {
             transfers: transfer::Transfers::default(),
             cluster,
             group,
+            retention: RetentionPolicy::default(),
+            retention_checked: (0, 0),
             mutations: open::Mutations::default(),
         }
     }
@@ -286,6 +300,96 @@ impl<D: Disk> GroupHost<D> {
         }
     }
 
+    /// Applies the retention policy: drops the oldest sealed segments it
+    /// allows, never one holding this replica's commit or anything after
+    /// (see `Partition::apply_retention`), then tells consensus where the
+    /// log starts. `now_ns` is wall-clock time from the driver (the host
+    /// keeps no clock). Returns the segments removed; a storage failure
+    /// fails the host like any other.
+    pub fn retain(&mut self, now_ns: u64) -> usize {
+        if self.retention == RetentionPolicy::default()
+            || self.storage_failed
+            || self.partition.is_none()
+            || self.receiving_transfer()
+            || self.replica.status() == strand_consensus::Status::AwaitingStateTransfer
+        {
+            return 0;
+        }
+        let (policy, commit) = (self.retention, self.replica.commit());
+        let outcome = self.partition().apply_retention(policy, now_ns, commit);
+        let partition = self.partition_ref();
+        self.retention_checked = (partition.segment_count(), partition.persisted_commit());
+        match outcome {
+            Ok(outcome) => {
+                if outcome.segments_removed > 0 {
+                    self.note_log_start();
+                }
+                outcome.segments_removed
+            }
+            Err(error) => {
+                self.storage_error("apply retention", &error);
+                0
+            }
+        }
+    }
+
+    /// Folds the cursor event log into its snapshot once it holds
+    /// [`CURSOR_EVENTS_BEFORE_COMPACTION`] events past it, and drops the
+    /// log frames no peer still needs (see `Replica::cursor_keep_from`).
+    /// Durable when it returns; returns the frames dropped. The driver calls
+    /// it on its periodic check: committed cursors otherwise grow the log
+    /// without bound.
+    pub fn compact_cursors(&mut self) -> usize {
+        if self.storage_failed
+            || self.partition.is_none()
+            || self.receiving_transfer()
+            || self.replica.status() == strand_consensus::Status::AwaitingStateTransfer
+        {
+            return 0;
+        }
+        let partition = self.partition_ref();
+        let unfolded = partition.cursor_tail() - partition.cursor_snapshot_covers();
+        if unfolded < CURSOR_EVENTS_BEFORE_COMPACTION {
+            return 0;
+        }
+        let keep_from = self.replica.cursor_keep_from();
+        let compacted = self
+            .partition()
+            .snapshot_cursors()
+            .and_then(|()| self.partition().compact_cursors(keep_from));
+        match compacted {
+            Ok(frames) => frames,
+            Err(error) => {
+                self.storage_error("compact the cursor log", &error);
+                0
+            }
+        }
+    }
+
+    /// Whether size retention may have work: a limit is set and, since
+    /// [`GroupHost::retain`] last looked, a segment was sealed or the
+    /// persisted commit moved (a backup's commit trails its appends, and
+    /// retention never passes it). Cheap enough for every turn; age limits
+    /// are the driver's timer's.
+    pub fn retention_due(&self) -> bool {
+        self.retention.retention_bytes.is_some()
+            && self.partition.as_ref().is_some_and(|partition| {
+                (partition.segment_count(), partition.persisted_commit()) != self.retention_checked
+            })
+    }
+
+    /// The earliest record offset the partition holds (0 while it is not
+    /// open, between a failed operation and its reopen).
+    pub fn log_start_offset(&self) -> u64 {
+        self.partition.as_ref().map_or(0, Partition::head_offset)
+    }
+
+    /// Tells consensus the first op the partition holds.
+    fn note_log_start(&mut self) {
+        let start = self.partition_ref().head_op();
+        self.replica.note_log_start(start);
+    }
+
     /// Reopens the partition from its directory after an operation that
     /// consumed it failed; false (and storage failed) if that fails too.
     pub fn reopen(&mut self) -> bool {
@@ -293,6 +397,7 @@ impl<D: Disk> GroupHost<D> {
         match Partition::open(disk, &self.reopen.dir, self.reopen.config) {
             Ok((partition, _)) => {
                 self.partition = Some(partition);
+                self.note_log_start();
                 true
             }
             Err(error) => {
@@ -628,6 +733,7 @@ mod tests {
             dir: DIR.into(),
             catalog_nodes: None,
             storage: PartitionConfig::default(),
+            retention: RetentionPolicy::default(),
         }
     }
 
@@ -661,6 +767,92 @@ mod tests {
             record_count: values.len() as u32,
             timestamp_ns: 0,
         }
+    }
+
+    /// Runs requests on a lone host until each is answered.
+    fn answer_all(host: &mut GroupHost<MemoryDisk>, requests: usize) {
+        let mut out = Vec::new();
+        for _ in 0..requests * 10 + 10 {
+            host.settle(&mut out);
+        }
+        let replies = out
+            .iter()
+            .filter(|output| matches!(output, Output::Reply(reply) if reply.header().result() == ResultCode::Ok))
+            .count();
+        assert_eq!(replies, requests, "every request answered Ok");
+    }
+
+    #[test]
+    fn retention_drops_committed_segments_and_tells_consensus_where_the_log_starts() {
+        let mut spec = lone_spec();
+        spec.storage.log.segment_bytes_max = 2048;
+        spec.storage.headers_committed_max = 4;
+        spec.retention = RetentionPolicy {
+            retention_bytes: Some(4096),
+            retention_ms: None,
+        };
+        let (mut host, recovery) =
+            GroupHost::open(&spec, MemoryDisk::new(1), Box::new(|| MemoryDisk::new(2)))
+                .expect("open");
+        assert!(recovery.fresh);
+        let (replica, effects) = host.replica_and_effects();
+        replica.start(effects);
+        let value = "v".repeat(200);
+        for request in 1..=60 {
+            let (replica, effects) = host.replica_and_effects();
+            replica.on_request(produce(request, &[value.as_str()]), effects);
+            answer_all(&mut host, 1);
+        }
+        assert!(host.retention_due(), "segments were sealed");
+        assert_eq!(
+            host.retain(0),
+            0,
+            "nothing while the commit is not persisted"
+        );
+        // The commit is persisted on its timer; then the segments past the
+        // limit and the kept headers go.
+        let mut out = Vec::new();
+        for _ in 0..200 {
+            host.on_tick(&mut out);
+            host.settle(&mut out);
+        }
+        let removed = host.retain(0);
+        assert!(removed > 0);
+        let start = host.partition_ref().head_op();
+        assert!(start > 1 && start <= 60 - 4);
+        assert_eq!(host.replica().log_start(), start);
+        assert!(!host.retention_due(), "looked since the last seal");
+        assert!(!host.storage_failed());
+    }
+
+    #[test]
+    fn a_long_cursor_log_is_folded_into_its_snapshot() {
+        let (mut host, _) = lone_host();
+        let (replica, effects) = host.replica_and_effects();
+        replica.on_request(produce(1, &["a"]), effects);
+        answer_all(&mut host, 1);
+        let events = CURSOR_EVENTS_BEFORE_COMPACTION + 10;
+        for request in 0..events {
+            let mut header = RequestHeader::new(0, 1, ViewId::ZERO, 0);
+            header.client.set(43);
+            header.request.set(request + 1);
+            header.operation = Operation::StoreCursor as u8;
+            let cursor = strand_wire::ops::StoreCursor {
+                consumer: format!("c{}", request % 7),
+                offset: 1,
+            };
+            let request = Msg::new(header, bytes::Bytes::from(cursor.to_vec()));
+            let high_watermark = host.replica().machine().high_watermark();
+            let (replica, effects) = host.replica_and_effects();
+            replica.on_store_cursor(&request, cursor, high_watermark, effects);
+            answer_all(&mut host, 1);
+        }
+        assert_eq!(host.partition_ref().cursor_tail(), events);
+        assert!(host.compact_cursors() > 0, "frames dropped");
+        assert_eq!(host.partition_ref().cursor_snapshot_covers(), events);
+        assert_eq!(host.partition_ref().cursors().len(), 7);
+        assert_eq!(host.compact_cursors(), 0, "nothing new to fold");
+        assert!(!host.storage_failed());
     }
 
     #[test]

@@ -118,6 +118,12 @@ impl StateMachine for Machine {
             Machine::Records(records) => records.restore(head),
         }
     }
+
+    fn restore_retained(&mut self, offset_end: u64) {
+        if let Machine::Records(records) = self {
+            records.restore_retained(offset_end);
+        }
+    }
 }
 
 // ----- the metadata plane's open path -------------------------------------

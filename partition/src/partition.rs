@@ -286,6 +286,12 @@ impl<D: Disk> Partition<D> {
         self.log.durable_op
     }
 
+    /// The commit number the latest superblock holds (retention never drops
+    /// the op it names, nor any after it).
+    pub fn persisted_commit(&self) -> u64 {
+        self.superblock.durable.commit
+    }
+
     /// The first retained op.
     pub fn head_op(&self) -> u64 {
         self.log.head_op

@@ -317,6 +317,10 @@ impl<D: Disk> Partition<D> {
     ) -> Result<(), PartitionError> {
         let mut next = self.next_superblock();
         next.durable = fields;
+        // Ops retention dropped were committed: a commit number below them
+        // (consensus may reopen with a lower one than it persisted, when the
+        // ops at its commit are unreadable) says less than the log shows.
+        next.durable.commit = next.durable.commit.max(next.head_op.saturating_sub(1));
         self.start_superblock_write(next, Some(request_sequence))
     }
 
@@ -673,13 +677,21 @@ impl<D: Disk> Partition<D> {
 
     /// Drops the oldest sealed segments the policy allows, never one holding
     /// `keep_from_op` or later (the caller's bound: what consensus still
-    /// needs). Durable when it returns.
+    /// needs), nor one holding any of the last `headers_committed_max` ops
+    /// up to the superblock's commit: a reopen resumes from the op of its
+    /// persisted commit and rebuilds the table of clients' requests (what
+    /// makes a retried produce land once) from those headers, as it did
+    /// before any retention. Durable when it returns.
     pub fn apply_retention(
         &mut self,
         policy: RetentionPolicy,
         now_ns: u64,
         keep_from_op: u64,
     ) -> Result<RetentionOutcome, PartitionError> {
+        let kept_headers = self.config.headers_committed_max as u64;
+        let keep_from_op = keep_from_op
+            .min(self.superblock.durable.commit)
+            .saturating_sub(kept_headers);
         let count = self.log.retention_count(policy, now_ns, keep_from_op);
         if count > 0 {
             let (head_op, head_offset, parent) = self.log.head_after_dropping(count);

@@ -23,6 +23,7 @@ fn exporter(wal: &Wal, dir: &Path, ops: u64) -> (Partition<FileDisk>, Vec<Msg<Pr
     let written = append_durable(&mut partition, ops, 4, 120);
     store_cursors(&mut partition, &[("a", 40), ("b", 400)]);
     store_cursors(&mut partition, &[("a", 80)]);
+    persist_commit(&mut partition, ops, 1);
     let policy = RetentionPolicy {
         retention_bytes: Some(30 * 1024),
         retention_ms: None,

@@ -8,6 +8,7 @@
 //! metrics_address = "127.0.0.1:9101"   # optional
 //! tick_ms = 10                          # optional
 //! shards = 2                            # optional: shard threads (default: one per core)
+//! retention_check_ms = 30000            # optional: how often age retention is applied
 //!
 //! [[peers]]
 //! id = 1
@@ -72,6 +73,16 @@ pub struct TopicDefaults {
     pub confirm: Option<String>,
 }
 
+/// Default [`NodeConfig::retention_check_ms`]: 30 s. Each check visits
+/// every partition of the shard once, so it is cheap at any interval a
+/// person would pick; the bounds keep a typo from making it a busy loop or
+/// a day.
+pub const RETENTION_CHECK_MS_DEFAULT: u64 = 30_000;
+/// Shortest [`NodeConfig::retention_check_ms`].
+pub const RETENTION_CHECK_MS_MIN: u64 = 100;
+/// Longest [`NodeConfig::retention_check_ms`]: one hour.
+pub const RETENTION_CHECK_MS_MAX: u64 = 3_600_000;
+
 /// The file's shape.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,6 +94,7 @@ struct FileConfig {
     metrics_address: Option<String>,
     tick_ms: Option<u64>,
     shards: Option<usize>,
+    retention_check_ms: Option<u64>,
     #[serde(default)]
     topic_defaults: TopicDefaults,
 }
@@ -106,6 +118,10 @@ pub struct NodeConfig {
     pub tick_ms: u64,
     /// Shard threads hosting the groups (`crate::shard`).
     pub shards: usize,
+    /// How often each shard applies its partitions' age limits (size
+    /// limits are applied as segments fill). Records past a topic's
+    /// `retention_ms` are gone within this much more.
+    pub retention_check_ms: u64,
     /// Durability for topics that do not say.
     pub default_durability: Durability,
     /// Confirm policy for topics that do not say.
@@ -192,6 +208,15 @@ impl NodeConfig {
                 reason: format!("must be 1..={}", crate::shard::SHARDS_MAX),
             });
         }
+        let retention_check_ms = file
+            .retention_check_ms
+            .unwrap_or(RETENTION_CHECK_MS_DEFAULT);
+        if !(RETENTION_CHECK_MS_MIN..=RETENTION_CHECK_MS_MAX).contains(&retention_check_ms) {
+            return Err(ConfigError::Invalid {
+                field: "retention_check_ms",
+                reason: format!("must be {RETENTION_CHECK_MS_MIN}..={RETENTION_CHECK_MS_MAX}"),
+            });
+        }
         Ok(NodeConfig {
             node,
             cluster: file.cluster,
@@ -200,6 +225,7 @@ impl NodeConfig {
             metrics_address,
             tick_ms,
             shards,
+            retention_check_ms,
             default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
             default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
         })

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use strand_consensus::epoch::Membership;
 use strand_consensus::{ClientRequest, Config, Event, Status, Timeouts, WaitReason};
-use strand_partition::{FileDisk, PartitionConfig, ReadHandles};
+use strand_partition::{FileDisk, LogConfig, PartitionConfig, ReadHandles, RetentionPolicy};
 use strand_wal::Wal;
 use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
@@ -110,6 +110,10 @@ pub struct GroupSpec {
     /// This node was removed from the group by a started reassignment: its
     /// replica serves no more, its data stays.
     pub retired: bool,
+    /// How much of the record log to keep.
+    pub retention: RetentionPolicy,
+    /// Bytes per record-log segment (0: the partition's default).
+    pub segment_bytes: u64,
 }
 
 impl GroupSpec {
@@ -132,6 +136,8 @@ impl GroupSpec {
             dir: data_dir.join("metadata"),
             active: true,
             retired: false,
+            retention: RetentionPolicy::default(),
+            segment_bytes: 0,
         }
     }
 
@@ -173,6 +179,12 @@ impl GroupSpec {
             ),
             active: assignment.active,
             retired: assignment.role_of(me) == Some(Role::Retired),
+            retention: RetentionPolicy {
+                retention_bytes: (assignment.retention_bytes > 0)
+                    .then_some(assignment.retention_bytes),
+                retention_ms: (assignment.retention_ms > 0).then_some(assignment.retention_ms),
+            },
+            segment_bytes: assignment.segment_bytes,
         }
     }
 
@@ -256,10 +268,8 @@ impl Actor {
             dir: spec.dir.clone(),
             catalog_nodes: (spec.group == 0)
                 .then(|| spec.slots.iter().flatten().copied().collect()),
-            storage: PartitionConfig {
-                boot: shared.boot,
-                ..PartitionConfig::default()
-            },
+            storage: partition_config(&spec, shared.boot),
+            retention: spec.retention,
         };
         let read_handles = shared.read_handles.clone();
         let disk = disk_for(&wal, &read_handles, &inbox);
@@ -369,6 +379,43 @@ impl Actor {
         }
         self.outputs = outputs;
         self.report_epoch_started();
+        if self.host.retention_due() {
+            self.apply_retention();
+        }
+    }
+
+    /// Applies the retention policy now (the shard's age sweep, or a
+    /// segment sealed under a size limit).
+    pub fn apply_retention(&mut self) {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos() as u64);
+        let removed = self.host.retain(now_ns);
+        if removed > 0 {
+            metrics::retention_removed(removed);
+            tracing::info!(
+                group = self.spec.group,
+                segments = removed,
+                log_start_offset = self.host.log_start_offset(),
+                "group: retention removed segments"
+            );
+        }
+    }
+
+    /// The shard's periodic storage check: age limits (for groups that
+    /// keep a limited history) and cursor-log compaction (for all).
+    pub fn check_storage(&mut self) {
+        if self.spec.retention != RetentionPolicy::default() {
+            self.apply_retention();
+        }
+        let frames = self.host.compact_cursors();
+        if frames > 0 {
+            tracing::info!(
+                group = self.spec.group,
+                frames,
+                "group: cursor log compacted"
+            );
+        }
     }
 
     /// Carries out what the host put out.
@@ -503,6 +550,12 @@ impl Actor {
                     metrics::untrusted_log(untrusted);
                 }
                 tracing::info!(untrusted, "group: log trust changed");
+            }
+            Event::BehindLogStart { from, log_start } => {
+                metrics::behind_log_start();
+                let node = self.spec.node_at(from);
+                tracing::warn!(from_node = ?node, log_start,
+                    "group: a peer's retention dropped ops this replica lacks; catching up by state transfer");
             }
             Event::AppliedDivergence { op } => {
                 metrics::applied_divergence(&self.label);
@@ -964,6 +1017,15 @@ impl Actor {
                 }
             })
             .collect();
+        // The metadata plane holds no records: both offsets stay 0 there.
+        let (log_start_offset, high_watermark) = if self.spec.group == 0 {
+            (0, 0)
+        } else {
+            (
+                self.host.log_start_offset(),
+                self.host.replica().machine().high_watermark(),
+            )
+        };
         let status = GroupStatus {
             group: self.spec.group,
             stream: self.spec.stream.clone(),
@@ -981,6 +1043,8 @@ impl Actor {
             primary: self.host.replica().primary_index(),
             op: self.host.replica().op(),
             commit_op: commit,
+            log_start_offset,
+            high_watermark,
             untrusted_log: !self.host.replica().trusted(),
             replicas,
         };
@@ -1018,6 +1082,24 @@ fn attention_reason(reason: WaitReason) -> AttentionReason {
 
 /// A disk on `wal`, reading through the node's `read_handles`, whose
 /// completions wake the actor behind `inbox`.
+/// The partition layout a group's spec asks for: its topic's segment size
+/// (or the default), opened in this node boot.
+fn partition_config(spec: &GroupSpec, boot: u64) -> PartitionConfig {
+    let defaults = PartitionConfig::default();
+    let segment_bytes_max = match spec.segment_bytes {
+        0 => defaults.log.segment_bytes_max,
+        bytes => bytes,
+    };
+    PartitionConfig {
+        boot,
+        log: LogConfig {
+            segment_bytes_max,
+            ..defaults.log
+        },
+        ..defaults
+    }
+}
+
 fn disk_for(wal: &Wal, read_handles: &ReadHandles, inbox: &GroupInbox) -> FileDisk {
     let inbox = inbox.clone();
     let notify = move || {

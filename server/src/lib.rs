@@ -14,7 +14,7 @@
 //! |---|---|
 //! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
 //! | [`shared`] | the group registry, published status, reply routing, bus queues |
-//! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks |
+//! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks, the periodic storage check (age retention, cursor compaction) |
 //! | [`balance`] | per shard: which groups hand leadership back to their preferred primary, paced |
 //! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |

@@ -4,6 +4,8 @@
 //! |---|---|---|
 //! | `partitions_untrusted_log` | gauge | hosted groups whose log is untrusted (restarted without a clean mark, not yet in a view) |
 //! | `partition_applied_divergence_total{group}` | counter | StartViews that contradicted applied history |
+//! | `partition_behind_log_start_total` | counter | replicas that lacked ops a peer's retention had dropped, and so caught up by state transfer |
+//! | `partition_retention_segments_removed_total` | counter | record-log segments retention removed |
 //! | `view_changes_total{group}` | counter | view changes this replica started |
 //! | `state_transfers_installed_total{group}` | counter | state transfers installed (after a quarantine or a reopen awaiting one) |
 //! | `partition_view{group}` | gauge | the view the replica is normal in |
@@ -49,6 +51,14 @@ fn describe() {
     metrics::describe_counter!(
         "partition_applied_divergence_total",
         "StartViews that contradicted applied history"
+    );
+    metrics::describe_counter!(
+        "partition_behind_log_start_total",
+        "replicas that lacked ops a peer's retention had dropped (they catch up by state transfer)"
+    );
+    metrics::describe_counter!(
+        "partition_retention_segments_removed_total",
+        "record-log segments retention removed"
     );
     metrics::describe_counter!("view_changes_total", "view changes this replica started");
     metrics::describe_gauge!("groups_hosted", "groups this node hosts");
@@ -107,6 +117,16 @@ pub fn state_transfer_installed(group: &str) {
 /// A group's new view contradicted applied history.
 pub fn applied_divergence(group: &str) {
     counter!("partition_applied_divergence_total", "group" => group.to_owned()).increment(1);
+}
+
+/// A replica lacked ops a peer's retention had dropped.
+pub fn behind_log_start() {
+    counter!("partition_behind_log_start_total").increment(1);
+}
+
+/// Retention removed `segments` record-log segments of a partition.
+pub fn retention_removed(segments: usize) {
+    counter!("partition_retention_segments_removed_total").increment(segments as u64);
 }
 
 /// Consensus dropped an input.

@@ -280,6 +280,9 @@ impl Shards {
                 opens_on_input_this_turn: 0,
                 balancer: Balancer::new(Instant::now()),
                 tick: Duration::from_millis(shared.config.tick_ms),
+                retention_check: Duration::from_millis(shared.config.retention_check_ms),
+                next_retention_check: Instant::now()
+                    + Duration::from_millis(shared.config.retention_check_ms),
                 stop_requested: false,
             };
             let thread = std::thread::Builder::new()
@@ -396,6 +399,9 @@ struct Shard {
     /// primary ([`crate::balance`]).
     balancer: Balancer,
     tick: Duration,
+    /// How often its groups' age limits are applied, and when next.
+    retention_check: Duration,
+    next_retention_check: Instant,
     stop_requested: bool,
 }
 
@@ -445,6 +451,10 @@ impl Shard {
                     }
                 }
                 self.balance(now);
+                if now >= self.next_retention_check {
+                    self.next_retention_check = now + self.retention_check;
+                    self.check_retention();
+                }
             }
             self.settle_touched();
             let turn = turn_started.elapsed();
@@ -617,6 +627,15 @@ impl Shard {
                 metrics::groups_quiet(1.0);
                 actor.publish();
             }
+        }
+    }
+
+    /// Applies every group's age limits and compacts cursor logs (ages pass
+    /// with no input, so a timer looks; one visit per group per check, none
+    /// per tick).
+    fn check_retention(&mut self) {
+        for actor in self.actors.values_mut() {
+            actor.check_storage();
         }
     }
 

@@ -505,6 +505,8 @@ mod tests {
             primary,
             op: 0,
             commit_op: 0,
+            log_start_offset: 0,
+            high_watermark: 0,
             untrusted_log: false,
             replicas,
         };

@@ -246,6 +246,33 @@ fn status_and_attention_report_a_healthy_cluster() {
         let json = strand_ok(&cluster, &["status", "--json"], b"").await;
         assert!(json.matches("\"answered\": true").count() >= 3, "{json}");
         assert!(json.contains("\"name\": \"s/t/1\""), "{json}");
+        assert!(status.contains("  EARLIEST  END  "), "{status}");
+
+        // Each partition's earliest offset and end, as its primary reports
+        // them (status is published each tick: the end may lag a moment).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let described = strand_ok(&cluster, &["topic", "describe", "s/t", "--json"], b"").await;
+            let value: serde_json::Value = serde_json::from_str(&described).expect("json");
+            let offsets: Vec<(Option<u64>, Option<u64>)> = value["partitions"]
+                .as_array()
+                .expect("partitions")
+                .iter()
+                .map(|partition| {
+                    (
+                        partition["log_start_offset"].as_u64(),
+                        partition["high_watermark"].as_u64(),
+                    )
+                })
+                .collect();
+            if offsets == [(Some(0), Some(2)), (Some(0), Some(0))] {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{described}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let described = strand_ok(&cluster, &["topic", "describe", "s/t"], b"").await;
+        assert!(described.contains("  EARLIEST  END\n"), "{described}");
 
         // A fresh group may still be settling its first view: wait for clear.
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -133,6 +133,7 @@ fn a_three_node_cluster_creates_a_topic_produces_and_fetches() {
         consumer_offset_durability: None,
         retention_bytes: 0,
         retention_ms: 0,
+        segment_bytes: None,
     };
     let reply = first.call(
         0,

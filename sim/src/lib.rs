@@ -9,8 +9,11 @@
 //! random, possibly torn, part of what was not synced, power losses that
 //! strike between two storage operations, storage faults on a minority) and
 //! the clock are simulated; clients produce with retries and
-//! store cursors. Checkers run after every step; a failing seed replays bit
-//! for bit.
+//! store cursors. Half the seeds give the record log a size limit and tiny
+//! segments, so retention drops segments as commits advance and replicas
+//! that fall behind catch up by state transfer. Checkers run after every
+//! step; a failing seed replays bit for bit (`STRAND_SIM_LOG=info` adds the
+//! replicas' own logs).
 //!
 //! Modules, in reading order:
 //!

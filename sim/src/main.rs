@@ -142,8 +142,19 @@ fn summary(outcome: &Outcome) -> String {
     } else {
         String::new()
     };
+    let retention = if options.retention_bytes > 0 {
+        format!(
+            " retention_bytes={} retained_segments={} behind_log_start={} transfers={}",
+            options.retention_bytes,
+            stats.retained_segments,
+            stats.behind_log_start,
+            stats.transfers
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} accepted_losses={} handovers={} quiet_ticks={}{reassignments} result={}",
+        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} accepted_losses={} handovers={} quiet_ticks={}{reassignments}{retention} result={}",
         outcome.seed,
         outcome.trace_hash,
         options.replica_count,
@@ -168,6 +179,13 @@ fn summary(outcome: &Outcome) -> String {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // The replicas' own logs (host, partition, WAL), for replaying a seed.
+    if let Ok(filter) = std::env::var("STRAND_SIM_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     if let Some(mutation) = args.mutation.filter(|_| !cfg!(feature = "mutations")) {
         eprintln!(
             "--mutation {} needs a build with `--features mutations`",

@@ -65,6 +65,10 @@ pub struct Options {
     /// place of its group's preferred primary, that its driver asks it to
     /// hand over, per million; 0 never asks.
     pub handover_ppm: u64,
+    /// The record log's size limit (0: none): retention drops the oldest
+    /// segments past it as commits advance, so a replica that falls behind
+    /// must catch up by state transfer.
+    pub retention_bytes: u64,
     /// Switch off the trusted-quorum gate (`mutations` only).
     pub mutation_untrusted_gate: bool,
     /// Chance per tick of the faulty phase that the catalog reassigns the
@@ -176,6 +180,7 @@ impl Options {
             cursor_ppm: [0, 5_000, 50_000][prng.below(3) as usize],
             power_loss_ppm: [0, 300, 2_000][prng.below(3) as usize],
             mutation_untrusted_gate: overrides.mutation_untrusted_gate,
+            retention_bytes: 0,
             handover_ppm: 0,
             reassign_ppm: 0,
             catalog_lag_max_ticks: 0,
@@ -195,6 +200,8 @@ impl Options {
         // existed, and a seed hands over alike with and without reassignment.
         let mut handover = Prng::new(seed ^ 0x4a4d_0ff0_4a4d_0ff0);
         options.handover_ppm = [0, 0, 3_000, 30_000][handover.below(4) as usize];
+        let mut retention = Prng::new(seed ^ 0x7e7a_1e57_7e7a_1e57);
+        options.retention_bytes = [0, 0, 4 << 10, 12 << 10][retention.below(4) as usize];
         options
     }
 

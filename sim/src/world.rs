@@ -44,6 +44,9 @@ const TRAFFIC_IN_FLIGHT_MAX: usize = 100_000;
 /// Ticks an idle, healed group may take to go quiet (a few heartbeat
 /// rounds and a repair), and that it must then stay quiet.
 const QUIESCE_TICKS_MAX: u64 = 500;
+/// Ticks between retention checks beside the ones a sealed segment
+/// prompts (a node's `retention_check_ms`).
+const RETENTION_CHECK_TICKS: u64 = 100;
 /// Ticks one state-transfer attempt may take before the session moves on
 /// to the next source: its stalls at a silent source.
 const STATE_TRANSFER_TICKS: u64 =
@@ -108,6 +111,10 @@ pub struct Stats {
     pub retirements: u64,
     /// Removed replicas dropped for good.
     pub drops: u64,
+    /// Record-log segments retention removed (all replicas).
+    pub retained_segments: u64,
+    /// Replicas that lacked ops a peer's retention had dropped.
+    pub behind_log_start: u64,
 }
 
 impl Stats {
@@ -130,6 +137,8 @@ impl Stats {
         self.joins += other.joins;
         self.transfers += other.transfers;
         self.retirements += other.retirements;
+        self.retained_segments += other.retained_segments;
+        self.behind_log_start += other.behind_log_start;
         self.drops += other.drops;
     }
 }
@@ -522,6 +531,7 @@ impl World {
             if self.hosts[usize::from(replica)].is_some() {
                 self.run_host(replica, |host, out| host.on_tick(out))?;
             }
+            self.apply_retention(replica)?;
         }
         self.clients_act()?;
         if self.network.in_flight() > TRAFFIC_IN_FLIGHT_MAX {
@@ -698,6 +708,28 @@ impl World {
         result
     }
 
+    /// Applies the retention limit as a node does: once a segment was
+    /// sealed, and on its periodic check, which also compacts the cursor
+    /// log (the sim has no age limit; its clock starts at 0).
+    fn apply_retention(&mut self, replica: u8) -> Result<(), Violation> {
+        let Some(host) = self.hosts[usize::from(replica)].as_ref() else {
+            return Ok(());
+        };
+        let checked = self.now % RETENTION_CHECK_TICKS == 0;
+        if !checked && !host.retention_due() {
+            return Ok(());
+        }
+        let mut removed = 0;
+        self.run_host(replica, |host, _| {
+            removed = host.retain(0);
+            if checked {
+                host.compact_cursors();
+            }
+        })?;
+        self.stats.retained_segments += removed as u64;
+        Ok(())
+    }
+
     /// Carries out one output of the host at `replica`, under the checkers.
     fn on_output(&mut self, replica: u8, output: Output) -> Result<(), Violation> {
         let index = usize::from(replica);
@@ -813,6 +845,12 @@ impl World {
             }
             Event::EpochStarted { epoch } => self.epoch_started(replica, epoch),
             Event::Retired { epoch } => self.retired(replica, epoch),
+            Event::BehindLogStart { from, log_start } => {
+                self.stats.behind_log_start += 1;
+                let values = [u64::from(from), log_start];
+                self.trace
+                    .record(self.now, endpoint, "behind_log_start", &values);
+            }
             Event::Reconfiguring { op, epoch } => {
                 let values = [op, u64::from(epoch)];
                 self.trace

@@ -42,11 +42,15 @@ pub enum Command {
     StateTransferChunk = 16,
     /// Primary → backups: cursor events that are durable on the primary.
     Cursors = 17,
+    /// Answer to a repair request below the sender's retained log: it no
+    /// longer holds those ops (retention dropped them); the asker catches up
+    /// by state transfer.
+    LogStart = 18,
 }
 
 impl Command {
     /// Every command, in wire order; used by tests and by exhaustive checks.
-    pub const ALL: [Command; 17] = [
+    pub const ALL: [Command; 18] = [
         Command::Ping,
         Command::Pong,
         Command::Request,
@@ -64,6 +68,7 @@ impl Command {
         Command::RequestStateTransfer,
         Command::StateTransferChunk,
         Command::Cursors,
+        Command::LogStart,
     ];
 
     /// Parses the command byte; `None` for a byte that names no command.

@@ -189,6 +189,7 @@ messages! {
     RequestStateTransfer(RequestStateTransferHeader),
     StateTransferChunk(StateTransferChunkHeader),
     Cursors(CursorsHeader),
+    LogStart(LogStartHeader),
 }
 
 impl Message {

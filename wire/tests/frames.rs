@@ -191,7 +191,7 @@ fn unsupported_protocol_version() {
 
 #[test]
 fn unknown_command() {
-    for command in [0u8, 18, 255] {
+    for command in [0u8, 19, 255] {
         let mut frame = encode(&ping());
         frame[32] = command;
         reseal(&mut frame);

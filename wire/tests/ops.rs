@@ -53,12 +53,13 @@ fn group_status() -> impl Strategy<Value = GroupStatus> {
             "[a-z_]{0,24}",
         ),
         (any::<u8>(), any::<u64>(), any::<u64>(), any::<bool>()),
+        (any::<u64>(), any::<u64>()),
         proptest::collection::vec(
             (any::<u8>(), any::<u32>(), any::<u64>(), any::<bool>()),
             0..6,
         ),
     )
-        .prop_map(|(a, b, c, replicas)| GroupStatus {
+        .prop_map(|(a, b, c, offsets, replicas)| GroupStatus {
             group: a.0,
             stream: a.1,
             topic: a.2,
@@ -75,6 +76,8 @@ fn group_status() -> impl Strategy<Value = GroupStatus> {
             primary: c.0,
             op: c.1,
             commit_op: c.2,
+            log_start_offset: offsets.0,
+            high_watermark: offsets.1,
             untrusted_log: c.3,
             replicas: replicas
                 .into_iter()
@@ -188,10 +191,11 @@ proptest! {
         confirm in proptest::option::of(confirm()), durability in proptest::option::of(durability()),
         cursor in proptest::option::of(durability()),
         retention_bytes in any::<u64>(), retention_ms in any::<u64>(),
+        segment_bytes in proptest::option::of(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX),
     ) {
         round_trip(&CreateTopic {
             stream, topic, partition_count, replica_count, confirm, durability,
-            consumer_offset_durability: cursor, retention_bytes, retention_ms,
+            consumer_offset_durability: cursor, retention_bytes, retention_ms, segment_bytes,
         })?;
     }
 
@@ -264,13 +268,14 @@ proptest! {
                 streams in proptest::collection::vec(name(), 0..4),
                 topics in proptest::collection::vec(
                     (name(), name(), confirm(), durability(), durability(), any::<u64>(), any::<u64>(),
+                     any::<u64>(),
                      proptest::collection::vec((any::<u32>(), any::<u64>(), any::<u32>(),
                         proptest::collection::vec(any::<u32>(), 0..5), any::<u32>()), 0..4)), 0..4)) {
         let topic = if with_topic && stream.is_some() { Some(topic) } else { None };
         round_trip(&MetadataRequest { stream, topic })?;
-        let topics = topics.into_iter().map(|(stream, topic, confirm, durability, cursor, rb, rm, partitions)| TopicInfo {
+        let topics = topics.into_iter().map(|(stream, topic, confirm, durability, cursor, rb, rm, sb, partitions)| TopicInfo {
             stream, topic, confirm, durability, consumer_offset_durability: cursor,
-            retention_bytes: rb, retention_ms: rm,
+            retention_bytes: rb, retention_ms: rm, segment_bytes: sb,
             partitions: partitions.into_iter().map(|(partition, group, epoch, replicas, view)|
                 PartitionInfo { partition, group, epoch, replicas, view }).collect(),
         }).collect();
@@ -388,6 +393,7 @@ fn create_topic_rejects_out_of_range_fields() {
         consumer_offset_durability: None,
         retention_bytes: 0,
         retention_ms: 0,
+        segment_bytes: None,
     };
     assert!(CreateTopic::from_bytes(&good.to_vec()).is_ok());
     let mut unknown_bit = good.to_vec();
@@ -423,4 +429,138 @@ fn create_topic_rejects_out_of_range_fields() {
     ] {
         assert!(CreateTopic::from_bytes(&bad.to_vec()).is_err(), "{bad:?}");
     }
+}
+
+#[test]
+fn create_topic_segment_bytes_must_be_in_range() {
+    let with = |segment_bytes| CreateTopic {
+        stream: "s".into(),
+        topic: "t".into(),
+        partition_count: 1,
+        replica_count: 1,
+        confirm: None,
+        durability: None,
+        consumer_offset_durability: None,
+        retention_bytes: 0,
+        retention_ms: 0,
+        segment_bytes: Some(segment_bytes),
+    };
+    for good in [SEGMENT_BYTES_MIN, 1 << 20, SEGMENT_BYTES_MAX] {
+        let request = with(good);
+        assert_eq!(
+            CreateTopic::from_bytes(&request.to_vec()),
+            Ok(request),
+            "{good}"
+        );
+    }
+    for bad in [0, 1, SEGMENT_BYTES_MIN - 1, SEGMENT_BYTES_MAX + 1, u64::MAX] {
+        assert_eq!(
+            CreateTopic::from_bytes(&with(bad).to_vec()),
+            Err(BodyError::Invalid {
+                field: "segment bytes",
+                reason: "not in 64 KiB..=1 GiB",
+            }),
+            "{bad}"
+        );
+    }
+}
+
+/// The CreateTopic layout from before segment sizes: presence bits 1, 2, 4
+/// at most, and nothing after `retention_ms`.
+fn create_topic_without_segment_bytes(present: u8) -> Vec<u8> {
+    let mut writer = strand_wire::codec::BodyWriter::default();
+    writer.str("s");
+    writer.str("t");
+    writer.u32(2);
+    writer.u8(3);
+    writer.u8(present);
+    if present & 2 != 0 {
+        writer.u8(Durability::Replicated as u8);
+    }
+    writer.u64(4096);
+    writer.u64(60_000);
+    writer.into_vec()
+}
+
+#[test]
+fn create_topic_written_before_segment_bytes_still_decodes() {
+    let old = create_topic_without_segment_bytes(2);
+    assert_eq!(
+        CreateTopic::from_bytes(&old),
+        Ok(CreateTopic {
+            stream: "s".into(),
+            topic: "t".into(),
+            partition_count: 2,
+            replica_count: 3,
+            confirm: None,
+            durability: Some(Durability::Replicated),
+            consumer_offset_durability: None,
+            retention_bytes: 4096,
+            retention_ms: 60_000,
+            segment_bytes: None,
+        })
+    );
+    // A request without a segment size is still written the old way.
+    let decoded = CreateTopic::from_bytes(&old).expect("decodes");
+    assert_eq!(decoded.to_vec(), old);
+    // The bit set without the size after `retention_ms` is a truncated body.
+    let bit_without_size = create_topic_without_segment_bytes(2 | 8);
+    assert!(matches!(
+        CreateTopic::from_bytes(&bit_without_size),
+        Err(BodyError::Truncated {
+            field: "segment bytes",
+            ..
+        })
+    ));
+}
+
+/// A group's status with empty names, the given offsets and no replicas.
+fn status_with_offsets(log_start_offset: u64, high_watermark: u64) -> GroupStatus {
+    GroupStatus {
+        group: 7,
+        stream: String::new(),
+        topic: String::new(),
+        partition: 1,
+        epoch: 2,
+        confirm: ConfirmPolicy::MajorityDurable,
+        durability: Durability::Persisted,
+        write_quorum: 2,
+        view_change_quorum: 2,
+        replica: 0,
+        view: 3,
+        log_view: 3,
+        status: String::new(),
+        primary: 0,
+        op: 40,
+        commit_op: 39,
+        log_start_offset,
+        high_watermark,
+        untrusted_log: false,
+        replicas: Vec::new(),
+    }
+}
+
+#[test]
+fn group_status_carries_the_offsets_right_after_the_commit_number() {
+    let status = status_with_offsets(1_000, 5_000);
+    let bytes = status.to_vec();
+    // group 8, stream 2, topic 2, partition 4, epoch 4, confirm 2,
+    // durability, quorums, replica 4 x 1, view 4, log view 4, status 2,
+    // primary 1, op 8: the commit number follows.
+    let commit_at = 8 + 2 + 2 + 4 + 4 + 2 + 4 + 4 + 4 + 2 + 1 + 8;
+    let word = |at: usize| {
+        let mut array = [0u8; 8];
+        array.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(array)
+    };
+    assert_eq!(word(commit_at), 39);
+    assert_eq!(word(commit_at + 8), 1_000, "log start offset");
+    assert_eq!(word(commit_at + 16), 5_000, "high watermark");
+    assert_eq!(GroupStatus::from_bytes(&bytes), Ok(status));
+    let reply = ClusterStatusReply {
+        node: 1,
+        nodes: Vec::new(),
+        groups: vec![status_with_offsets(0, 0), status_with_offsets(12, u64::MAX)],
+    };
+    assert_eq!(ClusterStatusReply::from_bytes(&reply.to_vec()), Ok(reply));
 }

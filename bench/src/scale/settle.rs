@@ -615,6 +615,8 @@ mod tests {
             primary: 1,
             op: 0,
             commit_op: 0,
+            log_start_offset: 0,
+            high_watermark: 0,
             untrusted_log: false,
             replicas: Vec::new(),
         }

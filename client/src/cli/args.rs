@@ -3,6 +3,7 @@
 //! policies, partition targets). Nothing here touches the network.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use strand_wire::ops::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 use strand_wire::{ConfirmPolicy, Durability, REPLICAS_MAX};
 
 use crate::PartitionTarget;
@@ -76,7 +77,7 @@ pub(crate) enum Command {
     /// Read records from a partition, optionally storing a cursor as it goes.
     Consume(ConsumeArgs),
     /// Every node (reachable or not) and every partition's replicas: view,
-    /// primary, commit and lag, untrusted logs.
+    /// primary, commit and lag, earliest offset and end, untrusted logs.
     Status,
     /// Partitions whose view change waits, why, and which replicas they
     /// await. Exit code 0 when nothing waits and every node answered, 3 otherwise.
@@ -116,7 +117,8 @@ pub(crate) enum TopicCommand {
     Create(TopicCreateArgs),
     /// List every topic with its policies.
     List,
-    /// One topic's policies and partitions (replicas, view, primary).
+    /// One topic's policies and partitions (replicas, view, primary, and
+    /// the earliest offset and end its primary reports).
     Describe {
         /// The topic, as STREAM/TOPIC.
         #[arg(value_parser = parse_topic_path)]
@@ -150,6 +152,11 @@ pub(crate) struct TopicCreateArgs {
     /// Age limit in milliseconds (0: none).
     #[arg(long, default_value_t = 0)]
     pub(crate) retention_ms: u64,
+    /// Bytes per record-log segment file, 65536 (64 KiB) to 1073741824
+    /// (1 GiB). Retention drops whole segments, so a small retention wants
+    /// small segments. Default: the node's (256 MiB).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX))]
+    pub(crate) segment_bytes: Option<u64>,
 }
 
 /// A durability policy as a flag value.
@@ -419,6 +426,8 @@ mod tests {
             "1000",
             "--retention-ms",
             "60000",
+            "--segment-bytes",
+            "1048576",
         ])
         .expect("valid");
         assert_eq!(cli.cluster, vec!["a:1", "b:2"]);
@@ -431,6 +440,7 @@ mod tests {
         assert_eq!(create.durability, Some(DurabilityArg::Replicated));
         assert_eq!(create.confirm, Some(ConfirmPolicy::Count(2)));
         assert_eq!((create.retention_bytes, create.retention_ms), (1000, 60000));
+        assert_eq!(create.segment_bytes, Some(1 << 20));
     }
 
     #[test]
@@ -441,6 +451,7 @@ mod tests {
         };
         assert_eq!((create.durability, create.confirm), (None, None));
         assert_eq!((create.partitions, create.replicas), (1, 3));
+        assert_eq!(create.segment_bytes, None, "the node's default");
     }
 
     #[test]
@@ -452,6 +463,9 @@ mod tests {
             &["topic", "create", "s/t", "--partitions", "0"],
             &["topic", "create", "s/t", "--confirm", "0"],
             &["topic", "create", "s/t", "--durability", "fsync"],
+            &["topic", "create", "s/t", "--segment-bytes", "65535"],
+            &["topic", "create", "s/t", "--segment-bytes", "1073741825"],
+            &["topic", "create", "s/t", "--segment-bytes", "1MiB"],
             &["consume", "s/t", "--from", "3", "--cursor", "c"],
             &["produce", "s/t", "--size", "10"],
             &["produce", "s/t", "--count", "1", "--size", "999999999"],

@@ -476,6 +476,8 @@ mod tests {
             primary: 0,
             op: 10,
             commit_op: 10,
+            log_start_offset: 0,
+            high_watermark: 0,
             untrusted_log: false,
             replicas: vec![
                 replica(0, 1, true),

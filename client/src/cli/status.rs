@@ -1,6 +1,7 @@
 //! `strand status`: every node (answering or not), then every group's
 //! replicas side by side, each as its own node reports it: status, view,
 //! the primary it follows, commit and lag behind the group's highest commit,
+//! the earliest record offset it still holds and its end (high watermark),
 //! whether its log is trusted. Replicas on nodes that did not answer show as
 //! such. [`StatusView`] is built purely from the SDK's answers, then printed
 //! as a table or as JSON.
@@ -63,6 +64,12 @@ struct ReplicaView {
     commit_op: Option<u64>,
     /// How far its commit is behind the group's highest reported commit.
     lag: Option<u64>,
+    /// The earliest record offset it still holds (retention drops older
+    /// ones); `None` when it did not answer, or for the metadata plane.
+    log_start_offset: Option<u64>,
+    /// One past the last record offset it committed; `None` when it did not
+    /// answer, or for the metadata plane.
+    high_watermark: Option<u64>,
     untrusted_log: Option<bool>,
     /// Whether it holds every committed op, as the primary sees it (`false`:
     /// still catching up, not counted toward confirms); `None` when no
@@ -177,6 +184,8 @@ impl StatusView {
             "PRIMARY",
             "COMMIT OP",
             "LAG",
+            "EARLIEST",
+            "END",
             "COPY",
             "LOG",
         ]);
@@ -202,6 +211,8 @@ impl StatusView {
                     or_dash(replica.primary_node.map(|node| format!("node {node}"))),
                     or_dash(replica.commit_op.map(|commit| commit.to_string())),
                     or_dash(replica.lag.map(|lag| lag.to_string())),
+                    or_dash(replica.log_start_offset.map(|offset| offset.to_string())),
+                    or_dash(replica.high_watermark.map(|offset| offset.to_string())),
                     or_dash(replica.caught_up.map(|caught_up| {
                         if caught_up {
                             "caught up"
@@ -246,6 +257,8 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
             replica_nodes.entry(replica.replica).or_insert(replica.node);
         }
     }
+    // The metadata plane holds no records: it has no offsets to show.
+    let records = first.group != crate::routing::METADATA_GROUP;
     let commit_max = reports
         .iter()
         .map(|(_, report)| report.commit_op)
@@ -286,6 +299,8 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
                     op: Some(report.op),
                     commit_op: Some(report.commit_op),
                     lag: Some(commit_max.saturating_sub(report.commit_op)),
+                    log_start_offset: records.then_some(report.log_start_offset),
+                    high_watermark: records.then_some(report.high_watermark),
                     untrusted_log: Some(report.untrusted_log),
                     caught_up: caught_up(replica),
                 },
@@ -300,6 +315,8 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
                     op: None,
                     commit_op: None,
                     lag: None,
+                    log_start_offset: None,
+                    high_watermark: None,
                     untrusted_log: None,
                     caught_up: caught_up(replica),
                 },
@@ -346,6 +363,8 @@ mod tests {
     use super::*;
     use crate::{ClientError, ClusterStatusReply, NodeAnswer, NodeInfo, ReplicaStatus};
 
+    /// Replica `replica` of group 4, whose log keeps offsets 20 up to ten
+    /// records per committed op.
     fn group(replica: u8, commit_op: u64, untrusted_log: bool) -> GroupStatus {
         GroupStatus {
             group: 4,
@@ -364,6 +383,8 @@ mod tests {
             primary: 1,
             op: commit_op,
             commit_op,
+            log_start_offset: 20,
+            high_watermark: commit_op * 10,
             untrusted_log,
             replicas: (0..3)
                 .map(|index| ReplicaStatus {
@@ -422,10 +443,10 @@ mod tests {
              2     h:2      ok                     1       3\n\
              3     h:3      unreachable (refused)  -       -\n\
              \n\
-             PARTITION  GROUP  EPOCH  POLICY            REPLICA  NODE  STATUS     VIEW  PRIMARY  COMMIT OP  LAG  COPY       LOG\n\
-             s/t/0      4      0      replicated W2/R2  0        1     normal     1     node 2   7          0    caught up  trusted\n\
-             s/t/0      4      0      replicated W2/R2  1        2     normal     1     node 2   5          2    caught up  UNTRUSTED\n\
-             s/t/0      4      0      replicated W2/R2  2        3     no answer  -     -        -          -    caught up  -\n\
+             PARTITION  GROUP  EPOCH  POLICY            REPLICA  NODE  STATUS     VIEW  PRIMARY  COMMIT OP  LAG  EARLIEST  END  COPY       LOG\n\
+             s/t/0      4      0      replicated W2/R2  0        1     normal     1     node 2   7          0    20        70   caught up  trusted\n\
+             s/t/0      4      0      replicated W2/R2  1        2     normal     1     node 2   5          2    20        50   caught up  UNTRUSTED\n\
+             s/t/0      4      0      replicated W2/R2  2        3     no answer  -     -        -          -    -         -    caught up  -\n\
              \n\
              untrusted logs: s/t/0 (group 4) replica 1 on node 2\n"
         );
@@ -473,5 +494,60 @@ mod tests {
         assert_eq!(json["partitions"][0]["replicas"][1]["lag"], 2);
         assert_eq!(json["partitions"][0]["replicas"][2]["answered"], false);
         assert_eq!(json["untrusted"][0]["node"], 2);
+        let replica = &json["partitions"][0]["replicas"][1];
+        assert_eq!(replica["log_start_offset"], 20);
+        assert_eq!(replica["high_watermark"], 50);
+        let silent = &json["partitions"][0]["replicas"][2];
+        assert!(silent["log_start_offset"].is_null(), "{silent}");
+        assert!(silent["high_watermark"].is_null(), "{silent}");
+    }
+
+    #[test]
+    fn each_replica_shows_its_own_earliest_offset_and_end() {
+        // Retention ran on the primary; the backup still holds older records
+        // and has not applied the last commit.
+        let mut primary = group(1, 9, false);
+        primary.log_start_offset = 60;
+        let mut backup = group(0, 8, false);
+        backup.log_start_offset = 30;
+        let status = ClusterStatus {
+            nodes: vec![answer(1, vec![backup]), answer(2, vec![primary])],
+        };
+        let view = StatusView::from_status(&status);
+        let offsets: Vec<(Option<u64>, Option<u64>)> = view.partitions[0]
+            .replicas
+            .iter()
+            .map(|replica| (replica.log_start_offset, replica.high_watermark))
+            .collect();
+        assert_eq!(
+            offsets,
+            [(Some(30), Some(80)), (Some(60), Some(90)), (None, None)]
+        );
+        let text = view.text();
+        assert!(text.contains("  LAG  EARLIEST  END  "), "{text}");
+        assert!(text.contains("  1    30        80   "), "{text}");
+        assert!(text.contains("  0    60        90   "), "{text}");
+    }
+
+    #[test]
+    fn the_metadata_plane_has_no_offsets() {
+        let mut metadata = group(1, 3, false);
+        metadata.group = crate::routing::METADATA_GROUP;
+        metadata.log_start_offset = 0;
+        metadata.high_watermark = 0;
+        let status = ClusterStatus {
+            nodes: vec![answer(2, vec![metadata])],
+        };
+        let view = StatusView::from_status(&status);
+        assert_eq!(view.partitions[0].name, "(metadata)");
+        let answered = &view.partitions[0].replicas[1];
+        assert_eq!(
+            (answered.log_start_offset, answered.high_watermark),
+            (None, None)
+        );
+        let json = serde_json::to_value(&view).expect("serializes");
+        assert!(json["partitions"][0]["replicas"][1]["high_watermark"].is_null());
+        let text = view.text();
+        assert!(text.contains("  3          0    -         -    "), "{text}");
     }
 }

@@ -354,6 +354,7 @@ impl State {
             consumer_offset_durability: Default::default(),
             retention_bytes: 0,
             retention_ms: 0,
+            segment_bytes: 0,
             partitions: infos,
         });
         groups
@@ -580,6 +581,11 @@ impl State {
             request.partition_count,
             &replicas,
         );
+        if let Some(info) = self.topics.last_mut() {
+            info.retention_bytes = request.retention_bytes;
+            info.retention_ms = request.retention_ms;
+            info.segment_bytes = request.segment_bytes.unwrap_or(0);
+        }
         Ok(Bytes::from(TopicCreated { groups }.to_vec()))
     }
 

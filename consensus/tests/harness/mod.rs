@@ -110,6 +110,8 @@ impl Storage {
             fresh,
             stopped_in_view: self.clean && self.stopped_in_view && !fresh,
             joined_epoch: self.joined_epoch,
+            log_start: 1,
+            log_start_offset: 0,
         }
     }
 }

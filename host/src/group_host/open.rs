@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 
 use strand_consensus::{Config, Effects, RecordLog, Replica};
-use strand_partition::{Disk, Partition, PartitionConfig, PartitionError, Recovery};
+use strand_partition::{
+    Disk, Partition, PartitionConfig, PartitionError, Recovery, RetentionPolicy,
+};
 use strand_wire::{ConfirmPolicy, ViewId};
 
 use super::{GroupHost, Reopen};
@@ -29,6 +31,8 @@ pub struct HostSpec {
     /// Segment and index layout, header window (the replica, durability and
     /// confirm fields are taken from this spec).
     pub storage: PartitionConfig,
+    /// How much of the record log to keep ([`GroupHost::retain`]).
+    pub retention: RetentionPolicy,
 }
 
 /// Storage-side protections a mutation run of the simulator switches off,
@@ -164,6 +168,8 @@ impl<D: Disk> GroupHost<D> {
         let (cluster, group) = (spec.replica.cluster, spec.replica.group);
         let mut host = GroupHost::new(replica, partition, effects, reopen, cluster, group);
         host.mutations = mutations;
+        host.retention = spec.retention;
+        host.note_log_start();
         Ok((host, recovery))
     }
 }

@@ -283,6 +283,7 @@ impl<D: Disk> GroupHost<D> {
                     &recovery.headers,
                     &mut self.effects,
                 );
+                self.note_log_start();
             }
             Err(error) => {
                 tracing::error!(%error, "host: installing the transfer failed");
@@ -342,8 +343,15 @@ impl<D: Disk> GroupHost<D> {
         });
     }
 
-    /// The kept export at `frontier_op`, made now if there is none.
+    /// The kept export at `frontier_op`, made now if there is none. Kept
+    /// exports that list segments retention has since removed are dropped
+    /// first: their requesters find a new manifest, start their import over
+    /// and ask again.
     fn export_at(&mut self, frontier_op: u64) -> Option<usize> {
+        let head_op = self.partition_ref().head_op();
+        self.transfers
+            .exports
+            .retain(|export| export.manifest().head_op >= head_op);
         if let Some(index) = self
             .transfers
             .exports

@@ -26,6 +26,9 @@ pub fn small_config() -> PartitionConfig {
                 interval_bytes: 2048,
             },
         },
+        // Few committed headers kept at open, so that retention (which keeps
+        // that many below the commit) drops segments of a short log.
+        headers_committed_max: 4,
         ..PartitionConfig::default()
     }
 }
@@ -166,4 +169,15 @@ pub fn fetch_all<D: Disk>(
         }
     }
     batches
+}
+
+/// Persists a superblock whose commit is `commit` (retention keeps the op
+/// of the persisted commit) and waits for it.
+pub fn persist_commit<D: Disk>(partition: &mut Partition<D>, commit: u64, sequence: u64) {
+    let mut fields = partition.superblock().durable.clone();
+    fields.commit = commit;
+    partition.persist_state(fields, sequence).expect("persist");
+    let mut out = Vec::new();
+    partition.flush(&mut out).expect("flush");
+    assert!(out.contains(&Completed::StatePersisted { sequence }));
 }

@@ -14,19 +14,26 @@ use std::path::Path;
 use strand_consensus::{Config, Timeouts};
 use strand_host::group_host::{GroupHost, HostSpec, Mutations};
 use strand_partition::layout::superblock_path;
-use strand_partition::{LogConfig, MemoryDisk, Partition, PartitionConfig, Recovery};
+use strand_partition::{
+    LogConfig, MemoryDisk, Partition, PartitionConfig, Recovery, RetentionPolicy,
+};
 use strand_wal::{CrashMode, FRAME_HEADER_BYTES};
 use strand_wire::{Durability, HEADER_SIZE, Message};
 
 use super::{CLUSTER, GROUP, World};
 use crate::checkers::Violation;
 use crate::network::Packet;
+use crate::options::Options;
 
 /// Where every replica keeps its partition (each on its own disk).
 pub(super) const DIR: &str = "/sim/partition";
 
 /// Segment size: small, so runs seal and roll segments.
 const SEGMENT_BYTES: u64 = 16 * 1024;
+/// Segment size under a retention limit: a few simulated prepares.
+const RETAINED_SEGMENT_BYTES: u64 = 2 * 1024;
+/// Committed headers kept below the commit under a retention limit.
+const RETAINED_HEADERS_COMMITTED_MAX: usize = 32;
 
 /// One slot's storage and what the world knows of the replica there.
 #[derive(Default)]
@@ -144,7 +151,12 @@ impl World {
             catalog_nodes: None,
             storage: PartitionConfig {
                 boot: self.disks[usize::from(replica)].boots,
-                ..partition_config()
+                ..partition_config(&self.options)
+            },
+            retention: RetentionPolicy {
+                retention_bytes: (self.options.retention_bytes > 0)
+                    .then_some(self.options.retention_bytes),
+                retention_ms: None,
             },
         }
     }
@@ -257,7 +269,7 @@ impl World {
             })
         };
         if !clean && self.options.durability == Durability::Replicated {
-            let recovered = disk.as_ref().and_then(probe);
+            let recovered = disk.as_ref().and_then(|disk| probe(disk, &self.options));
             let lost = recovered
                 .is_none_or(|(_, recovery)| recovery.op < op_before || !recovery.faulty.is_empty());
             if lost {
@@ -363,7 +375,7 @@ impl World {
         let Some(disk) = self.disks[index].stored.as_ref() else {
             return false;
         };
-        let Some((partition, recovery)) = probe(disk) else {
+        let Some((partition, recovery)) = probe(disk, &self.options) else {
             return false;
         };
         let fault = match self.prng.below(3) {
@@ -480,20 +492,36 @@ enum Damage {
     Cut { len: u64 },
 }
 
-/// The partition layout the simulator's replicas use.
-pub(super) fn partition_config() -> PartitionConfig {
+/// The partition layout the simulator's replicas use: segments of a few
+/// ops under a retention limit (so that retention drops some within a run),
+/// of a few dozen otherwise.
+pub(super) fn partition_config(options: &Options) -> PartitionConfig {
+    let segment_bytes_max = if options.retention_bytes > 0 {
+        RETAINED_SEGMENT_BYTES
+    } else {
+        SEGMENT_BYTES
+    };
+    // Retention keeps the last `headers_committed_max` committed ops (the
+    // window a reopened replica rebuilds its client table from): fewer here,
+    // so that a run's log outgrows it.
+    let headers_committed_max = if options.retention_bytes > 0 {
+        RETAINED_HEADERS_COMMITTED_MAX
+    } else {
+        PartitionConfig::default().headers_committed_max
+    };
     PartitionConfig {
         log: LogConfig {
-            segment_bytes_max: SEGMENT_BYTES,
+            segment_bytes_max,
             ..LogConfig::default()
         },
+        headers_committed_max,
         ..PartitionConfig::default()
     }
 }
 
 /// Opens a copy of `disk`'s storage to see what a restart would find,
 /// leaving the disk itself untouched.
-fn probe(disk: &MemoryDisk) -> Option<(Partition<MemoryDisk>, Recovery)> {
+fn probe(disk: &MemoryDisk, options: &Options) -> Option<(Partition<MemoryDisk>, Recovery)> {
     let copy = MemoryDisk::from_storage(disk.storage().clone());
-    Partition::open(copy, Path::new(DIR), partition_config()).ok()
+    Partition::open(copy, Path::new(DIR), partition_config(options)).ok()
 }

@@ -9,8 +9,9 @@ mod view_change;
 pub use bus::{PingHeader, PongHeader};
 pub use client::{ReplyHeader, RequestHeader};
 pub use repair::{
-    HEADERS_PER_MESSAGE_MAX, HeadersHeader, RequestHeadersHeader, RequestPrepareHeader,
-    RequestStateTransferHeader, STATE_TRANSFER_CHUNK_SIZE_MAX, StateTransferChunkHeader,
+    HEADERS_PER_MESSAGE_MAX, HeadersHeader, LogStartHeader, RequestHeadersHeader,
+    RequestPrepareHeader, RequestStateTransferHeader, STATE_TRANSFER_CHUNK_SIZE_MAX,
+    StateTransferChunkHeader,
 };
 pub use replication::{
     CommitFlags, CommitHeader, CursorsHeader, PrepareHeader, PrepareOkFlags, PrepareOkHeader,

@@ -124,3 +124,28 @@ impl StateTransferChunkHeader {
         )
     }
 }
+
+command_header! {
+    /// The sender holds no op below `log_start_op` any more (retention
+    /// dropped them, every one committed) and has committed through
+    /// `commit`. Sent instead of silence to a replica that asked for headers
+    /// or a prepare below it: that replica cannot be repaired op by op from
+    /// here and catches up by state transfer.
+    LogStartHeader => Command::LogStart;
+    /// The first op the sender still holds.
+    log_start_op: U64,
+    /// The sender's commit number.
+    commit: U64,
+}
+
+impl LogStartHeader {
+    fn check_fields(&self) -> Result<(), FieldError> {
+        let (start, commit) = (self.log_start_op.get(), self.commit.get());
+        ensure(start >= 2, "a log start of 1 or 0 drops nothing")?;
+        ensure(commit >= start - 1, "ops below the log start are committed")
+    }
+
+    fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
+        ensure(body.is_empty(), "log-start has a body")
+    }
+}

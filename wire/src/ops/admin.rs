@@ -8,6 +8,13 @@ use crate::policy::{ConfirmPolicy, Durability};
 /// Most partitions one topic may have.
 pub const PARTITIONS_PER_TOPIC_MAX: u32 = 4096;
 
+/// Smallest record-log segment a topic may ask for (64 KiB): smaller ones
+/// would make a file of every few batches.
+pub const SEGMENT_BYTES_MIN: u64 = 64 * 1024;
+
+/// Largest record-log segment a topic may ask for (1 GiB).
+pub const SEGMENT_BYTES_MAX: u64 = 1 << 30;
+
 /// Create a stream: a namespace of topics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateStream {
@@ -49,6 +56,10 @@ pub struct CreateTopic {
     pub retention_bytes: u64,
     /// Records older than this are dropped (0: no limit).
     pub retention_ms: u64,
+    /// Bytes per record-log segment file (`None`: the node's default, 256 MiB).
+    /// Retention drops whole segments, so a topic with a small retention wants
+    /// small segments.
+    pub segment_bytes: Option<u64>,
 }
 
 impl Body for CreateTopic {
@@ -64,6 +75,7 @@ impl Body for CreateTopic {
                 self.consumer_offset_durability.is_some(),
                 POLICY_CURSOR_DURABILITY,
             ),
+            (self.segment_bytes.is_some(), POLICY_SEGMENT_BYTES),
         ]
         .into_iter()
         .filter(|(set, _)| *set)
@@ -82,6 +94,11 @@ impl Body for CreateTopic {
         }
         writer.u64(self.retention_bytes);
         writer.u64(self.retention_ms);
+        // Last, so bodies from before the segment size existed (never bit
+        // 8, nothing after `retention_ms`) still decode.
+        if let Some(segment_bytes) = self.segment_bytes {
+            writer.u64(segment_bytes);
+        }
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<CreateTopic, BodyError> {
@@ -125,6 +142,18 @@ impl Body for CreateTopic {
         };
         let retention_bytes = reader.u64("retention bytes")?;
         let retention_ms = reader.u64("retention ms")?;
+        let segment_bytes = match present & POLICY_SEGMENT_BYTES != 0 {
+            true => Some(reader.u64("segment bytes")?),
+            false => None,
+        };
+        if segment_bytes
+            .is_some_and(|bytes| !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&bytes))
+        {
+            return Err(BodyError::Invalid {
+                field: "segment bytes",
+                reason: "not in 64 KiB..=1 GiB",
+            });
+        }
         Ok(CreateTopic {
             stream,
             topic,
@@ -135,16 +164,20 @@ impl Body for CreateTopic {
             consumer_offset_durability,
             retention_bytes,
             retention_ms,
+            segment_bytes,
         })
     }
 }
 
 /// CreateTopic's presence bits: which policies the request sets (the rest
-/// take the cluster's defaults, filled in by the node that receives it).
+/// take the cluster's defaults, filled in by the node that receives it). The
+/// segment size, when set, is the body's last field, after `retention_ms`.
 const POLICY_CONFIRM: u8 = 1;
 const POLICY_DURABILITY: u8 = 2;
 const POLICY_CURSOR_DURABILITY: u8 = 4;
-const POLICIES_ALL: u8 = POLICY_CONFIRM | POLICY_DURABILITY | POLICY_CURSOR_DURABILITY;
+const POLICY_SEGMENT_BYTES: u8 = 8;
+const POLICIES_ALL: u8 =
+    POLICY_CONFIRM | POLICY_DURABILITY | POLICY_CURSOR_DURABILITY | POLICY_SEGMENT_BYTES;
 
 /// The reply to CreateTopic: the group id of each partition, in partition order.
 #[derive(Debug, Clone, PartialEq, Eq)]

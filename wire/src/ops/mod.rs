@@ -25,7 +25,10 @@ mod fetch;
 mod reassign;
 mod status;
 
-pub use admin::{AcceptLoss, AcceptLossReply, CreateStream, CreateTopic, TopicCreated};
+pub use admin::{
+    AcceptLoss, AcceptLossReply, CreateStream, CreateTopic, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
+    TopicCreated,
+};
 pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
 pub use error_body::ErrorBody;
 pub use fetch::{FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, ProduceReply};

@@ -93,6 +93,11 @@ pub struct GroupStatus {
     pub op: u64,
     /// The local replica's commit number.
     pub commit_op: u64,
+    /// The earliest record offset this replica still holds (retention drops
+    /// older ones); 0 for the metadata plane.
+    pub log_start_offset: u64,
+    /// One past the last record offset this replica has committed.
+    pub high_watermark: u64,
     /// Whether the local replica's log is untrusted.
     pub untrusted_log: bool,
     /// Every replica of the group.
@@ -117,6 +122,8 @@ impl Body for GroupStatus {
         writer.u8(self.primary);
         writer.u64(self.op);
         writer.u64(self.commit_op);
+        writer.u64(self.log_start_offset);
+        writer.u64(self.high_watermark);
         writer.bool(self.untrusted_log);
         writer.list(&self.replicas, |writer, replica| {
             writer.u8(replica.replica);
@@ -144,6 +151,8 @@ impl Body for GroupStatus {
             primary: reader.u8("primary")?,
             op: reader.u64("op")?,
             commit_op: reader.u64("commit op")?,
+            log_start_offset: reader.u64("log start offset")?,
+            high_watermark: reader.u64("high watermark")?,
             untrusted_log: reader.bool("untrusted log")?,
             replicas: reader.list("replicas", 14, |reader| {
                 Ok(ReplicaStatus {
@@ -179,7 +188,7 @@ impl Body for ClusterStatusReply {
         Ok(ClusterStatusReply {
             node: reader.u32("node")?,
             nodes: reader.list("nodes", 9, read_node)?,
-            groups: reader.list("groups", 40, GroupStatus::decode)?,
+            groups: reader.list("groups", 56, GroupStatus::decode)?,
         })
     }
 }
@@ -347,6 +356,8 @@ pub struct TopicInfo {
     pub retention_bytes: u64,
     /// Retention by age (0: none).
     pub retention_ms: u64,
+    /// Bytes per record-log segment (0: the node's default).
+    pub segment_bytes: u64,
     /// Its partitions, in order.
     pub partitions: Vec<PartitionInfo>,
 }
@@ -379,6 +390,7 @@ impl Body for MetadataReply {
             writer.u8(topic.consumer_offset_durability as u8);
             writer.u64(topic.retention_bytes);
             writer.u64(topic.retention_ms);
+            writer.u64(topic.segment_bytes);
             writer.list(&topic.partitions, |writer, partition| {
                 writer.u32(partition.partition);
                 writer.u64(partition.group);
@@ -393,7 +405,7 @@ impl Body for MetadataReply {
     fn decode(reader: &mut BodyReader<'_>) -> Result<MetadataReply, BodyError> {
         let nodes = reader.list("nodes", 9, read_node)?;
         let streams = reader.list("streams", 2, |reader| reader.name("stream"))?;
-        let topics = reader.list("topics", 30, |reader| {
+        let topics = reader.list("topics", 38, |reader| {
             Ok(TopicInfo {
                 stream: reader.name("stream")?,
                 topic: reader.name("topic")?,
@@ -402,6 +414,7 @@ impl Body for MetadataReply {
                 consumer_offset_durability: Durability::from_u8(reader.u8("durability")?)?,
                 retention_bytes: reader.u64("retention bytes")?,
                 retention_ms: reader.u64("retention ms")?,
+                segment_bytes: reader.u64("segment bytes")?,
                 partitions: reader.list("partitions", 24, |reader| {
                     Ok(PartitionInfo {
                         partition: reader.u32("partition")?,

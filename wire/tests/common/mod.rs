@@ -287,6 +287,14 @@ pub fn message() -> impl Strategy<Value = Message> {
                 Message::from(Msg::new(header, Bytes::new()))
             }
         ),
+        (prefix_args(), 2..u64::MAX / 2, 0..u64::MAX / 2).prop_map(
+            |((cluster, group, view, replica), log_start_op, ahead)| {
+                let mut header = LogStartHeader::new(cluster, group, view, replica);
+                header.log_start_op.set(log_start_op);
+                header.commit.set(log_start_op - 1 + ahead);
+                Message::from(Msg::new(header, Bytes::new()))
+            }
+        ),
         (prefix_args(), 1..u64::MAX / 2, 0..128u64).prop_map(
             |((cluster, group, view, replica), op_min, length)| {
                 let mut header = RequestHeadersHeader::new(cluster, group, view, replica);
