@@ -1048,6 +1048,14 @@ impl Actor {
             untrusted_log: !self.host.replica().trusted(),
             replicas,
         };
+        if let Some(failure) = self.host.storage_failure() {
+            let attention = storage_failed_attention(&self.spec, status.view, failure);
+            self.shared.publish(GroupView {
+                status,
+                attention: Some(attention),
+            });
+            return;
+        }
         let attention = self.host.replica().attention().map(|(reason, awaited)| {
             let awaited_indexes: Vec<u8> = (0..strand_wire::REPLICAS_MAX)
                 .filter(|slot| awaited & (1 << slot) != 0)
@@ -1068,6 +1076,53 @@ impl Actor {
             }
         });
         self.shared.publish(GroupView { status, attention });
+    }
+}
+
+/// The attention entry of a group whose storage failed on this node.
+fn storage_failed_attention(spec: &GroupSpec, view: u32, failure: &str) -> AttentionEntry {
+    AttentionEntry {
+        group: spec.group,
+        stream: spec.stream.clone(),
+        topic: spec.topic.clone(),
+        partition: spec.partition,
+        view,
+        reason: AttentionReason::StorageFailed,
+        awaited: Vec::new(),
+        detail: format!("storage failed: {failure}; check the node's disk, then restart it"),
+    }
+}
+
+/// What `status` and `attention` show of a group this node could not open
+/// (its storage refused): down, with the reason.
+pub fn failed_open_view(spec: &GroupSpec, me: u32, error: &str) -> GroupView {
+    let membership = spec.membership();
+    let rule = membership.rule();
+    let status = GroupStatus {
+        group: spec.group,
+        stream: spec.stream.clone(),
+        topic: spec.topic.clone(),
+        partition: spec.partition,
+        epoch: spec.epoch,
+        confirm: spec.confirm,
+        durability: spec.durability,
+        write_quorum: rule.write,
+        view_change_quorum: rule.view_change,
+        replica: spec.slot_of(me).unwrap_or(0),
+        view: 0,
+        log_view: 0,
+        status: "storage_failed".to_owned(),
+        primary: 0,
+        op: 0,
+        commit_op: 0,
+        log_start_offset: 0,
+        high_watermark: 0,
+        untrusted_log: false,
+        replicas: Vec::new(),
+    };
+    GroupView {
+        status,
+        attention: Some(storage_failed_attention(spec, 0, error)),
     }
 }
 
@@ -1108,4 +1163,29 @@ fn disk_for(wal: &Wal, read_handles: &ReadHandles, inbox: &GroupInbox) -> FileDi
         let _ = inbox.try_send(Input::Storage);
     };
     FileDisk::with_notify(wal.clone(), notify).with_read_handles(read_handles.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_that_cannot_open_shows_in_status_and_attention() {
+        let spec = GroupSpec::metadata(vec![1, 2, 3], std::path::Path::new("/data"));
+        let spec = GroupSpec {
+            group: 7,
+            stream: "s".to_owned(),
+            topic: "t".to_owned(),
+            partition: 2,
+            ..spec
+        };
+        let view = failed_open_view(&spec, 2, "no space left on device");
+        assert_eq!(view.status.group, 7);
+        assert_eq!(view.status.status, "storage_failed");
+        assert_eq!(view.status.replica, 1, "node 2 holds slot 1");
+        let attention = view.attention.expect("an attention entry");
+        assert_eq!(attention.reason, AttentionReason::StorageFailed);
+        assert_eq!((attention.stream.as_str(), attention.partition), ("s", 2));
+        assert!(attention.detail.contains("no space left on device"));
+    }
 }

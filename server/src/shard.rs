@@ -37,6 +37,7 @@ use crate::group::{Actor, GroupSpec, Hosted, Input};
 use crate::metrics;
 use crate::replies::error_frame;
 use crate::shared::{GroupHandle, Refused, Shared};
+use strand_host::group_host::OpenError;
 use strand_wire::ops::ErrorBody;
 
 /// Inputs one shard's inbox holds at most, for all its groups.
@@ -537,6 +538,7 @@ impl Shard {
             control: self.control.clone(),
             backlog: Arc::clone(&self.backlog),
         };
+        let down = spec.clone();
         match Actor::open(Arc::clone(&self.shared), wal, spec, inbox, hosted) {
             Ok(mut actor) => {
                 actor.start();
@@ -549,6 +551,11 @@ impl Shard {
             Err(error) => {
                 tracing::error!(%error, "group: cannot open its storage; the group stays down");
                 self.shared.unregister(group);
+                if matches!(error, OpenError::Storage(_)) {
+                    let me = self.shared.config.node;
+                    let view = crate::group::failed_open_view(&down, me, &error.to_string());
+                    self.shared.publish(view);
+                }
             }
         }
     }

@@ -248,14 +248,15 @@ proptest! {
 
     #[test]
     fn attention(entries in proptest::collection::vec(
-        (any::<u64>(), ".{0,10}", ".{0,10}", any::<u32>(), any::<u32>(), 1..=4u8,
+        (any::<u64>(), ".{0,10}", ".{0,10}", any::<u32>(), any::<u32>(), 1..=5u8,
          proptest::collection::vec(any::<u8>(), 0..5), ".{0,40}"), 0..5)) {
         let entries = entries.into_iter().map(|(group, stream, topic, partition, view, reason, awaited, detail)| {
             let reason = match reason {
                 1 => AttentionReason::FewerTrustedThanQuorum,
                 2 => AttentionReason::BelowHistoryStart,
                 3 => AttentionReason::AwaitingStateTransfer,
-                _ => AttentionReason::MissingPrepare,
+                4 => AttentionReason::MissingPrepare,
+                _ => AttentionReason::StorageFailed,
             };
             AttentionEntry { group, stream, topic, partition, view, reason, awaited, detail }
         }).collect();

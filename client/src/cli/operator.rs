@@ -57,6 +57,7 @@ pub(crate) fn reason_name(reason: AttentionReason) -> &'static str {
         AttentionReason::BelowHistoryStart => "below_history_start",
         AttentionReason::AwaitingStateTransfer => "awaiting_state_transfer",
         AttentionReason::MissingPrepare => "missing_prepare",
+        AttentionReason::StorageFailed => "storage_failed",
     }
 }
 
@@ -153,11 +154,20 @@ impl AttentionView {
                 ]);
             }
             text.push_str(&table.render());
-            text.push_str(
-                "bring the awaited replicas back; if they are lost for good, \
-                 `strand accept-loss STREAM/TOPIC/PARTITION --yes` proceeds without them \
-                 (it may lose confirmed records)\n",
-            );
+            let storage = reason_name(AttentionReason::StorageFailed);
+            if self.entries.iter().any(|entry| entry.reason == storage) {
+                text.push_str(
+                    "storage_failed: free space on (or replace) that node's data disk, then \
+                     restart the node; the other replicas serve meanwhile if enough remain\n",
+                );
+            }
+            if self.entries.iter().any(|entry| entry.reason != storage) {
+                text.push_str(
+                    "bring the awaited replicas back; if they are lost for good, \
+                     `strand accept-loss STREAM/TOPIC/PARTITION --yes` proceeds without them \
+                     (it may lose confirmed records)\n",
+                );
+            }
         }
         for node in &self.unanswered {
             text.push_str(&format!(
@@ -313,6 +323,26 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("accept-loss"));
+    }
+
+    #[test]
+    fn a_failed_disk_is_named_and_its_hint_is_not_accept_loss() {
+        let entry = AttentionEntry {
+            group: 5,
+            stream: "s".into(),
+            topic: "t".into(),
+            partition: 1,
+            view: 0,
+            reason: AttentionReason::StorageFailed,
+            awaited: Vec::new(),
+            detail: "storage failed: no space left on device".into(),
+        };
+        let view = AttentionView::from_report(&report(vec![entry]), None);
+        assert!(!view.clear);
+        let text = view.text();
+        assert!(text.contains("storage_failed"), "{text}");
+        assert!(text.contains("free space"), "{text}");
+        assert!(!text.contains("accept-loss"), "{text}");
     }
 
     #[test]

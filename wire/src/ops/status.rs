@@ -206,6 +206,10 @@ pub enum AttentionReason {
     /// An op that may be confirmed has no copy among the replicas that
     /// reported, and too few trusted replicas say they never had it.
     MissingPrepare = 4,
+    /// This node's copy cannot use its storage: it could not be opened, or
+    /// a write, sync or superblock write failed (a full or failing disk).
+    /// It serves nothing until the node restarts on a sound disk.
+    StorageFailed = 5,
 }
 
 impl AttentionReason {
@@ -215,6 +219,7 @@ impl AttentionReason {
             2 => Ok(AttentionReason::BelowHistoryStart),
             3 => Ok(AttentionReason::AwaitingStateTransfer),
             4 => Ok(AttentionReason::MissingPrepare),
+            5 => Ok(AttentionReason::StorageFailed),
             _ => Err(BodyError::UnknownValue {
                 field: "attention reason",
                 value: u64::from(value),
