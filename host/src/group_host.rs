@@ -307,12 +307,7 @@ impl<D: Disk> GroupHost<D> {
     /// keeps no clock). Returns the segments removed; a storage failure
     /// fails the host like any other.
     pub fn retain(&mut self, now_ns: u64) -> usize {
-        if self.retention == RetentionPolicy::default()
-            || self.storage_failed
-            || self.partition.is_none()
-            || self.receiving_transfer()
-            || self.replica.status() == strand_consensus::Status::AwaitingStateTransfer
-        {
+        if self.retention == RetentionPolicy::default() || !self.storage_settled() {
             return 0;
         }
         let (policy, commit) = (self.retention, self.replica.commit());
@@ -340,11 +335,7 @@ impl<D: Disk> GroupHost<D> {
     /// it on its periodic check: committed cursors otherwise grow the log
     /// without bound.
     pub fn compact_cursors(&mut self) -> usize {
-        if self.storage_failed
-            || self.partition.is_none()
-            || self.receiving_transfer()
-            || self.replica.status() == strand_consensus::Status::AwaitingStateTransfer
-        {
+        if !self.storage_settled() {
             return 0;
         }
         let partition = self.partition_ref();
@@ -382,6 +373,15 @@ impl<D: Disk> GroupHost<D> {
     /// open, between a failed operation and its reopen).
     pub fn log_start_offset(&self) -> u64 {
         self.partition.as_ref().map_or(0, Partition::head_offset)
+    }
+
+    /// Whether the partition may be trimmed or compacted now: it is open
+    /// and sound, and no state transfer is about to replace it.
+    fn storage_settled(&self) -> bool {
+        !self.storage_failed
+            && self.partition.is_some()
+            && !self.receiving_transfer()
+            && self.replica.status() != strand_consensus::Status::AwaitingStateTransfer
     }
 
     /// Tells consensus the first op the partition holds.

@@ -454,7 +454,7 @@ impl Shard {
                 self.balance(now);
                 if now >= self.next_retention_check {
                     self.next_retention_check = now + self.retention_check;
-                    self.check_retention();
+                    self.check_storage();
                 }
             }
             self.settle_touched();
@@ -640,7 +640,7 @@ impl Shard {
     /// Applies every group's age limits and compacts cursor logs (ages pass
     /// with no input, so a timer looks; one visit per group per check, none
     /// per tick).
-    fn check_retention(&mut self) {
+    fn check_storage(&mut self) {
         for actor in self.actors.values_mut() {
             actor.check_storage();
         }

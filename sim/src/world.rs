@@ -531,7 +531,7 @@ impl World {
             if self.hosts[usize::from(replica)].is_some() {
                 self.run_host(replica, |host, out| host.on_tick(out))?;
             }
-            self.apply_retention(replica)?;
+            self.check_storage(replica)?;
         }
         self.clients_act()?;
         if self.network.in_flight() > TRAFFIC_IN_FLIGHT_MAX {
@@ -711,7 +711,7 @@ impl World {
     /// Applies the retention limit as a node does: once a segment was
     /// sealed, and on its periodic check, which also compacts the cursor
     /// log (the sim has no age limit; its clock starts at 0).
-    fn apply_retention(&mut self, replica: u8) -> Result<(), Violation> {
+    fn check_storage(&mut self, replica: u8) -> Result<(), Violation> {
         let Some(host) = self.hosts[usize::from(replica)].as_ref() else {
             return Ok(());
         };
