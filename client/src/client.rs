@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use strand_wire::ops::{
-    CreateStream, CreateTopic, Empty, FetchReply, FetchRequest, GetCursor, GetCursorReply,
-    MetadataReply, MetadataRequest, ProduceReply, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
-    StoreCursor, TopicCreated, TopicInfo,
+    AddPartitions, AlterTopic, CreateStream, CreateTopic, DeleteStream, DeleteTopic, Empty,
+    FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply, MetadataRequest,
+    ProduceReply, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN, StoreCursor, TopicCreated, TopicInfo,
+    TopicsDeleted,
 };
-use strand_wire::{Body, Operation};
+use strand_wire::{Body, ConfirmPolicy, Operation};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::{ClientConfig, ConsumerConfig, ProducerConfig, TopicSpec};
+use crate::config::{ClientConfig, ConsumerConfig, ProducerConfig, TopicChange, TopicSpec};
 use crate::consumer::Consumer;
 use crate::driver::{Driver, DriverCommand, SharedRouting};
 use crate::error::ClientError;
@@ -266,6 +267,184 @@ impl Client {
         Ok(created.groups)
     }
 
+    /// Deletes a topic: every node removes its partitions and their records,
+    /// and requests still on their way to them are answered `Deleted`.
+    /// Returns the deleted partitions' groups, ascending.
+    ///
+    /// The name is free again, and a topic created under it is a new topic
+    /// with new groups: this client forgets its routing of the old one, so
+    /// later calls look the name up again (a [`Producer`] of it does so at
+    /// its first `Deleted` answer).
+    ///
+    /// `UnknownStream` or `UnknownTopic` when there is no such topic (also
+    /// what a retry by hand after `OutcomeUnknown` gets if the first attempt
+    /// deleted it).
+    pub async fn delete_topic(&self, stream: &str, topic: &str) -> Result<Vec<u64>, ClientError> {
+        check_name("stream", stream)?;
+        check_name("topic", topic)?;
+        let request = DeleteTopic {
+            stream: stream.to_owned(),
+            topic: topic.to_owned(),
+        };
+        let body = Bytes::from(request.to_vec());
+        let reply = self
+            .replicated(METADATA_GROUP, Operation::DeleteTopic, body)
+            .await;
+        // Whatever the answer (an unknown outcome may have deleted it), a
+        // fresh lookup is the only safe routing now.
+        self.forget_topic(stream, topic);
+        let deleted = TopicsDeleted::from_bytes(&reply?)
+            .map_err(|error| ClientError::from_body_error("delete topic reply", error))?;
+        Ok(deleted.groups)
+    }
+
+    /// Deletes a stream and every topic in it, as [`Client::delete_topic`]
+    /// deletes one. Returns the groups of every partition deleted,
+    /// ascending (none for a stream without topics). `UnknownStream` when
+    /// there is no such stream.
+    pub async fn delete_stream(&self, name: &str) -> Result<Vec<u64>, ClientError> {
+        check_name("stream", name)?;
+        let body = Bytes::from(
+            DeleteStream {
+                name: name.to_owned(),
+            }
+            .to_vec(),
+        );
+        let reply = self
+            .replicated(METADATA_GROUP, Operation::DeleteStream, body)
+            .await;
+        self.inner.shared.forget_stream(name);
+        let deleted = TopicsDeleted::from_bytes(&reply?)
+            .map_err(|error| ClientError::from_body_error("delete stream reply", error))?;
+        Ok(deleted.groups)
+    }
+
+    /// Changes a topic's retention limits and confirm policy without
+    /// recreating it (its records and groups stay).
+    ///
+    /// The retention limits change in one request for the whole topic,
+    /// first; each replica applies them at once. A confirm policy then
+    /// changes partition by partition, each through a reassignment onto
+    /// its current replicas (the way `partition reassign --confirm` does
+    /// it); partitions whose replicas already report the policy are left
+    /// alone. Every partition is tried: `PartitionsRefused` names those
+    /// refused (for example `Unavailable`: a reassignment of it is still in
+    /// progress) after the others were changed; running the same change
+    /// again later finishes it.
+    ///
+    /// `InvalidArgument` for a change that changes nothing;
+    /// `UnknownStream` or `UnknownTopic` when there is no such topic (then
+    /// nothing changed).
+    pub async fn alter_topic(
+        &self,
+        stream: &str,
+        topic: &str,
+        change: TopicChange,
+    ) -> Result<(), ClientError> {
+        check_name("stream", stream)?;
+        check_name("topic", topic)?;
+        if change.is_empty() {
+            return Err(invalid(
+                "a topic change needs retention_bytes, retention_ms or confirm",
+            ));
+        }
+        if change.confirm == Some(ConfirmPolicy::Count(0)) {
+            return Err(invalid("a confirm count must be at least 1"));
+        }
+        if change.changes_retention() {
+            let request = AlterTopic {
+                stream: stream.to_owned(),
+                topic: topic.to_owned(),
+                retention_bytes: change.retention_bytes,
+                retention_ms: change.retention_ms,
+            };
+            let body = Bytes::from(request.to_vec());
+            let reply = self
+                .replicated(METADATA_GROUP, Operation::AlterTopic, body)
+                .await;
+            self.forget_topic(stream, topic);
+            Empty::from_bytes(&reply?)
+                .map_err(|error| ClientError::from_body_error("alter topic reply", error))?;
+        }
+        if let Some(confirm) = change.confirm {
+            let confirmed = self.confirm_every_partition(stream, topic, confirm).await;
+            self.forget_topic(stream, topic);
+            confirmed?;
+        }
+        Ok(())
+    }
+
+    /// Gives a topic more partitions, `partition_count` in all (more than
+    /// it has, at most 4096), with the topic's policies and replica count;
+    /// existing partitions and their records stay where they are. Returns
+    /// the new partitions' groups, in partition order.
+    ///
+    /// This client forgets its routing of the topic, so later calls see the
+    /// new partitions; a [`Producer`] started before keeps the partitions
+    /// it had (start a new one to write to the new ones).
+    ///
+    /// `InvalidRequest` when the topic already has `partition_count` or
+    /// more; `UnknownStream` or `UnknownTopic` when there is no such topic.
+    pub async fn add_partitions(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition_count: u32,
+    ) -> Result<Vec<u64>, ClientError> {
+        check_name("stream", stream)?;
+        check_name("topic", topic)?;
+        if !(2..=PARTITIONS_PER_TOPIC_MAX).contains(&partition_count) {
+            return Err(invalid(
+                "partition_count is the topic's new total: 2..=4096, more than it has",
+            ));
+        }
+        let request = AddPartitions {
+            stream: stream.to_owned(),
+            topic: topic.to_owned(),
+            partition_count,
+        };
+        let body = Bytes::from(request.to_vec());
+        let reply = self
+            .replicated(METADATA_GROUP, Operation::AddPartitions, body)
+            .await;
+        self.forget_topic(stream, topic);
+        let added = TopicCreated::from_bytes(&reply?)
+            .map_err(|error| ClientError::from_body_error("add partitions reply", error))?;
+        // The topic had at least one partition before, so fewer were added
+        // than the new total, and at least one was.
+        if added.groups.is_empty() || added.groups.len() >= partition_count as usize {
+            return Err(ClientError::Protocol {
+                reason: format!(
+                    "adding partitions up to {partition_count} returned {} new groups",
+                    added.groups.len()
+                ),
+            });
+        }
+        Ok(added.groups)
+    }
+
+    /// Drops the client's routing of a topic: the next call that needs it
+    /// looks it up again.
+    pub(crate) fn forget_topic(&self, stream: &str, topic: &str) {
+        self.inner.shared.forget_topic(stream, topic);
+    }
+
+    /// Passes on `outcome` of a call on a partition of `stream/topic`; when
+    /// the topic was deleted, first forgets the topic's routing, so the
+    /// next call finds it gone (or created anew, with new groups) instead
+    /// of asking the deleted groups again.
+    fn forget_if_deleted<T>(
+        &self,
+        stream: &str,
+        topic: &str,
+        outcome: Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if matches!(outcome, Err(ClientError::Deleted { .. })) {
+            self.forget_topic(stream, topic);
+        }
+        outcome
+    }
+
     /// Appends `records` to a partition as one batch; returns where they landed.
     /// Retried with the same request number until acknowledged, so it is
     /// written once, or the error says it may have been (`OutcomeUnknown`).
@@ -286,7 +465,8 @@ impl Client {
         let batch = records::build_batch(&records);
         let reply = self
             .replicated(group, Operation::Produce, batch.bytes().clone())
-            .await?;
+            .await;
+        let reply = self.forget_if_deleted(stream, topic, reply)?;
         produce_ack(&reply, records.len())
     }
 
@@ -303,7 +483,8 @@ impl Client {
         wait_ms: u32,
     ) -> Result<FetchedRecords, ClientError> {
         let group = self.partition_group(stream, topic, partition).await?;
-        self.fetch_group(group, offset, max_bytes, wait_ms).await
+        let fetched = self.fetch_group(group, offset, max_bytes, wait_ms).await;
+        self.forget_if_deleted(stream, topic, fetched)
     }
 
     pub(crate) async fn fetch_group(
@@ -345,7 +526,8 @@ impl Client {
         offset: u64,
     ) -> Result<(), ClientError> {
         let group = self.partition_group(stream, topic, partition).await?;
-        self.store_cursor_group(group, consumer, offset).await
+        let stored = self.store_cursor_group(group, consumer, offset).await;
+        self.forget_if_deleted(stream, topic, stored)
     }
 
     pub(crate) async fn store_cursor_group(
@@ -377,7 +559,8 @@ impl Client {
         consumer: &str,
     ) -> Result<Option<u64>, ClientError> {
         let group = self.partition_group(stream, topic, partition).await?;
-        self.get_cursor_group(group, consumer).await
+        let cursor = self.get_cursor_group(group, consumer).await;
+        self.forget_if_deleted(stream, topic, cursor)
     }
 
     pub(crate) async fn get_cursor_group(
@@ -400,7 +583,9 @@ impl Client {
         Ok(reply.offset)
     }
 
-    /// A batching producer for one topic.
+    /// A batching producer for one topic. If the topic is deleted, its
+    /// batches fail `Deleted` and it looks the topic up again (see
+    /// [`Producer`]).
     pub async fn producer(
         &self,
         stream: &str,

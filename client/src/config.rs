@@ -133,6 +133,33 @@ impl TopicSpec {
     }
 }
 
+/// A change to an existing topic's policies ([`crate::Client::alter_topic`]).
+/// A field left `None` stays as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicChange {
+    /// The new per-partition size limit in bytes, oldest dropped first
+    /// (`Some(0)`: no limit).
+    pub retention_bytes: Option<u64>,
+    /// The new age limit in milliseconds (`Some(0)`: no limit).
+    pub retention_ms: Option<u64>,
+    /// How many copies confirm a record from now on, in every partition
+    /// (each partition changes through its own reassignment).
+    pub confirm: Option<ConfirmPolicy>,
+}
+
+impl TopicChange {
+    /// True when the change changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.retention_bytes.is_none() && self.retention_ms.is_none() && self.confirm.is_none()
+    }
+
+    /// True when it changes the retention limits (one request for the
+    /// whole topic).
+    pub fn changes_retention(&self) -> bool {
+        self.retention_bytes.is_some() || self.retention_ms.is_some()
+    }
+}
+
 /// How a [`crate::Producer`] batches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerConfig {

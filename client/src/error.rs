@@ -158,6 +158,42 @@ pub enum ClientError {
         /// The server's explanation.
         message: String,
     },
+    /// The partition's topic (or stream) was deleted; the request was not
+    /// done and never will be. A topic created again under the same name is
+    /// a new topic: look it up again to write to it.
+    #[error(
+        "deleted: {message}; the request was not done (a topic created again under the name \
+         is a new one)"
+    )]
+    Deleted {
+        /// The server's explanation.
+        message: String,
+    },
+    /// The node's data disk is full; nothing was written for this request.
+    #[error(
+        "disk full on the server: {message}; nothing was written for this request: free space \
+         on the node (delete topics, lower retention, grow the disk), then retry"
+    )]
+    DiskFull {
+        /// The server's explanation.
+        message: String,
+    },
+    /// A change made partition by partition (a topic's confirm policy) was
+    /// refused for some partitions; every other partition was changed.
+    /// Retry it once what each refusal names is resolved (a reassignment
+    /// still in progress: once its epoch started).
+    #[error(
+        "{stream}/{topic}: the change was refused for {}; the other partitions were changed",
+        refusals_text(refused)
+    )]
+    PartitionsRefused {
+        /// The stream.
+        stream: String,
+        /// The topic.
+        topic: String,
+        /// Each refused partition's index and why it was refused, ascending.
+        refused: Vec<(u32, ClientError)>,
+    },
     /// A bug or unexpected state on the server.
     #[error("internal server error: {message}; report it with the server's logs")]
     Internal {
@@ -229,6 +265,15 @@ impl ClientError {
     }
 }
 
+/// `partition 3 (why); partition 5 (why)`.
+fn refusals_text(refused: &[(u32, ClientError)]) -> String {
+    let refusals: Vec<String> = refused
+        .iter()
+        .map(|(partition, error)| format!("partition {partition} ({error})"))
+        .collect();
+    refusals.join("; ")
+}
+
 fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientError {
     match code {
         ResultCode::UnknownStream => ClientError::UnknownStream { message },
@@ -245,6 +290,8 @@ fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientE
             reason: format!("the group forgot this client's session ({message})"),
         },
         ResultCode::StorageError => ClientError::Storage { message },
+        ResultCode::Deleted => ClientError::Deleted { message },
+        ResultCode::DiskFull => ClientError::DiskFull { message },
         // TooLarge, OffsetOutOfRange and OutOfOrder have structured bodies;
         // a server sending them as messages is confused: report it as is.
         ResultCode::Internal

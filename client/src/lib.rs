@@ -20,7 +20,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`error`] | `ClientError`: every failure, each saying what to do |
-//! | [`config`] | client, producer and consumer settings; `TopicSpec` |
+//! | [`config`] | client, producer and consumer settings; `TopicSpec`, `TopicChange` |
 //! | [`session`] | **pure**: one group's request numbering, window and retries |
 //! | [`query`] | **pure**: retries of non-replicated requests (fetch, cursors, status) |
 //! | [`routing`] | **pure**: node addresses, group primaries, redirects |
@@ -68,7 +68,7 @@ mod records;
 
 pub use admin::{AttentionReport, ClusterStatus, NodeAnswer};
 pub use client::{Client, FETCH_WAIT_MS_MAX, PARTITIONS_PER_TOPIC_MAX};
-pub use config::{ClientConfig, ConsumerConfig, ProducerConfig, StartFrom, TopicSpec};
+pub use config::{ClientConfig, ConsumerConfig, ProducerConfig, StartFrom, TopicChange, TopicSpec};
 pub use consumer::Consumer;
 pub use error::ClientError;
 pub use frames::{ConnectionId, Reply, ReplyBody};

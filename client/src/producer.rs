@@ -15,21 +15,30 @@
 //! Bounds: at most `buffer_records_max` records are buffered or in flight
 //! (`send` waits beyond that), at most `in_flight_max` batches per partition
 //! are in flight (the rest wait, sealed, in order).
+//!
+//! A deleted topic: a batch answered `Deleted` fails with that error, and is
+//! never sent to another group (a topic created again under the name is a
+//! new topic with new groups). The producer then forgets the topic's
+//! groups (its own and the client's routing): batches it had not sent yet
+//! fail `Deleted` too, and the next batch looks the topic up again, so it
+//! fails `UnknownTopic` (or goes to the new topic, if one was created).
 
 use std::collections::{BTreeSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use strand_wire::Operation;
+use strand_wire::ops::TopicInfo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::{Client, produce_ack};
+use crate::client::{Client, partition_group_of, produce_ack};
 use crate::config::ProducerConfig;
 use crate::error::ClientError;
 use crate::records::{self, NewRecord};
@@ -79,7 +88,9 @@ impl Future for Delivery {
 pub struct Producer {
     stream: String,
     topic: String,
-    partition_count: u32,
+    /// The topic's partition count as the producer last learnt it (it
+    /// changes when the topic is created again after a deletion).
+    partition_count: Arc<AtomicU32>,
     commands: mpsc::UnboundedSender<Command>,
     buffer: Arc<Semaphore>,
     task: JoinHandle<()>,
@@ -110,8 +121,18 @@ impl Producer {
     ) -> Producer {
         let (commands, command_receiver) = mpsc::unbounded_channel();
         let buffer = Arc::new(Semaphore::new(config.buffer_records_max));
-        let partition_count = groups.len() as u32;
-        let accumulator = Accumulator::new(client, groups, config);
+        let partition_count = Arc::new(AtomicU32::new(groups.len() as u32));
+        let topic_name = TopicName {
+            stream: stream.clone(),
+            topic: topic.clone(),
+        };
+        let accumulator = Accumulator::new(
+            client,
+            topic_name,
+            groups,
+            Arc::clone(&partition_count),
+            config,
+        );
         let task = tokio::spawn(accumulator.run(command_receiver));
         Producer {
             stream,
@@ -141,12 +162,13 @@ impl Producer {
         partition: u32,
         mut record: NewRecord,
     ) -> Result<Delivery, ClientError> {
-        if partition >= self.partition_count {
+        let partition_count = self.partition_count.load(Ordering::Relaxed);
+        if partition >= partition_count {
             return Err(ClientError::UnknownPartition {
                 stream: self.stream.clone(),
                 topic: self.topic.clone(),
                 partition,
-                partition_count: self.partition_count,
+                partition_count,
             });
         }
         record.check()?;
@@ -236,14 +258,43 @@ impl PartitionQueue {
 #[derive(Debug)]
 struct Completion {
     partition: usize,
+    /// The group the batch was sent to.
+    group: u64,
     batch: Batch,
     outcome: Result<Bytes, ClientError>,
+}
+
+/// The producer's topic.
+#[derive(Debug, Clone)]
+struct TopicName {
+    stream: String,
+    topic: String,
+}
+
+/// Where the producer's batches go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    /// Partition `i`'s batches go to group `groups[i]`.
+    Groups(Vec<u64>),
+    /// The topic was deleted (or a lookup failed): the next batch to go
+    /// looks it up again.
+    Unknown,
+    /// A lookup is under way; sealed batches wait for it.
+    LookingUp,
 }
 
 /// The producer's task: owns the batches; nothing else touches them.
 struct Accumulator {
     client: Client,
-    groups: Vec<u64>,
+    name: TopicName,
+    route: Route,
+    /// The groups of the topic last answered `Deleted`: a lookup that
+    /// still names one of them is stale metadata, never a route.
+    deleted_groups: BTreeSet<u64>,
+    /// Shared with the [`Producer`], which checks `send`'s partition.
+    partition_count: Arc<AtomicU32>,
+    lookups: mpsc::UnboundedSender<Result<TopicInfo, ClientError>>,
+    lookup_receiver: mpsc::UnboundedReceiver<Result<TopicInfo, ClientError>>,
     config: ProducerConfig,
     partitions: Vec<PartitionQueue>,
     next_sequence: u64,
@@ -261,13 +312,25 @@ struct Accumulator {
 }
 
 impl Accumulator {
-    fn new(client: Client, groups: Vec<u64>, config: ProducerConfig) -> Accumulator {
+    fn new(
+        client: Client,
+        name: TopicName,
+        groups: Vec<u64>,
+        partition_count: Arc<AtomicU32>,
+        config: ProducerConfig,
+    ) -> Accumulator {
         let (completions, completion_receiver) = mpsc::unbounded_channel();
+        let (lookups, lookup_receiver) = mpsc::unbounded_channel();
         let partitions = groups.iter().map(|_| PartitionQueue::default()).collect();
         let groups_len = groups.len();
         Accumulator {
             client,
-            groups,
+            name,
+            route: Route::Groups(groups),
+            deleted_groups: BTreeSet::new(),
+            partition_count,
+            lookups,
+            lookup_receiver,
             config,
             partitions,
             next_sequence: 0,
@@ -303,6 +366,7 @@ impl Accumulator {
                     }
                 },
                 Some(completion) = self.completion_receiver.recv() => self.on_completion(completion),
+                Some(lookup) = self.lookup_receiver.recv() => self.on_lookup(lookup),
                 () = sleep_until(linger_deadline) => self.seal_lingered(),
             }
         }
@@ -372,32 +436,45 @@ impl Accumulator {
         }
     }
 
+    /// Takes a partition's batches not handed to the client yet: the open
+    /// one, then the sealed ones, in order.
+    fn take_unsent(&mut self, partition: usize) -> Vec<Batch> {
+        let queue = &mut self.partitions[partition];
+        queue
+            .open
+            .take()
+            .into_iter()
+            .chain(queue.sealed.drain(..))
+            .collect()
+    }
+
     /// Fails every batch still open or sealed (not handed to the client).
     fn abort(&mut self) {
         for partition in 0..self.partitions.len() {
-            let queue = &mut self.partitions[partition];
-            let unsent: Vec<Batch> = queue
-                .open
-                .take()
-                .into_iter()
-                .chain(queue.sealed.drain(..))
-                .collect();
-            for batch in unsent {
-                for delivery in batch.deliveries {
-                    let report = DeliveryReport {
-                        batch: Some(batch.sequence),
-                        offset: Err(ClientError::NotSent {
-                            reason: "the producer was stopped before its batch was sent".to_owned(),
-                        }),
-                    };
-                    let _ = delivery.send(report);
-                }
-                self.outstanding.remove(&batch.sequence);
+            for batch in self.take_unsent(partition) {
+                let error = ClientError::NotSent {
+                    reason: "the producer was stopped before its batch was sent".to_owned(),
+                };
+                self.fail_unsent(batch, &error);
             }
         }
         self.lingering.clear();
         self.linger_of.fill(None);
         self.release_flushes();
+    }
+
+    /// Ends a batch that was never handed to the client: each of its
+    /// records reports `error`. The caller releases flushes.
+    fn fail_unsent(&mut self, batch: Batch, error: &ClientError) {
+        for delivery in batch.deliveries {
+            let report = DeliveryReport {
+                batch: Some(batch.sequence),
+                offset: Err(error.clone()),
+            };
+            let _ = delivery.send(report); // the sender may have dropped its Delivery
+        }
+        drop(batch.permits); // frees buffer room for waiting senders
+        self.outstanding.remove(&batch.sequence);
     }
 
     fn flush(&mut self, done: oneshot::Sender<()>) {
@@ -455,9 +532,34 @@ impl Accumulator {
         self.lingering.first().map(|&(deadline, _)| deadline)
     }
 
-    /// Hands sealed batches to the client, in order, up to the in-flight bound.
+    /// Hands sealed batches to the client, in order, up to the in-flight
+    /// bound; without a route, they wait for (or start) a lookup.
     fn dispatch(&mut self, partition: usize) {
-        let group = self.groups[partition];
+        let group = match &self.route {
+            Route::Groups(groups) => groups.get(partition).copied(),
+            Route::LookingUp => return,
+            Route::Unknown => {
+                if !self.partitions[partition].sealed.is_empty() {
+                    self.start_lookup();
+                }
+                return;
+            }
+        };
+        let Some(group) = group else {
+            // The topic was created again with fewer partitions.
+            let error = ClientError::UnknownPartition {
+                stream: self.name.stream.clone(),
+                topic: self.name.topic.clone(),
+                partition: partition as u32,
+                partition_count: self.partition_count.load(Ordering::Relaxed),
+            };
+            let sealed: Vec<Batch> = self.partitions[partition].sealed.drain(..).collect();
+            for batch in sealed {
+                self.fail_unsent(batch, &error);
+            }
+            self.release_flushes();
+            return;
+        };
         while self.partitions[partition].in_flight < self.config.in_flight_max {
             let Some(batch) = self.partitions[partition].sealed.pop_front() else {
                 return;
@@ -473,6 +575,7 @@ impl Accumulator {
                 // The accumulator outlives its batches; if not, nobody waits.
                 let _ = completions.send(Completion {
                     partition,
+                    group,
                     batch,
                     outcome,
                 });
@@ -483,9 +586,11 @@ impl Accumulator {
     fn on_completion(&mut self, completion: Completion) {
         let Completion {
             partition,
+            group,
             batch,
             outcome,
         } = completion;
+        let deleted = matches!(outcome, Err(ClientError::Deleted { .. }));
         let queue = &mut self.partitions[partition];
         assert!(
             queue.in_flight > 0,
@@ -506,12 +611,117 @@ impl Accumulator {
         }
         drop(batch.permits); // frees buffer room for waiting senders
         self.outstanding.remove(&batch.sequence);
+        if deleted {
+            self.on_deleted(group);
+        }
         self.release_flushes();
         self.dispatch(partition);
         // A partial batch held back while the pipeline was busy goes now.
         let linger = Duration::from_millis(self.config.linger_ms);
         self.seal_if_lingered(partition, Instant::now(), linger);
         self.refile_linger(partition);
+    }
+
+    /// A batch sent to `group` was answered `Deleted`. If `group` is one of
+    /// the current route's, the topic is gone: forget its groups (here and
+    /// in the client's routing), and fail every batch not sent yet, since
+    /// each was meant for the deleted topic. Batches in flight get their
+    /// own answers. The next batch sealed looks the topic up again.
+    fn on_deleted(&mut self, group: u64) {
+        let Route::Groups(groups) = &self.route else {
+            return; // forgotten already
+        };
+        if !groups.contains(&group) {
+            return; // an older incarnation's group, forgotten already
+        }
+        self.deleted_groups = groups.iter().copied().collect();
+        self.route = Route::Unknown;
+        self.client
+            .forget_topic(&self.name.stream, &self.name.topic);
+        let error = ClientError::Deleted {
+            message: format!(
+                "{}/{} was deleted before this batch was sent; nothing was written",
+                self.name.stream, self.name.topic
+            ),
+        };
+        for partition in 0..self.partitions.len() {
+            for batch in self.take_unsent(partition) {
+                self.fail_unsent(batch, &error);
+            }
+            self.refile_linger(partition);
+        }
+    }
+
+    /// Looks the topic up again, in the background; sealed batches wait.
+    fn start_lookup(&mut self) {
+        assert_eq!(
+            self.route,
+            Route::Unknown,
+            "a lookup only replaces no route"
+        );
+        self.route = Route::LookingUp;
+        let client = self.client.clone();
+        let name = self.name.clone();
+        let lookups = self.lookups.clone();
+        tokio::spawn(async move {
+            let found = client.topic(&name.stream, &name.topic).await;
+            let _ = lookups.send(found); // the producer may have stopped
+        });
+    }
+
+    /// The lookup answered: route the waiting batches to the topic's
+    /// groups, or fail them with why there are none.
+    fn on_lookup(&mut self, found: Result<TopicInfo, ClientError>) {
+        assert_eq!(self.route, Route::LookingUp, "an answer without a lookup");
+        match found.and_then(|info| self.groups_of(&info)) {
+            Ok(groups) => {
+                let count = groups.len();
+                if count > self.partitions.len() {
+                    self.partitions.resize_with(count, PartitionQueue::default);
+                    self.linger_of.resize(count, None);
+                }
+                self.partition_count.store(count as u32, Ordering::Relaxed);
+                self.route = Route::Groups(groups);
+            }
+            Err(error) => {
+                self.route = Route::Unknown;
+                for partition in 0..self.partitions.len() {
+                    let sealed: Vec<Batch> = self.partitions[partition].sealed.drain(..).collect();
+                    for batch in sealed {
+                        self.fail_unsent(batch, &error);
+                    }
+                }
+            }
+        }
+        self.release_flushes();
+        let linger = Duration::from_millis(self.config.linger_ms);
+        for partition in 0..self.partitions.len() {
+            self.dispatch(partition);
+            self.seal_if_lingered(partition, Instant::now(), linger);
+            self.refile_linger(partition);
+        }
+    }
+
+    /// The groups of `info`'s partitions in order; `Deleted` when the
+    /// answer still lists the deleted topic (it came from a node that has
+    /// not applied the deletion yet).
+    fn groups_of(&self, info: &TopicInfo) -> Result<Vec<u64>, ClientError> {
+        let count = info.partitions.len() as u32;
+        let groups = (0..count)
+            .map(|partition| partition_group_of(info, partition))
+            .collect::<Result<Vec<u64>, ClientError>>()?;
+        if groups
+            .iter()
+            .any(|group| self.deleted_groups.contains(group))
+        {
+            return Err(ClientError::Deleted {
+                message: format!(
+                    "{}/{} was deleted (a node's metadata still lists it); nothing was written",
+                    self.name.stream, self.name.topic
+                ),
+            });
+        }
+        Ok(groups)
     }
 
     fn release_flushes(&mut self) {

@@ -524,6 +524,33 @@ mod tests {
     }
 
     #[test]
+    fn a_deleted_topic_and_a_full_disk_end_a_group_query_at_once() {
+        for (code, typed) in [
+            (
+                ResultCode::Deleted,
+                ClientError::Deleted {
+                    message: "why".into(),
+                },
+            ),
+            (
+                ResultCode::DiskFull,
+                ClientError::DiskFull {
+                    message: "why".into(),
+                },
+            ),
+        ] {
+            let mut fetch = query(QueryTarget::Group(5));
+            fetch.transmitted(1, 1, 0, 100);
+            let actions = run(
+                &mut fetch,
+                ReplyBody::Error(ErrorBody::message(code, "why")),
+            );
+            assert_eq!(actions, vec![QueryAction::Finish(Err(typed))], "{code:?}");
+            assert!(!fetch.wants_transmit(), "{code:?} is not retried");
+        }
+    }
+
+    #[test]
     fn timeouts_resend_and_the_deadline_ends_the_query() {
         let mut fetch = query(QueryTarget::Group(5));
         fetch.transmitted(1, 1, 0, 100);

@@ -1,15 +1,27 @@
 //! Moving a partition between nodes: `reassign_partition` (a new replica
 //! set and confirm policy, planned by the metadata plane as the next epoch)
 //! and `drop_replica` (forget the copy a removed node kept), with the
-//! [`PartitionTarget`] both name a partition by.
+//! [`PartitionTarget`] both name a partition by; and a topic's confirm
+//! policy changed partition by partition (for `alter_topic`).
+
+use std::collections::HashMap;
 
 use bytes::Bytes;
-use strand_wire::ops::{DropReplica, Empty, EpochStarted, ReassignPartition, Reassigned};
+use strand_wire::ops::{
+    DropReplica, Empty, EpochStarted, ReassignPartition, Reassigned, TopicInfo,
+};
 use strand_wire::{Body, ConfirmPolicy, Operation, REPLICAS_MAX};
+use tokio::sync::oneshot;
 
 use crate::client::{Client, invalid, partition_group_of};
 use crate::error::ClientError;
 use crate::routing::METADATA_GROUP;
+
+/// Most reassignments a topic's confirm change has in flight at once: the
+/// metadata plane takes them pipelined, in order, and each batch's
+/// deadline starts when it is handed over, so thousands of partitions
+/// never wait out one deadline together.
+pub(crate) const CONFIRM_CHANGES_IN_FLIGHT_MAX: usize = 32;
 
 /// A partition as an operator names it: by group id (as `status` prints
 /// it) or by topic and index.
@@ -84,26 +96,107 @@ impl Client {
             return Err(invalid("a partition needs 1 to 15 replicas"));
         }
         let group = self.movable_group(&target).await?;
+        let outcome = self.submit_reassignment(group, nodes, confirm);
+        reassigned_of(group, outcome.await)
+    }
+
+    /// Hands a reassignment of `group` to the metadata plane's session now
+    /// (so several go out pipelined, in order).
+    fn submit_reassignment(
+        &self,
+        group: u64,
+        nodes: &[u32],
+        confirm: Option<ConfirmPolicy>,
+    ) -> oneshot::Receiver<Result<Bytes, ClientError>> {
+        assert_ne!(group, METADATA_GROUP, "group 0 is never reassigned");
         let request = ReassignPartition {
             group,
             nodes: nodes.to_vec(),
             confirm,
         };
         let body = Bytes::from(request.to_vec());
-        let reply = self
-            .replicated(METADATA_GROUP, Operation::ReassignPartition, body)
-            .await?;
-        let reassigned = Reassigned::from_bytes(&reply)
-            .map_err(|error| ClientError::from_body_error("reassign reply", error))?;
-        if reassigned.group != group {
-            return Err(ClientError::Protocol {
-                reason: format!(
-                    "a reassignment of group {group} was answered for group {}",
-                    reassigned.group
-                ),
-            });
+        self.submit_replicated(METADATA_GROUP, Operation::ReassignPartition, body)
+    }
+
+    /// Gives every partition of `stream/topic` the confirm policy
+    /// `confirm`, each through a reassignment onto its current replicas,
+    /// at most [`CONFIRM_CHANGES_IN_FLIGHT_MAX`] at a time. A partition
+    /// whose replicas report the policy already (at the catalog's epoch) is
+    /// left alone: the metadata plane refuses a reassignment that changes
+    /// nothing. Every partition is tried; `PartitionsRefused` names the
+    /// ones refused.
+    pub(crate) async fn confirm_every_partition(
+        &self,
+        stream: &str,
+        topic: &str,
+        confirm: ConfirmPolicy,
+    ) -> Result<(), ClientError> {
+        let info = self.topic(stream, topic).await?;
+        let reported = self.reported_confirms(&info).await;
+        let changing: Vec<_> = info
+            .partitions
+            .iter()
+            .filter(|partition| reported.get(&partition.group) != Some(&confirm))
+            .collect();
+        let mut refused = Vec::new();
+        for chunk in changing.chunks(CONFIRM_CHANGES_IN_FLIGHT_MAX) {
+            let outcomes: Vec<_> = chunk
+                .iter()
+                .map(|partition| {
+                    let outcome = self.submit_reassignment(
+                        partition.group,
+                        &partition.replicas,
+                        Some(confirm),
+                    );
+                    (partition, outcome)
+                })
+                .collect();
+            for (partition, outcome) in outcomes {
+                if let Err(error) = reassigned_of(partition.group, outcome.await) {
+                    refused.push((partition.partition, error));
+                }
+            }
         }
-        Ok(reassigned)
+        if refused.is_empty() {
+            return Ok(());
+        }
+        refused.sort_by_key(|(partition, _)| *partition);
+        Err(ClientError::PartitionsRefused {
+            stream: stream.to_owned(),
+            topic: topic.to_owned(),
+            refused,
+        })
+    }
+
+    /// Each of `info`'s partitions' confirm policy, as the newest report of
+    /// its replicas at the catalog's epoch says; a partition no node
+    /// reported (or only at another epoch) is left out. Best effort: a
+    /// status that cannot be had leaves every partition out.
+    async fn reported_confirms(&self, info: &TopicInfo) -> HashMap<u64, ConfirmPolicy> {
+        let epochs: HashMap<u64, u32> = info
+            .partitions
+            .iter()
+            .map(|partition| (partition.group, partition.epoch))
+            .collect();
+        let Ok(status) = self.cluster_status().await else {
+            return HashMap::new();
+        };
+        let mut newest: HashMap<u64, (u32, ConfirmPolicy)> = HashMap::new();
+        for (_, report) in status.groups() {
+            if epochs.get(&report.group) != Some(&report.epoch) {
+                continue;
+            }
+            let known = newest
+                .entry(report.group)
+                .or_insert((report.view, report.confirm));
+            if report.view > known.0 {
+                *known = (report.view, report.confirm);
+            }
+        }
+        newest
+            .into_iter()
+            .map(|(group, (_, confirm))| (group, confirm))
+            .collect()
     }
 
     /// Forgets the copy of a partition that `node` kept after a
@@ -153,4 +246,23 @@ impl Client {
         }
         Ok(group)
     }
+}
+
+/// The accepted reassignment of `group` in `outcome`, or why there is none.
+fn reassigned_of(
+    group: u64,
+    outcome: Result<Result<Bytes, ClientError>, oneshot::error::RecvError>,
+) -> Result<Reassigned, ClientError> {
+    let reply = outcome.map_err(|_| ClientError::Closed)??;
+    let reassigned = Reassigned::from_bytes(&reply)
+        .map_err(|error| ClientError::from_body_error("reassign reply", error))?;
+    if reassigned.group != group {
+        return Err(ClientError::Protocol {
+            reason: format!(
+                "a reassignment of group {group} was answered for group {}",
+                reassigned.group
+            ),
+        });
+    }
+    Ok(reassigned)
 }

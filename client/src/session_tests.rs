@@ -360,6 +360,99 @@ fn a_committed_refusal_to_retry_later_is_final() {
     }
 }
 
+/// Submits nothing more and lets a long time pass: whatever the session
+/// still wants to send or retry shows up as actions.
+fn later_actions(session: &mut Session) -> Vec<Action> {
+    let mut actions = Vec::new();
+    session.on_tick(60_000, &mut actions);
+    session.poll_transmit(60_000, 2, ATTEMPT_TIMEOUT_MS, &mut actions);
+    actions
+}
+
+#[test]
+fn a_deleted_topic_fails_the_request_and_it_is_never_sent_again() {
+    // A produce pinned to a group whose topic was deleted: a topic created
+    // again under the name has new groups, so no retry, redirect or
+    // routing refresh may carry this batch anywhere.
+    let (mut session, _) = sent(1);
+    let client = session.client();
+    let mut actions = Vec::new();
+    let deleted = ErrorBody::message(ResultCode::Deleted, "group 7's topic was deleted");
+    session.on_reply(error(1, client, 1, deleted), 1, &mut actions);
+    assert_eq!(
+        completions(&actions),
+        vec![(
+            1,
+            Err(ClientError::Deleted {
+                message: "group 7's topic was deleted".into()
+            })
+        )]
+    );
+    assert_eq!(actions.len(), 1, "no refresh, no redirect: {actions:?}");
+    assert!(session.is_idle());
+    assert_eq!(later_actions(&mut session), Vec::new());
+}
+
+#[test]
+fn every_request_of_a_pipeline_to_a_deleted_topic_fails_deleted_once() {
+    // The group answers Deleted to every attempt. A refusal before prepare
+    // moves the requests behind it to a fresh id (rule 3: their numbers can
+    // never be taken), so they go out again, to the same group, and get
+    // their own Deleted; none is sent after its own answer.
+    let (mut session, mut in_flight) = sent(3);
+    let mut failed: Vec<Token> = Vec::new();
+    for now_ms in 1..=10 {
+        let mut actions = Vec::new();
+        for (token, client, request) in std::mem::take(&mut in_flight) {
+            assert!(!failed.contains(&token), "{token} sent after its answer");
+            let deleted = ErrorBody::message(ResultCode::Deleted, "deleted");
+            session.on_reply(error(1, client, request, deleted), now_ms, &mut actions);
+        }
+        for (token, outcome) in completions(&actions) {
+            assert!(
+                matches!(outcome, Err(ClientError::Deleted { .. })),
+                "{outcome:?}"
+            );
+            failed.push(token);
+        }
+        let mut actions = Vec::new();
+        session.poll_transmit(now_ms, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
+        in_flight = transmits(&actions);
+    }
+    assert_eq!(failed, vec![1, 2, 3], "each once, in order");
+    assert!(session.is_idle());
+    assert_eq!(later_actions(&mut session), Vec::new());
+}
+
+#[test]
+fn a_full_disk_fails_the_request_and_it_is_not_retried() {
+    let (mut session, _) = sent(1);
+    let client = session.client();
+    let mut actions = Vec::new();
+    let full = ErrorBody::message(ResultCode::DiskFull, "node 2's data disk is full");
+    session.on_reply(error(1, client, 1, full), 1, &mut actions);
+    assert_eq!(
+        completions(&actions),
+        vec![(
+            1,
+            Err(ClientError::DiskFull {
+                message: "node 2's data disk is full".into()
+            })
+        )]
+    );
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    assert!(session.is_idle());
+    assert_eq!(later_actions(&mut session), Vec::new());
+    // Nothing was written: the number is free, and the next request takes
+    // it under a fresh id (rule 3).
+    session.submit(submission(2, 2));
+    let mut actions = Vec::new();
+    session.poll_transmit(2, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
+    let fresh = session.client();
+    assert_ne!(fresh, client);
+    assert_eq!(transmits(&actions), vec![(2, fresh, 1)]);
+}
+
 #[test]
 fn connection_loss_resends_in_order_with_the_same_numbers() {
     let (mut session, first) = sent(3);

@@ -79,6 +79,24 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Checks that this replica can prepare the request now.
+    /// Whether `header` would become a new prepare if handed to
+    /// [`Replica::on_request`] now: this replica admits it (serving primary,
+    /// room in the pipeline) and it is the next request the client table
+    /// expects from its client. A driver's own admission checks (a full
+    /// disk) apply only to these, so that a retry of a committed request
+    /// still gets its reply and a backup still redirects.
+    pub fn would_prepare(&self, header: &strand_wire::RequestHeader, record_count: u32) -> bool {
+        let (client, number) = (header.client.get(), header.request.get());
+        client != 0
+            && number != 0
+            && self.admit_request(header, record_count).is_ok()
+            && matches!(
+                self.client_table
+                    .lookup(client, number, self.in_flight_last(client)),
+                Lookup::New
+            )
+    }
+
     fn admit_request(
         &self,
         header: &strand_wire::RequestHeader,

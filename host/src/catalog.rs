@@ -8,6 +8,11 @@
 //! as `previous`; the partition's `EpochStarted` drops `previous` and retires
 //! the nodes that left; `DropReplica` forgets a retired copy. A second
 //! reassignment waits until the first has started.
+//!
+//! Deleting a topic or stream removes its partitions from the catalog; group
+//! ids are never reused, so a group below the next id that the catalog no
+//! longer holds is known deleted ([`Catalog::is_deleted`]) on every node, at
+//! any catalog op after the delete.
 
 use std::collections::BTreeMap;
 
@@ -15,8 +20,9 @@ use bytes::Bytes;
 use strand_consensus::StateMachine;
 use strand_consensus::epoch::{Membership, Transition};
 use strand_wire::ops::{
-    CreateStream, CreateTopic, DropReplica, EpochStarted, ErrorBody, PartitionInfo,
-    ReassignPartition, Reassigned, TopicCreated, TopicInfo,
+    AddPartitions, AlterTopic, CreateStream, CreateTopic, DeleteStream, DeleteTopic, DropReplica,
+    EpochStarted, ErrorBody, PartitionInfo, ReassignPartition, Reassigned, TopicCreated, TopicInfo,
+    TopicsDeleted,
 };
 use strand_wire::{Body, ConfirmPolicy, Durability, Operation, PrepareHeader, ResultCode};
 
@@ -208,6 +214,31 @@ pub struct TopicEntry {
     pub groups: Vec<u64>,
 }
 
+/// A topic's policies, which every partition of it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TopicPolicies {
+    confirm: ConfirmPolicy,
+    durability: Durability,
+    consumer_offset_durability: Durability,
+    retention_bytes: u64,
+    retention_ms: u64,
+    segment_bytes: u64,
+}
+
+impl TopicPolicies {
+    /// The policies a partition carries now.
+    fn of(assignment: &Assignment) -> TopicPolicies {
+        TopicPolicies {
+            confirm: assignment.confirm,
+            durability: assignment.durability,
+            consumer_offset_durability: assignment.consumer_offset_durability,
+            retention_bytes: assignment.retention_bytes,
+            retention_ms: assignment.retention_ms,
+            segment_bytes: assignment.segment_bytes,
+        }
+    }
+}
+
 /// The catalog: everything the metadata plane decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Catalog {
@@ -317,38 +348,22 @@ impl Catalog {
         // The receiving node fills in the cluster's defaults before it
         // proposes; a request that still lacks a policy gets the safe one.
         let durability = request.durability.unwrap_or(Durability::Persisted);
-        let confirm = request.confirm.unwrap_or(ConfirmPolicy::MajorityDurable);
-        let consumer_offset_durability = request.consumer_offset_durability.unwrap_or(durability);
-        let mut groups = Vec::new();
-        for partition in 0..request.partition_count {
-            let group = self.next_group;
-            self.next_group += 1;
-            let slots = placement(&self.nodes, group, usize::from(request.replica_count))
-                .into_iter()
-                .map(Some)
-                .collect();
-            self.groups.insert(
-                group,
-                Assignment {
-                    group,
-                    stream: request.stream.clone(),
-                    topic: request.topic.clone(),
-                    partition,
-                    slots,
-                    epoch: 0,
-                    confirm,
-                    durability,
-                    consumer_offset_durability,
-                    retention_bytes: request.retention_bytes,
-                    retention_ms: request.retention_ms,
-                    segment_bytes: request.segment_bytes.unwrap_or(0),
-                    previous: None,
-                    active: true,
-                    retired: Vec::new(),
-                },
-            );
-            groups.push(group);
-        }
+        let policies = TopicPolicies {
+            confirm: request.confirm.unwrap_or(ConfirmPolicy::MajorityDurable),
+            durability,
+            consumer_offset_durability: request.consumer_offset_durability.unwrap_or(durability),
+            retention_bytes: request.retention_bytes,
+            retention_ms: request.retention_ms,
+            segment_bytes: request.segment_bytes.unwrap_or(0),
+        };
+        let replicas = usize::from(request.replica_count);
+        let groups = self.add_partitions_numbered(
+            &request.stream,
+            &request.topic,
+            0..request.partition_count,
+            replicas,
+            &policies,
+        );
         let topics = self
             .streams
             .get_mut(&request.stream)
@@ -360,6 +375,173 @@ impl Catalog {
             },
         );
         Ok(Bytes::from(TopicCreated { groups }.to_vec()))
+    }
+
+    /// Places partitions `numbers` of a topic, each under the next group
+    /// id; returns their groups in order.
+    fn add_partitions_numbered(
+        &mut self,
+        stream: &str,
+        topic: &str,
+        numbers: std::ops::Range<u32>,
+        replicas: usize,
+        policies: &TopicPolicies,
+    ) -> Vec<u64> {
+        numbers
+            .map(|partition| self.add_partition(stream, topic, partition, replicas, policies))
+            .collect()
+    }
+
+    /// Places a new partition of a topic under the next group id.
+    fn add_partition(
+        &mut self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+        replicas: usize,
+        policies: &TopicPolicies,
+    ) -> u64 {
+        let group = self.next_group;
+        self.next_group += 1;
+        let slots = placement(&self.nodes, group, replicas)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let assignment = Assignment {
+            group,
+            stream: stream.to_owned(),
+            topic: topic.to_owned(),
+            partition,
+            slots,
+            epoch: 0,
+            confirm: policies.confirm,
+            durability: policies.durability,
+            consumer_offset_durability: policies.consumer_offset_durability,
+            retention_bytes: policies.retention_bytes,
+            retention_ms: policies.retention_ms,
+            segment_bytes: policies.segment_bytes,
+            previous: None,
+            active: true,
+            retired: Vec::new(),
+        };
+        assignment.check();
+        self.groups.insert(group, assignment);
+        group
+    }
+
+    /// Whether `group` was a partition that a deleted topic or stream took
+    /// with it. Group ids are never reused, so this never changes back: a
+    /// node may remove such a group's data whenever it finds it, even with a
+    /// catalog behind the metadata plane's.
+    pub fn is_deleted(&self, group: u64) -> bool {
+        group != 0 && group < self.next_group && !self.groups.contains_key(&group)
+    }
+
+    fn topic_entry(&self, stream: &str, topic: &str) -> Result<&TopicEntry, ErrorBody> {
+        let topics = self.streams.get(stream).ok_or_else(|| {
+            ErrorBody::message(ResultCode::UnknownStream, format!("no stream {stream}"))
+        })?;
+        topics.get(topic).ok_or_else(|| {
+            ErrorBody::message(
+                ResultCode::UnknownTopic,
+                format!("no topic {topic} in stream {stream}"),
+            )
+        })
+    }
+
+    /// Removes a topic's partitions from the catalog; returns their groups.
+    fn remove_topic(&mut self, stream: &str, topic: &str) -> Vec<u64> {
+        let entry = self
+            .streams
+            .get_mut(stream)
+            .and_then(|topics| topics.remove(topic))
+            .unwrap_or_default();
+        for group in &entry.groups {
+            self.groups.remove(group);
+        }
+        entry.groups
+    }
+
+    fn delete_topic(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = DeleteTopic::from_bytes(body).map_err(invalid)?;
+        self.topic_entry(&request.stream, &request.topic)?;
+        let mut groups = self.remove_topic(&request.stream, &request.topic);
+        groups.sort_unstable();
+        Ok(Bytes::from(TopicsDeleted { groups }.to_vec()))
+    }
+
+    fn delete_stream(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = DeleteStream::from_bytes(body).map_err(invalid)?;
+        let Some(topics) = self.streams.get(&request.name) else {
+            return Err(ErrorBody::message(
+                ResultCode::UnknownStream,
+                format!("no stream {}", request.name),
+            ));
+        };
+        let names: Vec<String> = topics.keys().cloned().collect();
+        let mut groups: Vec<u64> = names
+            .iter()
+            .flat_map(|topic| self.remove_topic(&request.name, topic))
+            .collect();
+        self.streams.remove(&request.name);
+        groups.sort_unstable();
+        Ok(Bytes::from(TopicsDeleted { groups }.to_vec()))
+    }
+
+    fn alter_topic(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = AlterTopic::from_bytes(body).map_err(invalid)?;
+        let groups = self
+            .topic_entry(&request.stream, &request.topic)?
+            .groups
+            .clone();
+        for group in groups {
+            let assignment = self.groups.get_mut(&group).expect("a topic's groups exist");
+            if let Some(bytes) = request.retention_bytes {
+                assignment.retention_bytes = bytes;
+            }
+            if let Some(ms) = request.retention_ms {
+                assignment.retention_ms = ms;
+            }
+        }
+        Ok(Bytes::new())
+    }
+
+    fn add_partitions(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = AddPartitions::from_bytes(body).map_err(invalid)?;
+        let existing = self
+            .topic_entry(&request.stream, &request.topic)?
+            .groups
+            .clone();
+        let count = existing.len() as u32;
+        if request.partition_count <= count {
+            return Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!(
+                    "topic {} has {count} partitions; asked for {} (partitions are only added)",
+                    request.topic, request.partition_count
+                ),
+            ));
+        }
+        let first = self
+            .groups
+            .get(&existing[0])
+            .expect("a topic's groups exist");
+        let policies = TopicPolicies::of(first);
+        let replicas = first.nodes().len();
+        let added = self.add_partitions_numbered(
+            &request.stream,
+            &request.topic,
+            count..request.partition_count,
+            replicas,
+            &policies,
+        );
+        self.streams
+            .get_mut(&request.stream)
+            .and_then(|topics| topics.get_mut(&request.topic))
+            .expect("checked above")
+            .groups
+            .extend_from_slice(&added);
+        Ok(Bytes::from(TopicCreated { groups: added }.to_vec()))
     }
 
     fn reassign_partition(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
@@ -458,6 +640,10 @@ impl StateMachine for Catalog {
             Operation::ReassignPartition => self.reassign_partition(body),
             Operation::EpochStarted => self.epoch_started(body),
             Operation::DropReplica => self.drop_replica(body),
+            Operation::DeleteTopic => self.delete_topic(body),
+            Operation::DeleteStream => self.delete_stream(body),
+            Operation::AlterTopic => self.alter_topic(body),
+            Operation::AddPartitions => self.add_partitions(body),
             other => Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!("{other:?} is not a metadata operation"),

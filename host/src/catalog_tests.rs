@@ -471,3 +471,214 @@ fn the_same_ops_build_the_same_catalog_on_every_node() {
     };
     assert_eq!(build(), build());
 }
+
+fn commit(
+    catalog: &mut Catalog,
+    op: u64,
+    operation: Operation,
+    body: Vec<u8>,
+) -> (ResultCode, Bytes) {
+    catalog.commit(&header(op, operation), Some(&Bytes::from(body)))
+}
+
+#[test]
+fn a_deleted_topic_frees_its_name_and_never_reuses_its_groups() {
+    let mut catalog = catalog_with_stream_s();
+    assert_eq!(
+        commit(
+            &mut catalog,
+            2,
+            Operation::CreateTopic,
+            topic("s", "t", 2, 3).to_vec()
+        )
+        .0,
+        ResultCode::Ok
+    );
+    let delete = DeleteTopic {
+        stream: "s".into(),
+        topic: "t".into(),
+    }
+    .to_vec();
+    let (result, body) = commit(&mut catalog, 3, Operation::DeleteTopic, delete.clone());
+    assert_eq!(result, ResultCode::Ok);
+    assert_eq!(
+        TopicsDeleted::from_bytes(&body).expect("reply").groups,
+        vec![1, 2]
+    );
+    assert!(catalog.groups.is_empty() && catalog.hosted_on(1).count() == 0);
+    assert!(catalog.is_deleted(1) && catalog.is_deleted(2));
+    assert!(
+        !catalog.is_deleted(0) && !catalog.is_deleted(3),
+        "group 3 is not made yet"
+    );
+    assert!(catalog.topic_info("s", "t", &|_| 0).is_none());
+    assert_eq!(
+        commit(&mut catalog, 4, Operation::DeleteTopic, delete).0,
+        ResultCode::UnknownTopic
+    );
+
+    let (result, body) = commit(
+        &mut catalog,
+        5,
+        Operation::CreateTopic,
+        topic("s", "t", 1, 3).to_vec(),
+    );
+    assert_eq!(result, ResultCode::Ok);
+    assert_eq!(
+        TopicCreated::from_bytes(&body).expect("reply").groups,
+        vec![3],
+        "a new group, never 1 again"
+    );
+    assert!(!catalog.is_deleted(3) && catalog.is_deleted(1));
+}
+
+#[test]
+fn a_deleted_stream_takes_its_topics_and_retired_copies() {
+    let mut catalog = catalog_with_stream_s();
+    commit(
+        &mut catalog,
+        2,
+        Operation::CreateTopic,
+        topic("s", "a", 1, 2).to_vec(),
+    );
+    commit(
+        &mut catalog,
+        3,
+        Operation::CreateTopic,
+        topic("s", "b", 2, 1).to_vec(),
+    );
+    let move_a = ReassignPartition {
+        group: 1,
+        nodes: vec![1, 3],
+        confirm: None,
+    }
+    .to_vec();
+    assert_eq!(
+        commit(&mut catalog, 4, Operation::ReassignPartition, move_a).0,
+        ResultCode::Ok
+    );
+    let (result, body) = commit(
+        &mut catalog,
+        5,
+        Operation::DeleteStream,
+        DeleteStream { name: "s".into() }.to_vec(),
+    );
+    assert_eq!(result, ResultCode::Ok);
+    assert_eq!(
+        TopicsDeleted::from_bytes(&body).expect("reply").groups,
+        vec![1, 2, 3]
+    );
+    assert!(catalog.streams.is_empty() && catalog.groups.is_empty());
+    for node in [1, 2, 3] {
+        assert_eq!(
+            catalog.hosted_on(node).count(),
+            0,
+            "node {node} drops every copy"
+        );
+    }
+    let again = DeleteStream { name: "s".into() }.to_vec();
+    assert_eq!(
+        commit(&mut catalog, 6, Operation::DeleteStream, again).0,
+        ResultCode::UnknownStream
+    );
+    let stream = CreateStream { name: "s".into() }.to_vec();
+    assert_eq!(
+        commit(&mut catalog, 7, Operation::CreateStream, stream).0,
+        ResultCode::Ok
+    );
+}
+
+#[test]
+fn alter_changes_only_the_limits_it_names() {
+    let mut catalog = catalog_with_stream_s();
+    commit(
+        &mut catalog,
+        2,
+        Operation::CreateTopic,
+        topic("s", "t", 2, 3).to_vec(),
+    );
+    let alter = AlterTopic {
+        stream: "s".into(),
+        topic: "t".into(),
+        retention_bytes: Some(1 << 20),
+        retention_ms: None,
+    };
+    assert_eq!(
+        commit(&mut catalog, 3, Operation::AlterTopic, alter.to_vec()).0,
+        ResultCode::Ok
+    );
+    for assignment in catalog.groups.values() {
+        assert_eq!(
+            (assignment.retention_bytes, assignment.retention_ms),
+            (1 << 20, 0)
+        );
+    }
+    let alter = AlterTopic {
+        stream: "s".into(),
+        topic: "t".into(),
+        retention_bytes: Some(0),
+        retention_ms: Some(60_000),
+    };
+    commit(&mut catalog, 4, Operation::AlterTopic, alter.to_vec());
+    let info = catalog.topic_info("s", "t", &|_| 0).expect("topic");
+    assert_eq!((info.retention_bytes, info.retention_ms), (0, 60_000));
+    let unknown = AlterTopic {
+        stream: "s".into(),
+        topic: "u".into(),
+        retention_bytes: Some(1),
+        retention_ms: None,
+    };
+    assert_eq!(
+        commit(&mut catalog, 5, Operation::AlterTopic, unknown.to_vec()).0,
+        ResultCode::UnknownTopic
+    );
+}
+
+#[test]
+fn added_partitions_take_the_topics_policies_and_new_groups() {
+    let mut catalog = catalog_with_stream_s();
+    commit(
+        &mut catalog,
+        2,
+        Operation::CreateTopic,
+        topic("s", "t", 2, 2).to_vec(),
+    );
+    commit(
+        &mut catalog,
+        3,
+        Operation::CreateTopic,
+        topic("s", "u", 1, 3).to_vec(),
+    );
+    let add = |count| {
+        AddPartitions {
+            stream: "s".into(),
+            topic: "t".into(),
+            partition_count: count,
+        }
+        .to_vec()
+    };
+    assert_eq!(
+        commit(&mut catalog, 4, Operation::AddPartitions, add(2)).0,
+        ResultCode::InvalidRequest
+    );
+    let (result, body) = commit(&mut catalog, 5, Operation::AddPartitions, add(4));
+    assert_eq!(result, ResultCode::Ok);
+    assert_eq!(
+        TopicCreated::from_bytes(&body).expect("reply").groups,
+        vec![4, 5]
+    );
+    let info = catalog.topic_info("s", "t", &|_| 0).expect("topic");
+    let partitions: Vec<(u32, u64, usize)> = info
+        .partitions
+        .iter()
+        .map(|partition| {
+            (
+                partition.partition,
+                partition.group,
+                partition.replicas.len(),
+            )
+        })
+        .collect();
+    assert_eq!(partitions, vec![(0, 1, 2), (1, 2, 2), (2, 4, 2), (3, 5, 2)]);
+    assert_eq!(catalog.groups[&5].confirm, catalog.groups[&1].confirm);
+}

@@ -328,6 +328,15 @@ impl<D: Disk> GroupHost<D> {
         }
     }
 
+    /// Takes a changed retention policy (the topic was altered); the next
+    /// [`GroupHost::retain`] applies it.
+    pub fn set_retention(&mut self, policy: RetentionPolicy) {
+        if self.retention != policy {
+            self.retention = policy;
+            self.retention_checked = (0, 0);
+        }
+    }
+
     /// Folds the cursor event log into its snapshot once it holds
     /// [`CURSOR_EVENTS_BEFORE_COMPACTION`] events past it, and drops the
     /// log frames no peer still needs (see `Replica::cursor_keep_from`).

@@ -210,7 +210,7 @@ pub enum PartitionError {
 
 impl PartitionError {
     /// The error for a failed plain file operation.
-    pub(crate) fn io(path: &Path, action: &'static str, error: &io::Error) -> PartitionError {
+    pub fn io(path: &Path, action: &'static str, error: &io::Error) -> PartitionError {
         let errno = error.raw_os_error().unwrap_or(0);
         if errno == libc::ENOSPC {
             return PartitionError::NoSpace {

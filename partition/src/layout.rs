@@ -1,18 +1,22 @@
 //! Where everything of one partition sits on disk, and the names of its files.
 //!
 //! ```text
-//! <data>/partitions/<stream>/<topic>/<partition>/
+//! <data>/partitions/<stream>/<topic>/<partition>-g<group>/
 //!     superblock.0, superblock.1        two copies, alternating by sequence
 //!     superblock.N.tmp                  a copy being written (renamed into place)
 //!     records/<first-offset>.log        record log segment (20-digit, zero-padded)
 //!     records/<first-offset>.index      its sparse index
 //!     cursors.log                       cursor event log
 //!     cursors.snapshot                  cursor map + the event sequence it covers
-//! <data>/partitions/<stream>/<topic>/<partition>.fenced.N   quarantined copies
-//! <data>/partitions/<stream>/<topic>/<partition>.staging    a state-transfer import
-//! <data>/partitions/<stream>/<topic>/<partition>.install    "swap staging in" marker
-//! <data>/partitions/<stream>/<topic>/<partition>.replaced   the copy a swap replaces
+//! <data>/partitions/<stream>/<topic>/<partition>-g<group>.fenced.N   quarantined copies
+//! <data>/partitions/<stream>/<topic>/<partition>-g<group>.staging    a state-transfer import
+//! <data>/partitions/<stream>/<topic>/<partition>-g<group>.install    "swap staging in" marker
+//! <data>/partitions/<stream>/<topic>/<partition>-g<group>.replaced   the copy a swap replaces
 //! ```
+//!
+//! The group id in the name keeps a deleted topic's leftovers (on a node
+//! that was down when it was deleted) apart from a new topic created under
+//! the same name: group ids are never reused.
 //!
 //! Every name is built and parsed here, so the rest of the crate never
 //! formats a path by hand.
@@ -23,13 +27,48 @@ use std::path::{Path, PathBuf};
 /// the way offsets do.
 pub const SEGMENT_NAME_DIGITS: usize = 20;
 
-/// The directory of one partition under a node's data directory.
-pub fn partition_dir(data_dir: &Path, stream: &str, topic: &str, partition: u32) -> PathBuf {
-    data_dir
-        .join("partitions")
+/// The directory of one partition (group `group`) under a node's data
+/// directory.
+pub fn partition_dir(
+    data_dir: &Path,
+    stream: &str,
+    topic: &str,
+    partition: u32,
+    group: u64,
+) -> PathBuf {
+    partitions_root(data_dir)
+        .join(stream)
+        .join(topic)
+        .join(format!("{partition}-g{group}"))
+}
+
+/// Where a partition lived before directories carried their group id
+/// (`<topic>/<partition>`); a node moves it to [`partition_dir`] when it
+/// opens the partition.
+pub fn legacy_partition_dir(data_dir: &Path, stream: &str, topic: &str, partition: u32) -> PathBuf {
+    partitions_root(data_dir)
         .join(stream)
         .join(topic)
         .join(partition.to_string())
+}
+
+/// The directory holding every stream's partitions.
+pub fn partitions_root(data_dir: &Path) -> PathBuf {
+    data_dir.join("partitions")
+}
+
+/// The group whose partition directory, or a sibling of it (`.fenced.N`,
+/// `.staging`, ...), is named `entry`; `None` for any other name.
+pub fn parse_group_of_entry(entry: &str) -> Option<u64> {
+    let (partition, rest) = entry.split_once("-g")?;
+    if partition.is_empty() || !partition.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    let digits = rest.split_once('.').map_or(rest, |(digits, _)| digits);
+    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// The record log's directory.
@@ -193,6 +232,24 @@ mod tests {
         assert_eq!(parse_segment_name("42.log"), None);
         assert_eq!(parse_segment_name("00000000000000000042.index"), None);
         assert_eq!(parse_segment_name("0000000000000000004x.log"), None);
+    }
+
+    #[test]
+    fn partition_directories_name_their_group() {
+        let dir = partition_dir(Path::new("/data"), "s", "t", 3, 17);
+        assert_eq!(dir, Path::new("/data/partitions/s/t/3-g17").to_path_buf());
+        assert_eq!(parse_group_of_entry(&file_name(&dir)), Some(17));
+        assert_eq!(
+            parse_group_of_entry(&file_name(&fenced_path(&dir, 2))),
+            Some(17)
+        );
+        assert_eq!(
+            parse_group_of_entry(&file_name(&staging_path(&dir))),
+            Some(17)
+        );
+        for other in ["3", "3-g", "-g17", "x-g17", "3-gx", "3-g17x"] {
+            assert_eq!(parse_group_of_entry(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -21,8 +21,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use strand_wire::message::check_header;
 use strand_wire::ops::{
-    AcceptLoss, AttentionReply, ClusterStatusReply, ErrorBody, MetadataReply, MetadataRequest,
-    NodeInfo,
+    AcceptLoss, AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, ErrorBody,
+    MetadataReply, MetadataRequest, NodeInfo,
 };
 use strand_wire::{
     Body, CommandHeader, FrameDecoder, FrameError, HEADER_SIZE, Message, Msg, Operation,
@@ -265,13 +265,13 @@ fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSende
             ));
         }
         Operation::Attention => {
-            let reply = AttentionReply {
-                entries: shared
-                    .views()
-                    .into_iter()
-                    .filter_map(|view| view.attention)
-                    .collect(),
-            };
+            let mut entries: Vec<AttentionEntry> = shared
+                .views()
+                .into_iter()
+                .filter_map(|view| view.attention)
+                .collect();
+            entries.extend(disk_full_attention(shared));
+            let reply = AttentionReply { entries };
             answer(reply_frame(
                 &header,
                 ResultCode::Ok,
@@ -295,6 +295,30 @@ fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSende
     }
 }
 
+/// The node's own attention entry while its data disk is full (group 0
+/// stands for the node).
+fn disk_full_attention(shared: &Shared) -> Option<AttentionEntry> {
+    if !shared.disk.is_full() {
+        return None;
+    }
+    let (free, reserve) = shared.disk.reading();
+    Some(AttentionEntry {
+        group: 0,
+        stream: String::new(),
+        topic: String::new(),
+        partition: 0,
+        view: 0,
+        reason: AttentionReason::DiskFull,
+        awaited: Vec::new(),
+        detail: format!(
+            "node {}: the data disk at {} has {free} bytes free, below the reserve of {reserve}; \
+             produces are refused until space is freed",
+            shared.config.node,
+            shared.config.data_dir.display()
+        ),
+    })
+}
+
 fn route(
     shared: &Shared,
     group: u64,
@@ -305,6 +329,10 @@ fn route(
     let error = match shared.send_to_group(group, input) {
         Ok(()) => return,
         Err(Refused::Full) => ErrorBody::Busy { retry_after_ms: 5 },
+        Err(Refused::Gone) if shared.catalog().is_deleted(group) => ErrorBody::message(
+            ResultCode::Deleted,
+            format!("group {group}'s topic was deleted"),
+        ),
         Err(Refused::Gone) => ErrorBody::message(
             ResultCode::UnknownGroup,
             format!(

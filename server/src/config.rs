@@ -9,6 +9,7 @@
 //! tick_ms = 10                          # optional
 //! shards = 2                            # optional: shard threads (default: one per core)
 //! retention_check_ms = 30000            # optional: how often age retention is applied
+//! disk_reserve_bytes = 1073741824       # optional: free space kept; produces refused below it
 //!
 //! [[peers]]
 //! id = 1
@@ -95,6 +96,7 @@ struct FileConfig {
     tick_ms: Option<u64>,
     shards: Option<usize>,
     retention_check_ms: Option<u64>,
+    disk_reserve_bytes: Option<u64>,
     #[serde(default)]
     topic_defaults: TopicDefaults,
 }
@@ -122,6 +124,10 @@ pub struct NodeConfig {
     /// limits are applied as segments fill). Records past a topic's
     /// `retention_ms` are gone within this much more.
     pub retention_check_ms: u64,
+    /// Free space the node keeps on its data disk: below it, produces are
+    /// refused with `DiskFull` (`None`: 5% of the file system, at most 1
+    /// GiB; see [`crate::disk`]).
+    pub disk_reserve_bytes: Option<u64>,
     /// Durability for topics that do not say.
     pub default_durability: Durability,
     /// Confirm policy for topics that do not say.
@@ -226,6 +232,7 @@ impl NodeConfig {
             tick_ms,
             shards,
             retention_check_ms,
+            disk_reserve_bytes: file.disk_reserve_bytes,
             default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
             default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
         })

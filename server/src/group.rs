@@ -72,9 +72,12 @@ pub enum Hosted {
     /// A partition hosted here, new or changed: start its actor, or hand it
     /// the change.
     Placed(Assignment),
-    /// A partition no longer hosted here (its retired copy was dropped):
-    /// stop its actor and remove its directory.
+    /// A partition no longer hosted here (its topic was deleted, or its
+    /// retired copy dropped): stop its actor and remove its data.
     Dropped(Assignment),
+    /// The metadata plane's catalog is loaded (sent once per boot, before
+    /// any placement): the node removes what deleted partitions left.
+    CatalogLoaded,
 }
 
 /// Everything about one hosted group, as its latest assignment says.
@@ -176,6 +179,7 @@ impl GroupSpec {
                 &assignment.stream,
                 &assignment.topic,
                 assignment.partition,
+                assignment.group,
             ),
             active: assignment.active,
             retired: assignment.role_of(me) == Some(Role::Retired),
@@ -223,9 +227,13 @@ pub struct Actor {
     /// What the host put out, waiting to be carried out (kept for reuse).
     outputs: Vec<Output>,
     parked: VecDeque<ParkedFetch>,
+    /// The node's WAL writer, kept to open the group again.
+    wal: Wal,
     hosted: Option<UnboundedSender<Hosted>>,
     /// The metadata plane: what was last handed to the node, by group.
     hosted_sent: BTreeMap<u64, Assignment>,
+    /// The metadata plane: whether the node heard `Hosted::CatalogLoaded`.
+    catalog_announced: bool,
     /// The newest epoch this actor asked the node to report as started.
     epoch_reported: u32,
     produce_started: BTreeMap<(u128, u64), Instant>,
@@ -253,6 +261,7 @@ impl Actor {
                 spec.group
             )));
         };
+        adopt_legacy_dir(&spec, &shared.config.data_dir)?;
         let host_spec = HostSpec {
             replica: Config {
                 cluster: shared.config.cluster,
@@ -273,10 +282,11 @@ impl Actor {
         };
         let read_handles = shared.read_handles.clone();
         let disk = disk_for(&wal, &read_handles, &inbox);
+        let reopen_wal = wal.clone();
         let (host, _) = GroupHost::open(
             &host_spec,
             disk,
-            Box::new(move || disk_for(&wal, &read_handles, &inbox)),
+            Box::new(move || disk_for(&reopen_wal, &read_handles, &inbox)),
         )?;
         if let Some(catalog) = host.replica().machine().catalog() {
             shared.publish_catalog(catalog.clone());
@@ -285,11 +295,13 @@ impl Actor {
         Ok(Actor {
             shared,
             spec,
+            wal,
             host,
             outputs: Vec::new(),
             parked: VecDeque::new(),
             hosted,
             hosted_sent: BTreeMap::new(),
+            catalog_announced: false,
             epoch_reported: 0,
             produce_started: BTreeMap::new(),
             write_queued: BTreeMap::new(),
@@ -463,6 +475,20 @@ impl Actor {
         }
     }
 
+    /// Whether this group's storage failed here (a write found the disk
+    /// full, or failed): it serves nothing until opened again.
+    pub fn storage_failed(&self) -> bool {
+        self.host.storage_failed()
+    }
+
+    /// Closes the group (no clean mark: its storage failed) and hands back
+    /// what opening it again from disk takes: its spec, the WAL writer and,
+    /// for the metadata plane, the node's channel.
+    pub fn close_for_reopen(mut self) -> (GroupSpec, Wal, Option<UnboundedSender<Hosted>>) {
+        self.shut_down();
+        (self.spec, self.wal, self.hosted)
+    }
+
     /// Finishes in-flight work and closes storage (a clean mark where
     /// trusted).
     pub fn shut_down(&mut self) {
@@ -601,6 +627,10 @@ impl Actor {
         let Some(catalog) = self.host.replica().machine().catalog() else {
             return;
         };
+        if !self.catalog_announced {
+            self.catalog_announced = true;
+            let _ = hosted.send(Hosted::CatalogLoaded);
+        }
         let me = self.shared.config.node;
         let mut still_hosted = BTreeSet::new();
         for assignment in catalog.hosted_on(me) {
@@ -656,8 +686,15 @@ impl Actor {
         }
         tracing::info!(epoch = spec.epoch, active = spec.active, retired = spec.retired,
             slots = ?spec.slots, "group: assignment changed");
+        let retention_changed = spec.retention != self.spec.retention;
+        self.host.set_retention(spec.retention);
         self.spec = spec;
         self.report_epoch_started();
+        if retention_changed {
+            // An altered topic's limits hold at once, not at the next check.
+            tracing::info!(retention = ?self.spec.retention, "group: retention changed");
+            self.apply_retention();
+        }
     }
 
     /// As primary, tells the node (once per epoch and actor: the node
@@ -684,7 +721,11 @@ impl Actor {
             Operation::CreateStream
             | Operation::ReassignPartition
             | Operation::EpochStarted
-            | Operation::DropReplica => self.submit(request, 0),
+            | Operation::DropReplica
+            | Operation::DeleteTopic
+            | Operation::DeleteStream
+            | Operation::AlterTopic
+            | Operation::AddPartitions => self.submit(request, 0),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),
                 Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
@@ -757,6 +798,21 @@ impl Actor {
                 &header,
                 ResultCode::StorageError,
                 "this replica's storage failed; the node needs attention",
+            );
+        }
+        let body_bytes = request.body().len() as u64;
+        if self.host.replica().would_prepare(&header, record_count)
+            && !self.shared.disk.admit(body_bytes)
+        {
+            metrics::produce_refused_disk_full();
+            let (free, reserve) = self.shared.disk.reading();
+            return self.refuse(
+                &header,
+                ResultCode::DiskFull,
+                format!(
+                    "node {}'s data disk has {free} bytes free, below its reserve of {reserve}",
+                    self.shared.config.node
+                ),
             );
         }
         if self.produce_started.len() >= LATENCIES_TRACKED_MAX {
@@ -1089,7 +1145,10 @@ fn storage_failed_attention(spec: &GroupSpec, view: u32, failure: &str) -> Atten
         view,
         reason: AttentionReason::StorageFailed,
         awaited: Vec::new(),
-        detail: format!("storage failed: {failure}; check the node's disk, then restart it"),
+        detail: format!(
+            "storage failed: {failure}; the node opens it again by itself once the disk has \
+             room (a failing disk: replace it, then restart the node)"
+        ),
     }
 }
 
@@ -1139,6 +1198,29 @@ fn attention_reason(reason: WaitReason) -> AttentionReason {
 /// completions wake the actor behind `inbox`.
 /// The partition layout a group's spec asks for: its topic's segment size
 /// (or the default), opened in this node boot.
+/// Moves a partition directory from before directories named their group
+/// (`<topic>/<partition>`) to its current name, once, when the partition
+/// opens. Its quarantined copies keep their old names.
+fn adopt_legacy_dir(spec: &GroupSpec, data_dir: &std::path::Path) -> Result<(), OpenError> {
+    if spec.group == 0 || spec.dir.exists() {
+        return Ok(());
+    }
+    let legacy = strand_partition::layout::legacy_partition_dir(
+        data_dir,
+        &spec.stream,
+        &spec.topic,
+        spec.partition,
+    );
+    if !legacy.is_dir() {
+        return Ok(());
+    }
+    std::fs::rename(&legacy, &spec.dir)
+        .map_err(|error| strand_partition::PartitionError::io(&legacy, "rename", &error))?;
+    tracing::info!(group = spec.group, from = %legacy.display(), to = %spec.dir.display(),
+        "group: partition directory renamed to carry its group id");
+    Ok(())
+}
+
 fn partition_config(spec: &GroupSpec, boot: u64) -> PartitionConfig {
     let defaults = PartitionConfig::default();
     let segment_bytes_max = match spec.segment_bytes {

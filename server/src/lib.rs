@@ -22,6 +22,7 @@
 //! | [`client_port`] | client connections: local answers and routing |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
 //! | [`node`] | a node's lifetime: start, host partitions, shut down |
+//! | [`disk`] | the data disk's room: the reserve, produces refused while it is used up |
 //! | [`limits`] | the open-files limit: raised at start, partitions it allows |
 //! | [`boot`] | the boot count, raised at start: which clean marks still hold |
 //! | [`dev_cluster`] | `strand-server dev-cluster` |
@@ -43,6 +44,7 @@ pub mod bus;
 pub mod client_port;
 pub mod config;
 pub mod dev_cluster;
+pub mod disk;
 pub mod group;
 pub mod limits;
 pub mod metrics;

@@ -23,6 +23,9 @@
 //! | `groups_hosted` | gauge | groups (partitions and the metadata plane) this node hosts |
 //! | `groups_quiet` | gauge | hosted groups that are quiet: idle, not ticked, sending nothing of their own |
 //! | `peer_suspected{peer}` | gauge | 1 while the node-level liveness suspects the peer (silent for a heartbeat timeout) |
+//! | `node_disk_free_bytes` | gauge | free bytes on the data disk (read every 100 ms) |
+//! | `node_disk_full` | gauge | 1 while the data disk's free space is below the reserve (produces refused) |
+//! | `produce_refused_disk_full_total` | counter | produces refused with `DiskFull` |
 //! | `bus_queued_bytes{peer}` | gauge | bytes waiting in the bus queue to the peer (sampled every tick) |
 
 use std::net::SocketAddr;
@@ -117,6 +120,17 @@ pub fn state_transfer_installed(group: &str) {
 /// A group's new view contradicted applied history.
 pub fn applied_divergence(group: &str) {
     counter!("partition_applied_divergence_total", "group" => group.to_owned()).increment(1);
+}
+
+/// The data disk's latest reading.
+pub fn disk(free_bytes: u64, full: bool) {
+    gauge!("node_disk_free_bytes").set(free_bytes as f64);
+    gauge!("node_disk_full").set(if full { 1.0 } else { 0.0 });
+}
+
+/// A produce refused because the data disk is full.
+pub fn produce_refused_disk_full() {
+    counter!("produce_refused_disk_full_total").increment(1);
 }
 
 /// A replica lacked ops a peer's retention had dropped.

@@ -148,6 +148,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     ));
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
+    tokio::spawn(crate::disk::watch(Arc::clone(&shared)));
     let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();
     let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
     shared.set_epoch_reporter(epoch_sender);
@@ -177,6 +178,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
                 match hosted {
                     Hosted::Placed(assignment) => place(&shared, &shards, &wal, &data_dir, assignment),
                     Hosted::Dropped(assignment) => drop_copy(&shared, &data_dir, &assignment),
+                    Hosted::CatalogLoaded => sweep_deleted(&shared, &data_dir),
                 }
             }
             signal = signals.next() => {
@@ -209,27 +211,104 @@ fn place(
     shards.host(shared, wal.clone(), spec, None);
 }
 
-/// An operator dropped this node's retired copy of a partition: stop its
-/// actor, then delete its directory (in the background: the actor closes
-/// its files first).
+/// A partition is no longer hosted here (its topic was deleted, or an
+/// operator dropped this node's retired copy): stop its actor, then delete
+/// everything of it on this node (in the background: the actor closes its
+/// files first).
 fn drop_copy(shared: &Arc<Shared>, data_dir: &std::path::Path, assignment: &Assignment) {
-    let me = shared.config.node;
-    let dir = GroupSpec::partition(assignment, data_dir, me).dir;
     let group = assignment.group;
+    let deleted = shared.catalog().is_deleted(group);
     let _ = shared.send_to_group(group, Input::Shutdown);
     let shared = Arc::clone(shared);
+    let data_dir = data_dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
         while shared.group(group).is_some() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => tracing::warn!(group, dir = %dir.display(), "node: retired copy dropped"),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => {
-                tracing::error!(group, dir = %dir.display(), %error, "node: cannot drop a retired copy")
-            }
+        remove_group_data(&data_dir, &[group]);
+        // A group that failed to open left its status behind.
+        shared.unregister(group);
+        match deleted {
+            true => tracing::warn!(group, "node: a deleted partition's data removed"),
+            false => tracing::warn!(group, "node: retired copy dropped"),
         }
     });
+}
+
+/// Removes, once the metadata plane's catalog is loaded, the data of every
+/// partition the catalog knows deleted: what a node finds after it was down
+/// (or stopped half way) while a topic was deleted.
+fn sweep_deleted(shared: &Arc<Shared>, data_dir: &std::path::Path) {
+    let shared = Arc::clone(shared);
+    let data_dir = data_dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let catalog = shared.catalog();
+        let deleted: Vec<u64> = group_entries(&data_dir)
+            .into_iter()
+            .map(|(group, _)| group)
+            .filter(|group| catalog.is_deleted(*group) && shared.group(*group).is_none())
+            .collect();
+        if !deleted.is_empty() {
+            tracing::warn!(groups = ?deleted, "node: removing the data of deleted partitions");
+            remove_group_data(&data_dir, &deleted);
+        }
+    });
+}
+
+/// Every partition directory entry (and its siblings) under the data
+/// directory, with the group it belongs to.
+fn group_entries(data_dir: &std::path::Path) -> Vec<(u64, std::path::PathBuf)> {
+    let mut found = Vec::new();
+    for stream in read_dir_paths(&strand_partition::layout::partitions_root(data_dir)) {
+        for topic in read_dir_paths(&stream) {
+            for entry in read_dir_paths(&topic) {
+                let name = strand_partition::layout::file_name(&entry);
+                if let Some(group) = strand_partition::layout::parse_group_of_entry(&name) {
+                    found.push((group, entry));
+                }
+            }
+        }
+    }
+    found
+}
+
+fn read_dir_paths(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Deletes every directory and file of `groups` under the data directory,
+/// then the topic and stream directories left empty.
+fn remove_group_data(data_dir: &std::path::Path, groups: &[u64]) {
+    for (group, path) in group_entries(data_dir) {
+        if !groups.contains(&group) {
+            continue;
+        }
+        let removed = match path.is_dir() {
+            true => std::fs::remove_dir_all(&path),
+            false => std::fs::remove_file(&path),
+        };
+        match removed {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                tracing::error!(group, path = %path.display(), %error, "node: cannot remove a partition's data")
+            }
+        }
+        // Empty topic and stream directories go too (a failure means
+        // something else still lives there).
+        if let Some(topic) = path.parent() {
+            let _ = std::fs::remove_dir(topic);
+            if let Some(stream) = topic.parent() {
+                let _ = std::fs::remove_dir(stream);
+            }
+        }
+    }
 }
 
 /// Tells the metadata plane, as its client, about every epoch a partition

@@ -85,6 +85,19 @@ const OPENS_ON_INPUT_PER_TURN_MAX: usize = 16;
 /// The retry hint to a request for a group still waiting to open.
 const UNOPENED_RETRY_AFTER_MS: u32 = 20;
 
+/// How long a group whose storage failed waits before the shard opens it
+/// again from disk (doubled after each reopen that failed again, up to
+/// 64 times this); never while the data disk is full.
+const STORAGE_REOPEN_AFTER: Duration = Duration::from_secs(2);
+
+/// A group whose storage failed: when it is opened again, and how often it
+/// was.
+#[derive(Debug, Default)]
+struct StorageRetry {
+    due: Option<Instant>,
+    reopens: u32,
+}
+
 /// Threads a shard closes its groups on when the node stops. Closing one
 /// waits for its syncs and its clean mark's write: thousands closed one after
 /// another would pay each wait in turn, while a few at once share the WAL's
@@ -284,6 +297,7 @@ impl Shards {
                 retention_check: Duration::from_millis(shared.config.retention_check_ms),
                 next_retention_check: Instant::now()
                     + Duration::from_millis(shared.config.retention_check_ms),
+                storage_retries: BTreeMap::new(),
                 stop_requested: false,
             };
             let thread = std::thread::Builder::new()
@@ -403,6 +417,8 @@ struct Shard {
     /// How often its groups' age limits are applied, and when next.
     retention_check: Duration,
     next_retention_check: Instant,
+    /// Groups whose storage failed, to be opened again from disk.
+    storage_retries: BTreeMap<u64, StorageRetry>,
     stop_requested: bool,
 }
 
@@ -452,6 +468,7 @@ impl Shard {
                     }
                 }
                 self.balance(now);
+                self.reopen_failed_storage(now);
                 if now >= self.next_retention_check {
                     self.next_retention_check = now + self.retention_check;
                     self.check_storage();
@@ -605,17 +622,18 @@ impl Shard {
             };
             actor.after_inputs();
             if actor.stopping() {
-                let mut actor = self.actors.remove(&group).expect("present");
+                let mut actor = self.remove_actor(group);
                 actor.shut_down();
-                if self.balancer.forget(group) {
-                    metrics::groups_leading(-1.0);
-                }
-                if !self.awake.remove(&group) {
-                    metrics::groups_quiet(-1.0);
-                }
-                metrics::groups_hosted(-1.0);
+                self.storage_retries.remove(&group);
                 self.shared.unregister(group);
                 continue;
+            }
+            if actor.storage_failed() {
+                let retry = self.storage_retries.entry(group).or_default();
+                if retry.due.is_none() {
+                    let backoff = 1u32 << retry.reopens.min(6);
+                    retry.due = Some(now + STORAGE_REOPEN_AFTER * backoff);
+                }
             }
             match self
                 .balancer
@@ -634,6 +652,54 @@ impl Shard {
                 metrics::groups_quiet(1.0);
                 actor.publish();
             }
+        }
+    }
+
+    /// Takes a group's actor out of the shard, with its bookkeeping (its
+    /// handle stays registered).
+    fn remove_actor(&mut self, group: u64) -> Actor {
+        let actor = self.actors.remove(&group).expect("present");
+        if self.balancer.forget(group) {
+            metrics::groups_leading(-1.0);
+        }
+        if !self.awake.remove(&group) {
+            metrics::groups_quiet(-1.0);
+        }
+        metrics::groups_hosted(-1.0);
+        actor
+    }
+
+    /// Opens again, from disk, each group whose storage failed and whose
+    /// wait is over, unless the data disk is still full: a write that found
+    /// the disk full poisons the group's files, and a reopen is the restart
+    /// of that one group (its log recovered as after a crash, untrusted
+    /// until it rejoins its peers).
+    fn reopen_failed_storage(&mut self, now: Instant) {
+        if self.storage_retries.is_empty() || self.shared.disk.is_full() {
+            return;
+        }
+        let due: Vec<u64> = self
+            .storage_retries
+            .iter()
+            .filter(|(_, retry)| retry.due.is_some_and(|due| due <= now))
+            .map(|(group, _)| *group)
+            .collect();
+        for group in due {
+            if let Some(retry) = self.storage_retries.get_mut(&group) {
+                retry.due = None;
+                retry.reopens += 1;
+            }
+            if !self.actors.contains_key(&group) {
+                self.storage_retries.remove(&group);
+                continue;
+            }
+            let span = tracing::info_span!("group", group);
+            let entered = span.enter();
+            tracing::warn!("group: storage failed earlier; the disk has room: opening it again");
+            let actor = self.remove_actor(group);
+            let (spec, wal, hosted) = actor.close_for_reopen();
+            drop(entered);
+            self.open(Start { spec, wal, hosted });
         }
     }
 

@@ -107,6 +107,8 @@ pub struct Shared {
     suspected: Mutex<BTreeSet<u32>>,
     /// The read descriptors of every partition on the node, under one bound.
     pub read_handles: ReadHandles,
+    /// The data disk's room (see [`crate::disk`]).
+    pub disk: crate::disk::DiskRoom,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -148,6 +150,7 @@ impl Shared {
             suspected: Mutex::new(BTreeSet::new()),
             peers,
             read_handles,
+            disk: crate::disk::DiskRoom::default(),
         }
     }
 

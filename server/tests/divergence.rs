@@ -143,7 +143,7 @@ fn a_divergent_replica_is_fenced_and_rebuilt_by_state_transfer() {
     let victim = 2;
     nodes[victim].kill();
     let victim_data = dir.path().join(format!("node-{}", nodes[victim].node));
-    let partition_0 = partition_dir(&victim_data, "s", "t", 0);
+    let partition_0 = partition_dir(&victim_data, "s", "t", 0, groups[0]);
     let diverged_at = diverge(&partition_0);
 
     nodes[victim].start();
@@ -170,7 +170,7 @@ fn a_divergent_replica_is_fenced_and_rebuilt_by_state_transfer() {
         "the divergent partition is kept at .fenced.0"
     );
     assert!(
-        !fenced_path(&partition_dir(&victim_data, "s", "t", 1), 0).exists(),
+        !fenced_path(&partition_dir(&victim_data, "s", "t", 1, groups[1]), 0).exists(),
         "the other partition is untouched"
     );
 

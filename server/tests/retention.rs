@@ -130,7 +130,13 @@ fn wait_for_size(partition: &Path, bound: u64, seconds: u64) {
 
 /// Topic `t`'s only partition directory on `node`.
 fn partition_dir(dir: &Path, node: &common::Node) -> std::path::PathBuf {
-    strand_partition::layout::partition_dir(&dir.join(format!("node-{}", node.node)), "s", "t", 0)
+    strand_partition::layout::partition_dir(
+        &dir.join(format!("node-{}", node.node)),
+        "s",
+        "t",
+        0,
+        1,
+    )
 }
 
 /// The partition's earliest offset and high watermark, from the typed

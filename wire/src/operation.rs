@@ -39,11 +39,20 @@ pub enum Operation {
     /// Forget a retired copy of a partition (its node deletes the data).
     /// Metadata plane.
     DropReplica = 14,
+    /// Delete a topic: every node removes its partitions' data, and the name
+    /// is free again. Metadata plane.
+    DeleteTopic = 15,
+    /// Delete a stream and every topic in it. Metadata plane.
+    DeleteStream = 16,
+    /// Change a topic's retention limits. Metadata plane.
+    AlterTopic = 17,
+    /// Give a topic more partitions. Metadata plane.
+    AddPartitions = 18,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 14] = [
+    pub const ALL: [Operation; 18] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -58,6 +67,10 @@ impl Operation {
         Operation::ReassignPartition,
         Operation::EpochStarted,
         Operation::DropReplica,
+        Operation::DeleteTopic,
+        Operation::DeleteStream,
+        Operation::AlterTopic,
+        Operation::AddPartitions,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -80,6 +93,10 @@ impl Operation {
                 | Operation::ReassignPartition
                 | Operation::EpochStarted
                 | Operation::DropReplica
+                | Operation::DeleteTopic
+                | Operation::DeleteStream
+                | Operation::AlterTopic
+                | Operation::AddPartitions
         )
     }
 
@@ -93,6 +110,10 @@ impl Operation {
                 | Operation::ReassignPartition
                 | Operation::EpochStarted
                 | Operation::DropReplica
+                | Operation::DeleteTopic
+                | Operation::DeleteStream
+                | Operation::AlterTopic
+                | Operation::AddPartitions
         )
     }
 
@@ -144,11 +165,18 @@ pub enum ResultCode {
     /// loading, or it is not caught up with the metadata plane): ask another
     /// node. Nothing was done.
     NotReady = 15,
+    /// The partition's topic (or stream) was deleted: the request was not
+    /// done and never will be. A topic created again under the same name is
+    /// a new topic with new partitions.
+    Deleted = 16,
+    /// The node's data disk is (nearly) full: nothing was written for this
+    /// request. Retry later; the node takes writes again once space is freed.
+    DiskFull = 17,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 16] = [
+    pub const ALL: [ResultCode; 18] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -165,6 +193,8 @@ impl ResultCode {
         ResultCode::Internal,
         ResultCode::OutOfOrder,
         ResultCode::NotReady,
+        ResultCode::Deleted,
+        ResultCode::DiskFull,
     ];
 
     /// Parses a result code; `None` for a value that names none.
@@ -205,6 +235,10 @@ mod tests {
             (Operation::ReassignPartition, 12),
             (Operation::EpochStarted, 13),
             (Operation::DropReplica, 14),
+            (Operation::DeleteTopic, 15),
+            (Operation::DeleteStream, 16),
+            (Operation::AlterTopic, 17),
+            (Operation::AddPartitions, 18),
         ];
         for (operation, byte) in moves {
             assert_eq!(operation as u8, byte);

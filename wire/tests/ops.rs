@@ -205,6 +205,25 @@ proptest! {
     }
 
     #[test]
+    fn topic_lifecycle(
+        stream in name(), topic in name(), partition_count in 1..=4096u32,
+        retention_bytes in proptest::option::of(any::<u64>()),
+        retention_ms in proptest::option::of(any::<u64>()),
+        groups in proptest::collection::vec(any::<u64>(), 0..20),
+    ) {
+        round_trip(&DeleteTopic { stream: stream.clone(), topic: topic.clone() })?;
+        round_trip(&DeleteStream { name: stream.clone() })?;
+        round_trip(&TopicsDeleted { groups })?;
+        round_trip(&AddPartitions { stream: stream.clone(), topic: topic.clone(), partition_count })?;
+        let alter = AlterTopic { stream, topic, retention_bytes, retention_ms };
+        if retention_bytes.is_some() || retention_ms.is_some() {
+            round_trip(&alter)?;
+        } else {
+            prop_assert!(AlterTopic::from_bytes(&alter.to_vec()).is_err(), "an alter that changes nothing is refused");
+        }
+    }
+
+    #[test]
     fn accept_loss(group in 1..u64::MAX, view in any::<u32>(), op in any::<u64>()) {
         round_trip(&AcceptLoss { group })?;
         round_trip(&AcceptLossReply { view, op })?;
@@ -248,7 +267,7 @@ proptest! {
 
     #[test]
     fn attention(entries in proptest::collection::vec(
-        (any::<u64>(), ".{0,10}", ".{0,10}", any::<u32>(), any::<u32>(), 1..=5u8,
+        (any::<u64>(), ".{0,10}", ".{0,10}", any::<u32>(), any::<u32>(), 1..=6u8,
          proptest::collection::vec(any::<u8>(), 0..5), ".{0,40}"), 0..5)) {
         let entries = entries.into_iter().map(|(group, stream, topic, partition, view, reason, awaited, detail)| {
             let reason = match reason {
@@ -256,7 +275,8 @@ proptest! {
                 2 => AttentionReason::BelowHistoryStart,
                 3 => AttentionReason::AwaitingStateTransfer,
                 4 => AttentionReason::MissingPrepare,
-                _ => AttentionReason::StorageFailed,
+                5 => AttentionReason::StorageFailed,
+                _ => AttentionReason::DiskFull,
             };
             AttentionEntry { group, stream, topic, partition, view, reason, awaited, detail }
         }).collect();

@@ -2,7 +2,7 @@
 //! parsers of the arguments clap cannot check alone (`STREAM/TOPIC`, confirm
 //! policies, partition targets). Nothing here touches the network.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use strand_wire::ops::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 use strand_wire::{ConfirmPolicy, Durability, REPLICAS_MAX};
 
@@ -66,10 +66,10 @@ pub(crate) struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Create and list streams (namespaces of topics).
+    /// Create, list and delete streams (namespaces of topics).
     #[command(subcommand)]
     Stream(StreamCommand),
-    /// Create, list and describe topics.
+    /// Create, list, describe, alter, grow and delete topics.
     #[command(subcommand)]
     Topic(TopicCommand),
     /// Produce records: lines from stdin, or generated records with --count.
@@ -107,6 +107,20 @@ pub(crate) enum StreamCommand {
     },
     /// List the streams.
     List,
+    /// Delete a stream and every topic in it. DELETES DATA; needs --yes.
+    Delete(StreamDeleteArgs),
+}
+
+/// `strand stream delete`.
+#[derive(Debug, Args)]
+pub(crate) struct StreamDeleteArgs {
+    /// The stream.
+    #[arg(value_parser = parse_stream_name)]
+    pub(crate) name: String,
+    /// Confirm that every topic of the stream, with its records and
+    /// cursors, is deleted.
+    #[arg(long)]
+    pub(crate) yes: bool,
 }
 
 /// `strand topic ...`
@@ -124,6 +138,62 @@ pub(crate) enum TopicCommand {
         #[arg(value_parser = parse_topic_path)]
         topic: TopicPath,
     },
+    /// Change a topic's retention limits or confirm policy; its records
+    /// stay. A confirm policy changes partition by partition (each through
+    /// a reassignment onto its current replicas).
+    Alter(TopicAlterArgs),
+    /// Give a topic more partitions (its existing ones stay as they are).
+    AddPartitions(AddPartitionsArgs),
+    /// Delete a topic: its partitions, records and cursors, on every node.
+    /// DELETES DATA; needs --yes.
+    Delete(TopicDeleteArgs),
+}
+
+/// `strand topic alter`: at least one change.
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("change")
+        .required(true)
+        .multiple(true)
+        .args(["retention_bytes", "retention_ms", "confirm"])
+))]
+pub(crate) struct TopicAlterArgs {
+    /// The topic, as STREAM/TOPIC.
+    #[arg(value_parser = parse_topic_path)]
+    pub(crate) topic: TopicPath,
+    /// New per-partition size limit in bytes, oldest dropped first (0:
+    /// none), as `topic create` takes it.
+    #[arg(long)]
+    pub(crate) retention_bytes: Option<u64>,
+    /// New age limit in milliseconds (0: none).
+    #[arg(long)]
+    pub(crate) retention_ms: Option<u64>,
+    /// How many copies confirm a record from now on: `majority`, `local`
+    /// (every copy) or a count.
+    #[arg(long, value_parser = parse_confirm)]
+    pub(crate) confirm: Option<ConfirmPolicy>,
+}
+
+/// `strand topic add-partitions`.
+#[derive(Debug, Args)]
+pub(crate) struct AddPartitionsArgs {
+    /// The topic, as STREAM/TOPIC.
+    #[arg(value_parser = parse_topic_path)]
+    pub(crate) topic: TopicPath,
+    /// The topic's partition count afterwards (more than it has now).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=i64::from(PARTITIONS_PER_TOPIC_MAX)))]
+    pub(crate) count: u32,
+}
+
+/// `strand topic delete`.
+#[derive(Debug, Args)]
+pub(crate) struct TopicDeleteArgs {
+    /// The topic, as STREAM/TOPIC.
+    #[arg(value_parser = parse_topic_path)]
+    pub(crate) topic: TopicPath,
+    /// Confirm that the topic's records and cursors are deleted.
+    #[arg(long)]
+    pub(crate) yes: bool,
 }
 
 /// `strand topic create`.
@@ -317,6 +387,12 @@ fn check_name(field: &'static str, name: &str) -> Result<(), String> {
     strand_wire::codec::validate_name(field, name).map_err(|error| error.to_string())
 }
 
+/// Parses a stream's name.
+fn parse_stream_name(text: &str) -> Result<String, String> {
+    check_name("stream", text)?;
+    Ok(text.to_owned())
+}
+
 /// Parses `STREAM/TOPIC`.
 pub(crate) fn parse_topic_path(text: &str) -> Result<TopicPath, String> {
     let Some((stream, topic)) = text.split_once('/') else {
@@ -485,6 +561,16 @@ mod tests {
             ],
             &["partition", "drop-replica", "7"],
             &["partition", "drop-replica", "7", "--node", "-1"],
+            &["topic", "alter", "s/t"],
+            &["topic", "alter", "s/t", "--retention-bytes", "1MiB"],
+            &["topic", "alter", "s/t", "--retention-ms", "-1"],
+            &["topic", "alter", "s/t", "--confirm", "0"],
+            &["topic", "add-partitions", "s/t"],
+            &["topic", "add-partitions", "s/t", "--count", "1"],
+            &["topic", "add-partitions", "s/t", "--count", "4097"],
+            &["topic", "delete", "no-slash", "--yes"],
+            &["stream", "delete", "bad name", "--yes"],
+            &["stream", "delete"],
         ] {
             assert!(parse(args).is_err(), "{args:?} parsed");
         }
@@ -574,6 +660,60 @@ mod tests {
             panic!("parsed as {:?}", cli.command);
         };
         assert!(!dropping.yes, "refused later, before anything is sent");
+    }
+
+    #[test]
+    fn topic_alter_takes_any_of_the_changes() {
+        let cli = parse(&[
+            "topic",
+            "alter",
+            "shop/orders",
+            "--retention-bytes",
+            "0",
+            "--confirm",
+            "majority",
+        ])
+        .expect("valid");
+        let Command::Topic(TopicCommand::Alter(alter)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(alter.topic.to_string(), "shop/orders");
+        assert_eq!(alter.retention_bytes, Some(0), "0: no limit");
+        assert_eq!(alter.retention_ms, None, "unchanged");
+        assert_eq!(alter.confirm, Some(ConfirmPolicy::MajorityDurable));
+        let cli = parse(&["topic", "alter", "s/t", "--retention-ms", "60000"]).expect("valid");
+        let Command::Topic(TopicCommand::Alter(alter)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(
+            (alter.retention_bytes, alter.retention_ms, alter.confirm),
+            (None, Some(60_000), None)
+        );
+    }
+
+    #[test]
+    fn add_partitions_takes_the_new_total() {
+        let cli = parse(&["topic", "add-partitions", "s/t", "--count", "8"]).expect("valid");
+        let Command::Topic(TopicCommand::AddPartitions(adding)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!((adding.topic.to_string(), adding.count), ("s/t".into(), 8));
+    }
+
+    #[test]
+    fn deletes_take_their_target_and_the_confirmation() {
+        let cli = parse(&["topic", "delete", "shop/orders", "--yes"]).expect("valid");
+        let Command::Topic(TopicCommand::Delete(deleting)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(deleting.topic.to_string(), "shop/orders");
+        assert!(deleting.yes);
+        let cli = parse(&["stream", "delete", "shop"]).expect("valid");
+        let Command::Stream(StreamCommand::Delete(deleting)) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(deleting.name, "shop");
+        assert!(!deleting.yes, "refused later, before anything is deleted");
     }
 
     #[test]

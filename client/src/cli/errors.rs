@@ -100,6 +100,8 @@ pub(crate) fn client_summary(error: &ClientError) -> String {
         ClientError::UnknownTopic { message } => format!("unknown topic ({message})"),
         ClientError::AlreadyExists { message } => format!("already exists ({message})"),
         ClientError::UnknownGroup { message } => format!("unknown group ({message})"),
+        ClientError::Deleted { message } => format!("deleted ({message})"),
+        ClientError::DiskFull { message } => format!("disk full ({message}); nothing was written"),
         ClientError::Unavailable { message } => format!("unavailable ({message})"),
         ClientError::OffsetOutOfRange {
             requested,
@@ -112,6 +114,22 @@ pub(crate) fn client_summary(error: &ClientError) -> String {
             "a request of {size} bytes is over the server's limit of {max} bytes; nothing was \
              written"
         ),
+        ClientError::PartitionsRefused {
+            stream,
+            topic,
+            refused,
+        } => {
+            let refusals: Vec<String> = refused
+                .iter()
+                .map(|(partition, error)| {
+                    format!("partition {partition}: {}", client_summary(error))
+                })
+                .collect();
+            format!(
+                "refused for {stream}/{topic} {}; the other partitions were changed",
+                refusals.join("; ")
+            )
+        }
         other => other.to_string(),
     }
 }
@@ -150,7 +168,21 @@ fn hint(error: &ClientError) -> Option<String> {
             "use --from earliest or --from latest, or an offset inside the range"
         }
         ClientError::TooLarge { .. } => "produce smaller records",
+        ClientError::Deleted { .. } => {
+            "the topic was deleted while the request was on its way; `strand topic list` shows \
+             what exists now"
+        }
+        ClientError::DiskFull { .. } => {
+            "free space on the node's data disk (`strand topic delete`, `strand topic alter \
+             --retention-bytes`, or a bigger disk); writes resume by themselves, \
+             `strand attention` lists the nodes that are full"
+        }
         ClientError::NotSent { .. } => "send those records again once the cluster is reachable",
+        ClientError::PartitionsRefused { .. } => {
+            "run the same command again once the refused partitions' reassignments have \
+             started (`strand status` shows each partition's epoch); the partitions already \
+             changed are left as they are"
+        }
         ClientError::InvalidArgument { .. }
         | ClientError::Unreachable { .. }
         | ClientError::InvalidRequest { .. }

@@ -11,6 +11,7 @@
 //! | `errors` | `CliError`: messages that say what to do, and exit codes |
 //! | `table` | **pure**: aligned tables, one-line escaping of record bytes |
 //! | `topic` | `stream create/list`, `topic create/list/describe` |
+//! | `topic_change` | `topic alter/add-partitions/delete`, `stream delete` (deletes need `--yes`) |
 //! | `produce` | `produce`: stdin lines or generated records, bounded in flight |
 //! | `consume` | `consume`: from an offset or a stored cursor, once or following |
 //! | `status` | `status`: nodes, and every partition's replicas side by side |
@@ -31,6 +32,7 @@ mod produce;
 mod status;
 mod table;
 mod topic;
+mod topic_change;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -147,18 +149,33 @@ async fn dispatch(
             return Err(partition::drop_refusal(dropping)); // before anything is sent
         }
     }
+    if let Some(refusal) = delete_refusal(&cli).await {
+        return Err(refusal); // nothing deleted; the refusal says what would be
+    }
     let client = connect(&cli).await?;
     match cli.command {
         Command::Stream(StreamCommand::Create { name }) => {
             topic::stream_create(&client, &name, json, out).await
         }
         Command::Stream(StreamCommand::List) => topic::stream_list(&client, json, out).await,
+        Command::Stream(StreamCommand::Delete(deleting)) => {
+            topic_change::stream_delete(&client, deleting, json, out).await
+        }
         Command::Topic(TopicCommand::Create(create)) => {
             topic::topic_create(&client, create, json, out).await
         }
         Command::Topic(TopicCommand::List) => topic::topic_list(&client, json, out).await,
         Command::Topic(TopicCommand::Describe { topic }) => {
             topic::topic_describe(&client, &topic, json, out).await
+        }
+        Command::Topic(TopicCommand::Alter(alter)) => {
+            topic_change::topic_alter(&client, alter, json, out).await
+        }
+        Command::Topic(TopicCommand::AddPartitions(adding)) => {
+            topic_change::add_partitions(&client, adding, json, out).await
+        }
+        Command::Topic(TopicCommand::Delete(deleting)) => {
+            topic_change::topic_delete(&client, deleting, json, out).await
         }
         Command::Produce(produce) => produce::run(&client, produce, stdin, json, out).await,
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
@@ -172,6 +189,24 @@ async fn dispatch(
             partition::drop_replica(&client, dropping, json, out).await
         }
         Command::Completions { .. } => unreachable!("answered before connecting"),
+    }
+}
+
+/// The refusal of a `topic delete` or `stream delete` run without `--yes`,
+/// naming what it would delete as far as the cluster's metadata tells (a
+/// cluster that does not answer leaves the refusal less precise, never
+/// turns it into another error).
+async fn delete_refusal(cli: &Cli) -> Option<CliError> {
+    match &cli.command {
+        Command::Topic(TopicCommand::Delete(deleting)) if !deleting.yes => {
+            let client = connect(cli).await.ok();
+            Some(topic_change::topic_refusal(client.as_ref(), deleting).await)
+        }
+        Command::Stream(StreamCommand::Delete(deleting)) if !deleting.yes => {
+            let client = connect(cli).await.ok();
+            Some(topic_change::stream_refusal(client.as_ref(), deleting).await)
+        }
+        _ => None,
     }
 }
 
@@ -255,6 +290,26 @@ mod tests {
         assert_eq!(outcome, Outcome::Usage);
         assert!(stderr.contains("--yes"), "{stderr}");
         assert!(stderr.contains("deletes"), "{stderr}");
+    }
+
+    #[tokio::test]
+    async fn deletes_without_yes_are_refused_even_when_no_node_answers() {
+        // Nothing listens on port 9: the refusal cannot name the
+        // partitions, and is still a refusal (exit 2), not a failure.
+        let cluster = ["--cluster", "127.0.0.1:9", "--timeout-ms", "100"];
+        let topic = [&cluster[..], &["topic", "delete", "shop/orders"]].concat();
+        let (outcome, stdout, stderr) = offline(&topic).await;
+        assert_eq!(outcome, Outcome::Usage);
+        assert!(stdout.is_empty());
+        assert!(stderr.contains("deletes topic shop/orders"), "{stderr}");
+        assert!(stderr.contains("--yes"), "{stderr}");
+        let stream = [&cluster[..], &["stream", "delete", "shop"]].concat();
+        let (outcome, _, stderr) = offline(&stream).await;
+        assert_eq!(outcome, Outcome::Usage);
+        assert!(
+            stderr.contains("deletes stream shop: every topic"),
+            "{stderr}"
+        );
     }
 
     #[test]

@@ -58,6 +58,7 @@ pub(crate) fn reason_name(reason: AttentionReason) -> &'static str {
         AttentionReason::AwaitingStateTransfer => "awaiting_state_transfer",
         AttentionReason::MissingPrepare => "missing_prepare",
         AttentionReason::StorageFailed => "storage_failed",
+        AttentionReason::DiskFull => "disk_full",
     }
 }
 
@@ -157,11 +158,24 @@ impl AttentionView {
             let storage = reason_name(AttentionReason::StorageFailed);
             if self.entries.iter().any(|entry| entry.reason == storage) {
                 text.push_str(
-                    "storage_failed: free space on (or replace) that node's data disk, then \
-                     restart the node; the other replicas serve meanwhile if enough remain\n",
+                    "storage_failed: free space on that node's data disk and it opens the partition \
+                     again by itself (within seconds); a failing disk: replace it, then restart \
+                     the node; the other replicas serve meanwhile if enough remain\n",
                 );
             }
-            if self.entries.iter().any(|entry| entry.reason != storage) {
+            let disk_full = reason_name(AttentionReason::DiskFull);
+            if self.entries.iter().any(|entry| entry.reason == disk_full) {
+                text.push_str(
+                    "disk_full: that node refuses produces until its data disk has room again: \
+                     delete topics (`strand topic delete`), lower retention (`strand topic \
+                     alter --retention-bytes`) or grow the disk; it resumes by itself\n",
+                );
+            }
+            if self
+                .entries
+                .iter()
+                .any(|entry| entry.reason != storage && entry.reason != disk_full)
+            {
                 text.push_str(
                     "bring the awaited replicas back; if they are lost for good, \
                      `strand accept-loss STREAM/TOPIC/PARTITION --yes` proceeds without them \

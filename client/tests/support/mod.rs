@@ -9,16 +9,17 @@
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use strand_wire::ops::{
-    AcceptLoss, AcceptLossReply, AttentionReply, ClusterStatusReply, CreateStream, CreateTopic,
-    DropReplica, Empty, ErrorBody, FetchReply, FetchRequest, GetCursor, GetCursorReply,
-    MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ProduceReply, ReassignPartition,
-    Reassigned, StoreCursor, TopicCreated, TopicInfo,
+    AcceptLoss, AcceptLossReply, AddPartitions, AlterTopic, AttentionReply, ClusterStatusReply,
+    CreateStream, CreateTopic, DeleteStream, DeleteTopic, DropReplica, Empty, ErrorBody,
+    FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply, MetadataRequest, NodeInfo,
+    PartitionInfo, ProduceReply, ReassignPartition, Reassigned, StoreCursor, TopicCreated,
+    TopicInfo, TopicsDeleted,
 };
 use strand_wire::{
     Body, CommandHeader, ConfirmPolicy, FrameDecoder, Message, Msg, Operation, RecordBatch,
@@ -101,6 +102,8 @@ pub struct State {
     streams: Vec<String>,
     topics: Vec<TopicInfo>,
     partitions: BTreeMap<u64, Partition>,
+    /// Groups of deleted topics: requests to them are answered `Deleted`.
+    deleted: BTreeSet<u64>,
     next_group: u64,
     /// (group, client) -> request -> stored reply.
     tables: HashMap<(u64, u128), BTreeMap<u64, StoredReply>>,
@@ -225,6 +228,20 @@ impl Cluster {
         partition.pending = false;
     }
 
+    /// The confirm policy of a partition.
+    pub fn confirm(&self, group: u64) -> ConfirmPolicy {
+        self.state().partitions[&group].confirm
+    }
+
+    /// The topic's retention limits, `(bytes, ms)`, if it exists.
+    pub fn retention(&self, stream: &str, topic: &str) -> Option<(u64, u64)> {
+        self.state()
+            .topics
+            .iter()
+            .find(|info| info.stream == stream && info.topic == topic)
+            .map(|info| (info.retention_bytes, info.retention_ms))
+    }
+
     pub fn high_watermark(&self, group: u64) -> u64 {
         self.state().partitions[&group].high_watermark
     }
@@ -321,9 +338,30 @@ impl State {
         partitions: u32,
         replicas: &[u32],
     ) -> Vec<u64> {
+        let (groups, infos) = self.new_partitions(0..partitions, replicas);
+        self.topics.push(TopicInfo {
+            stream: stream.to_owned(),
+            topic: topic.to_owned(),
+            confirm: Default::default(),
+            durability: Default::default(),
+            consumer_offset_durability: Default::default(),
+            retention_bytes: 0,
+            retention_ms: 0,
+            segment_bytes: 0,
+            partitions: infos,
+        });
+        groups
+    }
+
+    /// Partitions `indexes`, each a new group on `replicas`.
+    fn new_partitions(
+        &mut self,
+        indexes: std::ops::Range<u32>,
+        replicas: &[u32],
+    ) -> (Vec<u64>, Vec<PartitionInfo>) {
         let mut infos = Vec::new();
         let mut groups = Vec::new();
-        for index in 0..partitions {
+        for index in indexes {
             let group = self.next_group;
             self.next_group += 1;
             groups.push(group);
@@ -346,18 +384,7 @@ impl State {
                 view: 0,
             });
         }
-        self.topics.push(TopicInfo {
-            stream: stream.to_owned(),
-            topic: topic.to_owned(),
-            confirm: Default::default(),
-            durability: Default::default(),
-            consumer_offset_durability: Default::default(),
-            retention_bytes: 0,
-            retention_ms: 0,
-            segment_bytes: 0,
-            partitions: infos,
-        });
-        groups
+        (groups, infos)
     }
 
     fn handle(&mut self, node: u32, connection: u64, request: &Msg<RequestHeader>) -> Outcome {
@@ -435,8 +462,15 @@ impl State {
             | Operation::Produce
             | Operation::ReassignPartition
             | Operation::EpochStarted
-            | Operation::DropReplica => self.replicated(node, header, body),
+            | Operation::DropReplica
+            | Operation::DeleteTopic
+            | Operation::DeleteStream
+            | Operation::AlterTopic
+            | Operation::AddPartitions => self.replicated(node, header, body),
             Operation::Fetch | Operation::GetCursor | Operation::StoreCursor => {
+                if let Some(gone) = self.not_hosted(group) {
+                    return Outcome::Reply(reply(header, 0, Err(gone)));
+                }
                 if let Some(redirect) = self.not_primary(node, group) {
                     return Outcome::Reply(reply(header, 0, Err(redirect)));
                 }
@@ -489,11 +523,23 @@ impl State {
             .unwrap_or_default()
     }
 
+    /// The answer for a partition group no node hosts: `Deleted` when its
+    /// topic was deleted, like a real node.
+    fn not_hosted(&self, group: u64) -> Option<ErrorBody> {
+        if group == 0 || self.partitions.contains_key(&group) {
+            return None;
+        }
+        Some(if self.deleted.contains(&group) {
+            ErrorBody::message(ResultCode::Deleted, "the group's topic was deleted")
+        } else {
+            ErrorBody::message(ResultCode::UnknownGroup, "no such group here")
+        })
+    }
+
     fn replicated(&mut self, node: u32, header: &RequestHeader, body: &Bytes) -> Outcome {
         let group = header.prefix.group.get();
-        if group != 0 && !self.partitions.contains_key(&group) {
-            let error = ErrorBody::message(ResultCode::UnknownGroup, "no such group here");
-            return Outcome::Reply(reply(header, 0, Err(error)));
+        if let Some(gone) = self.not_hosted(group) {
+            return Outcome::Reply(reply(header, 0, Err(gone)));
         }
         if let Some(redirect) = self.not_primary(node, group) {
             return Outcome::Reply(reply(header, 0, Err(redirect)));
@@ -526,6 +572,10 @@ impl State {
             Operation::ReassignPartition => self.apply_reassign(body),
             Operation::DropReplica => self.apply_drop_replica(body),
             Operation::EpochStarted => Ok(Bytes::from(Empty.to_vec())),
+            Operation::DeleteTopic => self.apply_delete_topic(body),
+            Operation::DeleteStream => self.apply_delete_stream(body),
+            Operation::AlterTopic => self.apply_alter_topic(body),
+            Operation::AddPartitions => self.apply_add_partitions(body),
             _ => self.apply_produce(group, body),
         };
         let op = self.ops.entry(group).or_default();
@@ -683,6 +733,85 @@ impl State {
         };
         partition.retired.remove(index);
         Ok(Bytes::from(Empty.to_vec()))
+    }
+
+    fn apply_delete_topic(&mut self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = DeleteTopic::from_bytes(body).map_err(invalid)?;
+        self.known_topic(&request.stream, &request.topic)?;
+        let groups =
+            self.remove_topics(|info| info.stream == request.stream && info.topic == request.topic);
+        Ok(Bytes::from(TopicsDeleted { groups }.to_vec()))
+    }
+
+    fn apply_delete_stream(&mut self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = DeleteStream::from_bytes(body).map_err(invalid)?;
+        let Some(index) = self.streams.iter().position(|name| *name == request.name) else {
+            return Err(ErrorBody::message(
+                ResultCode::UnknownStream,
+                "no such stream",
+            ));
+        };
+        self.streams.remove(index);
+        let groups = self.remove_topics(|info| info.stream == request.name);
+        Ok(Bytes::from(TopicsDeleted { groups }.to_vec()))
+    }
+
+    /// Removes the topics `doomed` picks; returns their groups, ascending.
+    fn remove_topics(&mut self, doomed: impl Fn(&TopicInfo) -> bool) -> Vec<u64> {
+        let mut groups: Vec<u64> = Vec::new();
+        self.topics.retain(|info| {
+            if doomed(info) {
+                groups.extend(info.partitions.iter().map(|partition| partition.group));
+            }
+            !doomed(info)
+        });
+        groups.sort_unstable();
+        for group in &groups {
+            self.partitions.remove(group);
+            self.deleted.insert(*group);
+        }
+        groups
+    }
+
+    fn apply_alter_topic(&mut self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = AlterTopic::from_bytes(body).map_err(invalid)?;
+        let index = self.known_topic(&request.stream, &request.topic)?;
+        let info = &mut self.topics[index];
+        if let Some(bytes) = request.retention_bytes {
+            info.retention_bytes = bytes;
+        }
+        if let Some(ms) = request.retention_ms {
+            info.retention_ms = ms;
+        }
+        Ok(Bytes::new())
+    }
+
+    fn apply_add_partitions(&mut self, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = AddPartitions::from_bytes(body).map_err(invalid)?;
+        let index = self.known_topic(&request.stream, &request.topic)?;
+        let count = self.topics[index].partitions.len() as u32;
+        if request.partition_count <= count {
+            let message = format!("the topic has {count} partitions; partitions are only added");
+            return Err(ErrorBody::message(ResultCode::InvalidRequest, message));
+        }
+        let replicas = self.topics[index].partitions[0].replicas.clone();
+        let (groups, infos) = self.new_partitions(count..request.partition_count, &replicas);
+        self.topics[index].partitions.extend(infos);
+        Ok(Bytes::from(TopicCreated { groups }.to_vec()))
+    }
+
+    /// The index of `stream/topic` in `topics`, or the refusal a node sends.
+    fn known_topic(&self, stream: &str, topic: &str) -> Result<usize, ErrorBody> {
+        if !self.streams.iter().any(|name| name == stream) {
+            return Err(ErrorBody::message(
+                ResultCode::UnknownStream,
+                "no such stream",
+            ));
+        }
+        self.topics
+            .iter()
+            .position(|info| info.stream == stream && info.topic == topic)
+            .ok_or_else(|| ErrorBody::message(ResultCode::UnknownTopic, "no such topic"))
     }
 
     fn apply_produce(&mut self, group: u64, body: &Bytes) -> Result<Bytes, ErrorBody> {

@@ -44,7 +44,7 @@ pub fn wal() -> Wal {
 
 /// The partition directory under a temp dir.
 pub fn partition_dir(root: &Path) -> PathBuf {
-    strand_partition::layout::partition_dir(root, "s", "t", 0)
+    strand_partition::layout::partition_dir(root, "s", "t", 0, 1)
 }
 
 pub fn open_file(

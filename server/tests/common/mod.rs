@@ -161,6 +161,10 @@ fn ports_of(listeners: &[TcpListener]) -> Vec<u16> {
         .collect()
 }
 
+/// The test nodes' disk reserve: small, so that the tests do not depend on
+/// how full the machine's disk is (the full-disk test sets its own).
+pub const TEST_DISK_RESERVE_BYTES: u64 = 16 << 20;
+
 /// Three running nodes with their configuration, data and logs under `dir`.
 pub fn start_cluster(dir: &Path) -> Vec<Node> {
     let mut nodes = configure_cluster(dir, 3);
@@ -213,7 +217,8 @@ pub fn configure_cluster_routed(
         .map(|([replica, client, metrics], node)| {
             let data = dir.join(format!("node-{node}"));
             let config = format!(
-                "node = {node}\ncluster = {CLUSTER}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{}",
+                "node = {node}\ncluster = {CLUSTER}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n\
+                 disk_reserve_bytes = {TEST_DISK_RESERVE_BYTES}\n{}",
                 data.display().to_string(),
                 peers_seen_by(node)
             );

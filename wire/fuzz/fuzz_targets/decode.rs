@@ -90,6 +90,11 @@ fuzz_target!(|data: &[u8]| {
     body_round_trip::<CreateStream>(data);
     body_round_trip::<CreateTopic>(data);
     body_round_trip::<TopicCreated>(data);
+    body_round_trip::<DeleteTopic>(data);
+    body_round_trip::<DeleteStream>(data);
+    body_round_trip::<TopicsDeleted>(data);
+    body_round_trip::<AlterTopic>(data);
+    body_round_trip::<AddPartitions>(data);
     body_round_trip::<AcceptLoss>(data);
     body_round_trip::<ProduceReply>(data);
     body_round_trip::<FetchRequest>(data);

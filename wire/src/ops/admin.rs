@@ -1,4 +1,5 @@
-//! Metadata-plane operations: streams, topics, accepting loss.
+//! Metadata-plane operations: streams and topics (create, delete, alter,
+//! add partitions), accepting loss.
 
 use crate::codec::{Body, BodyReader, BodyWriter};
 use crate::error::BodyError;
@@ -194,6 +195,180 @@ impl Body for TopicCreated {
     fn decode(reader: &mut BodyReader<'_>) -> Result<TopicCreated, BodyError> {
         Ok(TopicCreated {
             groups: reader.list("groups", 8, |reader| reader.u64("group"))?,
+        })
+    }
+}
+
+/// Delete a topic: every node removes its partitions' data; produces still
+/// on their way are answered `Deleted`. The name may be created again, as a
+/// new topic with new groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteTopic {
+    /// The topic's stream.
+    pub stream: String,
+    /// The topic's name.
+    pub topic: String,
+}
+
+impl Body for DeleteTopic {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.stream);
+        writer.str(&self.topic);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<DeleteTopic, BodyError> {
+        Ok(DeleteTopic {
+            stream: reader.name("stream")?,
+            topic: reader.name("topic")?,
+        })
+    }
+}
+
+/// Delete a stream and every topic in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteStream {
+    /// The stream's name.
+    pub name: String,
+}
+
+impl Body for DeleteStream {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.name);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<DeleteStream, BodyError> {
+        Ok(DeleteStream {
+            name: reader.name("stream")?,
+        })
+    }
+}
+
+/// The reply to DeleteTopic and DeleteStream: the groups of every partition
+/// deleted, ascending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicsDeleted {
+    /// Group ids of the deleted partitions.
+    pub groups: Vec<u64>,
+}
+
+impl Body for TopicsDeleted {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.list(&self.groups, |writer, group| writer.u64(*group));
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<TopicsDeleted, BodyError> {
+        Ok(TopicsDeleted {
+            groups: reader.list("groups", 8, |reader| reader.u64("group"))?,
+        })
+    }
+}
+
+/// Change a topic's retention limits; each replica applies them at once.
+/// A limit left `None` stays as it is; `Some(0)` removes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterTopic {
+    /// The topic's stream.
+    pub stream: String,
+    /// The topic's name.
+    pub topic: String,
+    /// The new size limit per partition, in bytes.
+    pub retention_bytes: Option<u64>,
+    /// The new age limit, in milliseconds.
+    pub retention_ms: Option<u64>,
+}
+
+/// AlterTopic's presence bits.
+const ALTER_RETENTION_BYTES: u8 = 1;
+const ALTER_RETENTION_MS: u8 = 2;
+const ALTER_ALL: u8 = ALTER_RETENTION_BYTES | ALTER_RETENTION_MS;
+
+impl Body for AlterTopic {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.stream);
+        writer.str(&self.topic);
+        let mut present = 0;
+        if self.retention_bytes.is_some() {
+            present |= ALTER_RETENTION_BYTES;
+        }
+        if self.retention_ms.is_some() {
+            present |= ALTER_RETENTION_MS;
+        }
+        writer.u8(present);
+        if let Some(bytes) = self.retention_bytes {
+            writer.u64(bytes);
+        }
+        if let Some(ms) = self.retention_ms {
+            writer.u64(ms);
+        }
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<AlterTopic, BodyError> {
+        let stream = reader.name("stream")?;
+        let topic = reader.name("topic")?;
+        let present = reader.u8("changes present")?;
+        if present & !ALTER_ALL != 0 {
+            return Err(BodyError::Invalid {
+                field: "changes present",
+                reason: "unknown bits",
+            });
+        }
+        if present == 0 {
+            return Err(BodyError::Invalid {
+                field: "changes present",
+                reason: "nothing to change",
+            });
+        }
+        let retention_bytes = match present & ALTER_RETENTION_BYTES != 0 {
+            true => Some(reader.u64("retention bytes")?),
+            false => None,
+        };
+        let retention_ms = match present & ALTER_RETENTION_MS != 0 {
+            true => Some(reader.u64("retention ms")?),
+            false => None,
+        };
+        Ok(AlterTopic {
+            stream,
+            topic,
+            retention_bytes,
+            retention_ms,
+        })
+    }
+}
+
+/// Give a topic more partitions, with the topic's policies; existing
+/// partitions and their records stay where they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddPartitions {
+    /// The topic's stream.
+    pub stream: String,
+    /// The topic's name.
+    pub topic: String,
+    /// The topic's partition count afterwards (more than it has, at most
+    /// 4096).
+    pub partition_count: u32,
+}
+
+impl Body for AddPartitions {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.stream);
+        writer.str(&self.topic);
+        writer.u32(self.partition_count);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<AddPartitions, BodyError> {
+        let stream = reader.name("stream")?;
+        let topic = reader.name("topic")?;
+        let partition_count = reader.u32("partition count")?;
+        if partition_count == 0 || partition_count > PARTITIONS_PER_TOPIC_MAX {
+            return Err(BodyError::Invalid {
+                field: "partition count",
+                reason: "not in 1..=4096",
+            });
+        }
+        Ok(AddPartitions {
+            stream,
+            topic,
+            partition_count,
         })
     }
 }

@@ -15,6 +15,10 @@
 //! | ReassignPartition | [`ReassignPartition`] | [`Reassigned`] |
 //! | EpochStarted | [`EpochStarted`] | [`Empty`] |
 //! | DropReplica | [`DropReplica`] | [`Empty`] |
+//! | DeleteTopic | [`DeleteTopic`] | [`TopicsDeleted`] |
+//! | DeleteStream | [`DeleteStream`] | [`TopicsDeleted`] |
+//! | AlterTopic | [`AlterTopic`] | [`Empty`] |
+//! | AddPartitions | [`AddPartitions`] | [`TopicCreated`] (the new partitions' groups) |
 //!
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
@@ -26,8 +30,9 @@ mod reassign;
 mod status;
 
 pub use admin::{
-    AcceptLoss, AcceptLossReply, CreateStream, CreateTopic, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
-    TopicCreated,
+    AcceptLoss, AcceptLossReply, AddPartitions, AlterTopic, CreateStream, CreateTopic,
+    DeleteStream, DeleteTopic, PARTITIONS_PER_TOPIC_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
+    TopicCreated, TopicsDeleted,
 };
 pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
 pub use error_body::ErrorBody;

@@ -208,8 +208,13 @@ pub enum AttentionReason {
     MissingPrepare = 4,
     /// This node's copy cannot use its storage: it could not be opened, or
     /// a write, sync or superblock write failed (a full or failing disk).
-    /// It serves nothing until the node restarts on a sound disk.
+    /// It serves nothing until the node opens it again (by itself once the
+    /// disk has room; after a restart on a sound disk otherwise).
     StorageFailed = 5,
+    /// The node's data disk has less room than its reserve: it refuses
+    /// produces (`DiskFull`) until space is freed, then takes them again by
+    /// itself. Reported once per node, as group 0.
+    DiskFull = 6,
 }
 
 impl AttentionReason {
@@ -220,6 +225,7 @@ impl AttentionReason {
             3 => Ok(AttentionReason::AwaitingStateTransfer),
             4 => Ok(AttentionReason::MissingPrepare),
             5 => Ok(AttentionReason::StorageFailed),
+            6 => Ok(AttentionReason::DiskFull),
             _ => Err(BodyError::UnknownValue {
                 field: "attention reason",
                 value: u64::from(value),

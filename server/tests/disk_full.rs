@@ -1,0 +1,346 @@
+//! A full data disk on real processes: three nodes keep their data on a
+//! small tmpfs, filled by producing. The nodes stay up, produces fail with
+//! the typed `DiskFull` (nothing acknowledged is lost: every acknowledged
+//! record reads back), `attention` and the metrics say so, and once space is
+//! freed producing works again without a restart.
+//!
+//! Mounting a tmpfs needs root; where the mount is refused the test says so
+//! and does nothing.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use strand_client::{Client, ClientError, NewRecord, ProduceAck, TopicSpec};
+
+/// The tmpfs every node's data lives on.
+const FILESYSTEM_BYTES: u64 = 96 << 20;
+/// Free space each node keeps.
+const RESERVE_BYTES: u64 = 24 << 20;
+/// A file taking room on the tmpfs until the test frees it.
+const BALLAST_BYTES: u64 = 32 << 20;
+/// Records per batch and bytes per record value.
+const RECORDS_PER_BATCH: u64 = 16;
+const VALUE_BYTES: usize = 4096;
+
+/// A tmpfs mounted for the test's life.
+struct Tmpfs {
+    path: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(path: &Path, bytes: u64) -> Option<Tmpfs> {
+        std::fs::create_dir_all(path).expect("mount point");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .is_ok_and(|status| status.success());
+        mounted.then(|| Tmpfs {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+fn records(batch: u64) -> Vec<NewRecord> {
+    (0..RECORDS_PER_BATCH)
+        .map(|index| {
+            let key = format!("b{batch}-{index}");
+            let mut value = key.clone().into_bytes();
+            value.resize(VALUE_BYTES, b'.');
+            NewRecord::new(key, value)
+        })
+        .collect()
+}
+
+/// Produces batches from `next` on until one is refused with `DiskFull`;
+/// returns the acknowledged ones. Other errors (a group settling) are
+/// retried with the same batch.
+async fn produce_until_full(
+    client: &Client,
+    acked: &mut BTreeMap<u64, ProduceAck>,
+    next: &mut u64,
+) -> ClientError {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the disk never filled ({} batches acknowledged)",
+            acked.len()
+        );
+        match client.produce("s", "t", 0, records(*next)).await {
+            Ok(ack) => {
+                acked.insert(*next, ack);
+                *next += 1;
+            }
+            Err(error @ ClientError::DiskFull { .. }) => return error,
+            Err(error) => {
+                eprintln!("produce of batch {next}: {error}; retrying");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Every acknowledged batch reads back at its offsets, once.
+async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAck>) {
+    let total = acked.len() * RECORDS_PER_BATCH as usize;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let read = common::read_partition(client, "s", "t", 0, total, deadline).await;
+    let by_offset: BTreeMap<u64, &[u8]> = read
+        .iter()
+        .map(|(offset, key, _)| (*offset, key.as_slice()))
+        .collect();
+    assert_eq!(by_offset.len(), read.len(), "an offset read twice");
+    for (batch, ack) in acked {
+        for index in 0..RECORDS_PER_BATCH {
+            let key = format!("b{batch}-{index}");
+            assert_eq!(
+                by_offset.get(&(ack.base_offset + index)).copied(),
+                Some(key.as_bytes()),
+                "acknowledged record {key} at offset {}",
+                ack.base_offset + index
+            );
+        }
+    }
+}
+
+/// Three nodes whose data lives on `tmpfs`, each keeping `reserve_bytes`
+/// free, with topic `s/t` (one partition on three replicas, 1 MiB
+/// segments) created.
+fn cluster_on(
+    dir: &Path,
+    tmpfs: &Tmpfs,
+    reserve_bytes: u64,
+) -> (Vec<common::Node>, tokio::runtime::Runtime, Client) {
+    let mut nodes = common::configure_cluster(dir, 3);
+    for node in &mut nodes {
+        let config = std::fs::read_to_string(&node.config).expect("read config");
+        let data = tmpfs.path.join(format!("node-{}", node.node));
+        let config = config
+            .lines()
+            .map(|line| match line {
+                _ if line.starts_with("data_dir") => {
+                    format!("data_dir = {:?}", data.display().to_string())
+                }
+                _ if line.starts_with("disk_reserve_bytes") => {
+                    format!("disk_reserve_bytes = {reserve_bytes}")
+                }
+                _ => line.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&node.config, config).expect("write config");
+        node.start();
+    }
+    let runtime = common::runtime();
+    let client = runtime.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut config = strand_client::ClientConfig::new(common::bootstrap(&nodes));
+        config.deadline_ms = 3_000;
+        let client = loop {
+            match Client::connect(config.clone()).await {
+                Ok(client) => break client,
+                Err(error) => {
+                    assert!(Instant::now() < deadline, "cannot connect: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        client.create_stream("s").await.expect("create stream");
+        let mut spec = TopicSpec::new("s", "t");
+        spec.replica_count = 3;
+        spec.segment_bytes = Some(1 << 20);
+        client.create_topic(spec).await.expect("create topic");
+        client
+    });
+    (nodes, runtime, client)
+}
+
+/// Produces batch `batch` until it is acknowledged (a group reopening or
+/// in a view change refuses for a while).
+fn produce_until_acknowledged(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    batch: u64,
+    seconds: u64,
+) -> ProduceAck {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        match runtime.block_on(client.produce("s", "t", 0, records(batch))) {
+            Ok(ack) => return ack,
+            Err(error) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "batch {batch} still refused after {seconds} s: {error}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_produces_loses_nothing_and_recovers_by_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(tmpfs) = Tmpfs::mount(&dir.path().join("small"), FILESYSTEM_BYTES) else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (the full-disk test needs root)");
+        return;
+    };
+    let ballast = tmpfs.path.join("ballast");
+    std::fs::write(&ballast, vec![1u8; BALLAST_BYTES as usize]).expect("ballast");
+    let (mut nodes, runtime, client) = cluster_on(dir.path(), &tmpfs, RESERVE_BYTES);
+    let mut acked = BTreeMap::new();
+    let mut next = 0;
+    let refused = runtime.block_on(produce_until_full(&client, &mut acked, &mut next));
+    assert!(!acked.is_empty(), "some batches fit before the disk filled");
+    eprintln!("{} batches acknowledged, then: {refused}", acked.len());
+    for node in &mut nodes {
+        node.assert_alive();
+    }
+    // Refused again while full, and the node says why.
+    let again = runtime.block_on(client.produce("s", "t", 0, records(next)));
+    assert!(
+        matches!(again, Err(ClientError::DiskFull { .. })),
+        "{again:?}"
+    );
+    let attention = runtime.block_on(common::strand(
+        &common::bootstrap(&nodes).join(","),
+        &["attention"],
+        b"",
+    ));
+    assert_eq!(
+        attention.outcome,
+        strand_client::cli::Outcome::NeedsAttention,
+        "{}",
+        attention.stdout
+    );
+    assert!(
+        attention.stdout.contains("disk_full"),
+        "{}",
+        attention.stdout
+    );
+    common::wait_until("a node's metric shows the full disk", 5, || {
+        nodes
+            .iter()
+            .any(|node| common::metric(node, "node_disk_full") == 1.0)
+    });
+    assert!(
+        nodes
+            .iter()
+            .map(|node| common::metric(node, "produce_refused_disk_full_total"))
+            .sum::<f64>()
+            >= 2.0
+    );
+    runtime.block_on(check_acknowledged(&client, &acked));
+
+    // Space is freed: producing works again, without a restart.
+    std::fs::remove_file(&ballast).expect("free space");
+    acked.insert(
+        next,
+        produce_until_acknowledged(&runtime, &client, next, 30),
+    );
+    next += 1;
+    for batch in next..next + 10 {
+        let ack = runtime
+            .block_on(client.produce("s", "t", 0, records(batch)))
+            .expect("produce after space was freed");
+        acked.insert(batch, ack);
+    }
+    for node in &mut nodes {
+        node.assert_alive();
+    }
+    runtime.block_on(check_acknowledged(&client, &acked));
+    let attention = runtime.block_on(common::strand(
+        &common::bootstrap(&nodes).join(","),
+        &["attention"],
+        b"",
+    ));
+    assert_eq!(
+        attention.outcome,
+        strand_client::cli::Outcome::Success,
+        "{}",
+        attention.stdout
+    );
+    assert!(
+        nodes
+            .iter()
+            .all(|node| common::metric(node, "node_disk_full") == 0.0)
+    );
+    drop(nodes);
+    drop(tmpfs);
+}
+
+/// With no reserve, writes find the disk full: the replicas whose writes
+/// failed stop (nothing they did not write is acknowledged), `attention`
+/// lists them, and once space is freed the node opens them again from disk
+/// by itself; every acknowledged record reads back.
+#[test]
+fn a_replica_whose_write_found_the_disk_full_reopens_once_space_is_freed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(tmpfs) = Tmpfs::mount(&dir.path().join("small"), FILESYSTEM_BYTES) else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (the full-disk test needs root)");
+        return;
+    };
+    let ballast = tmpfs.path.join("ballast");
+    std::fs::write(&ballast, vec![1u8; BALLAST_BYTES as usize]).expect("ballast");
+    let (mut nodes, runtime, client) = cluster_on(dir.path(), &tmpfs, 0);
+    let mut acked = BTreeMap::new();
+    let mut failures = 0;
+    let mut batch = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // Fill the disk: produce until batches keep failing.
+    while failures < 5 {
+        assert!(Instant::now() < deadline, "the disk never filled");
+        match runtime.block_on(client.produce("s", "t", 0, records(batch))) {
+            Ok(ack) => {
+                acked.insert(batch, ack);
+                failures = 0;
+            }
+            Err(error) => {
+                eprintln!("batch {batch}: {error}");
+                failures += 1;
+            }
+        }
+        batch += 1;
+    }
+    assert!(!acked.is_empty());
+    for node in &mut nodes {
+        node.assert_alive();
+    }
+    let attention = runtime.block_on(common::strand(
+        &common::bootstrap(&nodes).join(","),
+        &["attention"],
+        b"",
+    ));
+    eprintln!("{}", attention.stdout);
+    assert!(
+        attention.stdout.contains("storage_failed"),
+        "{}",
+        attention.stdout
+    );
+
+    std::fs::remove_file(&ballast).expect("free space");
+    for _ in 0..10 {
+        acked.insert(
+            batch,
+            produce_until_acknowledged(&runtime, &client, batch, 60),
+        );
+        batch += 1;
+    }
+    for node in &mut nodes {
+        node.assert_alive();
+    }
+    runtime.block_on(check_acknowledged(&client, &acked));
+    drop(nodes);
+    drop(tmpfs);
+}
