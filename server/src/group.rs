@@ -378,6 +378,19 @@ impl Actor {
 
     /// Polls storage and runs effects until both are quiet.
     pub fn after_inputs(&mut self) {
+        self.settle_host();
+        self.report_epoch_started();
+        if self.host.retention_due() {
+            self.apply_retention();
+            // Retention may have told consensus where the log starts, or
+            // asked it to persist its commit early.
+            self.settle_host();
+        }
+    }
+
+    /// Runs the host's effects and carries out its outputs until both are
+    /// quiet.
+    fn settle_host(&mut self) {
         // One buffer for the actor's life: no allocation per turn.
         let mut outputs = std::mem::take(&mut self.outputs);
         loop {
@@ -390,10 +403,6 @@ impl Actor {
             }
         }
         self.outputs = outputs;
-        self.report_epoch_started();
-        if self.host.retention_due() {
-            self.apply_retention();
-        }
     }
 
     /// Applies the retention policy now (the shard's age sweep, or a
@@ -419,6 +428,7 @@ impl Actor {
     pub fn check_storage(&mut self) {
         if self.spec.retention != RetentionPolicy::default() {
             self.apply_retention();
+            self.settle_host();
         }
         let frames = self.host.compact_cursors();
         if frames > 0 {

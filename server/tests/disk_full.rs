@@ -114,6 +114,15 @@ async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAck>) 
     }
 }
 
+/// Writes `path` until the file system has no block left.
+fn fill_up(path: &Path) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path).expect("filler");
+    let chunk = vec![2u8; 64 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    let _ = file.sync_all();
+}
+
 /// Three nodes whose data lives on `tmpfs`, each keeping `reserve_bytes`
 /// free, with topic `s/t` (one partition on three replicas, 1 MiB
 /// segments) created.
@@ -329,6 +338,18 @@ fn a_replica_whose_write_found_the_disk_full_reopens_once_space_is_freed() {
         attention.stdout
     );
 
+    // The metadata plane's own writes find the disk full too (every last
+    // block taken): refused or failed, never a node down.
+    let filler = tmpfs.path.join("filler");
+    fill_up(&filler);
+    let created = runtime.block_on(client.create_stream("while-full"));
+    eprintln!("create stream while full: {created:?}");
+    std::thread::sleep(Duration::from_secs(1));
+    for node in &mut nodes {
+        node.assert_alive();
+    }
+
+    std::fs::remove_file(&filler).expect("free space");
     std::fs::remove_file(&ballast).expect("free space");
     for _ in 0..10 {
         acked.insert(
@@ -341,6 +362,29 @@ fn a_replica_whose_write_found_the_disk_full_reopens_once_space_is_freed() {
         node.assert_alive();
     }
     runtime.block_on(check_acknowledged(&client, &acked));
+    // The metadata plane works again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match runtime.block_on(client.create_stream("after")) {
+            Ok(()) | Err(ClientError::AlreadyExists { .. }) => break,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "create stream after: {error}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    // A clean stop: every node exits 0 and none panicked on the way.
+    for node in &mut nodes {
+        node.terminate();
+    }
+    for node in &nodes {
+        let log = std::fs::read_to_string(&node.log).expect("node log");
+        assert!(
+            !log.contains("panicked"),
+            "node {} panicked: {log}",
+            node.node
+        );
+    }
     drop(nodes);
     drop(tmpfs);
 }
