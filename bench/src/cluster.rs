@@ -33,6 +33,9 @@ pub struct LocalNode {
     pub metrics_address: String,
     /// Its configuration file.
     pub config: PathBuf,
+    /// Its data directory (`data_dir` of its configuration): what a soak
+    /// measures.
+    pub data_dir: PathBuf,
     /// Its log (stderr), appended to across restarts.
     pub log: PathBuf,
     child: Option<Child>,
@@ -401,6 +404,7 @@ fn configure(dir: &Path, count: u32) -> Result<Vec<LocalNode>, BenchError> {
             client_address: client,
             metrics_address: metrics,
             config: path,
+            data_dir: data,
             log: dir.join(format!("node-{node}.log")),
             child: None,
         });

@@ -10,6 +10,11 @@
 //! replica's catch-up time. At the end every partition is read back and
 //! every acknowledged record must be there exactly once, at its offset.
 //!
+//! A soak (`--soak`) holds a set rate for a long time on a topic with a size
+//! limit (`--retention-bytes`), samples throughput and each node's disk
+//! every `--sample-secs`, and judges both flat; its read-back checks every
+//! record from each partition's earliest retained offset on.
+//!
 //! A second binary, `strand-scale` ([`scale`]), measures the cluster with
 //! many partitions instead: time until every group is normal, cost at
 //! idle, a clean restart, a primary kill, throughput over every partition.
@@ -19,24 +24,31 @@
 //! | module | owns |
 //! |---|---|
 //! | [`options`] | the flags, their defaults and bounds |
-//! | [`run`] | one run start to end: cluster, topic, load, failover, read-back, report |
+//! | [`run`] | one run start to end: cluster, topic, load, failover or soak sampler, read-back, report |
 //! | [`cluster`] | a local cluster of real server processes: configs, start, SIGKILL, restart |
 //! | [`load`] | producers (send → ack timing per record) and tailing consumers |
 //! | [`failover`] | kill the primary, restart it, time the catch-up; view-change scrapes |
+//! | [`soak_sampler`] | the soak's samples: acks per window, each node's disk bytes, earliest offsets |
+//! | [`read_back`] | fetch every partition from its earliest retained offset into the verifier |
 //! | [`keys`] | **pure**: record keys = producer id + sequence; partition of a key |
-//! | [`verify`] | **pure**: exactly-once, from the acks and the read-back |
+//! | [`verify`] | **pure**: exactly-once, from the acks and the read-back; what retention may drop |
+//! | [`retention`] | **pure**: what a size limit promises: default segment, disk bound, earliest offset bound |
+//! | [`soak`] | **pure**: the soak's samples and verdict: throughput flat, disk within bound |
 //! | [`write_gap`] | **pure**: the pause in acks a failover causes |
 //! | [`latency`] | **pure**: hdrhistogram percentiles |
 //! | [`timeline`] | **pure**: per-second throughput and p99 |
 //! | [`prometheus`] | **pure**: the Prometheus text format; [`scrape`] fetches it |
 //! | [`report`] | the result: summary table, JSON |
-//! | [`plot`] | **pure**: the result as a hand-written SVG |
+//! | [`plot`] | **pure**: the result as a hand-written SVG (per second, or per soak sample) |
 //! | [`scale`] | the scale mode (`strand-scale`): many partitions, settle, idle, restart, kill |
 //!
 //! Invariants that matter most:
 //! - Every record's key names its producer and sequence ([`keys`]); an
 //!   acknowledged record read back zero times, twice, or at another offset
 //!   than its acknowledgement fails the run ([`verify`]).
+//! - Under a size limit, an acknowledged record may be missing only below its
+//!   partition's earliest offset, and that offset may not pass what the
+//!   limit allows to drop ([`retention`]).
 //! - Latency runs from the producer's `send` call to the record's
 //!   acknowledgement: at full speed that includes waiting for room in the
 //!   producer's buffer (bounded to one batch beyond the in-flight window);
@@ -51,10 +63,14 @@ pub mod load;
 pub mod options;
 pub mod plot;
 pub mod prometheus;
+pub mod read_back;
 pub mod report;
+pub mod retention;
 pub mod run;
 pub mod scale;
 pub mod scrape;
+pub mod soak;
+pub mod soak_sampler;
 pub mod timeline;
 pub mod verify;
 pub mod write_gap;
@@ -76,9 +92,25 @@ pub fn write_json(
         .map_err(|error| BenchError::Output(format!("cannot write {}: {error}", path.display())))
 }
 
-/// The SVG plot of a report: throughput and p99 per second, kill and
+/// The SVG plot of a report: for a soak, throughput and each node's disk
+/// bytes per sample; otherwise throughput and p99 per second, kill and
 /// restart marked.
 pub fn plot_report(report: &Report) -> String {
+    let config = &report.config;
+    if let Some(soak) = &report.soak {
+        let title = format!(
+            "strand-bench soak: {} nodes, {} partitions, {} msgs/s of {} B, retention {}",
+            config.nodes,
+            config.partitions,
+            config.rate.unwrap_or(0.0),
+            config.message_size,
+            config
+                .retention_bytes
+                .map_or("none".to_owned(), |bytes| format!("{bytes} B"))
+        );
+        let seconds = config.duration_secs.unwrap_or(0.0);
+        return plot::render_soak(&title, seconds, soak);
+    }
     let mut marks = Vec::new();
     if let Some(failover) = &report.failover {
         marks.push(plot::Mark {
@@ -94,7 +126,6 @@ pub fn plot_report(report: &Report) -> String {
             });
         }
     }
-    let config = &report.config;
     let title = format!(
         "strand-bench: {} nodes, {} durability, {} B x batch {}, {} producers",
         config.nodes, config.durability, config.message_size, config.batch, config.producers

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use strand_client::{Client, ConsumerConfig, Delivery, Producer, ProducerConfig, StartFrom};
+use strand_client::{
+    Client, ClientError, ConsumerConfig, Delivery, Producer, ProducerConfig, StartFrom,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -402,6 +404,20 @@ pub async fn consume(
                 }
                 live.consumed
                     .fetch_add(records.len() as u64, Ordering::Relaxed);
+            }
+            Err(ClientError::OffsetOutOfRange {
+                log_start_offset, ..
+            }) if log_start_offset > consumer.position() => {
+                // Retention dropped records this consumer had not read yet:
+                // go on from the oldest retained one, and say so.
+                outcome.first_error.get_or_insert_with(|| {
+                    format!(
+                        "partition {partition}: fell behind retention at offset {}, went on \
+                         from {log_start_offset}",
+                        consumer.position()
+                    )
+                });
+                consumer.seek(log_start_offset);
             }
             Err(error) => {
                 outcome

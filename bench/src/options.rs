@@ -11,6 +11,8 @@ use crate::error::BenchError;
 use crate::failover::{FailoverPlan, Fault};
 use crate::keys::Spread;
 use crate::load::Stop;
+use crate::retention::{self, RetentionLimit};
+use crate::soak::{SOAK_SAMPLES_MIN, SoakPlan};
 
 /// Largest `--message-size` (the batch must fit a frame).
 pub const MESSAGE_SIZE_MAX: usize = 1024 * 1024;
@@ -20,6 +22,10 @@ pub const CLIENTS_MAX: u32 = 256;
 
 /// Largest `--in-flight` (the SDK's window).
 pub const IN_FLIGHT_MAX: usize = 32;
+
+/// Shortest `--sample-secs`: a soak's disk walk and offset fetches must fit
+/// well within one window.
+pub const SAMPLE_SECS_MIN: f64 = 1.0;
 
 /// A topic's durability, as a flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -112,6 +118,23 @@ pub struct Options {
     /// The topic's durability (default: the cluster's topic default).
     #[arg(long, value_enum)]
     pub durability: Option<DurabilityFlag>,
+    /// The topic's size limit per partition in bytes: its oldest segments
+    /// are dropped past it (default: no limit).
+    #[arg(long)]
+    pub retention_bytes: Option<u64>,
+    /// The topic's record-log segment size in bytes, 64 KiB to 1 GiB
+    /// (default: a sixteenth of --retention-bytes within that range, else
+    /// the node's default, 256 MiB).
+    #[arg(long)]
+    pub segment_bytes: Option<u64>,
+    /// Soak: run --rate for --duration-secs and sample acks and each node's
+    /// disk every --sample-secs; fails unless throughput stays flat and,
+    /// with --retention-bytes, disk stays within the limit (local cluster).
+    #[arg(long)]
+    pub soak: bool,
+    /// With --soak: seconds per sample.
+    #[arg(long, default_value_t = 60.0, requires = "soak")]
+    pub sample_secs: f64,
     /// SIGKILL the benched partition's primary this many seconds into the load.
     #[arg(long)]
     pub kill_owner_at_secs: Option<f64>,
@@ -131,7 +154,8 @@ pub struct Options {
     /// Write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write throughput and p99 per second as an SVG plot to this file.
+    /// Write throughput and p99 per second as an SVG plot to this file (a
+    /// soak: throughput and each node's disk bytes per sample).
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// No progress bar.
@@ -205,7 +229,96 @@ impl Options {
         {
             return invalid("--kill-owner-at-secs must fall within --duration-secs".to_owned());
         }
+        self.validate_topic_limits()?;
+        self.validate_soak()
+    }
+
+    /// `--retention-bytes` and `--segment-bytes` against their bounds.
+    fn validate_topic_limits(&self) -> Result<(), BenchError> {
+        if self.retention_bytes == Some(0) {
+            return Err(BenchError::Options(
+                "--retention-bytes must be at least 1 (leave it out for no limit)".to_owned(),
+            ));
+        }
+        let segment_range = strand_client::SEGMENT_BYTES_MIN..=strand_client::SEGMENT_BYTES_MAX;
+        if self
+            .segment_bytes
+            .is_some_and(|bytes| !segment_range.contains(&bytes))
+        {
+            return Err(BenchError::Options(
+                "--segment-bytes must be in 65536..=1073741824 (64 KiB to 1 GiB)".to_owned(),
+            ));
+        }
         Ok(())
+    }
+
+    /// `--soak` needs a set load for a set time on a local cluster, and at
+    /// least [`SOAK_SAMPLES_MIN`] samples in it.
+    fn validate_soak(&self) -> Result<(), BenchError> {
+        if !self.soak {
+            return Ok(());
+        }
+        let invalid = |reason: &str| Err(BenchError::Options(reason.to_owned()));
+        let (Some(duration_secs), Some(_)) = (self.duration_secs, self.rate) else {
+            return invalid(
+                "--soak needs --duration-secs and --rate: a soak holds a set load (half the \
+                 peak rate, say) for a set time",
+            );
+        };
+        if !self.cluster.is_empty() {
+            return invalid(
+                "--soak needs a local cluster (not --cluster): it reads each node's \
+                 data directory",
+            );
+        }
+        if self.kill_owner_at_secs.is_some() {
+            return invalid(
+                "--soak and --kill-owner-at-secs do not mix: a failover is not \
+                 steady load",
+            );
+        }
+        if !(self.sample_secs.is_finite() && self.sample_secs >= SAMPLE_SECS_MIN) {
+            return invalid("--sample-secs must be at least 1");
+        }
+        if duration_secs < f64::from(SOAK_SAMPLES_MIN) * self.sample_secs {
+            return Err(BenchError::Options(format!(
+                "--soak needs at least {SOAK_SAMPLES_MIN} samples: --duration-secs at least \
+                 {SOAK_SAMPLES_MIN} x --sample-secs ({})",
+                self.sample_secs
+            )));
+        }
+        Ok(())
+    }
+
+    /// The topic's segment size: `--segment-bytes`, else a sixteenth of
+    /// `--retention-bytes` (within 64 KiB to 1 GiB), else `None` (the
+    /// node's default).
+    pub fn topic_segment_bytes(&self) -> Option<u64> {
+        self.segment_bytes
+            .or_else(|| self.retention_bytes.map(retention::segment_bytes_for))
+    }
+
+    /// The topic's size limit, if it has one.
+    pub fn retention(&self) -> Option<RetentionLimit> {
+        let retention_bytes = self.retention_bytes?;
+        let segment_bytes = self.topic_segment_bytes()?;
+        Some(RetentionLimit {
+            retention_bytes,
+            segment_bytes,
+        })
+    }
+
+    /// The soak's sampling, if this is a soak.
+    pub fn soak_plan(&self) -> Option<SoakPlan> {
+        if !self.soak {
+            return None;
+        }
+        let duration_secs = self.duration_secs?;
+        let samples = (duration_secs / self.sample_secs).floor() as u32;
+        Some(SoakPlan {
+            sample_period: Duration::from_secs_f64(self.sample_secs),
+            samples,
+        })
     }
 
     /// When the producers stop.
@@ -300,5 +413,82 @@ mod tests {
         assert!(Options::try_parse_from(restart_without_kill).is_err());
         let both_stops = ["strand-bench", "--messages", "5", "--duration-secs", "3"];
         assert!(Options::try_parse_from(both_stops).is_err());
+    }
+
+    const SOAK: [&str; 5] = ["--soak", "--duration-secs", "1800", "--rate", "60000"];
+
+    #[test]
+    fn a_soak_samples_every_minute_by_default() {
+        let mut args = SOAK.to_vec();
+        args.extend(["--retention-bytes", "1073741824"]);
+        let options = parse(&args);
+        options.validate().expect("valid");
+        let plan = options.soak_plan().expect("a soak");
+        assert_eq!(plan.sample_period, Duration::from_secs(60));
+        assert_eq!(plan.samples, 30);
+        let limit = options.retention().expect("a limit");
+        assert_eq!(limit.retention_bytes, 1 << 30);
+        assert_eq!(limit.segment_bytes, 64 << 20, "a sixteenth of the limit");
+        assert_eq!(parse(&[]).soak_plan(), None);
+    }
+
+    #[test]
+    fn a_soak_without_a_set_load_for_a_set_time_is_refused() {
+        let without_rate = parse(&["--soak", "--duration-secs", "600"]);
+        let error = without_rate.validate().expect_err("no rate").to_string();
+        assert!(
+            error.contains("--soak needs --duration-secs and --rate"),
+            "{error}"
+        );
+        assert!(parse(&["--soak", "--rate", "1000"]).validate().is_err());
+        assert!(
+            parse(&["--soak", "--messages", "5", "--rate", "9"])
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_soak_refuses_what_it_cannot_judge() {
+        let with = |extra: &[&str]| {
+            let mut args = SOAK.to_vec();
+            args.extend_from_slice(extra);
+            parse(&args).validate()
+        };
+        assert!(
+            with(&[]).is_ok(),
+            "a soak without a limit judges throughput only"
+        );
+        assert!(with(&["--cluster", "127.0.0.1:7201"]).is_err());
+        assert!(with(&["--kill-owner-at-secs", "60"]).is_err());
+        assert!(with(&["--sample-secs", "0.5"]).is_err());
+        assert!(
+            with(&["--sample-secs", "601"]).is_err(),
+            "fewer than 3 samples"
+        );
+        assert!(with(&["--sample-secs", "600"]).is_ok());
+        let sample_without_soak = ["strand-bench", "--sample-secs", "10"];
+        assert!(Options::try_parse_from(sample_without_soak).is_err());
+    }
+
+    #[test]
+    fn topic_limits_are_checked_and_the_segment_follows_the_limit() {
+        assert!(parse(&["--retention-bytes", "0"]).validate().is_err());
+        assert!(parse(&["--segment-bytes", "65535"]).validate().is_err());
+        assert!(
+            parse(&["--segment-bytes", "2147483648"])
+                .validate()
+                .is_err()
+        );
+        let small = parse(&["--retention-bytes", "100000"]);
+        small.validate().expect("valid");
+        assert_eq!(small.topic_segment_bytes(), Some(65_536), "clamped up");
+        let explicit = parse(&["--retention-bytes", "16777216", "--segment-bytes", "262144"]);
+        assert_eq!(explicit.topic_segment_bytes(), Some(262_144));
+        let segment_only = parse(&["--segment-bytes", "1048576"]);
+        segment_only.validate().expect("valid");
+        assert_eq!(segment_only.topic_segment_bytes(), Some(1 << 20));
+        assert_eq!(segment_only.retention(), None);
+        assert_eq!(parse(&[]).topic_segment_bytes(), None, "the node's default");
     }
 }

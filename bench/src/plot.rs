@@ -1,9 +1,13 @@
-//! **Pure**: the run as a hand-written SVG: acknowledged records per second
-//! above, the second's p99 produce-ack latency below, one shared time axis,
-//! and events (a kill, a restart) as labelled vertical lines through both.
+//! **Pure**: the run as a hand-written SVG: two panels on one shared time
+//! axis, and events (a kill, a restart) as labelled vertical lines through
+//! both. A run draws acknowledged records per second above and the second's
+//! p99 produce-ack latency below ([`render`]); a soak draws its samples'
+//! throughput above and each node's disk bytes below, under their bound
+//! ([`render_soak`]).
 
 use std::fmt::Write;
 
+use crate::soak::{NodeDisk, SoakReport};
 use crate::timeline::SecondRow;
 
 /// An event drawn as a vertical line.
@@ -25,11 +29,74 @@ const MARGIN_TOP: f64 = 40.0;
 const PANEL_GAP: f64 = 50.0;
 const MARGIN_BOTTOM: f64 = 40.0;
 
+/// One line of a panel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Its name in the legend (none when empty).
+    pub label: String,
+    /// Line colour.
+    pub colour: &'static str,
+    /// Dashed (a second measure of the same thing, beside the solid one).
+    pub dashed: bool,
+    /// `(seconds since the load started, value)`, in time order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A horizontal line across a panel: a bound the series must stay under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    /// Its value.
+    pub value: f64,
+    /// What it is (drawn above it).
+    pub label: String,
+}
+
+/// One of the two panels: its unit, its lines and an optional bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    /// The y axis' label.
+    pub unit: String,
+    /// Its lines.
+    pub series: Vec<Series>,
+    /// A bound drawn across it, if any.
+    pub limit: Option<Limit>,
+}
+
 /// The SVG document for `rows` (one per second) and `marks`.
 pub fn render(title: &str, rows: &[SecondRow], marks: &[Mark]) -> String {
+    let at_middle = |values: Vec<f64>| -> Vec<(f64, f64)> {
+        (0..)
+            .zip(values)
+            .map(|(second, value): (u32, f64)| (f64::from(second) + 0.5, value))
+            .collect()
+    };
+    let throughput = rows.iter().map(|row| row.records as f64).collect();
+    let p99_ms = rows
+        .iter()
+        .map(|row| row.latency_us_p99 as f64 / 1e3)
+        .collect();
+    let panel = |unit: &str, colour, points| Panel {
+        unit: unit.to_owned(),
+        series: vec![Series {
+            label: String::new(),
+            colour,
+            dashed: false,
+            points,
+        }],
+        limit: None,
+    };
+    let panels = [
+        panel("records/s", "#1f77b4", at_middle(throughput)),
+        panel("p99 ms", "#d62728", at_middle(p99_ms)),
+    ];
+    render_panels(title, rows.len() as f64, &panels, marks)
+}
+
+/// The SVG document of two panels over `seconds` seconds, one above the
+/// other on a shared time axis, with `marks` through both.
+pub fn render_panels(title: &str, seconds: f64, panels: &[Panel; 2], marks: &[Mark]) -> String {
     let height = MARGIN_TOP + 2.0 * PANEL_HEIGHT + PANEL_GAP + MARGIN_BOTTOM;
-    let seconds =
-        (rows.len() as f64).max(marks.iter().map(|m| m.at_secs.ceil()).fold(1.0, f64::max));
+    let seconds = seconds.max(marks.iter().map(|m| m.at_secs.ceil()).fold(1.0, f64::max));
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -42,15 +109,10 @@ pub fn render(title: &str, rows: &[SecondRow], marks: &[Mark]) -> String {
         WIDTH / 2.0,
         escape(title)
     );
-    let throughput: Vec<f64> = rows.iter().map(|row| row.records as f64).collect();
-    let p99_ms: Vec<f64> = rows
-        .iter()
-        .map(|row| row.latency_us_p99 as f64 / 1e3)
-        .collect();
     let top = MARGIN_TOP;
     let bottom = MARGIN_TOP + PANEL_HEIGHT + PANEL_GAP;
-    panel(&mut svg, top, seconds, &throughput, "records/s", "#1f77b4");
-    panel(&mut svg, bottom, seconds, &p99_ms, "p99 ms", "#d62728");
+    panel(&mut svg, top, seconds, &panels[0]);
+    panel(&mut svg, bottom, seconds, &panels[1]);
     axis_seconds(&mut svg, bottom + PANEL_HEIGHT, seconds);
     for mark in marks {
         let x = x_of(mark.at_secs, seconds);
@@ -73,18 +135,97 @@ pub fn render(title: &str, rows: &[SecondRow], marks: &[Mark]) -> String {
     svg
 }
 
-/// One panel: frame, y axis with its maximum, and the series as a polyline
-/// through the middle of each second.
-fn panel(svg: &mut String, top: f64, seconds: f64, values: &[f64], unit: &str, colour: &str) {
+/// Line colours of the nodes in a soak's plot, by node id (cycled).
+const NODE_COLOURS: [&str; 7] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+];
+
+/// A soak's plot over `seconds`: acknowledged records per second of each
+/// sample above; each node's partition bytes (solid) and data directory
+/// bytes (dashed) below, in MiB, under the disk bound.
+pub fn render_soak(title: &str, seconds: f64, soak: &SoakReport) -> String {
+    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    let throughput = Series {
+        label: String::new(),
+        colour: "#1f77b4",
+        dashed: false,
+        points: soak
+            .samples
+            .iter()
+            .map(|sample| (sample.end_secs, sample.records_per_sec))
+            .collect(),
+    };
+    let mut nodes: Vec<u32> = soak
+        .samples
+        .iter()
+        .flat_map(|sample| sample.nodes.iter().map(|node| node.node))
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let mut disk = Vec::new();
+    for node in nodes {
+        let colour = NODE_COLOURS[(node as usize).saturating_sub(1) % NODE_COLOURS.len()];
+        let points = |bytes_of: fn(&NodeDisk) -> Option<u64>| {
+            soak.samples
+                .iter()
+                .filter_map(|sample| {
+                    let reading = sample.nodes.iter().find(|disk| disk.node == node)?;
+                    Some((sample.end_secs, mib(bytes_of(reading)?)))
+                })
+                .collect()
+        };
+        disk.push(Series {
+            label: format!("node {node} partitions"),
+            colour,
+            dashed: false,
+            points: points(|disk| disk.partition_bytes),
+        });
+        disk.push(Series {
+            label: format!("node {node} data dir (dashed)"),
+            colour,
+            dashed: true,
+            points: points(|disk| disk.data_bytes),
+        });
+    }
+    let limit = soak.disk.node_partition_bytes_max.map(|bound| Limit {
+        value: mib(bound),
+        label: format!("bound {:.0} MiB per node", mib(bound)),
+    });
+    let panels = [
+        Panel {
+            unit: format!("records/s per {} s sample", soak.sample_secs),
+            series: vec![throughput],
+            limit: None,
+        },
+        Panel {
+            unit: "MiB on disk".to_owned(),
+            series: disk,
+            limit,
+        },
+    ];
+    render_panels(title, seconds, &panels, &[])
+}
+
+/// One panel: frame, y axis with its maximum, the bound (if any), and each
+/// series as a polyline with its legend entry.
+fn panel(svg: &mut String, top: f64, seconds: f64, panel: &Panel) {
     let plot_width = WIDTH - MARGIN_LEFT - MARGIN_RIGHT;
-    let y_max = nice_ceiling(values.iter().copied().fold(0.0, f64::max));
+    let values = panel
+        .series
+        .iter()
+        .flat_map(|series| series.points.iter().map(|(_, value)| *value));
+    let highest = values
+        .chain(panel.limit.iter().map(|limit| limit.value))
+        .fold(0.0, f64::max);
+    let y_max = nice_ceiling(highest);
+    let y_of = |value: f64| top + PANEL_HEIGHT - PANEL_HEIGHT * value / y_max;
     let _ = writeln!(
         svg,
         r##"<rect x="{MARGIN_LEFT}" y="{top}" width="{plot_width}" height="{PANEL_HEIGHT}" fill="none" stroke="#999"/>"##
     );
     for step in 0..=4 {
         let value = y_max * f64::from(step) / 4.0;
-        let y = top + PANEL_HEIGHT - PANEL_HEIGHT * f64::from(step) / 4.0;
+        let y = y_of(value);
         let _ = writeln!(
             svg,
             r##"<line x1="{MARGIN_LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
@@ -99,22 +240,47 @@ fn panel(svg: &mut String, top: f64, seconds: f64, values: &[f64], unit: &str, c
         r#"<text x="14" y="{:.1}" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
         top + PANEL_HEIGHT / 2.0,
         top + PANEL_HEIGHT / 2.0,
-        escape(unit)
+        escape(&panel.unit)
     );
-    let points: Vec<String> = values
-        .iter()
-        .enumerate()
-        .map(|(second, value)| {
-            let x = x_of(second as f64 + 0.5, seconds);
-            let y = top + PANEL_HEIGHT - PANEL_HEIGHT * value / y_max;
-            format!("{x:.1},{y:.1}")
-        })
-        .collect();
-    let _ = writeln!(
-        svg,
-        r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
-        points.join(" ")
-    );
+    if let Some(limit) = &panel.limit {
+        let y = y_of(limit.value);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{MARGIN_LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#000" stroke-dasharray="2 3"/><text x="{:.1}" y="{:.1}">{}</text>"##,
+            WIDTH - MARGIN_RIGHT,
+            MARGIN_LEFT + 4.0,
+            y - 4.0,
+            escape(&limit.label)
+        );
+    }
+    for (index, series) in (0..).zip(&panel.series) {
+        let points: Vec<String> = series
+            .points
+            .iter()
+            .map(|(secs, value)| format!("{:.1},{:.1}", x_of(*secs, seconds), y_of(*value)))
+            .collect();
+        let dash = if series.dashed {
+            r#" stroke-dasharray="5 3""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{}" stroke-width="2"{dash} points="{}"/>"#,
+            series.colour,
+            points.join(" ")
+        );
+        if !series.label.is_empty() {
+            let _ = writeln!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}">{}</text>"#,
+                WIDTH - MARGIN_RIGHT - 6.0,
+                top + 14.0 + 14.0 * f64::from(index),
+                series.colour,
+                escape(&series.label)
+            );
+        }
+    }
 }
 
 fn axis_seconds(svg: &mut String, y: f64, seconds: f64) {
@@ -220,6 +386,78 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_panel_draws_every_series_its_legend_and_its_bound() {
+        let node = |label: &str, colour, dashed, mib: f64| Series {
+            label: label.to_owned(),
+            colour,
+            dashed,
+            points: vec![(60.0, mib), (120.0, mib), (180.0, mib)],
+        };
+        let panels = [
+            Panel {
+                unit: "records/s".to_owned(),
+                series: vec![node("", "blue", false, 30_000.0)],
+                limit: None,
+            },
+            Panel {
+                unit: "MiB".to_owned(),
+                series: vec![
+                    node("node 1 partitions", "red", false, 1_100.0),
+                    node("node 1 data dir", "red", true, 1_150.0),
+                ],
+                limit: Some(Limit {
+                    value: 1_218.0,
+                    label: "bound 1218 MiB".to_owned(),
+                }),
+            },
+        ];
+        let svg = render_panels("soak", 180.0, &panels, &[]);
+        assert_eq!(svg.matches("<polyline").count(), 3);
+        assert_eq!(svg.matches(r#"stroke-dasharray="5 3""#).count(), 1);
+        assert!(svg.contains("node 1 partitions") && svg.contains("bound 1218 MiB"));
+        // The last sample sits at the right edge of the plot.
+        let x = WIDTH - MARGIN_RIGHT;
+        assert!(svg.contains(&format!("{x:.1},")), "{svg}");
+        assert!(!svg.contains("NaN"));
+    }
+
+    #[test]
+    fn a_soak_draws_its_throughput_and_each_node_under_the_bound() {
+        use crate::retention::RetentionLimit;
+        use crate::soak::{SoakPlan, SoakSample};
+        let samples: Vec<SoakSample> = (1..=3)
+            .map(|number| {
+                let end_secs = 15.0 * f64::from(number);
+                let mut sample = SoakSample::counted(number, end_secs, 15.0, (300_000, 0), 1024);
+                sample.nodes = (1..=2)
+                    .map(|node| NodeDisk {
+                        node,
+                        data_bytes: Some(19 << 20),
+                        partition_bytes: Some(18 << 20),
+                        per_partition_bytes: vec![Some(18 << 20)],
+                    })
+                    .collect();
+                sample
+            })
+            .collect();
+        let plan = SoakPlan {
+            sample_period: std::time::Duration::from_secs(15),
+            samples: 3,
+        };
+        let limit = RetentionLimit {
+            retention_bytes: 16 << 20,
+            segment_bytes: 1 << 20,
+        };
+        let soak = SoakReport::judge(plan, Some(limit), 1, samples);
+        let svg = render_soak("soak <16 MiB>", 45.0, &soak);
+        assert_eq!(svg.matches("<polyline").count(), 1 + 2 * 2);
+        assert!(svg.contains("bound 21 MiB per node"), "{svg}");
+        assert!(svg.contains("node 2 data dir (dashed)"));
+        assert!(svg.contains("soak &lt;16 MiB&gt;"));
+        assert!(!svg.contains("NaN"));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::failover::{FailoverReport, Fault};
 use crate::latency::{LatencySummary, format_us};
+use crate::soak::SoakReport;
 use crate::timeline::SecondRow;
 use crate::verify::Verification;
 
@@ -43,6 +44,10 @@ pub struct RunConfig {
     pub messages: Option<u64>,
     /// Target rate, if any.
     pub rate: Option<f64>,
+    /// The topic's size limit per partition, if it has one.
+    pub retention_bytes: Option<u64>,
+    /// The topic's segment size, if the bench set one (else the node's).
+    pub segment_bytes: Option<u64>,
     /// Cores of the machine the bench ran on.
     pub cores: usize,
 }
@@ -102,6 +107,8 @@ pub struct Report {
     pub failover: Option<FailoverReport>,
     /// The read-back, unless skipped.
     pub verification: Option<Verification>,
+    /// The soak's samples and verdict, if this was a soak.
+    pub soak: Option<SoakReport>,
     /// Per second of the load.
     pub timeline: Vec<SecondRow>,
     /// Local nodes that exited on their own, and how.
@@ -112,13 +119,15 @@ pub struct Report {
 
 impl Report {
     /// True when the verification (if run) passed, the failover (if run)
-    /// took exactly one view change, and no node exited on its own.
+    /// took exactly one view change, the soak (if run) stayed flat, and no
+    /// node exited on its own.
     pub fn passed(&self) -> bool {
         self.verification.as_ref().is_none_or(Verification::passed)
             && self
                 .failover
                 .as_ref()
                 .is_none_or(FailoverReport::view_changes_ok)
+            && self.soak.as_ref().is_none_or(SoakReport::passed)
             && self.node_exits.is_empty()
     }
 
@@ -164,6 +173,9 @@ impl Report {
         if let Some(failover) = &self.failover {
             failover_rows(failover, &mut row);
         }
+        if let Some(soak) = &self.soak {
+            soak_rows(soak, &mut row);
+        }
         match &self.verification {
             Some(verification) => row("verification", verification_line(verification)),
             None => row("verification", "skipped (--no-verify)".to_owned()),
@@ -183,6 +195,17 @@ impl Report {
 }
 
 fn config_rows(config: &RunConfig, row: &mut impl FnMut(&str, String)) {
+    if config.retention_bytes.is_some() || config.segment_bytes.is_some() {
+        let bytes = |bytes: Option<u64>| bytes.map_or("default".to_owned(), |b| b.to_string());
+        row(
+            "topic",
+            format!(
+                "retention {} B per partition, segments {} B",
+                bytes(config.retention_bytes),
+                bytes(config.segment_bytes)
+            ),
+        );
+    }
     row(
         "cluster",
         format!(
@@ -210,6 +233,87 @@ fn config_rows(config: &RunConfig, row: &mut impl FnMut(&str, String)) {
                 .unwrap_or_default()
         ),
     );
+}
+
+fn soak_rows(soak: &SoakReport, row: &mut impl FnMut(&str, String)) {
+    let throughput = &soak.throughput;
+    let (low, high) = throughput.allowed_records_per_sec;
+    let relative = |rate: f64| {
+        if throughput.median_records_per_sec > 0.0 {
+            format!(
+                "{:+.1}%",
+                (rate / throughput.median_records_per_sec - 1.0) * 1e2
+            )
+        } else {
+            "n/a".to_owned()
+        }
+    };
+    row(
+        "soak throughput",
+        format!(
+            "{}: {} samples of {} s after {} warm-up; median {:.0} msgs/s, lowest {:.0} ({}), \
+             highest {:.0} ({}); allowed {low:.0}..{high:.0}{}",
+            if throughput.flat { "flat" } else { "NOT FLAT" },
+            throughput.judged_samples,
+            soak.sample_secs,
+            soak.warm_up_samples,
+            throughput.median_records_per_sec,
+            throughput.lowest_records_per_sec,
+            relative(throughput.lowest_records_per_sec),
+            throughput.highest_records_per_sec,
+            relative(throughput.highest_records_per_sec),
+            if throughput.outside.is_empty() {
+                String::new()
+            } else {
+                format!("; outside: samples {:?}", throughput.outside)
+            }
+        ),
+    );
+    row("soak disk", disk_line(soak));
+}
+
+fn disk_line(soak: &SoakReport) -> String {
+    let disk = &soak.disk;
+    let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20));
+    let highest = disk.highest.map_or("no reading".to_owned(), |reading| {
+        format!(
+            "highest {} (node {}, sample {})",
+            mib(reading.partition_bytes),
+            reading.node,
+            reading.sample
+        )
+    });
+    let (Some(limit), Some(bound)) = (disk.limit, disk.node_partition_bytes_max) else {
+        return format!("not judged (no --retention-bytes); partition bytes {highest}");
+    };
+    let mut line = format!(
+        "{}: partition bytes per node {highest}, bound {} (= (limit {} + 3 x segment {} + \
+         2 MiB) x partitions)",
+        if disk.within {
+            "within bound"
+        } else {
+            "OVER BOUND"
+        },
+        mib(bound),
+        mib(limit.retention_bytes),
+        mib(limit.segment_bytes)
+    );
+    if disk.over_count > 0 {
+        let _ = write!(line, "; {} readings over", disk.over_count);
+    }
+    if disk.unreadable > 0 {
+        let _ = write!(line, "; {} readings could not be taken", disk.unreadable);
+    }
+    for over in &disk.over {
+        let _ = write!(
+            line,
+            "\n  sample {} node {}: {}",
+            over.sample,
+            over.node,
+            mib(over.partition_bytes)
+        );
+    }
+    line
 }
 
 fn failover_rows(failover: &FailoverReport, row: &mut impl FnMut(&str, String)) {
@@ -308,6 +412,30 @@ fn verification_line(verification: &Verification) -> String {
         verification.unacknowledged,
         verification.unacknowledged_present
     );
+    if !verification.retained.is_empty() {
+        let _ = write!(
+            line,
+            "; {} acknowledged below the earliest retained offset (dropped by retention), \
+             {} partitions dropped too early",
+            verification.dropped_by_retention, verification.dropped_too_early
+        );
+        let shown = crate::verify::EXAMPLES_MAX;
+        for range in verification.retained.iter().take(shown) {
+            let offset = |offset: Option<u64>| offset.map_or("?".to_owned(), |o| o.to_string());
+            let _ = write!(
+                line,
+                "\n  partition {}: retained {}..{} (earliest allowed up to {})",
+                range.partition,
+                range.earliest_offset,
+                offset(range.high_watermark),
+                offset(range.earliest_offset_max)
+            );
+        }
+        if verification.retained.len() > shown {
+            let more = verification.retained.len() - shown;
+            let _ = write!(line, "\n  ({more} more partitions in the JSON report)");
+        }
+    }
     for example in &verification.examples {
         let _ = write!(line, "\n  {example}");
     }

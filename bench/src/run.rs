@@ -1,5 +1,5 @@
 //! One bench run, start to end: the cluster, the topic, the load (and the
-//! failover beside it), the read-back, the report.
+//! failover or the soak's sampler beside it), the read-back, the report.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,20 +12,19 @@ use tokio::time::Instant;
 use crate::cluster::{self, LocalCluster};
 use crate::error::BenchError;
 use crate::failover::{self, FailoverEvents};
-use crate::keys::RecordKey;
 use crate::latency;
-use crate::load::{self, ConsumerOutcome, FETCH_BYTES_MAX, Live, Load, ProducerOutcome, Stop};
+use crate::load::{self, ConsumerOutcome, Live, Load, ProducerOutcome, Stop};
 use crate::options::Options;
+use crate::read_back;
 use crate::report::{ConsumeReport, Report, RunConfig, Throughput};
+use crate::soak::{SoakPlan, SoakReport, SoakSample};
+use crate::soak_sampler::{self, SoakProbe};
 use crate::timeline::Timeline;
-use crate::verify::{Verification, Verifier};
+use crate::verify::Verification;
 use crate::write_gap;
 
 /// How long the cluster may take to answer and to elect primaries.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long the read-back may go without progress.
-pub const READ_BACK_STALL_MAX: Duration = Duration::from_secs(60);
 
 /// The stream the bench creates its topics in.
 pub const STREAM: &str = "bench";
@@ -54,13 +53,14 @@ pub async fn run(options: &Options) -> Result<Report, BenchError> {
     }
     let load = Arc::new(load);
     let benched_group = groups[0];
-    let measured = drive(options, &target, &client, &load, benched_group, &progress).await?;
+    let measured = drive(options, &target, &client, &load, &groups, &progress).await?;
 
     let verification = if options.no_verify {
         None
     } else {
         announce("reading every partition back".to_owned());
-        Some(verify(&client, &load, &measured.producers).await)
+        let retention = options.retention();
+        Some(read_back::verify(&client, &load, retention, &measured.producers).await)
     };
     let failover = match &measured.failover {
         Some(events) => Some(
@@ -90,6 +90,7 @@ struct Measured {
     producers: Vec<ProducerOutcome>,
     consumers: Vec<ConsumerOutcome>,
     failover: Option<FailoverEvents>,
+    soak_samples: Option<Vec<SoakSample>>,
 }
 
 /// Everything a report is built from.
@@ -100,14 +101,14 @@ struct RunOutcome {
     node_exits: Vec<String>,
 }
 
-/// Runs the producers, the consumers and the failover controller (if
-/// any) until the producers stop and the others finish.
+/// Runs the producers, the consumers, and the failover controller or the
+/// soak's sampler (if any) until the producers stop and the others finish.
 async fn drive(
     options: &Options,
     target: &Target,
     client: &Client,
     load: &Arc<Load>,
-    benched_group: u64,
+    groups: &[u64],
     progress: &ProgressBar,
 ) -> Result<Measured, BenchError> {
     let live = Arc::new(Live::default());
@@ -117,13 +118,19 @@ async fn drive(
             plan,
             Arc::clone(cluster),
             client.clone(),
-            benched_group,
+            groups[0],
             target.metrics.clone(),
             start,
             announcer(progress),
         ))),
         _ => None,
     };
+    let sampler = soak_probe(options, target, client, load, groups)?.map(|(plan, probe)| {
+        let announce: Option<Box<dyn Fn(String) + Send>> =
+            (!options.quiet).then(|| Box::new(announcer(progress)) as _);
+        let live = Arc::clone(&live);
+        tokio::spawn(soak_sampler::sample(probe, plan, live, start, announce))
+    });
     let producers: Vec<_> = (0..options.producers)
         .map(|producer| {
             let live = Arc::clone(&live);
@@ -152,6 +159,7 @@ async fn drive(
         producers: Vec::new(),
         consumers: Vec::new(),
         failover: None,
+        soak_samples: None,
     };
     for producer in producers {
         measured.producers.push(joined(producer.await)??);
@@ -163,9 +171,38 @@ async fn drive(
     if let Some(controller) = controller {
         measured.failover = Some(joined(controller.await)??);
     }
+    if let Some(sampler) = sampler {
+        measured.soak_samples = Some(joined(sampler.await)??);
+    }
     ticker.abort();
     progress.finish_and_clear();
     Ok(measured)
+}
+
+/// The soak's plan and what its sampler reads, if this is a soak (on a
+/// local cluster: its nodes' data directories are what it measures).
+fn soak_probe(
+    options: &Options,
+    target: &Target,
+    client: &Client,
+    load: &Arc<Load>,
+    groups: &[u64],
+) -> Result<Option<(SoakPlan, SoakProbe)>, BenchError> {
+    let (Some(plan), Some(cluster)) = (options.soak_plan(), &target.local) else {
+        return Ok(None);
+    };
+    let nodes = lock(cluster)?
+        .nodes()
+        .iter()
+        .map(|node| (node.node, node.data_dir.clone()))
+        .collect();
+    let probe = SoakProbe {
+        client: client.clone(),
+        load: Arc::clone(load),
+        groups: groups.to_vec(),
+        nodes,
+    };
+    Ok(Some((plan, probe)))
 }
 
 fn open_target(options: &Options) -> Result<Target, BenchError> {
@@ -229,6 +266,8 @@ async fn create_topic(client: &Client, options: &Options) -> Result<(Load, Vec<u
     spec.partition_count = options.partitions;
     spec.replica_count = options.replica_count();
     spec.durability = options.durability.map(|flag| flag.durability());
+    spec.retention_bytes = options.retention_bytes.unwrap_or(0);
+    spec.segment_bytes = options.topic_segment_bytes();
     let groups = client
         .create_topic(spec)
         .await
@@ -326,78 +365,6 @@ async fn tick(progress: ProgressBar, live: Arc<Live>, start: Instant, stop: Stop
     }
 }
 
-/// Reads every partition back and checks every acknowledged record.
-async fn verify(client: &Client, load: &Load, outcomes: &[ProducerOutcome]) -> Verification {
-    let mut verifier = Verifier::new(load.partitions, load.run_length());
-    for outcome in outcomes {
-        let key = |sequence| RecordKey {
-            producer: outcome.producer,
-            sequence,
-        };
-        for (sequence, offset) in &outcome.acknowledged {
-            verifier.acknowledged(key(*sequence), *offset);
-        }
-        for sequence in &outcome.failed {
-            verifier.failed(key(*sequence));
-        }
-    }
-    for partition in 0..load.partitions {
-        if let Err(reason) = read_back(client, load, partition, &mut verifier).await {
-            verifier.incomplete(reason);
-        }
-    }
-    verifier.finish()
-}
-
-/// Feeds every record of `partition` to `verifier`, retrying failed fetches
-/// until [`READ_BACK_STALL_MAX`] passes without progress.
-async fn read_back(
-    client: &Client,
-    load: &Load,
-    partition: u32,
-    verifier: &mut Verifier,
-) -> Result<(), String> {
-    let mut offset = 0;
-    let mut progress_at = Instant::now();
-    loop {
-        let fetched = client
-            .fetch(
-                &load.stream,
-                &load.topic,
-                partition,
-                offset,
-                FETCH_BYTES_MAX,
-                0,
-            )
-            .await;
-        let fetched = match fetched {
-            Ok(fetched) => fetched,
-            Err(error) => {
-                if progress_at.elapsed() >= READ_BACK_STALL_MAX {
-                    return Err(format!("partition {partition}: fetch at {offset}: {error}"));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        if fetched.records.is_empty() && fetched.next_offset >= fetched.high_watermark {
-            return Ok(());
-        }
-        if fetched.records.is_empty() {
-            return Err(format!(
-                "partition {partition}: nothing returned at offset {offset} below the high \
-                 watermark {}",
-                fetched.high_watermark
-            ));
-        }
-        for record in &fetched.records {
-            verifier.read(partition, record.offset, &record.key);
-        }
-        offset = fetched.next_offset;
-        progress_at = Instant::now();
-    }
-}
-
 async fn failover_report(
     client: &Client,
     target: &Target,
@@ -449,45 +416,62 @@ fn build_report(options: &Options, target: &Target, outcome: RunOutcome) -> Repo
     let bytes = acknowledged * options.message_size as u64;
     let produced = Throughput::new(acknowledged, bytes, last_ack_ms as f64 / 1e3);
     let consumed = (!consumed.is_empty()).then(|| consume_report(&consumed, &mut errors));
+    let soak = match (options.soak_plan(), measured.soak_samples) {
+        (Some(plan), Some(samples)) => Some(SoakReport::judge(
+            plan,
+            options.retention(),
+            options.partitions,
+            samples,
+        )),
+        _ => None,
+    };
     Report {
-        config: RunConfig {
-            cluster: if target.local.is_some() {
-                "local"
-            } else {
-                "external"
-            }
-            .to_owned(),
-            nodes: target.nodes,
-            replicas: options.replica_count(),
-            durability: options
-                .durability
-                .map_or("default", |flag| flag.name())
-                .to_owned(),
-            producers: options.producers,
-            consumers: options.consumers,
-            partitions: options.partitions,
-            message_size: options.message_size,
-            batch: options.batch,
-            in_flight: options.in_flight,
-            linger_ms: options.linger_ms,
-            spread: options.spread,
-            duration_secs: match options.stop() {
-                Stop::After(duration) => Some(duration.as_secs_f64()),
-                Stop::Messages(_) => None,
-            },
-            messages: options.messages,
-            rate: options.rate,
-            cores: std::thread::available_parallelism().map_or(0, usize::from),
-        },
+        config: run_config(options, target),
         produced,
         produce_failed: failed,
         produce_ack_latency: latency::summarize(&produce_latency),
         consumed,
         failover,
         verification,
+        soak,
         timeline: timeline.rows(),
         node_exits,
         errors,
+    }
+}
+
+/// What was run, for the report.
+fn run_config(options: &Options, target: &Target) -> RunConfig {
+    RunConfig {
+        cluster: if target.local.is_some() {
+            "local"
+        } else {
+            "external"
+        }
+        .to_owned(),
+        nodes: target.nodes,
+        replicas: options.replica_count(),
+        durability: options
+            .durability
+            .map_or("default", |flag| flag.name())
+            .to_owned(),
+        producers: options.producers,
+        consumers: options.consumers,
+        partitions: options.partitions,
+        message_size: options.message_size,
+        batch: options.batch,
+        in_flight: options.in_flight,
+        linger_ms: options.linger_ms,
+        spread: options.spread,
+        duration_secs: match options.stop() {
+            Stop::After(duration) => Some(duration.as_secs_f64()),
+            Stop::Messages(_) => None,
+        },
+        messages: options.messages,
+        rate: options.rate,
+        retention_bytes: options.retention_bytes,
+        segment_bytes: options.topic_segment_bytes(),
+        cores: std::thread::available_parallelism().map_or(0, usize::from),
     }
 }
 

@@ -3,12 +3,21 @@
 //! with; a record whose produce failed (its outcome unknown) may be there at
 //! most once; nothing else may be there at all.
 //!
+//! Under a size limit ([`Verifier::with_retention`]) the oldest records are
+//! gone by design: an acknowledged record below its partition's earliest
+//! retained offset counts as dropped by retention, not as missing; every one
+//! at or above it must be read back as above; and the earliest offset must
+//! not be above what the limit allows to drop
+//! ([`RetentionLimit::earliest_offset_max`]). Without a limit every
+//! partition must be there from offset 0.
+//!
 //! Memory is 9 bytes per record sent: per producer, one offset and one
 //! read count per sequence number.
 
 use serde::Serialize;
 
 use crate::keys::RecordKey;
+use crate::retention::{RecordSizes, RetentionLimit};
 
 /// Examples of failures kept for the report (the counts are complete).
 pub const EXAMPLES_MAX: usize = 10;
@@ -26,7 +35,35 @@ pub struct Verifier {
     offsets: Vec<Vec<u64>>,
     /// `reads[producer][sequence]`: how often the record was read (saturating).
     reads: Vec<Vec<u8>>,
+    /// The topic's size limit and the records' sizes, if it has a limit.
+    retention: Option<(RetentionLimit, RecordSizes)>,
+    /// Per partition: the earliest offset and the high watermark the
+    /// read-back saw.
+    ends: Vec<PartitionEnds>,
     verification: Verification,
+}
+
+/// What the read-back saw of one partition's ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct PartitionEnds {
+    /// The highest earliest retained offset any reply named.
+    earliest_offset: u64,
+    /// The high watermark when the read-back reached it.
+    high_watermark: Option<u64>,
+}
+
+/// One partition of a topic with a size limit, as the read-back found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RetainedRange {
+    /// The partition.
+    pub partition: u32,
+    /// Its earliest retained offset: records below it were dropped.
+    pub earliest_offset: u64,
+    /// One past its last committed offset (`None`: the read-back did not
+    /// reach it).
+    pub high_watermark: Option<u64>,
+    /// The highest earliest offset the limit allows at that high watermark.
+    pub earliest_offset_max: Option<u64>,
 }
 
 /// What the read-back showed.
@@ -48,6 +85,14 @@ pub struct Verification {
     pub foreign: u64,
     /// Unacknowledged records read back once (written after all: allowed).
     pub unacknowledged_present: u64,
+    /// Acknowledged records below their partition's earliest retained
+    /// offset, not read back: dropped by the size limit (allowed).
+    pub dropped_by_retention: u64,
+    /// Partitions whose earliest offset is above what the size limit
+    /// allows: retention dropped more than it may.
+    pub dropped_too_early: u64,
+    /// With a size limit: each partition's retained range.
+    pub retained: Vec<RetainedRange>,
     /// Why the read-back stopped before the end, if it did.
     pub incomplete: Option<String>,
     /// The first few failures, readable.
@@ -62,6 +107,7 @@ impl Verification {
             && self.duplicated == 0
             && self.misplaced == 0
             && self.foreign == 0
+            && self.dropped_too_early == 0
             && self.incomplete.is_none()
     }
 
@@ -83,8 +129,33 @@ impl Verifier {
             run_length,
             offsets: Vec::new(),
             reads: Vec::new(),
+            retention: None,
+            ends: vec![PartitionEnds::default(); partition_count as usize],
             verification: Verification::default(),
         }
+    }
+
+    /// The topic has a size limit: records below a partition's earliest
+    /// retained offset may be gone, within what `limit` allows for records
+    /// of `sizes`.
+    pub fn with_retention(mut self, limit: RetentionLimit, sizes: RecordSizes) -> Verifier {
+        assert!(limit.retention_bytes > 0);
+        self.retention = Some((limit, sizes));
+        self
+    }
+
+    /// A reply from `partition` named `earliest_offset` as its earliest
+    /// retained offset (it only moves up; the highest seen counts).
+    pub fn log_start(&mut self, partition: u32, earliest_offset: u64) {
+        assert!(partition < self.partition_count, "partition {partition}");
+        let ends = &mut self.ends[partition as usize];
+        ends.earliest_offset = ends.earliest_offset.max(earliest_offset);
+    }
+
+    /// The read-back of `partition` reached its end, `high_watermark`.
+    pub fn high_watermark(&mut self, partition: u32, high_watermark: u64) {
+        assert!(partition < self.partition_count, "partition {partition}");
+        self.ends[partition as usize].high_watermark = Some(high_watermark);
     }
 
     /// `key` was acknowledged at `offset` (in its partition).
@@ -148,19 +219,71 @@ impl Verifier {
 
     /// The judgement, once every partition has been read back.
     pub fn finish(mut self) -> Verification {
+        let earliest: Vec<u64> = match self.retention {
+            Some(_) => self.ends.iter().map(|ends| ends.earliest_offset).collect(),
+            None => vec![0; self.ends.len()],
+        };
         for (producer, offsets) in self.offsets.iter().enumerate() {
             for (sequence, offset) in offsets.iter().enumerate() {
-                if *offset != NOT_ACKNOWLEDGED && self.reads[producer][sequence] == 0 {
-                    self.verification.missing += 1;
-                    let text = format!(
-                        "producer {producer} sequence {sequence}: acknowledged at offset \
-                         {offset}, never read back"
-                    );
-                    self.verification.example(text);
+                if *offset == NOT_ACKNOWLEDGED || self.reads[producer][sequence] > 0 {
+                    continue;
                 }
+                let key = RecordKey {
+                    producer: producer as u32,
+                    sequence: sequence as u64,
+                };
+                let partition = key.partition(self.partition_count, self.run_length);
+                if *offset < earliest[partition as usize] {
+                    self.verification.dropped_by_retention += 1;
+                    continue;
+                }
+                self.verification.missing += 1;
+                let text = format!(
+                    "producer {producer} sequence {sequence}: acknowledged at partition \
+                     {partition} offset {offset}, never read back"
+                );
+                self.verification.example(text);
             }
         }
+        self.judge_retained_ranges();
         self.verification
+    }
+
+    /// With a size limit: each partition's earliest offset against the
+    /// highest the limit allows; without one, a partition that does not
+    /// start at 0 is an example (its records are counted missing).
+    fn judge_retained_ranges(&mut self) {
+        let ends = self.ends.clone();
+        for (partition, ends) in (0..).zip(ends) {
+            let Some((limit, sizes)) = self.retention else {
+                if ends.earliest_offset > 0 {
+                    self.verification.example(format!(
+                        "partition {partition} starts at offset {} on a topic without retention",
+                        ends.earliest_offset
+                    ));
+                }
+                continue;
+            };
+            let earliest_offset_max = ends
+                .high_watermark
+                .map(|high_watermark| limit.earliest_offset_max(high_watermark, sizes));
+            if let (Some(max), Some(high_watermark)) = (earliest_offset_max, ends.high_watermark)
+                && ends.earliest_offset > max
+            {
+                self.verification.dropped_too_early += 1;
+                self.verification.example(format!(
+                    "partition {partition} starts at offset {}: a limit of {} bytes keeps it at \
+                     or below {max} at high watermark {high_watermark}",
+                    ends.earliest_offset, limit.retention_bytes
+                ));
+            }
+            self.verification.retained.push(RetainedRange {
+                partition,
+                earliest_offset: ends.earliest_offset,
+                high_watermark: ends.high_watermark,
+                earliest_offset_max,
+            });
+        }
     }
 
     fn was_sent(&self, key: RecordKey) -> bool {
@@ -285,6 +408,97 @@ mod tests {
         verifier.read(0, 9, &key(0, 99).encode());
         let verification = verifier.finish();
         assert_eq!(verification.foreign, 3);
+        assert!(!verification.passed());
+    }
+
+    /// One producer, one partition of 1,000 records acknowledged at offsets
+    /// 0..1000, under a limit that must keep 16 KiB of records beyond a
+    /// 64 KiB segment and the 1 MiB allowed for entries that are not records.
+    fn retained_run(acknowledged: u64) -> Verifier {
+        let limit = RetentionLimit {
+            retention_bytes: 80 * 1024 + (1 << 20),
+            segment_bytes: 64 * 1024,
+        };
+        // 100-byte records with a whole entry each: 612 bytes; after a drop
+        // at least (80 KiB + 1 MiB - 64 KiB - 1 MiB) / 612 = 26 remain.
+        let sizes = RecordSizes::new(100, 10_000);
+        let mut verifier = Verifier::new(1, 1).with_retention(limit, sizes);
+        for sequence in 0..acknowledged {
+            verifier.acknowledged(key(0, sequence), sequence);
+        }
+        verifier
+    }
+
+    #[test]
+    fn under_retention_records_below_the_earliest_offset_are_dropped_not_lost() {
+        let mut verifier = retained_run(1_000);
+        verifier.log_start(0, 900);
+        verifier.log_start(0, 950);
+        verifier.log_start(0, 940); // an older reply: the earliest only moves up
+        for offset in 940..1_000 {
+            verifier.read(0, offset, &key(0, offset).encode());
+        }
+        verifier.high_watermark(0, 1_000);
+        let verification = verifier.finish();
+        assert!(verification.passed(), "{verification:#?}");
+        assert_eq!(verification.dropped_by_retention, 940);
+        assert_eq!(verification.read, 60);
+        assert_eq!(
+            verification.retained,
+            vec![RetainedRange {
+                partition: 0,
+                earliest_offset: 950,
+                high_watermark: Some(1_000),
+                earliest_offset_max: Some(974),
+            }]
+        );
+    }
+
+    #[test]
+    fn under_retention_a_record_missing_from_the_retained_range_is_lost() {
+        let mut verifier = retained_run(1_000);
+        verifier.log_start(0, 950);
+        for offset in (950..1_000).filter(|offset| *offset != 990) {
+            verifier.read(0, offset, &key(0, offset).encode());
+        }
+        verifier.high_watermark(0, 1_000);
+        let verification = verifier.finish();
+        assert_eq!(verification.missing, 1);
+        assert_eq!(verification.dropped_by_retention, 950);
+        assert!(verification.examples[0].contains("offset 990"));
+        assert!(!verification.passed());
+    }
+
+    #[test]
+    fn retention_that_drops_more_than_its_limit_allows_fails() {
+        let mut verifier = retained_run(1_000);
+        verifier.log_start(0, 980);
+        for offset in 980..1_000 {
+            verifier.read(0, offset, &key(0, offset).encode());
+        }
+        verifier.high_watermark(0, 1_000);
+        let verification = verifier.finish();
+        assert_eq!(verification.missing, 0);
+        assert_eq!(verification.dropped_too_early, 1, "{verification:#?}");
+        assert!(verification.examples[0].contains("at or below 974"));
+        assert!(!verification.passed());
+    }
+
+    #[test]
+    fn without_retention_a_partition_that_starts_late_has_lost_records() {
+        let mut verifier = Verifier::new(1, 1);
+        for sequence in 0..10 {
+            verifier.acknowledged(key(0, sequence), sequence);
+        }
+        verifier.log_start(0, 5);
+        for offset in 5..10 {
+            verifier.read(0, offset, &key(0, offset).encode());
+        }
+        verifier.high_watermark(0, 10);
+        let verification = verifier.finish();
+        assert_eq!(verification.missing, 5);
+        assert_eq!(verification.dropped_by_retention, 0);
+        assert!(verification.retained.is_empty());
         assert!(!verification.passed());
     }
 }
