@@ -26,6 +26,7 @@
 //! | [`routing`] | **pure**: node addresses, group primaries, redirects |
 //! | [`health`] | **pure**: nodes that did not answer, latencies, attempt timeouts |
 //! | [`backoff`] | **pure**: bounded exponential backoff, the seeded generator |
+//! | [`partitioner`] | **pure**: a keyed record's partition (Kafka's murmur2), batches of unkeyed ones spread |
 //! | `frames` | requests as frames, replies as values (the only wire-header code) |
 //! | `connection`, `connections` | one TCP connection per node; reconnect pacing |
 //! | `driver` | the event loop: feeds the pure cores, carries out their actions |
@@ -51,6 +52,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod health;
+pub mod partitioner;
 pub mod query;
 pub mod routing;
 pub mod session;

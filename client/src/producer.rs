@@ -41,6 +41,7 @@ use tokio::time::Instant;
 use crate::client::{Client, partition_group_of, produce_ack};
 use crate::config::ProducerConfig;
 use crate::error::ClientError;
+use crate::partitioner::{self, StickyPartitions};
 use crate::records::{self, NewRecord};
 
 /// Resolves to the offset a record was written at (or why it was not, or
@@ -94,6 +95,8 @@ pub struct Producer {
     commands: mpsc::UnboundedSender<Command>,
     buffer: Arc<Semaphore>,
     task: JoinHandle<()>,
+    /// Where records without a key go ([`Producer::send_keyed`]).
+    unkeyed: StickyPartitions,
 }
 
 #[derive(Debug)]
@@ -121,6 +124,7 @@ impl Producer {
     ) -> Producer {
         let (commands, command_receiver) = mpsc::unbounded_channel();
         let buffer = Arc::new(Semaphore::new(config.buffer_records_max));
+        let unkeyed = StickyPartitions::new(config.batch_records_max);
         let partition_count = Arc::new(AtomicU32::new(groups.len() as u32));
         let topic_name = TopicName {
             stream: stream.clone(),
@@ -141,6 +145,7 @@ impl Producer {
             commands,
             buffer,
             task,
+            unkeyed,
         }
     }
 
@@ -154,6 +159,30 @@ impl Producer {
     ) -> Result<Delivery, ClientError> {
         self.send_record(partition, NewRecord::new(key, value))
             .await
+    }
+
+    /// Buffers a record for the partition its key maps to (Kafka's murmur2
+    /// partitioner, see [`crate::partitioner`]): every record with one key
+    /// lands on one partition, in send order, while the partition count
+    /// stays. A record with an empty key goes with its neighbours: a whole
+    /// batch's worth to one partition, then the next.
+    pub async fn send_keyed(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+    ) -> Result<Delivery, ClientError> {
+        let record = NewRecord::new(key, value);
+        let partition = self.partition_of(&record.key);
+        self.send_record(partition, record).await
+    }
+
+    /// The partition [`Producer::send_keyed`] picks for `key` now.
+    pub fn partition_of(&self, key: &[u8]) -> u32 {
+        let partition_count = self.partition_count.load(Ordering::Relaxed).max(1);
+        match key.is_empty() {
+            true => self.unkeyed.next(partition_count),
+            false => partitioner::partition_for_key(key, partition_count),
+        }
     }
 
     /// Like [`Producer::send`], for a record with headers or a timestamp.

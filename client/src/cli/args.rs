@@ -253,9 +253,11 @@ pub(crate) struct ProduceArgs {
     /// The topic, as STREAM/TOPIC.
     #[arg(value_parser = parse_topic_path)]
     pub(crate) topic: TopicPath,
-    /// The partition written to.
-    #[arg(long, default_value_t = 0)]
-    pub(crate) partition: u32,
+    /// The partition written to (default: each record by its key, as
+    /// Kafka's default partitioner maps it; records without a key fill one
+    /// partition a batch at a time, then the next).
+    #[arg(long)]
+    pub(crate) partition: Option<u32>,
     /// Split each stdin line at the first SEP into key and value (a line
     /// without SEP is a value with an empty key).
     #[arg(long, value_name = "SEP", conflicts_with = "count")]

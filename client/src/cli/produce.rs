@@ -1,6 +1,9 @@
 //! `strand produce STREAM/TOPIC`: each stdin line is a record's value (split
 //! into key and value at `--key-sep`), or `--count N --size B` generates N
-//! records of B bytes. Records go through the SDK's batching producer; a
+//! records of B bytes. Each record goes to `--partition`, or else to the
+//! partition its key maps to (see `crate::partitioner`; records without a
+//! key fill one partition a batch at a time). Records go through the SDK's
+//! batching producer; a
 //! collector task awaits their outcomes in send order, sums them up and
 //! notes each batch's outcome (acknowledged with its offsets, unknown, or
 //! refused), so a partial failure is exact. The run stops at the first batch
@@ -11,6 +14,7 @@
 //! [`DELIVERIES_QUEUED_MAX`] acknowledgements wait for the collector (the
 //! producer's own buffer bounds the records in flight).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,7 +47,10 @@ pub(crate) const BATCH_REPORTS_MAX: usize = 1_000_000;
 pub(crate) struct ProduceSummary {
     stream: String,
     topic: String,
-    partition: u32,
+    /// The partition asked for (`None`: by key).
+    partition: Option<u32>,
+    /// Per partition written to: the first and last offset acknowledged.
+    partitions: BTreeMap<u32, OffsetRange>,
     /// Records acknowledged.
     records: u64,
     /// Records not acknowledged: `unknown` plus `refused`.
@@ -72,6 +79,13 @@ pub(crate) struct ProduceSummary {
     first_error: Option<ClientError>,
 }
 
+/// The offsets acknowledged in one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct OffsetRange {
+    first_offset: u64,
+    last_offset: u64,
+}
+
 /// One batch's outcome: which input records it carried (0-based, in the
 /// order read: line `first_record + 1` of stdin is its first) and what
 /// became of them.
@@ -79,6 +93,8 @@ pub(crate) struct ProduceSummary {
 pub(crate) struct BatchOutcome {
     /// The batch's number in the producer (ascending in send order).
     batch: Option<u64>,
+    /// The partition it went to.
+    partition: u32,
     first_record: u64,
     last_record: u64,
     /// `acknowledged`, `unknown` (may or may not be written: read back) or
@@ -101,10 +117,10 @@ fn outcome_name(offset: &Result<u64, ClientError>) -> &'static str {
 }
 
 impl ProduceSummary {
-    fn record(&mut self, report: DeliveryReport, bytes: u64) {
+    fn record(&mut self, report: DeliveryReport, bytes: u64, partition: u32) {
         let index = self.next_record;
         self.next_record += 1;
-        self.note_batch(index, &report);
+        self.note_batch(index, &report, partition);
         match report.offset {
             Ok(offset) => {
                 self.records += 1;
@@ -112,6 +128,12 @@ impl ProduceSummary {
                 self.first_offset =
                     Some(self.first_offset.map_or(offset, |first| first.min(offset)));
                 self.last_offset = Some(self.last_offset.map_or(offset, |last| last.max(offset)));
+                let range = self.partitions.entry(partition).or_insert(OffsetRange {
+                    first_offset: offset,
+                    last_offset: offset,
+                });
+                range.first_offset = range.first_offset.min(offset);
+                range.last_offset = range.last_offset.max(offset);
             }
             Err(error) => {
                 self.failed += 1;
@@ -127,7 +149,7 @@ impl ProduceSummary {
 
     /// Extends the last batch's entry with record `index`, or starts the
     /// next batch's.
-    fn note_batch(&mut self, index: u64, report: &DeliveryReport) {
+    fn note_batch(&mut self, index: u64, report: &DeliveryReport, partition: u32) {
         let outcome = outcome_name(&report.offset);
         let offset = report.offset.as_ref().ok().copied();
         if let Some(last) = self.batches.last_mut()
@@ -145,6 +167,7 @@ impl ProduceSummary {
         }
         self.batches.push(BatchOutcome {
             batch: report.batch,
+            partition,
             first_record: index,
             last_record: index,
             outcome,
@@ -168,13 +191,34 @@ impl ProduceSummary {
             (Some(first), Some(last)) => format!("offsets {first}..={last}"),
             _ => "no offsets".to_owned(),
         };
+        let only = match (self.partition, self.partitions.len()) {
+            (Some(partition), _) => Some(partition),
+            (None, 1) => self.partitions.keys().next().copied(),
+            (None, _) => None,
+        };
+        let whereto = match only {
+            Some(partition) => format!("partition {partition}: {offsets}"),
+            None if self.partitions.is_empty() => format!("by key: {offsets}"),
+            None => {
+                let ranges: Vec<String> = self
+                    .partitions
+                    .iter()
+                    .map(|(partition, range)| {
+                        format!(
+                            "partition {partition} offsets {}..={}",
+                            range.first_offset, range.last_offset
+                        )
+                    })
+                    .collect();
+                format!("by key: {}", ranges.join(", "))
+            }
+        };
         let mut text = format!(
-            "produced {} record(s) ({}) to {}/{} partition {}: {offsets} in {} ms ({} records/s)",
+            "produced {} record(s) ({}) to {}/{} {whereto} in {} ms ({} records/s)",
             self.records,
             bytes_human(self.bytes),
             self.stream,
             self.topic,
-            self.partition,
             self.elapsed_ms,
             self.records_per_second
         );
@@ -208,7 +252,10 @@ pub(crate) async fn run(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let path = args.topic.clone();
-    let doing = format!("produce to {path} partition {}", args.partition);
+    let doing = match args.partition {
+        Some(partition) => format!("produce to {path} partition {partition}"),
+        None => format!("produce to {path}"),
+    };
     if args.key_sep.as_deref() == Some("") {
         return Err(CliError::Usage("--key-sep must not be empty".to_owned()));
     }
@@ -216,8 +263,10 @@ pub(crate) async fn run(
         .topic(&path.stream, &path.topic)
         .await
         .map_err(|error| CliError::client(&doing, error))?;
-    crate::client::partition_group_of(&info, args.partition)
-        .map_err(|error| CliError::client(&doing, error))?;
+    if let Some(partition) = args.partition {
+        crate::client::partition_group_of(&info, partition)
+            .map_err(|error| CliError::client(&doing, error))?;
+    }
     let producer = client
         .producer(&path.stream, &path.topic, ProducerConfig::default())
         .await
@@ -280,7 +329,7 @@ pub(crate) async fn run(
     }
 }
 
-fn summary_for(path: &TopicPath, partition: u32) -> ProduceSummary {
+fn summary_for(path: &TopicPath, partition: Option<u32>) -> ProduceSummary {
     ProduceSummary {
         stream: path.stream.clone(),
         topic: path.topic.clone(),
@@ -292,23 +341,24 @@ fn summary_for(path: &TopicPath, partition: u32) -> ProduceSummary {
 /// Awaits each record's offset in send order; sets `failed` at the first
 /// record that was not acknowledged.
 async fn collect(
-    mut queued: mpsc::Receiver<(Delivery, u64)>,
+    mut queued: mpsc::Receiver<(Delivery, u64, u32)>,
     mut summary: ProduceSummary,
     failed: Arc<AtomicBool>,
 ) -> ProduceSummary {
-    while let Some((delivery, bytes)) = queued.recv().await {
+    while let Some((delivery, bytes, partition)) = queued.recv().await {
         let report = delivery.report().await;
         if report.offset.is_err() {
             failed.store(true, Ordering::SeqCst);
         }
-        summary.record(report, bytes);
+        summary.record(report, bytes, partition);
     }
     summary
 }
 
 /// Where sent records' deliveries go, and whether one has failed.
 struct Sink {
-    deliveries: mpsc::Sender<(Delivery, u64)>,
+    /// Each record's delivery, its key and value bytes, and its partition.
+    deliveries: mpsc::Sender<(Delivery, u64, u32)>,
     failed: Arc<AtomicBool>,
     /// Records handed to the producer so far.
     sent: u64,
@@ -323,11 +373,11 @@ enum Finished {
     Stopped,
 }
 
-/// Hands one record to the producer, unless a batch has failed already
-/// (`Stopped`: the record is not sent).
+/// Hands one record to the producer (to `partition`, or by its key),
+/// unless a batch has failed already (`Stopped`: the record is not sent).
 async fn send(
     producer: &crate::Producer,
-    partition: u32,
+    partition: Option<u32>,
     key: Bytes,
     value: Bytes,
     sink: &mut Sink,
@@ -336,13 +386,14 @@ async fn send(
         return Ok(Finished::Stopped);
     }
     let bytes = (key.len() + value.len()) as u64;
+    let partition = partition.unwrap_or_else(|| producer.partition_of(&key));
     let delivery = producer
         .send(partition, key, value)
         .await
         .map_err(|error| CliError::client("produce", error))?;
     sink.sent += 1;
     sink.deliveries
-        .send((delivery, bytes))
+        .send((delivery, bytes, partition))
         .await
         .map_err(|_| CliError::client("produce", ClientError::Closed))?;
     Ok(Finished::Done)
@@ -404,7 +455,7 @@ pub(crate) fn split_line(line: &[u8], key_sep: Option<&str>) -> Option<(Bytes, B
 
 async fn send_generated(
     producer: &crate::Producer,
-    partition: u32,
+    partition: Option<u32>,
     count: u64,
     size: usize,
     sink: &mut Sink,
@@ -473,7 +524,7 @@ mod tests {
                 stream: "s".into(),
                 topic: "t".into(),
             },
-            1,
+            Some(1),
         );
         let report = |batch, offset| DeliveryReport {
             batch: Some(batch),
@@ -487,11 +538,11 @@ mod tests {
             operation: strand_wire::Operation::Produce,
             deadline_ms: 10,
         };
-        summary.record(report(0, Ok(4)), 10);
-        summary.record(report(0, Ok(5)), 10);
-        summary.record(report(1, Err(unknown.clone())), 10);
-        summary.record(report(1, Err(unknown)), 10);
-        summary.record(report(2, Err(refused)), 10);
+        summary.record(report(0, Ok(4)), 10, 1);
+        summary.record(report(0, Ok(5)), 10, 1);
+        summary.record(report(1, Err(unknown.clone())), 10, 1);
+        summary.record(report(1, Err(unknown)), 10, 1);
+        summary.record(report(2, Err(refused)), 10, 1);
         summary.finish(Duration::from_millis(500));
         assert_eq!(
             summary.text(),
@@ -532,5 +583,37 @@ mod tests {
             summary.first_error,
             Some(ClientError::OutcomeUnknown { .. })
         ));
+    }
+
+    #[test]
+    fn a_run_by_key_lists_the_offsets_of_each_partition() {
+        let path = TopicPath {
+            stream: "s".into(),
+            topic: "t".into(),
+        };
+        let report = |batch, offset| DeliveryReport {
+            batch: Some(batch),
+            offset: Ok(offset),
+        };
+        let mut summary = summary_for(&path, None);
+        summary.record(report(0, 7), 3, 2);
+        summary.record(report(1, 0), 3, 0);
+        summary.record(report(0, 8), 3, 2);
+        summary.finish(Duration::from_millis(1000));
+        assert_eq!(
+            summary.text(),
+            "produced 3 record(s) (9 B) to s/t by key: partition 0 offsets 0..=0, partition 2 \
+             offsets 7..=8 in 1000 ms (3 records/s)\n"
+        );
+        assert_eq!(summary.batches.len(), 3, "runs of one batch each");
+        assert_eq!(summary.batches[1].partition, 0);
+        let mut one = summary_for(&path, None);
+        one.record(report(0, 4), 3, 1);
+        one.finish(Duration::from_millis(1000));
+        assert!(
+            one.text().contains("to s/t partition 1: offsets 4..=4"),
+            "{}",
+            one.text()
+        );
     }
 }
