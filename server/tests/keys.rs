@@ -71,12 +71,9 @@ fn check_by_key(records: &[(u32, String, String)]) -> BTreeMap<String, u32> {
 #[test]
 fn keyed_records_stay_on_their_kafka_partition_in_send_order() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let nodes = common::start_cluster(dir.path());
-    let runtime = common::runtime();
+    let (nodes, runtime, client) = common::cluster_with_stream_s(dir.path());
     let deadline = Instant::now() + Duration::from_secs(60);
-    let client = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
     runtime.block_on(async {
-        client.create_stream("s").await.expect("create stream");
         let mut spec = TopicSpec::new("s", "t");
         spec.partition_count = PARTITIONS;
         spec.replica_count = 3;

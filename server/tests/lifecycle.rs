@@ -88,14 +88,11 @@ fn topic_spec(partitions: u32) -> TopicSpec {
 #[test]
 fn a_topic_deleted_while_a_node_is_down_is_gone_everywhere_and_its_name_starts_fresh() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::start_cluster(dir.path());
-    let runtime = common::runtime();
+    let (mut nodes, runtime, client) = common::cluster_with_stream_s(dir.path());
     let deadline = Instant::now() + Duration::from_secs(60);
-    let client = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
     // A second client that keeps the old topic's routing.
     let stale = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
     let old_groups = runtime.block_on(async {
-        client.create_stream("s").await.expect("create stream");
         let groups = client
             .create_topic(topic_spec(2))
             .await
@@ -190,12 +187,8 @@ fn a_topic_deleted_while_a_node_is_down_is_gone_everywhere_and_its_name_starts_f
 #[test]
 fn a_stream_deleted_takes_its_topics() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let nodes = common::start_cluster(dir.path());
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let client = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
+    let (nodes, runtime, client) = common::cluster_with_stream_s(dir.path());
     runtime.block_on(async {
-        client.create_stream("s").await.expect("create stream");
         client.create_topic(topic_spec(1)).await.expect("create t");
         let mut other = TopicSpec::new("s", "u");
         other.replica_count = 3;
@@ -223,12 +216,8 @@ fn a_stream_deleted_takes_its_topics() {
 #[test]
 fn altered_retention_holds_at_once_and_added_partitions_serve() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let nodes = common::start_cluster(dir.path());
-    let runtime = common::runtime();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let client = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
+    let (nodes, runtime, client) = common::cluster_with_stream_s(dir.path());
     runtime.block_on(async {
-        client.create_stream("s").await.expect("create stream");
         let mut spec = topic_spec(1);
         spec.segment_bytes = Some(64 * 1024);
         client.create_topic(spec).await.expect("create topic");

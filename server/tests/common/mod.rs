@@ -174,6 +174,20 @@ pub fn start_cluster(dir: &Path) -> Vec<Node> {
     nodes
 }
 
+/// Three running nodes under `dir`, a runtime, and a client connected to
+/// them (waiting up to a minute for the cluster), with stream `s` created.
+pub fn cluster_with_stream_s(dir: &Path) -> (Vec<Node>, tokio::runtime::Runtime, Client) {
+    let nodes = start_cluster(dir);
+    let runtime = runtime();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let client = runtime.block_on(async {
+        let client = connect(bootstrap(&nodes), deadline).await;
+        client.create_stream("s").await.expect("create stream");
+        client
+    });
+    (nodes, runtime, client)
+}
+
 /// Writes the configuration of `count` nodes under `dir`; starts none.
 pub fn configure_cluster(dir: &Path, count: u32) -> Vec<Node> {
     configure_cluster_routed(dir, count, |_| BTreeMap::new())
