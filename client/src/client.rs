@@ -8,8 +8,8 @@ use bytes::Bytes;
 use strand_wire::ops::{
     AddPartitions, AlterTopic, CreateStream, CreateTopic, DeleteStream, DeleteTopic, Empty,
     FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply, MetadataRequest,
-    ProduceReply, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN, StoreCursor, TopicCreated, TopicInfo,
-    TopicsDeleted,
+    OffsetForTime, OffsetForTimeReply, ProduceReply, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
+    StoreCursor, TopicCreated, TopicInfo, TopicsDeleted,
 };
 use strand_wire::{Body, ConfirmPolicy, Operation};
 use tokio::sync::{mpsc, oneshot};
@@ -580,6 +580,29 @@ impl Client {
             .await?;
         let reply = GetCursorReply::from_bytes(&reply)
             .map_err(|error| ClientError::from_body_error("get cursor reply", error))?;
+        Ok(reply.offset)
+    }
+
+    /// The first offset of a partition appended at or after `timestamp_ns`
+    /// (ns since the Unix epoch, by the append time its primary stamped,
+    /// which never goes back within a partition); the end of the partition
+    /// (its high watermark) when every record is older. A time before the
+    /// oldest retained record gives the earliest offset.
+    pub async fn offset_for_time(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+        timestamp_ns: u64,
+    ) -> Result<u64, ClientError> {
+        let group = self.partition_group(stream, topic, partition).await?;
+        let body = Bytes::from(OffsetForTime { timestamp_ns }.to_vec());
+        let reply = self
+            .query(QueryTarget::Group(group), Operation::OffsetForTime, body, 0)
+            .await;
+        let reply = self.forget_if_deleted(stream, topic, reply)?;
+        let reply = OffsetForTimeReply::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("offset for time reply", error))?;
         Ok(reply.offset)
     }
 

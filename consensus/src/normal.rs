@@ -210,7 +210,11 @@ impl<S: StateMachine> Replica<S> {
         let mut header = self.next_prepare_header();
         header.client = request_header.client;
         header.request = request_header.request;
-        header.timestamp_ns.set(request.timestamp_ns);
+        // Never before the op it follows (the head's time, which a new
+        // primary inherits): a partition's times only move forward, so a
+        // lookup by time finds one place, whatever the primaries' clocks.
+        let after = header.timestamp_ns.get();
+        header.timestamp_ns.set(request.timestamp_ns.max(after));
         header.record_count.set(request.record_count);
         header.operation = request_header.operation;
         self.append_prepare(Msg::new(header, body), effects);

@@ -22,7 +22,8 @@ use strand_partition::{FileDisk, LogConfig, PartitionConfig, ReadHandles, Retent
 use strand_wal::Wal;
 use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
-    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, ReplicaStatus, StoreCursor,
+    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, OffsetForTime,
+    OffsetForTimeReply, ReplicaStatus, StoreCursor,
 };
 use strand_wire::{
     Body, ConfirmPolicy, Durability, Message, Msg, Operation, RecordBatch, RequestHeader,
@@ -750,6 +751,7 @@ impl Actor {
                 Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
             },
             Operation::GetCursor => self.on_get_cursor(&request),
+            Operation::OffsetForTime => self.on_offset_for_time(&request),
             Operation::Reconfigure => self.refuse(
                 &header,
                 ResultCode::InvalidRequest,
@@ -998,6 +1000,28 @@ impl Actor {
             Ok(query) => {
                 let offset = self.host.partition().cursor(&query.consumer);
                 let body = Bytes::from(GetCursorReply { offset }.to_vec());
+                self.send_reply(&header, ResultCode::Ok, body);
+            }
+            Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
+        }
+    }
+
+    /// The first committed offset appended at or after a time (the high
+    /// watermark when every committed record is older).
+    fn on_offset_for_time(&mut self, request: &Msg<RequestHeader>) {
+        let header = *request.header();
+        if !self.serving_or_redirect(&header) {
+            return;
+        }
+        match OffsetForTime::from_bytes(request.body()) {
+            Ok(query) => {
+                let high_watermark = self.host.replica().machine().high_watermark();
+                let offset = self
+                    .host
+                    .partition()
+                    .offset_for_timestamp(query.timestamp_ns)
+                    .map_or(high_watermark, |offset| offset.min(high_watermark));
+                let body = Bytes::from(OffsetForTimeReply { offset }.to_vec());
                 self.send_reply(&header, ResultCode::Ok, body);
             }
             Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),

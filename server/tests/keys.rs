@@ -1,7 +1,8 @@
-//! Keyed records on real processes: every record with one key lands on one
-//! partition, in send order, and that partition is the one Kafka's default
-//! partitioner picks (murmur2) for the topic's partition count, from the SDK
-//! and from `strand produce --key-sep`.
+//! Keyed records and reading by time on real processes: every record with
+//! one key lands on one partition, in send order, and that partition is the
+//! one Kafka's default partitioner picks (murmur2) for the topic's partition
+//! count, from the SDK and from `strand produce --key-sep`; `consume
+//! --from-time` starts at the first record appended at or after the time.
 
 mod common;
 
@@ -133,4 +134,85 @@ fn keyed_records_stay_on_their_kafka_partition_in_send_order() {
     );
     let placed_again = check_by_key(&runtime.block_on(read_all(&client, 520)));
     assert_eq!(placed, placed_again, "the CLI maps keys as the SDK does");
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_nanos() as u64
+}
+
+#[test]
+fn reading_from_a_time_starts_at_the_first_record_appended_at_or_after_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (nodes, runtime, client) = common::cluster_with_stream_s(dir.path());
+    let cluster = common::bootstrap(&nodes).join(",");
+    let before = now_ns();
+    let boundary = runtime.block_on(async {
+        let mut spec = TopicSpec::new("s", "t");
+        spec.replica_count = 3;
+        client.create_topic(spec).await.expect("create topic");
+        let early: Vec<_> = (0..5)
+            .map(|index| strand_client::NewRecord::new("", format!("early {index}")))
+            .collect();
+        client
+            .produce("s", "t", 0, early)
+            .await
+            .expect("produce early");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let boundary = now_ns();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let late: Vec<_> = (0..3)
+            .map(|index| strand_client::NewRecord::new("", format!("late {index}")))
+            .collect();
+        client
+            .produce("s", "t", 0, late)
+            .await
+            .expect("produce late");
+        boundary
+    });
+    let at = |timestamp_ns| {
+        runtime
+            .block_on(client.offset_for_time("s", "t", 0, timestamp_ns))
+            .expect("offset for time")
+    };
+    assert_eq!(at(before), 0, "before everything: the first record");
+    assert_eq!(at(boundary), 5, "the first record after the boundary");
+    assert_eq!(
+        at(now_ns() + 60_000_000_000),
+        8,
+        "after everything: the end"
+    );
+
+    let time =
+        humantime::format_rfc3339_nanos(std::time::UNIX_EPOCH + Duration::from_nanos(boundary))
+            .to_string();
+    let consumed = runtime.block_on(common::strand(
+        &cluster,
+        &["consume", "s/t", "--from-time", &time],
+        b"",
+    ));
+    assert_eq!(
+        consumed.stdout, "5\tlate 0\n6\tlate 1\n7\tlate 2\n",
+        "{}",
+        consumed.stderr
+    );
+    let recent = runtime.block_on(common::strand(
+        &cluster,
+        &["consume", "s/t", "--from-time", "-1h"],
+        b"",
+    ));
+    assert_eq!(recent.stdout.lines().count(), 8, "{}", recent.stderr);
+    let bad = runtime.block_on(common::strand(
+        &cluster,
+        &["consume", "s/t", "--from-time", "yesterday"],
+        b"",
+    ));
+    assert_eq!(
+        bad.outcome,
+        strand_client::cli::Outcome::Usage,
+        "{}",
+        bad.stderr
+    );
 }

@@ -48,11 +48,13 @@ pub enum Operation {
     AlterTopic = 17,
     /// Give a topic more partitions. Metadata plane.
     AddPartitions = 18,
+    /// The first offset appended at or after a time, on one partition.
+    OffsetForTime = 19,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 18] = [
+    pub const ALL: [Operation; 19] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -71,6 +73,7 @@ impl Operation {
         Operation::DeleteStream,
         Operation::AlterTopic,
         Operation::AddPartitions,
+        Operation::OffsetForTime,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.

@@ -224,6 +224,12 @@ proptest! {
     }
 
     #[test]
+    fn offset_for_time(timestamp_ns in any::<u64>(), offset in any::<u64>()) {
+        round_trip(&OffsetForTime { timestamp_ns })?;
+        round_trip(&OffsetForTimeReply { offset })?;
+    }
+
+    #[test]
     fn accept_loss(group in 1..u64::MAX, view in any::<u32>(), op in any::<u64>()) {
         round_trip(&AcceptLoss { group })?;
         round_trip(&AcceptLossReply { view, op })?;

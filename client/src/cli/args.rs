@@ -282,6 +282,11 @@ pub(crate) struct ConsumeArgs {
     /// Where to start: an offset, `earliest` or `latest`.
     #[arg(long, value_parser = parse_start, conflicts_with = "cursor")]
     pub(crate) from: Option<Start>,
+    /// Start at the first record appended at or after a time: RFC 3339
+    /// (`2026-12-05T10:00:00Z`) or an age (`-5m`, `-90s`, `-2h`), by the
+    /// append time the partition's primary stamped on each batch.
+    #[arg(long, value_name = "TIME", value_parser = parse_time_ns, conflicts_with_all = ["from", "cursor"], allow_hyphen_values = true)]
+    pub(crate) from_time: Option<u64>,
     /// Start at the cursor stored under NAME (earliest if none) and store
     /// the cursor after each batch printed.
     #[arg(long, value_name = "NAME")]
@@ -435,6 +440,27 @@ pub(crate) fn parse_start(text: &str) -> Result<Start, String> {
     }
 }
 
+/// Parses `--from-time`: RFC 3339, or `-DURATION` before now; ns since the
+/// Unix epoch.
+pub(crate) fn parse_time_ns(text: &str) -> Result<u64, String> {
+    let time = match text.strip_prefix('-') {
+        Some(age) => {
+            let age = humantime::parse_duration(age)
+                .map_err(|error| format!("{text:?} is not an age like -5m: {error}"))?;
+            std::time::SystemTime::now()
+                .checked_sub(age)
+                .ok_or_else(|| format!("{text:?} reaches before 1970"))?
+        }
+        None => humantime::parse_rfc3339_weak(text).map_err(|error| {
+            format!("{text:?} is not an RFC 3339 time (2026-12-05T10:00:00Z) or -AGE: {error}")
+        })?,
+    };
+    let since = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| format!("{text:?} is before 1970"))?;
+    u64::try_from(since.as_nanos()).map_err(|_| format!("{text:?} is too far ahead"))
+}
+
 /// Parses a group id or `STREAM/TOPIC/PARTITION`.
 pub(crate) fn parse_partition_target(text: &str) -> Result<PartitionTarget, String> {
     if let Ok(group) = text.parse::<u64>() {
@@ -477,6 +503,31 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("strand").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn times_are_rfc3339_or_an_age_before_now() {
+        assert_eq!(
+            parse_time_ns("2026-12-05T10:00:00Z"),
+            Ok(1_796_464_800_000_000_000)
+        );
+        assert_eq!(
+            parse_time_ns("2026-12-05T10:00:00.5Z"),
+            Ok(1_796_464_800_500_000_000)
+        );
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_nanos() as u64;
+        let five_minutes_ago = parse_time_ns("-5m").expect("an age");
+        let age_ns = now_ns - five_minutes_ago;
+        assert!(
+            (299_000_000_000..301_000_000_000).contains(&age_ns),
+            "{age_ns}"
+        );
+        for bad in ["yesterday", "-5 parsecs", "2026-13-01T00:00:00Z", ""] {
+            assert!(parse_time_ns(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

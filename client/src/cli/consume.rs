@@ -104,13 +104,28 @@ pub(crate) async fn run(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let doing = format!("consume from {} partition {}", args.topic, args.partition);
-    let start_from = match (args.from, &args.cursor) {
-        (Some(Start::Offset(offset)), _) => StartFrom::Offset(offset),
-        (Some(Start::Latest), _) => StartFrom::Latest,
-        (Some(Start::Earliest), _) => StartFrom::Earliest,
-        (None, Some(_)) => StartFrom::StoredCursor,
-        (None, None) => StartFrom::Earliest,
+    let at_time = match args.from_time {
+        Some(timestamp_ns) => Some(
+            client
+                .offset_for_time(
+                    &args.topic.stream,
+                    &args.topic.topic,
+                    args.partition,
+                    timestamp_ns,
+                )
+                .await
+                .map_err(|error| CliError::client(&doing, error))?,
+        ),
+        None => None,
     };
+    let start_from = match (at_time, args.from, &args.cursor) {
+        (Some(offset), _, _) | (None, Some(Start::Offset(offset)), _) => StartFrom::Offset(offset),
+        (None, Some(Start::Latest), _) => StartFrom::Latest,
+        (None, Some(Start::Earliest), _) => StartFrom::Earliest,
+        (None, None, Some(_)) => StartFrom::StoredCursor,
+        (None, None, None) => StartFrom::Earliest,
+    };
+
     let config = ConsumerConfig {
         name: args.cursor.clone(),
         start_from,

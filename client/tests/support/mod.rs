@@ -482,6 +482,14 @@ impl State {
                     _ => Outcome::Reply(reply(header, 0, self.store_cursor(group, body))),
                 }
             }
+            Operation::OffsetForTime => Outcome::Reply(reply(
+                header,
+                0,
+                Err(ErrorBody::message(
+                    ResultCode::InvalidRequest,
+                    "the scripted cluster keeps no append times",
+                )),
+            )),
         }
     }
 

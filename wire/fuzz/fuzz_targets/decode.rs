@@ -98,6 +98,8 @@ fuzz_target!(|data: &[u8]| {
     body_round_trip::<AcceptLoss>(data);
     body_round_trip::<ProduceReply>(data);
     body_round_trip::<FetchRequest>(data);
+    body_round_trip::<OffsetForTime>(data);
+    body_round_trip::<OffsetForTimeReply>(data);
     body_round_trip::<StoreCursor>(data);
     body_round_trip::<GetCursor>(data);
     body_round_trip::<GetCursorReply>(data);

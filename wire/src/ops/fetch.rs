@@ -1,4 +1,5 @@
-//! Produce replies and fetches: reading a partition by offset.
+//! Produce replies and fetches: reading a partition by offset, and finding
+//! the offset a time reaches.
 
 use bytes::Bytes;
 
@@ -162,6 +163,48 @@ impl FetchReply {
             high_watermark,
             log_start_offset,
             batches,
+        })
+    }
+}
+
+/// Where a partition's records reach a time: the first record appended at
+/// or after `timestamp_ns`. The clock is the append time the partition's
+/// primary stamped on each batch (ns since the Unix epoch), which never goes
+/// back within a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetForTime {
+    /// The time looked for.
+    pub timestamp_ns: u64,
+}
+
+impl Body for OffsetForTime {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.u64(self.timestamp_ns);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<OffsetForTime, BodyError> {
+        Ok(OffsetForTime {
+            timestamp_ns: reader.u64("timestamp ns")?,
+        })
+    }
+}
+
+/// The reply to OffsetForTime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetForTimeReply {
+    /// The first offset whose batch was appended at or after the time; the
+    /// high watermark when every committed record is older.
+    pub offset: u64,
+}
+
+impl Body for OffsetForTimeReply {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.u64(self.offset);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<OffsetForTimeReply, BodyError> {
+        Ok(OffsetForTimeReply {
+            offset: reader.u64("offset")?,
         })
     }
 }

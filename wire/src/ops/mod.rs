@@ -19,6 +19,7 @@
 //! | DeleteStream | [`DeleteStream`] | [`TopicsDeleted`] |
 //! | AlterTopic | [`AlterTopic`] | [`Empty`] |
 //! | AddPartitions | [`AddPartitions`] | [`TopicCreated`] (the new partitions' groups) |
+//! | OffsetForTime | [`OffsetForTime`] | [`OffsetForTimeReply`] |
 //!
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
@@ -36,7 +37,10 @@ pub use admin::{
 };
 pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
 pub use error_body::ErrorBody;
-pub use fetch::{FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, ProduceReply};
+pub use fetch::{
+    FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, OffsetForTime,
+    OffsetForTimeReply, ProduceReply,
+};
 pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};
 pub use status::{
     AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, GroupStatus,
