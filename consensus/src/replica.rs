@@ -1161,20 +1161,6 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Asks for the durable state to be persisted (coalescing: only the newest matters).
-    /// Persists the commit number now instead of on its timer, when it is
-    /// ahead of the persisted one and no superblock write is in flight:
-    /// retention drops nothing above the persisted commit, so a driver
-    /// whose retention waits on it asks (at most once per write).
-    pub fn persist_commit_now(&mut self, effects: &mut Effects) {
-        if self.status == Status::Normal
-            && self.commit > self.commit_persisted
-            && self.persists_in_flight.is_empty()
-        {
-            self.durable.commit = self.commit;
-            self.request_persist(effects);
-        }
-    }
-
     pub(crate) fn request_persist(&mut self, effects: &mut Effects) -> u64 {
         self.persist_requested += 1;
         self.persists_in_flight.push_back((

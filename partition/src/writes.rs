@@ -675,28 +675,6 @@ impl<D: Disk> Partition<D> {
         self.cursors.compact(&mut self.io, keep_from)
     }
 
-    /// Whether retention would drop more segments were the superblock's
-    /// commit `commit` (the replica's commit, ahead of the persisted one):
-    /// the driver then persists the commit now rather than on its timer, so
-    /// that a flood does not keep a second of writes past the limit.
-    pub fn retention_waits_for_commit(
-        &self,
-        policy: RetentionPolicy,
-        now_ns: u64,
-        commit: u64,
-    ) -> bool {
-        let persisted = self.superblock.durable.commit;
-        if commit <= persisted {
-            return false;
-        }
-        let kept_headers = self.config.headers_committed_max as u64;
-        let droppable = |commit: u64| {
-            self.log
-                .retention_count(policy, now_ns, commit.saturating_sub(kept_headers))
-        };
-        droppable(commit) > droppable(persisted)
-    }
-
     /// Drops the oldest sealed segments the policy allows, never one holding
     /// `keep_from_op` or later (the caller's bound: what consensus still
     /// needs), nor one holding any of the last `headers_committed_max` ops
