@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use strand_client::cli::{self, Outcome};
 use strand_client::{
-    Client, ClientConfig, ClientError, ConfirmPolicy, NewRecord, ProducerConfig, TopicChange,
-    TopicSpec,
+    Client, ClientConfig, ClientError, ConfirmPolicy, NewRecord, Producer, ProducerConfig,
+    TopicChange, TopicSpec,
 };
 use strand_wire::Operation;
 use support::Cluster;
@@ -47,21 +47,29 @@ fn produced_to(cluster: &Cluster) -> Vec<u64> {
     groups
 }
 
+/// A producer of shop/orders that sends each record as its own batch, at
+/// once, with at most `in_flight_max` batches in flight.
+async fn record_by_record_producer(client: &Client, in_flight_max: usize) -> Producer {
+    let config = ProducerConfig {
+        batch_records_max: 1,
+        linger_ms: 0,
+        in_flight_max,
+        ..ProducerConfig::default()
+    };
+    client
+        .producer("shop", "orders", config)
+        .await
+        .expect("producer")
+}
+
 #[tokio::test]
 async fn a_producer_of_a_deleted_topic_fails_deleted_then_looks_the_topic_up_again() {
     within(async {
         let cluster = Cluster::start(1, 0).await;
         let old = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
         let client = connect(&cluster).await;
-        let config = ProducerConfig {
-            batch_records_max: 1,
-            linger_ms: 0,
-            ..ProducerConfig::default()
-        };
-        let producer = client
-            .producer("shop", "orders", config)
-            .await
-            .expect("producer");
+        let in_flight_max = ProducerConfig::default().in_flight_max;
+        let producer = record_by_record_producer(&client, in_flight_max).await;
         let sent = producer.send(0, "k", "before").await.expect("buffered");
         assert_eq!(sent.await, Ok(0));
 
@@ -100,16 +108,7 @@ async fn batches_waiting_behind_one_answered_deleted_are_never_sent() {
         let cluster = Cluster::start(1, 0).await;
         let old = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
         let client = connect(&cluster).await;
-        let config = ProducerConfig {
-            batch_records_max: 1,
-            linger_ms: 0,
-            in_flight_max: 1,
-            ..ProducerConfig::default()
-        };
-        let producer = client
-            .producer("shop", "orders", config)
-            .await
-            .expect("producer");
+        let producer = record_by_record_producer(&client, 1).await;
         client
             .delete_topic("shop", "orders")
             .await

@@ -114,6 +114,28 @@ async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAck>) 
     }
 }
 
+/// A tmpfs of [`FILESYSTEM_BYTES`] under `dir` with a [`BALLAST_BYTES`]
+/// file on it (freed later to make room); `None`, said on stderr, where
+/// mounting is refused.
+fn small_disk_with_ballast(dir: &Path) -> Option<(Tmpfs, PathBuf)> {
+    let Some(tmpfs) = Tmpfs::mount(&dir.join("small"), FILESYSTEM_BYTES) else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (the full-disk test needs root)");
+        return None;
+    };
+    let ballast = tmpfs.path.join("ballast");
+    std::fs::write(&ballast, vec![1u8; BALLAST_BYTES as usize]).expect("ballast");
+    Some((tmpfs, ballast))
+}
+
+/// `strand attention` against the cluster.
+fn run_attention(runtime: &tokio::runtime::Runtime, nodes: &[common::Node]) -> common::Run {
+    runtime.block_on(common::strand(
+        &common::bootstrap(nodes).join(","),
+        &["attention"],
+        b"",
+    ))
+}
+
 /// Writes `path` until the file system has no block left.
 fn fill_up(path: &Path) {
     use std::io::Write;
@@ -201,12 +223,9 @@ fn produce_until_acknowledged(
 #[test]
 fn a_full_disk_refuses_produces_loses_nothing_and_recovers_by_itself() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(tmpfs) = Tmpfs::mount(&dir.path().join("small"), FILESYSTEM_BYTES) else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (the full-disk test needs root)");
+    let Some((tmpfs, ballast)) = small_disk_with_ballast(dir.path()) else {
         return;
     };
-    let ballast = tmpfs.path.join("ballast");
-    std::fs::write(&ballast, vec![1u8; BALLAST_BYTES as usize]).expect("ballast");
     let (mut nodes, runtime, client) = cluster_on(dir.path(), &tmpfs, RESERVE_BYTES);
     let mut acked = BTreeMap::new();
     let mut next = 0;
@@ -222,11 +241,7 @@ fn a_full_disk_refuses_produces_loses_nothing_and_recovers_by_itself() {
         matches!(again, Err(ClientError::DiskFull { .. })),
         "{again:?}"
     );
-    let attention = runtime.block_on(common::strand(
-        &common::bootstrap(&nodes).join(","),
-        &["attention"],
-        b"",
-    ));
+    let attention = run_attention(&runtime, &nodes);
     assert_eq!(
         attention.outcome,
         strand_client::cli::Outcome::NeedsAttention,
@@ -269,11 +284,7 @@ fn a_full_disk_refuses_produces_loses_nothing_and_recovers_by_itself() {
         node.assert_alive();
     }
     runtime.block_on(check_acknowledged(&client, &acked));
-    let attention = runtime.block_on(common::strand(
-        &common::bootstrap(&nodes).join(","),
-        &["attention"],
-        b"",
-    ));
+    let attention = run_attention(&runtime, &nodes);
     assert_eq!(
         attention.outcome,
         strand_client::cli::Outcome::Success,
@@ -296,12 +307,9 @@ fn a_full_disk_refuses_produces_loses_nothing_and_recovers_by_itself() {
 #[test]
 fn a_replica_whose_write_found_the_disk_full_reopens_once_space_is_freed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(tmpfs) = Tmpfs::mount(&dir.path().join("small"), FILESYSTEM_BYTES) else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (the full-disk test needs root)");
+    let Some((tmpfs, ballast)) = small_disk_with_ballast(dir.path()) else {
         return;
     };
-    let ballast = tmpfs.path.join("ballast");
-    std::fs::write(&ballast, vec![1u8; BALLAST_BYTES as usize]).expect("ballast");
     let (mut nodes, runtime, client) = cluster_on(dir.path(), &tmpfs, 0);
     let mut acked = BTreeMap::new();
     let mut failures = 0;
@@ -326,11 +334,7 @@ fn a_replica_whose_write_found_the_disk_full_reopens_once_space_is_freed() {
     for node in &mut nodes {
         node.assert_alive();
     }
-    let attention = runtime.block_on(common::strand(
-        &common::bootstrap(&nodes).join(","),
-        &["attention"],
-        b"",
-    ));
+    let attention = run_attention(&runtime, &nodes);
     eprintln!("{}", attention.stdout);
     assert!(
         attention.stdout.contains("storage_failed"),
