@@ -16,10 +16,20 @@
 //!   taking it as new would apply it twice;
 //! - at most [`REPLIES_PER_CLIENT`] replies per client (covering the SDK's
 //!   requests in flight); a retry of an older request is refused as too old.
+//!
+//! Persisted: the replica writes the table with every superblock
+//! ([`ClientTable::encode`], in `DurableState::client_table`) and a state
+//! transfer carries the source's, so a restarted or transferred replica
+//! knows every client retention or its journal window no longer shows. A
+//! table knows the op it is complete through ([`ClientTable::through`]):
+//! committing an op at or below it again (a replica re-applying ops its
+//! persisted table already covers) changes nothing.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
+use strand_wire::codec::{BodyReader, BodyWriter};
+use strand_wire::error::BodyError;
 use strand_wire::{Operation, PrepareHeader, ResultCode};
 
 /// Most clients the table remembers per group.
@@ -59,7 +69,7 @@ impl StoredReply {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct ClientEntry {
     replies: VecDeque<StoredReply>,
 }
@@ -91,12 +101,23 @@ pub enum Lookup {
     Evicted,
 }
 
+/// The encoding's first bytes ("STCT").
+const MAGIC: u32 = 0x5443_5453;
+/// The encoding's version.
+const VERSION: u16 = 1;
+/// Bytes a stored reply takes at least in the encoding.
+const REPLY_BYTES_MIN: usize = 8 + 8 + 1 + 2 + 4;
+/// Bytes a client takes at least in the encoding.
+const CLIENT_BYTES_MIN: usize = 16 + 4 + REPLY_BYTES_MIN;
+
 /// The table itself.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientTable {
     clients: BTreeMap<u128, ClientEntry>,
     evicted: BTreeSet<u128>,
     evicted_order: VecDeque<u128>,
+    /// The highest op applied: the table is every committed request up to it.
+    through: u64,
 }
 
 impl ClientTable {
@@ -113,6 +134,18 @@ impl ClientTable {
     /// True when no client is remembered.
     pub fn is_empty(&self) -> bool {
         self.clients.is_empty()
+    }
+
+    /// The highest op the table has applied (0: none): committing an op at
+    /// or below it changes nothing.
+    pub fn through(&self) -> u64 {
+        self.through
+    }
+
+    /// Marks every op up to `op` as applied: the table was restored (from
+    /// the log's headers, or persisted) at a replica whose commit is `op`.
+    pub fn applied_through(&mut self, op: u64) {
+        self.through = self.through.max(op);
     }
 
     /// The latest committed request of `client`, if remembered.
@@ -157,6 +190,11 @@ impl ClientTable {
     /// Records a committed request's reply. Called for every committed prepare
     /// with a client, in op order, on every replica.
     pub fn commit(&mut self, header: &PrepareHeader, result: ResultCode, body: Bytes) {
+        let op = header.op.get();
+        if op <= self.through {
+            return; // applied already: the table was restored past it
+        }
+        self.through = op;
         let client = header.client.get();
         if client == 0 {
             return;
@@ -191,10 +229,10 @@ impl ClientTable {
             return;
         }
         let reply = StoredReply::of(header, result, body);
-        let Some(entry) = self.clients.get_mut(&client) else {
-            self.commit(header, reply.result, reply.body);
-            return;
-        };
+        if !self.clients.contains_key(&client) && self.clients.len() >= CLIENTS_MAX {
+            self.evict_oldest();
+        }
+        let entry = self.clients.entry(client).or_default();
         if entry
             .replies
             .iter()
@@ -214,6 +252,82 @@ impl ClientTable {
         }
     }
 
+    /// The table as the superblock and a state transfer keep it.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = BodyWriter::default();
+        writer.u32(MAGIC);
+        writer.u16(VERSION);
+        writer.u64(self.through);
+        writer.u32(u32::try_from(self.clients.len()).expect("bounded by CLIENTS_MAX"));
+        for (client, entry) in &self.clients {
+            writer.u64(*client as u64);
+            writer.u64((*client >> 64) as u64);
+            writer.u32(u32::try_from(entry.replies.len()).expect("bounded by REPLIES_PER_CLIENT"));
+            for reply in &entry.replies {
+                writer.u64(reply.request);
+                writer.u64(reply.op);
+                writer.u8(reply.operation as u8);
+                writer.u16(reply.result as u16);
+                writer.bytes(&reply.body);
+            }
+        }
+        writer.u32(u32::try_from(self.evicted_order.len()).expect("bounded"));
+        for client in &self.evicted_order {
+            writer.u64(*client as u64);
+            writer.u64((*client >> 64) as u64);
+        }
+        writer.into_vec()
+    }
+
+    /// Reads a table [`ClientTable::encode`] wrote. Bytes that break its
+    /// bounds or order are refused: the table decides which requests are
+    /// applied, so a table that is not one is never taken.
+    pub fn decode(bytes: &[u8]) -> Result<ClientTable, BodyError> {
+        let invalid = |reason| BodyError::Invalid {
+            field: "client table",
+            reason,
+        };
+        let mut reader = BodyReader::new(bytes);
+        if reader.u32("client table magic")? != MAGIC {
+            return Err(invalid("not a client table"));
+        }
+        let version = reader.u16("client table version")?;
+        if version != VERSION {
+            return Err(BodyError::UnknownValue {
+                field: "client table version",
+                value: u64::from(version),
+            });
+        }
+        let mut table = ClientTable {
+            through: reader.u64("through")?,
+            ..ClientTable::default()
+        };
+        let clients = reader.u32("clients")? as usize;
+        if clients > CLIENTS_MAX || clients > reader.remaining() / CLIENT_BYTES_MIN {
+            return Err(invalid("more clients than the table holds"));
+        }
+        for _ in 0..clients {
+            let client = read_client_id(&mut reader)?;
+            let entry = read_entry(&mut reader, table.through)?;
+            if client == 0 || table.clients.insert(client, entry).is_some() {
+                return Err(invalid("a client id is zero or repeated"));
+            }
+        }
+        let evicted = reader.u32("evicted")? as usize;
+        if evicted > EVICTED_REMEMBERED_MAX || evicted > reader.remaining() / 16 {
+            return Err(invalid("more evicted clients than the table remembers"));
+        }
+        for _ in 0..evicted {
+            let client = read_client_id(&mut reader)?;
+            if !table.evicted.insert(client) {
+                return Err(invalid("an evicted client is repeated"));
+            }
+            table.evicted_order.push_back(client);
+        }
+        reader.finish()?;
+        Ok(table)
+    }
+
     fn evict_oldest(&mut self) {
         let oldest = self
             .clients
@@ -230,6 +344,57 @@ impl ClientTable {
             self.evicted.remove(&forgotten);
         }
     }
+}
+
+fn read_client_id(reader: &mut BodyReader<'_>) -> Result<u128, BodyError> {
+    let low = reader.u64("client id")?;
+    let high = reader.u64("client id")?;
+    Ok(u128::from(high) << 64 | u128::from(low))
+}
+
+/// One client's replies: 1 to [`REPLIES_PER_CLIENT`], requests and ops
+/// ascending, none past the table's `through`.
+fn read_entry(reader: &mut BodyReader<'_>, through: u64) -> Result<ClientEntry, BodyError> {
+    let invalid = |reason| BodyError::Invalid {
+        field: "client table",
+        reason,
+    };
+    let count = reader.u32("replies")? as usize;
+    if count == 0 || count > REPLIES_PER_CLIENT || count > reader.remaining() / REPLY_BYTES_MIN {
+        return Err(invalid("a client's reply count is out of range"));
+    }
+    let mut entry = ClientEntry::default();
+    for _ in 0..count {
+        let request = reader.u64("request")?;
+        let op = reader.u64("op")?;
+        let operation = reader.u8("operation")?;
+        let operation = Operation::from_u8(operation).ok_or(BodyError::UnknownValue {
+            field: "operation",
+            value: u64::from(operation),
+        })?;
+        let result = reader.u16("result")?;
+        let result = ResultCode::from_u16(result).ok_or(BodyError::UnknownValue {
+            field: "result",
+            value: u64::from(result),
+        })?;
+        let body = Bytes::copy_from_slice(reader.bytes("reply body")?);
+        if request == 0 || op == 0 || op > through {
+            return Err(invalid("a reply's request or op is out of range"));
+        }
+        if let Some(last) = entry.replies.back()
+            && (request <= last.request || op <= last.op)
+        {
+            return Err(invalid("a client's replies are out of order"));
+        }
+        entry.replies.push_back(StoredReply {
+            request,
+            op,
+            operation,
+            result,
+            body,
+        });
+    }
+    Ok(entry)
 }
 
 #[cfg(test)]
@@ -321,6 +486,80 @@ mod tests {
         );
         assert!(
             matches!(table.lookup(9, 1, None), Lookup::Committed(reply) if reply.body == "first" && reply.op == 1)
+        );
+    }
+
+    #[test]
+    fn the_table_round_trips_through_its_encoding() {
+        let mut table = ClientTable::new();
+        let mut op = 0;
+        for client in 1..=(CLIENTS_MAX as u128 + 3) {
+            op += 1;
+            table.commit(
+                &committed(op, client, 1),
+                ResultCode::Ok,
+                Bytes::from(vec![op as u8; 12]),
+            );
+        }
+        for request in 2..=40 {
+            op += 1;
+            table.commit(&committed(op, 5_000, request), ResultCode::Ok, Bytes::new());
+        }
+        let decoded = ClientTable::decode(&table.encode()).expect("decodes");
+        assert_eq!(decoded, table);
+        assert_eq!(decoded.through(), op);
+        assert_eq!(
+            decoded.lookup(1, 2, None),
+            Lookup::Evicted,
+            "evictions kept"
+        );
+    }
+
+    #[test]
+    fn ops_at_or_below_the_restored_point_are_not_applied_again() {
+        let mut table = ClientTable::new();
+        table.commit(&committed(1, 9, 1), ResultCode::Ok, Bytes::new());
+        table.commit(&committed(2, 9, 2), ResultCode::Ok, Bytes::new());
+        let mut restored = ClientTable::decode(&table.encode()).expect("decodes");
+        // A replica whose persisted commit was op 1 replays ops 2 and 3.
+        restored.commit(&committed(2, 9, 2), ResultCode::Ok, Bytes::new());
+        restored.commit(&committed(3, 9, 3), ResultCode::Ok, Bytes::new());
+        table.commit(&committed(3, 9, 3), ResultCode::Ok, Bytes::new());
+        assert_eq!(restored, table);
+    }
+
+    #[test]
+    fn bytes_that_are_no_table_are_refused() {
+        let mut table = ClientTable::new();
+        table.commit(
+            &committed(1, 9, 1),
+            ResultCode::Ok,
+            Bytes::from_static(b"r"),
+        );
+        table.commit(
+            &committed(2, 9, 2),
+            ResultCode::Ok,
+            Bytes::from_static(b"s"),
+        );
+        let bytes = table.encode();
+        for len in 0..bytes.len() {
+            assert!(ClientTable::decode(&bytes[..len]).is_err(), "cut at {len}");
+        }
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(ClientTable::decode(&trailing).is_err());
+        // The two replies swapped: out of order.
+        let reply = REPLY_BYTES_MIN + 1;
+        let first = bytes.len() - 4 - 2 * reply;
+        let mut swapped = bytes[..first].to_vec();
+        swapped.extend_from_slice(&bytes[first + reply..first + 2 * reply]);
+        swapped.extend_from_slice(&bytes[first..first + reply]);
+        assert_ne!(swapped, bytes);
+        swapped.extend_from_slice(&bytes[bytes.len() - 4..]);
+        assert_eq!(swapped.len(), bytes.len());
+        assert!(
+            ClientTable::decode(&swapped).is_err(),
+            "replies out of order"
         );
     }
 }

@@ -395,6 +395,7 @@ impl<S: StateMachine> Replica<S> {
             // The client table could not learn this op at open; it does now.
             let (result, body) = crate::state_machine::reply_from_header(header);
             self.client_table.recover(header, result, body);
+            self.client_table_persisted = 0; // the next persist writes it
         }
         let state = if op >= self.write_next {
             SlotState::Missing

@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use strand_wire::{
     CommandHeader, CommitFlags, Durability, Message, Msg, PrepareHeader, REPLICAS_MAX,
     RequestHeader, ViewId,
@@ -206,6 +208,8 @@ pub struct Replica<S> {
     /// when last looked; lowered by every truncation.
     pub(crate) stored_hint: u64,
     pub(crate) client_table: ClientTable,
+    /// The commit the client table in `durable` was encoded at.
+    pub(crate) client_table_persisted: u64,
     pub(crate) cursors: CursorState,
 
     /// Primary: the highest op each replica acked in this view.
@@ -369,16 +373,7 @@ impl<S: StateMachine> Replica<S> {
             }
             header => machine.restore(header),
         }
-        // The client table is rebuilt from every committed header known:
-        // read from the log, or remembered with the view.
-        let mut client_table = ClientTable::new();
-        for (_, slot) in journal.slots_from(journal.base()) {
-            let Some(slot) = slot.filter(|slot| slot.header.op.get() <= commit) else {
-                continue;
-            };
-            let (result, body) = reply_from_header(&slot.header);
-            client_table.commit(&slot.header, result, body);
-        }
+        let client_table = restore_client_table(&state.client_table, &journal, commit);
         let timeouts = config.timeouts;
         let mut state = state;
         let floor = first_epoch_of_copy(&memberships, recovered.joined_epoch);
@@ -433,6 +428,7 @@ impl<S: StateMachine> Replica<S> {
             write_next: log_head + 1,
             stored_hint: commit,
             client_table,
+            client_table_persisted: 0,
             cursors: CursorState::new(recovered.cursor_tail),
             acks: [0; REPLICAS_MAX as usize],
             acked: 0,
@@ -595,6 +591,14 @@ impl<S: StateMachine> Replica<S> {
         &self.view_membership
     }
 
+    /// The replicas a state transfer may come from: this view's peers and,
+    /// until the view's epoch has started here, the previous epoch's members.
+    /// While a group moves to new replicas, the old ones may be the only
+    /// ones holding the log (the new ones may all await a transfer).
+    pub fn transfer_sources(&self) -> SlotSet {
+        self.peer_slots(self.view.epoch)
+    }
+
     /// Every membership this replica knows.
     pub fn memberships(&self) -> &Memberships {
         &self.memberships
@@ -695,6 +699,11 @@ impl<S: StateMachine> Replica<S> {
     /// The cursor event log's length.
     pub fn cursor_tail(&self) -> u64 {
         self.cursors.tail
+    }
+
+    /// The client table: a state transfer carries it to the receiver.
+    pub fn client_table(&self) -> &ClientTable {
+        &self.client_table
     }
 
     /// The durable state as last asked to be persisted.
@@ -933,14 +942,16 @@ impl<S: StateMachine> Replica<S> {
     /// nothing (the log is empty: every op is repaired from the view's
     /// primary once the replica adopts a view). `recent` are the installed
     /// log's last headers up to `head`, ascending (as storage reports them at
-    /// open): the client table is rebuilt from them, so a retry of a request
-    /// the group committed before the transfer is answered, never committed
-    /// twice, should this replica lead.
+    /// open), and `client_table` the source's client table as the transfer
+    /// carried it (empty when it carried none): the table is restored from
+    /// them, so a retry of a request the group committed before the transfer
+    /// is answered, never committed twice, should this replica lead.
     pub fn on_state_transfer_done(
         &mut self,
         head: Option<PrepareHeader>,
         cursor_tail: u64,
         recent: &[PrepareHeader],
+        client_table: &[u8],
         effects: &mut Effects,
     ) {
         assert_eq!(
@@ -971,11 +982,8 @@ impl<S: StateMachine> Replica<S> {
         // (it may end below the latest history start, which this replica
         // does not know): untrusted, across restarts, until a view is adopted.
         self.durable.log_unsettled = true;
-        self.client_table = ClientTable::new();
-        for header in recent.iter().filter(|header| header.op.get() <= op) {
-            let (result, body) = reply_from_header(header);
-            self.client_table.commit(header, result, body);
-        }
+        self.client_table = restore_client_table_from(client_table, recent, op);
+        self.durable.client_table = Bytes::new();
         self.status = Status::Recovering;
         self.start_probing(effects);
     }
@@ -1160,7 +1168,22 @@ impl<S: StateMachine> Replica<S> {
             && self.peer_slots(self.log_epoch()) == me
     }
 
-    /// Asks for the durable state to be persisted (coalescing: only the newest matters).
+    /// Persists the commit number now instead of on its timer, when it is
+    /// ahead of the persisted one and no superblock write is in flight:
+    /// retention drops nothing above the persisted commit, so a driver
+    /// whose retention waits on it asks (at most once per write).
+    pub fn persist_commit_now(&mut self, effects: &mut Effects) {
+        if self.status == Status::Normal
+            && self.commit > self.commit_persisted
+            && self.persists_in_flight.is_empty()
+        {
+            self.durable.commit = self.commit;
+            self.request_persist(effects);
+        }
+    }
+
+    /// Asks for the durable state to be persisted (coalescing: only the
+    /// newest matters), with the client table as of the commit.
     pub(crate) fn request_persist(&mut self, effects: &mut Effects) -> u64 {
         self.persist_requested += 1;
         self.persists_in_flight.push_back((
@@ -1169,6 +1192,10 @@ impl<S: StateMachine> Replica<S> {
             self.durable.log_view,
             self.durable.commit,
         ));
+        if self.durable.client_table.is_empty() || self.client_table_persisted != self.commit {
+            self.durable.client_table = Bytes::from(self.client_table.encode());
+            self.client_table_persisted = self.commit;
+        }
         effects.push(Effect::PersistState {
             state: self.durable.clone(),
             sequence: self.persist_requested,
@@ -1435,6 +1462,46 @@ impl<S: StateMachine> Replica<S> {
 /// Remembers the membership a `Reconfigure` header names (a header that
 /// contradicts a known one is left out: the driver's catalog is the authority,
 /// and the op cannot commit under two memberships).
+/// The client table of a replica opening at `commit`: the persisted one
+/// (`encoded`), then every committed header the journal holds above it; or,
+/// when none was persisted (or it cannot be read), every committed header
+/// the journal holds.
+fn restore_client_table(encoded: &[u8], journal: &Journal, commit: u64) -> ClientTable {
+    let headers = journal
+        .slots_from(journal.base())
+        .filter_map(|(_, slot)| slot.map(|slot| slot.header));
+    replay_client_table(decode_client_table(encoded), headers, commit)
+}
+
+/// The client table of a replica that installed a transfer reaching `op`:
+/// the source's (`encoded`), then the installed log's `recent` headers above it.
+fn restore_client_table_from(encoded: &[u8], recent: &[PrepareHeader], op: u64) -> ClientTable {
+    replay_client_table(decode_client_table(encoded), recent.iter().copied(), op)
+}
+
+fn decode_client_table(encoded: &[u8]) -> ClientTable {
+    if encoded.is_empty() {
+        return ClientTable::new();
+    }
+    // The driver passes only tables that decode (it says so in its log when
+    // one does not); should one not, the table is rebuilt from the log, as
+    // before tables were persisted.
+    ClientTable::decode(encoded).unwrap_or_default()
+}
+
+fn replay_client_table(
+    mut table: ClientTable,
+    headers: impl Iterator<Item = PrepareHeader>,
+    commit: u64,
+) -> ClientTable {
+    for header in headers.filter(|header| header.op.get() <= commit) {
+        let (result, body) = reply_from_header(&header);
+        table.commit(&header, result, body);
+    }
+    table.applied_through(commit);
+    table
+}
+
 pub(crate) fn learn_from_header(
     memberships: &mut Memberships,
     header: &PrepareHeader,

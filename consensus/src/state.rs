@@ -1,6 +1,7 @@
 //! What a replica keeps across restarts (the superblock's consensus fields),
 //! and what storage reports when a replica opens.
 
+use bytes::Bytes;
 use strand_wire::{PrepareHeader, ViewId};
 
 /// Most history starts a replica remembers; older ones are dropped first. The
@@ -62,6 +63,13 @@ pub struct DurableState {
     /// adopts a view (the persist that settles the log there clears this).
     /// The driver sets it when it installs a transferred log.
     pub log_unsettled: bool,
+    /// The client table ([`crate::client_table::ClientTable::encode`]) as of
+    /// the latest persist, so a restarted replica answers retries of requests
+    /// its log no longer shows (retention dropped them, or they lie below the
+    /// window of headers open reads). Empty: not recorded (a superblock
+    /// written before the table was persisted); the table is then rebuilt from
+    /// the log's headers.
+    pub client_table: Bytes,
 }
 
 impl DurableState {

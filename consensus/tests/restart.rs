@@ -162,3 +162,40 @@ fn a_primary_back_from_a_crash_never_resumes_its_view_even_after_a_clean_stop() 
         assert!(cluster.replica(index).view() >= view);
     }
 }
+
+#[test]
+fn a_retry_of_a_request_whose_op_open_no_longer_reads_is_answered_not_applied_again() {
+    for durability in [Durability::Persisted, Durability::Replicated] {
+        let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, durability);
+        cluster.produce_to(0, 7, 1, 3);
+        cluster.deliver_all();
+        let first = cluster.acked()[&(7, 1)];
+        for _ in 0..10 {
+            cluster.produce(1, 5);
+            cluster.deliver_all();
+        }
+        cluster.tick(50);
+        for index in 0..3 {
+            cluster.shutdown(index);
+            // The window open reads no longer holds client 7's op.
+            cluster.storage[usize::from(index)].headers_from = first.0 + 4;
+        }
+        for index in [2, 1, 0] {
+            cluster.restart(index);
+        }
+        cluster.tick(200);
+        let primary = cluster.primary().expect("a primary serves");
+        let ops_before = cluster.replica(primary).commit();
+        // The client never heard its reply and retries request 1.
+        cluster.produce_to(primary, 7, 1, 3);
+        cluster.deliver_all();
+        cluster.tick(10);
+        assert_eq!(
+            cluster.replica(primary).commit(),
+            ops_before,
+            "{durability:?}: the retry is answered from the table, not prepared again"
+        );
+        assert_eq!(cluster.acked()[&(7, 1)], first, "{durability:?}");
+        cluster.assert_one_history();
+    }
+}

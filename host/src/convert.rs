@@ -25,6 +25,7 @@ pub fn fields_of(state: &DurableState) -> DurableFields {
         view_headers: state.view_headers.clone(),
         maybe_acked_op: state.maybe_acked_op,
         log_unsettled: state.log_unsettled,
+        client_table: state.client_table.clone(),
     }
 }
 
@@ -48,6 +49,23 @@ pub fn state_of(fields: &DurableFields) -> DurableState {
         view_headers: fields.view_headers.clone(),
         maybe_acked_op: fields.maybe_acked_op,
         log_unsettled: fields.log_unsettled,
+        client_table: readable_client_table(&fields.client_table),
+    }
+}
+
+/// `encoded` if consensus can read it as a client table, else empty (the
+/// table is then rebuilt from the log's headers, as before tables were
+/// persisted), said in the log.
+pub fn readable_client_table(encoded: &bytes::Bytes) -> bytes::Bytes {
+    if encoded.is_empty() {
+        return bytes::Bytes::new();
+    }
+    match strand_consensus::client_table::ClientTable::decode(encoded) {
+        Ok(_) => encoded.clone(),
+        Err(error) => {
+            tracing::warn!(%error, "host: the recorded client table is unreadable; rebuilding it from the log");
+            bytes::Bytes::new()
+        }
     }
 }
 
@@ -97,6 +115,7 @@ mod tests {
             view_headers: Vec::new(),
             maybe_acked_op: 101,
             log_unsettled: true,
+            client_table: bytes::Bytes::new(),
         };
         assert_eq!(state_of(&fields_of(&state)), state);
     }

@@ -313,7 +313,13 @@ impl<D: Disk> GroupHost<D> {
         let (policy, commit) = (self.retention, self.replica.commit());
         let outcome = self.partition().apply_retention(policy, now_ns, commit);
         let partition = self.partition_ref();
-        self.retention_checked = (partition.segment_count(), partition.persisted_commit());
+        let checked = (partition.segment_count(), partition.persisted_commit());
+        let waits = partition.retention_waits_for_commit(policy, now_ns, commit);
+        self.retention_checked = checked;
+        if waits {
+            // The next retain runs when the persisted commit moves.
+            self.replica.persist_commit_now(&mut self.effects);
+        }
         match outcome {
             Ok(outcome) => {
                 if outcome.segments_removed > 0 {
@@ -931,7 +937,7 @@ mod tests {
         assert_eq!(frontier, 1);
         let export = source
             .partition()
-            .export(frontier, ExportConfig::default())
+            .export(frontier, ExportConfig::default(), bytes::Bytes::new())
             .expect("export");
 
         let spec = joined_spec();

@@ -193,6 +193,12 @@ pub fn staging_manifest_path(staging: &Path) -> PathBuf {
     staging.join("transfer.manifest")
 }
 
+/// The client table a transfer carried, inside the staging directory until
+/// the install writes it into the superblock.
+pub fn staging_client_table_path(staging: &Path) -> PathBuf {
+    staging.join("transfer.clients")
+}
+
 /// The import's record of finished chunks inside the staging directory.
 pub fn staging_progress_path(staging: &Path) -> PathBuf {
     staging.join("transfer.progress")

@@ -18,6 +18,8 @@
 
 use std::path::Path;
 
+use bytes::Bytes;
+
 use strand_wire::codec::{BodyReader, BodyWriter};
 use strand_wire::error::BodyError;
 use strand_wire::{ConfirmPolicy, Durability, PrepareHeader, REPLICAS_MAX, ViewId};
@@ -46,14 +48,15 @@ pub const FRAME_BYTES_STEP: usize = 4096;
 pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
 
 const MAGIC: u32 = 0x4253_5453; // "STSB"
-/// Version 6 pads each copy's frame to a multiple of [`FRAME_BYTES_STEP`];
+/// Version 7 records consensus's client table; version 6 pads each copy's frame to a multiple of [`FRAME_BYTES_STEP`];
 /// version 5 names the boot of the node its clean-shutdown mark was written
 /// in; version 4 listed each sealed segment's last op; version 3 named every
 /// view with its assignment epoch and recorded the epoch a replica was
 /// retired in; the older ones are still read (a mark without its boot as
 /// boot 0, version 2's views as epoch 0, their sealed segments' last ops
 /// unknown).
-const VERSION: u16 = 6;
+const VERSION: u16 = 7;
+const VERSION_WITHOUT_CLIENT_TABLE: u16 = 6;
 const VERSION_WITHOUT_PADDING: u16 = 5;
 const VERSION_WITHOUT_CLEAN_BOOT: u16 = 4;
 const VERSION_WITHOUT_LAST_OPS: u16 = 3;
@@ -121,6 +124,9 @@ pub struct DurableFields {
     /// installed it (or one is awaited) and no view was adopted since, so it
     /// stays untrusted across restarts until one is.
     pub log_unsettled: bool,
+    /// Consensus's client table, encoded by consensus (opaque here); empty
+    /// when none was recorded.
+    pub client_table: Bytes,
 }
 
 /// One superblock. See the module docs.
@@ -232,6 +238,7 @@ impl Superblock {
         writer.u64(self.durable.maybe_acked_op);
         writer.u32(self.retired_epoch);
         writer.u64(self.clean_boot);
+        writer.bytes(&self.durable.client_table);
         // The padding's length prefix, the padding and the crc make the
         // frame a whole number of steps.
         let unpadded = strand_wal::FRAME_HEADER_BYTES + writer.len() + 4 + 4;
@@ -394,6 +401,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let version = reader.u16("version")?;
     if ![
         VERSION,
+        VERSION_WITHOUT_CLIENT_TABLE,
         VERSION_WITHOUT_PADDING,
         VERSION_WITHOUT_CLEAN_BOOT,
         VERSION_WITHOUT_LAST_OPS,
@@ -482,7 +490,12 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     } else {
         0
     };
-    if version >= VERSION {
+    let client_table = if version >= VERSION {
+        Bytes::copy_from_slice(reader.bytes("client table")?)
+    } else {
+        Bytes::new()
+    };
+    if version >= VERSION_WITHOUT_CLIENT_TABLE {
         let padding = reader.bytes("padding")?;
         if padding.iter().any(|&byte| byte != 0) {
             return Err(BodyError::Invalid {
@@ -502,6 +515,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
             view_headers,
             maybe_acked_op,
             log_unsettled: flags & FLAG_LOG_UNSETTLED != 0,
+            client_table,
         },
         replica,
         durability,
@@ -643,6 +657,7 @@ mod tests {
                 .collect(),
             maybe_acked_op: 1233,
             log_unsettled: true,
+            client_table: Bytes::from_static(b"a client table"),
         };
         superblock.clean_shutdown = true;
         superblock.stopped_in_view = true;
@@ -712,6 +727,7 @@ mod tests {
         }
         expected.durable.view.epoch = 0;
         expected.durable.log_view.epoch = 0;
+        expected.durable.client_table = Bytes::new();
         for start in &mut expected.durable.history_starts {
             start.view.epoch = 0;
         }

@@ -675,23 +675,37 @@ impl<D: Disk> Partition<D> {
         self.cursors.compact(&mut self.io, keep_from)
     }
 
+    /// Whether retention would drop more segments were the superblock's
+    /// commit `commit` (the replica's commit, ahead of the persisted one):
+    /// the driver then persists the commit now rather than on its timer, so
+    /// that a flood does not keep a second of writes past the limit.
+    pub fn retention_waits_for_commit(
+        &self,
+        policy: RetentionPolicy,
+        now_ns: u64,
+        commit: u64,
+    ) -> bool {
+        let persisted = self.superblock.durable.commit;
+        if commit <= persisted {
+            return false;
+        }
+        let droppable = |commit: u64| self.log.retention_count(policy, now_ns, commit);
+        droppable(commit) > droppable(persisted)
+    }
+
     /// Drops the oldest sealed segments the policy allows, never one holding
     /// `keep_from_op` or later (the caller's bound: what consensus still
-    /// needs), nor one holding any of the last `headers_committed_max` ops
-    /// up to the superblock's commit: a reopen resumes from the op of its
-    /// persisted commit and rebuilds the table of clients' requests (what
-    /// makes a retried produce land once) from those headers, as it did
-    /// before any retention. Durable when it returns.
+    /// needs), nor one holding an op past the superblock's commit: a reopen
+    /// resumes from the op of its persisted commit. The table of clients'
+    /// requests (what makes a retried produce land once) needs no op of the
+    /// log: consensus persists it in the superblock. Durable when it returns.
     pub fn apply_retention(
         &mut self,
         policy: RetentionPolicy,
         now_ns: u64,
         keep_from_op: u64,
     ) -> Result<RetentionOutcome, PartitionError> {
-        let kept_headers = self.config.headers_committed_max as u64;
-        let keep_from_op = keep_from_op
-            .min(self.superblock.durable.commit)
-            .saturating_sub(kept_headers);
+        let keep_from_op = keep_from_op.min(self.superblock.durable.commit);
         let count = self.log.retention_count(policy, now_ns, keep_from_op);
         if count > 0 {
             let (head_op, head_offset, parent) = self.log.head_after_dropping(count);

@@ -172,6 +172,12 @@ fn retention_by_size_and_by_age_moves_the_head_but_never_past_the_callers_bound(
     let segments = partition.segment_count();
     // Nothing past the persisted commit's op may go, whatever the caller says.
     persist_commit(&mut partition, 8, 1);
+    assert!(
+        partition.retention_waits_for_commit(by_size(1), 0, 80),
+        "persisting commit 80 would let retention drop more"
+    );
+    assert!(!partition.retention_waits_for_commit(by_size(1), 0, 8));
+    assert!(!partition.retention_waits_for_commit(by_size(u64::MAX), 0, 80));
     let unpersisted = partition
         .apply_retention(by_size(1), 0, u64::MAX)
         .expect("retention");
@@ -181,6 +187,7 @@ fn retention_by_size_and_by_age_moves_the_head_but_never_past_the_callers_bound(
         Some(written[7].clone())
     );
     persist_commit(&mut partition, 80, 2);
+    assert!(!partition.retention_waits_for_commit(by_size(1), 0, 80));
     // The caller still needs op 10: nothing holding it may go.
     let bound = partition
         .apply_retention(by_size(1), 0, 10)
@@ -212,10 +219,10 @@ fn retention_by_size_and_by_age_moves_the_head_but_never_past_the_callers_bound(
             u64::MAX,
         )
         .expect("retention");
-    // What stays: the active segment, and the one holding the last
-    // `headers_committed_max` (4) committed ops if the active one does not.
+    // What stays: the active segment, and the one holding the persisted
+    // commit (80) if the active one does not.
     assert!(partition.segment_count() <= 2);
-    assert!(aged.head_op > head && aged.head_op <= 80 - 4);
+    assert!(aged.head_op > head && aged.head_op <= 80);
     let kept: Vec<_> = written[(aged.head_op - 1) as usize..].to_vec();
     drop(partition);
     let (mut partition, recovery) = open_file(&wal, &dir, small_config());

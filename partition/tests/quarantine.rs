@@ -127,6 +127,7 @@ fn a_quarantined_partition_is_completed_by_a_transfer_that_reuses_its_prefix() {
             ExportConfig {
                 chunk_data_bytes_max: 4096,
             },
+            bytes::Bytes::new(),
         )
         .expect("export");
     let manifest = primary.export_chunk(&export, 0).expect("manifest");
@@ -187,6 +188,7 @@ fn quarantine_and_transfer_work_on_the_in_memory_disk_too() {
             ExportConfig {
                 chunk_data_bytes_max: 3000,
             },
+            bytes::Bytes::new(),
         )
         .expect("export");
     let manifest = primary.export_chunk(&export, 0).expect("manifest");

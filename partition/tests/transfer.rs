@@ -5,6 +5,8 @@ mod common;
 
 use std::path::Path;
 
+use bytes::Bytes;
+
 use common::*;
 use strand_partition::layout::{install_marker_path, replaced_path, staging_path};
 use strand_partition::{
@@ -74,7 +76,11 @@ fn a_partition_round_trips_through_a_state_transfer() {
     let wal = wal();
     let (mut source, _) = exporter(&wal, &root.path().join("source"), 60);
     let frontier = 55;
-    let export = source.export(frontier, SMALL_CHUNKS).expect("export");
+    // Large enough to span chunks: the table is a file of the stream.
+    let client_table = Bytes::from(vec![7u8; 3000]);
+    let export = source
+        .export(frontier, SMALL_CHUNKS, client_table.clone())
+        .expect("export");
     assert!(export.chunk_count() > 5, "{} chunks", export.chunk_count());
     let (mut target, _) = open_file(&wal, &root.path().join("target"), small_config());
     let manifest = source.export_chunk(&export, 0).expect("manifest");
@@ -90,6 +96,10 @@ fn a_partition_round_trips_through_a_state_transfer() {
     let (mut installed, recovery) = target.install(import).expect("install");
     check_installed(&mut installed, &recovery, &mut source, frontier);
     assert!(!staging_path(installed.dir()).exists());
+    assert_eq!(
+        recovery.durable.client_table, client_table,
+        "the installed superblock records the source's client table"
+    );
     // The installed partition goes on from the frontier.
     append_durable(&mut installed, 3, 4, 120);
     wal.shutdown().expect("shutdown");
@@ -101,7 +111,9 @@ fn a_source_that_committed_nothing_hands_over_an_empty_partition() {
     let wal = wal();
     let (mut source, _) = open_file(&wal, &root.path().join("source"), small_config());
     append_durable(&mut source, 5, 4, 120);
-    let export = source.export(0, SMALL_CHUNKS).expect("export at op 0");
+    let export = source
+        .export(0, SMALL_CHUNKS, Bytes::new())
+        .expect("export at op 0");
     assert!(export.manifest().frontier_header.is_none());
     let (mut target, _) = open_file(&wal, &root.path().join("target"), small_config());
     let manifest = source.export_chunk(&export, 0).expect("manifest");
@@ -129,7 +141,9 @@ fn an_import_interrupted_at_every_chunk_resumes_and_installs_the_same_partition(
     let wal = wal();
     let (mut source, _) = exporter(&wal, &root.path().join("source"), 40);
     let frontier = 40;
-    let export = source.export(frontier, SMALL_CHUNKS).expect("export");
+    let export = source
+        .export(frontier, SMALL_CHUNKS, Bytes::new())
+        .expect("export");
     let manifest = source.export_chunk(&export, 0).expect("manifest");
     let chunks: Vec<_> = (0..export.chunk_count())
         .map(|chunk| source.export_chunk(&export, chunk).expect("chunk"))
@@ -176,7 +190,9 @@ fn a_chunk_with_a_bad_checksum_is_refused_and_writes_nothing() {
     let root = tempfile::tempdir().expect("tempdir");
     let wal = wal();
     let (mut source, _) = exporter(&wal, &root.path().join("source"), 30);
-    let export = source.export(30, SMALL_CHUNKS).expect("export");
+    let export = source
+        .export(30, SMALL_CHUNKS, Bytes::new())
+        .expect("export");
     let (mut target, _) = open_file(&wal, &root.path().join("target"), small_config());
     let mut import = target
         .import_begin(&source.export_chunk(&export, 0).expect("manifest"))
@@ -214,8 +230,12 @@ fn another_manifest_starts_the_import_over() {
     let root = tempfile::tempdir().expect("tempdir");
     let wal = wal();
     let (mut source, _) = exporter(&wal, &root.path().join("source"), 30);
-    let first = source.export(20, SMALL_CHUNKS).expect("export");
-    let second = source.export(30, SMALL_CHUNKS).expect("export");
+    let first = source
+        .export(20, SMALL_CHUNKS, Bytes::new())
+        .expect("export");
+    let second = source
+        .export(30, SMALL_CHUNKS, Bytes::new())
+        .expect("export");
     let (mut target, _) = open_file(&wal, &root.path().join("target"), small_config());
     let mut import = target
         .import_begin(&source.export_chunk(&first, 0).expect("manifest"))
@@ -237,7 +257,9 @@ fn a_swap_interrupted_by_a_crash_is_finished_by_the_next_open() {
     let root = tempfile::tempdir().expect("tempdir");
     let wal = wal();
     let (mut source, _) = exporter(&wal, &root.path().join("source"), 30);
-    let export = source.export(30, SMALL_CHUNKS).expect("export");
+    let export = source
+        .export(30, SMALL_CHUNKS, Bytes::new())
+        .expect("export");
     for moved_aside in [false, true] {
         let dir = root.path().join(format!("target-{moved_aside}"));
         let (mut target, _) = open_file(&wal, &dir, small_config());
@@ -271,7 +293,7 @@ fn an_export_needs_a_durable_undamaged_frontier() {
     let wal = wal();
     let (mut source, _) = exporter(&wal, &root.path().join("source"), 40);
     assert!(matches!(
-        source.export(41, SMALL_CHUNKS),
+        source.export(41, SMALL_CHUNKS, Bytes::new()),
         Err(PartitionError::ExportUnavailable {
             frontier_op: 41,
             ..
@@ -280,7 +302,7 @@ fn an_export_needs_a_durable_undamaged_frontier() {
     let head = source.head_op();
     assert!(head > 2, "retention moved the head");
     assert!(matches!(
-        source.export(head - 2, SMALL_CHUNKS),
+        source.export(head - 2, SMALL_CHUNKS, Bytes::new()),
         Err(PartitionError::ExportUnavailable { .. })
     ));
     wal.shutdown().expect("shutdown");

@@ -39,6 +39,9 @@ pub struct Storage {
     pub created: bool,
     /// The epoch that placed this copy (0: a founding replica).
     pub joined_epoch: u32,
+    /// Open reports headers from this op on only (the window of committed
+    /// headers a partition reads back, or what retention left).
+    pub headers_from: u64,
 }
 
 impl Storage {
@@ -95,6 +98,7 @@ impl Storage {
             .log
             .iter()
             .filter(|prepare| !self.faulty_headers.contains(&prepare.header().op.get()))
+            .filter(|prepare| prepare.header().op.get() >= self.headers_from)
             .map(|prepare| *prepare.header())
             .collect();
         let faulty = self.faulty.union(&self.faulty_headers).copied().collect();
@@ -746,6 +750,7 @@ impl Cluster {
             self.storage[usize::from(from)].log[..commit as usize].to_vec();
         let head = log.last().map(|prepare| *prepare.header());
         let recent: Vec<PrepareHeader> = log.iter().map(|prepare| *prepare.header()).collect();
+        let client_table = self.replica(from).client_table().encode();
         let storage = &mut self.storage[usize::from(to)];
         storage.log = log;
         storage.durable_op = commit;
@@ -756,13 +761,14 @@ impl Cluster {
         let mut state = storage.state.clone().unwrap_or_default();
         state.commit = commit;
         state.log_unsettled = true;
+        state.client_table = client_table.clone().into();
         storage.state = Some(state);
         self.awaiting.remove(&to);
         let mut effects = Effects::new();
         self.replicas[usize::from(to)]
             .as_mut()
             .expect("up")
-            .on_state_transfer_done(head, cursor_tail, &recent, &mut effects);
+            .on_state_transfer_done(head, cursor_tail, &recent, &client_table, &mut effects);
         self.execute(to, effects);
     }
 

@@ -56,8 +56,7 @@ impl<D: Disk> GroupHost<D> {
     /// awaiting one, or a session that gave up on its source).
     pub(super) fn start_transfer(&mut self, from: u8, op_min: u64, out: &mut Vec<Output>) {
         let me = self.replica.config().replica;
-        let members = self.replica.view_membership().slots.iter();
-        let source = source_after(members, me, from);
+        let source = source_after(self.replica.transfer_sources().iter(), me, from);
         tracing::info!(source, op_min, "host: state transfer starts");
         let mut actions = Vec::new();
         let session = Incoming::start(source, op_min, &mut actions);
@@ -277,10 +276,13 @@ impl<D: Disk> GroupHost<D> {
                     "host: state transfer installed"
                 );
                 out.push(Output::TransferInstalled { op: recovery.op });
+                let client_table =
+                    crate::convert::readable_client_table(&recovery.durable.client_table);
                 self.replica.on_state_transfer_done(
                     head,
                     cursor_tail,
                     &recovery.headers,
+                    &client_table,
                     &mut self.effects,
                 );
                 self.note_log_start();
@@ -360,9 +362,12 @@ impl<D: Disk> GroupHost<D> {
         {
             return Some(index);
         }
+        // The table through this replica's commit, which is at or past the
+        // frontier (one asked at 0 is taken at the commit).
+        let client_table = bytes::Bytes::from(self.replica.client_table().encode());
         match self
             .partition()
-            .export(frontier_op, ExportConfig::default())
+            .export(frontier_op, ExportConfig::default(), client_table)
         {
             Ok(export) => {
                 if self.transfers.exports.len() >= EXPORTS_KEPT_MAX {

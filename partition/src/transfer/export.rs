@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use strand_wire::STATE_TRANSFER_CHUNK_SIZE_MAX;
 
-use super::manifest::{Manifest, ManifestFile, ManifestFileKind};
+use super::manifest::{CLIENT_TABLE_BYTES_MAX, Manifest, ManifestFile, ManifestFileKind};
 use super::{CHUNK_DATA_BYTES_MAX, encode_chunk};
 use crate::cursors::encode_snapshot;
 use crate::disk::Disk;
@@ -33,6 +33,7 @@ pub struct Export {
     manifest: Manifest,
     manifest_bytes: Bytes,
     snapshot_bytes: Bytes,
+    client_table: Bytes,
 }
 
 impl Export {
@@ -50,11 +51,14 @@ impl Export {
 impl<D: Disk> Partition<D> {
     /// Exports this partition at `frontier_op`: every retained op up to it
     /// (which must be durable and undamaged), the cursor snapshot, the
-    /// superblock fields.
+    /// superblock fields, and `client_table`: consensus's client table
+    /// through at least the frontier (empty: none is sent), which the log
+    /// alone cannot rebuild once retention has dropped its oldest ops.
     pub fn export(
         &mut self,
         frontier_op: u64,
         config: ExportConfig,
+        client_table: Bytes,
     ) -> Result<Export, PartitionError> {
         assert!(
             config.chunk_data_bytes_max > 0 && config.chunk_data_bytes_max <= CHUNK_DATA_BYTES_MAX,
@@ -81,7 +85,18 @@ impl<D: Disk> Partition<D> {
             *offset = (*offset).min(frontier_offset);
         }
         let snapshot_bytes = Bytes::from(encode_snapshot(self.cursors.tail, &map));
-        let (files, chunk_count) = self.layout_files(frontier_op, &config, snapshot_bytes.len());
+        if client_table.len() as u64 > CLIENT_TABLE_BYTES_MAX {
+            return Err(PartitionError::ExportUnavailable {
+                frontier_op,
+                reason: format!("the client table takes {} bytes", client_table.len()),
+            });
+        }
+        let (files, chunk_count) = self.layout_files(
+            frontier_op,
+            &config,
+            snapshot_bytes.len(),
+            client_table.len(),
+        );
         let mut durable = self.superblock.durable.clone();
         durable.commit = durable.commit.min(frontier_op);
         let manifest = Manifest {
@@ -118,6 +133,7 @@ impl<D: Disk> Partition<D> {
             manifest,
             manifest_bytes,
             snapshot_bytes,
+            client_table,
         })
     }
 
@@ -146,13 +162,14 @@ impl<D: Disk> Partition<D> {
     }
 
     /// The files of an export at `frontier_op` (segments cut at the frontier,
-    /// then the snapshot) and the chunks each spans; returns them with the
-    /// stream's chunk count.
+    /// then the snapshot, then the client table unless it is empty) and the
+    /// chunks each spans; returns them with the stream's chunk count.
     fn layout_files(
         &self,
         frontier_op: u64,
         config: &ExportConfig,
         snapshot_len: usize,
+        client_table_len: usize,
     ) -> (Vec<ManifestFile>, u32) {
         let step = config.chunk_data_bytes_max as u64;
         let mut files = Vec::new();
@@ -184,6 +201,9 @@ impl<D: Disk> Partition<D> {
             add(kind, meta.end());
         }
         add(ManifestFileKind::CursorSnapshot, snapshot_len as u64);
+        if client_table_len > 0 {
+            add(ManifestFileKind::ClientTable, client_table_len as u64);
+        }
         (files, next_chunk)
     }
 
@@ -213,6 +233,9 @@ impl<D: Disk> Partition<D> {
             }
             ManifestFileKind::CursorSnapshot => export
                 .snapshot_bytes
+                .slice(offset as usize..(offset + len) as usize),
+            ManifestFileKind::ClientTable => export
+                .client_table
                 .slice(offset as usize..(offset + len) as usize),
         };
         Ok(Bytes::from(encode_chunk(chunk, file, offset, &data)))

@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
 use strand_wal::{encode_frame_into, scan};
 use strand_wire::CommandHeader;
 
@@ -27,7 +28,8 @@ use crate::error::PartitionError;
 use crate::index::{encode_index, expected_index};
 use crate::layout::{
     cursors_snapshot_path, index_path, install_marker_path, records_dir, replaced_path,
-    segment_path, staging_manifest_path, staging_path, staging_progress_path,
+    segment_path, staging_client_table_path, staging_manifest_path, staging_path,
+    staging_progress_path,
 };
 use crate::partition::{Partition, PartitionConfig};
 use crate::recovery::Recovery;
@@ -206,7 +208,8 @@ impl<D: Disk> Partition<D> {
             });
         }
         let sealed = verify_and_index(self, import)?;
-        let staged = staged_superblock(&self.superblock, &import.manifest, sealed);
+        let mut staged = staged_superblock(&self.superblock, &import.manifest, sealed);
+        staged.durable.client_table = self.staged_client_table(import)?;
         superblock::write_now(&mut self.io.disk, &import.staging, &staged)
     }
 
@@ -311,7 +314,42 @@ pub fn finish_interrupted_install<D: Disk>(disk: &mut D, dir: &Path) -> Result<(
     let progress = staging_progress_path(dir);
     step(disk.remove_file(&manifest), "remove the transfer manifest")?;
     step(disk.remove_file(&progress), "remove the transfer progress")?;
+    step(
+        disk.remove_file(&staging_client_table_path(dir)),
+        "remove the transferred client table",
+    )?;
     step(disk.remove_file(&marker), "remove the install marker")
+}
+
+impl<D: Disk> Partition<D> {
+    /// The client table the transfer carried (empty when it carried none).
+    fn staged_client_table(&mut self, import: &Import) -> Result<Bytes, PartitionError> {
+        let listed = import
+            .manifest
+            .files
+            .iter()
+            .find(|file| file.kind == ManifestFileKind::ClientTable);
+        let Some(file) = listed else {
+            return Ok(Bytes::new());
+        };
+        let path = staging_client_table_path(&import.staging);
+        let bytes = self
+            .io
+            .disk
+            .read_file(&path)
+            .map_err(|error| PartitionError::io(&path, "read the staged client table", &error))?
+            .unwrap_or_default();
+        if bytes.len() as u64 != file.len_bytes {
+            return Err(PartitionError::ImportRejected {
+                reason: format!(
+                    "the staged client table holds {} bytes, the manifest says {}",
+                    bytes.len(),
+                    file.len_bytes
+                ),
+            });
+        }
+        Ok(Bytes::from(bytes))
+    }
 }
 
 /// Where file `file` of the manifest goes in the staging directory.
@@ -321,6 +359,7 @@ fn staged_path(import: &Import, file: usize) -> PathBuf {
             segment_path(&import.staging, first_offset)
         }
         ManifestFileKind::CursorSnapshot => cursors_snapshot_path(&import.staging),
+        ManifestFileKind::ClientTable => staging_client_table_path(&import.staging),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The export manifest (chunk 0): what the stream holds and how it is laid out.
 
+use bytes::Bytes;
 use strand_wire::codec::{BodyReader, BodyWriter};
 use strand_wire::error::BodyError;
 use strand_wire::{CommandHeader, ConfirmPolicy, Durability, HEADER_SIZE, PrepareHeader};
@@ -12,8 +13,10 @@ use crate::superblock::{
 };
 
 const MAGIC: u32 = 0x4d58_5453; // "STXM"
-/// Version 2: views carry their assignment epochs.
-const VERSION: u16 = 2;
+/// Version 3: a client table file may be listed; version 2: views carry
+/// their assignment epochs (still read).
+const VERSION: u16 = 3;
+const VERSION_WITHOUT_CLIENT_TABLE: u16 = 2;
 
 /// What a manifest file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +34,14 @@ pub enum ManifestFileKind {
     },
     /// The cursor snapshot.
     CursorSnapshot,
+    /// The source's client table (consensus's encoding), at most
+    /// [`CLIENT_TABLE_BYTES_MAX`]; absent when the source had none to give.
+    ClientTable,
 }
+
+/// The largest client table a manifest may list: above consensus's bound on
+/// an encoded table, so a peer cannot make a receiver stage an unbounded one.
+pub const CLIENT_TABLE_BYTES_MAX: u64 = 8 << 20;
 
 /// One file of the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +157,17 @@ impl Manifest {
             self.durable.log_view <= self.durable.view,
             "log_view above view",
         )?;
+        let client_tables = self
+            .files
+            .iter()
+            .filter(|file| file.kind == ManifestFileKind::ClientTable);
+        for (index, file) in client_tables.enumerate() {
+            ensure(index == 0, "more than one client table")?;
+            ensure(
+                file.len_bytes <= CLIENT_TABLE_BYTES_MAX,
+                "client table above the bound",
+            )?;
+        }
         let mut next_chunk = 1u32;
         for file in &self.files {
             ensure(
@@ -206,8 +227,12 @@ fn encode_file(writer: &mut BodyWriter, file: &ManifestFile) {
             writer.u64(last_op);
             writer.u32(last_checksum);
         }
-        ManifestFileKind::CursorSnapshot => {
-            writer.u8(2);
+        ManifestFileKind::CursorSnapshot | ManifestFileKind::ClientTable => {
+            writer.u8(if file.kind == ManifestFileKind::CursorSnapshot {
+                2
+            } else {
+                3
+            });
             writer.u64(0);
             writer.u64(0);
             writer.u64(0);
@@ -233,6 +258,7 @@ fn decode_file(reader: &mut BodyReader<'_>) -> Result<ManifestFile, BodyError> {
             last_checksum,
         },
         2 => ManifestFileKind::CursorSnapshot,
+        3 => ManifestFileKind::ClientTable,
         other => {
             return Err(BodyError::UnknownValue {
                 field: "file kind",
@@ -252,7 +278,7 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
     let mut reader = BodyReader::new(content);
     let magic = reader.u32("magic")?;
     let version = reader.u16("version")?;
-    if magic != MAGIC || version != VERSION {
+    if magic != MAGIC || !(VERSION_WITHOUT_CLIENT_TABLE..=VERSION).contains(&version) {
         return Err(BodyError::UnknownValue {
             field: "manifest magic or version",
             value: u64::from(magic),
@@ -298,6 +324,8 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
             view_headers: Vec::new(),
             maybe_acked_op: 0,
             log_unsettled: false,
+            // Carried as a file of its own (`ManifestFileKind::ClientTable`).
+            client_table: Bytes::new(),
         },
         durability,
         confirm,

@@ -501,9 +501,9 @@ pub(super) fn partition_config(options: &Options) -> PartitionConfig {
     } else {
         SEGMENT_BYTES
     };
-    // Retention keeps the last `headers_committed_max` committed ops (the
-    // window a reopened replica rebuilds its client table from): fewer here,
-    // so that a run's log outgrows it.
+    // A reopened replica reads back the last `headers_committed_max`
+    // committed headers: fewer under retention, so that its client table
+    // must come from the superblock.
     let headers_committed_max = if options.retention_bytes > 0 {
         RETAINED_HEADERS_COMMITTED_MAX
     } else {
