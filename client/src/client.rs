@@ -540,6 +540,7 @@ impl Client {
         let request = StoreCursor {
             consumer: consumer.to_owned(),
             offset,
+            fence: None,
         };
         let body = Bytes::from(request.to_vec());
         let reply = self

@@ -178,6 +178,22 @@ pub enum ClientError {
         /// The server's explanation.
         message: String,
     },
+    /// The consumer group no longer holds this member (it left, or was
+    /// removed after missing heartbeats for its session timeout): join again.
+    #[error("removed from the consumer group: {message}; join the group again")]
+    UnknownMember {
+        /// The server's explanation.
+        message: String,
+    },
+    /// A consumer group member stored an offset for a generation that is
+    /// over, or for a partition that is no longer its: nothing was stored.
+    #[error(
+        "the consumer group was rebalanced: {message}; nothing was stored: take the new          assignment and go on from the group's stored offsets"
+    )]
+    StaleGeneration {
+        /// The server's explanation.
+        message: String,
+    },
     /// A change made partition by partition (a topic's confirm policy) was
     /// refused for some partitions; every other partition was changed.
     /// Retry it once what each refusal names is resolved (a reassignment
@@ -292,6 +308,8 @@ fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientE
         ResultCode::StorageError => ClientError::Storage { message },
         ResultCode::Deleted => ClientError::Deleted { message },
         ResultCode::DiskFull => ClientError::DiskFull { message },
+        ResultCode::UnknownMember => ClientError::UnknownMember { message },
+        ResultCode::StaleGeneration => ClientError::StaleGeneration { message },
         // TooLarge, OffsetOutOfRange and OutOfOrder have structured bodies;
         // a server sending them as messages is confused: report it as is.
         ResultCode::Internal

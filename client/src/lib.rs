@@ -33,6 +33,7 @@
 //! | [`Client`] (`client`, `admin`) | the API: admin calls, produce, fetch, cursors |
 //! | `reassign` | moving a partition: reassign, drop a retired copy; [`PartitionTarget`] |
 //! | [`Producer`], [`Consumer`] | batching producer; partition consumer |
+//! | [`GroupConsumer`] (`group`) | consumer groups: join, heartbeat, leave, describe; a member reading what its group gives it |
 //! | `records` | records out (batches) and in (zero-copy from fetch replies) |
 //! | [`cli`] | the `strand` command line as a library (the binary is a thin wrapper) |
 //!
@@ -64,6 +65,7 @@ mod connections;
 mod consumer;
 mod driver;
 mod frames;
+mod group;
 mod producer;
 mod reassign;
 mod records;
@@ -74,6 +76,7 @@ pub use config::{ClientConfig, ConsumerConfig, ProducerConfig, StartFrom, TopicC
 pub use consumer::Consumer;
 pub use error::ClientError;
 pub use frames::{ConnectionId, Reply, ReplyBody};
+pub use group::{GroupConsumer, GroupConsumerConfig, GroupEvent, GroupRecords};
 pub use producer::{Delivery, DeliveryReport, Producer};
 pub use reassign::PartitionTarget;
 pub use records::{ConsumedRecord, FetchedRecords, NewRecord, ProduceAck};
@@ -81,7 +84,8 @@ pub use records::{ConsumedRecord, FetchedRecords, NewRecord, ProduceAck};
 /// The wire types that appear in this crate's API.
 pub use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply,
-    GroupStatus, MetadataReply, NodeInfo, PartitionInfo, Reassigned, ReplicaStatus, TopicInfo,
+    DescribeGroupsReply, GroupAssignment, GroupInfo, GroupStatus, MemberInfo, MetadataReply,
+    NodeInfo, PartitionInfo, Reassigned, ReplicaStatus, TopicInfo,
 };
 pub use strand_wire::{ConfirmPolicy, Durability, Operation};
 

@@ -26,6 +26,7 @@ use strand_wire::ops::{
 };
 use strand_wire::{Body, ConfirmPolicy, Durability, Operation, PrepareHeader, ResultCode};
 
+use crate::consumer_groups::ConsumerGroup;
 use crate::reassign::{self, ReassignPlan, ReassignWish, SlotAssignment};
 
 /// What a node is to a partition it hosts.
@@ -252,6 +253,8 @@ pub struct Catalog {
     pub applied_op: u64,
     /// The cluster's node ids, sorted (placement cycles through them).
     nodes: Vec<u32>,
+    /// Consumer groups by name (see [`crate::consumer_groups`]).
+    pub(crate) consumer_groups: BTreeMap<String, ConsumerGroup>,
 }
 
 impl Catalog {
@@ -264,6 +267,7 @@ impl Catalog {
             next_group: 1,
             applied_op: 0,
             nodes,
+            consumer_groups: BTreeMap::new(),
         }
     }
 
@@ -437,7 +441,7 @@ impl Catalog {
         group != 0 && group < self.next_group && !self.groups.contains_key(&group)
     }
 
-    fn topic_entry(&self, stream: &str, topic: &str) -> Result<&TopicEntry, ErrorBody> {
+    pub(crate) fn topic_entry(&self, stream: &str, topic: &str) -> Result<&TopicEntry, ErrorBody> {
         let topics = self.streams.get(stream).ok_or_else(|| {
             ErrorBody::message(ResultCode::UnknownStream, format!("no stream {stream}"))
         })?;
@@ -459,6 +463,7 @@ impl Catalog {
         for group in &entry.groups {
             self.groups.remove(group);
         }
+        self.forget_consumer_groups(stream, topic);
         entry.groups
     }
 
@@ -541,6 +546,11 @@ impl Catalog {
             .expect("checked above")
             .groups
             .extend_from_slice(&added);
+        self.consumer_groups_grew(
+            &request.stream,
+            &request.topic,
+            request.partition_count as usize,
+        );
         Ok(Bytes::from(TopicCreated { groups: added }.to_vec()))
     }
 
@@ -622,7 +632,7 @@ fn unknown_group(group: u64) -> ErrorBody {
     )
 }
 
-fn invalid(error: strand_wire::BodyError) -> ErrorBody {
+pub(crate) fn invalid(error: strand_wire::BodyError) -> ErrorBody {
     ErrorBody::message(ResultCode::InvalidRequest, error.to_string())
 }
 
@@ -644,6 +654,8 @@ impl StateMachine for Catalog {
             Operation::DeleteStream => self.delete_stream(body),
             Operation::AlterTopic => self.alter_topic(body),
             Operation::AddPartitions => self.add_partitions(body),
+            Operation::JoinGroup => self.join_group(body),
+            Operation::LeaveGroup => self.leave_group(body),
             other => Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!("{other:?} is not a metadata operation"),

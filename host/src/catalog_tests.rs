@@ -682,3 +682,97 @@ fn added_partitions_take_the_topics_policies_and_new_groups() {
     assert_eq!(partitions, vec![(0, 1, 2), (1, 2, 2), (2, 4, 2), (3, 5, 2)]);
     assert_eq!(catalog.groups[&5].confirm, catalog.groups[&1].confirm);
 }
+
+#[test]
+fn consumer_groups_join_rebalance_leave_and_follow_their_topic() {
+    use strand_wire::ops::{GroupAssignment, JoinGroup, LeaveGroup};
+    let mut catalog = catalog_with_stream_s();
+    let (result, _) = catalog.commit(
+        &header(2, Operation::CreateTopic),
+        Some(&topic("s", "t", 4, 3)),
+    );
+    assert_eq!(result, ResultCode::Ok);
+    let join = |member: u128, topic: &str| {
+        Bytes::from(
+            JoinGroup {
+                group: "g".into(),
+                member,
+                stream: "s".into(),
+                topic: topic.into(),
+                session_timeout_ms: 1000,
+            }
+            .to_vec(),
+        )
+    };
+    let (result, reply) = catalog.commit(&header(3, Operation::JoinGroup), Some(&join(7, "t")));
+    assert_eq!(result, ResultCode::Ok);
+    let first = GroupAssignment::from_bytes(&reply).expect("assignment");
+    assert_eq!((first.generation, first.partitions.len()), (1, 4));
+    // Joining again changes nothing; a second member takes half.
+    let (_, reply) = catalog.commit(&header(4, Operation::JoinGroup), Some(&join(7, "t")));
+    assert_eq!(
+        GroupAssignment::from_bytes(&reply).expect("assignment"),
+        first
+    );
+    let (_, reply) = catalog.commit(&header(5, Operation::JoinGroup), Some(&join(9, "t")));
+    let second = GroupAssignment::from_bytes(&reply).expect("assignment");
+    assert_eq!((second.generation, second.partitions.len()), (2, 2));
+    assert_eq!(
+        catalog
+            .member_assignment("g", 7)
+            .expect("member")
+            .partitions
+            .len(),
+        2
+    );
+    // A group reads one topic.
+    let (result, _) = catalog.commit(&header(6, Operation::JoinGroup), Some(&join(11, "u")));
+    assert_ne!(result, ResultCode::Ok);
+    // More partitions: a rebalance over all of them.
+    let grow = Bytes::from(
+        AddPartitions {
+            stream: "s".into(),
+            topic: "t".into(),
+            partition_count: 6,
+        }
+        .to_vec(),
+    );
+    let (result, _) = catalog.commit(&header(7, Operation::AddPartitions), Some(&grow));
+    assert_eq!(result, ResultCode::Ok);
+    let group = catalog.consumer_group("g").expect("group");
+    assert_eq!((group.generation, group.owners.len()), (3, 6));
+    let leave = Bytes::from(
+        LeaveGroup {
+            group: "g".into(),
+            member: 9,
+            expired: true,
+        }
+        .to_vec(),
+    );
+    let (result, _) = catalog.commit(&header(8, Operation::LeaveGroup), Some(&leave));
+    assert_eq!(result, ResultCode::Ok);
+    assert_eq!(
+        catalog
+            .member_assignment("g", 7)
+            .expect("member")
+            .partitions,
+        vec![0, 1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        catalog
+            .member_assignment("g", 9)
+            .map_err(|error| error.code()),
+        Err(ResultCode::UnknownMember)
+    );
+    // Deleting the topic forgets its groups.
+    let delete = Bytes::from(
+        DeleteTopic {
+            stream: "s".into(),
+            topic: "t".into(),
+        }
+        .to_vec(),
+    );
+    let (result, _) = catalog.commit(&header(9, Operation::DeleteTopic), Some(&delete));
+    assert_eq!(result, ResultCode::Ok);
+    assert!(catalog.consumer_group("g").is_none());
+}

@@ -855,6 +855,7 @@ mod tests {
             let cursor = strand_wire::ops::StoreCursor {
                 consumer: format!("c{}", request % 7),
                 offset: 1,
+                fence: None,
             };
             let request = Msg::new(header, bytes::Bytes::from(cursor.to_vec()));
             let high_watermark = host.replica().machine().high_watermark();

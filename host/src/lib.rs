@@ -13,6 +13,7 @@
 //! | [`group_host`] | `GroupHost`: opening a group (trust, a newcomer's placement, the catalog replayed); the replica over its partition, every effect carried out here; retention and cursor compaction when the owner asks; both ends of state transfer; outputs for the owner |
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
+//! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
 //! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //!
@@ -24,6 +25,7 @@
 //!   node in every epoch a replica may still remember.
 
 pub mod catalog;
+pub mod consumer_groups;
 pub mod convert;
 pub mod group_host;
 pub mod machine;

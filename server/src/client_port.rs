@@ -21,8 +21,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use strand_wire::message::check_header;
 use strand_wire::ops::{
-    AcceptLoss, AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, ErrorBody,
-    MetadataReply, MetadataRequest, NodeInfo,
+    AcceptLoss, AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply,
+    DescribeGroups, ErrorBody, MetadataReply, MetadataRequest, NodeInfo,
 };
 use strand_wire::{
     Body, CommandHeader, FrameDecoder, FrameError, HEADER_SIZE, Message, Msg, Operation,
@@ -240,8 +240,10 @@ fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSende
             | Operation::ClusterStatus
             | Operation::Attention
             | Operation::AcceptLoss
+            | Operation::DescribeGroups
     );
-    if (local || operation.is_metadata()) != (group == 0) {
+    let coordinated = operation == Operation::Heartbeat;
+    if (local || coordinated || operation.is_metadata()) != (group == 0) {
         let message = if group == 0 {
             format!("{operation:?} needs a partition's group id, not 0")
         } else {
@@ -252,6 +254,7 @@ fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSende
     }
     match operation {
         Operation::Metadata => answer(metadata_reply(shared, &request)),
+        Operation::DescribeGroups => answer(describe_groups_reply(shared, &request)),
         Operation::ClusterStatus => {
             let reply = ClusterStatusReply {
                 node: shared.config.node,
@@ -362,6 +365,29 @@ fn nodes(shared: &Shared) -> Vec<NodeInfo> {
 /// as it is true: nothing while the metadata replica has not caught up since
 /// the node started (`NotReady`: the client asks another node), and no
 /// "unknown stream/topic" unless the catalog is current.
+/// Consumer groups as this node's catalog holds them (refused while it loads).
+fn describe_groups_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
+    let header = request.header();
+    let query = match DescribeGroups::from_bytes(request.body()) {
+        Ok(query) => query,
+        Err(error) => {
+            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
+            return error_frame(header, &error);
+        }
+    };
+    if shared.catalog_freshness() == CatalogFreshness::Loading {
+        return error_frame(header, &not_ready(shared, "is still loading its catalog"));
+    }
+    let catalog = shared.catalog();
+    let reply = catalog.describe_groups(&query.group);
+    reply_frame_as_of(
+        header,
+        ResultCode::Ok,
+        Bytes::from(reply.to_vec()),
+        catalog.applied_op,
+    )
+}
+
 fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
     let header = request.header();
     let query = match MetadataRequest::from_bytes(request.body()) {

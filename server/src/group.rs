@@ -22,7 +22,7 @@ use strand_partition::{FileDisk, LogConfig, PartitionConfig, ReadHandles, Retent
 use strand_wal::Wal;
 use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
-    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, OffsetForTime,
+    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, Heartbeat, OffsetForTime,
     OffsetForTimeReply, ReplicaStatus, StoreCursor,
 };
 use strand_wire::{
@@ -35,7 +35,7 @@ use zerocopy::IntoBytes;
 use crate::metrics;
 use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
 use crate::shard::GroupInbox;
-use crate::shared::{GroupView, Shared};
+use crate::shared::{CatalogFreshness, GroupView, Shared};
 use strand_host::catalog::{Assignment, Role};
 use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output};
 
@@ -736,7 +736,10 @@ impl Actor {
             | Operation::DeleteTopic
             | Operation::DeleteStream
             | Operation::AlterTopic
-            | Operation::AddPartitions => self.submit(request, 0),
+            | Operation::AddPartitions
+            | Operation::JoinGroup
+            | Operation::LeaveGroup => self.submit(request, 0),
+            Operation::Heartbeat => self.on_heartbeat(&request),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),
                 Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
@@ -744,6 +747,10 @@ impl Actor {
             Operation::Fetch => self.on_fetch(&request),
             Operation::StoreCursor => match StoreCursor::from_bytes(request.body()) {
                 Ok(cursor) => {
+                    if let Some(refusal) = self.cursor_fence_refusal(&cursor) {
+                        let body = Bytes::from(refusal.to_vec());
+                        return self.send_reply(&header, refusal.code(), body);
+                    }
                     let (replica, effects) = self.host.replica_and_effects();
                     let high_watermark = replica.machine().high_watermark();
                     replica.on_store_cursor(&request, cursor, high_watermark, effects);
@@ -760,6 +767,7 @@ impl Actor {
             Operation::ClusterStatus
             | Operation::Attention
             | Operation::AcceptLoss
+            | Operation::DescribeGroups
             | Operation::Metadata => self.refuse(
                 &header,
                 ResultCode::InvalidRequest,
@@ -1025,6 +1033,85 @@ impl Actor {
                 self.send_reply(&header, ResultCode::Ok, body);
             }
             Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
+        }
+    }
+
+    /// A consumer group member's heartbeat, at the metadata plane's primary
+    /// (the coordinator): its deadline moves, and it learns its part of the
+    /// group from this replica's catalog (`UnknownMember`: join again).
+    fn on_heartbeat(&mut self, request: &Msg<RequestHeader>) {
+        let header = *request.header();
+        if !self.serving_or_redirect(&header) {
+            return;
+        }
+        let heartbeat = match Heartbeat::from_bytes(request.body()) {
+            Ok(heartbeat) => heartbeat,
+            Err(error) => {
+                return self.refuse(&header, ResultCode::InvalidRequest, error.to_string());
+            }
+        };
+        let Some(catalog) = self.host.replica().machine().catalog() else {
+            return self.refuse(
+                &header,
+                ResultCode::InvalidRequest,
+                "heartbeats go to group 0",
+            );
+        };
+        let session = catalog
+            .consumer_group(&heartbeat.group)
+            .and_then(|group| group.members.get(&heartbeat.member))
+            .map(|member| Duration::from_millis(u64::from(member.session_timeout_ms)));
+        match catalog.member_assignment(&heartbeat.group, heartbeat.member) {
+            Ok(assignment) => {
+                if let Some(session) = session {
+                    self.shared
+                        .coordinator
+                        .lock()
+                        .expect("coordinator lock")
+                        .heard(&heartbeat.group, heartbeat.member, session, Instant::now());
+                }
+                self.send_reply(&header, ResultCode::Ok, Bytes::from(assignment.to_vec()));
+            }
+            Err(error) => self.send_reply(&header, error.code(), Bytes::from(error.to_vec())),
+        }
+    }
+
+    /// Why a store of `cursor` on this partition must be refused, if it
+    /// must: a consumer group's cursor is stored by the member that reads
+    /// the partition in the group's current generation (this node's catalog
+    /// says which), and by nobody else while the group has members.
+    fn cursor_fence_refusal(&self, cursor: &StoreCursor) -> Option<ErrorBody> {
+        let catalog = self.shared.catalog();
+        let group = catalog.consumer_group(&cursor.consumer).filter(|group| {
+            (group.stream.as_str(), group.topic.as_str()) == (&self.spec.stream, &self.spec.topic)
+        });
+        match (&cursor.fence, group) {
+            (None, None) => None,
+            (Some(fence), Some(group)) => group.check_fence(self.spec.partition, fence).err(),
+            (Some(_), None) => Some(match self.shared.catalog_freshness() {
+                CatalogFreshness::Current => ErrorBody::message(
+                    ResultCode::UnknownMember,
+                    format!(
+                        "no consumer group {} reads this topic: join it again",
+                        cursor.consumer
+                    ),
+                ),
+                _ => ErrorBody::message(
+                    ResultCode::NotReady,
+                    "this node's catalog is behind the metadata plane: retry",
+                ),
+            }),
+            (None, Some(group)) if !group.members.is_empty() => Some(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!(
+                    "cursor {} is consumer group {}'s, which has {} members: only they store it \
+                     (reset it once the group is empty)",
+                    cursor.consumer,
+                    cursor.consumer,
+                    group.members.len()
+                ),
+            )),
+            (None, Some(_)) => None,
         }
     }
 

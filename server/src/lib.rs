@@ -20,6 +20,7 @@
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: local answers and routing |
+//! | [`coordinator`] | consumer groups: session deadlines on the metadata primary, expired members removed |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
 //! | [`node`] | a node's lifetime: start, host partitions, shut down |
 //! | [`disk`] | the data disk's room: the reserve, produces refused while it is used up |
@@ -43,6 +44,7 @@ pub mod boot;
 pub mod bus;
 pub mod client_port;
 pub mod config;
+pub mod coordinator;
 pub mod dev_cluster;
 pub mod disk;
 pub mod group;

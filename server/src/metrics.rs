@@ -6,6 +6,7 @@
 //! | `partition_applied_divergence_total{group}` | counter | StartViews that contradicted applied history |
 //! | `partition_behind_log_start_total` | counter | replicas that lacked ops a peer's retention had dropped, and so caught up by state transfer |
 //! | `partition_retention_segments_removed_total` | counter | record-log segments retention removed |
+//! | `consumer_group_members_expired_total` | counter | consumer group members the coordinator removed after their session timeout |
 //! | `view_changes_total{group}` | counter | view changes this replica started |
 //! | `state_transfers_installed_total{group}` | counter | state transfers installed (after a quarantine or a reopen awaiting one) |
 //! | `partition_view{group}` | gauge | the view the replica is normal in |
@@ -64,6 +65,10 @@ fn describe() {
         "record-log segments retention removed"
     );
     metrics::describe_counter!("view_changes_total", "view changes this replica started");
+    metrics::describe_counter!(
+        "consumer_group_members_expired_total",
+        "consumer group members the coordinator removed after their session timeout"
+    );
     metrics::describe_gauge!("groups_hosted", "groups this node hosts");
     metrics::describe_gauge!(
         "groups_quiet",
@@ -136,6 +141,11 @@ pub fn produce_refused_disk_full() {
 /// A replica lacked ops a peer's retention had dropped.
 pub fn behind_log_start() {
     counter!("partition_behind_log_start_total").increment(1);
+}
+
+/// The coordinator removed a consumer group member whose session expired.
+pub fn group_member_expired() {
+    counter!("consumer_group_members_expired_total").increment(1);
 }
 
 /// Retention removed `segments` record-log segments of a partition.

@@ -153,6 +153,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
     shared.set_epoch_reporter(epoch_sender);
     tokio::spawn(report_epochs(Arc::clone(&shared), epoch_reports));
+    tokio::spawn(crate::coordinator::run(Arc::clone(&shared)));
     let shards = Shards::start(&shared, shared.config.shards).map_err(NodeError::Runtime)?;
     tokio::spawn(bus::watch_liveness(
         Arc::clone(&shared),
@@ -358,7 +359,7 @@ async fn report_epochs(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver
 }
 
 /// A client of this cluster's metadata plane, bootstrapped from the peers.
-async fn metadata_client(
+pub(crate) async fn metadata_client(
     shared: &Shared,
 ) -> Result<strand_client::Client, strand_client::ClientError> {
     let bootstrap: Vec<String> = shared

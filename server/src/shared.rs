@@ -109,6 +109,8 @@ pub struct Shared {
     pub read_handles: ReadHandles,
     /// The data disk's room (see [`crate::disk`]).
     pub disk: crate::disk::DiskRoom,
+    /// Consumer groups' session deadlines (see [`crate::coordinator`]).
+    pub coordinator: Mutex<crate::coordinator::Coordinator>,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -151,7 +153,17 @@ impl Shared {
             peers,
             read_handles,
             disk: crate::disk::DiskRoom::default(),
+            coordinator: Mutex::new(crate::coordinator::Coordinator::default()),
         }
+    }
+
+    /// Whether this node's metadata replica serves as the plane's primary
+    /// (this node coordinates the consumer groups).
+    pub fn leads_metadata_plane(&self) -> bool {
+        let views = self.views.read().expect("views lock");
+        views.get(&0).is_some_and(|view| {
+            view.status.primary == view.status.replica && view.status.status == "normal"
+        })
     }
 
     // ----- node-level liveness -------------------------------------------------

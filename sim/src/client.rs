@@ -172,6 +172,7 @@ impl Client {
         let cursor = StoreCursor {
             consumer: format!("consumer-{}", self.index),
             offset: prng.below(self.offset_end + 1),
+            fence: None,
         };
         Msg::new(header, Bytes::from(cursor.to_vec()))
     }

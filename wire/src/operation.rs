@@ -50,11 +50,23 @@ pub enum Operation {
     AddPartitions = 18,
     /// The first offset appended at or after a time, on one partition.
     OffsetForTime = 19,
+    /// Join a consumer group (created by its first join). Metadata plane.
+    JoinGroup = 20,
+    /// A consumer group member is alive; answered by the metadata plane's
+    /// primary (the group coordinator) with the member's assignment. Not
+    /// replicated.
+    Heartbeat = 21,
+    /// Leave a consumer group (or be removed by the coordinator). Metadata
+    /// plane.
+    LeaveGroup = 22,
+    /// Consumer groups, their members and assignments: answered by any node
+    /// from its catalog.
+    DescribeGroups = 23,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 19] = [
+    pub const ALL: [Operation; 23] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -74,6 +86,10 @@ impl Operation {
         Operation::AlterTopic,
         Operation::AddPartitions,
         Operation::OffsetForTime,
+        Operation::JoinGroup,
+        Operation::Heartbeat,
+        Operation::LeaveGroup,
+        Operation::DescribeGroups,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -100,6 +116,8 @@ impl Operation {
                 | Operation::DeleteStream
                 | Operation::AlterTopic
                 | Operation::AddPartitions
+                | Operation::JoinGroup
+                | Operation::LeaveGroup
         )
     }
 
@@ -117,6 +135,8 @@ impl Operation {
                 | Operation::DeleteStream
                 | Operation::AlterTopic
                 | Operation::AddPartitions
+                | Operation::JoinGroup
+                | Operation::LeaveGroup
         )
     }
 
@@ -175,11 +195,19 @@ pub enum ResultCode {
     /// The node's data disk is (nearly) full: nothing was written for this
     /// request. Retry later; the node takes writes again once space is freed.
     DiskFull = 17,
+    /// The consumer group does not hold this member (it left, or the
+    /// coordinator removed it after its session timeout): join again.
+    UnknownMember = 18,
+    /// A consumer group member stored an offset for a generation that is
+    /// over (the group was rebalanced since) or for a partition it no
+    /// longer reads: nothing was stored; heartbeat to learn the new
+    /// assignment.
+    StaleGeneration = 19,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 18] = [
+    pub const ALL: [ResultCode; 20] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -198,6 +226,8 @@ impl ResultCode {
         ResultCode::NotReady,
         ResultCode::Deleted,
         ResultCode::DiskFull,
+        ResultCode::UnknownMember,
+        ResultCode::StaleGeneration,
     ];
 
     /// Parses a result code; `None` for a value that names none.

@@ -258,7 +258,20 @@ proptest! {
     #[test]
     fn cursors(consumer in name(), offset in any::<u64>(), stored in proptest::option::of(any::<u64>()),
                events in proptest::collection::vec((name(), any::<u64>()), 0..10)) {
-        round_trip(&StoreCursor { consumer: consumer.clone(), offset })?;
+        round_trip(&StoreCursor { consumer: consumer.clone(), offset, fence: None })?;
+        // The fence is optional at the end: the body without it is a prefix
+        // of the body with it; any other cut of the fenced body is refused.
+        let fenced = StoreCursor {
+            consumer: consumer.clone(),
+            offset,
+            fence: Some(GroupFence { member: u128::from(offset) + 1, generation: offset }),
+        };
+        let bytes = fenced.to_vec();
+        prop_assert_eq!(&StoreCursor::from_bytes(&bytes).expect("decodes"), &fenced);
+        let unfenced_len = StoreCursor { fence: None, ..fenced.clone() }.to_vec().len();
+        for length in unfenced_len + 1..bytes.len() {
+            prop_assert!(StoreCursor::from_bytes(&bytes[..length]).is_err());
+        }
         round_trip(&GetCursor { consumer })?;
         round_trip(&GetCursorReply { offset: stored })?;
         let events = events.into_iter().map(|(consumer, offset)| CursorEvent { consumer, offset }).collect();

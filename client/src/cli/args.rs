@@ -74,8 +74,13 @@ pub(crate) enum Command {
     Topic(TopicCommand),
     /// Produce records: lines from stdin, or generated records with --count.
     Produce(ProduceArgs),
-    /// Read records from a partition, optionally storing a cursor as it goes.
+    /// Read records from a partition, optionally storing a cursor as it goes;
+    /// or, with --group, every partition a consumer group gives this member.
     Consume(ConsumeArgs),
+    /// Consumer groups: list them, describe one (members, assignment,
+    /// offsets and lag), reset a group's offsets.
+    #[command(subcommand)]
+    Group(GroupCommand),
     /// Every node (reachable or not) and every partition's replicas: view,
     /// primary, commit and lag, earliest offset and end, untrusted logs.
     Status,
@@ -291,6 +296,16 @@ pub(crate) struct ConsumeArgs {
     /// the cursor after each batch printed.
     #[arg(long, value_name = "NAME")]
     pub(crate) cursor: Option<String>,
+    /// Join consumer group NAME and read every partition it gives this
+    /// member, from the group's offsets (--from for partitions without
+    /// one), storing them as it goes; follows until --count or a signal,
+    /// then leaves the group. Lines start with the partition.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["cursor", "from_time"])]
+    pub(crate) group: Option<String>,
+    /// With --group: the session timeout in milliseconds (a member not
+    /// heard for this long is removed and its partitions move).
+    #[arg(long, default_value_t = 10_000, requires = "group")]
+    pub(crate) session_timeout_ms: u32,
     /// Keep waiting for new records (until --count, or Ctrl-C).
     #[arg(long)]
     pub(crate) follow: bool,
@@ -300,6 +315,53 @@ pub(crate) struct ConsumeArgs {
     /// Print each record's key too, as `OFFSET<TAB>KEY<SEP>VALUE`.
     #[arg(long, value_name = "SEP")]
     pub(crate) key_sep: Option<String>,
+}
+
+/// `strand group ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum GroupCommand {
+    /// Every consumer group: its topic, generation and members.
+    List,
+    /// One consumer group: members and their partitions, and per partition
+    /// the group's stored offset, the partition's end and the lag.
+    Describe {
+        /// The group's name.
+        name: String,
+    },
+    /// Set a group's stored offsets on every partition of its topic. The
+    /// group must have no members (stop its consumers first).
+    Reset {
+        /// The group's name.
+        name: String,
+        /// `earliest`, `latest`, an offset, or a time (RFC 3339 or `-5m`).
+        #[arg(long, value_parser = parse_reset_target, allow_hyphen_values = true)]
+        to: ResetTarget,
+    },
+}
+
+/// Where `strand group reset` moves a group's offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResetTarget {
+    /// Each partition's oldest retained record.
+    Earliest,
+    /// Each partition's end.
+    Latest,
+    /// This offset on every partition (clamped to what each retains).
+    Offset(u64),
+    /// The first record appended at or after this time (ns since the epoch).
+    Time(u64),
+}
+
+/// Parses `--to` of `strand group reset`.
+pub(crate) fn parse_reset_target(text: &str) -> Result<ResetTarget, String> {
+    match parse_start(text) {
+        Ok(Start::Earliest) => Ok(ResetTarget::Earliest),
+        Ok(Start::Latest) => Ok(ResetTarget::Latest),
+        Ok(Start::Offset(offset)) => Ok(ResetTarget::Offset(offset)),
+        Err(_) => parse_time_ns(text).map(ResetTarget::Time).map_err(|_| {
+            format!("expected `earliest`, `latest`, an offset or a time, got {text:?}")
+        }),
+    }
 }
 
 /// `strand partition ...`

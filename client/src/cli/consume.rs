@@ -26,6 +26,8 @@ const FOLLOW_WAIT_MS: u32 = 1_000;
 /// A record as `--json` prints it: text when the bytes are UTF-8, else hex.
 #[derive(Debug, Serialize)]
 struct RecordJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<u32>,
     offset: u64,
     timestamp_us: u64,
     key: Option<&'a str>,
@@ -56,6 +58,11 @@ fn text_or_hex(bytes: &[u8]) -> (Option<&str>, Option<String>) {
 
 /// One record as one JSON line.
 pub(crate) fn record_json(record: &ConsumedRecord) -> String {
+    record_json_in(None, record)
+}
+
+/// One record as one JSON line, naming its partition when given.
+pub(crate) fn record_json_in(partition: Option<u32>, record: &ConsumedRecord) -> String {
     let (key, key_hex) = text_or_hex(&record.key);
     let (value, value_hex) = text_or_hex(&record.value);
     let headers = record
@@ -71,6 +78,7 @@ pub(crate) fn record_json(record: &ConsumedRecord) -> String {
         })
         .collect();
     let json = RecordJson {
+        partition,
         offset: record.offset,
         timestamp_us: record.timestamp_us,
         key,
@@ -103,6 +111,9 @@ pub(crate) async fn run(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    if let Some(group) = args.group.clone() {
+        return super::group::consume(client, &group, args, json, out).await;
+    }
     let doing = format!("consume from {} partition {}", args.topic, args.partition);
     let at_time = match args.from_time {
         Some(timestamp_ns) => Some(

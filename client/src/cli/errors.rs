@@ -178,6 +178,9 @@ fn hint(error: &ClientError) -> Option<String> {
              `strand attention` lists the nodes that are full"
         }
         ClientError::NotSent { .. } => "send those records again once the cluster is reachable",
+        ClientError::UnknownMember { .. } | ClientError::StaleGeneration { .. } => {
+            "`strand group describe NAME` shows the group's members and who reads what"
+        }
         ClientError::PartitionsRefused { .. } => {
             "run the same command again once the refused partitions' reassignments have \
              started (`strand status` shows each partition's epoch); the partitions already \

@@ -26,6 +26,7 @@
 mod args;
 mod consume;
 mod errors;
+mod group;
 mod operator;
 mod partition;
 mod produce;
@@ -44,7 +45,7 @@ use tokio::io::AsyncBufRead;
 pub use args::{DEV_CLUSTER_ADDRESS, GENERATED_RECORD_BYTES_MAX, TIMEOUT_MS_DEFAULT};
 
 use crate::{Client, ClientConfig};
-use args::{Cli, Command, PartitionCommand, StreamCommand, TopicCommand};
+use args::{Cli, Command, GroupCommand, PartitionCommand, StreamCommand, TopicCommand};
 use errors::CliError;
 
 /// Longest one attempt of a request may go unanswered before it is resent
@@ -179,6 +180,13 @@ async fn dispatch(
         }
         Command::Produce(produce) => produce::run(&client, produce, stdin, json, out).await,
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
+        Command::Group(GroupCommand::List) => group::list(&client, json, out).await,
+        Command::Group(GroupCommand::Describe { name }) => {
+            group::describe(&client, &name, json, out).await
+        }
+        Command::Group(GroupCommand::Reset { name, to }) => {
+            group::reset(&client, &name, to, json, out).await
+        }
         Command::Status => status::run(&client, json, out).await,
         Command::Attention => operator::attention(&client, json, out).await,
         Command::AcceptLoss(accept) => operator::accept_loss(&client, accept, json, out).await,

@@ -457,6 +457,18 @@ impl State {
                     "reconfigure is a group's own operation",
                 )),
             )),
+            // Consumer groups are tested against real nodes.
+            Operation::JoinGroup
+            | Operation::Heartbeat
+            | Operation::LeaveGroup
+            | Operation::DescribeGroups => Outcome::Reply(reply(
+                header,
+                0,
+                Err(ErrorBody::message(
+                    ResultCode::InvalidRequest,
+                    "the scripted server keeps no consumer groups",
+                )),
+            )),
             Operation::CreateStream
             | Operation::CreateTopic
             | Operation::Produce

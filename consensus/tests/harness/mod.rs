@@ -613,6 +613,7 @@ impl Cluster {
         let cursor = ops::StoreCursor {
             consumer: consumer.to_owned(),
             offset,
+            fence: None,
         };
         let mut effects = Effects::new();
         let replica = self.replicas[usize::from(to)].as_mut().expect("up");

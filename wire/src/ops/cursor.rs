@@ -2,26 +2,51 @@
 
 use crate::codec::{Body, BodyReader, BodyWriter};
 use crate::error::BodyError;
+use crate::ops::GroupFence;
 
 /// Store `consumer`'s cursor on the partition: the next offset it will read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreCursor {
-    /// The consumer's name.
+    /// The consumer's name (a consumer group's name for its offsets).
     pub consumer: String,
     /// The next offset the consumer will read.
     pub offset: u64,
+    /// Set when a consumer group's member stores the group's cursor: the
+    /// store is refused unless the member owns the partition in that
+    /// generation. Encoded after the offset only when set, so bodies
+    /// without it read as before.
+    pub fence: Option<GroupFence>,
 }
 
 impl Body for StoreCursor {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.str(&self.consumer);
         writer.u64(self.offset);
+        if let Some(fence) = &self.fence {
+            writer.u8(1);
+            fence.encode(writer);
+        }
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<StoreCursor, BodyError> {
+        let consumer = reader.name("consumer")?;
+        let offset = reader.u64("offset")?;
+        let fence = match reader.remaining() {
+            0 => None,
+            _ => match reader.u8("fence")? {
+                1 => Some(GroupFence::decode(reader)?),
+                other => {
+                    return Err(BodyError::UnknownValue {
+                        field: "fence",
+                        value: u64::from(other),
+                    });
+                }
+            },
+        };
         Ok(StoreCursor {
-            consumer: reader.name("consumer")?,
-            offset: reader.u64("offset")?,
+            consumer,
+            offset,
+            fence,
         })
     }
 }

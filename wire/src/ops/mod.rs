@@ -20,6 +20,10 @@
 //! | AlterTopic | [`AlterTopic`] | [`Empty`] |
 //! | AddPartitions | [`AddPartitions`] | [`TopicCreated`] (the new partitions' groups) |
 //! | OffsetForTime | [`OffsetForTime`] | [`OffsetForTimeReply`] |
+//! | JoinGroup | [`JoinGroup`] | [`GroupAssignment`] |
+//! | Heartbeat | [`Heartbeat`] | [`GroupAssignment`] |
+//! | LeaveGroup | [`LeaveGroup`] | [`Empty`] |
+//! | DescribeGroups | [`DescribeGroups`] | [`DescribeGroupsReply`] |
 //!
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
@@ -27,6 +31,7 @@ mod admin;
 mod cursor;
 mod error_body;
 mod fetch;
+mod group;
 mod reassign;
 mod status;
 
@@ -40,6 +45,11 @@ pub use error_body::ErrorBody;
 pub use fetch::{
     FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, OffsetForTime,
     OffsetForTimeReply, ProduceReply,
+};
+pub use group::{
+    DescribeGroups, DescribeGroupsReply, GROUP_MEMBERS_MAX, GROUPS_MAX, GroupAssignment,
+    GroupFence, GroupInfo, Heartbeat, JoinGroup, LeaveGroup, MemberInfo, SESSION_TIMEOUT_MS_MAX,
+    SESSION_TIMEOUT_MS_MIN,
 };
 pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};
 pub use status::{

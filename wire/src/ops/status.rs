@@ -277,7 +277,8 @@ impl Body for AttentionReply {
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<AttentionReply, BodyError> {
-        let entries = reader.list("attention entries", 29, |reader| {
+        // The smallest entry: empty names, no awaited replica, no detail.
+        let entries = reader.list("attention entries", 27, |reader| {
             Ok(AttentionEntry {
                 group: reader.u64("group")?,
                 stream: reader.str("stream")?.to_owned(),
