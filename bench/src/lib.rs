@@ -3,7 +3,8 @@
 //! Measures Strand as its users will judge it: it starts a local cluster of
 //! real `strand-server` processes (or connects to a running one), creates a
 //! topic through the SDK, produces keyed records through the SDK's batching
-//! producer while consumers tail the partitions, and reports throughput,
+//! producer while consumers tail the partitions (or share them as one
+//! consumer group's members, `--group`), and reports throughput,
 //! produce-ack latency percentiles and, when asked, a failover: the
 //! benched partition's primary is SIGKILLed mid-load and restarted later,
 //! and the report gives the write gap, the view changes and the restarted
@@ -27,6 +28,7 @@
 //! | [`run`] | one run start to end: cluster, topic, load, failover or soak sampler, read-back, report |
 //! | [`cluster`] | a local cluster of real server processes: configs, start, SIGKILL, restart |
 //! | [`load`] | producers (send → ack timing per record) and tailing consumers |
+//! | [`group_consume`] | consumers as members of one consumer group (`--group`) |
 //! | [`failover`] | kill the primary, restart it, time the catch-up; view-change scrapes |
 //! | [`soak_sampler`] | the soak's samples: acks per window, each node's disk bytes, earliest offsets |
 //! | [`read_back`] | fetch every partition from its earliest retained offset into the verifier |
@@ -57,6 +59,7 @@
 pub mod cluster;
 pub mod error;
 pub mod failover;
+pub mod group_consume;
 pub mod keys;
 pub mod latency;
 pub mod load;

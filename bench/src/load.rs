@@ -16,7 +16,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use strand_client::{
-    Client, ClientError, ConsumerConfig, Delivery, Producer, ProducerConfig, StartFrom,
+    Client, ClientError, ConsumedRecord, ConsumerConfig, Delivery, Producer, ProducerConfig,
+    StartFrom,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -35,6 +36,13 @@ pub const FETCH_BYTES_MAX: u32 = 4 * 1024 * 1024;
 
 /// How long consumers keep reading after the producers stop, to catch up.
 pub const CONSUMER_DRAIN: Duration = Duration::from_secs(10);
+
+/// How long a consumer's fetch waits for records when there are none.
+pub const CONSUMER_WAIT_MS: u32 = 200;
+
+/// How long a consumer task pauses after a failed poll before the next,
+/// so a cluster that refuses does not spin it.
+pub const POLL_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// When the producers stop.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,6 +133,72 @@ pub struct ConsumerOutcome {
     pub last_read_ms: u64,
     /// The first failure, readable.
     pub first_error: Option<String>,
+}
+
+impl ConsumerOutcome {
+    /// Nothing read yet: where every consumer task (tailing or group
+    /// member) starts.
+    pub fn empty() -> ConsumerOutcome {
+        ConsumerOutcome {
+            records: 0,
+            bytes: 0,
+            end_to_end: latency::histogram(),
+            last_read_ms: 0,
+            first_error: None,
+        }
+    }
+
+    /// Counts `records`, which a poll returned at `now_us` (microseconds
+    /// since the Unix epoch, the clock of their timestamps): one place for
+    /// what every consumer task measures, so tailing consumers and group
+    /// members report alike.
+    pub fn count_read(
+        &mut self,
+        records: &[ConsumedRecord],
+        now_us: u64,
+        start: Instant,
+        live: &Live,
+    ) {
+        for record in records {
+            self.records += 1;
+            self.bytes += record.value.len() as u64;
+            latency::record(
+                &mut self.end_to_end,
+                now_us.saturating_sub(record.timestamp_us),
+            );
+        }
+        if !records.is_empty() {
+            self.last_read_ms = start.elapsed().as_millis() as u64;
+        }
+        live.consumed
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// When a consumer task stops after the producers do: once it has caught
+/// up, or [`CONSUMER_DRAIN`] after it first saw them stop, whichever comes
+/// first (shared by tailing consumers and group members; each judges
+/// "caught up" its own way).
+#[derive(Debug, Default)]
+pub struct Drain {
+    /// When the drain gives up; `None` while the producers run.
+    until: Option<Instant>,
+}
+
+impl Drain {
+    /// Whether the producers have stopped (`done`); the drain's time starts
+    /// the first time this says so.
+    pub fn started(&mut self, done: &AtomicBool) -> bool {
+        if self.until.is_none() && done.load(Ordering::Relaxed) {
+            self.until = Some(Instant::now() + CONSUMER_DRAIN);
+        }
+        self.until.is_some()
+    }
+
+    /// Whether the drain has run out of time.
+    pub fn expired(&self) -> bool {
+        self.until.is_some_and(|until| Instant::now() >= until)
+    }
 }
 
 /// A record sent and not yet resolved.
@@ -359,18 +433,12 @@ pub async fn consume(
     live: Arc<Live>,
     done: Arc<AtomicBool>,
 ) -> ConsumerOutcome {
-    let mut outcome = ConsumerOutcome {
-        records: 0,
-        bytes: 0,
-        end_to_end: latency::histogram(),
-        last_read_ms: 0,
-        first_error: None,
-    };
+    let mut outcome = ConsumerOutcome::empty();
     let config = ConsumerConfig {
         name: None,
         start_from: StartFrom::Offset(0),
         max_bytes: FETCH_BYTES_MAX,
-        wait_ms: 200,
+        wait_ms: CONSUMER_WAIT_MS,
     };
     let mut consumer = match client
         .consumer(&load.stream, &load.topic, partition, config)
@@ -382,29 +450,13 @@ pub async fn consume(
             return outcome;
         }
     };
-    let mut drain_until = None;
+    let mut drain = Drain::default();
     loop {
-        if done.load(Ordering::Relaxed) {
-            let until = *drain_until.get_or_insert_with(|| Instant::now() + CONSUMER_DRAIN);
-            if consumer.lag() == Some(0) || Instant::now() >= until {
-                return outcome;
-            }
+        if drain.started(&done) && (consumer.lag() == Some(0) || drain.expired()) {
+            return outcome;
         }
         match consumer.poll().await {
-            Ok(records) => {
-                let now_us = now_us();
-                for record in &records {
-                    outcome.records += 1;
-                    outcome.bytes += record.value.len() as u64;
-                    let latency_us = now_us.saturating_sub(record.timestamp_us);
-                    latency::record(&mut outcome.end_to_end, latency_us);
-                }
-                if !records.is_empty() {
-                    outcome.last_read_ms = start.elapsed().as_millis() as u64;
-                }
-                live.consumed
-                    .fetch_add(records.len() as u64, Ordering::Relaxed);
-            }
+            Ok(records) => outcome.count_read(&records, now_us(), start, &live),
             Err(ClientError::OffsetOutOfRange {
                 log_start_offset, ..
             }) if log_start_offset > consumer.position() => {
@@ -423,14 +475,14 @@ pub async fn consume(
                 outcome
                     .first_error
                     .get_or_insert_with(|| format!("partition {partition}: poll: {error}"));
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(POLL_RETRY_PAUSE).await;
             }
         }
     }
 }
 
 /// Microseconds since the Unix epoch (the clock record timestamps use).
-fn now_us() -> u64 {
+pub fn now_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_micros() as u64)
@@ -445,6 +497,41 @@ mod tests {
         let shares: Vec<u64> = (0..3).map(|producer| share_of(10, 3, producer)).collect();
         assert_eq!(shares, vec![4, 3, 3]);
         assert_eq!(shares.iter().sum::<u64>(), 10);
+    }
+
+    #[test]
+    fn a_consumer_counts_records_bytes_and_latency_of_what_it_read() {
+        let start = Instant::now();
+        let live = Live::default();
+        let record = |timestamp_us| ConsumedRecord {
+            offset: 0,
+            timestamp_us,
+            key: Bytes::new(),
+            value: Bytes::from_static(b"12345"),
+            headers: Vec::new(),
+        };
+        let mut outcome = ConsumerOutcome::empty();
+        outcome.count_read(&[record(1_000), record(4_000)], 5_000, start, &live);
+        outcome.count_read(&[], 9_000, start, &live);
+        assert_eq!((outcome.records, outcome.bytes), (2, 10));
+        assert_eq!(live.consumed.load(Ordering::Relaxed), 2);
+        let summary = latency::summarize(&outcome.end_to_end);
+        assert_eq!(summary.count, 2);
+        assert!(summary.p50_us.abs_diff(1_000) <= 2, "{summary:?}");
+        assert!(summary.max_us.abs_diff(4_000) <= 4, "{summary:?}");
+    }
+
+    #[test]
+    fn a_drain_starts_when_the_producers_stop_and_not_before() {
+        let done = AtomicBool::new(false);
+        let mut drain = Drain::default();
+        assert!(!drain.started(&done));
+        assert!(!drain.expired(), "no time runs out while producers run");
+        done.store(true, Ordering::Relaxed);
+        assert!(drain.started(&done));
+        assert!(!drain.expired(), "CONSUMER_DRAIN is ahead");
+        done.store(false, Ordering::Relaxed);
+        assert!(drain.started(&done), "once started, it stays started");
     }
 
     #[test]

@@ -85,6 +85,13 @@ pub struct Options {
     /// Concurrent consumers tailing the partitions (0: none).
     #[arg(long, default_value_t = 0)]
     pub consumers: u32,
+    /// Make the --consumers members of consumer group NAME: the cluster
+    /// shares the topic's partitions among them, instead of each tailing
+    /// fixed partitions. Needs --consumers from 1 to --partitions. On a
+    /// running cluster (--cluster) use a new name per run: a group reads one
+    /// topic, and every run creates a new topic.
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
     /// Partitions of the benched topic.
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
@@ -230,7 +237,38 @@ impl Options {
             return invalid("--kill-owner-at-secs must fall within --duration-secs".to_owned());
         }
         self.validate_topic_limits()?;
+        self.validate_group()?;
         self.validate_soak()
+    }
+
+    /// `--group` turns the consumers into one group's members: there must be
+    /// some, each with a partition to read, and the name must be one the
+    /// cluster takes (checked here, so that a bad name fails before a local
+    /// cluster starts rather than at the first join).
+    fn validate_group(&self) -> Result<(), BenchError> {
+        let Some(group) = &self.group else {
+            return Ok(());
+        };
+        let invalid = |reason: String| Err(BenchError::Options(reason));
+        if let Some(problem) = group_name_problem(group) {
+            return invalid(format!("--group {group:?}: {problem}"));
+        }
+        if self.consumers == 0 {
+            return invalid(
+                "--group needs --consumers 1 or more: the consumers are the group's members"
+                    .to_owned(),
+            );
+        }
+        if self.consumers > self.partitions {
+            return invalid(format!(
+                "--group with --consumers {} over --partitions {}: a group gives each partition \
+                 to one member, so {} of the members would have none to read",
+                self.consumers,
+                self.partitions,
+                self.consumers - self.partitions
+            ));
+        }
+        Ok(())
     }
 
     /// `--retention-bytes` and `--segment-bytes` against their bounds.
@@ -352,6 +390,28 @@ impl Options {
     }
 }
 
+/// Longest name the cluster takes (a stream's, a topic's, a group's).
+const NAME_BYTES_MAX: usize = 255;
+
+/// What is wrong with `name` as a consumer group's name, if anything: the
+/// server's rule for names (`strand_wire::codec::validate_name`, which this
+/// crate does not link): 1 to 255 bytes of ASCII letters, digits, `.`, `_`
+/// and `-`, not starting with `.`.
+fn group_name_problem(name: &str) -> Option<&'static str> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() {
+        Some("a group name is not empty")
+    } else if name.len() > NAME_BYTES_MAX {
+        Some("a group name is at most 255 bytes")
+    } else if name.starts_with('.') {
+        Some("a group name does not start with '.'")
+    } else if !name.chars().all(allowed) {
+        Some("a group name holds only ASCII letters, digits, '.', '_' and '-'")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,6 +473,45 @@ mod tests {
         assert!(Options::try_parse_from(restart_without_kill).is_err());
         let both_stops = ["strand-bench", "--messages", "5", "--duration-secs", "3"];
         assert!(Options::try_parse_from(both_stops).is_err());
+    }
+
+    #[test]
+    fn a_group_needs_members_each_with_a_partition_and_a_name_the_cluster_takes() {
+        let group = parse(&["--group", "bench", "--consumers", "3", "--partitions", "12"]);
+        group.validate().expect("valid");
+        assert_eq!(group.group.as_deref(), Some("bench"));
+        assert_eq!(
+            parse(&["--consumers", "3"]).group,
+            None,
+            "no group by default"
+        );
+        let error = |args: &[&str]| parse(args).validate().expect_err("refused").to_string();
+        let without_members = error(&["--group", "bench"]);
+        assert!(
+            without_members.contains("--group needs --consumers 1 or more"),
+            "{without_members}"
+        );
+        let idle = error(&["--group", "g", "--consumers", "4", "--partitions", "3"]);
+        assert!(
+            idle.contains("1 of the members would have none to read"),
+            "{idle}"
+        );
+        let long = "a".repeat(256);
+        for bad in ["", ".hidden", "two words", "a/b", long.as_str()] {
+            let message = error(&["--group", bad, "--consumers", "1"]);
+            assert!(message.starts_with("invalid options: --group"), "{message}");
+        }
+        let edge = "a".repeat(255);
+        assert!(
+            parse(&["--group", &edge, "--consumers", "1"])
+                .validate()
+                .is_ok()
+        );
+        assert!(
+            parse(&["--group", "a.b_c-9", "--consumers", "1"])
+                .validate()
+                .is_ok()
+        );
     }
 
     const SOAK: [&str; 5] = ["--soak", "--duration-secs", "1800", "--rate", "60000"];

@@ -26,6 +26,9 @@ pub struct RunConfig {
     pub producers: u32,
     /// Consumers.
     pub consumers: u32,
+    /// The consumer group the consumers were members of (`--group`);
+    /// `None`: each tailed fixed partitions.
+    pub group: Option<String>,
     /// Partitions.
     pub partitions: u32,
     /// Value bytes per record.
@@ -158,12 +161,7 @@ impl Report {
         if let Some(consumed) = &self.consumed {
             row(
                 "consumed",
-                format!(
-                    "{} records, {:.0} msgs/s, {:.1} MB/s",
-                    consumed.throughput.records,
-                    consumed.throughput.records_per_sec,
-                    consumed.throughput.megabytes_per_sec
-                ),
+                consumed_line(&self.config, &consumed.throughput),
             );
             row(
                 "end-to-end latency",
@@ -216,9 +214,9 @@ fn config_rows(config: &RunConfig, row: &mut impl FnMut(&str, String)) {
     row(
         "load",
         format!(
-            "{} producers, {} consumers, {} partitions ({}), {} B values, batch {}, in flight {}{}",
+            "{} producers, {}, {} partitions ({}), {} B values, batch {}, in flight {}{}",
             config.producers,
-            config.consumers,
+            consumers_phrase(config),
             config.partitions,
             match config.spread {
                 crate::keys::Spread::Record => "record by record",
@@ -233,6 +231,33 @@ fn config_rows(config: &RunConfig, row: &mut impl FnMut(&str, String)) {
                 .unwrap_or_default()
         ),
     );
+}
+
+/// "3 consumers", and whose group they were, if any: the report says how
+/// the consumers read.
+fn consumers_phrase(config: &RunConfig) -> String {
+    match &config.group {
+        Some(group) => format!("{} consumers (group {group})", config.consumers),
+        None => format!("{} consumers", config.consumers),
+    }
+}
+
+/// The consumed row. A group's members may read a record twice (after a
+/// rebalance a partition's new reader starts at the group's stored offset),
+/// so their figure is what they read in total, not distinct records.
+fn consumed_line(config: &RunConfig, read: &Throughput) -> String {
+    let rates = format!(
+        "{:.0} msgs/s, {:.1} MB/s",
+        read.records_per_sec, read.megabytes_per_sec
+    );
+    match &config.group {
+        Some(group) => format!(
+            "{} records read in total by group {group} ({} members; re-reads after a \
+             rebalance count again), {rates}",
+            read.records, config.consumers
+        ),
+        None => format!("{} records, {rates}", read.records),
+    }
 }
 
 fn soak_rows(soak: &SoakReport, row: &mut impl FnMut(&str, String)) {
@@ -461,6 +486,53 @@ mod tests {
         let throughput = Throughput::new(50_000, 50_000 * 1024, 2.0);
         assert_eq!(throughput.records_per_sec, 25_000.0);
         assert!((throughput.megabytes_per_sec - 25.6).abs() < 1e-9);
+    }
+
+    fn config(consumers: u32, group: Option<&str>) -> RunConfig {
+        RunConfig {
+            cluster: "local".to_owned(),
+            nodes: 3,
+            replicas: 3,
+            durability: "persisted".to_owned(),
+            producers: 1,
+            consumers,
+            group: group.map(str::to_owned),
+            partitions: 12,
+            message_size: 1024,
+            batch: 100,
+            in_flight: 8,
+            linger_ms: 2,
+            spread: crate::keys::Spread::Record,
+            duration_secs: Some(20.0),
+            messages: None,
+            rate: None,
+            retention_bytes: None,
+            segment_bytes: None,
+            cores: 2,
+        }
+    }
+
+    #[test]
+    fn a_group_run_says_the_consumers_are_a_group_and_reads_in_total() {
+        let read = Throughput::new(1_000, 1_024_000, 2.0);
+        let group = config(3, Some("bench"));
+        assert_eq!(consumers_phrase(&group), "3 consumers (group bench)");
+        let line = consumed_line(&group, &read);
+        assert!(
+            line.starts_with("1000 records read in total by group bench (3 members;"),
+            "{line}"
+        );
+        assert!(line.ends_with("500 msgs/s, 0.5 MB/s"), "{line}");
+        let tailing = config(3, None);
+        assert_eq!(consumers_phrase(&tailing), "3 consumers");
+        assert_eq!(
+            consumed_line(&tailing, &read),
+            "1000 records, 500 msgs/s, 0.5 MB/s"
+        );
+        let json = serde_json::to_value(&tailing).expect("as JSON");
+        assert_eq!(json["group"], serde_json::Value::Null, "null when unused");
+        let json = serde_json::to_value(&group).expect("as JSON");
+        assert_eq!(json["group"], "bench");
     }
 
     #[test]

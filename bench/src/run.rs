@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use strand_client::{Client, ClientConfig, ClientError, TopicSpec};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::cluster::{self, LocalCluster};
 use crate::error::BenchError;
 use crate::failover::{self, FailoverEvents};
+use crate::group_consume;
 use crate::latency;
 use crate::load::{self, ConsumerOutcome, Live, Load, ProducerOutcome, Stop};
 use crate::options::Options;
@@ -139,21 +141,7 @@ async fn drive(
         })
         .collect();
     let done = Arc::new(AtomicBool::new(false));
-    let consumers: Vec<_> = consumer_partitions(options.consumers, options.partitions)
-        .into_iter()
-        .map(|partition| {
-            let (live, done) = (Arc::clone(&live), Arc::clone(&done));
-            let task = load::consume(
-                client.clone(),
-                Arc::clone(load),
-                partition,
-                start,
-                live,
-                done,
-            );
-            tokio::spawn(task)
-        })
-        .collect();
+    let consumers = spawn_consumers(options, client, load, start, &live, &done);
     let ticker = tokio::spawn(tick(progress.clone(), Arc::clone(&live), start, load.stop));
     let mut measured = Measured {
         producers: Vec::new(),
@@ -177,6 +165,49 @@ async fn drive(
     ticker.abort();
     progress.finish_and_clear();
     Ok(measured)
+}
+
+/// Starts the consumer tasks: with `--group`, `--consumers` members of that
+/// consumer group; else a tailing consumer per partition (see
+/// [`consumer_partitions`]). Each reads until `done` is set and it has
+/// caught up.
+fn spawn_consumers(
+    options: &Options,
+    client: &Client,
+    load: &Arc<Load>,
+    start: Instant,
+    live: &Arc<Live>,
+    done: &Arc<AtomicBool>,
+) -> Vec<JoinHandle<ConsumerOutcome>> {
+    if let Some(group) = &options.group {
+        let group: Arc<str> = Arc::from(group.as_str());
+        return (0..options.consumers)
+            .map(|member| {
+                tokio::spawn(group_consume::consume_as_member(
+                    client.clone(),
+                    Arc::clone(load),
+                    Arc::clone(&group),
+                    member,
+                    start,
+                    Arc::clone(live),
+                    Arc::clone(done),
+                ))
+            })
+            .collect();
+    }
+    consumer_partitions(options.consumers, options.partitions)
+        .into_iter()
+        .map(|partition| {
+            tokio::spawn(load::consume(
+                client.clone(),
+                Arc::clone(load),
+                partition,
+                start,
+                Arc::clone(live),
+                Arc::clone(done),
+            ))
+        })
+        .collect()
 }
 
 /// The soak's plan and what its sampler reads, if this is a soak (on a
@@ -457,6 +488,7 @@ fn run_config(options: &Options, target: &Target) -> RunConfig {
             .to_owned(),
         producers: options.producers,
         consumers: options.consumers,
+        group: options.group.clone(),
         partitions: options.partitions,
         message_size: options.message_size,
         batch: options.batch,

@@ -188,7 +188,8 @@ pub enum ClientError {
     /// A consumer group member stored an offset for a generation that is
     /// over, or for a partition that is no longer its: nothing was stored.
     #[error(
-        "the consumer group was rebalanced: {message}; nothing was stored: take the new          assignment and go on from the group's stored offsets"
+        "the consumer group was rebalanced: {message}; nothing was stored: take the new \
+         assignment and go on from the group's stored offsets"
     )]
     StaleGeneration {
         /// The server's explanation.

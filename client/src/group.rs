@@ -432,7 +432,8 @@ impl GroupConsumer {
                     return Err(error);
                 }
                 Err(error @ ClientError::UnknownMember { .. }) => {
-                    self.rejoin().await?;
+                    // Only the coordinator's word counts: ask it.
+                    self.heartbeat_now().await?;
                     return Err(error);
                 }
                 Err(error) => return Err(error),
@@ -444,7 +445,11 @@ impl GroupConsumer {
     /// Stores the offsets and leaves the group: its partitions go to the
     /// other members at once (not after a session timeout).
     pub async fn leave(mut self) -> Result<(), ClientError> {
-        let committed = self.commit().await;
+        let committed = match self.commit().await {
+            // Its partitions are another's already: nothing of its to store.
+            Err(ClientError::StaleGeneration { .. } | ClientError::UnknownMember { .. }) => Ok(()),
+            other => other,
+        };
         self.client
             .leave_group(&self.group, self.member, false)
             .await?;
@@ -452,10 +457,20 @@ impl GroupConsumer {
     }
 
     /// Commits for `poll`: a rebalance or removal is handled (the new
-    /// assignment taken) rather than returned.
+    /// assignment taken) rather than returned, and a store the cluster
+    /// cannot take yet is tried again at a later poll (reading goes on; a
+    /// successor would read a little more again).
     async fn commit_quietly(&mut self) -> Result<(), ClientError> {
         match self.commit().await {
-            Err(ClientError::StaleGeneration { .. } | ClientError::UnknownMember { .. }) => Ok(()),
+            Err(
+                ClientError::StaleGeneration { .. }
+                | ClientError::UnknownMember { .. }
+                | ClientError::Unavailable { .. }
+                | ClientError::Timeout { .. },
+            ) => {
+                self.next_commit = Instant::now();
+                Ok(())
+            }
             other => other,
         }
     }
@@ -477,6 +492,12 @@ impl GroupConsumer {
     /// The group removed this member: every partition is revoked, and it
     /// joins again under a new id.
     async fn rejoin(&mut self) -> Result<(), ClientError> {
+        // Should the group still hold the old id after all, its partitions
+        // must not wait for its session to run out.
+        let _ = self
+            .client
+            .leave_group(&self.group, self.member, false)
+            .await;
         let revoked = self.partitions();
         self.owned.clear();
         if !revoked.is_empty() {

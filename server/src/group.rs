@@ -35,7 +35,7 @@ use zerocopy::IntoBytes;
 use crate::metrics;
 use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
 use crate::shard::GroupInbox;
-use crate::shared::{CatalogFreshness, GroupView, Shared};
+use crate::shared::{GroupView, Shared};
 use strand_host::catalog::{Assignment, Role};
 use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output};
 
@@ -1088,19 +1088,16 @@ impl Actor {
         match (&cursor.fence, group) {
             (None, None) => None,
             (Some(fence), Some(group)) => group.check_fence(self.spec.partition, fence).err(),
-            (Some(_), None) => Some(match self.shared.catalog_freshness() {
-                CatalogFreshness::Current => ErrorBody::message(
-                    ResultCode::UnknownMember,
-                    format!(
-                        "no consumer group {} reads this topic: join it again",
-                        cursor.consumer
-                    ),
+            // Only the coordinator says a member is unknown: this node's
+            // catalog may not have applied the group's first join yet.
+            (Some(_), None) => Some(ErrorBody::message(
+                ResultCode::NotReady,
+                format!(
+                    "this node does not know consumer group {} yet: retry (its heartbeat says \
+                     whether the member still belongs)",
+                    cursor.consumer
                 ),
-                _ => ErrorBody::message(
-                    ResultCode::NotReady,
-                    "this node's catalog is behind the metadata plane: retry",
-                ),
-            }),
+            )),
             (None, Some(group)) if !group.members.is_empty() => Some(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!(
