@@ -376,6 +376,13 @@ impl<S: StateMachine> Replica<S> {
         let client_table = restore_client_table(&state.client_table, &journal, commit);
         let timeouts = config.timeouts;
         let mut state = state;
+        if let Some(start) = state.latest_start().filter(|start| start.view > state.view) {
+            // A state transfer brought the start of a view this replica
+            // never entered: that view began, so every view below it is
+            // over. Taking part in one could start it from a log that ends
+            // below this start.
+            state.view = start.view;
+        }
         let floor = first_epoch_of_copy(&memberships, recovered.joined_epoch);
         if state.view.epoch < floor {
             // The copy was placed at a later epoch than its view names: it

@@ -411,3 +411,34 @@ fn a_healthy_primary_joins_a_higher_view_that_needs_it() {
     );
     cluster.assert_one_history();
 }
+
+/// Seed 18661 (`--reassign`): a joining replica installed a transfer whose
+/// history starts named a view above its own (the source had started view
+/// 8 of the epoch while the newcomer sat in view 0). Restarted, it took part
+/// in view 1 and adopted it after the later start it had recorded. A
+/// replica now opens in at least the view of the latest start it knows.
+#[test]
+fn a_replica_never_opens_below_a_history_start_it_knows() {
+    let mut cluster = Cluster::new(3, ConfirmPolicy::MajorityDurable, Durability::Persisted);
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(50);
+    cluster.shutdown(2);
+    let later = ViewId::new(0, 8);
+    let state = cluster.storage[2].state.as_mut().expect("persisted");
+    assert!(state.view < later);
+    let op = state.commit;
+    state.record_start(HistoryStart {
+        view: later,
+        op,
+        cursor_tail: 0,
+        replica: 2,
+        accepted_loss: false,
+    });
+    cluster.restart(2);
+    assert!(
+        cluster.replica(2).view() >= later,
+        "opened in view {}",
+        cluster.replica(2).view()
+    );
+}
