@@ -5,11 +5,12 @@
 //!
 //! The server's rule (`RecordLog::retention_count` in `strand-partition`):
 //! while the log is larger than the limit, drop its oldest sealed segment,
-//! never the active one nor one holding the last 256 committed ops. So after
-//! a drop the log still holds more than the limit less one segment, and at
-//! most the limit plus the active segment plus the segments those 256 ops
-//! span (one or two), plus a 1 MiB zero-filled tail ahead of the active
-//! segment's appends.
+//! never the active one nor one holding an op past the persisted commit (a
+//! replica whose retention waits on its commit persists it at once). So
+//! after a drop the log still holds more than the limit less one segment,
+//! and at most the limit plus the active segment plus the one or two sealed
+//! while the commit's write was in flight, plus a 1 MiB zero-filled tail
+//! ahead of the active segment's appends.
 
 use serde::Serialize;
 use strand_client::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
@@ -20,7 +21,7 @@ use strand_client::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 pub const SEGMENTS_PER_RETENTION: u64 = 16;
 
 /// Segments a partition may hold beyond its limit: the active one and the
-/// one or two holding the last 256 committed ops.
+/// one or two sealed while the commit that lets them go was being persisted.
 pub const SEGMENTS_OVER_LIMIT_MAX: u64 = 3;
 
 /// Bytes a partition may hold beyond its limit and those segments: the
