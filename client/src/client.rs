@@ -487,6 +487,21 @@ impl Client {
         self.forget_if_deleted(stream, topic, fetched)
     }
 
+    /// The (log start offset, high watermark) of the partition of group id
+    /// `group`, from a minimal fetch (a fetch below the log start answers
+    /// them too).
+    pub(crate) async fn partition_bounds(&self, group: u64) -> Result<(u64, u64), ClientError> {
+        match self.fetch_group(group, 0, 1, 0).await {
+            Ok(fetched) => Ok((fetched.log_start_offset, fetched.high_watermark)),
+            Err(ClientError::OffsetOutOfRange {
+                log_start_offset,
+                high_watermark,
+                ..
+            }) => Ok((log_start_offset, high_watermark)),
+            Err(error) => Err(error),
+        }
+    }
+
     pub(crate) async fn fetch_group(
         &self,
         group: u64,

@@ -64,21 +64,9 @@ impl Consumer {
 
     /// The partition's (log start offset, high watermark), from a minimal fetch.
     async fn bounds(&mut self) -> Result<(u64, u64), ClientError> {
-        match self.client.fetch_group(self.group, 0, 1, 0).await {
-            Ok(fetched) => {
-                self.high_watermark = Some(fetched.high_watermark);
-                Ok((fetched.log_start_offset, fetched.high_watermark))
-            }
-            Err(ClientError::OffsetOutOfRange {
-                log_start_offset,
-                high_watermark,
-                ..
-            }) => {
-                self.high_watermark = Some(high_watermark);
-                Ok((log_start_offset, high_watermark))
-            }
-            Err(error) => Err(error),
-        }
+        let (log_start, high_watermark) = self.client.partition_bounds(self.group).await?;
+        self.high_watermark = Some(high_watermark);
+        Ok((log_start, high_watermark))
     }
 
     /// The offset the next poll reads from.

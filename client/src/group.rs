@@ -581,16 +581,7 @@ impl GroupConsumer {
 
     /// Where a partition without a stored offset starts.
     async fn start_offset(&self, partition_group: u64) -> Result<u64, ClientError> {
-        let (log_start, high_watermark) =
-            match self.client.fetch_group(partition_group, 0, 1, 0).await {
-                Ok(fetched) => (fetched.log_start_offset, fetched.high_watermark),
-                Err(ClientError::OffsetOutOfRange {
-                    log_start_offset,
-                    high_watermark,
-                    ..
-                }) => (log_start_offset, high_watermark),
-                Err(error) => return Err(error),
-            };
+        let (log_start, high_watermark) = self.client.partition_bounds(partition_group).await?;
         Ok(match self.config.start_from {
             StartFrom::Latest => high_watermark,
             _ => log_start,

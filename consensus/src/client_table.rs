@@ -260,8 +260,7 @@ impl ClientTable {
         writer.u64(self.through);
         writer.u32(u32::try_from(self.clients.len()).expect("bounded by CLIENTS_MAX"));
         for (client, entry) in &self.clients {
-            writer.u64(*client as u64);
-            writer.u64((*client >> 64) as u64);
+            writer.u128(*client);
             writer.u32(u32::try_from(entry.replies.len()).expect("bounded by REPLIES_PER_CLIENT"));
             for reply in &entry.replies {
                 writer.u64(reply.request);
@@ -273,8 +272,7 @@ impl ClientTable {
         }
         writer.u32(u32::try_from(self.evicted_order.len()).expect("bounded"));
         for client in &self.evicted_order {
-            writer.u64(*client as u64);
-            writer.u64((*client >> 64) as u64);
+            writer.u128(*client);
         }
         writer.into_vec()
     }
@@ -307,7 +305,7 @@ impl ClientTable {
             return Err(invalid("more clients than the table holds"));
         }
         for _ in 0..clients {
-            let client = read_client_id(&mut reader)?;
+            let client = reader.u128("client id")?;
             let entry = read_entry(&mut reader, table.through)?;
             if client == 0 || table.clients.insert(client, entry).is_some() {
                 return Err(invalid("a client id is zero or repeated"));
@@ -318,7 +316,7 @@ impl ClientTable {
             return Err(invalid("more evicted clients than the table remembers"));
         }
         for _ in 0..evicted {
-            let client = read_client_id(&mut reader)?;
+            let client = reader.u128("client id")?;
             if !table.evicted.insert(client) {
                 return Err(invalid("an evicted client is repeated"));
             }
@@ -344,12 +342,6 @@ impl ClientTable {
             self.evicted.remove(&forgotten);
         }
     }
-}
-
-fn read_client_id(reader: &mut BodyReader<'_>) -> Result<u128, BodyError> {
-    let low = reader.u64("client id")?;
-    let high = reader.u64("client id")?;
-    Ok(u128::from(high) << 64 | u128::from(low))
 }
 
 /// One client's replies: 1 to [`REPLIES_PER_CLIENT`], requests and ops

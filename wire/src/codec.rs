@@ -87,6 +87,11 @@ impl BodyWriter {
         self.u64(value.unwrap_or(0));
     }
 
+    /// Writes a `u128` (client and member ids), little-endian.
+    pub fn u128(&mut self, value: u128) {
+        self.bytes.put_u128_le(value);
+    }
+
     /// Writes bytes with a `u32` length prefix.
     pub fn bytes(&mut self, value: &[u8]) {
         let length = u32::try_from(value.len()).expect("field shorter than 4 GiB");
@@ -175,6 +180,11 @@ impl<'a> BodyReader<'a> {
     /// Reads a little-endian `u64`.
     pub fn u64(&mut self, field: &'static str) -> Result<u64, BodyError> {
         Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    /// Reads a little-endian `u128`.
+    pub fn u128(&mut self, field: &'static str) -> Result<u128, BodyError> {
+        Ok(u128::from_le_bytes(self.array(field)?))
     }
 
     /// Reads a boolean byte; anything but 0 or 1 is an error.

@@ -222,19 +222,6 @@ pub(crate) async fn list(client: &Client, json: bool, out: &mut dyn Write) -> Re
     Ok(())
 }
 
-/// The (earliest, end) of the partition of group id `partition_group`.
-async fn bounds(client: &Client, partition_group: u64) -> Result<(u64, u64), ClientError> {
-    match client.fetch_group(partition_group, 0, 1, 0).await {
-        Ok(fetched) => Ok((fetched.log_start_offset, fetched.high_watermark)),
-        Err(ClientError::OffsetOutOfRange {
-            log_start_offset,
-            high_watermark,
-            ..
-        }) => Ok((log_start_offset, high_watermark)),
-        Err(error) => Err(error),
-    }
-}
-
 /// The one group named `name`, or a clear error.
 async fn one_group(client: &Client, name: &str, doing: &str) -> Result<GroupInfo, CliError> {
     let described = client
@@ -264,7 +251,8 @@ pub(crate) async fn describe(
             .get_cursor_group(*partition_group, name)
             .await
             .map_err(|error| CliError::client(&doing, error))?;
-        let (earliest, end) = bounds(client, *partition_group)
+        let (earliest, end) = client
+            .partition_bounds(*partition_group)
             .await
             .map_err(|error| CliError::client(&doing, error))?;
         let member = info
@@ -331,7 +319,8 @@ pub(crate) async fn reset(
     }
     let mut offsets = Vec::new();
     for (partition, partition_group) in info.partition_groups.iter().enumerate() {
-        let (earliest, end) = bounds(client, *partition_group)
+        let (earliest, end) = client
+            .partition_bounds(*partition_group)
             .await
             .map_err(|error| CliError::client(&doing, error))?;
         let offset = match to {

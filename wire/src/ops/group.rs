@@ -20,19 +20,8 @@ pub const SESSION_TIMEOUT_MS_MIN: u32 = 500;
 /// Longest session timeout a member may ask for.
 pub const SESSION_TIMEOUT_MS_MAX: u32 = 300_000;
 
-fn write_u128(writer: &mut BodyWriter, value: u128) {
-    writer.u64(value as u64);
-    writer.u64((value >> 64) as u64);
-}
-
-fn read_u128(reader: &mut BodyReader<'_>, field: &'static str) -> Result<u128, BodyError> {
-    let low = reader.u64(field)?;
-    let high = reader.u64(field)?;
-    Ok(u128::from(high) << 64 | u128::from(low))
-}
-
 fn read_member(reader: &mut BodyReader<'_>) -> Result<u128, BodyError> {
-    let member = read_u128(reader, "member")?;
+    let member = reader.u128("member")?;
     if member == 0 {
         return Err(BodyError::Invalid {
             field: "member",
@@ -63,7 +52,7 @@ pub struct JoinGroup {
 impl Body for JoinGroup {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.str(&self.group);
-        write_u128(writer, self.member);
+        writer.u128(self.member);
         writer.str(&self.stream);
         writer.str(&self.topic);
         writer.u32(self.session_timeout_ms);
@@ -132,7 +121,7 @@ pub struct Heartbeat {
 impl Body for Heartbeat {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.str(&self.group);
-        write_u128(writer, self.member);
+        writer.u128(self.member);
         writer.u64(self.generation);
     }
 
@@ -162,7 +151,7 @@ pub struct LeaveGroup {
 impl Body for LeaveGroup {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.str(&self.group);
-        write_u128(writer, self.member);
+        writer.u128(self.member);
         writer.bool(self.expired);
     }
 
@@ -244,7 +233,7 @@ impl Body for DescribeGroupsReply {
             writer.str(&group.topic);
             writer.u64(group.generation);
             writer.list(&group.members, |writer, member| {
-                write_u128(writer, member.member);
+                writer.u128(member.member);
                 writer.u32(member.session_timeout_ms);
                 writer.list(&member.partitions, |writer, partition| {
                     writer.u32(*partition)
@@ -292,7 +281,7 @@ pub struct GroupFence {
 
 impl GroupFence {
     pub(crate) fn encode(&self, writer: &mut BodyWriter) {
-        write_u128(writer, self.member);
+        writer.u128(self.member);
         writer.u64(self.generation);
     }
 
