@@ -26,8 +26,12 @@ const _: () = assert!(PIPELINE_PREPARES_MAX <= strand_wire::DVC_SUFFIX_HEADERS_M
 impl<S: StateMachine> Replica<S> {
     /// A client request for this group.
     pub fn on_request(&mut self, request: ClientRequest, effects: &mut Effects) {
-        self.wake(effects);
         let header = *request.request.header();
+        if self.is_quiet() && self.would_prepare(&header, request.record_count) {
+            self.wake_to_prepare(effects);
+        } else {
+            self.wake(effects);
+        }
         if let Err(error) = self.admit_request(&header, request.record_count) {
             self.reply_error(&header, error, effects);
             return;
@@ -697,7 +701,7 @@ impl<S: StateMachine> Replica<S> {
             && self.may_quiesce_backup(commit.op.get(), commit.commit.get())
         {
             // The primary knows this replica holds it all: no ack.
-            self.quiesce(effects);
+            self.quiesce();
             return;
         }
         self.send_ack(true, effects);

@@ -1,9 +1,9 @@
 //! Quiescence: an idle group goes silent.
 //!
-//! A primary whose backups hold and applied everything, with nothing to
-//! prepare, commit or ship, sends one last heartbeat flagged
+//! A primary whose backups hold everything, with nothing to prepare,
+//! commit or ship, sends one last heartbeat flagged
 //! [`strand_wire::CommitFlags::QUIESCE`] and stops its timers; a backup that holds the op
-//! that heartbeat names stops its own. A quiet replica's ticks do nothing,
+//! that heartbeat names applies the commit it carries and stops its own. A quiet replica's ticks do nothing,
 //! so its driver need not tick it at all, and it sends nothing of its own.
 //! "Holds everything" is what the backup says: its acks carry
 //! [`strand_wire::PrepareOkFlags::REPAIRING`] while it lacks headers, bodies
@@ -80,18 +80,37 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Wakes a quiet replica (any input that may need its timers).
+    /// Wakes a quiet replica (any input that may need its timers). A woken
+    /// primary heartbeats at once, so that a backup that voted to leave the
+    /// view hears that it lives.
     pub(crate) fn wake(&mut self, effects: &mut Effects) {
+        self.wake_heartbeating(true, effects);
+    }
+
+    /// Wakes a quiet primary for a request it prepares next: the prepare
+    /// tells the backups it lives, so no heartbeat goes ahead of it (a
+    /// group woken by each of its ops would pay two frames and two acks
+    /// per op for it).
+    pub(crate) fn wake_to_prepare(&mut self, effects: &mut Effects) {
+        self.wake_heartbeating(false, effects);
+    }
+
+    fn wake_heartbeating(&mut self, heartbeat_now: bool, effects: &mut Effects) {
         if !self.is_quiet() {
             self.quiet = false;
             return;
         }
         self.quiet = false;
         self.repair_timeout.start();
-        self.commit_persist_timeout.start();
+        // Paused while quiet, it resumes where it stopped (see `quiesce`).
+        if !self.commit_persist_timeout.ticking() {
+            self.commit_persist_timeout.start();
+        }
         if self.is_primary() {
             self.heartbeat_timeout.start();
-            self.send_heartbeat(effects);
+            if heartbeat_now {
+                self.send_heartbeat(effects);
+            }
         } else {
             self.primary_timeout.start_jittered(&mut self.prng);
         }
@@ -158,7 +177,7 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Primary: whether the group is idle and every backup it can reach
-    /// holds and applied everything, so the next heartbeat may quiesce it.
+    /// holds everything, so the next heartbeat may quiesce it.
     pub(crate) fn may_quiesce_primary(&self) -> bool {
         let head = self.journal.head();
         let idle = self.is_serving_primary()
@@ -175,9 +194,13 @@ impl<S: StateMachine> Replica<S> {
             && head == self.commit
             && self.handover.is_none()
             && self.cursors.durable == self.cursors.tail;
+        // A backup that holds everything applies the commit the quiesce
+        // heartbeat carries before it goes quiet, so the primary need not
+        // wait a heartbeat and an ack more for it to say it applied: that
+        // round cost a group woken by each of its ops four frames per op.
         idle && self
             .others()
-            .all(|slot| self.suspected & (1 << slot) != 0 || self.caught_up(slot))
+            .all(|slot| self.suspected & (1 << slot) != 0 || self.holds_everything(slot))
     }
 
     /// Primary: whether the backup at `slot` said, in this view, that it
@@ -206,7 +229,7 @@ impl<S: StateMachine> Replica<S> {
             && prefix.replica != self.config.replica
             && prefix.replica < REPLICAS_MAX
             && self.is_peer(prefix.replica)
-            && self.caught_up(prefix.replica)
+            && self.holds_everything(prefix.replica)
     }
 
     /// The driver found that the cursor log holds events only from `start`
@@ -234,25 +257,27 @@ impl<S: StateMachine> Replica<S> {
             && self.commit == commit
     }
 
-    /// Goes quiet: every timer Normal status runs stops, and the commit
-    /// number is persisted now rather than by a timer that no longer runs.
-    pub(crate) fn quiesce(&mut self, effects: &mut Effects) {
+    /// Goes quiet: every timer Normal status runs stops, but for the commit
+    /// persist timer, which pauses (a quiet replica's ticks do nothing) and
+    /// resumes on waking. So a group woken by each of its ops persists its
+    /// commit once per `commit_persist_ticks` of awake time, not at every
+    /// quiesce (which cost each op a superblock write on every replica).
+    /// The commit a quiet replica has not persisted is a hint it can
+    /// relearn: its driver persists it on its periodic check
+    /// ([`Replica::persist_commit_now`]), as does a view change, and
+    /// retention asks for it before it drops anything.
+    pub(crate) fn quiesce(&mut self) {
         assert_eq!(
             self.status,
             Status::Normal,
             "only a Normal replica quiesces"
         );
-        if self.commit > self.commit_persisted {
-            self.durable.commit = self.commit;
-            self.request_persist(effects);
-        }
         self.quiet = true;
         self.heartbeat_timeout.stop();
         self.primary_timeout.stop();
         self.progress_timeout.stop();
         self.prepare_timeout.stop();
         self.repair_timeout.stop();
-        self.commit_persist_timeout.stop();
         self.repair_due = false;
     }
 

@@ -810,7 +810,7 @@ impl<S: StateMachine> Replica<S> {
             self.heartbeat_timeout.start();
             if self.may_quiesce_primary() {
                 self.send_heartbeat_flagged(CommitFlags::QUIESCE, effects);
-                self.quiesce(effects);
+                self.quiesce();
                 return;
             }
             self.send_heartbeat(effects);
@@ -1178,7 +1178,9 @@ impl<S: StateMachine> Replica<S> {
     /// Persists the commit number now instead of on its timer, when it is
     /// ahead of the persisted one and no superblock write is in flight:
     /// retention drops nothing above the persisted commit, so a driver
-    /// whose retention waits on it asks (at most once per write).
+    /// whose retention waits on it asks (at most once per write); and a
+    /// quiet replica's timer does not run, so its driver asks on its
+    /// periodic storage check. Quiet stays quiet.
     pub fn persist_commit_now(&mut self, effects: &mut Effects) {
         if self.status == Status::Normal
             && self.commit > self.commit_persisted

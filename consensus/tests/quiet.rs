@@ -8,7 +8,8 @@ use bytes::Bytes;
 use harness::{Cluster, LIVENESS_SUSPECT_TICKS};
 use strand_consensus::*;
 use strand_wire::{
-    CommandHeader, Durability, Message, Msg, PrepareOkFlags, PrepareOkHeader, RequestPrepareHeader,
+    Command, CommandHeader, Durability, Message, Msg, PrepareOkFlags, PrepareOkHeader,
+    RequestPrepareHeader,
 };
 
 fn cluster() -> Cluster {
@@ -63,6 +64,53 @@ fn an_idle_group_goes_quiet_once_every_backup_applied_everything() {
         );
     }
     assert_eq!(sent_during(&mut cluster, 1000), 0);
+}
+
+/// A group that each write wakes (a thousand partitions each written a few
+/// times a second) pays for the write and one quiesce heartbeat: no
+/// heartbeat ahead of the prepares, no heartbeat-and-ack round before the
+/// quiesce, and no superblock write on any replica.
+#[test]
+fn a_write_to_a_quiet_group_costs_its_prepares_acks_and_one_quiesce_heartbeat() {
+    let mut cluster = quiet_after_one_write();
+    let persisted = |cluster: &Cluster| {
+        cluster
+            .storage
+            .iter()
+            .map(|storage| storage.state.as_ref().map(|state| state.commit))
+            .collect::<Vec<_>>()
+    };
+    let persisted_before = persisted(&cluster);
+    let sent_before = cluster.sent.len();
+    cluster.produce(1, 1);
+    cluster.deliver_all();
+    cluster.tick(50);
+    assert!(all_quiet(&cluster));
+    for index in 0..3 {
+        assert_eq!(
+            cluster.replica(index).commit(),
+            2,
+            "replica {index} applied it"
+        );
+    }
+    let sent: Vec<Command> = cluster.sent[sent_before..]
+        .iter()
+        .map(|(_, _, command, _)| *command)
+        .collect();
+    let count = |wanted: Command| sent.iter().filter(|command| **command == wanted).count();
+    assert_eq!(count(Command::Prepare), 2, "{sent:?}");
+    assert_eq!(count(Command::PrepareOk), 2, "{sent:?}");
+    assert_eq!(
+        count(Command::Commit),
+        2,
+        "one quiesce heartbeat each: {sent:?}"
+    );
+    assert_eq!(sent.len(), 6, "{sent:?}");
+    assert_eq!(persisted(&cluster), persisted_before, "no superblock write");
+    // The driver's periodic check persists what the quiet group committed.
+    cluster.persist_commits();
+    assert!(persisted(&cluster).iter().all(|commit| *commit == Some(2)));
+    assert!(all_quiet(&cluster), "and the group stays quiet");
 }
 
 #[test]

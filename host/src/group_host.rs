@@ -300,6 +300,15 @@ impl<D: Disk> GroupHost<D> {
         }
     }
 
+    /// Persists the replica's commit number if it is ahead of the persisted
+    /// one (the driver's periodic check: a quiet replica's commit persist
+    /// timer does not run). Settle afterwards.
+    pub fn persist_commit_if_behind(&mut self) {
+        if self.partition.is_some() && !self.storage_failed {
+            self.replica.persist_commit_now(&mut self.effects);
+        }
+    }
+
     /// Applies the retention policy: drops the oldest sealed segments it
     /// allows, never one holding this replica's commit or anything after
     /// (see `Partition::apply_retention`), then tells consensus where the

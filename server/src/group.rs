@@ -48,6 +48,26 @@ pub const FETCH_BYTES_MAX: u32 = 8 * 1024 * 1024;
 /// Produce latencies tracked at once (beyond, the oldest are forgotten).
 const LATENCIES_TRACKED_MAX: usize = 4096;
 
+/// A busy group republishes its progress (ops, commit, acks, offsets) once
+/// in this many ticks (100 ms at the default 10 ms tick); a change of its
+/// [`StatusShape`] is published at the next tick. Publishing builds the
+/// whole status and takes the node's views lock: done every tick by a
+/// thousand busy groups, it cost a fifth of their shards' time.
+const PUBLISH_PROGRESS_TICKS: u32 = 10;
+
+/// What of a group's published status other threads act on at once
+/// (routing, produce admission, attention): a change is never held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StatusShape {
+    view: u32,
+    log_view: u32,
+    status: Status,
+    primary: u8,
+    trusted: bool,
+    attention: Option<(WaitReason, u32)>,
+    storage_failed: bool,
+}
+
 /// What a group's actor receives.
 #[derive(Debug)]
 pub enum Input {
@@ -242,6 +262,12 @@ pub struct Actor {
     untrusted_reported: bool,
     stopping: bool,
     label: String,
+    /// The commit-op gauge of this group (looked up once: a lookup by label
+    /// allocates).
+    commit_gauge: ::metrics::Gauge,
+    /// The shape of the status last published, and ticks since.
+    published_shape: Option<StatusShape>,
+    ticks_unpublished: u32,
 }
 
 impl Actor {
@@ -308,7 +334,10 @@ impl Actor {
             write_queued: BTreeMap::new(),
             untrusted_reported: false,
             stopping: false,
+            commit_gauge: metrics::commit_op_gauge(&label),
             label,
+            published_shape: None,
+            ticks_unpublished: 0,
         })
     }
 
@@ -331,7 +360,26 @@ impl Actor {
     pub fn on_tick(&mut self) {
         self.host.on_tick(&mut self.outputs);
         self.expire_parked();
-        self.publish();
+        self.ticks_unpublished += 1;
+        if self.ticks_unpublished >= PUBLISH_PROGRESS_TICKS
+            || self.published_shape != Some(self.status_shape())
+        {
+            self.publish();
+        }
+    }
+
+    /// The part of the group's status that is published without delay.
+    fn status_shape(&self) -> StatusShape {
+        let replica = self.host.replica();
+        StatusShape {
+            view: replica.view().view,
+            log_view: replica.log_view().view,
+            status: replica.status(),
+            primary: replica.primary_index(),
+            trusted: replica.trusted(),
+            attention: replica.attention(),
+            storage_failed: self.host.storage_failure().is_some(),
+        }
     }
 
     /// Whether ticks would do anything: the group is not quiet, or long
@@ -425,12 +473,14 @@ impl Actor {
     }
 
     /// The shard's periodic storage check: age limits (for groups that
-    /// keep a limited history) and cursor-log compaction (for all).
+    /// keep a limited history), the commit number persisted if a quiet
+    /// replica left it behind, and cursor-log compaction (for all).
     pub fn check_storage(&mut self) {
         if self.spec.retention != RetentionPolicy::default() {
             self.apply_retention();
-            self.settle_host();
         }
+        self.host.persist_commit_if_behind();
+        self.settle_host();
         let frames = self.host.compact_cursors();
         if frames > 0 {
             tracing::info!(
@@ -1149,7 +1199,9 @@ impl Actor {
 
     /// Publishes the group's status (each tick, and by the shard when the
     /// group goes quiet, since no tick publishes it then).
-    pub fn publish(&self) {
+    pub fn publish(&mut self) {
+        self.published_shape = Some(self.status_shape());
+        self.ticks_unpublished = 0;
         if self.spec.group == 0 {
             self.publish_catalog_freshness();
         }
@@ -1170,8 +1222,7 @@ impl Actor {
             Vec::new()
         };
         let commit = self.host.replica().commit();
-        // Once per tick, not per commit: the gauge's label is an allocation.
-        metrics::commit_op(&self.label, commit);
+        self.commit_gauge.set(commit as f64);
         // The members of the newest membership this replica knows (joining
         // ones included: they show as catching up until they hold the prefix).
         let members = self.host.replica().memberships().newest().slots;

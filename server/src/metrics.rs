@@ -97,9 +97,9 @@ pub fn produce_latency(elapsed: Duration) {
     histogram!("produce_latency_seconds").record(elapsed.as_secs_f64());
 }
 
-/// A group's commit number.
-pub fn commit_op(group: &str, op: u64) {
-    gauge!("partition_commit_op", "group" => group.to_owned()).set(op as f64);
+/// The gauge of a group's commit number, held by its actor (looked up once).
+pub fn commit_op_gauge(group: &str) -> metrics::Gauge {
+    gauge!("partition_commit_op", "group" => group.to_owned())
 }
 
 /// A group's view, when it becomes normal.

@@ -306,6 +306,18 @@ impl Cluster {
         self.act(index, |replica, effects| replica.accept_loss(effects))
     }
 
+    /// The driver's periodic check on every live replica: a commit a quiet
+    /// replica has not persisted is persisted now.
+    pub fn persist_commits(&mut self) {
+        for index in 0..self.count() {
+            if self.up(index) {
+                self.act(index, |replica, effects| {
+                    replica.persist_commit_now(effects)
+                });
+            }
+        }
+    }
+
     /// Asks `index` to hand its primary role to the preferred primary;
     /// returns whether it started and carries out its effects.
     pub fn hand_over(&mut self, index: u8) -> bool {
