@@ -286,11 +286,16 @@ async fn send_all(
         .iter()
         .cycle()
         .flat_map(|slot| std::iter::repeat_n(slot, run_length));
+    let mut keys = Bytes::new();
     for (sequence, &(topic, partition)) in (0_u64..).zip(order) {
         let Some(producer) = &producers[topic] else {
             return Some(format!("no producer for topic {topic}"));
         };
-        let key = Bytes::copy_from_slice(&sequence.to_be_bytes());
+        let at = (sequence % KEYS_PER_BUFFER) as usize * KEY_BYTES;
+        if at == 0 {
+            keys = key_buffer(sequence);
+        }
+        let key = keys.slice(at..at + KEY_BYTES);
         let send = producer.send(partition, key, value.clone());
         // `send` waits for buffer room; the phase ends on time all the same
         // (a send cut off there has sent nothing).
@@ -307,6 +312,22 @@ async fn send_all(
         }
     }
     None // no slots at all
+}
+
+/// Bytes of a record's key: its big-endian number.
+const KEY_BYTES: usize = 8;
+
+/// Keys are cut from one buffer per this many records (a buffer per record
+/// cost the bench an allocation per record).
+const KEYS_PER_BUFFER: u64 = 4096;
+
+/// The keys of records `first ..= first + KEYS_PER_BUFFER - 1`, in order.
+fn key_buffer(first: u64) -> Bytes {
+    let mut buffer = Vec::with_capacity(KEYS_PER_BUFFER as usize * KEY_BYTES);
+    for sequence in first..first + KEYS_PER_BUFFER {
+        buffer.extend_from_slice(&sequence.to_be_bytes());
+    }
+    Bytes::from(buffer)
 }
 
 /// Awaits each delivery, in send order, and counts.
