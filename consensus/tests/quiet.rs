@@ -22,6 +22,18 @@ fn all_quiet(cluster: &Cluster) -> bool {
         .all(|index| cluster.replica(index).is_quiet())
 }
 
+/// Every replica is quiet and applied every op up to `commit`.
+fn assert_quiet_having_applied(cluster: &Cluster, commit: u64) {
+    assert!(all_quiet(cluster));
+    for index in 0..cluster.count() {
+        assert_eq!(
+            cluster.replica(index).commit(),
+            commit,
+            "replica {index} applied through op {commit}"
+        );
+    }
+}
+
 /// A cluster that committed one write and went quiet.
 fn quiet_after_one_write() -> Cluster {
     let mut cluster = cluster();
@@ -55,14 +67,7 @@ fn an_idle_group_goes_quiet_once_every_backup_applied_everything() {
         cluster.deliver_all();
     }
     cluster.tick(50);
-    assert!(all_quiet(&cluster));
-    for index in 0..3 {
-        assert_eq!(
-            cluster.replica(index).commit(),
-            3,
-            "replica {index} applied all"
-        );
-    }
+    assert_quiet_having_applied(&cluster, 3);
     assert_eq!(sent_during(&mut cluster, 1000), 0);
 }
 
@@ -85,14 +90,7 @@ fn a_write_to_a_quiet_group_costs_its_prepares_acks_and_one_quiesce_heartbeat() 
     cluster.produce(1, 1);
     cluster.deliver_all();
     cluster.tick(50);
-    assert!(all_quiet(&cluster));
-    for index in 0..3 {
-        assert_eq!(
-            cluster.replica(index).commit(),
-            2,
-            "replica {index} applied it"
-        );
-    }
+    assert_quiet_having_applied(&cluster, 2);
     let sent: Vec<Command> = cluster.sent[sent_before..]
         .iter()
         .map(|(_, _, command, _)| *command)
