@@ -415,11 +415,29 @@ fn configure(dir: &Path, count: u32) -> Result<Vec<LocalNode>, BenchError> {
 /// `count` distinct loopback ports nobody listens on right now. Every
 /// listener is held until all are bound: a port released at once could be
 /// handed out again, and two nodes would then race for it.
+///
+/// The ports lie outside the kernel's ephemeral range: a port `bind(0)`
+/// hands out is also one outgoing connections get, so while a node is down
+/// a peer's redial could take its port and its restart would fail.
 fn free_ports(count: usize) -> Result<Vec<u16>, BenchError> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| BenchError::Cluster(format!("no free port: {error}")))?;
+    let (first, end) = fixed_port_range();
+    let span = u32::from(end - first);
+    // Start somewhere different in every process, so that concurrent
+    // clusters rarely probe the same ports.
+    let seed = std::process::id().wrapping_mul(2_654_435_761)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.subsec_nanos());
+    let listeners: Vec<TcpListener> = (0..span)
+        .map(|step| first + (seed.wrapping_add(step) % span) as u16)
+        .filter_map(|port| TcpListener::bind(("127.0.0.1", port)).ok())
+        .take(count)
+        .collect();
+    if listeners.len() < count {
+        return Err(BenchError::Cluster(format!(
+            "fewer than {count} free ports in {first}..{end}"
+        )));
+    }
     let ports = listeners
         .iter()
         .map(|listener| listener.local_addr().map(|address| address.port()))
@@ -427,6 +445,24 @@ fn free_ports(count: usize) -> Result<Vec<u16>, BenchError> {
         .map_err(|error| BenchError::Cluster(format!("no free port: {error}")))?;
     drop(listeners);
     Ok(ports)
+}
+
+/// Ports below the kernel's ephemeral range (`ip_local_port_range`), or
+/// above it when there is more room there.
+fn fixed_port_range() -> (u16, u16) {
+    const LOWEST: u16 = 10_000;
+    let (low, high) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut bounds = text.split_whitespace().map(str::parse::<u16>);
+            Some((bounds.next()?.ok()?, bounds.next()?.ok()?))
+        })
+        .unwrap_or((32_768, 60_999));
+    if low.saturating_sub(LOWEST) >= u16::MAX - high {
+        (LOWEST, low.max(LOWEST + 1))
+    } else {
+        (high.saturating_add(1), u16::MAX)
+    }
 }
 
 #[cfg(test)]
