@@ -15,7 +15,10 @@
 //! 4. Ops above the log's end but at or below `op_checkpoint` (the superblock's
 //!    durable head) were durable and are gone: faulty, never silently lost.
 //! 5. Ops must follow each other, chain by checksum, and keep record offsets
-//!    contiguous; anything else is [`PartitionError::LogInconsistent`].
+//!    contiguous; anything else is [`PartitionError::LogInconsistent`]. So is
+//!    a segment without a readable entry followed by one whose first entry is
+//!    unreadable, when the superblock does not list it: nothing says which
+//!    ops the second holds.
 //! 6. Each segment's sparse index is compared with the one its entries imply
 //!    and rebuilt when it differs.
 
@@ -503,9 +506,23 @@ fn walk_tail<D: Disk>(
         .listed
         .filter(|listed| listed.last_op >= listed.first_op && listed.last_op > 0)
         .map(|listed| listed.last_op + 1);
-    let next_first = next_first_op
-        .or(listed_end.filter(|_| next.is_some()))
-        .unwrap_or(walk.expected_op);
+    let next_first = match next_first_op.or(listed_end.filter(|_| next.is_some())) {
+        Some(op) => op,
+        // Nothing says how many ops this segment held, nor where the next
+        // one starts (its first entry is unreadable): numbering the next
+        // one on from here could give its ops numbers they never had.
+        None if next.is_some() && segment.entries.is_empty() => {
+            return Err(PartitionError::LogInconsistent {
+                op: walk.expected_op,
+                reason: format!(
+                    "segment {} holds no readable entry and the one after it begins \
+                     with damage: their ops cannot be numbered",
+                    found.first_offset
+                ),
+            });
+        }
+        None => walk.expected_op,
+    };
     if is_last || next_first == walk.expected_op {
         if let Some(torn_from) = found.scan.torn_from {
             let torn = found.scan.total_len - torn_from;

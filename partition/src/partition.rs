@@ -17,7 +17,8 @@ use crate::layout::{
     cursors_log_path, parse_segment_name, records_dir, segment_path, superblock_path,
 };
 use crate::log_reads::FetchedBatch;
-use crate::log_recovery::recover_log;
+use crate::log_recovery::{LogFindings, recover_log};
+use crate::quarantine::Quarantined;
 use crate::record_log::{LogConfig, RecordLog};
 use crate::recovery::Recovery;
 use crate::superblock::{self, CopyRead, Superblock, read_copy};
@@ -96,6 +97,38 @@ fn mark_expires_by_itself(superblock: &Superblock, boot: u64) -> bool {
     boot > 0 && superblock.clean_boot + 1 == boot
 }
 
+/// An open that failed, with the disk when it can be used again.
+struct FailedOpen<D> {
+    error: PartitionError,
+    disk: Option<D>,
+}
+
+impl<D> From<PartitionError> for FailedOpen<D> {
+    fn from(error: PartitionError) -> Self {
+        FailedOpen { error, disk: None }
+    }
+}
+
+/// Finishes an interrupted state-transfer swap, then reads the superblock,
+/// creating one when there is none; `true` when the partition is new.
+fn read_or_create_superblock<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    config: PartitionConfig,
+) -> Result<(Superblock, bool), PartitionError> {
+    finish_interrupted_install(&mut io.disk, dir)?;
+    let copies = [
+        read_copy(&mut io.disk, dir, 0)?,
+        read_copy(&mut io.disk, dir, 1)?,
+    ];
+    let fresh = matches!(copies, [CopyRead::Absent, CopyRead::Absent]);
+    let superblock = match superblock::choose(dir, copies)? {
+        Some(superblock) => superblock,
+        None => create(io, dir, config)?,
+    };
+    Ok((superblock, fresh))
+}
+
 /// One partition replica's storage. See the crate docs.
 pub struct Partition<D: Disk> {
     pub(crate) dir: PathBuf,
@@ -117,24 +150,80 @@ impl<D: Disk> Partition<D> {
         dir: &Path,
         config: PartitionConfig,
     ) -> Result<(Partition<D>, Recovery), PartitionError> {
+        Partition::open_handing_back(disk, dir, config).map_err(|failed| failed.error)
+    }
+
+    /// [`Partition::open`], except that a partition whose record log
+    /// contradicts itself ([`PartitionError::LogInconsistent`]: damage the
+    /// walk cannot number) is fenced and recreated awaiting a state transfer
+    /// ([`Partition::fence_unopenable`]) instead of refused: what a node
+    /// does, so that one replica's unreadable log costs a transfer from its
+    /// peers and not the group's replica.
+    pub fn open_or_fence(
+        disk: D,
+        dir: &Path,
+        config: PartitionConfig,
+    ) -> Result<(Partition<D>, Recovery, Option<Quarantined>), PartitionError> {
+        match Partition::open_handing_back(disk, dir, config) {
+            Ok((partition, recovery)) => Ok((partition, recovery, None)),
+            Err(FailedOpen {
+                error: error @ PartitionError::LogInconsistent { .. },
+                disk: Some(disk),
+            }) => {
+                tracing::error!(dir = %dir.display(), %error, "partition: the record log cannot be opened");
+                let (partition, recovery, quarantined) =
+                    Partition::fence_unopenable(disk, dir, config)?;
+                Ok((partition, recovery, Some(quarantined)))
+            }
+            Err(failed) => Err(failed.error),
+        }
+    }
+
+    /// The open; a log the walk refuses hands the disk back for fencing.
+    fn open_handing_back(
+        disk: D,
+        dir: &Path,
+        config: PartitionConfig,
+    ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
         let mut io = Io::new(disk);
-        finish_interrupted_install(&mut io.disk, dir)?;
-        let copies = [
-            read_copy(&mut io.disk, dir, 0)?,
-            read_copy(&mut io.disk, dir, 1)?,
-        ];
-        let fresh = matches!(copies, [CopyRead::Absent, CopyRead::Absent]);
-        let superblock = match superblock::choose(dir, copies)? {
-            Some(superblock) => superblock,
-            None => create(&mut io, dir, config)?,
-        };
-        let (log, log_findings) = recover_log(
+        let (superblock, fresh) = read_or_create_superblock(&mut io, dir, config)?;
+        let (log, log_findings) = match recover_log(
             &mut io,
             dir,
             &superblock,
             config.log,
             config.headers_committed_max,
-        )?;
+        ) {
+            Ok(recovered) => recovered,
+            Err(error) => {
+                return Err(FailedOpen {
+                    error,
+                    disk: Some(io.disk),
+                });
+            }
+        };
+        Ok(Partition::finish_open(
+            io,
+            dir,
+            config,
+            superblock,
+            fresh,
+            log,
+            log_findings,
+        )?)
+    }
+
+    /// The rest of the open, once the record log is recovered.
+    fn finish_open(
+        io: Io<D>,
+        dir: &Path,
+        config: PartitionConfig,
+        superblock: Superblock,
+        fresh: bool,
+        log: RecordLog,
+        log_findings: LogFindings,
+    ) -> Result<(Partition<D>, Recovery), PartitionError> {
+        let mut io = io;
         let (cursors, cursor_findings) = CursorLog::open(&mut io, dir)?;
         let mut partition = Partition {
             dir: dir.to_path_buf(),

@@ -255,6 +255,66 @@ fn an_unopenable_partition_is_fenced_and_recreated_awaiting_a_transfer() {
     wal.shutdown().expect("shutdown");
 }
 
+/// A storage fault empties the first segment, another damages the first
+/// entry of the second, consensus cuts the log to op 0, and the power goes
+/// after the cut's superblock (nothing sealed) but before the second
+/// segment's removal. Nothing on disk says which ops the leftover holds:
+/// the open refuses it rather than number it on from op 1 (which once
+/// wrote a superblock listing two segments starting at op 1, and panicked),
+/// and a node's open fences it and awaits a transfer.
+#[test]
+fn a_cut_leftover_behind_an_empty_segment_is_refused_and_fenced_not_misnumbered() {
+    use strand_partition::{CutPoint, FileDisk, Partition, PartitionError};
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    append_durable(&mut partition, 12, 2, 1000);
+    let records = dir.join("records");
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(&records)
+        .expect("list")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+        .collect();
+    segments.sort();
+    assert!(segments.len() >= 2, "{segments:?}");
+    let leftover = segments[1].clone();
+    let mut leftover_bytes = std::fs::read(&leftover).expect("read");
+    partition
+        .cut(CutPoint {
+            op: 0,
+            cursor_tail: None,
+        })
+        .expect("cut");
+    drop(partition.abandon());
+    assert_eq!(std::fs::metadata(&segments[0]).expect("first").len(), 0);
+    // The removal never happened, and the leftover's first header is damaged.
+    leftover_bytes[12] ^= 0xff;
+    std::fs::write(&leftover, &leftover_bytes).expect("write");
+
+    let error = Partition::open(FileDisk::new(wal.clone()), &dir, small_config())
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(error, PartitionError::LogInconsistent { op: 1, .. }),
+        "{error}"
+    );
+    let (partition, recovery, fenced) =
+        Partition::open_or_fence(FileDisk::new(wal.clone()), &dir, small_config()).expect("fenced");
+    let fenced = fenced.expect("the log was fenced");
+    assert_eq!(fenced.fenced_dir, fenced_path(&dir, 0));
+    assert!(recovery.awaiting_state_transfer && recovery.op == 0);
+    assert!(
+        fenced
+            .fenced_dir
+            .join("records")
+            .join(leftover.file_name().expect("name"))
+            .exists()
+    );
+    drop(partition);
+    wal.shutdown().expect("shutdown");
+}
+
 #[test]
 fn repairing_a_linked_segment_never_changes_the_fenced_copy() {
     let root = tempfile::tempdir().expect("tempdir");

@@ -119,7 +119,8 @@ impl<D: Disk> GroupHost<D> {
             create_awaiting_transfer: joining,
             ..spec.storage
         };
-        let (mut partition, recovery) = Partition::open(disk, &spec.dir, config)?;
+        // A log that contradicts itself is fenced and awaits a transfer.
+        let (mut partition, recovery, _fenced) = Partition::open_or_fence(disk, &spec.dir, config)?;
         if recovery.durable.view.epoch > newest {
             // This node's catalog is behind the group: wait for it (the next
             // placement reopens the group).
