@@ -68,6 +68,8 @@ pub struct LocalCluster {
     /// Removed when the cluster is dropped (unless the caller gave a directory).
     _temp: Option<tempfile::TempDir>,
     dir: PathBuf,
+    /// The cluster's CA certificate, when the nodes serve TLS.
+    ca: Option<PathBuf>,
 }
 
 /// The `strand-server` binary: `explicit` if given, else the one beside the
@@ -104,11 +106,14 @@ pub fn locate_server_binary(explicit: Option<&Path>) -> Result<PathBuf, BenchErr
 
 impl LocalCluster {
     /// Writes the configuration of `count` nodes under `data_dir` (a fresh
-    /// temporary directory when `None`) and starts every node.
+    /// temporary directory when `None`) and starts every node; with `tls`,
+    /// first makes a CA and node certificates (`strand-server certs`) and
+    /// turns TLS on in every configuration.
     pub fn start(
         count: u32,
         server_bin: PathBuf,
         data_dir: Option<PathBuf>,
+        tls: bool,
     ) -> Result<LocalCluster, BenchError> {
         if !(1..=NODES_MAX).contains(&count) {
             return Err(BenchError::Options(format!(
@@ -131,17 +136,30 @@ impl LocalCluster {
                 (Some(temp), dir)
             }
         };
-        let nodes = configure(&dir, count)?;
+        let certs = dir.join("certs");
+        let ca = if tls {
+            make_certificates(&server_bin, &certs, count)?;
+            Some(certs.join("ca.pem"))
+        } else {
+            None
+        };
+        let nodes = configure(&dir, count, tls.then_some(certs.as_path()))?;
         let mut cluster = LocalCluster {
             server_bin,
             nodes,
             _temp: temp,
             dir,
+            ca,
         };
         for node in 1..=count {
             cluster.start_node(node)?;
         }
         Ok(cluster)
+    }
+
+    /// The cluster's CA certificate, when the nodes serve TLS.
+    pub fn ca(&self) -> Option<&Path> {
+        self.ca.as_deref()
     }
 
     /// The nodes, by id order.
@@ -374,8 +392,31 @@ fn await_exit(
     termination(format!("{why_killed}; SIGKILLed: {status}"), false, true)
 }
 
-/// Writes `count` node configurations (loopback, free ports) under `dir`.
-fn configure(dir: &Path, count: u32) -> Result<Vec<LocalNode>, BenchError> {
+/// Runs `strand-server certs` for nodes `1..=count` into `certs`.
+fn make_certificates(server_bin: &Path, certs: &Path, count: u32) -> Result<(), BenchError> {
+    let nodes: Vec<String> = (1..=count).map(|node| node.to_string()).collect();
+    let output = Command::new(server_bin)
+        .arg("certs")
+        .arg("--dir")
+        .arg(certs)
+        .arg("--nodes")
+        .arg(nodes.join(","))
+        .output()
+        .map_err(|error| {
+            BenchError::Cluster(format!("cannot run {}: {error}", server_bin.display()))
+        })?;
+    if !output.status.success() {
+        return Err(BenchError::Cluster(format!(
+            "strand-server certs failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes `count` node configurations (loopback, free ports) under `dir`,
+/// with TLS from the certificates in `certs` when given.
+fn configure(dir: &Path, count: u32, certs: Option<&Path>) -> Result<Vec<LocalNode>, BenchError> {
     let ports = free_ports(3 * count as usize)?;
     let addresses: Vec<[String; 3]> = ports
         .chunks_exact(3)
@@ -391,8 +432,16 @@ fn configure(dir: &Path, count: u32) -> Result<Vec<LocalNode>, BenchError> {
     let mut nodes = Vec::new();
     for ([_, client, metrics], node) in addresses.into_iter().zip(1..=count) {
         let data = dir.join(format!("node-{node}"));
+        let tls = certs.map_or_else(String::new, |certs| {
+            format!(
+                "\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+                certs.join("ca.pem").display().to_string(),
+                certs.join(format!("node-{node}.pem")).display().to_string(),
+                certs.join(format!("node-{node}.key")).display().to_string()
+            )
+        });
         let config = format!(
-            "node = {node}\ncluster = {CLUSTER_ID}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{peers}",
+            "node = {node}\ncluster = {CLUSTER_ID}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{tls}{peers}",
             data.display().to_string()
         );
         let path = dir.join(format!("node-{node}.toml"));
@@ -483,7 +532,7 @@ mod tests {
         std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).expect("the script");
         let chmod = Command::new("chmod").arg("+x").arg(&script).status();
         assert!(chmod.is_ok_and(|status| status.success()));
-        LocalCluster::start(count, script, Some(dir.join("cluster"))).expect("started")
+        LocalCluster::start(count, script, Some(dir.join("cluster")), false).expect("started")
     }
 
     #[test]
@@ -526,7 +575,7 @@ mod tests {
     #[test]
     fn every_node_lists_every_peer() {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let nodes = configure(dir.path(), 3).expect("configs");
+        let nodes = configure(dir.path(), 3, None).expect("configs");
         let config = std::fs::read_to_string(&nodes[1].config).expect("node 2's config");
         assert!(config.starts_with("node = 2\n"), "{config}");
         assert_eq!(config.matches("[[peers]]").count(), 3);

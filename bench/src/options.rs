@@ -76,6 +76,13 @@ pub struct Options {
     /// temporary directory, removed at the end).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// The local cluster serves TLS (client port) and mutual TLS (replica
+    /// bus), with a CA and node certificates `strand-server certs` makes.
+    #[arg(long, conflicts_with = "cluster")]
+    pub tls: bool,
+    /// A running cluster's CA certificate (PEM): connect to it with TLS.
+    #[arg(long, requires = "cluster")]
+    pub ca: Option<PathBuf>,
     /// Replicas per partition (default: 3, or --nodes when fewer).
     #[arg(long)]
     pub replicas: Option<u8>,

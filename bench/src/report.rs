@@ -18,6 +18,9 @@ pub struct RunConfig {
     pub cluster: String,
     /// Nodes in the cluster.
     pub nodes: u32,
+    /// Whether the clients spoke TLS to the nodes (and the nodes mutual
+    /// TLS to each other, on a local cluster).
+    pub tls: bool,
     /// Replicas per partition.
     pub replicas: u8,
     /// The topic's durability (`default`: the cluster's).
@@ -207,8 +210,13 @@ fn config_rows(config: &RunConfig, row: &mut impl FnMut(&str, String)) {
     row(
         "cluster",
         format!(
-            "{} nodes ({}), {} replicas, durability {}, {} cores",
-            config.nodes, config.cluster, config.replicas, config.durability, config.cores
+            "{} nodes ({}{}), {} replicas, durability {}, {} cores",
+            config.nodes,
+            config.cluster,
+            if config.tls { ", TLS" } else { "" },
+            config.replicas,
+            config.durability,
+            config.cores
         ),
     );
     row(
@@ -492,6 +500,7 @@ mod tests {
         RunConfig {
             cluster: "local".to_owned(),
             nodes: 3,
+            tls: false,
             replicas: 3,
             durability: "persisted".to_owned(),
             producers: 1,

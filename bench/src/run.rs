@@ -1,6 +1,7 @@
 //! One bench run, start to end: the cluster, the topic, the load (and the
 //! failover or the soak's sampler beside it), the read-back, the report.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,6 +39,8 @@ struct Target {
     /// `(node id, metrics address)`.
     metrics: Vec<(u32, String)>,
     nodes: u32,
+    /// The cluster's CA certificate, when it serves TLS.
+    ca: Option<PathBuf>,
 }
 
 /// Runs the bench `options` describe; `Ok` even when the verification
@@ -48,7 +51,7 @@ pub async fn run(options: &Options) -> Result<Report, BenchError> {
     let progress = progress_bar(options);
     let announce = announcer(&progress);
     announce(format!("cluster: {}", target.bootstrap.join(",")));
-    let client = connect(&target.bootstrap).await?;
+    let client = connect(&target.bootstrap, target.ca.as_deref()).await?;
     let (load, groups) = create_topic(&client, options).await?;
     for group in &groups {
         failover::find_primary(&client, *group, READY_TIMEOUT).await?;
@@ -244,16 +247,23 @@ fn open_target(options: &Options) -> Result<Target, BenchError> {
             bootstrap: options.cluster.clone(),
             metrics,
             nodes: options.cluster.len() as u32,
+            ca: options.ca.clone(),
         });
     }
     let server_bin = cluster::locate_server_binary(options.server_bin.as_deref())?;
-    let local = LocalCluster::start(options.nodes, server_bin, options.data_dir.clone())?;
+    let local = LocalCluster::start(
+        options.nodes,
+        server_bin,
+        options.data_dir.clone(),
+        options.tls,
+    )?;
     let metrics = local
         .nodes()
         .iter()
         .map(|node| (node.node, node.metrics_address.clone()))
         .collect();
     Ok(Target {
+        ca: local.ca().map(Path::to_path_buf),
         bootstrap: local.bootstrap(),
         metrics,
         nodes: options.nodes,
@@ -262,10 +272,11 @@ fn open_target(options: &Options) -> Result<Target, BenchError> {
 }
 
 /// An SDK client, once some node answers (nodes take a moment to bind).
-pub async fn connect(bootstrap: &[String]) -> Result<Client, BenchError> {
+pub async fn connect(bootstrap: &[String], ca: Option<&Path>) -> Result<Client, BenchError> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         let mut config = ClientConfig::new(bootstrap.to_vec());
+        config.tls = ca.map(strand_client::tls::ClientTls::new);
         config.cluster = cluster::CLUSTER_ID;
         config.in_flight_per_group_max = strand_client_window_max();
         match Client::connect(config).await {
@@ -481,6 +492,7 @@ fn run_config(options: &Options, target: &Target) -> RunConfig {
         }
         .to_owned(),
         nodes: target.nodes,
+        tls: target.ca.is_some(),
         replicas: options.replica_count(),
         durability: options
             .durability

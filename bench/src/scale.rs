@@ -80,14 +80,14 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, BenchError> {
     options.validate()?;
     let server_bin = cluster::locate_server_binary(options.server_bin.as_deref())?;
     let t0 = Instant::now();
-    let cluster = LocalCluster::start(options.nodes, server_bin, options.data_dir.clone())?;
+    let cluster = LocalCluster::start(options.nodes, server_bin, options.data_dir.clone(), false)?;
     let progress = Progress::new(options.quiet, t0);
     progress.say(format!(
         "started {} nodes in {}",
         options.nodes,
         cluster.dir().display()
     ));
-    let client = crate::run::connect(&cluster.bootstrap()).await?;
+    let client = crate::run::connect(&cluster.bootstrap(), cluster.ca()).await?;
     let create_started = Instant::now();
     let deadline = create_started + options.settle_timeout();
     let replicas = options.replica_count();

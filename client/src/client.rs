@@ -51,7 +51,12 @@ impl Client {
     /// bootstrap node. Must be called inside a tokio runtime.
     pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
         config.validate()?;
-        let (commands, shared) = Driver::spawn(config.clone());
+        let tls = config
+            .tls
+            .as_ref()
+            .map(crate::tls::ClientTls::connector)
+            .transpose()?;
+        let (commands, shared) = Driver::spawn(config.clone(), tls);
         let client = Client {
             inner: Arc::new(Inner {
                 commands,

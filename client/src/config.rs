@@ -30,6 +30,9 @@ pub struct ClientConfig {
     pub retry_backoff_max_ms: u64,
     /// Largest reply frame accepted, header included.
     pub frame_size_max: u32,
+    /// TLS to the nodes' client ports (`None`: plaintext, for a cluster
+    /// configured `insecure`).
+    pub tls: Option<crate::tls::ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -43,6 +46,7 @@ impl Default for ClientConfig {
             retry_backoff_min_ms: 10,
             retry_backoff_max_ms: 500,
             frame_size_max: FRAME_SIZE_MAX_DEFAULT,
+            tls: None,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! One TCP connection to one node's client port: a task that connects, then
+//! One TCP connection to one node's client port: a task that connects (and
+//! runs the TLS handshake when the client is configured for TLS), then
 //! writes the frames the driver hands it and reads reply frames back. It
 //! reports to the driver through events and holds no protocol state.
 
@@ -6,13 +7,18 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use strand_wire::{FrameDecoder, Message, Msg, ReplyHeader};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use crate::frames::ConnectionId;
+use crate::tls::Connector;
+
+/// The reading side of a connection, plaintext or TLS.
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+/// The writing side of a connection, plaintext or TLS.
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Read buffer size reserved per read call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -44,6 +50,7 @@ pub(crate) fn spawn(
     address: String,
     connect_timeout: Duration,
     frame_size_max: u32,
+    tls: Option<Connector>,
     events: mpsc::UnboundedSender<ConnectionEvent>,
 ) -> AbortHandle {
     let task = tokio::spawn(async move {
@@ -52,6 +59,7 @@ pub(crate) fn spawn(
             &address,
             connect_timeout,
             frame_size_max,
+            tls.as_ref(),
             &events,
         )
         .await
@@ -71,21 +79,17 @@ async fn run(
     address: &str,
     connect_timeout: Duration,
     frame_size_max: u32,
+    tls: Option<&Connector>,
     events: &mpsc::UnboundedSender<ConnectionEvent>,
 ) -> Result<(), String> {
-    let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(address))
+    let (reader, writer) = tokio::time::timeout(connect_timeout, open(address, tls))
         .await
         .map_err(|_| {
             format!(
                 "connecting timed out after {} ms",
                 connect_timeout.as_millis()
             )
-        })?
-        .map_err(|error| format!("connect failed: {error}"))?;
-    stream
-        .set_nodelay(true)
-        .map_err(|error| format!("setting TCP_NODELAY failed: {error}"))?;
-    let (reader, writer) = stream.into_split();
+        })??;
     let (frames_sender, frames) = mpsc::unbounded_channel();
     events
         .send(ConnectionEvent::Connected {
@@ -99,9 +103,29 @@ async fn run(
     }
 }
 
+/// Connects to `address`, with the TLS handshake when `tls` is set.
+async fn open(address: &str, tls: Option<&Connector>) -> Result<(Reader, Writer), String> {
+    let stream = TcpStream::connect(address)
+        .await
+        .map_err(|error| format!("connect failed: {error}"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|error| format!("setting TCP_NODELAY failed: {error}"))?;
+    let Some(tls) = tls else {
+        let (reader, writer) = stream.into_split();
+        return Ok((Box::new(reader), Box::new(writer)));
+    };
+    let stream = tls
+        .connect(address, None, stream)
+        .await
+        .map_err(|error| format!("TLS handshake failed: {error}"))?;
+    let (reader, writer) = tokio::io::split(stream);
+    Ok((Box::new(reader), Box::new(writer)))
+}
+
 async fn read_replies(
     connection: ConnectionId,
-    mut reader: OwnedReadHalf,
+    mut reader: Reader,
     frame_size_max: u32,
     events: &mpsc::UnboundedSender<ConnectionEvent>,
 ) -> Result<(), String> {
@@ -136,7 +160,7 @@ async fn read_replies(
 }
 
 async fn write_frames(
-    writer: OwnedWriteHalf,
+    writer: Writer,
     mut frames: mpsc::UnboundedReceiver<Bytes>,
 ) -> Result<(), String> {
     let mut writer = BufWriter::new(writer);

@@ -12,6 +12,7 @@ use tokio::task::AbortHandle;
 use crate::backoff::{Backoff, Prng};
 use crate::connection::{self, ConnectionEvent};
 use crate::frames::ConnectionId;
+use crate::tls::Connector;
 
 /// Pause before reconnecting after the first failure; doubles per failure.
 const RECONNECT_BACKOFF_MIN_MS: u64 = 10;
@@ -39,6 +40,7 @@ struct AddressHealth {
 pub(crate) struct Connections {
     connect_timeout: Duration,
     frame_size_max: u32,
+    tls: Option<Connector>,
     events: mpsc::UnboundedSender<ConnectionEvent>,
     by_address: HashMap<String, Connection>,
     address_of: HashMap<ConnectionId, String>,
@@ -52,11 +54,13 @@ impl Connections {
     pub(crate) fn new(
         connect_timeout: Duration,
         frame_size_max: u32,
+        tls: Option<Connector>,
         events: mpsc::UnboundedSender<ConnectionEvent>,
     ) -> Connections {
         Connections {
             connect_timeout,
             frame_size_max,
+            tls,
             events,
             by_address: HashMap::new(),
             address_of: HashMap::new(),
@@ -87,6 +91,7 @@ impl Connections {
             address.to_owned(),
             self.connect_timeout,
             self.frame_size_max,
+            self.tls.clone(),
             self.events.clone(),
         );
         self.by_address.insert(

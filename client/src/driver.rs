@@ -26,6 +26,7 @@ use crate::health::Health;
 use crate::query::{Query, QueryAction, QueryTarget};
 use crate::routing::Routing;
 use crate::session::{Action, Session, SessionConfig, Submission, Token};
+use crate::tls::Connector;
 
 /// Shortest time between two routing refreshes the driver starts itself.
 const REFRESH_INTERVAL_MIN_MS: u64 = 50;
@@ -169,6 +170,7 @@ impl Driver {
     /// Starts the driver task; returns the command sender and the shared routing.
     pub(crate) fn spawn(
         config: ClientConfig,
+        tls: Option<Connector>,
     ) -> (mpsc::UnboundedSender<DriverCommand>, Arc<SharedRouting>) {
         let (command_sender, commands) = mpsc::unbounded_channel();
         let (event_sender, events) = mpsc::unbounded_channel();
@@ -183,7 +185,12 @@ impl Driver {
         let driver = Driver {
             routing: Routing::new(&config.bootstrap),
             health: Health::new(config.request_timeout_ms),
-            connections: Connections::new(connect_timeout, config.frame_size_max, event_sender),
+            connections: Connections::new(
+                connect_timeout,
+                config.frame_size_max,
+                tls,
+                event_sender,
+            ),
             epoch: Instant::now(),
             commands,
             events,

@@ -34,6 +34,10 @@ pub enum ClientError {
         /// The last failure.
         reason: String,
     },
+    /// The TLS settings could not be loaded (a missing or unreadable
+    /// certificate or key file).
+    #[error("{0}")]
+    Tls(#[from] crate::tls::TlsError),
     /// One node could not be reached (in a per-node answer such as `cluster_status`).
     #[error("node {address} is unreachable: {reason}; it may be down")]
     Unreachable {
@@ -195,6 +199,12 @@ pub enum ClientError {
         /// The server's explanation.
         message: String,
     },
+    /// The node refused the operation to this caller: nothing was done.
+    #[error("permission denied: {message}")]
+    PermissionDenied {
+        /// The server's explanation (what was refused, and why).
+        message: String,
+    },
     /// A change made partition by partition (a topic's confirm policy) was
     /// refused for some partitions; every other partition was changed.
     /// Retry it once what each refusal names is resolved (a reassignment
@@ -311,6 +321,7 @@ fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientE
         ResultCode::DiskFull => ClientError::DiskFull { message },
         ResultCode::UnknownMember => ClientError::UnknownMember { message },
         ResultCode::StaleGeneration => ClientError::StaleGeneration { message },
+        ResultCode::PermissionDenied => ClientError::PermissionDenied { message },
         // TooLarge, OffsetOutOfRange and OutOfOrder have structured bodies;
         // a server sending them as messages is confused: report it as is.
         ResultCode::Internal

@@ -57,6 +57,7 @@ pub mod partitioner;
 pub mod query;
 pub mod routing;
 pub mod session;
+pub mod tls;
 
 mod admin;
 mod client;

@@ -3,7 +3,11 @@
 //!
 //! The node with the lower id dials, with backoff, and opens with a `Ping`
 //! naming itself; the higher id accepts and checks that ping (cluster, a
-//! known lower node) before using the connection. Each peer has one bounded
+//! known lower node) before using the connection. With TLS
+//! ([`crate::tls`]) both sides first present node certificates of the
+//! cluster's CA: the dialer's must name the node its ping claims, the
+//! acceptor's the node dialed. A connection that fails any check is closed
+//! and counted; it never replaces the peer's current one. Each peer has one bounded
 //! outbound queue ([`PEER_QUEUE_CAPACITY`] frames): a group's actor never
 //! waits on the network, and a frame that finds the queue full is dropped
 //! (consensus retransmits). A writer task drains the queue with vectored
@@ -23,7 +27,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Buf, Bytes, BytesMut};
 use strand_wire::{CommandHeader, FrameDecoder, Message, Msg, PingHeader};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
@@ -32,6 +35,7 @@ use crate::metrics;
 use crate::replies::frame_of;
 use crate::shard::LivenessNotifier;
 use crate::shared::{Refused, Shared};
+use crate::tls::{NodeTls, ReadStream, WriteStream, certificate_names_node, split_plain};
 use strand_consensus::Timeouts;
 
 /// Frames queued to one peer at most.
@@ -173,7 +177,7 @@ pub fn queues(
 
 /// A connection handed from the acceptor to a peer's writer.
 struct Accepted {
-    write: OwnedWriteHalf,
+    write: WriteStream,
     reader_done: oneshot::Receiver<()>,
 }
 
@@ -237,16 +241,39 @@ pub async fn run(
     }
 }
 
-/// Reads and checks the opening ping of an accepted connection.
+/// Runs the TLS handshake (when configured), then reads and checks the
+/// opening ping of an accepted connection: the node it names must be a
+/// lower peer, and the one the certificate names.
 async fn handshake(
     shared: &Shared,
     stream: TcpStream,
-) -> Result<(u32, OwnedReadHalf, OwnedWriteHalf, BytesMut), String> {
+) -> Result<(u32, ReadStream, WriteStream, BytesMut), String> {
     let _ = stream.set_nodelay(true);
-    let (mut read, write) = stream.into_split();
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, identify(shared, stream))
+        .await
+        .map_err(|_| "did not identify itself in time".to_owned())?
+}
+
+async fn identify(
+    shared: &Shared,
+    stream: TcpStream,
+) -> Result<(u32, ReadStream, WriteStream, BytesMut), String> {
+    let (mut read, write, certificate) = match &shared.tls {
+        Some(tls) => {
+            let (read, write, certificate) = tls
+                .accept_peer(stream)
+                .await
+                .map_err(|error| format!("TLS handshake failed: {error}"))?;
+            (read, write, Some(certificate))
+        }
+        None => {
+            let (read, write) = split_plain(stream);
+            (read, write, None)
+        }
+    };
     let decoder = FrameDecoder::new(BUS_FRAME_SIZE_MAX);
     let mut buffer = BytesMut::with_capacity(4096);
-    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+    let first = async {
         loop {
             if let Some(message) = decoder
                 .decode(&mut buffer)
@@ -262,9 +289,8 @@ async fn handshake(
                 return Err("closed before identifying itself".to_owned());
             }
         }
-    })
-    .await
-    .map_err(|_| "did not identify itself in time".to_owned())??;
+    }
+    .await?;
     let Message::Ping(ping) = first else {
         return Err(format!("opened with {:?}, not a ping", first.command()));
     };
@@ -279,6 +305,15 @@ async fn handshake(
     let node = header.node.get();
     if node >= shared.config.node || shared.config.peer(node).is_none() {
         return Err(format!("node {node} is not a lower peer of this node"));
+    }
+    if let Some(certificate) = certificate
+        && !certificate_names_node(&certificate, node)
+    {
+        let named = NodeTls::node_of(&certificate, shared.config.peers.iter().map(|peer| peer.id));
+        return Err(format!(
+            "claimed to be node {node} with a certificate of {}",
+            named.map_or("no node".to_owned(), |named| format!("node {named}"))
+        ));
     }
     // Frames the dialer sent right behind its ping are the peer's first
     // traffic: they go to the frame reader with the connection.
@@ -306,8 +341,25 @@ async fn dial_and_write(shared: Arc<Shared>, peer: u32, mut queue: PeerReceiver)
             }
         };
         let _ = stream.set_nodelay(true);
-        let (read, mut write) = stream.into_split();
-        if let Err(error) = write.write_all(&ping_frame(&shared)).await {
+        let (read, mut write) = match &shared.tls {
+            Some(tls) => match tls.dial_peer(peer, &address, stream).await {
+                Ok(halves) => halves,
+                Err(error) => {
+                    metrics::replica_frame_rejected();
+                    tracing::warn!(peer, %address, %error, "bus: TLS handshake failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    continue;
+                }
+            },
+            None => split_plain(stream),
+        };
+        let ping = ping_frame(&shared);
+        let greeted = async {
+            write.write_all(&ping).await?;
+            write.flush().await
+        };
+        if let Err(error) = greeted.await {
             tracing::debug!(peer, %error, "bus: handshake write failed");
             tokio::time::sleep(backoff).await;
             continue;
@@ -369,7 +421,7 @@ async fn accept_and_write(
 /// newer connection arrives (returned).
 async fn drain(
     queue: &mut PeerReceiver,
-    write: &mut OwnedWriteHalf,
+    write: &mut WriteStream,
     reader_done: &mut oneshot::Receiver<()>,
     mut newer: Option<&mut mpsc::Receiver<Accepted>>,
 ) -> Option<Accepted> {
@@ -431,9 +483,10 @@ fn gather_while(frames: &mut VecDeque<Bytes>, mut next: impl FnMut() -> Option<B
     }
 }
 
-/// Writes every frame with vectored writes, handling partial writes.
+/// Writes every frame with vectored writes, handling partial writes, and
+/// flushes.
 pub async fn write_frames(
-    write: &mut OwnedWriteHalf,
+    write: &mut WriteStream,
     frames: &mut VecDeque<Bytes>,
 ) -> std::io::Result<()> {
     while !frames.is_empty() {
@@ -457,6 +510,8 @@ pub async fn write_frames(
             }
         }
     }
+    // TLS holds the last records until flushed; a plain socket has nothing to flush.
+    write.flush().await?;
     Ok(())
 }
 
@@ -465,7 +520,7 @@ pub async fn write_frames(
 async fn read_frames(
     shared: Arc<Shared>,
     node: u32,
-    mut read: OwnedReadHalf,
+    mut read: ReadStream,
     mut buffer: BytesMut,
     done: oneshot::Sender<()>,
 ) {

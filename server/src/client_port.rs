@@ -2,6 +2,11 @@
 //! answers what the node knows itself (routing, status, attention), and hands
 //! everything else to the group it names.
 //!
+//! With TLS ([`crate::tls`]) every connection runs the handshake first; a
+//! connection that presents a node certificate of the cluster is that node,
+//! and only such a connection may send node-internal operations
+//! (`EpochStarted`): anyone else gets `PermissionDenied`.
+//!
 //! Replies are routed by client id to the connection the client last used,
 //! through a bounded queue per connection ([`CONNECTION_QUEUE_CAPACITY`]
 //! frames; a reply that finds it full is dropped and the client retries with
@@ -29,8 +34,7 @@ use strand_wire::{
     RequestHeader, ResultCode,
 };
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpListener;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use zerocopy::FromBytes;
 
@@ -39,6 +43,29 @@ use crate::group::Input;
 use crate::metrics;
 use crate::replies::{error_frame, reply_frame, reply_frame_as_of};
 use crate::shared::{CatalogFreshness, ConnectionSender, Refused, Shared};
+use crate::tls::{NodeTls, ReadStream, WriteStream, split_plain};
+
+/// How long a new connection may take over its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who is at the other end of a client connection, as far as the node knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    /// A node of this cluster (it presented its node certificate).
+    Node(u32),
+    /// Someone without a node certificate, on a TLS port.
+    Client,
+    /// Anyone: the port is plaintext (loopback or `insecure`), so nothing
+    /// tells a node from a client.
+    Unverified,
+}
+
+impl Caller {
+    /// Whether this caller may send node-internal operations.
+    fn is_node(self) -> bool {
+        matches!(self, Caller::Node(_) | Caller::Unverified)
+    }
+}
 
 /// How often a produce held for bus room looks again.
 const ADMIT_POLL: Duration = Duration::from_millis(1);
@@ -63,10 +90,17 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 let _ = stream.set_nodelay(true);
                 let shared = Arc::clone(&shared);
                 tokio::spawn(async move {
-                    let (read, write) = stream.into_split();
+                    let (read, write, caller) = match open(&shared, stream).await {
+                        Ok(opened) => opened,
+                        Err(reason) => {
+                            metrics::client_frame_rejected();
+                            tracing::warn!(%address, reason, "client: refused a connection");
+                            return;
+                        }
+                    };
                     let (sender, receiver) = mpsc::channel(CONNECTION_QUEUE_CAPACITY);
                     tokio::spawn(write_replies(write, receiver));
-                    if let Err(reason) = read_requests(&shared, read, &sender).await {
+                    if let Err(reason) = read_requests(&shared, read, &sender, caller).await {
                         metrics::client_frame_rejected();
                         tracing::warn!(%address, reason, "client: closing the connection");
                     }
@@ -81,7 +115,28 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
-async fn write_replies(mut write: OwnedWriteHalf, mut receiver: mpsc::Receiver<Bytes>) {
+/// Runs the TLS handshake when the port has TLS, and tells who called.
+async fn open(
+    shared: &Shared,
+    stream: TcpStream,
+) -> Result<(ReadStream, WriteStream, Caller), String> {
+    let Some(tls) = &shared.tls else {
+        let (read, write) = split_plain(stream);
+        return Ok((read, write, Caller::Unverified));
+    };
+    let (read, write, certificate) =
+        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept_client(stream))
+            .await
+            .map_err(|_| "no TLS handshake in time".to_owned())?
+            .map_err(|error| format!("TLS handshake failed: {error}"))?;
+    let nodes = shared.config.peers.iter().map(|peer| peer.id);
+    let caller = certificate
+        .and_then(|certificate| NodeTls::node_of(&certificate, nodes))
+        .map_or(Caller::Client, Caller::Node);
+    Ok((read, write, caller))
+}
+
+async fn write_replies(mut write: WriteStream, mut receiver: mpsc::Receiver<Bytes>) {
     let mut frames = VecDeque::new();
     while let Some(frame) = receiver.recv().await {
         frames.push_back(frame);
@@ -96,8 +151,9 @@ async fn write_replies(mut write: OwnedWriteHalf, mut receiver: mpsc::Receiver<B
 /// (Err with the reason).
 async fn read_requests(
     shared: &Shared,
-    mut read: tokio::net::tcp::OwnedReadHalf,
+    mut read: ReadStream,
     sender: &ConnectionSender,
+    caller: Caller,
 ) -> Result<(), String> {
     let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
     let mut buffer = BytesMut::with_capacity(64 * 1024);
@@ -132,7 +188,7 @@ async fn read_requests(
                 let _ = sender.try_send(error_frame(request.header(), &error));
                 continue;
             }
-            handle(shared, request, sender);
+            handle(shared, request, sender, caller);
         }
         if buffer.capacity() - buffer.len() < 16 * 1024 {
             buffer.reserve(64 * 1024);
@@ -150,6 +206,13 @@ async fn read_requests(
                 return Err(refuse(sender, &buffer, &error));
             }
             Ok(_) => {}
+            // A TLS client gone without its close_notify, between frames:
+            // as plain a close as a TCP FIN.
+            Err(error)
+                if error.kind() == std::io::ErrorKind::UnexpectedEof && buffer.is_empty() =>
+            {
+                return Ok(());
+            }
             Err(error) => return Err(format!("read failed: {error}")),
         }
     }
@@ -210,7 +273,7 @@ async fn wait_for_room(shared: &Shared, request: &Msg<RequestHeader>) -> Result<
     Ok(())
 }
 
-fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSender) {
+fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSender, caller: Caller) {
     let header = *request.header();
     let answer = |frame: Bytes| {
         let _ = sender.try_send(frame);
@@ -231,9 +294,15 @@ fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSende
         );
         return answer(error_frame(&header, &error));
     }
+    let operation = header.operation();
+    if operation.is_node_internal() && !caller.is_node() {
+        metrics::permission_denied(operation);
+        let message = format!("{operation:?} is accepted only from the cluster's nodes");
+        let error = ErrorBody::message(ResultCode::PermissionDenied, message);
+        return answer(error_frame(&header, &error));
+    }
     shared.route_client(header.client.get(), sender);
     let group = header.prefix.group.get();
-    let operation = header.operation();
     let local = matches!(
         operation,
         Operation::Metadata

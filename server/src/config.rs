@@ -10,6 +10,12 @@
 //! shards = 2                            # optional: shard threads (default: one per core)
 //! retention_check_ms = 30000            # optional: how often age retention is applied
 //! disk_reserve_bytes = 1073741824       # optional: free space kept; produces refused below it
+//! insecure = false                      # optional: allow plaintext listeners off loopback
+//!
+//! [tls]                                 # TLS on the client port, mutual TLS on the replica bus
+//! ca = "certs/ca.pem"                   # the cluster's CA (relative paths: from this file's directory)
+//! cert = "certs/node-1.pem"             # this node's certificate: names `node-1.strand`
+//! key = "certs/node-1.key"
 //!
 //! [[peers]]
 //! id = 1
@@ -64,6 +70,39 @@ pub struct PeerConfig {
     pub client_address: String,
 }
 
+/// The certificate files of a node with TLS.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The cluster's CA certificate (PEM): peers' and client certificates
+    /// must chain to it.
+    pub ca: PathBuf,
+    /// This node's certificate chain (PEM). It must name
+    /// [`crate::tls::node_name`] of this node (the replica bus checks it),
+    /// and the hosts clients dial.
+    pub cert: PathBuf,
+    /// This node's private key (PEM).
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// The same files, relative paths taken from `base`.
+    fn resolved(self, base: &Path) -> TlsFiles {
+        let resolve = |path: PathBuf| {
+            if path.is_relative() {
+                base.join(path)
+            } else {
+                path
+            }
+        };
+        TlsFiles {
+            ca: resolve(self.ca),
+            cert: resolve(self.cert),
+            key: resolve(self.key),
+        }
+    }
+}
+
 /// Defaults for topics created without explicit policies.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -99,6 +138,9 @@ struct FileConfig {
     disk_reserve_bytes: Option<u64>,
     #[serde(default)]
     topic_defaults: TopicDefaults,
+    tls: Option<TlsFiles>,
+    #[serde(default)]
+    insecure: bool,
 }
 
 /// A validated node configuration.
@@ -128,6 +170,11 @@ pub struct NodeConfig {
     /// refused with `DiskFull` (`None`: 5% of the file system, at most 1
     /// GiB; see [`crate::disk`]).
     pub disk_reserve_bytes: Option<u64>,
+    /// TLS on the client port and mutual TLS on the replica bus (`None`:
+    /// plaintext, allowed on loopback or with [`NodeConfig::insecure`]).
+    pub tls: Option<TlsFiles>,
+    /// Plaintext listeners off loopback were asked for explicitly.
+    pub insecure: bool,
     /// Durability for topics that do not say.
     pub default_durability: Durability,
     /// Confirm policy for topics that do not say.
@@ -214,6 +261,12 @@ impl NodeConfig {
                 reason: format!("must be 1..={}", crate::shard::SHARDS_MAX),
             });
         }
+        let tls = file
+            .tls
+            .map(|tls| tls.resolved(path.parent().unwrap_or(Path::new("."))));
+        if tls.is_none() && !file.insecure {
+            refuse_plaintext_off_loopback(&peers, node)?;
+        }
         let retention_check_ms = file
             .retention_check_ms
             .unwrap_or(RETENTION_CHECK_MS_DEFAULT);
@@ -233,6 +286,8 @@ impl NodeConfig {
             shards,
             retention_check_ms,
             disk_reserve_bytes: file.disk_reserve_bytes,
+            tls,
+            insecure: file.insecure,
             default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
             default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
         })
@@ -293,6 +348,34 @@ fn validate_peers(peers: &[PeerConfig], node: u32) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A node without TLS listens on loopback only, unless the configuration
+/// says `insecure = true`: anyone who reaches a plaintext port can pose as a
+/// peer or read every record.
+fn refuse_plaintext_off_loopback(peers: &[PeerConfig], node: u32) -> Result<(), ConfigError> {
+    let me = peers
+        .iter()
+        .find(|peer| peer.id == node)
+        .expect("validated: the node is a peer");
+    for (field, address) in [
+        ("peers.replica_address", &me.replica_address),
+        ("peers.client_address", &me.client_address),
+    ] {
+        let loopback = address
+            .parse::<SocketAddr>()
+            .is_ok_and(|address| address.ip().is_loopback());
+        if !loopback {
+            return Err(ConfigError::Invalid {
+                field,
+                reason: format!(
+                    "node {node} would listen on {address} without TLS: configure [tls], \
+                     or set `insecure = true` to serve plaintext off loopback"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Parses `persisted` / `replicated`.
 pub fn parse_durability(text: Option<&str>) -> Result<Durability, ConfigError> {
     match text {
@@ -327,6 +410,7 @@ pub fn local_cluster_toml(
     data_dir: &Path,
     peers: &[PeerConfig],
     metrics: Option<&str>,
+    tls: Option<&TlsFiles>,
 ) -> String {
     let mut text = format!(
         "node = {node}\ncluster = {cluster}\ndata_dir = {:?}\n",
@@ -334,6 +418,14 @@ pub fn local_cluster_toml(
     );
     if let Some(metrics) = metrics {
         text.push_str(&format!("metrics_address = {metrics:?}\n"));
+    }
+    if let Some(tls) = tls {
+        text.push_str(&format!(
+            "\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+            tls.ca.display().to_string(),
+            tls.cert.display().to_string(),
+            tls.key.display().to_string()
+        ));
     }
     for peer in peers {
         text.push_str(&format!(
@@ -427,6 +519,35 @@ mod tests {
         let config = NodeConfig::parse(Path::new("x.toml"), GOOD, overrides).expect("valid");
         assert_eq!(config.node, 1);
         assert_eq!(config.data_dir, PathBuf::from("/elsewhere"));
+    }
+
+    #[test]
+    fn plaintext_off_loopback_needs_insecure_and_tls_paths_resolve_from_the_file() {
+        let public = GOOD.replace("127.0.0.1:7202", "0.0.0.0:7202");
+        let error = NodeConfig::parse(Path::new("x.toml"), &public, Overrides::default())
+            .expect_err("plaintext on 0.0.0.0");
+        assert!(
+            error.to_string().contains("peers.client_address")
+                && error.to_string().contains("insecure"),
+            "{error}"
+        );
+        let insecure = public.replace("cluster = 9", "cluster = 9\ninsecure = true");
+        let config = NodeConfig::parse(Path::new("x.toml"), &insecure, Overrides::default())
+            .expect("insecure allows it");
+        assert!(config.insecure && config.tls.is_none());
+        let tls = format!(
+            "{public}\n[tls]\nca = \"certs/ca.pem\"\ncert = \"/abs/node.pem\"\nkey = \"node.key\"\n"
+        );
+        let config = NodeConfig::parse(
+            Path::new("/etc/strand/node.toml"),
+            &tls,
+            Overrides::default(),
+        )
+        .expect("TLS allows it");
+        let files = config.tls.expect("tls");
+        assert_eq!(files.ca, PathBuf::from("/etc/strand/certs/ca.pem"));
+        assert_eq!(files.cert, PathBuf::from("/abs/node.pem"));
+        assert_eq!(files.key, PathBuf::from("/etc/strand/node.key"));
     }
 
     #[test]

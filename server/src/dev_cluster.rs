@@ -1,4 +1,6 @@
-//! `strand-server dev-cluster`: writes a configuration per node, starts one
+//! `strand-server dev-cluster`: writes a configuration per node (with TLS:
+//! a CA and node certificates under `<data>/certs`, made once and kept, so
+//! that a restarted dev cluster keeps its identity), starts one
 //! real `strand-server run` process per node on loopback, prints where they
 //! listen (and each process id, to try a failover with `kill -9`), and on
 //! Ctrl-C (or SIGTERM) stops them all with SIGTERM and waits. A node that
@@ -14,8 +16,9 @@ use crate::config::{PeerConfig, local_cluster_toml};
 /// The cluster id a dev cluster uses (the SDK's default).
 pub const DEV_CLUSTER_ID: u64 = 0;
 
-/// Runs a local cluster of `nodes` processes until Ctrl-C.
-pub fn run(nodes: u32, data: &Path, port: u16) -> Result<(), String> {
+/// Runs a local cluster of `nodes` processes until Ctrl-C; plaintext when
+/// `insecure`, TLS otherwise.
+pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), String> {
     if !(1..=7).contains(&nodes) {
         return Err(format!("--nodes {nodes}: a dev cluster has 1 to 7 nodes"));
     }
@@ -26,11 +29,23 @@ pub fn run(nodes: u32, data: &Path, port: u16) -> Result<(), String> {
     let data = data
         .canonicalize()
         .map_err(|error| format!("{}: {error}", data.display()))?;
+    let certs = data.join("certs");
+    if !insecure {
+        ensure_certificates(&certs, &peers)?;
+    }
     let mut children: Vec<Running> = Vec::new();
     for peer in &peers {
         let node_dir = data.join(format!("node-{}", peer.id));
         let metrics = format!("127.0.0.1:{}", u32::from(port) + 200 + peer.id);
-        let text = local_cluster_toml(peer.id, DEV_CLUSTER_ID, &node_dir, &peers, Some(&metrics));
+        let tls = (!insecure).then(|| crate::tls::node_files(&certs, peer.id));
+        let text = local_cluster_toml(
+            peer.id,
+            DEV_CLUSTER_ID,
+            &node_dir,
+            &peers,
+            Some(&metrics),
+            tls.as_ref(),
+        );
         let config_path = data.join(format!("node-{}.toml", peer.id));
         let log_path = data.join(format!("node-{}.log", peer.id));
         std::fs::write(&config_path, text)
@@ -74,9 +89,34 @@ pub fn run(nodes: u32, data: &Path, port: u16) -> Result<(), String> {
         "cluster id {DEV_CLUSTER_ID}; connect to {}",
         bootstrap.join(",")
     );
+    if insecure {
+        println!("plaintext (--insecure): no TLS");
+    } else {
+        println!(
+            "TLS: the CLI and SDK verify the nodes with the cluster's CA:\n  export STRAND_CA={}",
+            certs.join("ca.pem").display()
+        );
+    }
     println!("Ctrl-C stops every node cleanly.");
     wait_for_signal(&mut children, &exe)?;
     stop(children);
+    Ok(())
+}
+
+/// Makes the CA and node certificates under `certs` unless a CA is there
+/// already (with a certificate for every node).
+fn ensure_certificates(certs: &Path, peers: &[PeerConfig]) -> Result<(), String> {
+    let complete = certs.join("ca.pem").exists()
+        && peers
+            .iter()
+            .all(|peer| crate::tls::node_files(certs, peer.id).cert.exists());
+    if complete {
+        return Ok(());
+    }
+    let nodes: Vec<u32> = peers.iter().map(|peer| peer.id).collect();
+    let hosts = ["127.0.0.1".to_owned(), "localhost".to_owned()];
+    crate::tls::generate(certs, &nodes, &hosts)?;
+    println!("made a CA and node certificates in {}", certs.display());
     Ok(())
 }
 

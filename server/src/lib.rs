@@ -18,6 +18,7 @@
 //! | [`balance`] | per shard: which groups hand leadership back to their preferred primary, paced |
 //! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
+//! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: local answers and routing |
 //! | [`coordinator`] | consumer groups: session deadlines on the metadata primary, expired members removed |
@@ -54,3 +55,4 @@ pub mod node;
 pub mod replies;
 pub mod shard;
 pub mod shared;
+pub mod tls;

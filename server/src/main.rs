@@ -45,6 +45,24 @@ enum Command {
         /// `port + 100 + i` (clients) and `port + 200 + i` (metrics).
         #[arg(long, default_value_t = 7100)]
         port: u16,
+        /// Serve plaintext: no certificates, no TLS.
+        #[arg(long)]
+        insecure: bool,
+    },
+    /// Make a cluster CA and a certificate per node: `ca.pem`, `ca.key`,
+    /// `node-N.pem`, `node-N.key` (keys readable by their owner only). Each
+    /// node certificate names `node-N.strand` (the replica bus checks it)
+    /// and every `--host`.
+    Certs {
+        /// Where to write them.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The node ids, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<u32>,
+        /// A DNS name or IP address clients dial (repeatable).
+        #[arg(long = "host", default_values_t = ["127.0.0.1".to_owned(), "localhost".to_owned()])]
+        hosts: Vec<String>,
     },
 }
 
@@ -65,7 +83,19 @@ fn main() -> ExitCode {
             data,
             metrics,
         } => run(config, node, data, metrics),
-        Command::DevCluster { nodes, data, port } => dev_cluster::run(nodes, &data, port),
+        Command::DevCluster {
+            nodes,
+            data,
+            port,
+            insecure,
+        } => dev_cluster::run(nodes, &data, port, insecure),
+        Command::Certs { dir, nodes, hosts } => strand_server::tls::generate(&dir, &nodes, &hosts)
+            .map(|()| {
+                println!(
+                    "wrote ca.pem, ca.key and node certificates to {}",
+                    dir.display()
+                );
+            }),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,8 +17,9 @@
 //! | `wal_syncs_total` | counter | fdatasyncs the WAL completed |
 //! | `wal_io_errors_total` | counter | failed WAL operations |
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
-//! | `client_frames_rejected_total` | counter | client connections closed for a bad frame |
-//! | `replica_frames_rejected_total` | counter | replica-bus connections closed for a bad frame |
+//! | `client_frames_rejected_total` | counter | client connections closed for a bad frame (or a failed TLS handshake) |
+//! | `requests_refused_permission_total{operation}` | counter | requests refused `PermissionDenied` (a node-internal operation from a client) |
+//! | `replica_frames_rejected_total` | counter | replica-bus connections closed for a bad frame, a failed TLS handshake, or a certificate of another node |
 //! | `replica_frames_refused_total` | counter | well-formed replica-bus frames dropped because their sender is not a replica of their group here |
 //! | `consensus_dropped_total{reason}` | counter | inputs consensus dropped |
 //! | `groups_hosted` | gauge | groups (partitions and the metadata plane) this node hosts |
@@ -168,6 +169,12 @@ pub fn bus_frame_dropped() {
 /// change of the group's replicas). The connection stays open.
 pub fn replica_frame_refused() {
     counter!("replica_frames_refused_total").increment(1);
+}
+
+/// A request was refused to its caller (`PermissionDenied`).
+pub fn permission_denied(operation: strand_wire::Operation) {
+    counter!("requests_refused_permission_total", "operation" => format!("{operation:?}"))
+        .increment(1);
 }
 
 /// A client connection was closed for a bad frame.

@@ -45,6 +45,9 @@ pub enum NodeError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The TLS certificates or key could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(#[from] strand_client::tls::TlsError),
     /// The WAL writer could not start.
     #[error("cannot start the WAL writer: {0}")]
     Wal(String),
@@ -121,6 +124,11 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     // shutdown too, not the default action (an exit by signal).
     let mut signals = Signals::new()?;
     let budget = descriptor_budget();
+    let tls = config
+        .tls
+        .as_ref()
+        .map(crate::tls::NodeTls::load)
+        .transpose()?;
     let me = config.me().clone();
     let bus_listener = bind(&me.replica_address, "replica bus").await?;
     let client_listener = bind(&me.client_address, "client port").await?;
@@ -140,12 +148,8 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     // this one only.
     let boot = crate::boot::count_boot(&data_dir)?;
     tracing::info!(boot, "node: boot counted");
-    let shared = Arc::new(Shared::new(
-        config,
-        senders,
-        ReadHandles::new(budget.reads),
-        boot,
-    ));
+    let shared =
+        Arc::new(Shared::new(config, senders, ReadHandles::new(budget.reads), boot).with_tls(tls));
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
     tokio::spawn(crate::disk::watch(Arc::clone(&shared)));
@@ -370,6 +374,7 @@ pub(crate) async fn metadata_client(
         .collect();
     let mut config = strand_client::ClientConfig::new(bootstrap);
     config.cluster = shared.config.cluster;
+    config.tls = shared.tls.as_ref().map(crate::tls::NodeTls::own_client);
     strand_client::Client::connect(config).await
 }
 

@@ -111,6 +111,8 @@ pub struct Shared {
     pub disk: crate::disk::DiskRoom,
     /// Consumer groups' session deadlines (see [`crate::coordinator`]).
     pub coordinator: Mutex<crate::coordinator::Coordinator>,
+    /// TLS of the client port and the bus (`None`: plaintext).
+    pub tls: Option<crate::tls::NodeTls>,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -154,7 +156,14 @@ impl Shared {
             read_handles,
             disk: crate::disk::DiskRoom::default(),
             coordinator: Mutex::new(crate::coordinator::Coordinator::default()),
+            tls: None,
         }
+    }
+
+    /// The same, serving TLS with `tls`.
+    pub fn with_tls(mut self, tls: Option<crate::tls::NodeTls>) -> Shared {
+        self.tls = tls;
+        self
     }
 
     /// Whether this node's metadata replica serves as the plane's primary

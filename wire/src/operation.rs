@@ -140,6 +140,13 @@ impl Operation {
         )
     }
 
+    /// True for reports only the cluster's nodes send (a partition's
+    /// primary saw its assignment epoch start): a node accepts them only
+    /// from a caller that proved it is a node.
+    pub fn is_node_internal(self) -> bool {
+        self == Operation::EpochStarted
+    }
+
     /// True for operations a group makes itself: a request naming one is
     /// refused.
     pub fn is_internal(self) -> bool {
@@ -203,11 +210,14 @@ pub enum ResultCode {
     /// longer reads: nothing was stored; heartbeat to learn the new
     /// assignment.
     StaleGeneration = 19,
+    /// The caller may not do this (an operation only the cluster's nodes
+    /// may send, or one the user has no right to): nothing was done.
+    PermissionDenied = 20,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 20] = [
+    pub const ALL: [ResultCode; 21] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -228,6 +238,7 @@ impl ResultCode {
         ResultCode::DiskFull,
         ResultCode::UnknownMember,
         ResultCode::StaleGeneration,
+        ResultCode::PermissionDenied,
     ];
 
     /// Parses a result code; `None` for a value that names none.

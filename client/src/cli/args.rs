@@ -51,6 +51,26 @@ pub(crate) struct Cli {
         default_value_t = 0
     )]
     pub(crate) cluster_id: u64,
+    /// The cluster's CA certificate (PEM): connect with TLS and verify the
+    /// nodes against it (`strand-server dev-cluster` prints its path).
+    /// Without it the connection is plaintext.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_CA"
+    )]
+    pub(crate) ca: Option<std::path::PathBuf>,
+    /// The name the nodes' certificates must carry, when it is not the host
+    /// of the addresses dialed.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_TLS_SERVER_NAME",
+        requires = "ca"
+    )]
+    pub(crate) tls_server_name: Option<String>,
     /// How long one request may wait for the cluster, retries included
     /// (`produce`: each batch; the run stops at the first that fails).
     #[arg(long, global = true, help_heading = "Global options", default_value_t = TIMEOUT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]

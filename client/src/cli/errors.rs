@@ -138,8 +138,9 @@ pub(crate) fn client_summary(error: &ClientError) -> String {
 fn hint(error: &ClientError) -> Option<String> {
     let hint = match error {
         ClientError::Connect { .. } => {
-            "check --cluster (or STRAND_CLUSTER) and --cluster-id, and that the nodes run \
-             (`strand-server dev-cluster` starts a local cluster on 127.0.0.1:7201..)"
+            "check --cluster (or STRAND_CLUSTER) and --cluster-id, that the nodes run \
+             (`strand-server dev-cluster` starts a local cluster on 127.0.0.1:7201..), and \
+             for a cluster with TLS, --ca (or STRAND_CA)"
         }
         ClientError::UnknownStream { .. } => {
             "create it with `strand stream create NAME` (or `strand topic create STREAM/TOPIC`, \
@@ -178,6 +179,13 @@ fn hint(error: &ClientError) -> Option<String> {
              `strand attention` lists the nodes that are full"
         }
         ClientError::NotSent { .. } => "send those records again once the cluster is reachable",
+        ClientError::PermissionDenied { .. } => {
+            "the node allows this only to the cluster's own nodes or to a user granted it"
+        }
+        ClientError::Tls(_) => {
+            "--ca (or STRAND_CA) names the cluster's CA certificate; `strand-server dev-cluster` \
+             prints where its CA is"
+        }
         ClientError::UnknownMember { .. } | ClientError::StaleGeneration { .. } => {
             "`strand group describe NAME` shows the group's members and who reads what"
         }

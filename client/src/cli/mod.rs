@@ -223,6 +223,10 @@ async fn connect(cli: &Cli) -> Result<Client, CliError> {
     config.cluster = cli.cluster_id;
     config.deadline_ms = cli.timeout_ms;
     config.request_timeout_ms = cli.timeout_ms.min(REQUEST_TIMEOUT_MS_MAX);
+    config.tls = cli.ca.as_ref().map(|ca| crate::tls::ClientTls {
+        server_name: cli.tls_server_name.clone(),
+        ..crate::tls::ClientTls::new(ca)
+    });
     Client::connect(config)
         .await
         .map_err(|error| CliError::client("connect", error))

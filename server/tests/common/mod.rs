@@ -286,6 +286,46 @@ pub fn configure_cluster_routed(
         .collect()
 }
 
+/// Makes a CA and node certificates under `dir/certs` and turns TLS on in
+/// every node's configuration; returns the certificates' directory (its
+/// `ca.pem` is what clients verify against).
+pub fn enable_tls(dir: &Path, nodes: &[Node]) -> PathBuf {
+    let certs = dir.join("certs");
+    let ids: Vec<u32> = nodes.iter().map(|node| node.node).collect();
+    strand_server::tls::generate(&certs, &ids, &["127.0.0.1".to_owned()]).expect("certificates");
+    for node in nodes {
+        let files = strand_server::tls::node_files(&certs, node.node);
+        let mut config = std::fs::read_to_string(&node.config).expect("read config");
+        // Top-level keys end where the first table starts.
+        let tls = format!(
+            "[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n",
+            files.ca.display().to_string(),
+            files.cert.display().to_string(),
+            files.key.display().to_string()
+        );
+        let first_table = config.find("\n[").map_or(config.len(), |at| at + 1);
+        config.insert_str(first_table, &tls);
+        std::fs::write(&node.config, config).expect("write config");
+    }
+    certs
+}
+
+/// An SDK client of a TLS cluster, verifying the nodes with `certs/ca.pem`,
+/// once some node answers.
+pub async fn connect_tls(bootstrap: Vec<String>, certs: &Path, deadline: Instant) -> Client {
+    loop {
+        let mut config = ClientConfig::new(bootstrap.clone());
+        config.tls = Some(strand_client::tls::ClientTls::new(certs.join("ca.pem")));
+        match Client::connect(config).await {
+            Ok(client) => return client,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "cannot connect: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// `count` nodes whose replica-bus links all run through proxies on
 /// `runtime` (so a test can cut a node off from its peers); starts none.
 pub fn configure_proxied_cluster(

@@ -1,0 +1,293 @@
+//! TLS with real processes: a cluster whose nodes serve TLS 1.3 on the
+//! client port (checked by `openssl s_client`, a client that is not ours)
+//! and mutual TLS on the replica bus. A plaintext connection to a TLS port
+//! is closed; a fake peer without a certificate, or with another node's
+//! certificate, is refused while the real link stays up; a client without a
+//! node certificate cannot send `EpochStarted`; a rolling restart under load
+//! loses nothing.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Node;
+use strand_client::tls::ClientTls;
+use strand_client::{Client, ClientError, Durability, TopicSpec};
+use strand_wire::CommandHeader;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A running TLS cluster of three nodes with `s`/`t` (one partition, three
+/// replicas) and a client verifying the nodes with the cluster's CA.
+struct TlsCluster {
+    nodes: Vec<Node>,
+    certs: std::path::PathBuf,
+    runtime: tokio::runtime::Runtime,
+    deadline: Instant,
+    client: Client,
+    group: u64,
+}
+
+impl TlsCluster {
+    fn start(dir: &Path) -> TlsCluster {
+        let mut nodes = common::configure_cluster(dir, 3);
+        let certs = common::enable_tls(dir, &nodes);
+        for node in &mut nodes {
+            node.start();
+        }
+        let runtime = common::runtime();
+        let deadline = Instant::now() + Duration::from_secs(240);
+        let (client, group) = runtime.block_on(async {
+            let client = common::connect_tls(common::bootstrap(&nodes), &certs, deadline).await;
+            client.create_stream("s").await.expect("create stream");
+            let mut spec = TopicSpec::new("s", "t");
+            spec.partition_count = 1;
+            spec.replica_count = 3;
+            spec.durability = Some(Durability::Persisted);
+            let groups = client.create_topic(spec).await.expect("create topic");
+            (client, groups[0])
+        });
+        TlsCluster {
+            nodes,
+            certs,
+            runtime,
+            deadline,
+            client,
+            group,
+        }
+    }
+
+    /// Produces batches `batches` and records their acks in `acked`.
+    fn produce(
+        &self,
+        batches: std::ops::Range<u64>,
+        acked: &mut BTreeMap<u64, strand_client::ProduceAck>,
+    ) {
+        self.runtime.block_on(async {
+            for batch in batches {
+                let ack = common::produce_batch(&self.client, batch, self.deadline).await;
+                acked.insert(batch, ack);
+            }
+        });
+    }
+}
+
+/// Whether `address` closes a connection that speaks plaintext frames to it
+/// (it must, within a few seconds, without answering a frame).
+fn closes_plaintext(address: &str) -> bool {
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    // A request header's worth of bytes: not a TLS record.
+    let _ = stream.write_all(&[0x5a; 256]);
+    let mut answer = Vec::new();
+    match stream.read_to_end(&mut answer) {
+        Ok(_) => !answer.contains(&0x5a),
+        Err(error) => error.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+#[test]
+fn clients_verify_nodes_by_the_ca_and_plaintext_or_forged_reports_are_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cluster = TlsCluster::start(dir.path());
+    let mut acked = BTreeMap::new();
+    cluster.produce(0..20, &mut acked);
+    cluster.runtime.block_on(common::check_acknowledged(
+        &cluster.client,
+        &acked,
+        acked.len() * common::BATCH as usize,
+    ));
+
+    // `openssl s_client`: the chain verifies against the CA, over TLS 1.3.
+    let node = &cluster.nodes[0];
+    let output = Command::new("openssl")
+        .args(["s_client", "-brief", "-verify_return_error", "-connect"])
+        .arg(&node.client_address)
+        .arg("-CAfile")
+        .arg(cluster.certs.join("ca.pem"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run openssl (the openssl command line is needed)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.contains("Verification: OK"), "{text}");
+    assert!(text.contains("Protocol version: TLSv1.3"), "{text}");
+
+    // Plaintext to either TLS port is closed.
+    assert!(closes_plaintext(&node.client_address), "client port");
+    assert!(closes_plaintext(&node.replica_address), "replica bus");
+
+    // A client without a node certificate cannot report an epoch started.
+    let refused = cluster
+        .runtime
+        .block_on(cluster.client.report_epoch_started(cluster.group, 1));
+    assert!(
+        matches!(&refused, Err(ClientError::PermissionDenied { .. })),
+        "{refused:?}"
+    );
+    let epoch = cluster
+        .runtime
+        .block_on(common::group_status(&cluster.client, 1, cluster.group))
+        .expect("node 1 reports the group")
+        .epoch;
+    assert_eq!(epoch, 0, "the forged report changed nothing");
+
+    // A client that does not trust the CA (no CA given: plaintext) gets nowhere.
+    let mut plain = strand_client::ClientConfig::new(common::bootstrap(&cluster.nodes));
+    plain.deadline_ms = 1_500;
+    plain.request_timeout_ms = 500;
+    let plaintext = cluster.runtime.block_on(Client::connect(plain));
+    assert!(
+        matches!(plaintext, Err(ClientError::Connect { .. })),
+        "{plaintext:?}"
+    );
+}
+
+/// Opens a TLS connection to `node`'s replica port presenting `identity`
+/// (a node's certificate and key files) or none, says `Ping` as node
+/// `claimed`, follows with a frame a peer would send, and returns whether
+/// the node kept the connection open for a moment.
+async fn fake_peer(certs: &Path, node: &Node, identity: Option<u32>, claimed: u32) -> bool {
+    let tls = ClientTls {
+        ca: certs.join("ca.pem"),
+        server_name: None,
+        identity: identity.map(|id| {
+            let files = strand_server::tls::node_files(certs, id);
+            (files.cert, files.key)
+        }),
+    };
+    let connector = tls.connector().expect("connector");
+    let stream = tokio::net::TcpStream::connect(&node.replica_address)
+        .await
+        .expect("connect");
+    let name = strand_server::tls::node_name(node.node);
+    let Ok(mut stream) = connector
+        .connect(&node.replica_address, Some(&name), stream)
+        .await
+    else {
+        return false;
+    };
+    let mut ping = strand_wire::PingHeader::new(common::CLUSTER, 0, strand_wire::ViewId::ZERO, 0);
+    ping.node.set(claimed);
+    let mut frame = bytes::BytesMut::new();
+    strand_wire::Message::Ping(strand_wire::Msg::new(ping, bytes::Bytes::new()))
+        .encode_into(&mut frame);
+    if stream.write_all(&frame).await.is_err() || stream.flush().await.is_err() {
+        return false;
+    }
+    let mut buffer = [0u8; 64];
+    match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buffer)).await {
+        Err(_) => true,                  // still open, nothing said: accepted
+        Ok(Ok(0)) | Ok(Err(_)) => false, // closed
+        Ok(Ok(_)) => true,
+    }
+}
+
+#[test]
+fn a_fake_peer_is_refused_and_the_real_link_stays_up() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cluster = TlsCluster::start(dir.path());
+    let mut acked = BTreeMap::new();
+    cluster.produce(0..10, &mut acked);
+    let target = &cluster.nodes[2];
+    let rejected_before = common::metric(target, "replica_frames_rejected_total");
+    let view_before = cluster
+        .runtime
+        .block_on(common::group_status(&cluster.client, 3, cluster.group))
+        .expect("node 3 reports the group")
+        .view;
+
+    let no_certificate = cluster
+        .runtime
+        .block_on(fake_peer(&cluster.certs, target, None, 1));
+    assert!(!no_certificate, "a peer without a certificate is refused");
+    let wrong_certificate = cluster
+        .runtime
+        .block_on(fake_peer(&cluster.certs, target, Some(2), 1));
+    assert!(
+        !wrong_certificate,
+        "node 2's certificate claiming node 1 is refused"
+    );
+    common::wait_until("both refusals are counted", 10, || {
+        common::metric(target, "replica_frames_rejected_total") >= rejected_before + 2.0
+    });
+    let log = std::fs::read_to_string(&target.log).expect("node 3's log");
+    assert!(
+        log.contains("claimed to be node 1 with a certificate of node 2"),
+        "node 3 says why"
+    );
+
+    // The real links never dropped: writes go on in the same view.
+    cluster.produce(10..30, &mut acked);
+    cluster.runtime.block_on(common::check_acknowledged(
+        &cluster.client,
+        &acked,
+        acked.len() * common::BATCH as usize,
+    ));
+    let after = cluster
+        .runtime
+        .block_on(common::group_status(&cluster.client, 3, cluster.group))
+        .expect("node 3 reports the group");
+    assert_eq!(after.view, view_before, "no view change");
+    assert!(
+        !log.contains("bus: connection lost"),
+        "no real bus connection was replaced or lost"
+    );
+}
+
+#[test]
+fn a_rolling_restart_of_a_tls_cluster_under_load_loses_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cluster = TlsCluster::start(dir.path());
+    let mut acked = BTreeMap::new();
+    cluster.produce(0..20, &mut acked);
+    let mut next = 20;
+    for index in 0..3 {
+        let producing = {
+            let client = cluster.client.clone();
+            let deadline = cluster.deadline;
+            let first = next;
+            cluster.runtime.spawn(async move {
+                let mut acked = BTreeMap::new();
+                for batch in first..first + 60 {
+                    acked.insert(batch, common::produce_batch(&client, batch, deadline).await);
+                }
+                acked
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        cluster.nodes[index].terminate();
+        cluster.nodes[index].start();
+        let during = cluster.runtime.block_on(producing).expect("producer task");
+        assert_eq!(
+            during.len(),
+            60,
+            "producing went on through node {}'s restart",
+            index + 1
+        );
+        acked.extend(during);
+        next += 60;
+        let node = cluster.nodes[index].node;
+        let client = cluster.client.clone();
+        let group = cluster.group;
+        common::wait_until("the restarted node is normal again", 60, || {
+            cluster
+                .runtime
+                .block_on(common::group_status(&client, node, group))
+                .is_some_and(|status| status.status == "normal")
+        });
+    }
+    cluster.runtime.block_on(common::check_acknowledged(
+        &cluster.client,
+        &acked,
+        acked.len() * common::BATCH as usize,
+    ));
+}
