@@ -199,6 +199,14 @@ pub enum ClientError {
         /// The server's explanation.
         message: String,
     },
+    /// The node refused an operation that could lose acknowledged records
+    /// as things stand (see [`crate::safety`]): nothing was done. Wait for
+    /// what the message names, or force it.
+    #[error("{message}")]
+    Refused {
+        /// The node's explanation: why, and what to do.
+        message: String,
+    },
     /// The node refused the operation to this caller: nothing was done.
     #[error("permission denied: {message}")]
     PermissionDenied {
@@ -322,6 +330,7 @@ fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientE
         ResultCode::UnknownMember => ClientError::UnknownMember { message },
         ResultCode::StaleGeneration => ClientError::StaleGeneration { message },
         ResultCode::PermissionDenied => ClientError::PermissionDenied { message },
+        ResultCode::Refused => ClientError::Refused { message },
         // TooLarge, OffsetOutOfRange and OutOfOrder have structured bodies;
         // a server sending them as messages is confused: report it as is.
         ResultCode::Internal

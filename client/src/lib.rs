@@ -56,6 +56,7 @@ pub mod health;
 pub mod partitioner;
 pub mod query;
 pub mod routing;
+pub mod safety;
 pub mod session;
 pub mod tls;
 

@@ -85,18 +85,21 @@ impl Client {
     /// reassignment has not started (retry later), and with
     /// `InvalidRequest` for a set that changes nothing, names an unknown
     /// node twice or at all, keeps none of the current replicas, or names a
-    /// node still holding a retired copy.
+    /// node still holding a retired copy. Unless `force`, the node that
+    /// receives it refuses (`Refused`) a set that would leave too few copies
+    /// holding every acknowledged record ([`crate::safety`]).
     pub async fn reassign_partition(
         &self,
         target: PartitionTarget,
         nodes: &[u32],
         confirm: Option<ConfirmPolicy>,
+        force: bool,
     ) -> Result<Reassigned, ClientError> {
         if nodes.is_empty() || nodes.len() >= usize::from(REPLICAS_MAX) {
             return Err(invalid("a partition needs 1 to 15 replicas"));
         }
         let group = self.movable_group(&target).await?;
-        let outcome = self.submit_reassignment(group, nodes, confirm);
+        let outcome = self.submit_reassignment(group, nodes, confirm, force);
         reassigned_of(group, outcome.await)
     }
 
@@ -107,12 +110,14 @@ impl Client {
         group: u64,
         nodes: &[u32],
         confirm: Option<ConfirmPolicy>,
+        force: bool,
     ) -> oneshot::Receiver<Result<Bytes, ClientError>> {
         assert_ne!(group, METADATA_GROUP, "group 0 is never reassigned");
         let request = ReassignPartition {
             group,
             nodes: nodes.to_vec(),
             confirm,
+            force,
         };
         let body = Bytes::from(request.to_vec());
         self.submit_replicated(METADATA_GROUP, Operation::ReassignPartition, body)
@@ -147,6 +152,8 @@ impl Client {
                         partition.group,
                         &partition.replicas,
                         Some(confirm),
+                        // The same replicas: the nodes check only a change of set.
+                        false,
                     );
                     (partition, outcome)
                 })
@@ -203,14 +210,16 @@ impl Client {
     /// reassignment removed it; the node then deletes the data. Refused
     /// with `InvalidRequest` when the node holds no retired copy (it is
     /// still a member, the reassignment has not started yet, or the copy
-    /// was dropped already).
+    /// was dropped already). Unless `force`, refused (`Refused`) while a
+    /// member still catches up or no primary serves ([`crate::safety`]).
     pub async fn drop_replica(
         &self,
         target: PartitionTarget,
         node: u32,
+        force: bool,
     ) -> Result<(), ClientError> {
         let group = self.movable_group(&target).await?;
-        let body = Bytes::from(DropReplica { group, node }.to_vec());
+        let body = Bytes::from(DropReplica { group, node, force }.to_vec());
         let reply = self
             .replicated(METADATA_GROUP, Operation::DropReplica, body)
             .await?;

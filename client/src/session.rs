@@ -260,7 +260,8 @@ impl Session {
                         connection,
                         sent_at_ms: now_ms,
                         progress_ms: now_ms,
-                        timeout_ms: attempt_timeout_ms,
+                        timeout_ms: attempt_timeout_ms
+                            + crate::safety::node_check_wait_ms(pending.operation),
                     };
                     pending.transmitted = true;
                     pending.sent_before_table = confirmed != Some(pending.client);

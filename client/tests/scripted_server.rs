@@ -499,7 +499,7 @@ async fn reassign_and_drop_replica_go_to_the_metadata_primary() {
             partition: 1,
         };
         let reply = client
-            .reassign_partition(target.clone(), &[1, 3, 4], None)
+            .reassign_partition(target.clone(), &[1, 3, 4], None, false)
             .await
             .expect("reassigned");
         assert_eq!(reply.group, groups[1], "resolved through the metadata");
@@ -518,7 +518,7 @@ async fn reassign_and_drop_replica_go_to_the_metadata_primary() {
         assert_eq!(info.partitions[1].replicas, [1, 3, 4]);
         assert_eq!(info.partitions[1].epoch, 2);
         let refused = client
-            .drop_replica(PartitionTarget::Group(groups[1]), 2)
+            .drop_replica(PartitionTarget::Group(groups[1]), 2, false)
             .await;
         assert!(
             matches!(refused, Err(ClientError::InvalidRequest { .. })),
@@ -526,7 +526,7 @@ async fn reassign_and_drop_replica_go_to_the_metadata_primary() {
         );
         cluster.start_epoch(groups[1]);
         client
-            .drop_replica(groups[1].into(), 2)
+            .drop_replica(groups[1].into(), 2, false)
             .await
             .expect("dropped");
     })
@@ -540,12 +540,12 @@ async fn a_reassignment_still_in_progress_is_refused_at_once_not_retried() {
         let groups = cluster.add_topic("shop", "orders", 1, &[1, 2], 0, 1);
         let client = connect(&cluster, 1).await;
         client
-            .reassign_partition(groups[0].into(), &[1, 2, 3], None)
+            .reassign_partition(groups[0].into(), &[1, 2, 3], None, false)
             .await
             .expect("reassigned");
         let started = std::time::Instant::now();
         let second = client
-            .reassign_partition(groups[0].into(), &[1, 3], None)
+            .reassign_partition(groups[0].into(), &[1, 3], None, false)
             .await;
         assert!(
             matches!(&second, Err(ClientError::Unavailable { message }) if message.contains("in progress")),
@@ -558,7 +558,7 @@ async fn a_reassignment_still_in_progress_is_refused_at_once_not_retried() {
         assert_eq!(cluster.seen(Operation::ReassignPartition).len(), 2);
         cluster.start_epoch(groups[0]);
         let third = client
-            .reassign_partition(groups[0].into(), &[1, 3], None)
+            .reassign_partition(groups[0].into(), &[1, 3], None, false)
             .await
             .expect("the first has started");
         assert_eq!(third.leaving, [2]);
@@ -620,9 +620,11 @@ async fn reassignments_that_cannot_be_sent_fail_before_the_network() {
             partition: 7,
         };
         let cases = [
-            client.reassign_partition(missing, &[1], None).await,
-            client.reassign_partition(0.into(), &[1], None).await,
-            client.reassign_partition(groups[0].into(), &[], None).await,
+            client.reassign_partition(missing, &[1], None, false).await,
+            client.reassign_partition(0.into(), &[1], None, false).await,
+            client
+                .reassign_partition(groups[0].into(), &[], None, false)
+                .await,
         ];
         assert!(
             matches!(cases[0], Err(ClientError::UnknownPartition { .. })),
@@ -635,7 +637,7 @@ async fn reassignments_that_cannot_be_sent_fail_before_the_network() {
             "{cases:?}"
         );
         assert!(cluster.seen(Operation::ReassignPartition).is_empty());
-        let unknown = client.drop_replica(999.into(), 1).await;
+        let unknown = client.drop_replica(999.into(), 1, false).await;
         assert!(
             matches!(unknown, Err(ClientError::UnknownGroup { .. })),
             "committed as unknown: final, {unknown:?}"

@@ -216,7 +216,7 @@ async fn alter_sends_retention_once_and_confirm_per_partition_naming_the_refused
         // Partition 1's reassignment has not started: it refuses another.
         let local = Some(ConfirmPolicy::LocalDurable);
         client
-            .reassign_partition(groups[1].into(), &[1, 2, 3], local)
+            .reassign_partition(groups[1].into(), &[1, 2, 3], local, false)
             .await
             .expect("reassigned");
         let change = TopicChange {

@@ -201,6 +201,7 @@ fn reassign(
         group,
         nodes: nodes.to_vec(),
         confirm,
+        force: false,
     };
     apply(
         catalog,
@@ -231,7 +232,14 @@ fn epoch_started(catalog: &mut Catalog, group: u64, epoch: u32) -> ResultCode {
 }
 
 fn drop_replica(catalog: &mut Catalog, group: u64, node: u32) -> (ResultCode, Bytes) {
-    let body = Bytes::from(DropReplica { group, node }.to_vec());
+    let body = Bytes::from(
+        DropReplica {
+            group,
+            node,
+            force: false,
+        }
+        .to_vec(),
+    );
     apply(catalog, Operation::DropReplica, body)
 }
 
@@ -551,6 +559,7 @@ fn a_deleted_stream_takes_its_topics_and_retired_copies() {
         group: 1,
         nodes: vec![1, 3],
         confirm: None,
+        force: false,
     }
     .to_vec();
     assert_eq!(

@@ -150,7 +150,7 @@ async fn write_replies(mut write: WriteStream, mut receiver: mpsc::Receiver<Byte
 /// Reads frames until the client closes (Ok) or sends something unusable
 /// (Err with the reason).
 async fn read_requests(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     mut read: ReadStream,
     sender: &ConnectionSender,
     caller: Caller,
@@ -273,7 +273,12 @@ async fn wait_for_room(shared: &Shared, request: &Msg<RequestHeader>) -> Result<
     Ok(())
 }
 
-fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSender, caller: Caller) {
+fn handle(
+    shared: &Arc<Shared>,
+    request: Msg<RequestHeader>,
+    sender: &ConnectionSender,
+    caller: Caller,
+) {
     let header = *request.header();
     let answer = |frame: Bytes| {
         let _ = sender.try_send(frame);
@@ -320,6 +325,9 @@ fn handle(shared: &Shared, request: Msg<RequestHeader>, sender: &ConnectionSende
         };
         let error = ErrorBody::message(ResultCode::InvalidRequest, message);
         return answer(error_frame(&header, &error));
+    }
+    if let Some(check) = crate::guard::Check::of(&request) {
+        return check_then_route(Arc::clone(shared), check, request, sender.clone());
     }
     match operation {
         Operation::Metadata => answer(metadata_reply(shared, &request)),
@@ -389,6 +397,32 @@ fn disk_full_attention(shared: &Shared) -> Option<AttentionEntry> {
             shared.config.data_dir.display()
         ),
     })
+}
+
+/// Proposes a partition move once the node's safety check passes; answers
+/// `Refused` (nothing proposed) when it does not. The check asks the
+/// cluster, so it runs beside the connection's reading.
+fn check_then_route(
+    shared: Arc<Shared>,
+    check: crate::guard::Check,
+    request: Msg<RequestHeader>,
+    sender: ConnectionSender,
+) {
+    tokio::spawn(async move {
+        let header = *request.header();
+        let answer = |frame: Bytes| {
+            let _ = sender.try_send(frame);
+        };
+        match crate::guard::refusal(&shared, &check).await {
+            Some(message) => {
+                metrics::refused_unsafe(header.operation());
+                tracing::warn!(?check, message, "guard: refused a partition move");
+                let error = ErrorBody::message(ResultCode::Refused, message);
+                answer(error_frame(&header, &error));
+            }
+            None => route(&shared, 0, Input::Request(request), &header, answer),
+        }
+    });
 }
 
 fn route(

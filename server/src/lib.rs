@@ -21,6 +21,7 @@
 //! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: local answers and routing |
+//! | [`guard`] | the node's safety checks of partition moves (reassign, drop-replica) before it proposes them |
 //! | [`coordinator`] | consumer groups: session deadlines on the metadata primary, expired members removed |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
 //! | [`node`] | a node's lifetime: start, host partitions, shut down |
@@ -49,6 +50,7 @@ pub mod coordinator;
 pub mod dev_cluster;
 pub mod disk;
 pub mod group;
+pub mod guard;
 pub mod limits;
 pub mod metrics;
 pub mod node;

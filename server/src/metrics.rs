@@ -18,6 +18,7 @@
 //! | `wal_io_errors_total` | counter | failed WAL operations |
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
 //! | `client_frames_rejected_total` | counter | client connections closed for a bad frame (or a failed TLS handshake) |
+//! | `requests_refused_unsafe_total{operation}` | counter | reassignments and drops refused `Refused` by the node's safety check (see `guard`) |
 //! | `requests_refused_permission_total{operation}` | counter | requests refused `PermissionDenied` (a node-internal operation from a client) |
 //! | `replica_frames_rejected_total` | counter | replica-bus connections closed for a bad frame, a failed TLS handshake, or a certificate of another node |
 //! | `replica_frames_refused_total` | counter | well-formed replica-bus frames dropped because their sender is not a replica of their group here |
@@ -175,6 +176,11 @@ pub fn replica_frame_refused() {
 pub fn permission_denied(operation: strand_wire::Operation) {
     counter!("requests_refused_permission_total", "operation" => format!("{operation:?}"))
         .increment(1);
+}
+
+/// A partition move was refused by the node's safety check.
+pub fn refused_unsafe(operation: strand_wire::Operation) {
+    counter!("requests_refused_unsafe_total", "operation" => format!("{operation:?}")).increment(1);
 }
 
 /// A client connection was closed for a bad frame.

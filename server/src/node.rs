@@ -366,6 +366,13 @@ async fn report_epochs(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver
 pub(crate) async fn metadata_client(
     shared: &Shared,
 ) -> Result<strand_client::Client, strand_client::ClientError> {
+    strand_client::Client::connect(own_client_config(shared)).await
+}
+
+/// The configuration of the node's own clients: every peer to bootstrap
+/// from, and (with TLS) the node certificate to present, so that the nodes
+/// it calls know it is a node.
+pub(crate) fn own_client_config(shared: &Shared) -> strand_client::ClientConfig {
     let bootstrap: Vec<String> = shared
         .config
         .peers
@@ -375,7 +382,7 @@ pub(crate) async fn metadata_client(
     let mut config = strand_client::ClientConfig::new(bootstrap);
     config.cluster = shared.config.cluster;
     config.tls = shared.tls.as_ref().map(crate::tls::NodeTls::own_client);
-    strand_client::Client::connect(config).await
+    config
 }
 
 /// Stops taking requests, lets every group finish and close its storage

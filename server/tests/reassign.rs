@@ -184,7 +184,12 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
     nodes[lost as usize - 1].kill();
     let replacement: Vec<u32> = vec![members[0], members[1], spare];
     let reassigned = runtime
-        .block_on(client.reassign_partition(PartitionTarget::Group(group), &replacement, None))
+        .block_on(client.reassign_partition(
+            PartitionTarget::Group(group),
+            &replacement,
+            None,
+            false,
+        ))
         .expect("reassign");
     assert!(
         !reassigned.in_place,
@@ -228,9 +233,9 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     runtime.block_on(load).expect("load task");
 
-    // The command line refuses a set that keeps the second lost node and
-    // takes the first one back: of its three replicas one would hold every
-    // record (and the first still keeps a retired copy).
+    // The node refuses a set that keeps the second lost node and takes the
+    // first one back: of its three replicas one would hold every record
+    // (and the first still keeps a retired copy). The command line says so.
     let survivor = if second == members[0] {
         spare
     } else {
@@ -272,6 +277,17 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
         "{}",
         refused.1
     );
+    // The node, not the command line, enforces it: the SDK is refused too.
+    let sdk = runtime.block_on(client.reassign_partition(
+        PartitionTarget::Group(group),
+        &[survivor, second, lost],
+        None,
+        false,
+    ));
+    assert!(
+        matches!(&sdk, Err(strand_client::ClientError::Refused { message }) if message.contains("--force")),
+        "{sdk:?}"
+    );
     let acked = acked.lock().expect("acks").clone();
     assert!(acked.len() >= more);
     let total = acked.len() * common::BATCH as usize;
@@ -296,7 +312,7 @@ fn a_replica_added_before_anything_committed_joins_and_confirms() {
     // log, and its state transfer has no committed op to copy.
     let grown: Vec<u32> = members.iter().copied().chain([spare]).collect();
     let reassigned = runtime
-        .block_on(client.reassign_partition(PartitionTarget::Group(group), &grown, None))
+        .block_on(client.reassign_partition(PartitionTarget::Group(group), &grown, None, false))
         .expect("reassign");
     assert_eq!(reassigned.joining, vec![spare]);
     let acked = Mutex::new(BTreeMap::new());
@@ -333,6 +349,7 @@ fn confirm_policies_change_in_place_or_through_a_view_change() {
             PartitionTarget::Group(group),
             &members,
             Some(ConfirmPolicy::MajorityDurable),
+            false,
         ))
         .expect("reassign to majority");
     assert!(reassigned.in_place);
@@ -355,6 +372,7 @@ fn confirm_policies_change_in_place_or_through_a_view_change() {
                     PartitionTarget::Group(group),
                     &members,
                     Some(ConfirmPolicy::LocalDurable),
+                    false,
                 )
                 .await
             {
@@ -454,6 +472,7 @@ fn failover_right_after_a_replacement(resolution: Resolution) {
             PartitionTarget::Group(group),
             &[members[0], members[1], spare],
             None,
+            false,
         ))
         .expect("reassign");
     common::wait_until("the new epoch starts", 120, || {
@@ -538,6 +557,7 @@ fn a_removed_replica_that_returns_never_counts_and_drop_replica_deletes_it() {
             PartitionTarget::Group(group),
             &[members[0], members[1], spare],
             None,
+            false,
         ))
         .expect("reassign");
     common::wait_until("the new epoch serves, the spare caught up", 120, || {

@@ -213,11 +213,15 @@ pub enum ResultCode {
     /// The caller may not do this (an operation only the cluster's nodes
     /// may send, or one the user has no right to): nothing was done.
     PermissionDenied = 20,
+    /// The node refused an operation that could lose acknowledged records
+    /// as things stand (a reassignment to replicas that lack them, a drop
+    /// while a member catches up): nothing was done; wait, or force it.
+    Refused = 21,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 21] = [
+    pub const ALL: [ResultCode; 22] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -239,6 +243,7 @@ impl ResultCode {
         ResultCode::UnknownMember,
         ResultCode::StaleGeneration,
         ResultCode::PermissionDenied,
+        ResultCode::Refused,
     ];
 
     /// Parses a result code; `None` for a value that names none.

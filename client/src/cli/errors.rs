@@ -179,6 +179,9 @@ fn hint(error: &ClientError) -> Option<String> {
              `strand attention` lists the nodes that are full"
         }
         ClientError::NotSent { .. } => "send those records again once the cluster is reachable",
+        ClientError::Refused { .. } => {
+            "`strand status` shows which replicas are caught up; --force overrides the check"
+        }
         ClientError::PermissionDenied { .. } => {
             "the node allows this only to the cluster's own nodes or to a user granted it"
         }

@@ -26,6 +26,9 @@ pub struct ReassignPartition {
     pub nodes: Vec<u32>,
     /// The new confirm policy (`None`: keep the current one).
     pub confirm: Option<ConfirmPolicy>,
+    /// Skip the node's safety check (a set that would leave too few copies
+    /// holding every acknowledged record is refused without it).
+    pub force: bool,
 }
 
 impl Body for ReassignPartition {
@@ -36,6 +39,7 @@ impl Body for ReassignPartition {
         if let Some(confirm) = self.confirm {
             write_confirm(writer, confirm);
         }
+        writer.bool(self.force);
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<ReassignPartition, BodyError> {
@@ -55,6 +59,7 @@ impl Body for ReassignPartition {
             group,
             nodes,
             confirm,
+            force: reader.bool("force")?,
         })
     }
 }
@@ -189,18 +194,23 @@ pub struct DropReplica {
     pub group: u64,
     /// The node whose retired copy is dropped.
     pub node: u32,
+    /// Skip the node's safety check (a drop while a member still catches
+    /// up, or while no primary serves, is refused without it).
+    pub force: bool,
 }
 
 impl Body for DropReplica {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.u64(self.group);
         writer.u32(self.node);
+        writer.bool(self.force);
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<DropReplica, BodyError> {
         Ok(DropReplica {
             group: read_partition_group(reader)?,
             node: reader.u32("node")?,
+            force: reader.bool("force")?,
         })
     }
 }
@@ -297,6 +307,7 @@ mod tests {
             group: 4,
             nodes: vec![1, 3, 4],
             confirm: Some(ConfirmPolicy::Count(2)),
+            force: true,
         };
         assert_eq!(
             ReassignPartition::from_bytes(&request.to_vec()),
@@ -306,6 +317,7 @@ mod tests {
             group: 4,
             nodes: vec![1],
             confirm: None,
+            force: false,
         };
         assert_eq!(ReassignPartition::from_bytes(&keep.to_vec()), Ok(keep));
         assert_eq!(
@@ -320,6 +332,7 @@ mod tests {
             group: 4,
             nodes: vec![1, 2],
             confirm: None,
+            force: false,
         };
         let bad = [
             ReassignPartition {
@@ -400,7 +413,11 @@ mod tests {
     fn epoch_started_and_drop_replica_name_a_partition() {
         let started = EpochStarted { group: 4, epoch: 2 };
         assert_eq!(EpochStarted::from_bytes(&started.to_vec()), Ok(started));
-        let dropped = DropReplica { group: 4, node: 9 };
+        let dropped = DropReplica {
+            group: 4,
+            node: 9,
+            force: true,
+        };
         assert_eq!(DropReplica::from_bytes(&dropped.to_vec()), Ok(dropped));
         for bad in [
             EpochStarted { group: 0, epoch: 2 },
@@ -408,7 +425,11 @@ mod tests {
         ] {
             assert!(EpochStarted::from_bytes(&bad.to_vec()).is_err(), "{bad:?}");
         }
-        let metadata_plane = DropReplica { group: 0, node: 9 };
+        let metadata_plane = DropReplica {
+            group: 0,
+            node: 9,
+            force: false,
+        };
         assert!(DropReplica::from_bytes(&metadata_plane.to_vec()).is_err());
     }
 
@@ -418,6 +439,7 @@ mod tests {
             group: 4,
             nodes: vec![1, 3],
             confirm: Some(ConfirmPolicy::LocalDurable),
+            force: false,
         }
         .to_vec();
         for length in 0..request.len() {
