@@ -65,6 +65,24 @@ impl Caller {
     fn is_node(self) -> bool {
         matches!(self, Caller::Node(_) | Caller::Unverified)
     }
+
+    /// How the audit log names it.
+    fn identity(self) -> String {
+        match self {
+            Caller::Node(node) => format!("node {node}"),
+            Caller::Client => "anonymous".to_owned(),
+            Caller::Unverified => "unverified".to_owned(),
+        }
+    }
+}
+
+/// One client connection as the node knows it.
+struct Peer {
+    caller: Caller,
+    /// Its address, for the audit log.
+    source: String,
+    /// Its admin requests awaiting replies (see [`crate::audit`]).
+    audit: crate::audit::Pending,
 }
 
 /// How often a produce held for bus room looks again.
@@ -99,8 +117,14 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                         }
                     };
                     let (sender, receiver) = mpsc::channel(CONNECTION_QUEUE_CAPACITY);
-                    tokio::spawn(write_replies(write, receiver));
-                    if let Err(reason) = read_requests(&shared, read, &sender, caller).await {
+                    let peer = Peer {
+                        caller,
+                        source: address.to_string(),
+                        audit: crate::audit::Pending::default(),
+                    };
+                    let audit = shared.audit.clone().map(|log| (log, peer.audit.clone()));
+                    tokio::spawn(write_replies(write, receiver, audit));
+                    if let Err(reason) = read_requests(&shared, read, &sender, &peer).await {
                         metrics::client_frame_rejected();
                         tracing::warn!(%address, reason, "client: closing the connection");
                     }
@@ -136,13 +160,31 @@ async fn open(
     Ok((read, write, caller))
 }
 
-async fn write_replies(mut write: WriteStream, mut receiver: mpsc::Receiver<Bytes>) {
+/// Writes a connection's replies; with an audit log, each reply that
+/// answers an admin request closes its entry.
+async fn write_replies(
+    mut write: WriteStream,
+    mut receiver: mpsc::Receiver<Bytes>,
+    audit: Option<(crate::audit::AuditLog, crate::audit::Pending)>,
+) {
     let mut frames = VecDeque::new();
     while let Some(frame) = receiver.recv().await {
         frames.push_back(frame);
         gather(&mut receiver, &mut frames);
+        if let Some((log, pending)) = &audit {
+            for frame in &frames {
+                if let Some(entry) = pending.close(frame) {
+                    log.record(entry).await;
+                }
+            }
+        }
         if write_frames(&mut write, &mut frames).await.is_err() {
-            return;
+            break;
+        }
+    }
+    if let Some((log, pending)) = &audit {
+        for entry in pending.abandon() {
+            log.record(entry).await;
         }
     }
 }
@@ -153,7 +195,7 @@ async fn read_requests(
     shared: &Arc<Shared>,
     mut read: ReadStream,
     sender: &ConnectionSender,
-    caller: Caller,
+    peer: &Peer,
 ) -> Result<(), String> {
     let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
     let mut buffer = BytesMut::with_capacity(64 * 1024);
@@ -188,7 +230,17 @@ async fn read_requests(
                 let _ = sender.try_send(error_frame(request.header(), &error));
                 continue;
             }
-            handle(shared, request, sender, caller);
+            if let Some(log) = &shared.audit {
+                let header = request.header();
+                let identity = peer.caller.identity();
+                if let Some(evicted) =
+                    peer.audit
+                        .open(header, request.body(), &identity, &peer.source)
+                {
+                    log.record(evicted).await;
+                }
+            }
+            handle(shared, request, sender, peer.caller);
         }
         if buffer.capacity() - buffer.len() < 16 * 1024 {
             buffer.reserve(64 * 1024);

@@ -18,6 +18,7 @@
 //! | `wal_io_errors_total` | counter | failed WAL operations |
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
 //! | `client_frames_rejected_total` | counter | client connections closed for a bad frame (or a failed TLS handshake) |
+//! | `audit_actions_total{action, outcome}` | counter | admin actions recorded in the audit log, by outcome (see `audit`) |
 //! | `requests_refused_unsafe_total{operation}` | counter | reassignments and drops refused `Refused` by the node's safety check (see `guard`) |
 //! | `requests_refused_permission_total{operation}` | counter | requests refused `PermissionDenied` (a node-internal operation from a client) |
 //! | `replica_frames_rejected_total` | counter | replica-bus connections closed for a bad frame, a failed TLS handshake, or a certificate of another node |
@@ -175,6 +176,12 @@ pub fn replica_frame_refused() {
 /// A request was refused to its caller (`PermissionDenied`).
 pub fn permission_denied(operation: strand_wire::Operation) {
     counter!("requests_refused_permission_total", "operation" => format!("{operation:?}"))
+        .increment(1);
+}
+
+/// An admin action was recorded in the audit log.
+pub fn audited(action: &str, outcome: &str) {
+    counter!("audit_actions_total", "action" => action.to_owned(), "outcome" => outcome.to_owned())
         .increment(1);
 }
 

@@ -148,8 +148,18 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     // this one only.
     let boot = crate::boot::count_boot(&data_dir)?;
     tracing::info!(boot, "node: boot counted");
-    let shared =
-        Arc::new(Shared::new(config, senders, ReadHandles::new(budget.reads), boot).with_tls(tls));
+    let audit = crate::audit::AuditLog::start(&data_dir).map_err(|source| NodeError::DataDir {
+        path: data_dir
+            .join(crate::audit::AUDIT_LOG_FILE)
+            .display()
+            .to_string(),
+        reason: format!("cannot open the audit log: {source}"),
+    })?;
+    let shared = Arc::new(
+        Shared::new(config, senders, ReadHandles::new(budget.reads), boot)
+            .with_tls(tls)
+            .with_audit(audit),
+    );
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
     tokio::spawn(crate::disk::watch(Arc::clone(&shared)));

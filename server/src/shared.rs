@@ -113,6 +113,8 @@ pub struct Shared {
     pub coordinator: Mutex<crate::coordinator::Coordinator>,
     /// TLS of the client port and the bus (`None`: plaintext).
     pub tls: Option<crate::tls::NodeTls>,
+    /// Where admin actions are recorded (`None` in unit tests).
+    pub audit: Option<crate::audit::AuditLog>,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -157,12 +159,19 @@ impl Shared {
             disk: crate::disk::DiskRoom::default(),
             coordinator: Mutex::new(crate::coordinator::Coordinator::default()),
             tls: None,
+            audit: None,
         }
     }
 
     /// The same, serving TLS with `tls`.
     pub fn with_tls(mut self, tls: Option<crate::tls::NodeTls>) -> Shared {
         self.tls = tls;
+        self
+    }
+
+    /// The same, recording admin actions in `audit`.
+    pub fn with_audit(mut self, audit: crate::audit::AuditLog) -> Shared {
+        self.audit = Some(audit);
         self
     }
 

@@ -277,6 +277,16 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
         "{}",
         refused.1
     );
+    // The audit log of the node that refused it says so.
+    common::wait_until("the refusal is in an audit log", 10, || {
+        common::audit_entries(dir.path(), &nodes)
+            .iter()
+            .any(|entry| {
+                entry["action"] == "ReassignPartition"
+                    && entry["outcome"] == "Refused"
+                    && entry["forced"] == false
+            })
+    });
     // The node, not the command line, enforces it: the SDK is refused too.
     let sdk = runtime.block_on(client.reassign_partition(
         PartitionTarget::Group(group),

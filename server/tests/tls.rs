@@ -140,6 +140,35 @@ fn clients_verify_nodes_by_the_ca_and_plaintext_or_forged_reports_are_refused() 
         .epoch;
     assert_eq!(epoch, 0, "the forged report changed nothing");
 
+    // The topic's creation is in the audit log of the node that took it,
+    // with who asked (a TLS client without a node certificate) and how it
+    // ended.
+    let entries = common::audit_entries(dir.path(), &cluster.nodes);
+    let created = entries.iter().find(|entry| {
+        entry["action"] == "CreateTopic" && entry["target"] == "s/t" && entry["outcome"] == "Ok"
+    });
+    let created = created.unwrap_or_else(|| panic!("no CreateTopic entry in {entries:?}"));
+    assert_eq!(created["identity"], "anonymous");
+    assert!(
+        created["source"]
+            .as_str()
+            .is_some_and(|source| source.starts_with("127.0.0.1:"))
+    );
+    assert!(
+        created["time"]
+            .as_str()
+            .is_some_and(|time| time.ends_with('Z'))
+    );
+    assert!(
+        cluster
+            .nodes
+            .iter()
+            .map(|node| common::metric_sum(node, "audit_actions_total"))
+            .sum::<f64>()
+            >= 2.0,
+        "the stream and the topic were counted"
+    );
+
     // A client that does not trust the CA (no CA given: plaintext) gets nowhere.
     let mut plain = strand_client::ClientConfig::new(common::bootstrap(&cluster.nodes));
     plain.deadline_ms = 1_500;

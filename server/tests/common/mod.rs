@@ -286,6 +286,22 @@ pub fn configure_cluster_routed(
         .collect()
 }
 
+/// The audit log entries of every node of a cluster configured under
+/// `dir`, in file order per node.
+pub fn audit_entries(dir: &Path, nodes: &[Node]) -> Vec<serde_json::Value> {
+    nodes
+        .iter()
+        .filter_map(|node| {
+            std::fs::read_to_string(dir.join(format!("node-{}", node.node)).join("audit.log")).ok()
+        })
+        .flat_map(|text| {
+            text.lines()
+                .map(|line| serde_json::from_str(line).expect("an audit entry is JSON"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Makes a CA and node certificates under `dir/certs` and turns TLS on in
 /// every node's configuration; returns the certificates' directory (its
 /// `ca.pem` is what clients verify against).
