@@ -59,6 +59,7 @@ pub mod routing;
 pub mod safety;
 pub mod session;
 pub mod tls;
+pub mod users;
 
 mod admin;
 mod client;

@@ -255,6 +255,8 @@ pub struct Catalog {
     nodes: Vec<u32>,
     /// Consumer groups by name (see [`crate::consumer_groups`]).
     pub(crate) consumer_groups: BTreeMap<String, ConsumerGroup>,
+    /// Users by name (see [`crate::users`]).
+    pub(crate) users: crate::users::Users,
 }
 
 impl Catalog {
@@ -268,6 +270,7 @@ impl Catalog {
             applied_op: 0,
             nodes,
             consumer_groups: BTreeMap::new(),
+            users: BTreeMap::new(),
         }
     }
 
@@ -656,6 +659,10 @@ impl StateMachine for Catalog {
             Operation::AddPartitions => self.add_partitions(body),
             Operation::JoinGroup => self.join_group(body),
             Operation::LeaveGroup => self.leave_group(body),
+            Operation::CreateUser => self.create_user(body),
+            Operation::DeleteUser => self.delete_user(body),
+            Operation::GrantPermission => self.grant_permission(body),
+            Operation::RevokePermission => self.revoke_permission(body),
             other => Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!("{other:?} is not a metadata operation"),
@@ -703,4 +710,4 @@ fn gcd(a: usize, b: usize) -> usize {
 
 #[cfg(test)]
 #[path = "catalog_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -176,7 +176,11 @@ fn cluster_of_five() -> Catalog {
 }
 
 /// Commits `body` as the next metadata op.
-fn apply(catalog: &mut Catalog, operation: Operation, body: Bytes) -> (ResultCode, Bytes) {
+pub(crate) fn apply(
+    catalog: &mut Catalog,
+    operation: Operation,
+    body: Bytes,
+) -> (ResultCode, Bytes) {
     let op = catalog.applied_op + 1;
     catalog.commit(&header(op, operation), Some(&body))
 }

@@ -14,6 +14,7 @@
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
+//! | [`users`] | the catalog's users: password hashes and permissions |
 //! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //!
@@ -31,3 +32,4 @@ pub mod group_host;
 pub mod machine;
 pub mod reassign;
 pub mod transfer;
+pub mod users;

@@ -1,4 +1,5 @@
-//! The audit log: every admin action a node receives, with who asked, from
+//! The audit log: every admin action a node receives (user and permission
+//! changes included), with who asked, from
 //! where, when, what it named, and how it ended, as one JSON object per line
 //! in `<data_dir>/audit.log`, and a counter per action and outcome
 //! (`audit_actions_total{action, outcome}`).
@@ -24,8 +25,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 use strand_wire::ops::{
-    AcceptLoss, AddPartitions, AlterTopic, CreateStream, CreateTopic, DeleteStream, DeleteTopic,
-    DropReplica, ReassignPartition,
+    AcceptLoss, AddPartitions, AlterTopic, ChangePermission, CreateStream, CreateTopic, CreateUser,
+    DeleteStream, DeleteTopic, DeleteUser, DropReplica, ReassignPartition,
 };
 use strand_wire::{Body, Operation, ReplyHeader, RequestHeader, ResultCode};
 use tokio::sync::mpsc;
@@ -77,6 +78,10 @@ pub fn is_audited(operation: Operation) -> bool {
             | Operation::ReassignPartition
             | Operation::DropReplica
             | Operation::AcceptLoss
+            | Operation::CreateUser
+            | Operation::DeleteUser
+            | Operation::GrantPermission
+            | Operation::RevokePermission
     )
 }
 
@@ -101,6 +106,12 @@ fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
         }),
         Operation::AcceptLoss => {
             AcceptLoss::from_bytes(body).map(|accept| format!("group {}", accept.group))
+        }
+        Operation::CreateUser => CreateUser::from_bytes(body).map(|create| create.name),
+        Operation::DeleteUser => DeleteUser::from_bytes(body).map(|delete| delete.name),
+        Operation::GrantPermission | Operation::RevokePermission => {
+            ChangePermission::from_bytes(body)
+                .map(|change| format!("{}: {}", change.user, change.permission.text()))
         }
         Operation::ReassignPartition => {
             return ReassignPartition::from_bytes(body).map_or_else(

@@ -367,6 +367,7 @@ fn handle(
             | Operation::Attention
             | Operation::AcceptLoss
             | Operation::DescribeGroups
+            | Operation::ListUsers
     );
     let coordinated = operation == Operation::Heartbeat;
     if (local || coordinated || operation.is_metadata()) != (group == 0) {
@@ -384,6 +385,14 @@ fn handle(
     match operation {
         Operation::Metadata => answer(metadata_reply(shared, &request)),
         Operation::DescribeGroups => answer(describe_groups_reply(shared, &request)),
+        Operation::ListUsers => {
+            let users = shared.catalog().user_list();
+            answer(reply_frame(
+                &header,
+                ResultCode::Ok,
+                Bytes::from(users.to_vec()),
+            ));
+        }
         Operation::ClusterStatus => {
             let reply = ClusterStatusReply {
                 node: shared.config.node,

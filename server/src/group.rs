@@ -788,7 +788,11 @@ impl Actor {
             | Operation::AlterTopic
             | Operation::AddPartitions
             | Operation::JoinGroup
-            | Operation::LeaveGroup => self.submit(request, 0),
+            | Operation::LeaveGroup
+            | Operation::CreateUser
+            | Operation::DeleteUser
+            | Operation::GrantPermission
+            | Operation::RevokePermission => self.submit(request, 0),
             Operation::Heartbeat => self.on_heartbeat(&request),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),
@@ -818,6 +822,7 @@ impl Actor {
             | Operation::Attention
             | Operation::AcceptLoss
             | Operation::DescribeGroups
+            | Operation::ListUsers
             | Operation::Metadata => self.refuse(
                 &header,
                 ResultCode::InvalidRequest,

@@ -62,11 +62,21 @@ pub enum Operation {
     /// Consumer groups, their members and assignments: answered by any node
     /// from its catalog.
     DescribeGroups = 23,
+    /// Create a user with a password hash. Metadata plane.
+    CreateUser = 24,
+    /// Delete a user. Metadata plane.
+    DeleteUser = 25,
+    /// Grant a user a permission. Metadata plane.
+    GrantPermission = 26,
+    /// Take a permission back from a user. Metadata plane.
+    RevokePermission = 27,
+    /// Every user and its permissions: answered by any node from its catalog.
+    ListUsers = 28,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 23] = [
+    pub const ALL: [Operation; 28] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -90,6 +100,11 @@ impl Operation {
         Operation::Heartbeat,
         Operation::LeaveGroup,
         Operation::DescribeGroups,
+        Operation::CreateUser,
+        Operation::DeleteUser,
+        Operation::GrantPermission,
+        Operation::RevokePermission,
+        Operation::ListUsers,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -118,6 +133,10 @@ impl Operation {
                 | Operation::AddPartitions
                 | Operation::JoinGroup
                 | Operation::LeaveGroup
+                | Operation::CreateUser
+                | Operation::DeleteUser
+                | Operation::GrantPermission
+                | Operation::RevokePermission
         )
     }
 
@@ -137,6 +156,10 @@ impl Operation {
                 | Operation::AddPartitions
                 | Operation::JoinGroup
                 | Operation::LeaveGroup
+                | Operation::CreateUser
+                | Operation::DeleteUser
+                | Operation::GrantPermission
+                | Operation::RevokePermission
         )
     }
 

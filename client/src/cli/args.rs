@@ -114,6 +114,9 @@ pub(crate) enum Command {
     /// the copy a removed replica kept.
     #[command(subcommand)]
     Partition(PartitionCommand),
+    /// Users and their permissions: create, list, delete, grant, revoke.
+    #[command(subcommand)]
+    User(UserCommand),
     /// Print a shell completion script (e.g. `strand completions bash > /etc/bash_completion.d/strand`).
     Completions {
         /// The shell.
@@ -335,6 +338,47 @@ pub(crate) struct ConsumeArgs {
     /// Print each record's key too, as `OFFSET<TAB>KEY<SEP>VALUE`.
     #[arg(long, value_name = "SEP")]
     pub(crate) key_sep: Option<String>,
+}
+
+/// `strand user ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum UserCommand {
+    /// Create a user. The password is read from the first line of stdin
+    /// (hashed with Argon2id before it leaves this process).
+    Create {
+        /// The user's name.
+        name: String,
+    },
+    /// Every user and its permissions.
+    List,
+    /// Delete a user and its permissions; needs --yes.
+    Delete {
+        /// The user's name.
+        name: String,
+        /// Confirm.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Grant a permission: `admin`, or `produce|consume|manage:STREAM[/TOPIC]`.
+    Grant {
+        /// The user's name.
+        name: String,
+        /// The permission.
+        #[arg(value_parser = parse_permission_arg)]
+        permission: strand_wire::ops::Permission,
+    },
+    /// Take a permission back (same form as grant).
+    Revoke {
+        /// The user's name.
+        name: String,
+        /// The permission.
+        #[arg(value_parser = parse_permission_arg)]
+        permission: strand_wire::ops::Permission,
+    },
+}
+
+fn parse_permission_arg(text: &str) -> Result<strand_wire::ops::Permission, String> {
+    crate::users::parse_permission(text)
 }
 
 /// `strand group ...`

@@ -17,6 +17,7 @@
 //! | `status` | `status`: nodes, and every partition's replicas side by side |
 //! | `operator` | `attention` and `accept-loss` |
 //! | `partition` | `partition reassign` and `partition drop-replica` |
+//! | `user` | `user create/list/delete/grant/revoke` (the password from stdin) |
 //!
 //! Output: human tables on stdout by default; `--json` prints one JSON
 //! document (`consume`: one JSON object per record, per line). Errors go to
@@ -34,6 +35,7 @@ mod status;
 mod table;
 mod topic;
 mod topic_change;
+mod user;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -45,7 +47,9 @@ use tokio::io::AsyncBufRead;
 pub use args::{DEV_CLUSTER_ADDRESS, GENERATED_RECORD_BYTES_MAX, TIMEOUT_MS_DEFAULT};
 
 use crate::{Client, ClientConfig};
-use args::{Cli, Command, GroupCommand, PartitionCommand, StreamCommand, TopicCommand};
+use args::{
+    Cli, Command, GroupCommand, PartitionCommand, StreamCommand, TopicCommand, UserCommand,
+};
 use errors::CliError;
 
 /// Longest one attempt of a request may go unanswered before it is resent
@@ -150,6 +154,11 @@ async fn dispatch(
             return Err(partition::drop_refusal(dropping)); // before anything is sent
         }
     }
+    if let Command::User(UserCommand::Delete { name, yes: false }) = &cli.command {
+        return Err(CliError::Usage(format!(
+            "user delete removes user {name} and its permissions; nothing was done. Re-run with --yes"
+        )));
+    }
     if let Some(refusal) = delete_refusal(&cli).await {
         return Err(refusal); // nothing deleted; the refusal says what would be
     }
@@ -179,6 +188,7 @@ async fn dispatch(
             topic_change::topic_delete(&client, deleting, json, out).await
         }
         Command::Produce(produce) => produce::run(&client, produce, stdin, json, out).await,
+        Command::User(command) => user::run(&client, command, stdin, json, out).await,
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
         Command::Group(GroupCommand::List) => group::list(&client, json, out).await,
         Command::Group(GroupCommand::Describe { name }) => {

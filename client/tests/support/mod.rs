@@ -457,16 +457,21 @@ impl State {
                     "reconfigure is a group's own operation",
                 )),
             )),
-            // Consumer groups are tested against real nodes.
+            // Consumer groups and users are tested against real nodes.
             Operation::JoinGroup
             | Operation::Heartbeat
             | Operation::LeaveGroup
-            | Operation::DescribeGroups => Outcome::Reply(reply(
+            | Operation::DescribeGroups
+            | Operation::CreateUser
+            | Operation::DeleteUser
+            | Operation::GrantPermission
+            | Operation::RevokePermission
+            | Operation::ListUsers => Outcome::Reply(reply(
                 header,
                 0,
                 Err(ErrorBody::message(
                     ResultCode::InvalidRequest,
-                    "the scripted server keeps no consumer groups",
+                    "the scripted server keeps no consumer groups or users",
                 )),
             )),
             Operation::CreateStream

@@ -34,6 +34,7 @@ mod fetch;
 mod group;
 mod reassign;
 mod status;
+mod users;
 
 pub use admin::{
     AcceptLoss, AcceptLossReply, AddPartitions, AlterTopic, CreateStream, CreateTopic,
@@ -55,6 +56,10 @@ pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};
 pub use status::{
     AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, GroupStatus,
     MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
+};
+pub use users::{
+    ChangePermission, CreateUser, DeleteUser, PASSWORD_HASH_LENGTH_MAX, PERMISSIONS_PER_USER_MAX,
+    Permission, Right, Scope, USERS_MAX, UserInfo, UserList,
 };
 
 use crate::codec::{Body, BodyReader, BodyWriter};

@@ -1,0 +1,117 @@
+//! `strand user create|list|delete|grant|revoke`.
+//!
+//! `create` reads the password from the first line of stdin, so that it is
+//! never an argument (visible to every process on the machine); the SDK
+//! hashes it with Argon2id before it is sent.
+
+use std::io::Write;
+
+use serde::Serialize;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+use super::args::UserCommand;
+use super::errors::CliError;
+use super::print_json;
+use super::table::Table;
+use crate::Client;
+
+/// One user as `user list --json` prints it.
+#[derive(Debug, Serialize)]
+struct UserView {
+    name: String,
+    permissions: Vec<String>,
+}
+
+/// Runs one `strand user` command.
+pub(crate) async fn run(
+    client: &Client,
+    command: UserCommand,
+    mut stdin: impl AsyncBufRead + Unpin,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (doing, done) = match command {
+        UserCommand::Create { name } => {
+            let mut password = String::new();
+            stdin.read_line(&mut password).await?;
+            let password = password.trim_end_matches(['\n', '\r']);
+            if password.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "user create reads {name}'s password from the first line of stdin; it was empty"
+                )));
+            }
+            let doing = format!("create user {name}");
+            client
+                .create_user(&name, password)
+                .await
+                .map_err(|error| CliError::client(&doing, error))?;
+            (doing, format!("created user {name}"))
+        }
+        UserCommand::List => return list(client, json, out).await,
+        UserCommand::Delete { name, .. } => {
+            let doing = format!("delete user {name}");
+            client
+                .delete_user(&name)
+                .await
+                .map_err(|error| CliError::client(&doing, error))?;
+            (doing, format!("deleted user {name}"))
+        }
+        UserCommand::Grant { name, permission } => {
+            let doing = format!("grant {} to {name}", permission.text());
+            client
+                .grant_permission(&name, permission.clone())
+                .await
+                .map_err(|error| CliError::client(&doing, error))?;
+            (doing, format!("{name} may now {}", permission.text()))
+        }
+        UserCommand::Revoke { name, permission } => {
+            let doing = format!("revoke {} from {name}", permission.text());
+            client
+                .revoke_permission(&name, permission.clone())
+                .await
+                .map_err(|error| CliError::client(&doing, error))?;
+            (
+                doing,
+                format!("{name} no longer holds {}", permission.text()),
+            )
+        }
+    };
+    if json {
+        return print_json(out, &serde_json::json!({ "done": doing }));
+    }
+    writeln!(out, "{done}")?;
+    Ok(())
+}
+
+async fn list(client: &Client, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let users = client
+        .list_users()
+        .await
+        .map_err(|error| CliError::client("list users", error))?;
+    let views: Vec<UserView> = users
+        .users
+        .into_iter()
+        .map(|user| UserView {
+            name: user.name,
+            permissions: user
+                .permissions
+                .iter()
+                .map(|permission| permission.text())
+                .collect(),
+        })
+        .collect();
+    if json {
+        return print_json(out, &views);
+    }
+    let mut table = Table::new(&["USER", "PERMISSIONS"]);
+    for view in views {
+        let permissions = if view.permissions.is_empty() {
+            "-".to_owned()
+        } else {
+            view.permissions.join(", ")
+        };
+        table.row(vec![view.name, permissions]);
+    }
+    write!(out, "{}", table.render())?;
+    Ok(())
+}
