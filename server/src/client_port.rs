@@ -5,7 +5,8 @@
 //! With TLS ([`crate::tls`]) every connection runs the handshake first; a
 //! connection that presents a node certificate of the cluster is that node,
 //! and only such a connection may send node-internal operations
-//! (`EpochStarted`): anyone else gets `PermissionDenied`.
+//! (`EpochStarted`, a `LeaveGroup` marked expired): anyone else gets
+//! `PermissionDenied`.
 //!
 //! Replies are routed by client id to the connection the client last used,
 //! through a bounded queue per connection ([`CONNECTION_QUEUE_CAPACITY`]
@@ -137,6 +138,17 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
             }
         }
     }
+}
+
+/// Whether only a node may send `request`: a node-internal operation, or a
+/// consumer group member's removal for an expired session (the
+/// coordinator's, which a member must not forge against another).
+fn is_node_internal(request: &Msg<RequestHeader>) -> bool {
+    let operation = request.header().operation();
+    operation.is_node_internal()
+        || (operation == Operation::LeaveGroup
+            && strand_wire::ops::LeaveGroup::from_bytes(request.body())
+                .is_ok_and(|leave| leave.expired))
 }
 
 /// Runs the TLS handshake when the port has TLS, and tells who called.
@@ -352,7 +364,7 @@ fn handle(
         return answer(error_frame(&header, &error));
     }
     let operation = header.operation();
-    if operation.is_node_internal() && !caller.is_node() {
+    if is_node_internal(&request) && !caller.is_node() {
         metrics::permission_denied(operation);
         let message = format!("{operation:?} is accepted only from the cluster's nodes");
         let error = ErrorBody::message(ResultCode::PermissionDenied, message);

@@ -139,6 +139,14 @@ fn clients_verify_nodes_by_the_ca_and_plaintext_or_forged_reports_are_refused() 
         .expect("node 1 reports the group")
         .epoch;
     assert_eq!(epoch, 0, "the forged report changed nothing");
+    // Nor remove a consumer group member as if its session had expired.
+    let forged_expiry = cluster
+        .runtime
+        .block_on(cluster.client.leave_group("readers", 7, true));
+    assert!(
+        matches!(&forged_expiry, Err(ClientError::PermissionDenied { .. })),
+        "{forged_expiry:?}"
+    );
 
     // The topic's creation is in the audit log of the node that took it,
     // with who asked (a TLS client without a node certificate) and how it
