@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -191,6 +192,11 @@ async fn write_entries(path: PathBuf, mut file: std::fs::File, mut entries: mpsc
 #[derive(Debug, Clone, Default)]
 pub struct Pending {
     entries: Arc<Mutex<HashMap<(u128, u64), Entry>>>,
+    /// How many entries are open, so that the connection's writer skips
+    /// every reply without a lock while none is (nearly always). Written
+    /// under the lock; an entry is opened before its request is routed, so
+    /// the writer that receives the reply sees it counted.
+    open: Arc<AtomicUsize>,
 }
 
 impl Pending {
@@ -227,6 +233,7 @@ impl Pending {
             None
         };
         entries.insert((request.client.get(), request.request.get()), entry);
+        self.open.store(entries.len(), Ordering::Relaxed);
         evicted.map(|entry| Entry {
             outcome: "unanswered".to_owned(),
             ..entry
@@ -236,12 +243,13 @@ impl Pending {
     /// The entry a reply frame closes, with its outcome; `None` when the
     /// frame answers nothing audited.
     pub fn close(&self, frame: &[u8]) -> Option<Entry> {
-        let mut entries = self.entries.lock().expect("audit pending lock");
-        if entries.is_empty() {
+        if self.open.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let header = reply_header(frame)?;
+        let mut entries = self.entries.lock().expect("audit pending lock");
         let mut entry = entries.remove(&(header.client.get(), header.request.get()))?;
+        self.open.store(entries.len(), Ordering::Relaxed);
         entry.outcome = ResultCode::from_u16(header.result.get())
             .map_or_else(|| "unknown".to_owned(), |code| format!("{code:?}"));
         Some(entry)
@@ -250,6 +258,7 @@ impl Pending {
     /// Every open entry, written `unanswered` (the connection ended).
     pub fn abandon(&self) -> Vec<Entry> {
         let mut entries = self.entries.lock().expect("audit pending lock");
+        self.open.store(0, Ordering::Relaxed);
         entries
             .drain()
             .map(|(_, entry)| Entry {
