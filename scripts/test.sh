@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every Strand test on a fresh machine: first installs what the tests
 # need and a Rust toolchain does not bring (the `prometheus` binary, which
-# server/tests/prometheus.rs scrapes a real cluster with), then the whole
-# suite. Arguments go to `cargo test` (for example `-p strand-client`).
+# server/tests/prometheus.rs scrapes a real cluster with, and the `openssl`
+# command line, which server/tests/tls.rs checks the nodes' TLS with), then
+# the whole suite. Arguments go to `cargo test` (for example `-p strand-client`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,5 +30,24 @@ install_prometheus() {
   }
 }
 
+# server/tests/tls.rs checks the nodes' TLS with a client that is not ours.
+install_openssl() {
+  if command -v openssl >/dev/null 2>&1; then
+    return
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "scripts/test.sh: the tests need the \`openssl\` command line; install it, then run again" >&2
+    exit 1
+  fi
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo="sudo"
+  fi
+  echo "== installing openssl (needed by server/tests/tls.rs)"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+}
+
 install_prometheus
+install_openssl
 exec cargo test --workspace --all-features --locked "$@"
