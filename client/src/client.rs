@@ -65,6 +65,12 @@ impl Client {
             }),
         };
         if let Err(error) = client.metadata().await {
+            if let Some(message) = client.inner.shared.sign_in_refused() {
+                return Err(ClientError::AuthenticationFailed { message });
+            }
+            if let ClientError::AuthenticationFailed { .. } = error {
+                return Err(error);
+            }
             let config = &client.inner.config;
             return Err(ClientError::Connect {
                 bootstrap: config.bootstrap.clone(),

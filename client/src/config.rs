@@ -33,6 +33,26 @@ pub struct ClientConfig {
     /// TLS to the nodes' client ports (`None`: plaintext, for a cluster
     /// configured `insecure`).
     pub tls: Option<crate::tls::ClientTls>,
+    /// The user and password each connection signs in with (a cluster with
+    /// `[auth] required` refuses anything else first).
+    pub credentials: Option<Credentials>,
+}
+
+/// A user's name and password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user's name.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ClientConfig {
@@ -47,6 +67,7 @@ impl Default for ClientConfig {
             retry_backoff_max_ms: 500,
             frame_size_max: FRAME_SIZE_MAX_DEFAULT,
             tls: None,
+            credentials: None,
         }
     }
 }

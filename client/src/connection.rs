@@ -20,6 +20,10 @@ type Reader = Box<dyn AsyncRead + Send + Unpin>;
 /// The writing side of a connection, plaintext or TLS.
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
+/// How a connection closed by a refused sign-in says so (the driver keeps
+/// what follows, for `ClientError::AuthenticationFailed`).
+pub(crate) const SIGN_IN_REFUSED: &str = "sign-in refused: ";
+
 /// Read buffer size reserved per read call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -51,15 +55,16 @@ pub(crate) fn spawn(
     connect_timeout: Duration,
     frame_size_max: u32,
     tls: Option<Connector>,
+    sign_in: Option<Bytes>,
     events: mpsc::UnboundedSender<ConnectionEvent>,
 ) -> AbortHandle {
     let task = tokio::spawn(async move {
         let reason = match run(
             connection,
             &address,
-            connect_timeout,
-            frame_size_max,
+            (connect_timeout, frame_size_max),
             tls.as_ref(),
+            sign_in.as_ref(),
             &events,
         )
         .await
@@ -77,12 +82,20 @@ pub(crate) fn spawn(
 async fn run(
     connection: ConnectionId,
     address: &str,
-    connect_timeout: Duration,
-    frame_size_max: u32,
+    (connect_timeout, frame_size_max): (Duration, u32),
     tls: Option<&Connector>,
+    sign_in: Option<&Bytes>,
     events: &mpsc::UnboundedSender<ConnectionEvent>,
 ) -> Result<(), String> {
-    let (reader, writer) = tokio::time::timeout(connect_timeout, open(address, tls))
+    let opening = async {
+        let (mut reader, mut writer) = open(address, tls).await?;
+        let mut buffer = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        if let Some(frame) = sign_in {
+            sign_in_first(&mut reader, &mut writer, frame, frame_size_max, &mut buffer).await?;
+        }
+        Ok::<_, String>((reader, writer, buffer))
+    };
+    let (reader, writer, buffer) = tokio::time::timeout(connect_timeout, opening)
         .await
         .map_err(|_| {
             format!(
@@ -98,7 +111,7 @@ async fn run(
         })
         .map_err(|_| "the client shut down".to_owned())?;
     tokio::select! {
-        result = read_replies(connection, reader, frame_size_max, events) => result,
+        result = read_replies(connection, reader, buffer, frame_size_max, events) => result,
         result = write_frames(writer, frames) => result,
     }
 }
@@ -123,14 +136,57 @@ async fn open(address: &str, tls: Option<&Connector>) -> Result<(Reader, Writer)
     Ok((Box::new(reader), Box::new(writer)))
 }
 
+/// Sends the sign-in `frame` and waits for its answer; bytes read past it
+/// stay in `buffer`.
+async fn sign_in_first(
+    reader: &mut Reader,
+    writer: &mut Writer,
+    frame: &Bytes,
+    frame_size_max: u32,
+    buffer: &mut BytesMut,
+) -> Result<(), String> {
+    write_frame(writer, frame).await?;
+    flush(writer).await?;
+    let decoder = FrameDecoder::new(frame_size_max);
+    loop {
+        if let Some(message) = decoder
+            .decode(buffer)
+            .map_err(|error| format!("undecodable frame from the server: {error}"))?
+        {
+            let Message::Reply(reply) = message else {
+                return Err("the server answered a sign-in with a non-reply".to_owned());
+            };
+            let result = reply.header().result();
+            if result == strand_wire::ResultCode::Ok {
+                return Ok(());
+            }
+            let message = match strand_wire::ops::ErrorBody::from_bytes(result, reply.body()) {
+                Ok(strand_wire::ops::ErrorBody::Message { message, .. }) => message,
+                Ok(other) => other.to_string(),
+                Err(error) => error.to_string(),
+            };
+            return Err(format!("{SIGN_IN_REFUSED}{message}"));
+        }
+        buffer.reserve(READ_CHUNK_BYTES);
+        if reader
+            .read_buf(buffer)
+            .await
+            .map_err(|error| format!("read failed: {error}"))?
+            == 0
+        {
+            return Err("closed by the server during sign-in".to_owned());
+        }
+    }
+}
+
 async fn read_replies(
     connection: ConnectionId,
     mut reader: Reader,
+    mut buffer: BytesMut,
     frame_size_max: u32,
     events: &mpsc::UnboundedSender<ConnectionEvent>,
 ) -> Result<(), String> {
     let decoder = FrameDecoder::new(frame_size_max);
-    let mut buffer = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
         while let Some(message) = decoder
             .decode(&mut buffer)
@@ -165,23 +221,28 @@ async fn write_frames(
 ) -> Result<(), String> {
     let mut writer = BufWriter::new(writer);
     while let Some(frame) = frames.recv().await {
-        writer
-            .write_all(&frame)
-            .await
-            .map_err(|error| format!("write failed: {error}"))?;
+        write_frame(&mut writer, &frame).await?;
         // Coalesce what is already queued into one flush.
         while let Ok(frame) = frames.try_recv() {
-            writer
-                .write_all(&frame)
-                .await
-                .map_err(|error| format!("write failed: {error}"))?;
+            write_frame(&mut writer, &frame).await?;
         }
-        writer
-            .flush()
-            .await
-            .map_err(|error| format!("write failed: {error}"))?;
+        flush(&mut writer).await?;
     }
     // The driver dropped the sender: it closed this connection on purpose.
     std::future::pending::<()>().await;
     Ok(())
+}
+
+async fn write_frame(writer: &mut (impl AsyncWrite + Unpin), frame: &[u8]) -> Result<(), String> {
+    writer
+        .write_all(frame)
+        .await
+        .map_err(|error| format!("write failed: {error}"))
+}
+
+async fn flush(writer: &mut (impl AsyncWrite + Unpin)) -> Result<(), String> {
+    writer
+        .flush()
+        .await
+        .map_err(|error| format!("write failed: {error}"))
 }

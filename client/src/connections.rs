@@ -41,6 +41,8 @@ pub(crate) struct Connections {
     connect_timeout: Duration,
     frame_size_max: u32,
     tls: Option<Connector>,
+    /// The sign-in frame each connection sends first, if any.
+    sign_in: Option<Bytes>,
     events: mpsc::UnboundedSender<ConnectionEvent>,
     by_address: HashMap<String, Connection>,
     address_of: HashMap<ConnectionId, String>,
@@ -55,12 +57,14 @@ impl Connections {
         connect_timeout: Duration,
         frame_size_max: u32,
         tls: Option<Connector>,
+        sign_in: Option<Bytes>,
         events: mpsc::UnboundedSender<ConnectionEvent>,
     ) -> Connections {
         Connections {
             connect_timeout,
             frame_size_max,
             tls,
+            sign_in,
             events,
             by_address: HashMap::new(),
             address_of: HashMap::new(),
@@ -92,6 +96,7 @@ impl Connections {
             self.connect_timeout,
             self.frame_size_max,
             self.tls.clone(),
+            self.sign_in.clone(),
             self.events.clone(),
         );
         self.by_address.insert(

@@ -68,13 +68,43 @@ pub(crate) enum DriverCommand {
     },
 }
 
+/// The frame every connection signs in with: an `Authenticate` of the
+/// configured credentials, from a client id of its own (request 1).
+fn sign_in_frame(config: &ClientConfig) -> Option<Bytes> {
+    let credentials = config.credentials.as_ref()?;
+    let body = strand_wire::ops::Authenticate {
+        user: credentials.user.clone(),
+        password: credentials.password.clone(),
+    };
+    let client = rand::random::<u128>().max(1);
+    Some(crate::frames::request_frame(
+        config.cluster,
+        0,
+        client,
+        1,
+        Operation::Authenticate,
+        &Bytes::from(strand_wire::Body::to_vec(&body)),
+    ))
+}
+
 /// State the API reads without asking the driver: topics by name.
 #[derive(Debug, Default)]
 pub(crate) struct SharedRouting {
     topics: Mutex<HashMap<(String, String), TopicInfo>>,
+    /// Why the last sign-in a node refused was refused (the cluster
+    /// requires signing in and the credentials do not hold).
+    sign_in_refused: Mutex<Option<String>>,
 }
 
 impl SharedRouting {
+    /// Why a node refused this client's sign-in, if one did.
+    pub(crate) fn sign_in_refused(&self) -> Option<String> {
+        self.sign_in_refused
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
     /// The topic as the last metadata described it.
     pub(crate) fn topic(&self, stream: &str, topic: &str) -> Option<TopicInfo> {
         self.lock()
@@ -189,6 +219,7 @@ impl Driver {
                 connect_timeout,
                 config.frame_size_max,
                 tls,
+                sign_in_frame(&config),
                 event_sender,
             ),
             epoch: Instant::now(),
@@ -312,6 +343,14 @@ impl Driver {
             }
             ConnectionEvent::Reply { connection, reply } => self.on_reply(connection, &reply),
             ConnectionEvent::Closed { connection, reason } => {
+                if let Some(refusal) = reason.strip_prefix(crate::connection::SIGN_IN_REFUSED) {
+                    *self
+                        .shared
+                        .sign_in_refused
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+                        Some(refusal.to_owned());
+                }
                 if let Some(address) =
                     self.connections
                         .on_closed(connection, self.now_ms(), &reason)

@@ -207,6 +207,13 @@ pub enum ClientError {
         /// The node's explanation: why, and what to do.
         message: String,
     },
+    /// The credentials were refused (no such user, a wrong password), or
+    /// the cluster requires signing in and none were given.
+    #[error("authentication failed: {message}")]
+    AuthenticationFailed {
+        /// The node's explanation.
+        message: String,
+    },
     /// The node refused the operation to this caller: nothing was done.
     #[error("permission denied: {message}")]
     PermissionDenied {
@@ -331,6 +338,7 @@ fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientE
         ResultCode::StaleGeneration => ClientError::StaleGeneration { message },
         ResultCode::PermissionDenied => ClientError::PermissionDenied { message },
         ResultCode::Refused => ClientError::Refused { message },
+        ResultCode::AuthenticationFailed => ClientError::AuthenticationFailed { message },
         // TooLarge, OffsetOutOfRange and OutOfOrder have structured bodies;
         // a server sending them as messages is confused: report it as is.
         ResultCode::Internal

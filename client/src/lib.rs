@@ -75,7 +75,9 @@ mod records;
 
 pub use admin::{AttentionReport, ClusterStatus, NodeAnswer};
 pub use client::{Client, FETCH_WAIT_MS_MAX, PARTITIONS_PER_TOPIC_MAX};
-pub use config::{ClientConfig, ConsumerConfig, ProducerConfig, StartFrom, TopicChange, TopicSpec};
+pub use config::{
+    ClientConfig, ConsumerConfig, Credentials, ProducerConfig, StartFrom, TopicChange, TopicSpec,
+};
 pub use consumer::Consumer;
 pub use error::ClientError;
 pub use frames::{ConnectionId, Reply, ReplyBody};

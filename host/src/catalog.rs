@@ -440,6 +440,13 @@ impl Catalog {
     /// with it. Group ids are never reused, so this never changes back: a
     /// node may remove such a group's data whenever it finds it, even with a
     /// catalog behind the metadata plane's.
+    /// Which groups the catalog counts deleted, in a form that changes
+    /// whenever that set grows: (groups ever created, groups that remain).
+    pub fn deletion_mark(&self) -> (u64, usize) {
+        (self.next_group, self.groups.len())
+    }
+
+    /// Whether `group` existed and its topic was deleted since.
     pub fn is_deleted(&self, group: u64) -> bool {
         group != 0 && group < self.next_group && !self.groups.contains_key(&group)
     }

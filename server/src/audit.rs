@@ -68,22 +68,16 @@ pub struct Entry {
 
 /// Whether requests of `operation` are admin actions the log records.
 pub fn is_audited(operation: Operation) -> bool {
-    matches!(
-        operation,
-        Operation::CreateStream
-            | Operation::CreateTopic
-            | Operation::DeleteTopic
-            | Operation::DeleteStream
-            | Operation::AlterTopic
-            | Operation::AddPartitions
-            | Operation::ReassignPartition
-            | Operation::DropReplica
-            | Operation::AcceptLoss
-            | Operation::CreateUser
-            | Operation::DeleteUser
-            | Operation::GrantPermission
-            | Operation::RevokePermission
-    )
+    operation.is_cluster_admin()
+        || matches!(
+            operation,
+            Operation::CreateStream
+                | Operation::CreateTopic
+                | Operation::DeleteTopic
+                | Operation::DeleteStream
+                | Operation::AlterTopic
+                | Operation::AddPartitions
+        )
 }
 
 /// What a request names, and whether it is forced; a body that does not

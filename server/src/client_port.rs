@@ -140,6 +140,61 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// Signs the connection in (or refuses, and closes it after
+/// [`crate::auth::SIGN_IN_FAILURES_MAX`] failures).
+async fn sign_in(
+    shared: &Arc<Shared>,
+    request: &Msg<RequestHeader>,
+    sender: &ConnectionSender,
+    signed_in: &mut Option<String>,
+    failures: &mut u32,
+) -> Result<(), String> {
+    let header = request.header();
+    match crate::auth::sign_in(shared, request.body()).await {
+        Ok(user) => {
+            tracing::debug!(user, "client: signed in");
+            *signed_in = Some(user);
+            let _ = sender.try_send(reply_frame(header, ResultCode::Ok, Bytes::new()));
+            Ok(())
+        }
+        Err(message) => {
+            metrics::sign_in_failed();
+            *failures += 1;
+            let error = ErrorBody::message(ResultCode::AuthenticationFailed, message);
+            let _ = sender.try_send(error_frame(header, &error));
+            if *failures >= crate::auth::SIGN_IN_FAILURES_MAX {
+                return Err(format!("{failures} failed sign-ins"));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Why `request` is refused to its caller under `[auth] required`, if it is:
+/// not signed in, or without the right it needs. A node is exempt.
+fn auth_refusal(
+    shared: &Shared,
+    request: &Msg<RequestHeader>,
+    caller: Caller,
+    signed_in: Option<&str>,
+) -> Option<ErrorBody> {
+    if !shared.config.auth.required || matches!(caller, Caller::Node(_)) {
+        return None;
+    }
+    let need = crate::auth::needed(shared, request)?;
+    let operation = request.header().operation();
+    let Some(user) = signed_in else {
+        metrics::permission_denied(operation);
+        return Some(ErrorBody::message(
+            ResultCode::AuthenticationFailed,
+            "this cluster requires signing in first",
+        ));
+    };
+    let refused = crate::auth::check(shared, user, &need).err()?;
+    metrics::permission_denied(operation);
+    Some(ErrorBody::message(ResultCode::PermissionDenied, refused))
+}
+
 /// Whether only a node may send `request`: a node-internal operation, or a
 /// consumer group member's removal for an expired session (the
 /// coordinator's, which a member must not forge against another).
@@ -210,6 +265,9 @@ async fn read_requests(
     peer: &Peer,
 ) -> Result<(), String> {
     let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
+    // The user this connection signed in as, and its failed attempts.
+    let mut signed_in: Option<String> = None;
+    let mut failures = 0u32;
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     // The header of the frame being decoded: a frame whose body fails is
     // already cut off the buffer, and its refusal needs the header.
@@ -242,15 +300,27 @@ async fn read_requests(
                 let _ = sender.try_send(error_frame(request.header(), &error));
                 continue;
             }
+            if request.header().operation() == Operation::Authenticate {
+                sign_in(shared, &request, sender, &mut signed_in, &mut failures).await?;
+                continue;
+            }
             if let Some(log) = &shared.audit {
                 let header = request.header();
-                let identity = peer.caller.identity();
+                let identity = match &signed_in {
+                    Some(user) => format!("user {user}"),
+                    None => peer.caller.identity(),
+                };
                 if let Some(evicted) =
                     peer.audit
                         .open(header, request.body(), &identity, &peer.source)
                 {
                     log.record(evicted).await;
                 }
+            }
+            if let Some(refusal) = auth_refusal(shared, &request, peer.caller, signed_in.as_deref())
+            {
+                let _ = sender.try_send(error_frame(request.header(), &refusal));
+                continue;
             }
             handle(shared, request, sender, peer.caller);
         }
@@ -380,6 +450,7 @@ fn handle(
             | Operation::AcceptLoss
             | Operation::DescribeGroups
             | Operation::ListUsers
+            | Operation::Authenticate
     );
     let coordinated = operation == Operation::Heartbeat;
     if (local || coordinated || operation.is_metadata()) != (group == 0) {
@@ -397,6 +468,8 @@ fn handle(
     match operation {
         Operation::Metadata => answer(metadata_reply(shared, &request)),
         Operation::DescribeGroups => answer(describe_groups_reply(shared, &request)),
+        // Signed in by the connection's reader before it gets here.
+        Operation::Authenticate => answer(reply_frame(&header, ResultCode::Ok, Bytes::new())),
         Operation::ListUsers => {
             let users = shared.catalog().user_list();
             answer(reply_frame(

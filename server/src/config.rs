@@ -12,6 +12,10 @@
 //! disk_reserve_bytes = 1073741824       # optional: free space kept; produces refused below it
 //! insecure = false                      # optional: allow plaintext listeners off loopback
 //!
+//! [auth]                                # optional
+//! required = true                       # connections sign in; operations are checked against permissions
+//! admin_password_hash = "$argon2id$..." # the built-in user `admin` (`strand-server hash-password`)
+//!
 //! [tls]                                 # TLS on the client port, mutual TLS on the replica bus
 //! ca = "certs/ca.pem"                   # the cluster's CA (relative paths: from this file's directory)
 //! cert = "certs/node-1.pem"             # this node's certificate: names `node-1.strand`
@@ -103,6 +107,21 @@ impl TlsFiles {
     }
 }
 
+/// Who may use the client port.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Every connection must sign in (`Authenticate`) before anything but
+    /// signing in, and each operation is checked against the user's
+    /// permissions. A node's own connections (node certificates) are exempt.
+    #[serde(default)]
+    pub required: bool,
+    /// An Argon2id hash (PHC form) of the password of the built-in user
+    /// `admin`, which every node knows without the catalog, so that a new
+    /// cluster can create its first users.
+    pub admin_password_hash: Option<String>,
+}
+
 /// Defaults for topics created without explicit policies.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -141,6 +160,8 @@ struct FileConfig {
     tls: Option<TlsFiles>,
     #[serde(default)]
     insecure: bool,
+    #[serde(default)]
+    auth: AuthConfig,
 }
 
 /// A validated node configuration.
@@ -175,6 +196,8 @@ pub struct NodeConfig {
     pub tls: Option<TlsFiles>,
     /// Plaintext listeners off loopback were asked for explicitly.
     pub insecure: bool,
+    /// Signing in and rights.
+    pub auth: AuthConfig,
     /// Durability for topics that do not say.
     pub default_durability: Durability,
     /// Confirm policy for topics that do not say.
@@ -264,8 +287,24 @@ impl NodeConfig {
         let tls = file
             .tls
             .map(|tls| tls.resolved(path.parent().unwrap_or(Path::new("."))));
-        if tls.is_none() && !file.insecure {
-            refuse_plaintext_off_loopback(&peers, node)?;
+        if (tls.is_none() || !file.auth.required) && !file.insecure {
+            refuse_open_off_loopback(&peers, node)?;
+        }
+        if file.auth.required && tls.is_none() {
+            return Err(ConfigError::Invalid {
+                field: "auth.required",
+                reason: "needs [tls]: on a plaintext port nothing tells a node's own client \
+                         from a user"
+                    .into(),
+            });
+        }
+        if let Some(hash) = &file.auth.admin_password_hash
+            && !hash.starts_with("$argon2id$")
+        {
+            return Err(ConfigError::Invalid {
+                field: "auth.admin_password_hash",
+                reason: "not an Argon2id hash in PHC form ($argon2id$...)".into(),
+            });
         }
         let retention_check_ms = file
             .retention_check_ms
@@ -288,6 +327,7 @@ impl NodeConfig {
             disk_reserve_bytes: file.disk_reserve_bytes,
             tls,
             insecure: file.insecure,
+            auth: file.auth,
             default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
             default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
         })
@@ -348,10 +388,11 @@ fn validate_peers(peers: &[PeerConfig], node: u32) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// A node without TLS listens on loopback only, unless the configuration
-/// says `insecure = true`: anyone who reaches a plaintext port can pose as a
-/// peer or read every record.
-fn refuse_plaintext_off_loopback(peers: &[PeerConfig], node: u32) -> Result<(), ConfigError> {
+/// A node without TLS and required sign-in listens on loopback only, unless
+/// the configuration says `insecure = true`: anyone who reaches a plaintext
+/// port can pose as a peer or read every record, and anyone who reaches an
+/// open client port can do anything.
+fn refuse_open_off_loopback(peers: &[PeerConfig], node: u32) -> Result<(), ConfigError> {
     let me = peers
         .iter()
         .find(|peer| peer.id == node)
@@ -367,8 +408,9 @@ fn refuse_plaintext_off_loopback(peers: &[PeerConfig], node: u32) -> Result<(), 
             return Err(ConfigError::Invalid {
                 field,
                 reason: format!(
-                    "node {node} would listen on {address} without TLS: configure [tls], \
-                     or set `insecure = true` to serve plaintext off loopback"
+                    "node {node} would listen on {address} without TLS and required sign-in: \
+                     configure [tls] and [auth] required = true, or set `insecure = true` to \
+                     serve off loopback anyway"
                 ),
             });
         }
@@ -411,6 +453,7 @@ pub fn local_cluster_toml(
     peers: &[PeerConfig],
     metrics: Option<&str>,
     tls: Option<&TlsFiles>,
+    admin_password_hash: Option<&str>,
 ) -> String {
     let mut text = format!(
         "node = {node}\ncluster = {cluster}\ndata_dir = {:?}\n",
@@ -425,6 +468,11 @@ pub fn local_cluster_toml(
             tls.ca.display().to_string(),
             tls.cert.display().to_string(),
             tls.key.display().to_string()
+        ));
+    }
+    if let Some(hash) = admin_password_hash {
+        text.push_str(&format!(
+            "\n[auth]\nrequired = true\nadmin_password_hash = {hash:?}\n"
         ));
     }
     for peer in peers {
@@ -538,12 +586,20 @@ mod tests {
         let tls = format!(
             "{public}\n[tls]\nca = \"certs/ca.pem\"\ncert = \"/abs/node.pem\"\nkey = \"node.key\"\n"
         );
+        let error = NodeConfig::parse(
+            Path::new("/etc/strand/node.toml"),
+            &tls,
+            Overrides::default(),
+        )
+        .expect_err("TLS without sign-in");
+        assert!(error.to_string().contains("sign-in"), "{error}");
+        let tls = format!("{tls}\n[auth]\nrequired = true\n");
         let config = NodeConfig::parse(
             Path::new("/etc/strand/node.toml"),
             &tls,
             Overrides::default(),
         )
-        .expect("TLS allows it");
+        .expect("TLS and sign-in allow it");
         let files = config.tls.expect("tls");
         assert_eq!(files.ca, PathBuf::from("/etc/strand/certs/ca.pem"));
         assert_eq!(files.cert, PathBuf::from("/abs/node.pem"));

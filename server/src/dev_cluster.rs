@@ -30,9 +30,13 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
         .canonicalize()
         .map_err(|error| format!("{}: {error}", data.display()))?;
     let certs = data.join("certs");
-    if !insecure {
+    let password_file = data.join("admin.password");
+    let admin_hash = if insecure {
+        None
+    } else {
         ensure_certificates(&certs, &peers)?;
-    }
+        Some(admin_password_hash(&password_file)?)
+    };
     let mut children: Vec<Running> = Vec::new();
     for peer in &peers {
         let node_dir = data.join(format!("node-{}", peer.id));
@@ -45,6 +49,7 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
             &peers,
             Some(&metrics),
             tls.as_ref(),
+            admin_hash.as_deref(),
         );
         let config_path = data.join(format!("node-{}.toml", peer.id));
         let log_path = data.join(format!("node-{}.log", peer.id));
@@ -93,8 +98,10 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
         println!("plaintext (--insecure): no TLS");
     } else {
         println!(
-            "TLS: the CLI and SDK verify the nodes with the cluster's CA:\n  export STRAND_CA={}",
-            certs.join("ca.pem").display()
+            "TLS and sign-in: the CLI verifies the nodes with the cluster's CA and signs in as admin:\n  \
+             export STRAND_CA={} STRAND_USER=admin STRAND_PASSWORD_FILE={}",
+            certs.join("ca.pem").display(),
+            password_file.display()
         );
     }
     println!("Ctrl-C stops every node cleanly.");
@@ -118,6 +125,38 @@ fn ensure_certificates(certs: &Path, peers: &[PeerConfig]) -> Result<(), String>
     crate::tls::generate(certs, &nodes, &hosts)?;
     println!("made a CA and node certificates in {}", certs.display());
     Ok(())
+}
+
+/// The hash of the built-in `admin`'s password, made once (random) and kept
+/// in `path` (readable by its owner only) so that a restarted dev cluster
+/// keeps it.
+fn admin_password_hash(path: &Path) -> Result<String, String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let password = match std::fs::read_to_string(path) {
+        Ok(text) => text.lines().next().unwrap_or_default().to_owned(),
+        Err(_) => {
+            const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+            let mut random = [0u8; 24];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut random))
+                .map_err(|error| format!("cannot read /dev/urandom: {error}"))?;
+            let password: String = random
+                .iter()
+                .map(|byte| char::from(ALPHABET[usize::from(*byte) % ALPHABET.len()]))
+                .collect();
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|error| format!("{}: {error}", path.display()))?;
+            writeln!(file, "{password}").map_err(|error| format!("{}: {error}", path.display()))?;
+            println!("made the admin password in {}", path.display());
+            password
+        }
+    };
+    strand_client::users::hash_password(&password).map_err(|error| error.to_string())
 }
 
 /// One node process of the dev cluster.

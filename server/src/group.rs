@@ -96,8 +96,11 @@ pub enum Hosted {
     /// A partition no longer hosted here (its topic was deleted, or its
     /// retired copy dropped): stop its actor and remove its data.
     Dropped(Assignment),
-    /// The metadata plane's catalog is loaded (sent once per boot, before
-    /// any placement): the node removes what deleted partitions left.
+    /// The metadata plane's catalog is loaded, or learned of deleted
+    /// partitions (sent before any placement, then whenever its deletion
+    /// mark changes): the node removes what deleted partitions left. A node
+    /// that was down while a topic was deleted opens a catalog behind its
+    /// peers and learns of the deletion only as it catches up.
     CatalogLoaded,
 }
 
@@ -253,8 +256,9 @@ pub struct Actor {
     hosted: Option<UnboundedSender<Hosted>>,
     /// The metadata plane: what was last handed to the node, by group.
     hosted_sent: BTreeMap<u64, Assignment>,
-    /// The metadata plane: whether the node heard `Hosted::CatalogLoaded`.
-    catalog_announced: bool,
+    /// The metadata plane: the catalog's deletion mark the node last heard
+    /// of in a `Hosted::CatalogLoaded`.
+    catalog_announced: Option<(u64, usize)>,
     /// The newest epoch this actor asked the node to report as started.
     epoch_reported: u32,
     produce_started: BTreeMap<(u128, u64), Instant>,
@@ -328,7 +332,7 @@ impl Actor {
             parked: VecDeque::new(),
             hosted,
             hosted_sent: BTreeMap::new(),
-            catalog_announced: false,
+            catalog_announced: None,
             epoch_reported: 0,
             produce_started: BTreeMap::new(),
             write_queued: BTreeMap::new(),
@@ -688,8 +692,9 @@ impl Actor {
         let Some(catalog) = self.host.replica().machine().catalog() else {
             return;
         };
-        if !self.catalog_announced {
-            self.catalog_announced = true;
+        let mark = Some(catalog.deletion_mark());
+        if self.catalog_announced != mark {
+            self.catalog_announced = mark;
             let _ = hosted.send(Hosted::CatalogLoaded);
         }
         let me = self.shared.config.node;
@@ -823,6 +828,7 @@ impl Actor {
             | Operation::AcceptLoss
             | Operation::DescribeGroups
             | Operation::ListUsers
+            | Operation::Authenticate
             | Operation::Metadata => self.refuse(
                 &header,
                 ResultCode::InvalidRequest,

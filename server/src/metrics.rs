@@ -18,6 +18,7 @@
 //! | `wal_io_errors_total` | counter | failed WAL operations |
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
 //! | `client_frames_rejected_total` | counter | client connections closed for a bad frame (or a failed TLS handshake) |
+//! | `sign_ins_failed_total` | counter | `Authenticate` requests refused (unknown user or wrong password) |
 //! | `audit_actions_total{action, outcome}` | counter | admin actions recorded in the audit log, by outcome (see `audit`) |
 //! | `requests_refused_unsafe_total{operation}` | counter | reassignments and drops refused `Refused` by the node's safety check (see `guard`) |
 //! | `requests_refused_permission_total{operation}` | counter | requests refused `PermissionDenied` (a node-internal operation from a client) |
@@ -177,6 +178,11 @@ pub fn replica_frame_refused() {
 pub fn permission_denied(operation: strand_wire::Operation) {
     counter!("requests_refused_permission_total", "operation" => format!("{operation:?}"))
         .increment(1);
+}
+
+/// A sign-in was refused.
+pub fn sign_in_failed() {
+    counter!("sign_ins_failed_total").increment(1);
 }
 
 /// An admin action was recorded in the audit log.

@@ -328,3 +328,166 @@ fn a_rolling_restart_of_a_tls_cluster_under_load_loses_nothing() {
         acked.len() * common::BATCH as usize,
     ));
 }
+
+/// Whether a call was refused for want of a right.
+fn denied<T>(result: &Result<T, ClientError>) -> bool {
+    matches!(result, Err(ClientError::PermissionDenied { .. }))
+}
+
+/// A client of the TLS cluster under `certs`, signing in as `user` when given.
+async fn signed_in(
+    nodes: &[Node],
+    certs: &Path,
+    user: Option<(&str, &str)>,
+) -> Result<Client, ClientError> {
+    let mut config = strand_client::ClientConfig::new(common::bootstrap(nodes));
+    config.tls = Some(ClientTls::new(certs.join("ca.pem")));
+    config.credentials = user.map(|(user, password)| strand_client::Credentials {
+        user: user.to_owned(),
+        password: password.to_owned(),
+    });
+    config.deadline_ms = 5_000;
+    Client::connect(config).await
+}
+
+#[test]
+fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::configure_cluster(dir.path(), 3);
+    let certs = common::enable_tls(dir.path(), &nodes);
+    let admin_hash = strand_client::users::hash_password("admin password").expect("hash");
+    for node in &nodes {
+        let mut config = std::fs::read_to_string(&node.config).expect("config");
+        config.push_str(&format!(
+            "\n[auth]\nrequired = true\nadmin_password_hash = {admin_hash:?}\n"
+        ));
+        std::fs::write(&node.config, config).expect("write config");
+    }
+    for node in &mut nodes {
+        node.start();
+    }
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    runtime.block_on(async {
+        let admin = loop {
+            match signed_in(&nodes, &certs, Some(("admin", "admin password"))).await {
+                Ok(client) => break client,
+                Err(error) => {
+                    assert!(Instant::now() < deadline, "admin cannot connect: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        admin
+            .create_stream("s")
+            .await
+            .expect("admin creates a stream");
+        let mut spec = TopicSpec::new("s", "t");
+        spec.partition_count = 1;
+        spec.replica_count = 3;
+        let group = admin
+            .create_topic(spec)
+            .await
+            .expect("admin creates a topic")[0];
+        let mut other = TopicSpec::new("s", "other");
+        other.partition_count = 1;
+        admin
+            .create_topic(other)
+            .await
+            .expect("admin creates another topic");
+        admin
+            .create_user("reader", "reader password")
+            .await
+            .expect("user");
+        let consume = strand_client::users::parse_permission("consume:s/t").expect("permission");
+        admin
+            .grant_permission("reader", consume)
+            .await
+            .expect("grant");
+        admin
+            .create_user("writer", "writer password")
+            .await
+            .expect("user");
+        let produce = strand_client::users::parse_permission("produce:s/t").expect("permission");
+        admin
+            .grant_permission("writer", produce)
+            .await
+            .expect("grant");
+        common::produce_batch(&admin, 0, deadline).await;
+
+        // No credentials, a wrong password, an unknown user: refused, typed.
+        for user in [
+            None,
+            Some(("reader", "wrong password")),
+            Some(("nobody", "any password")),
+        ] {
+            let refused = signed_in(&nodes, &certs, user).await;
+            assert!(
+                matches!(&refused, Err(ClientError::AuthenticationFailed { .. })),
+                "{user:?}: {refused:?}"
+            );
+        }
+
+        // A consume-only user reads its topic and nothing else.
+        let reader = signed_in(&nodes, &certs, Some(("reader", "reader password")))
+            .await
+            .expect("reader signs in");
+        let fetched = reader.fetch("s", "t", 0, 0, 1 << 20, 0).await;
+        assert!(fetched.is_ok(), "{fetched:?}");
+        let produced = reader.produce("s", "t", 0, common::batch_records(1)).await;
+        assert!(denied(&produced), "{produced:?}");
+        let created = reader.create_topic(TopicSpec::new("s", "mine")).await;
+        assert!(denied(&created), "{created:?}");
+        let moved = reader
+            .reassign_partition(
+                strand_client::PartitionTarget::Group(group),
+                &[1, 2],
+                None,
+                true,
+            )
+            .await;
+        assert!(denied(&moved), "{moved:?}");
+        let dropped = reader
+            .drop_replica(strand_client::PartitionTarget::Group(group), 3, true)
+            .await;
+        assert!(denied(&dropped), "{dropped:?}");
+        let users = reader.create_user("mallory", "mallory password").await;
+        assert!(denied(&users), "{users:?}");
+
+        // A producer on s/t cannot read it, nor produce to s/other.
+        let writer = signed_in(&nodes, &certs, Some(("writer", "writer password")))
+            .await
+            .expect("writer signs in");
+        common::produce_batch(&writer, 1, deadline).await;
+        let read = writer.fetch("s", "t", 0, 0, 1 << 20, 0).await;
+        assert!(denied(&read), "{read:?}");
+        let elsewhere = writer
+            .produce("s", "other", 0, common::batch_records(2))
+            .await;
+        assert!(denied(&elsewhere), "{elsewhere:?}");
+
+        // Nothing the refusals named happened; admin sees it all.
+        let metadata = admin.metadata().await.expect("metadata");
+        let topics: Vec<&str> = metadata
+            .topics
+            .iter()
+            .map(|topic| topic.topic.as_str())
+            .collect();
+        assert_eq!(topics.len(), 2, "{topics:?}");
+        let users = admin.list_users().await.expect("users");
+        assert_eq!(users.users.len(), 2, "{users:?}");
+        let records = common::read_partition(&admin, "s", "t", 0, 20, deadline).await;
+        assert_eq!(
+            records.len(),
+            20,
+            "the two batches admin and writer produced"
+        );
+    });
+    let entries = common::audit_entries(dir.path(), &nodes);
+    assert!(
+        entries.iter().any(|entry| entry["action"] == "CreateTopic"
+            && entry["identity"] == "user reader"
+            && entry["outcome"] == "PermissionDenied"),
+        "{entries:?}"
+    );
+}

@@ -72,11 +72,14 @@ pub enum Operation {
     RevokePermission = 27,
     /// Every user and its permissions: answered by any node from its catalog.
     ListUsers = 28,
+    /// Sign the connection in as a user: answered by the node itself (not
+    /// replicated); a connection's first frame when the cluster requires it.
+    Authenticate = 29,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 28] = [
+    pub const ALL: [Operation; 29] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -105,6 +108,7 @@ impl Operation {
         Operation::GrantPermission,
         Operation::RevokePermission,
         Operation::ListUsers,
+        Operation::Authenticate,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -156,6 +160,22 @@ impl Operation {
                 | Operation::AddPartitions
                 | Operation::JoinGroup
                 | Operation::LeaveGroup
+                | Operation::CreateUser
+                | Operation::DeleteUser
+                | Operation::GrantPermission
+                | Operation::RevokePermission
+        )
+    }
+
+    /// True for operations that change the cluster rather than one
+    /// stream's data: moving partitions, accepting loss, users and their
+    /// permissions. Only a user granted `admin` may send them.
+    pub fn is_cluster_admin(self) -> bool {
+        matches!(
+            self,
+            Operation::ReassignPartition
+                | Operation::DropReplica
+                | Operation::AcceptLoss
                 | Operation::CreateUser
                 | Operation::DeleteUser
                 | Operation::GrantPermission
@@ -240,11 +260,14 @@ pub enum ResultCode {
     /// as things stand (a reassignment to replicas that lack them, a drop
     /// while a member catches up): nothing was done; wait, or force it.
     Refused = 21,
+    /// The credentials do not match a user (the same answer for an unknown
+    /// user and a wrong password), or the connection has not signed in.
+    AuthenticationFailed = 22,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 22] = [
+    pub const ALL: [ResultCode; 23] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -267,6 +290,7 @@ impl ResultCode {
         ResultCode::StaleGeneration,
         ResultCode::PermissionDenied,
         ResultCode::Refused,
+        ResultCode::AuthenticationFailed,
     ];
 
     /// Parses a result code; `None` for a value that names none.

@@ -61,6 +61,24 @@ pub(crate) struct Cli {
         env = "STRAND_CA"
     )]
     pub(crate) ca: Option<std::path::PathBuf>,
+    /// Sign in as this user (a cluster with `[auth] required` needs it);
+    /// the password comes from --password-file or STRAND_PASSWORD.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_USER"
+    )]
+    pub(crate) user: Option<String>,
+    /// A file whose first line is the user's password.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_PASSWORD_FILE",
+        requires = "user"
+    )]
+    pub(crate) password_file: Option<std::path::PathBuf>,
     /// The name the nodes' certificates must carry, when it is not the host
     /// of the addresses dialed.
     #[arg(

@@ -179,6 +179,10 @@ fn hint(error: &ClientError) -> Option<String> {
              `strand attention` lists the nodes that are full"
         }
         ClientError::NotSent { .. } => "send those records again once the cluster is reachable",
+        ClientError::AuthenticationFailed { .. } => {
+            "give the user and password (--user and --password-file, or STRAND_USER and \
+             STRAND_PASSWORD)"
+        }
         ClientError::Refused { .. } => {
             "`strand status` shows which replicas are caught up; --force overrides the check"
         }

@@ -237,9 +237,38 @@ async fn connect(cli: &Cli) -> Result<Client, CliError> {
         server_name: cli.tls_server_name.clone(),
         ..crate::tls::ClientTls::new(ca)
     });
+    config.credentials = credentials(cli)?;
     Client::connect(config)
         .await
         .map_err(|error| CliError::client("connect", error))
+}
+
+/// The user to sign in as, with its password from `--password-file` or
+/// `STRAND_PASSWORD` (never an argument: every process on the machine
+/// could read it).
+fn credentials(cli: &Cli) -> Result<Option<crate::Credentials>, CliError> {
+    let Some(user) = &cli.user else {
+        return Ok(None);
+    };
+    let password = match &cli.password_file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|error| {
+                CliError::Usage(format!("--password-file {}: {error}", path.display()))
+            })?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        None => std::env::var("STRAND_PASSWORD").map_err(|_| {
+            CliError::Usage(format!(
+                "--user {user} needs a password: --password-file, or STRAND_PASSWORD"
+            ))
+        })?,
+    };
+    Ok(Some(crate::Credentials {
+        user: user.clone(),
+        password,
+    }))
 }
 
 /// Prints `value` as one pretty JSON document.

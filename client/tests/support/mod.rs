@@ -466,7 +466,8 @@ impl State {
             | Operation::DeleteUser
             | Operation::GrantPermission
             | Operation::RevokePermission
-            | Operation::ListUsers => Outcome::Reply(reply(
+            | Operation::ListUsers
+            | Operation::Authenticate => Outcome::Reply(reply(
                 header,
                 0,
                 Err(ErrorBody::message(

@@ -58,8 +58,9 @@ pub use status::{
     MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
 };
 pub use users::{
-    ChangePermission, CreateUser, DeleteUser, PASSWORD_HASH_LENGTH_MAX, PERMISSIONS_PER_USER_MAX,
-    Permission, Right, Scope, USERS_MAX, UserInfo, UserList,
+    Authenticate, ChangePermission, CreateUser, DeleteUser, PASSWORD_HASH_LENGTH_MAX,
+    PASSWORD_LENGTH_MAX, PERMISSIONS_PER_USER_MAX, Permission, Right, Scope, USERS_MAX, UserInfo,
+    UserList,
 };
 
 use crate::codec::{Body, BodyReader, BodyWriter};

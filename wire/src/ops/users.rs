@@ -225,6 +225,45 @@ impl Body for ChangePermission {
     }
 }
 
+/// Longest password accepted.
+pub const PASSWORD_LENGTH_MAX: usize = 1024;
+
+/// Sign a connection in as `user`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Authenticate {
+    /// The user's name.
+    pub user: String,
+    /// Its password (carried inside TLS; checked against the stored hash).
+    pub password: String,
+}
+
+impl std::fmt::Debug for Authenticate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticate")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Body for Authenticate {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.user);
+        writer.str(&self.password);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<Authenticate, BodyError> {
+        let user = reader.name("user")?;
+        let password = reader.str("password")?.to_owned();
+        if password.is_empty() || password.len() > PASSWORD_LENGTH_MAX {
+            return Err(BodyError::Invalid {
+                field: "password",
+                reason: "1 to 1024 bytes",
+            });
+        }
+        Ok(Authenticate { user, password })
+    }
+}
+
 /// A user as listed: its name and permissions (never its hash).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserInfo {
@@ -309,6 +348,21 @@ mod tests {
             }],
         };
         assert_eq!(UserList::from_bytes(&list.to_vec()), Ok(list));
+    }
+
+    #[test]
+    fn a_sign_in_round_trips_and_never_prints_its_password() {
+        let sign_in = Authenticate {
+            user: "alice".to_owned(),
+            password: "correct horse".to_owned(),
+        };
+        assert!(!format!("{sign_in:?}").contains("horse"));
+        assert_eq!(Authenticate::from_bytes(&sign_in.to_vec()), Ok(sign_in));
+        let empty = Authenticate {
+            user: "alice".to_owned(),
+            password: String::new(),
+        };
+        assert!(Authenticate::from_bytes(&empty.to_vec()).is_err());
     }
 
     #[test]
