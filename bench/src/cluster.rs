@@ -70,6 +70,8 @@ pub struct LocalCluster {
     dir: PathBuf,
     /// The cluster's CA certificate, when the nodes serve TLS.
     ca: Option<PathBuf>,
+    /// The built-in admin's password, when the nodes require signing in.
+    admin_password: Option<String>,
 }
 
 /// The `strand-server` binary: `explicit` if given, else the one beside the
@@ -137,19 +139,27 @@ impl LocalCluster {
             }
         };
         let certs = dir.join("certs");
-        let ca = if tls {
+        let (ca, admin_password) = if tls {
             make_certificates(&server_bin, &certs, count)?;
-            Some(certs.join("ca.pem"))
+            let password = format!("bench-{:032x}", rand_u128());
+            (Some(certs.join("ca.pem")), Some(password))
         } else {
-            None
+            (None, None)
         };
-        let nodes = configure(&dir, count, tls.then_some(certs.as_path()))?;
+        let admin_hash = admin_password
+            .as_deref()
+            .map(strand_client::users::hash_password)
+            .transpose()
+            .map_err(|error| BenchError::Cluster(format!("admin password: {error}")))?;
+        let secured = tls.then_some((certs.as_path(), admin_hash.as_deref().unwrap_or_default()));
+        let nodes = configure(&dir, count, secured)?;
         let mut cluster = LocalCluster {
             server_bin,
             nodes,
             _temp: temp,
             dir,
             ca,
+            admin_password,
         };
         for node in 1..=count {
             cluster.start_node(node)?;
@@ -160,6 +170,16 @@ impl LocalCluster {
     /// The cluster's CA certificate, when the nodes serve TLS.
     pub fn ca(&self) -> Option<&Path> {
         self.ca.as_deref()
+    }
+
+    /// The built-in admin's credentials, when the nodes require signing in.
+    pub fn admin(&self) -> Option<strand_client::Credentials> {
+        self.admin_password
+            .as_ref()
+            .map(|password| strand_client::Credentials {
+                user: "admin".to_owned(),
+                password: password.clone(),
+            })
     }
 
     /// The nodes, by id order.
@@ -414,9 +434,23 @@ fn make_certificates(server_bin: &Path, certs: &Path, count: u32) -> Result<(), 
     Ok(())
 }
 
-/// Writes `count` node configurations (loopback, free ports) under `dir`,
-/// with TLS from the certificates in `certs` when given.
-fn configure(dir: &Path, count: u32, certs: Option<&Path>) -> Result<Vec<LocalNode>, BenchError> {
+/// A random number from the OS, for a password.
+fn rand_u128() -> u128 {
+    let mut bytes = [0u8; 16];
+    if let Ok(mut file) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut file, &mut bytes);
+    }
+    u128::from_le_bytes(bytes)
+}
+
+/// Writes `count` node configurations (loopback, free ports) under `dir`;
+/// with `secured`, TLS from the certificates in its directory and required
+/// sign-in with its admin password hash.
+fn configure(
+    dir: &Path,
+    count: u32,
+    secured: Option<(&Path, &str)>,
+) -> Result<Vec<LocalNode>, BenchError> {
     let ports = free_ports(3 * count as usize)?;
     let addresses: Vec<[String; 3]> = ports
         .chunks_exact(3)
@@ -432,9 +466,9 @@ fn configure(dir: &Path, count: u32, certs: Option<&Path>) -> Result<Vec<LocalNo
     let mut nodes = Vec::new();
     for ([_, client, metrics], node) in addresses.into_iter().zip(1..=count) {
         let data = dir.join(format!("node-{node}"));
-        let tls = certs.map_or_else(String::new, |certs| {
+        let tls = secured.map_or_else(String::new, |(certs, admin_hash)| {
             format!(
-                "\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+                "\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[auth]\nrequired = true\nadmin_password_hash = {admin_hash:?}\n",
                 certs.join("ca.pem").display().to_string(),
                 certs.join(format!("node-{node}.pem")).display().to_string(),
                 certs.join(format!("node-{node}.key")).display().to_string()

@@ -77,7 +77,9 @@ pub struct Options {
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// The local cluster serves TLS (client port) and mutual TLS (replica
-    /// bus), with a CA and node certificates `strand-server certs` makes.
+    /// bus), with a CA and node certificates `strand-server certs` makes,
+    /// and requires signing in: the bench signs in as a user that may use
+    /// only the bench's stream, so every request pays the rights check.
     #[arg(long, conflicts_with = "cluster")]
     pub tls: bool,
     /// A running cluster's CA certificate (PEM): connect to it with TLS.

@@ -41,6 +41,8 @@ struct Target {
     nodes: u32,
     /// The cluster's CA certificate, when it serves TLS.
     ca: Option<PathBuf>,
+    /// The built-in admin's credentials, when the cluster requires signing in.
+    admin: Option<strand_client::Credentials>,
 }
 
 /// Runs the bench `options` describe; `Ok` even when the verification
@@ -51,7 +53,10 @@ pub async fn run(options: &Options) -> Result<Report, BenchError> {
     let progress = progress_bar(options);
     let announce = announcer(&progress);
     announce(format!("cluster: {}", target.bootstrap.join(",")));
-    let client = connect(&target.bootstrap, target.ca.as_deref()).await?;
+    let client = match &target.admin {
+        Some(admin) => bench_user(&target, admin).await?,
+        None => connect(&target.bootstrap, target.ca.as_deref(), None).await?,
+    };
     let (load, groups) = create_topic(&client, options).await?;
     for group in &groups {
         failover::find_primary(&client, *group, READY_TIMEOUT).await?;
@@ -248,6 +253,7 @@ fn open_target(options: &Options) -> Result<Target, BenchError> {
             metrics,
             nodes: options.cluster.len() as u32,
             ca: options.ca.clone(),
+            admin: None,
         });
     }
     let server_bin = cluster::locate_server_binary(options.server_bin.as_deref())?;
@@ -264,6 +270,7 @@ fn open_target(options: &Options) -> Result<Target, BenchError> {
         .collect();
     Ok(Target {
         ca: local.ca().map(Path::to_path_buf),
+        admin: local.admin(),
         bootstrap: local.bootstrap(),
         metrics,
         nodes: options.nodes,
@@ -272,11 +279,16 @@ fn open_target(options: &Options) -> Result<Target, BenchError> {
 }
 
 /// An SDK client, once some node answers (nodes take a moment to bind).
-pub async fn connect(bootstrap: &[String], ca: Option<&Path>) -> Result<Client, BenchError> {
+pub async fn connect(
+    bootstrap: &[String],
+    ca: Option<&Path>,
+    credentials: Option<&strand_client::Credentials>,
+) -> Result<Client, BenchError> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         let mut config = ClientConfig::new(bootstrap.to_vec());
         config.tls = ca.map(strand_client::tls::ClientTls::new);
+        config.credentials = credentials.cloned();
         config.cluster = cluster::CLUSTER_ID;
         config.in_flight_per_group_max = strand_client_window_max();
         match Client::connect(config).await {
@@ -287,6 +299,41 @@ pub async fn connect(bootstrap: &[String], ca: Option<&Path>) -> Result<Client, 
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+}
+
+/// On a cluster that requires signing in: signs in as admin, makes a user
+/// `bench` that may manage, produce to and consume the bench's stream (and
+/// nothing else), and returns a client signed in as it, so that every
+/// request the bench sends pays the node's rights check.
+async fn bench_user(
+    target: &Target,
+    admin: &strand_client::Credentials,
+) -> Result<Client, BenchError> {
+    let ca = target.ca.as_deref();
+    let admin = connect(&target.bootstrap, ca, Some(admin)).await?;
+    let password = format!("bench-user-{}", std::process::id());
+    admin
+        .create_user("bench", &password)
+        .await
+        .map_err(|error| BenchError::client("create the bench user", error))?;
+    for right in ["manage", "produce", "consume"] {
+        let permission = strand_client::users::parse_permission(&format!("{right}:{STREAM}"))
+            .map_err(|reason| {
+                BenchError::client(
+                    "grant the bench user",
+                    ClientError::InvalidArgument { reason },
+                )
+            })?;
+        admin
+            .grant_permission("bench", permission)
+            .await
+            .map_err(|error| BenchError::client("grant the bench user", error))?;
+    }
+    let bench = strand_client::Credentials {
+        user: "bench".to_owned(),
+        password,
+    };
+    connect(&target.bootstrap, ca, Some(&bench)).await
 }
 
 /// The SDK's largest window: several producers share a group's window.

@@ -87,7 +87,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, BenchError> {
         options.nodes,
         cluster.dir().display()
     ));
-    let client = crate::run::connect(&cluster.bootstrap(), cluster.ca()).await?;
+    let client = crate::run::connect(&cluster.bootstrap(), cluster.ca(), None).await?;
     let create_started = Instant::now();
     let deadline = create_started + options.settle_timeout();
     let replicas = options.replica_count();
