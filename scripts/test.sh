@@ -7,47 +7,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-install_prometheus() {
-  if command -v prometheus >/dev/null 2>&1; then
+# Installs Debian package $1 (which provides the command $1) unless the
+# command is there; $2 says which test needs it.
+install_command() {
+  local command="$1" needed_by="$2"
+  if command -v "$command" >/dev/null 2>&1; then
     return
   fi
   if ! command -v apt-get >/dev/null 2>&1; then
-    echo "scripts/test.sh: the tests need the \`prometheus\` binary on PATH and this" >&2
-    echo "machine has no apt-get to install it: install Prometheus, then run again" >&2
+    echo "scripts/test.sh: the tests need \`$command\` on PATH ($needed_by) and this" >&2
+    echo "machine has no apt-get to install it: install it, then run again" >&2
     exit 1
   fi
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
     sudo="sudo"
   fi
-  echo "== installing prometheus (Debian package; needed by server/tests/prometheus.rs)"
+  echo "== installing $command (Debian package; needed by $needed_by)"
   $sudo apt-get update -qq
-  # No service start inside containers or CI: the test runs its own instance.
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
-  command -v prometheus >/dev/null 2>&1 || {
-    echo "scripts/test.sh: apt-get installed prometheus but it is not on PATH" >&2
+  # No service start inside containers or CI: the tests run their own.
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$command" >/dev/null
+  command -v "$command" >/dev/null 2>&1 || {
+    echo "scripts/test.sh: apt-get installed $command but it is not on PATH" >&2
     exit 1
   }
 }
 
-# server/tests/tls.rs checks the nodes' TLS with a client that is not ours.
-install_openssl() {
-  if command -v openssl >/dev/null 2>&1; then
-    return
-  fi
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "scripts/test.sh: the tests need the \`openssl\` command line; install it, then run again" >&2
-    exit 1
-  fi
-  local sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    sudo="sudo"
-  fi
-  echo "== installing openssl (needed by server/tests/tls.rs)"
-  $sudo apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
-}
-
-install_prometheus
-install_openssl
+install_command prometheus server/tests/prometheus.rs
+install_command openssl server/tests/tls.rs
 exec cargo test --workspace --all-features --locked "$@"

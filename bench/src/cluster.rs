@@ -498,11 +498,23 @@ fn configure(
 /// `count` distinct loopback ports nobody listens on right now. Every
 /// listener is held until all are bound: a port released at once could be
 /// handed out again, and two nodes would then race for it.
+fn free_ports(count: usize) -> Result<Vec<u16>, BenchError> {
+    let listeners = hold_free_ports(count)?;
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().map(|address| address.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| BenchError::Cluster(format!("no free port: {error}")))
+}
+
+/// `count` listeners on distinct free loopback ports, for the caller to
+/// hold while it binds more (a test's proxies) and drop before the nodes
+/// start.
 ///
 /// The ports lie outside the kernel's ephemeral range: a port `bind(0)`
 /// hands out is also one outgoing connections get, so while a node is down
 /// a peer's redial could take its port and its restart would fail.
-fn free_ports(count: usize) -> Result<Vec<u16>, BenchError> {
+pub fn hold_free_ports(count: usize) -> Result<Vec<TcpListener>, BenchError> {
     let (first, end) = fixed_port_range();
     let span = u32::from(end - first);
     // Start somewhere different in every process, so that concurrent
@@ -521,13 +533,7 @@ fn free_ports(count: usize) -> Result<Vec<u16>, BenchError> {
             "fewer than {count} free ports in {first}..{end}"
         )));
     }
-    let ports = listeners
-        .iter()
-        .map(|listener| listener.local_addr().map(|address| address.port()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| BenchError::Cluster(format!("no free port: {error}")))?;
-    drop(listeners);
-    Ok(ports)
+    Ok(listeners)
 }
 
 /// Ports below the kernel's ephemeral range (`ip_local_port_range`), or

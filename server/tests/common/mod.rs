@@ -146,47 +146,12 @@ pub fn free_ports(count: usize) -> Vec<u16> {
     ports_of(&held_ports(count))
 }
 
-/// `count` listeners on distinct free ports, to hold while more ports are
-/// bound (a test proxy's), so none of those can take one of these.
-///
-/// The ports lie outside the kernel's ephemeral range: a port the OS hands
-/// out for `bind(0)` is also one it hands to outgoing connections, so while
-/// a node is stopped one of its peers' redials could take its port and the
-/// restart would fail with "address in use".
+/// `count` listeners on distinct free ports (outside the kernel's
+/// ephemeral range, so a stopped node's ports stay free for its restart),
+/// to hold while more ports are bound (a test proxy's), so none of those
+/// can take one of these.
 fn held_ports(count: usize) -> Vec<TcpListener> {
-    let (first, end) = fixed_port_range();
-    let span = u32::from(end - first);
-    // Start somewhere different in every process, so that concurrent test
-    // binaries rarely probe the same ports.
-    let seed = std::process::id().wrapping_mul(2_654_435_761)
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.subsec_nanos());
-    let held: Vec<TcpListener> = (0..span)
-        .map(|step| first + (seed.wrapping_add(step) % span) as u16)
-        .filter_map(|port| TcpListener::bind(("127.0.0.1", port)).ok())
-        .take(count)
-        .collect();
-    assert_eq!(held.len(), count, "{count} free ports in {first}..{end}");
-    held
-}
-
-/// Ports below the kernel's ephemeral range (`ip_local_port_range`), or
-/// above it when there is more room there.
-fn fixed_port_range() -> (u16, u16) {
-    const LOWEST: u16 = 10_000;
-    let (low, high) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|text| {
-            let mut bounds = text.split_whitespace().map(str::parse::<u16>);
-            Some((bounds.next()?.ok()?, bounds.next()?.ok()?))
-        })
-        .unwrap_or((32_768, 60_999));
-    if low.saturating_sub(LOWEST) >= u16::MAX - high {
-        (LOWEST, low.max(LOWEST + 1))
-    } else {
-        (high.saturating_add(1), u16::MAX)
-    }
+    strand_bench::cluster::hold_free_ports(count).expect("free ports")
 }
 
 fn ports_of(listeners: &[TcpListener]) -> Vec<u16> {
