@@ -176,10 +176,7 @@ impl LocalCluster {
     pub fn admin(&self) -> Option<strand_client::Credentials> {
         self.admin_password
             .as_ref()
-            .map(|password| strand_client::Credentials {
-                user: "admin".to_owned(),
-                password: password.clone(),
-            })
+            .map(|password| strand_client::Credentials::password("admin", password.clone()))
     }
 
     /// The nodes, by id order.

@@ -329,10 +329,7 @@ async fn bench_user(
             .await
             .map_err(|error| BenchError::client("grant the bench user", error))?;
     }
-    let bench = strand_client::Credentials {
-        user: "bench".to_owned(),
-        password,
-    };
+    let bench = strand_client::Credentials::password("bench", password);
     connect(&target.bootstrap, ca, Some(&bench)).await
 }
 

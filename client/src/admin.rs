@@ -1,6 +1,6 @@
 //! Operator calls that ask every node (or every node hosting a group) and
 //! report each node's answer or failure: `cluster_status`, `attention`,
-//! `accept_loss`. A node that is down is an entry with an error, never a
+//! `accept_loss`, `catalog_applied_everywhere`. A node that is down is an entry with an error, never a
 //! failed call, so operators see the rest of the cluster.
 
 use bytes::Bytes;
@@ -141,6 +141,21 @@ impl Client {
                 body,
                 AcceptLossReply::from_bytes,
             )
+            .await)
+    }
+
+    /// Asks every node whether its catalog has applied every metadata
+    /// change this client has seen (a node answers a metadata question only
+    /// once it has; the client retries a stale answer until its deadline).
+    /// A change that must hold on every node before the caller moves on (a
+    /// revoked token) waits for this.
+    pub async fn catalog_applied_everywhere(&self) -> Result<Vec<NodeAnswer<()>>, ClientError> {
+        let nodes = self.all_nodes().await?;
+        let body = Bytes::from(strand_wire::ops::MetadataRequest::default().to_vec());
+        Ok(self
+            .ask_each(nodes, Operation::Metadata, body, |bytes| {
+                strand_wire::ops::MetadataReply::from_bytes(bytes).map(|_| ())
+            })
             .await)
     }
 

@@ -33,25 +33,51 @@ pub struct ClientConfig {
     /// TLS to the nodes' client ports (`None`: plaintext, for a cluster
     /// configured `insecure`).
     pub tls: Option<crate::tls::ClientTls>,
-    /// The user and password each connection signs in with (a cluster with
-    /// `[auth] required` refuses anything else first).
+    /// What each connection signs in with (a cluster with `[auth]
+    /// required` refuses anything else first).
     pub credentials: Option<Credentials>,
 }
 
-/// A user's name and password.
+/// How each connection signs in.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
-    /// The user's name.
-    pub user: String,
-    /// Its password.
-    pub password: String,
+pub enum Credentials {
+    /// A user's name and password.
+    Password {
+        /// The user's name.
+        user: String,
+        /// Its password.
+        password: String,
+    },
+    /// One of a user's access tokens (`strand_<id>_<secret>`, from
+    /// [`crate::Client::create_token`]), for programs that should not hold
+    /// the password: it can be revoked alone.
+    Token(String),
+}
+
+impl Credentials {
+    /// A user and its password.
+    pub fn password(user: impl Into<String>, password: impl Into<String>) -> Credentials {
+        Credentials::Password {
+            user: user.into(),
+            password: password.into(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("user", &self.user)
-            .finish_non_exhaustive()
+        match self {
+            Credentials::Password { user, .. } => f
+                .debug_struct("Credentials::Password")
+                .field("user", user)
+                .finish_non_exhaustive(),
+            Credentials::Token(token) => {
+                let id = strand_wire::ops::parse_token(token).map_or("?", |(id, _)| id);
+                f.debug_struct("Credentials::Token")
+                    .field("id", &id)
+                    .finish_non_exhaustive()
+            }
+        }
     }
 }
 

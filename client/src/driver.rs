@@ -72,9 +72,14 @@ pub(crate) enum DriverCommand {
 /// configured credentials, from a client id of its own (request 1).
 fn sign_in_frame(config: &ClientConfig) -> Option<Bytes> {
     let credentials = config.credentials.as_ref()?;
-    let body = strand_wire::ops::Authenticate {
-        user: credentials.user.clone(),
-        password: credentials.password.clone(),
+    let body = match credentials {
+        crate::Credentials::Password { user, password } => {
+            strand_wire::ops::Authenticate::Password {
+                user: user.clone(),
+                password: password.clone(),
+            }
+        }
+        crate::Credentials::Token(token) => strand_wire::ops::Authenticate::Token(token.clone()),
     };
     let client = rand::random::<u128>().max(1);
     Some(crate::frames::request_frame(

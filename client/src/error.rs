@@ -207,8 +207,9 @@ pub enum ClientError {
         /// The node's explanation: why, and what to do.
         message: String,
     },
-    /// The credentials were refused (no such user, a wrong password), or
-    /// the cluster requires signing in and none were given.
+    /// The credentials were refused (no such user, a wrong password, a
+    /// token revoked or expired, a user deleted since signing in), or the
+    /// cluster requires signing in and none were given.
     #[error("authentication failed: {message}")]
     AuthenticationFailed {
         /// The node's explanation.

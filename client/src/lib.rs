@@ -31,6 +31,7 @@
 //! | `connection`, `connections` | one TCP connection per node; reconnect pacing |
 //! | `driver` | the event loop: feeds the pure cores, carries out their actions |
 //! | [`Client`] (`client`, `admin`) | the API: admin calls, produce, fetch, cursors |
+//! | [`users`] | users, permissions and access tokens: Argon2id hashing here, tokens made and shown once |
 //! | `reassign` | moving a partition: reassign, drop a retired copy; [`PartitionTarget`] |
 //! | [`Producer`], [`Consumer`] | batching producer; partition consumer |
 //! | [`GroupConsumer`] (`group`) | consumer groups: join, heartbeat, leave, describe; a member reading what its group gives it |

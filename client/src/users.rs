@@ -1,10 +1,14 @@
-//! Users and permissions through the SDK: create (the password is hashed
-//! here with Argon2id, so it never leaves this process), delete, grant,
-//! revoke, list.
+//! Users, permissions and access tokens through the SDK: create (the
+//! password is hashed here with Argon2id, so it never leaves this process),
+//! delete, grant, revoke, list; create a token (its secret is made and
+//! hashed here, and shown once) and revoke it.
 
 use argon2::password_hash::{PasswordHasher, SaltString};
 use bytes::Bytes;
-use strand_wire::ops::{ChangePermission, CreateUser, DeleteUser, Permission, Scope, UserList};
+use strand_wire::ops::{
+    ChangePermission, CreateToken, CreateUser, DeleteUser, Permission, RevokeToken, Scope,
+    UserList, parse_token, token_text,
+};
 use strand_wire::{Body, Operation};
 
 use crate::client::Client;
@@ -25,16 +29,74 @@ pub fn hash_password(password: &str) -> Result<String, ClientError> {
             reason: format!("a password has at least {PASSWORD_LENGTH_MIN} bytes"),
         });
     }
+    hash_secret(password)
+}
+
+/// An Argon2id hash of `secret` in PHC form, with a random salt.
+fn hash_secret(secret: &str) -> Result<String, ClientError> {
     let salt_bytes: [u8; 16] = rand::random();
     let salt =
         SaltString::encode_b64(&salt_bytes).map_err(|error| ClientError::InvalidArgument {
             reason: format!("salt: {error}"),
         })?;
     argon2::Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
+        .hash_password(secret.as_bytes(), &salt)
         .map(|hash| hash.to_string())
         .map_err(|error| ClientError::InvalidArgument {
             reason: format!("hashing the password: {error}"),
+        })
+}
+
+/// A token made by [`Client::create_token`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct CreatedToken {
+    /// Its id: listed, and named to revoke it.
+    pub id: String,
+    /// The whole token, `strand_<id>_<secret>`: shown this once, never
+    /// stored by the cluster.
+    pub token: String,
+    /// When it stops working, in Unix milliseconds (`None`: never).
+    pub expires_at_ms: Option<u64>,
+}
+
+impl std::fmt::Debug for CreatedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedToken")
+            .field("id", &self.id)
+            .field("expires_at_ms", &self.expires_at_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A token's id, from its id or from the whole token.
+pub fn token_id(id_or_token: &str) -> Result<String, ClientError> {
+    if let Some((id, _)) = parse_token(id_or_token) {
+        return Ok(id.to_owned());
+    }
+    if strand_wire::ops::tokens::is_token_id(id_or_token) {
+        return Ok(id_or_token.to_owned());
+    }
+    Err(ClientError::InvalidArgument {
+        reason: format!(
+            "{:?} is neither a token id (16 hex digits) nor a token",
+            id_or_token.get(..24).unwrap_or(id_or_token)
+        ),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut text, byte| {
+        let _ = write!(text, "{byte:02x}");
+        text
+    })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         })
 }
 
@@ -111,7 +173,56 @@ impl Client {
             .await
     }
 
-    /// Every user and its permissions, from any node's catalog.
+    /// Creates an access token that signs in as `user` with its
+    /// permissions, until revoked, until `user` is deleted, or for
+    /// `expires_in_ms` when given. Needs `admin`, or `user` itself signed
+    /// in with its password. The token is returned this once.
+    pub async fn create_token(
+        &self,
+        user: &str,
+        label: &str,
+        expires_in_ms: Option<u64>,
+    ) -> Result<CreatedToken, ClientError> {
+        let id = hex(&rand::random::<[u8; 8]>());
+        let secret = hex(&rand::random::<[u8; 32]>());
+        let expires_at_ms = expires_in_ms.map(|ms| now_ms().saturating_add(ms));
+        let body = CreateToken {
+            id: id.clone(),
+            user: user.to_owned(),
+            secret_hash: hash_secret(&secret)?,
+            label: label.to_owned(),
+            expires_at_ms,
+        };
+        self.user_change(Operation::CreateToken, body.to_vec())
+            .await?;
+        Ok(CreatedToken {
+            token: token_text(&id, &secret),
+            id,
+            expires_at_ms,
+        })
+    }
+
+    /// Revokes a token, named by its id or the whole token: it signs in no
+    /// more, and connections signed in with it are refused from their next
+    /// request. Needs `admin`, or the token's own user.
+    ///
+    /// Each node refuses the token once its catalog applies the
+    /// revocation, so this returns after asking every node to confirm it
+    /// has: one answer per node. A node that does not confirm (down, cut
+    /// off) still accepts the token until it catches up with the catalog.
+    pub async fn revoke_token(
+        &self,
+        id_or_token: &str,
+    ) -> Result<Vec<crate::admin::NodeAnswer<()>>, ClientError> {
+        let body = RevokeToken {
+            id: token_id(id_or_token)?,
+        };
+        self.user_change(Operation::RevokeToken, body.to_vec())
+            .await?;
+        self.catalog_applied_everywhere().await
+    }
+
+    /// Every user with its permissions and tokens, from any node's catalog.
     pub async fn list_users(&self) -> Result<UserList, ClientError> {
         let reply = self
             .query(QueryTarget::AnyNode, Operation::ListUsers, Bytes::new(), 0)
@@ -174,6 +285,22 @@ mod tests {
                 .is_err()
         );
         assert!(hash_password("short").is_err());
+    }
+
+    #[test]
+    fn a_token_is_named_by_its_id_or_itself() {
+        let token = token_text("0123456789abcdef", &"0f".repeat(32));
+        assert_eq!(token_id(&token).ok(), Some("0123456789abcdef".to_owned()));
+        assert_eq!(
+            token_id("0123456789abcdef").ok(),
+            Some("0123456789abcdef".to_owned())
+        );
+        let refused = token_id(&format!("{token}x")).map_err(|error| error.to_string());
+        let message = refused.expect_err("malformed");
+        assert!(
+            !message.contains(&"0f".repeat(8)),
+            "no secret in: {message}"
+        );
     }
 
     #[test]

@@ -257,6 +257,8 @@ pub struct Catalog {
     pub(crate) consumer_groups: BTreeMap<String, ConsumerGroup>,
     /// Users by name (see [`crate::users`]).
     pub(crate) users: crate::users::Users,
+    /// Access tokens by id (see [`crate::users`]).
+    pub(crate) tokens: crate::users::Tokens,
 }
 
 impl Catalog {
@@ -271,6 +273,7 @@ impl Catalog {
             nodes,
             consumer_groups: BTreeMap::new(),
             users: BTreeMap::new(),
+            tokens: BTreeMap::new(),
         }
     }
 
@@ -670,6 +673,8 @@ impl StateMachine for Catalog {
             Operation::DeleteUser => self.delete_user(body),
             Operation::GrantPermission => self.grant_permission(body),
             Operation::RevokePermission => self.revoke_permission(body),
+            Operation::CreateToken => self.create_token(body),
+            Operation::RevokeToken => self.revoke_token(body),
             other => Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!("{other:?} is not a metadata operation"),

@@ -14,7 +14,7 @@
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
-//! | [`users`] | the catalog's users: password hashes and permissions |
+//! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
 //! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //!

@@ -1,19 +1,23 @@
 //! Users in the catalog: each a name, an Argon2id hash of its password (in
-//! PHC form, made by the client that created it) and a set of permissions.
-//! Replicated like every catalog change, so every node can check a
-//! caller's credentials and rights from its own copy.
+//! PHC form, made by the client that created it) and a set of permissions;
+//! and access tokens, each signing in as one user (an id, an Argon2id hash
+//! of its secret, a label and an optional expiry). Replicated like every
+//! catalog change, so every node can check a caller's credentials and
+//! rights from its own copy.
 //!
 //! Bounded: [`USERS_MAX`] users, [`PERMISSIONS_PER_USER_MAX`] permissions
-//! each; a create or grant past either is refused. Granting a permission
-//! held already, or revoking one not held, changes nothing and succeeds
-//! (a retried request lands once either way).
+//! and [`TOKENS_PER_USER_MAX`] tokens each, [`TOKENS_MAX`] tokens in all; a
+//! create or grant past any is refused. Granting a permission held already,
+//! or revoking one not held, changes nothing and succeeds (a retried
+//! request lands once either way). Deleting a user revokes its tokens.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use strand_wire::ops::{
-    ChangePermission, CreateUser, DeleteUser, ErrorBody, PERMISSIONS_PER_USER_MAX, Permission,
-    USERS_MAX, UserInfo, UserList,
+    ChangePermission, CreateToken, CreateUser, DeleteUser, ErrorBody, PERMISSIONS_PER_USER_MAX,
+    Permission, RevokeToken, TOKENS_MAX, TOKENS_PER_USER_MAX, TokenInfo, USERS_MAX, UserInfo,
+    UserList,
 };
 use strand_wire::{Body, ResultCode};
 
@@ -31,14 +35,47 @@ pub struct User {
 /// Every user, by name.
 pub type Users = BTreeMap<String, User>;
 
+/// One access token as the catalog keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    /// The user it signs in as.
+    pub user: String,
+    /// An Argon2id hash of its secret, in PHC form.
+    pub secret_hash: String,
+    /// What it is for.
+    pub label: String,
+    /// When it stops working, in Unix milliseconds (`None`: never). The
+    /// node that checks it reads its own clock; the catalog never does.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// Every token, by id.
+pub type Tokens = BTreeMap<String, Token>;
+
 impl Catalog {
     /// A user, to check its password and rights.
     pub fn user(&self, name: &str) -> Option<&User> {
         self.users.get(name)
     }
 
-    /// Every user and its permissions, by name (no hashes).
+    /// An access token, to check a sign-in with it.
+    pub fn token(&self, id: &str) -> Option<&Token> {
+        self.tokens.get(id)
+    }
+
+    /// Every user with its permissions and tokens, by name (no hashes).
     pub fn user_list(&self) -> UserList {
+        let mut tokens_of: BTreeMap<&str, Vec<TokenInfo>> = BTreeMap::new();
+        for (id, token) in &self.tokens {
+            tokens_of
+                .entry(token.user.as_str())
+                .or_default()
+                .push(TokenInfo {
+                    id: id.clone(),
+                    label: token.label.clone(),
+                    expires_at_ms: token.expires_at_ms,
+                });
+        }
         UserList {
             users: self
                 .users
@@ -46,6 +83,7 @@ impl Catalog {
                 .map(|(name, user)| UserInfo {
                     name: name.clone(),
                     permissions: user.permissions.iter().cloned().collect(),
+                    tokens: tokens_of.remove(name.as_str()).unwrap_or_default(),
                 })
                 .collect(),
         }
@@ -77,10 +115,12 @@ impl Catalog {
 
     pub(crate) fn delete_user(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
         let request = DeleteUser::from_bytes(body).map_err(invalid)?;
-        match self.users.remove(&request.name) {
-            Some(_) => Ok(Bytes::new()),
-            None => Err(no_user(&request.name)),
+        if self.users.remove(&request.name).is_none() {
+            return Err(no_user(&request.name));
         }
+        self.tokens.retain(|_, token| token.user != request.name);
+        self.assert_token_invariants();
+        Ok(Bytes::new())
     }
 
     pub(crate) fn grant_permission(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
@@ -109,6 +149,77 @@ impl Catalog {
             .ok_or_else(|| no_user(&request.user))?;
         user.permissions.remove(&request.permission);
         Ok(Bytes::new())
+    }
+
+    pub(crate) fn create_token(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = CreateToken::from_bytes(body).map_err(invalid)?;
+        if !self.users.contains_key(&request.user) {
+            return Err(no_user(&request.user));
+        }
+        if self.tokens.contains_key(&request.id) {
+            return Err(ErrorBody::message(
+                ResultCode::AlreadyExists,
+                format!("token {} exists", request.id),
+            ));
+        }
+        if self.tokens.len() >= TOKENS_MAX {
+            return Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!("the cluster keeps at most {TOKENS_MAX} tokens"),
+            ));
+        }
+        let held = self
+            .tokens
+            .values()
+            .filter(|token| token.user == request.user)
+            .count();
+        if held >= TOKENS_PER_USER_MAX {
+            return Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!(
+                    "a user holds at most {TOKENS_PER_USER_MAX} tokens; revoke one of {}'s first",
+                    request.user
+                ),
+            ));
+        }
+        self.tokens.insert(
+            request.id,
+            Token {
+                user: request.user,
+                secret_hash: request.secret_hash,
+                label: request.label,
+                expires_at_ms: request.expires_at_ms,
+            },
+        );
+        self.assert_token_invariants();
+        Ok(Bytes::new())
+    }
+
+    pub(crate) fn revoke_token(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = RevokeToken::from_bytes(body).map_err(invalid)?;
+        match self.tokens.remove(&request.id) {
+            Some(_) => Ok(Bytes::new()),
+            None => Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!("no token {}", request.id),
+            )),
+        }
+    }
+
+    /// Every token belongs to a user that exists, within the bound.
+    fn assert_token_invariants(&self) {
+        assert!(
+            self.tokens.len() <= TOKENS_MAX,
+            "{} tokens",
+            self.tokens.len()
+        );
+        for (id, token) in &self.tokens {
+            assert!(
+                self.users.contains_key(&token.user),
+                "token {id} of missing user {}",
+                token.user
+            );
+        }
     }
 }
 
@@ -199,5 +310,98 @@ mod tests {
             ResultCode::InvalidRequest
         );
         assert!(catalog.user_list().users.is_empty());
+    }
+
+    fn token(catalog: &mut Catalog, id: &str, user: &str) -> ResultCode {
+        let body = CreateToken {
+            id: id.to_owned(),
+            user: user.to_owned(),
+            secret_hash: HASH.to_owned(),
+            label: format!("{user}'s"),
+            expires_at_ms: None,
+        };
+        apply(catalog, Operation::CreateToken, Bytes::from(body.to_vec())).0
+    }
+
+    fn revoke(catalog: &mut Catalog, id: &str) -> ResultCode {
+        let body = RevokeToken { id: id.to_owned() };
+        apply(catalog, Operation::RevokeToken, Bytes::from(body.to_vec())).0
+    }
+
+    #[test]
+    fn tokens_belong_to_a_user_are_listed_revoked_once_and_go_with_it() {
+        let mut catalog = Catalog::new(vec![1, 2, 3]);
+        const FIRST: &str = "00000000000000aa";
+        const SECOND: &str = "00000000000000bb";
+        assert_eq!(
+            token(&mut catalog, FIRST, "ci"),
+            ResultCode::InvalidRequest,
+            "no such user"
+        );
+        assert_eq!(create(&mut catalog, "ci"), ResultCode::Ok);
+        assert_eq!(create(&mut catalog, "ops"), ResultCode::Ok);
+        assert_eq!(token(&mut catalog, FIRST, "ci"), ResultCode::Ok);
+        assert_eq!(
+            token(&mut catalog, FIRST, "ops"),
+            ResultCode::AlreadyExists,
+            "ids are unique across users"
+        );
+        assert_eq!(token(&mut catalog, SECOND, "ops"), ResultCode::Ok);
+        assert_eq!(
+            catalog.token(FIRST).map(|token| token.user.as_str()),
+            Some("ci")
+        );
+        let listed = catalog.user_list();
+        let ids = |user: usize| -> Vec<String> {
+            listed.users[user]
+                .tokens
+                .iter()
+                .map(|token| token.id.clone())
+                .collect()
+        };
+        assert_eq!(
+            (ids(0), ids(1)),
+            (vec![FIRST.to_owned()], vec![SECOND.to_owned()])
+        );
+        assert_eq!(revoke(&mut catalog, FIRST), ResultCode::Ok);
+        assert_eq!(revoke(&mut catalog, FIRST), ResultCode::InvalidRequest);
+        assert!(catalog.token(FIRST).is_none());
+        let delete = DeleteUser {
+            name: "ops".to_owned(),
+        };
+        assert_eq!(
+            apply(
+                &mut catalog,
+                Operation::DeleteUser,
+                Bytes::from(delete.to_vec())
+            )
+            .0,
+            ResultCode::Ok
+        );
+        assert!(
+            catalog.token(SECOND).is_none(),
+            "a deleted user's tokens go"
+        );
+    }
+
+    #[test]
+    fn a_user_holds_a_bounded_number_of_tokens() {
+        let mut catalog = Catalog::new(vec![1, 2, 3]);
+        assert_eq!(create(&mut catalog, "ci"), ResultCode::Ok);
+        for index in 0..TOKENS_PER_USER_MAX {
+            assert_eq!(
+                token(&mut catalog, &format!("{index:016x}"), "ci"),
+                ResultCode::Ok
+            );
+        }
+        assert_eq!(
+            token(&mut catalog, "ffffffffffffffff", "ci"),
+            ResultCode::InvalidRequest
+        );
+        assert_eq!(revoke(&mut catalog, "0000000000000000"), ResultCode::Ok);
+        assert_eq!(
+            token(&mut catalog, "ffffffffffffffff", "ci"),
+            ResultCode::Ok
+        );
     }
 }

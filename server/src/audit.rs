@@ -77,6 +77,8 @@ pub fn is_audited(operation: Operation) -> bool {
                 | Operation::DeleteStream
                 | Operation::AlterTopic
                 | Operation::AddPartitions
+                | Operation::CreateToken
+                | Operation::RevokeToken
         )
 }
 
@@ -108,6 +110,10 @@ fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
             ChangePermission::from_bytes(body)
                 .map(|change| format!("{}: {}", change.user, change.permission.text()))
         }
+        Operation::CreateToken => strand_wire::ops::CreateToken::from_bytes(body)
+            .map(|create| format!("token {} for {}", create.id, create.user)),
+        Operation::RevokeToken => strand_wire::ops::RevokeToken::from_bytes(body)
+            .map(|revoke| format!("token {}", revoke.id)),
         Operation::ReassignPartition => {
             return ReassignPartition::from_bytes(body).map_or_else(
                 |error| (format!("undecodable: {error}"), false),

@@ -1,18 +1,21 @@
 //! Signing in and checking rights on the node that receives a request (see
 //! `docs/authentication.md`).
 //!
-//! A connection signs in with `Authenticate` (a user and its password).
-//! The node checks the password against the user's Argon2id hash from its
-//! catalog, or against the built-in `admin`'s hash from its configuration,
-//! on a blocking thread: a check costs tens of milliseconds of one core.
-//! With `[auth] required`, every other request from a caller that is not a
-//! node needs a signed-in user holding the right the operation needs
-//! ([`needed`]); anything else is refused before it is handled.
+//! A connection signs in with `Authenticate`: a user and its password, or
+//! one of its access tokens. The node checks the password against the
+//! user's Argon2id hash from its catalog (or the built-in `admin`'s hash
+//! from its configuration), or the token's secret against the token's
+//! hash, on a blocking thread: a check costs tens of milliseconds of one
+//! core. With `[auth] required`, every other request from a caller that is
+//! not a node needs a signed-in user holding the right the operation needs
+//! ([`needed`]); anything else is refused before it is handled. A token
+//! revoked or expired, or a user deleted, refuses the connections signed
+//! in with it from their next request.
 
 use std::sync::Arc;
 
 use argon2::password_hash::{PasswordHash, PasswordVerifier};
-use strand_wire::ops::{Authenticate, JoinGroup, Right};
+use strand_wire::ops::{Authenticate, CreateToken, JoinGroup, RevokeToken, Right, parse_token};
 use strand_wire::{Body, Msg, Operation, RequestHeader};
 
 use crate::shared::Shared;
@@ -32,38 +35,108 @@ pub enum Need {
     Right(Right, String, Option<String>),
     /// The cluster's `admin` right.
     Admin,
+    /// A new token for this user: `admin`, or the user itself signed in
+    /// with its password (a token cannot mint tokens, so revoking one
+    /// revokes everything it could do).
+    TokenFor(String),
+    /// Revoking this token: `admin`, or the token's own user.
+    TokenOf(String),
 }
 
-/// Checks `request`'s credentials; `Ok` with the user's name.
-pub async fn sign_in(shared: &Arc<Shared>, body: &[u8]) -> Result<String, String> {
-    let request = Authenticate::from_bytes(body).map_err(|error| error.to_string())?;
-    let hash = if request.user == ADMIN_USER {
-        shared.config.auth.admin_password_hash.clone()
-    } else {
-        shared
-            .catalog()
-            .user(&request.user)
-            .map(|user| user.password_hash.clone())
-    };
-    let refused = || format!("no user {} with that password", request.user);
+/// Who a connection signed in as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The user.
+    pub user: String,
+    /// The access token it signed in with (`None`: its password).
+    pub token: Option<String>,
+}
+
+impl Identity {
+    /// How the audit log names it: `user ci`, `user ci (token 3f…)`.
+    pub fn audit_name(&self) -> String {
+        match &self.token {
+            Some(id) => format!("user {} (token {id})", self.user),
+            None => format!("user {}", self.user),
+        }
+    }
+}
+
+/// Why a request is refused to a signed-in caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its credentials no longer hold (token revoked or expired, user
+    /// deleted): `AuthenticationFailed`.
+    Credentials(String),
+    /// It lacks the right: `PermissionDenied`.
+    Rights(String),
+}
+
+/// Checks `request`'s credentials; `Ok` with who signed in.
+pub async fn sign_in(shared: &Arc<Shared>, body: &[u8]) -> Result<Identity, String> {
+    match Authenticate::from_bytes(body).map_err(|error| error.to_string())? {
+        Authenticate::Password { user, password } => {
+            let hash = if user == ADMIN_USER {
+                shared.config.auth.admin_password_hash.clone()
+            } else {
+                shared
+                    .catalog()
+                    .user(&user)
+                    .map(|record| record.password_hash.clone())
+            };
+            if verify(hash, password).await {
+                Ok(Identity { user, token: None })
+            } else {
+                Err(format!("no user {user} with that password"))
+            }
+        }
+        Authenticate::Token(text) => {
+            let (id, secret) = parse_token(&text).ok_or("not a token")?;
+            let token = shared.catalog().token(id).cloned();
+            let Some(token) = token else {
+                return Err(format!("token {id} is unknown or revoked"));
+            };
+            if is_expired(token.expires_at_ms) {
+                return Err(format!("token {id} has expired"));
+            }
+            if verify(Some(token.secret_hash), secret.to_owned()).await {
+                Ok(Identity {
+                    user: token.user,
+                    token: Some(id.to_owned()),
+                })
+            } else {
+                Err(format!("token {id} is unknown or revoked"))
+            }
+        }
+    }
+}
+
+/// Whether `secret` matches the Argon2id `hash` (none: never), checked on
+/// a blocking thread.
+async fn verify(hash: Option<String>, secret: String) -> bool {
     let Some(hash) = hash else {
-        return Err(refused());
+        return false;
     };
-    let password = request.password.clone();
-    let matched = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         PasswordHash::new(&hash).is_ok_and(|parsed| {
             argon2::Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
+                .verify_password(secret.as_bytes(), &parsed)
                 .is_ok()
         })
     })
     .await
-    .unwrap_or(false);
-    if matched {
-        Ok(request.user)
-    } else {
-        Err(refused())
-    }
+    .unwrap_or(false)
+}
+
+/// Whether a token expiring at `expires_at_ms` has expired by this node's
+/// clock.
+fn is_expired(expires_at_ms: Option<u64>) -> bool {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        });
+    expires_at_ms.is_some_and(|expires_at_ms| now_ms >= expires_at_ms)
 }
 
 /// What `request` needs of its caller; `None` for what anyone may send
@@ -119,6 +192,14 @@ pub fn needed(shared: &Shared, request: &Msg<RequestHeader>) -> Option<Need> {
     };
     match operation {
         Operation::Authenticate => None,
+        Operation::CreateToken => Some(
+            CreateToken::from_bytes(request.body())
+                .map_or(Need::Admin, |create| Need::TokenFor(create.user)),
+        ),
+        Operation::RevokeToken => Some(
+            RevokeToken::from_bytes(request.body())
+                .map_or(Need::Admin, |revoke| Need::TokenOf(revoke.id)),
+        ),
         Operation::Metadata
         | Operation::ClusterStatus
         | Operation::Attention
@@ -144,15 +225,29 @@ pub fn needed(shared: &Shared, request: &Msg<RequestHeader>) -> Option<Need> {
     }
 }
 
-/// Whether `user` may do what `need` says; `Err` with the refusal's
-/// message ("permission denied: consume on shop/orders").
-pub fn check(shared: &Shared, user: &str, need: &Need) -> Result<(), String> {
+/// Whether `identity` may do what `need` says; the refusal says why not
+/// ("consume on shop/orders is not granted to reader").
+pub fn check(shared: &Shared, identity: &Identity, need: &Need) -> Result<(), Refusal> {
+    let catalog = shared.catalog();
+    if let Some(id) = &identity.token {
+        match catalog.token(id) {
+            None => {
+                return Err(Refusal::Credentials(format!("token {id} was revoked")));
+            }
+            Some(token) if is_expired(token.expires_at_ms) => {
+                return Err(Refusal::Credentials(format!("token {id} has expired")));
+            }
+            Some(_) => {}
+        }
+    }
+    let user = identity.user.as_str();
     if user == ADMIN_USER {
         return Ok(());
     }
-    let catalog = shared.catalog();
     let Some(record) = catalog.user(user) else {
-        return Err(format!("user {user} no longer exists"));
+        return Err(Refusal::Credentials(format!(
+            "user {user} no longer exists"
+        )));
     };
     let allowed = |right: Right, stream: &str, topic: Option<&str>| {
         record
@@ -160,9 +255,10 @@ pub fn check(shared: &Shared, user: &str, need: &Need) -> Result<(), String> {
             .iter()
             .any(|permission| permission.allows(right, stream, topic))
     };
+    let admin = allowed(Right::Admin, "", None);
     let (granted, what) = match need {
         Need::SignedIn => (true, String::new()),
-        Need::Admin => (allowed(Right::Admin, "", None), "admin".to_owned()),
+        Need::Admin => (admin, "admin".to_owned()),
         Need::Right(right, stream, topic) => {
             let scope = match topic {
                 Some(topic) => format!("{stream}/{topic}"),
@@ -173,10 +269,18 @@ pub fn check(shared: &Shared, user: &str, need: &Need) -> Result<(), String> {
                 format!("{} on {scope}", right.name()),
             )
         }
+        Need::TokenFor(owner) => (
+            admin || (owner == user && identity.token.is_none()),
+            format!("creating a token for {owner} (admin, or {owner} signed in with its password)"),
+        ),
+        Need::TokenOf(id) => (
+            admin || catalog.token(id).is_some_and(|token| token.user == user),
+            format!("revoking token {id} (admin, or the token's own user)"),
+        ),
     };
     if granted {
         Ok(())
     } else {
-        Err(format!("{what} is not granted to {user}"))
+        Err(Refusal::Rights(format!("{what} is not granted to {user}")))
     }
 }

@@ -146,14 +146,18 @@ async fn sign_in(
     shared: &Arc<Shared>,
     request: &Msg<RequestHeader>,
     sender: &ConnectionSender,
-    signed_in: &mut Option<String>,
+    signed_in: &mut Option<crate::auth::Identity>,
     failures: &mut u32,
 ) -> Result<(), String> {
     let header = request.header();
     match crate::auth::sign_in(shared, request.body()).await {
-        Ok(user) => {
-            tracing::debug!(user, "client: signed in");
-            *signed_in = Some(user);
+        Ok(identity) => {
+            tracing::debug!(
+                user = identity.user,
+                token = identity.token,
+                "client: signed in"
+            );
+            *signed_in = Some(identity);
             let _ = sender.try_send(reply_frame(header, ResultCode::Ok, Bytes::new()));
             Ok(())
         }
@@ -176,23 +180,30 @@ fn auth_refusal(
     shared: &Shared,
     request: &Msg<RequestHeader>,
     caller: Caller,
-    signed_in: Option<&str>,
+    signed_in: Option<&crate::auth::Identity>,
 ) -> Option<ErrorBody> {
     if !shared.config.auth.required || matches!(caller, Caller::Node(_)) {
         return None;
     }
     let need = crate::auth::needed(shared, request)?;
     let operation = request.header().operation();
-    let Some(user) = signed_in else {
+    let Some(identity) = signed_in else {
         metrics::permission_denied(operation);
         return Some(ErrorBody::message(
             ResultCode::AuthenticationFailed,
             "this cluster requires signing in first",
         ));
     };
-    let refused = crate::auth::check(shared, user, &need).err()?;
+    let refused = crate::auth::check(shared, identity, &need).err()?;
     metrics::permission_denied(operation);
-    Some(ErrorBody::message(ResultCode::PermissionDenied, refused))
+    Some(match refused {
+        crate::auth::Refusal::Credentials(message) => {
+            ErrorBody::message(ResultCode::AuthenticationFailed, message)
+        }
+        crate::auth::Refusal::Rights(message) => {
+            ErrorBody::message(ResultCode::PermissionDenied, message)
+        }
+    })
 }
 
 /// Whether only a node may send `request`: a node-internal operation, or a
@@ -266,7 +277,7 @@ async fn read_requests(
 ) -> Result<(), String> {
     let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
     // The user this connection signed in as, and its failed attempts.
-    let mut signed_in: Option<String> = None;
+    let mut signed_in: Option<crate::auth::Identity> = None;
     let mut failures = 0u32;
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     // The header of the frame being decoded: a frame whose body fails is
@@ -307,7 +318,7 @@ async fn read_requests(
             if let Some(log) = &shared.audit {
                 let header = request.header();
                 let identity = match &signed_in {
-                    Some(user) => format!("user {user}"),
+                    Some(identity) => identity.audit_name(),
                     None => peer.caller.identity(),
                 };
                 if let Some(evicted) =
@@ -317,8 +328,7 @@ async fn read_requests(
                     log.record(evicted).await;
                 }
             }
-            if let Some(refusal) = auth_refusal(shared, &request, peer.caller, signed_in.as_deref())
-            {
+            if let Some(refusal) = auth_refusal(shared, &request, peer.caller, signed_in.as_ref()) {
                 let _ = sender.try_send(error_frame(request.header(), &refusal));
                 continue;
             }

@@ -797,7 +797,9 @@ impl Actor {
             | Operation::CreateUser
             | Operation::DeleteUser
             | Operation::GrantPermission
-            | Operation::RevokePermission => self.submit(request, 0),
+            | Operation::RevokePermission
+            | Operation::CreateToken
+            | Operation::RevokeToken => self.submit(request, 0),
             Operation::Heartbeat => self.on_heartbeat(&request),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),

@@ -4,7 +4,9 @@
 //! is closed; a fake peer without a certificate, or with another node's
 //! certificate, is refused while the real link stays up; a client without a
 //! node certificate cannot send `EpochStarted`; a rolling restart under load
-//! loses nothing.
+//! loses nothing. With signing in required, each operation is checked
+//! against the user's rights, and an access token acts as its user until it
+//! is revoked, expires or its user is deleted.
 
 mod common;
 
@@ -15,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Node;
+use strand_client::cli::Outcome;
 use strand_client::tls::ClientTls;
 use strand_client::{Client, ClientError, Durability, TopicSpec};
 use strand_wire::CommandHeader;
@@ -342,19 +345,18 @@ async fn signed_in(
 ) -> Result<Client, ClientError> {
     let mut config = strand_client::ClientConfig::new(common::bootstrap(nodes));
     config.tls = Some(ClientTls::new(certs.join("ca.pem")));
-    config.credentials = user.map(|(user, password)| strand_client::Credentials {
-        user: user.to_owned(),
-        password: password.to_owned(),
-    });
+    config.credentials =
+        user.map(|(user, password)| strand_client::Credentials::password(user, password));
     config.deadline_ms = 5_000;
     Client::connect(config).await
 }
 
-#[test]
-fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::configure_cluster(dir.path(), 3);
-    let certs = common::enable_tls(dir.path(), &nodes);
+/// Starts a TLS cluster of three nodes that requires signing in, with
+/// the built-in admin's password `admin password`; returns its nodes and
+/// certificate directory.
+fn start_signed_in_cluster(dir: &Path) -> (Vec<Node>, std::path::PathBuf) {
+    let mut nodes = common::configure_cluster(dir, 3);
+    let certs = common::enable_tls(dir, &nodes);
     let admin_hash = strand_client::users::hash_password("admin password").expect("hash");
     for node in &nodes {
         let mut config = std::fs::read_to_string(&node.config).expect("config");
@@ -366,18 +368,30 @@ fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights
     for node in &mut nodes {
         node.start();
     }
+    (nodes, certs)
+}
+
+/// The admin's client, once the cluster answers it.
+async fn admin_client(nodes: &[Node], certs: &Path, deadline: Instant) -> Client {
+    loop {
+        match signed_in(nodes, certs, Some(("admin", "admin password"))).await {
+            Ok(client) => return client,
+            Err(error) => {
+                assert!(Instant::now() < deadline, "admin cannot connect: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+#[test]
+fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (nodes, certs) = start_signed_in_cluster(dir.path());
     let runtime = common::runtime();
     let deadline = Instant::now() + Duration::from_secs(120);
     runtime.block_on(async {
-        let admin = loop {
-            match signed_in(&nodes, &certs, Some(("admin", "admin password"))).await {
-                Ok(client) => break client,
-                Err(error) => {
-                    assert!(Instant::now() < deadline, "admin cannot connect: {error}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        };
+        let admin = admin_client(&nodes, &certs, deadline).await;
         admin
             .create_stream("s")
             .await
@@ -488,6 +502,191 @@ fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights
         entries.iter().any(|entry| entry["action"] == "CreateTopic"
             && entry["identity"] == "user reader"
             && entry["outcome"] == "PermissionDenied"),
+        "{entries:?}"
+    );
+}
+
+/// A client of the TLS cluster under `certs`, signing in with `token`.
+async fn with_token(nodes: &[Node], certs: &Path, token: &str) -> Result<Client, ClientError> {
+    let mut config = strand_client::ClientConfig::new(common::bootstrap(nodes));
+    config.tls = Some(ClientTls::new(certs.join("ca.pem")));
+    config.credentials = Some(strand_client::Credentials::Token(token.to_owned()));
+    config.deadline_ms = 5_000;
+    Client::connect(config).await
+}
+
+/// Whether a call was refused for credentials that do not hold.
+fn unauthenticated<T>(result: &Result<T, ClientError>) -> bool {
+    matches!(result, Err(ClientError::AuthenticationFailed { .. }))
+}
+
+#[test]
+fn an_access_token_acts_as_its_user_until_revoked_expired_or_its_user_deleted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (nodes, certs) = start_signed_in_cluster(dir.path());
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let cluster = common::bootstrap(&nodes).join(",");
+    let ca = certs.join("ca.pem");
+    let ca = ca.to_str().expect("UTF-8 path");
+    let admin_password = dir.path().join("admin.password");
+    std::fs::write(&admin_password, "admin password\n").expect("password file");
+    let admin_password = admin_password.to_str().expect("UTF-8 path");
+    runtime.block_on(async {
+        let admin = admin_client(&nodes, &certs, deadline).await;
+        admin.create_stream("s").await.expect("stream");
+        let mut spec = TopicSpec::new("s", "t");
+        spec.partition_count = 1;
+        spec.replica_count = 3;
+        admin.create_topic(spec).await.expect("topic");
+        admin
+            .create_user("reader", "reader password")
+            .await
+            .expect("user");
+        let consume = strand_client::users::parse_permission("consume:s/t").expect("permission");
+        admin
+            .grant_permission("reader", consume)
+            .await
+            .expect("grant");
+        common::produce_batch(&admin, 0, deadline).await;
+
+        // The user makes its own token, signed in with its password; the
+        // admin makes one for it through the command line.
+        let reader = signed_in(&nodes, &certs, Some(("reader", "reader password")))
+            .await
+            .expect("reader signs in");
+        let own = reader
+            .create_token("reader", "laptop", None)
+            .await
+            .expect("reader's own token");
+        let for_admin = reader.create_token("admin", "", None).await;
+        assert!(denied(&for_admin), "{for_admin:?}");
+        let created = common::strand(
+            &cluster,
+            &[
+                "--ca",
+                ca,
+                "--user",
+                "admin",
+                "--password-file",
+                admin_password,
+                "token",
+                "create",
+                "reader",
+                "--label",
+                "ci",
+                "--expires-in",
+                "1h",
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(created.outcome, Outcome::Success, "{}", created.stderr);
+        let ci = created.stdout.trim().to_owned();
+        assert!(strand_wire::ops::parse_token(&ci).is_some(), "{ci}");
+        let brief = admin
+            .create_token("reader", "brief", Some(1))
+            .await
+            .expect("a token that expires at once");
+
+        // A token signs in as its user, with exactly its rights, and
+        // cannot mint tokens.
+        let by_token = with_token(&nodes, &certs, &own.token)
+            .await
+            .expect("the token signs in");
+        let fetched = by_token.fetch("s", "t", 0, 0, 1 << 20, 0).await;
+        assert!(fetched.is_ok(), "{fetched:?}");
+        let produced = by_token
+            .produce("s", "t", 0, common::batch_records(1))
+            .await;
+        assert!(denied(&produced), "{produced:?}");
+        let minted = by_token.create_token("reader", "", None).await;
+        assert!(denied(&minted), "{minted:?}");
+        let ci_file = dir.path().join("ci.token");
+        std::fs::write(&ci_file, format!("{ci}\n")).expect("token file");
+        let listed = common::strand(
+            &cluster,
+            &[
+                "--ca",
+                ca,
+                "--token-file",
+                ci_file.to_str().expect("UTF-8 path"),
+                "--json",
+                "token",
+                "list",
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(listed.outcome, Outcome::Failed, "listing needs admin");
+        assert!(
+            listed.stderr.contains("permission denied"),
+            "{}",
+            listed.stderr
+        );
+        let listed = admin.list_users().await.expect("users");
+        let labels: Vec<&str> = listed.users[0]
+            .tokens
+            .iter()
+            .map(|token| token.label.as_str())
+            .collect();
+        assert_eq!(labels.len(), 3, "{labels:?}");
+        for label in ["laptop", "ci", "brief"] {
+            assert!(labels.contains(&label), "{labels:?}");
+        }
+
+        // Expired, then revoked: refused at sign-in, and a connection
+        // signed in with the revoked token is refused from its next request.
+        let expired = with_token(&nodes, &certs, &brief.token).await;
+        assert!(unauthenticated(&expired), "{expired:?}");
+        let revoked = common::strand(
+            &cluster,
+            &[
+                "--ca",
+                ca,
+                "--user",
+                "admin",
+                "--password-file",
+                admin_password,
+                "token",
+                "revoke",
+                &own.id,
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(revoked.outcome, Outcome::Success, "{}", revoked.stderr);
+        let again = with_token(&nodes, &certs, &own.token).await;
+        assert!(unauthenticated(&again), "{again:?}");
+        let stale = by_token.fetch("s", "t", 0, 0, 1 << 20, 0).await;
+        assert!(unauthenticated(&stale), "{stale:?}");
+        let cursor = by_token.store_cursor("s", "t", 0, "stolen", 5).await;
+        assert!(unauthenticated(&cursor), "{cursor:?}");
+        let kept = admin.get_cursor("s", "t", 0, "stolen").await;
+        assert!(
+            matches!(kept, Ok(None)),
+            "nothing a revoked token asked for happened: {kept:?}"
+        );
+
+        // The user deleted: its tokens go with it.
+        let still = with_token(&nodes, &certs, &ci).await;
+        assert!(still.is_ok(), "{still:?}");
+        admin.delete_user("reader").await.expect("delete");
+        let gone = with_token(&nodes, &certs, &ci).await;
+        assert!(unauthenticated(&gone), "{gone:?}");
+        assert!(admin.list_users().await.expect("users").users.is_empty());
+    });
+    let entries = common::audit_entries(dir.path(), &nodes);
+    assert!(
+        entries.iter().any(|entry| entry["action"] == "CreateToken"
+            && entry["identity"] == "user reader"
+            && entry["outcome"] == "Ok"),
+        "{entries:?}"
+    );
+    assert!(
+        entries.iter().any(|entry| entry["action"] == "RevokeToken"
+            && entry["identity"] == "user admin"
+            && entry["outcome"] == "Ok"),
         "{entries:?}"
     );
 }

@@ -75,11 +75,15 @@ pub enum Operation {
     /// Sign the connection in as a user: answered by the node itself (not
     /// replicated); a connection's first frame when the cluster requires it.
     Authenticate = 29,
+    /// Create an access token for a user. Metadata plane.
+    CreateToken = 30,
+    /// Revoke an access token. Metadata plane.
+    RevokeToken = 31,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 29] = [
+    pub const ALL: [Operation; 31] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -109,6 +113,8 @@ impl Operation {
         Operation::RevokePermission,
         Operation::ListUsers,
         Operation::Authenticate,
+        Operation::CreateToken,
+        Operation::RevokeToken,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -141,6 +147,8 @@ impl Operation {
                 | Operation::DeleteUser
                 | Operation::GrantPermission
                 | Operation::RevokePermission
+                | Operation::CreateToken
+                | Operation::RevokeToken
         )
     }
 
@@ -164,6 +172,8 @@ impl Operation {
                 | Operation::DeleteUser
                 | Operation::GrantPermission
                 | Operation::RevokePermission
+                | Operation::CreateToken
+                | Operation::RevokeToken
         )
     }
 

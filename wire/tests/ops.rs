@@ -389,6 +389,12 @@ proptest! {
         let _ = Reassigned::from_bytes(&bytes);
         let _ = EpochStarted::from_bytes(&bytes);
         let _ = DropReplica::from_bytes(&bytes);
+        let _ = strand_wire::ops::Authenticate::from_bytes(&bytes);
+        let _ = strand_wire::ops::CreateToken::from_bytes(&bytes);
+        let _ = strand_wire::ops::RevokeToken::from_bytes(&bytes);
+        let _ = strand_wire::ops::UserList::from_bytes(&bytes);
+        let _ = strand_wire::ops::CreateUser::from_bytes(&bytes);
+        let _ = strand_wire::ops::ChangePermission::from_bytes(&bytes);
         let _ = FetchReply::from_bytes(Bytes::from(bytes.clone()));
         let _ = RecordBatch::from_bytes(Bytes::from(bytes.clone()));
         for code in ResultCode::ALL {

@@ -79,6 +79,16 @@ pub(crate) struct Cli {
         requires = "user"
     )]
     pub(crate) password_file: Option<std::path::PathBuf>,
+    /// Sign in with an access token: a file whose first line is the token
+    /// (or the token itself in STRAND_TOKEN). A token, when given, is used
+    /// rather than --user.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_TOKEN_FILE"
+    )]
+    pub(crate) token_file: Option<std::path::PathBuf>,
     /// The name the nodes' certificates must carry, when it is not the host
     /// of the addresses dialed.
     #[arg(
@@ -135,6 +145,9 @@ pub(crate) enum Command {
     /// Users and their permissions: create, list, delete, grant, revoke.
     #[command(subcommand)]
     User(UserCommand),
+    /// Access tokens: create one for a user, list, revoke.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Print a shell completion script (e.g. `strand completions bash > /etc/bash_completion.d/strand`).
     Completions {
         /// The shell.
@@ -393,6 +406,39 @@ pub(crate) enum UserCommand {
         #[arg(value_parser = parse_permission_arg)]
         permission: strand_wire::ops::Permission,
     },
+}
+
+/// `strand token ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum TokenCommand {
+    /// Create a token that signs in as USER with its permissions; printed
+    /// once on stdout. Needs admin, or USER signed in with its password.
+    Create {
+        /// The user it signs in as.
+        #[arg(value_name = "USER")]
+        owner: String,
+        /// What it is for (shown by `token list`).
+        #[arg(long, default_value = "")]
+        label: String,
+        /// How long it works (`30d`, `12h`); without it, until revoked.
+        #[arg(long, value_parser = parse_lifetime)]
+        expires_in: Option<std::time::Duration>,
+    },
+    /// Every token: its user, label and expiry (never its secret).
+    List,
+    /// Revoke a token, by id or the token itself: it signs in no more.
+    Revoke {
+        /// The token's id (16 hex digits) or the whole token.
+        token: String,
+    },
+}
+
+fn parse_lifetime(text: &str) -> Result<std::time::Duration, String> {
+    let lifetime = humantime::parse_duration(text).map_err(|error| format!("{text:?}: {error}"))?;
+    if lifetime.is_zero() {
+        return Err("a token's lifetime is longer than zero".to_owned());
+    }
+    Ok(lifetime)
 }
 
 fn parse_permission_arg(text: &str) -> Result<strand_wire::ops::Permission, String> {

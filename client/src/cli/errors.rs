@@ -181,7 +181,8 @@ fn hint(error: &ClientError) -> Option<String> {
         ClientError::NotSent { .. } => "send those records again once the cluster is reachable",
         ClientError::AuthenticationFailed { .. } => {
             "give the user and password (--user and --password-file, or STRAND_USER and \
-             STRAND_PASSWORD)"
+             STRAND_PASSWORD), or a token that is not revoked or expired (--token-file or \
+             STRAND_TOKEN)"
         }
         ClientError::Refused { .. } => {
             "`strand status` shows which replicas are caught up; --force overrides the check"

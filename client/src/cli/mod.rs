@@ -33,6 +33,7 @@ mod partition;
 mod produce;
 mod status;
 mod table;
+mod token;
 mod topic;
 mod topic_change;
 mod user;
@@ -48,7 +49,8 @@ pub use args::{DEV_CLUSTER_ADDRESS, GENERATED_RECORD_BYTES_MAX, TIMEOUT_MS_DEFAU
 
 use crate::{Client, ClientConfig};
 use args::{
-    Cli, Command, GroupCommand, PartitionCommand, StreamCommand, TopicCommand, UserCommand,
+    Cli, Command, GroupCommand, PartitionCommand, StreamCommand, TokenCommand, TopicCommand,
+    UserCommand,
 };
 use errors::CliError;
 
@@ -189,6 +191,15 @@ async fn dispatch(
         }
         Command::Produce(produce) => produce::run(&client, produce, stdin, json, out).await,
         Command::User(command) => user::run(&client, command, stdin, json, out).await,
+        Command::Token(TokenCommand::Create {
+            owner,
+            label,
+            expires_in,
+        }) => token::create(&client, &owner, &label, expires_in, json, out).await,
+        Command::Token(TokenCommand::List) => token::list(&client, json, out).await,
+        Command::Token(TokenCommand::Revoke { token }) => {
+            token::revoke(&client, &token, json, out).await
+        }
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
         Command::Group(GroupCommand::List) => group::list(&client, json, out).await,
         Command::Group(GroupCommand::Describe { name }) => {
@@ -243,10 +254,14 @@ async fn connect(cli: &Cli) -> Result<Client, CliError> {
         .map_err(|error| CliError::client("connect", error))
 }
 
-/// The user to sign in as, with its password from `--password-file` or
+/// What to sign in with: an access token from `--token-file` or
+/// `STRAND_TOKEN`, or a user with its password from `--password-file` or
 /// `STRAND_PASSWORD` (never an argument: every process on the machine
 /// could read it).
 fn credentials(cli: &Cli) -> Result<Option<crate::Credentials>, CliError> {
+    if let Some(token) = token(cli)? {
+        return Ok(Some(crate::Credentials::Token(token)));
+    }
     let Some(user) = &cli.user else {
         return Ok(None);
     };
@@ -265,10 +280,31 @@ fn credentials(cli: &Cli) -> Result<Option<crate::Credentials>, CliError> {
             ))
         })?,
     };
-    Ok(Some(crate::Credentials {
-        user: user.clone(),
-        password,
-    }))
+    Ok(Some(crate::Credentials::password(user.clone(), password)))
+}
+
+/// The access token from `--token-file`, or else `STRAND_TOKEN`: a token
+/// given wins over `--user` (which a shell may export for other work).
+fn token(cli: &Cli) -> Result<Option<String>, CliError> {
+    let token = match &cli.token_file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|error| CliError::Usage(format!("--token-file {}: {error}", path.display())))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        None => match std::env::var("STRAND_TOKEN") {
+            Ok(token) => token.trim().to_owned(),
+            Err(_) => return Ok(None),
+        },
+    };
+    if strand_wire::ops::parse_token(&token).is_none() {
+        return Err(CliError::Usage(
+            "the token (--token-file or STRAND_TOKEN) is not strand_<id>_<secret>".to_owned(),
+        ));
+    }
+    Ok(Some(token))
 }
 
 /// Prints `value` as one pretty JSON document.

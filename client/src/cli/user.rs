@@ -20,6 +20,8 @@ use crate::Client;
 struct UserView {
     name: String,
     permissions: Vec<String>,
+    /// Its access tokens' ids (`strand token list` shows more).
+    tokens: Vec<String>,
 }
 
 /// Runs one `strand user` command.
@@ -98,19 +100,20 @@ async fn list(client: &Client, json: bool, out: &mut dyn Write) -> Result<(), Cl
                 .iter()
                 .map(|permission| permission.text())
                 .collect(),
+            tokens: user.tokens.into_iter().map(|token| token.id).collect(),
         })
         .collect();
     if json {
         return print_json(out, &views);
     }
-    let mut table = Table::new(&["USER", "PERMISSIONS"]);
+    let mut table = Table::new(&["USER", "PERMISSIONS", "TOKENS"]);
     for view in views {
         let permissions = if view.permissions.is_empty() {
             "-".to_owned()
         } else {
             view.permissions.join(", ")
         };
-        table.row(vec![view.name, permissions]);
+        table.row(vec![view.name, permissions, view.tokens.len().to_string()]);
     }
     write!(out, "{}", table.render())?;
     Ok(())

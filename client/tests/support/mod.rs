@@ -467,7 +467,9 @@ impl State {
             | Operation::GrantPermission
             | Operation::RevokePermission
             | Operation::ListUsers
-            | Operation::Authenticate => Outcome::Reply(reply(
+            | Operation::Authenticate
+            | Operation::CreateToken
+            | Operation::RevokeToken => Outcome::Reply(reply(
                 header,
                 0,
                 Err(ErrorBody::message(

@@ -24,6 +24,13 @@
 //! | Heartbeat | [`Heartbeat`] | [`GroupAssignment`] |
 //! | LeaveGroup | [`LeaveGroup`] | [`Empty`] |
 //! | DescribeGroups | [`DescribeGroups`] | [`DescribeGroupsReply`] |
+//! | CreateUser | [`CreateUser`] | [`Empty`] |
+//! | DeleteUser | [`DeleteUser`] | [`Empty`] |
+//! | GrantPermission, RevokePermission | [`ChangePermission`] | [`Empty`] |
+//! | ListUsers | [`Empty`] | [`UserList`] |
+//! | Authenticate | [`Authenticate`] | [`Empty`] |
+//! | CreateToken | [`CreateToken`] | [`Empty`] |
+//! | RevokeToken | [`RevokeToken`] | [`Empty`] |
 //!
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
@@ -34,6 +41,7 @@ mod fetch;
 mod group;
 mod reassign;
 mod status;
+pub mod tokens;
 mod users;
 
 pub use admin::{
@@ -56,6 +64,9 @@ pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};
 pub use status::{
     AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, GroupStatus,
     MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
+};
+pub use tokens::{
+    CreateToken, RevokeToken, TOKENS_MAX, TOKENS_PER_USER_MAX, TokenInfo, parse_token, token_text,
 };
 pub use users::{
     Authenticate, ChangePermission, CreateUser, DeleteUser, PASSWORD_HASH_LENGTH_MAX,

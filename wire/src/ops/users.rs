@@ -9,6 +9,7 @@
 
 use crate::codec::{Body, BodyReader, BodyWriter};
 use crate::error::BodyError;
+use crate::ops::tokens::{TokenInfo, read_token_info, write_token_info};
 
 /// Longest PHC string accepted for a password hash.
 pub const PASSWORD_HASH_LENGTH_MAX: usize = 256;
@@ -228,49 +229,94 @@ impl Body for ChangePermission {
 /// Longest password accepted.
 pub const PASSWORD_LENGTH_MAX: usize = 1024;
 
-/// Sign a connection in as `user`.
+/// Sign a connection in: as a user with its password, or with one of its
+/// access tokens (see [`crate::ops::tokens`]).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Authenticate {
-    /// The user's name.
-    pub user: String,
-    /// Its password (carried inside TLS; checked against the stored hash).
-    pub password: String,
+pub enum Authenticate {
+    /// A user's name and password (carried inside TLS; checked against the
+    /// stored hash).
+    Password {
+        /// The user's name.
+        user: String,
+        /// Its password.
+        password: String,
+    },
+    /// An access token, `strand_<id>_<secret>`.
+    Token(String),
 }
 
 impl std::fmt::Debug for Authenticate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Authenticate")
-            .field("user", &self.user)
-            .finish_non_exhaustive()
+        match self {
+            Authenticate::Password { user, .. } => f
+                .debug_struct("Authenticate::Password")
+                .field("user", user)
+                .finish_non_exhaustive(),
+            Authenticate::Token(token) => {
+                let id = crate::ops::tokens::parse_token(token).map_or("?", |(id, _)| id);
+                f.debug_struct("Authenticate::Token")
+                    .field("id", &id)
+                    .finish_non_exhaustive()
+            }
+        }
     }
 }
 
 impl Body for Authenticate {
     fn encode(&self, writer: &mut BodyWriter) {
-        writer.str(&self.user);
-        writer.str(&self.password);
+        match self {
+            Authenticate::Password { user, password } => {
+                writer.u8(0);
+                writer.str(user);
+                writer.str(password);
+            }
+            Authenticate::Token(token) => {
+                writer.u8(1);
+                writer.str(token);
+            }
+        }
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<Authenticate, BodyError> {
-        let user = reader.name("user")?;
-        let password = reader.str("password")?.to_owned();
-        if password.is_empty() || password.len() > PASSWORD_LENGTH_MAX {
-            return Err(BodyError::Invalid {
-                field: "password",
-                reason: "1 to 1024 bytes",
-            });
+        match reader.u8("credential")? {
+            0 => {
+                let user = reader.name("user")?;
+                let password = reader.str("password")?.to_owned();
+                if password.is_empty() || password.len() > PASSWORD_LENGTH_MAX {
+                    return Err(BodyError::Invalid {
+                        field: "password",
+                        reason: "1 to 1024 bytes",
+                    });
+                }
+                Ok(Authenticate::Password { user, password })
+            }
+            1 => {
+                let token = reader.str("token")?;
+                if crate::ops::tokens::parse_token(token).is_none() {
+                    return Err(BodyError::Invalid {
+                        field: "token",
+                        reason: "not strand_<16 hex digits>_<64 hex digits>",
+                    });
+                }
+                Ok(Authenticate::Token(token.to_owned()))
+            }
+            other => Err(BodyError::UnknownValue {
+                field: "credential",
+                value: u64::from(other),
+            }),
         }
-        Ok(Authenticate { user, password })
     }
 }
 
-/// A user as listed: its name and permissions (never its hash).
+/// A user as listed: its name, permissions and tokens (never a hash).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserInfo {
     /// The user's name.
     pub name: String,
     /// Its permissions, sorted.
     pub permissions: Vec<Permission>,
+    /// Its access tokens, by id.
+    pub tokens: Vec<TokenInfo>,
 }
 
 /// The reply to `ListUsers`: every user, by name.
@@ -285,6 +331,7 @@ impl Body for UserList {
         writer.list(&self.users, |writer, user| {
             writer.str(&user.name);
             writer.list(&user.permissions, write_permission);
+            writer.list(&user.tokens, write_token_info);
         });
     }
 
@@ -293,6 +340,7 @@ impl Body for UserList {
             Ok(UserInfo {
                 name: reader.name("user")?,
                 permissions: reader.list("permissions", 2, read_permission)?,
+                tokens: reader.list("tokens", 3, read_token_info)?,
             })
         })?;
         Ok(UserList { users })
@@ -345,6 +393,11 @@ mod tests {
                     right: Right::Produce,
                     scope: Scope::Stream("shop".to_owned()),
                 }],
+                tokens: vec![TokenInfo {
+                    id: "0123456789abcdef".to_owned(),
+                    label: "ci".to_owned(),
+                    expires_at_ms: None,
+                }],
             }],
         };
         assert_eq!(UserList::from_bytes(&list.to_vec()), Ok(list));
@@ -352,17 +405,28 @@ mod tests {
 
     #[test]
     fn a_sign_in_round_trips_and_never_prints_its_password() {
-        let sign_in = Authenticate {
+        let sign_in = Authenticate::Password {
             user: "alice".to_owned(),
             password: "correct horse".to_owned(),
         };
         assert!(!format!("{sign_in:?}").contains("horse"));
         assert_eq!(Authenticate::from_bytes(&sign_in.to_vec()), Ok(sign_in));
-        let empty = Authenticate {
+        let empty = Authenticate::Password {
             user: "alice".to_owned(),
             password: String::new(),
         };
         assert!(Authenticate::from_bytes(&empty.to_vec()).is_err());
+        let secret = "5e".repeat(32);
+        let token =
+            Authenticate::Token(crate::ops::tokens::token_text("0123456789abcdef", &secret));
+        let printed = format!("{token:?}");
+        assert!(
+            printed.contains("0123456789abcdef") && !printed.contains(&secret),
+            "{printed}"
+        );
+        assert_eq!(Authenticate::from_bytes(&token.to_vec()), Ok(token));
+        let malformed = Authenticate::Token("strand_nope".to_owned());
+        assert!(Authenticate::from_bytes(&malformed.to_vec()).is_err());
     }
 
     #[test]
