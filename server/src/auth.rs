@@ -15,7 +15,9 @@
 use std::sync::Arc;
 
 use argon2::password_hash::{PasswordHash, PasswordVerifier};
-use strand_wire::ops::{Authenticate, CreateToken, JoinGroup, RevokeToken, Right, parse_token};
+use strand_wire::ops::{
+    Authenticate, CreateToken, Heartbeat, JoinGroup, LeaveGroup, RevokeToken, Right, parse_token,
+};
 use strand_wire::{Body, Msg, Operation, RequestHeader};
 
 use crate::shared::Shared;
@@ -203,9 +205,8 @@ pub fn needed(shared: &Shared, request: &Msg<RequestHeader>) -> Option<Need> {
         Operation::Metadata
         | Operation::ClusterStatus
         | Operation::Attention
-        | Operation::DescribeGroups
-        | Operation::Heartbeat
-        | Operation::LeaveGroup => Some(Need::SignedIn),
+        | Operation::DescribeGroups => Some(Need::SignedIn),
+        Operation::Heartbeat | Operation::LeaveGroup => Some(member_need(shared, request)),
         Operation::Produce => partition(Right::Produce),
         Operation::Fetch
         | Operation::GetCursor
@@ -222,6 +223,27 @@ pub fn needed(shared: &Shared, request: &Msg<RequestHeader>) -> Option<Need> {
         // listing users, the nodes' own reports, and any operation not
         // classified here yet: admin only.
         _ => Some(Need::Admin),
+    }
+}
+
+/// What a consumer group member's heartbeat or leave needs: `consume` on
+/// the group's topic, by this node's catalog. A group the catalog does not
+/// know needs only a signed-in user: the request is refused anyway
+/// (`UnknownMember`), and no other member's group is touched.
+fn member_need(shared: &Shared, request: &Msg<RequestHeader>) -> Need {
+    let body = request.body();
+    let group = match request.header().operation() {
+        Operation::Heartbeat => Heartbeat::from_bytes(body).ok().map(|beat| beat.group),
+        _ => LeaveGroup::from_bytes(body).ok().map(|leave| leave.group),
+    };
+    let catalog = shared.catalog();
+    match group.and_then(|name| catalog.consumer_group(&name)) {
+        Some(group) => Need::Right(
+            Right::Consume,
+            group.stream.clone(),
+            Some(group.topic.clone()),
+        ),
+        None => Need::SignedIn,
     }
 }
 

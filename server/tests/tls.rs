@@ -467,6 +467,10 @@ fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights
         assert!(denied(&dropped), "{dropped:?}");
         let users = reader.create_user("mallory", "mallory password").await;
         assert!(denied(&users), "{users:?}");
+        let joined = reader
+            .join_group("readers", "s", "t", 7, 30_000)
+            .await
+            .expect("a consumer joins a group on its topic");
 
         // A producer on s/t cannot read it, nor produce to s/other.
         let writer = signed_in(&nodes, &certs, Some(("writer", "writer password")))
@@ -479,6 +483,13 @@ fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights
             .produce("s", "other", 0, common::batch_records(2))
             .await;
         assert!(denied(&elsewhere), "{elsewhere:?}");
+        // ... nor act as a member of a group reading s/t.
+        let beat = writer.heartbeat("readers", 7, joined.generation).await;
+        assert!(denied(&beat), "{beat:?}");
+        let left = writer.leave_group("readers", 7, false).await;
+        assert!(denied(&left), "{left:?}");
+        let still = reader.heartbeat("readers", 7, joined.generation).await;
+        assert!(still.is_ok(), "the member is still in: {still:?}");
 
         // Nothing the refusals named happened; admin sees it all.
         let metadata = admin.metadata().await.expect("metadata");
