@@ -467,6 +467,16 @@ fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights
         assert!(denied(&dropped), "{dropped:?}");
         let users = reader.create_user("mallory", "mallory password").await;
         assert!(denied(&users), "{users:?}");
+        let accepted = reader.accept_loss(group).await.expect("answers");
+        assert!(
+            !accepted.is_empty() && accepted.iter().all(|answer| denied(&answer.result)),
+            "{accepted:?}"
+        );
+        let by_admin = admin.accept_loss(group).await.expect("answers");
+        assert!(
+            by_admin.iter().all(|answer| !denied(&answer.result)),
+            "admin may (nothing is stuck, so nothing is lost): {by_admin:?}"
+        );
         let joined = reader
             .join_group("readers", "s", "t", 7, 30_000)
             .await
