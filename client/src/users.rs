@@ -145,12 +145,19 @@ impl Client {
         self.user_change(Operation::CreateUser, body.to_vec()).await
     }
 
-    /// Deletes user `name` and its permissions.
-    pub async fn delete_user(&self, name: &str) -> Result<(), ClientError> {
+    /// Deletes user `name`, its permissions and its tokens. Like
+    /// [`Client::revoke_token`], returns after asking every node to confirm
+    /// it has applied the change: one answer per node.
+    pub async fn delete_user(
+        &self,
+        name: &str,
+    ) -> Result<Vec<crate::admin::NodeAnswer<()>>, ClientError> {
         let body = DeleteUser {
             name: name.to_owned(),
         };
-        self.user_change(Operation::DeleteUser, body.to_vec()).await
+        self.user_change(Operation::DeleteUser, body.to_vec())
+            .await?;
+        self.catalog_applied_everywhere().await
     }
 
     /// Grants `user` a permission (held once however often granted).
@@ -163,14 +170,17 @@ impl Client {
             .await
     }
 
-    /// Takes a permission back from `user` (nothing happens if it lacks it).
+    /// Takes a permission back from `user` (nothing happens if it lacks
+    /// it). Like [`Client::revoke_token`], returns after asking every node
+    /// to confirm it has applied the change: one answer per node.
     pub async fn revoke_permission(
         &self,
         user: &str,
         permission: Permission,
-    ) -> Result<(), ClientError> {
+    ) -> Result<Vec<crate::admin::NodeAnswer<()>>, ClientError> {
         self.permission_change(Operation::RevokePermission, user, permission)
-            .await
+            .await?;
+        self.catalog_applied_everywhere().await
     }
 
     /// Creates an access token that signs in as `user` with its

@@ -10,7 +10,9 @@
 //! not a node needs a signed-in user holding the right the operation needs
 //! ([`needed`]); anything else is refused before it is handled. A token
 //! revoked or expired, or a user deleted, refuses the connections signed
-//! in with it from their next request.
+//! in with it from their next request. A connection that presented a user
+//! certificate in its TLS handshake is signed in as that user from the
+//! start (see [`crate::tls::user_of`]).
 
 use std::sync::Arc;
 
@@ -45,21 +47,42 @@ pub enum Need {
     TokenOf(String),
 }
 
+/// How a connection proved who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proof {
+    /// The user's password.
+    Password,
+    /// One of the user's access tokens, by id.
+    Token(String),
+    /// A user certificate of the cluster's CA, presented in the handshake.
+    Certificate,
+}
+
 /// Who a connection signed in as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     /// The user.
     pub user: String,
-    /// The access token it signed in with (`None`: its password).
-    pub token: Option<String>,
+    /// How it proved it.
+    pub proof: Proof,
 }
 
 impl Identity {
-    /// How the audit log names it: `user ci`, `user ci (token 3f…)`.
+    /// How the audit log names it: `user ci`, `user ci (token 3f…)`,
+    /// `user ci (certificate)`.
     pub fn audit_name(&self) -> String {
-        match &self.token {
-            Some(id) => format!("user {} (token {id})", self.user),
-            None => format!("user {}", self.user),
+        match &self.proof {
+            Proof::Password => format!("user {}", self.user),
+            Proof::Token(id) => format!("user {} (token {id})", self.user),
+            Proof::Certificate => format!("user {} (certificate)", self.user),
+        }
+    }
+
+    /// The access token this connection signed in with, if any.
+    fn token(&self) -> Option<&str> {
+        match &self.proof {
+            Proof::Token(id) => Some(id),
+            Proof::Password | Proof::Certificate => None,
         }
     }
 }
@@ -87,7 +110,10 @@ pub async fn sign_in(shared: &Arc<Shared>, body: &[u8]) -> Result<Identity, Stri
                     .map(|record| record.password_hash.clone())
             };
             if verify(hash, password).await {
-                Ok(Identity { user, token: None })
+                Ok(Identity {
+                    user,
+                    proof: Proof::Password,
+                })
             } else {
                 Err(format!("no user {user} with that password"))
             }
@@ -104,7 +130,7 @@ pub async fn sign_in(shared: &Arc<Shared>, body: &[u8]) -> Result<Identity, Stri
             if verify(Some(token.secret_hash), secret.to_owned()).await {
                 Ok(Identity {
                     user: token.user,
-                    token: Some(id.to_owned()),
+                    proof: Proof::Token(id.to_owned()),
                 })
             } else {
                 Err(format!("token {id} is unknown or revoked"))
@@ -251,7 +277,7 @@ fn member_need(shared: &Shared, request: &Msg<RequestHeader>) -> Need {
 /// ("consume on shop/orders is not granted to reader").
 pub fn check(shared: &Shared, identity: &Identity, need: &Need) -> Result<(), Refusal> {
     let catalog = shared.catalog();
-    if let Some(id) = &identity.token {
+    if let Some(id) = identity.token() {
         match catalog.token(id) {
             None => {
                 return Err(Refusal::Credentials(format!("token {id} was revoked")));
@@ -267,9 +293,7 @@ pub fn check(shared: &Shared, identity: &Identity, need: &Need) -> Result<(), Re
         return Ok(());
     }
     let Some(record) = catalog.user(user) else {
-        return Err(Refusal::Credentials(format!(
-            "user {user} no longer exists"
-        )));
+        return Err(Refusal::Credentials(format!("user {user} does not exist")));
     };
     let allowed = |right: Right, stream: &str, topic: Option<&str>| {
         record
@@ -292,8 +316,11 @@ pub fn check(shared: &Shared, identity: &Identity, need: &Need) -> Result<(), Re
             )
         }
         Need::TokenFor(owner) => (
-            admin || (owner == user && identity.token.is_none()),
-            format!("creating a token for {owner} (admin, or {owner} signed in with its password)"),
+            admin || (owner == user && identity.token().is_none()),
+            format!(
+                "creating a token for {owner} (admin, or {owner} signed in with its password or \
+                 certificate)"
+            ),
         ),
         Need::TokenOf(id) => (
             admin || catalog.token(id).is_some_and(|token| token.user == user),

@@ -80,6 +80,8 @@ impl Caller {
 /// One client connection as the node knows it.
 struct Peer {
     caller: Caller,
+    /// The user its certificate names (signed in from the start).
+    certificate_user: Option<String>,
     /// Its address, for the audit log.
     source: String,
     /// Its admin requests awaiting replies (see [`crate::audit`]).
@@ -109,7 +111,8 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 let _ = stream.set_nodelay(true);
                 let shared = Arc::clone(&shared);
                 tokio::spawn(async move {
-                    let (read, write, caller) = match open(&shared, stream).await {
+                    let (read, write, caller, certificate_user) = match open(&shared, stream).await
+                    {
                         Ok(opened) => opened,
                         Err(reason) => {
                             metrics::client_frame_rejected();
@@ -120,6 +123,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                     let (sender, receiver) = mpsc::channel(CONNECTION_QUEUE_CAPACITY);
                     let peer = Peer {
                         caller,
+                        certificate_user,
                         source: address.to_string(),
                         audit: crate::audit::Pending::default(),
                     };
@@ -152,11 +156,7 @@ async fn sign_in(
     let header = request.header();
     match crate::auth::sign_in(shared, request.body()).await {
         Ok(identity) => {
-            tracing::debug!(
-                user = identity.user,
-                token = identity.token,
-                "client: signed in"
-            );
+            tracing::debug!(user = identity.user, proof = ?identity.proof, "client: signed in");
             *signed_in = Some(identity);
             let _ = sender.try_send(reply_frame(header, ResultCode::Ok, Bytes::new()));
             Ok(())
@@ -217,14 +217,16 @@ fn is_node_internal(request: &Msg<RequestHeader>) -> bool {
                 .is_ok_and(|leave| leave.expired))
 }
 
-/// Runs the TLS handshake when the port has TLS, and tells who called.
+/// Runs the TLS handshake when the port has TLS, and tells who called:
+/// a node, or a client, with the user its certificate names if it
+/// presented a user certificate.
 async fn open(
     shared: &Shared,
     stream: TcpStream,
-) -> Result<(ReadStream, WriteStream, Caller), String> {
+) -> Result<(ReadStream, WriteStream, Caller, Option<String>), String> {
     let Some(tls) = &shared.tls else {
         let (read, write) = split_plain(stream);
-        return Ok((read, write, Caller::Unverified));
+        return Ok((read, write, Caller::Unverified, None));
     };
     let (read, write, certificate) =
         tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept_client(stream))
@@ -232,10 +234,14 @@ async fn open(
             .map_err(|_| "no TLS handshake in time".to_owned())?
             .map_err(|error| format!("TLS handshake failed: {error}"))?;
     let nodes = shared.config.peers.iter().map(|peer| peer.id);
-    let caller = certificate
-        .and_then(|certificate| NodeTls::node_of(&certificate, nodes))
-        .map_or(Caller::Client, Caller::Node);
-    Ok((read, write, caller))
+    let Some(certificate) = certificate else {
+        return Ok((read, write, Caller::Client, None));
+    };
+    if let Some(node) = NodeTls::node_of(&certificate, nodes) {
+        return Ok((read, write, Caller::Node(node), None));
+    }
+    let user = crate::tls::user_of(&certificate);
+    Ok((read, write, Caller::Client, user))
 }
 
 /// Writes a connection's replies; with an audit log, each reply that
@@ -277,7 +283,13 @@ async fn read_requests(
 ) -> Result<(), String> {
     let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
     // The user this connection signed in as, and its failed attempts.
-    let mut signed_in: Option<crate::auth::Identity> = None;
+    let mut signed_in = peer
+        .certificate_user
+        .clone()
+        .map(|user| crate::auth::Identity {
+            user,
+            proof: crate::auth::Proof::Certificate,
+        });
     let mut failures = 0u32;
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     // The header of the frame being decoded: a frame whose body fails is

@@ -64,6 +64,17 @@ enum Command {
         #[arg(long = "host", default_values_t = ["127.0.0.1".to_owned(), "localhost".to_owned()])]
         hosts: Vec<String>,
     },
+    /// Make a certificate for a user, signed by the CA in `--dir` (`ca.pem`,
+    /// `ca.key`): `user-NAME.pem` and `user-NAME.key`. A client presenting
+    /// it (`strand --cert --key`) is signed in as NAME, with NAME's rights.
+    UserCert {
+        /// Where the CA is, and where to write them.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The user it signs in as.
+        #[arg(long)]
+        name: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -89,6 +100,11 @@ fn main() -> ExitCode {
             port,
             insecure,
         } => dev_cluster::run(nodes, &data, port, insecure),
+        Command::UserCert { dir, name } => {
+            strand_server::tls::generate_user(&dir, &name).map(|(cert, key)| {
+                println!("wrote {} and {}", cert.display(), key.display());
+            })
+        }
         Command::Certs { dir, nodes, hosts } => strand_server::tls::generate(&dir, &nodes, &hosts)
             .map(|()| {
                 println!(

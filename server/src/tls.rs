@@ -8,12 +8,16 @@
 //! that the dialer's names the node its `Ping` claims, so a peer is the node
 //! its certificate says, whatever its frames say. The client port asks for
 //! a certificate but does not require one: a node's own client presents its
-//! node certificate ([`NodeTls::node_of`] tells who it is), users do not.
+//! node certificate ([`NodeTls::node_of`] tells who it is); a user may
+//! present a user certificate, which names the user as the URI
+//! [`user_uri`] (`strand://user/<name>`, [`user_of`] reads it) and signs the
+//! connection in as that user; others sign in with a password or a token.
 //!
 //! [`generate`] writes a CA and node certificates for a local cluster
-//! (`strand-server certs`, `dev-cluster`).
+//! (`strand-server certs`, `dev-cluster`); [`generate_user`] a user
+//! certificate signed by that CA (`strand-server user-cert`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -35,6 +39,36 @@ pub type WriteStream = Box<dyn AsyncWrite + Send + Unpin>;
 /// The DNS name a node's certificate carries to say which node it is.
 pub fn node_name(node: u32) -> String {
     format!("node-{node}.strand")
+}
+
+/// What a user certificate's URI subject alternative name starts with.
+const USER_URI_PREFIX: &str = "strand://user/";
+
+/// The URI a user certificate carries to say which user it is.
+pub fn user_uri(user: &str) -> String {
+    format!("{USER_URI_PREFIX}{user}")
+}
+
+/// The user a certificate (verified already, by the handshake) names, if
+/// it names exactly one valid user name.
+pub fn user_of(cert: &CertificateDer<'_>) -> Option<String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let names = parsed.subject_alternative_name().ok()??;
+    let mut users = names
+        .value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::URI(uri) => uri.strip_prefix(USER_URI_PREFIX),
+            _ => None,
+        });
+    let user = users.next()?;
+    if users.next().is_some() {
+        return None; // ambiguous: sign in as nobody
+    }
+    strand_wire::codec::validate_name("user", user).ok()?;
+    Some(user.to_owned())
 }
 
 /// A node's loaded TLS: acceptors for its two listeners and the connector
@@ -233,6 +267,39 @@ pub fn generate(dir: &Path, nodes: &[u32], hosts: &[String]) -> Result<(), Strin
     Ok(())
 }
 
+/// Writes a certificate and key for user `user` (`user-<name>.pem`,
+/// `user-<name>.key`, the key readable by its owner only) under `dir`,
+/// signed by the CA there (`ca.pem`, `ca.key`). Presented to a node's
+/// client port, it signs the connection in as `user` with its rights.
+pub fn generate_user(dir: &Path, user: &str) -> Result<(PathBuf, PathBuf), String> {
+    strand_wire::codec::validate_name("user", user).map_err(|error| error.to_string())?;
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path).map_err(|error| format!("{}: {error}", path.display()))
+    };
+    let ca_key =
+        rcgen::KeyPair::from_pem(&read("ca.key")?).map_err(|error| format!("ca.key: {error}"))?;
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&read("ca.pem")?, ca_key)
+        .map_err(|error| format!("ca.pem: {error}"))?;
+    let mut params = rcgen::CertificateParams::default();
+    let uri = rcgen::string::Ia5String::try_from(user_uri(user))
+        .map_err(|error| format!("user {user}: {error}"))?;
+    params.subject_alt_names = vec![rcgen::SanType::URI(uri)];
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("Strand user {user}"));
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().map_err(|error| format!("user {user}: {error}"))?;
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(|error| format!("user {user}: {error}"))?;
+    let cert_path = dir.join(format!("user-{user}.pem"));
+    let key_path = dir.join(format!("user-{user}.key"));
+    write_file(&cert_path, &cert.pem(), false)?;
+    write_file(&key_path, &key.serialize_pem(), true)?;
+    Ok((cert_path, key_path))
+}
+
 fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -272,5 +339,21 @@ mod tests {
             .map(|meta| std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777)
             .expect("key");
         assert_eq!(key_mode, 0o600);
+    }
+
+    #[test]
+    fn a_user_certificate_names_its_user_and_no_node() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        generate(dir.path(), &[1], &["127.0.0.1".to_owned()]).expect("generated");
+        let (cert, key) = generate_user(dir.path(), "svc_reader-1").expect("user certificate");
+        assert!(load_key(&key).is_ok());
+        let user = load_certs(&cert).expect("cert");
+        assert_eq!(user_of(&user[0]), Some("svc_reader-1".to_owned()));
+        assert_eq!(NodeTls::node_of(&user[0], [1, 2, 3]), None);
+        let node = load_certs(&dir.path().join("node-1.pem")).expect("cert");
+        assert_eq!(user_of(&node[0]), None, "a node certificate names no user");
+        assert!(generate_user(dir.path(), "no/slashes").is_err());
+        let empty = tempfile::tempdir().expect("tempdir");
+        assert!(generate_user(empty.path(), "svc").is_err(), "no CA there");
     }
 }

@@ -5,8 +5,9 @@
 //! certificate, is refused while the real link stays up; a client without a
 //! node certificate cannot send `EpochStarted`; a rolling restart under load
 //! loses nothing. With signing in required, each operation is checked
-//! against the user's rights, and an access token acts as its user until it
-//! is revoked, expires or its user is deleted.
+//! against the user's rights; an access token acts as its user until it is
+//! revoked, expires or its user is deleted; a user certificate signs in as
+//! the user it names.
 
 mod common;
 
@@ -708,6 +709,116 @@ fn an_access_token_acts_as_its_user_until_revoked_expired_or_its_user_deleted() 
         entries.iter().any(|entry| entry["action"] == "RevokeToken"
             && entry["identity"] == "user admin"
             && entry["outcome"] == "Ok"),
+        "{entries:?}"
+    );
+}
+
+/// A client of the TLS cluster under `certs` presenting the certificate
+/// and key `files`, with no other credentials.
+async fn with_certificate(
+    nodes: &[Node],
+    certs: &Path,
+    files: (std::path::PathBuf, std::path::PathBuf),
+) -> Result<Client, ClientError> {
+    let mut config = strand_client::ClientConfig::new(common::bootstrap(nodes));
+    config.tls = Some(ClientTls {
+        identity: Some(files),
+        ..ClientTls::new(certs.join("ca.pem"))
+    });
+    config.deadline_ms = 5_000;
+    Client::connect(config).await
+}
+
+/// `strand-server user-cert --dir DIR --name NAME`, as an operator runs it.
+fn user_cert(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let status = Command::new(env!("CARGO_BIN_EXE_strand-server"))
+        .args(["user-cert", "--dir"])
+        .arg(dir)
+        .args(["--name", name])
+        .stdout(Stdio::null())
+        .status()
+        .expect("strand-server user-cert");
+    assert!(status.success(), "user-cert {name}");
+    (
+        dir.join(format!("user-{name}.pem")),
+        dir.join(format!("user-{name}.key")),
+    )
+}
+
+#[test]
+fn a_user_certificate_signs_in_as_the_user_it_names() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (nodes, certs) = start_signed_in_cluster(dir.path());
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let service = user_cert(&certs, "service");
+    let ghost = user_cert(&certs, "ghost");
+    let stranger_ca = dir.path().join("stranger");
+    strand_server::tls::generate(&stranger_ca, &[1], &["127.0.0.1".to_owned()])
+        .expect("another CA");
+    let stranger = user_cert(&stranger_ca, "service");
+    let cluster = common::bootstrap(&nodes).join(",");
+    runtime.block_on(async {
+        let admin = admin_client(&nodes, &certs, deadline).await;
+        admin.create_stream("s").await.expect("stream");
+        let mut spec = TopicSpec::new("s", "t");
+        spec.partition_count = 1;
+        spec.replica_count = 3;
+        admin.create_topic(spec).await.expect("topic");
+        admin
+            .create_user("service", "service password")
+            .await
+            .expect("user");
+        let consume = strand_client::users::parse_permission("consume:s/t").expect("permission");
+        admin
+            .grant_permission("service", consume)
+            .await
+            .expect("grant");
+        common::produce_batch(&admin, 0, deadline).await;
+
+        // The certificate alone signs in, with the user's rights only.
+        let client = with_certificate(&nodes, &certs, service.clone())
+            .await
+            .expect("the certificate signs in");
+        let fetched = client.fetch("s", "t", 0, 0, 1 << 20, 0).await;
+        assert!(fetched.is_ok(), "{fetched:?}");
+        let produced = client.produce("s", "t", 0, common::batch_records(1)).await;
+        assert!(denied(&produced), "{produced:?}");
+        let created = client.create_topic(TopicSpec::new("s", "mine")).await;
+        assert!(denied(&created), "{created:?}");
+        let path = |path: &std::path::PathBuf| path.to_str().expect("UTF-8 path").to_owned();
+        let (ca, cert, key) = (
+            path(&certs.join("ca.pem")),
+            path(&service.0),
+            path(&service.1),
+        );
+        let consumed = common::strand(
+            &cluster,
+            &[
+                "--ca", &ca, "--cert", &cert, "--key", &key, "consume", "s/t", "--count", "1",
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(consumed.outcome, Outcome::Success, "{}", consumed.stderr);
+
+        // A certificate for a user the cluster lacks, or from another CA:
+        // refused.
+        let unknown = with_certificate(&nodes, &certs, ghost).await;
+        assert!(unauthenticated(&unknown), "{unknown:?}");
+        let foreign = with_certificate(&nodes, &certs, stranger).await;
+        assert!(foreign.is_err(), "another CA's certificate: {foreign:?}");
+
+        // The user deleted: its certificate signs in no more.
+        admin.delete_user("service").await.expect("delete");
+        let gone = with_certificate(&nodes, &certs, service).await;
+        assert!(unauthenticated(&gone), "{gone:?}");
+    });
+    let entries = common::audit_entries(dir.path(), &nodes);
+    assert!(
+        entries.iter().any(|entry| entry["action"] == "CreateTopic"
+            && entry["identity"] == "user service (certificate)"
+            && entry["outcome"] == "PermissionDenied"),
         "{entries:?}"
     );
 }

@@ -61,6 +61,25 @@ pub(crate) struct Cli {
         env = "STRAND_CA"
     )]
     pub(crate) ca: Option<std::path::PathBuf>,
+    /// A user certificate (PEM) to present: signs in as the user it names
+    /// (`strand-server user-cert` makes one). Needs --ca and --key.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_CERT",
+        requires_all = ["ca", "key"]
+    )]
+    pub(crate) cert: Option<std::path::PathBuf>,
+    /// The user certificate's private key (PEM).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_KEY",
+        requires = "cert"
+    )]
+    pub(crate) key: Option<std::path::PathBuf>,
     /// Sign in as this user (a cluster with `[auth] required` needs it);
     /// the password comes from --password-file or STRAND_PASSWORD.
     #[arg(

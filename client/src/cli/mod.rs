@@ -246,6 +246,7 @@ async fn connect(cli: &Cli) -> Result<Client, CliError> {
     config.request_timeout_ms = cli.timeout_ms.min(REQUEST_TIMEOUT_MS_MAX);
     config.tls = cli.ca.as_ref().map(|ca| crate::tls::ClientTls {
         server_name: cli.tls_server_name.clone(),
+        identity: cli.cert.clone().zip(cli.key.clone()),
         ..crate::tls::ClientTls::new(ca)
     });
     config.credentials = credentials(cli)?;

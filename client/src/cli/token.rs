@@ -116,26 +116,5 @@ pub(crate) async fn revoke(
         .revoke_token(&id)
         .await
         .map_err(|error| CliError::client(&doing, error))?;
-    let unconfirmed: Vec<String> = answers
-        .iter()
-        .filter_map(|answer| {
-            let error = answer.result.as_ref().err()?;
-            Some(format!("node {} ({error})", answer.node))
-        })
-        .collect();
-    if json {
-        return print_json(
-            out,
-            &serde_json::json!({ "done": doing, "unconfirmed": unconfirmed }),
-        );
-    }
-    writeln!(out, "revoked token {id}")?;
-    if !unconfirmed.is_empty() {
-        writeln!(
-            out,
-            "not yet confirmed by {}: each applies the revocation before it answers again",
-            unconfirmed.join(", ")
-        )?;
-    }
-    Ok(())
+    super::user::report_withdrawal(&doing, &format!("revoked token {id}"), &answers, json, out)
 }

@@ -52,11 +52,12 @@ pub(crate) async fn run(
         UserCommand::List => return list(client, json, out).await,
         UserCommand::Delete { name, .. } => {
             let doing = format!("delete user {name}");
-            client
+            let answers = client
                 .delete_user(&name)
                 .await
                 .map_err(|error| CliError::client(&doing, error))?;
-            (doing, format!("deleted user {name}"))
+            let done = format!("deleted user {name}");
+            return report_withdrawal(&doing, &done, &answers, json, out);
         }
         UserCommand::Grant { name, permission } => {
             let doing = format!("grant {} to {name}", permission.text());
@@ -68,20 +69,52 @@ pub(crate) async fn run(
         }
         UserCommand::Revoke { name, permission } => {
             let doing = format!("revoke {} from {name}", permission.text());
-            client
+            let answers = client
                 .revoke_permission(&name, permission.clone())
                 .await
                 .map_err(|error| CliError::client(&doing, error))?;
-            (
-                doing,
-                format!("{name} no longer holds {}", permission.text()),
-            )
+            let done = format!("{name} no longer holds {}", permission.text());
+            return report_withdrawal(&doing, &done, &answers, json, out);
         }
     };
     if json {
         return print_json(out, &serde_json::json!({ "done": doing }));
     }
     writeln!(out, "{done}")?;
+    Ok(())
+}
+
+/// Reports a withdrawn credential or right (a deleted user, a revoked
+/// permission or token): done, and which nodes did not confirm they apply
+/// it yet (down or cut off: they go on allowing it until they catch up).
+pub(crate) fn report_withdrawal(
+    doing: &str,
+    done: &str,
+    answers: &[crate::admin::NodeAnswer<()>],
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let unconfirmed: Vec<String> = answers
+        .iter()
+        .filter_map(|answer| {
+            let error = answer.result.as_ref().err()?;
+            Some(format!("node {} ({error})", answer.node))
+        })
+        .collect();
+    if json {
+        return print_json(
+            out,
+            &serde_json::json!({ "done": doing, "unconfirmed": unconfirmed }),
+        );
+    }
+    writeln!(out, "{done}")?;
+    if !unconfirmed.is_empty() {
+        writeln!(
+            out,
+            "not yet confirmed by {}: each allows the old credentials until it catches up",
+            unconfirmed.join(", ")
+        )?;
+    }
     Ok(())
 }
 
