@@ -98,6 +98,32 @@ fn settled_at(statuses: &BTreeMap<u32, GroupStatus>, epoch: u32) -> bool {
     })
 }
 
+/// Moves `group` onto `nodes` (without `--force`), asking again while the
+/// node refuses because a replica is still catching up: right after a
+/// produce, the replica a majority did not need may lag for a moment, and
+/// an operator waits for `strand status` the same way.
+async fn reassign_once_safe(
+    client: &Client,
+    group: u64,
+    nodes: &[u32],
+    deadline: Instant,
+) -> strand_wire::ops::Reassigned {
+    loop {
+        match client
+            .reassign_partition(PartitionTarget::Group(group), nodes, None, false)
+            .await
+        {
+            Ok(reassigned) => return reassigned,
+            Err(strand_client::ClientError::Refused { message })
+                if message.contains("catching up") && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("reassign onto {nodes:?}: {error}"),
+        }
+    }
+}
+
 /// Produces batches `from..to`, recording each acknowledgment.
 async fn produce_range(
     client: &Client,
@@ -183,14 +209,7 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
     let lost = members[2];
     nodes[lost as usize - 1].kill();
     let replacement: Vec<u32> = vec![members[0], members[1], spare];
-    let reassigned = runtime
-        .block_on(client.reassign_partition(
-            PartitionTarget::Group(group),
-            &replacement,
-            None,
-            false,
-        ))
-        .expect("reassign");
+    let reassigned = runtime.block_on(reassign_once_safe(&client, group, &replacement, deadline));
     assert!(
         !reassigned.in_place,
         "a removed replica takes a view change"
@@ -321,9 +340,7 @@ fn a_replica_added_before_anything_committed_joins_and_confirms() {
     // Every copy confirms, so nothing commits until the newcomer holds the
     // log, and its state transfer has no committed op to copy.
     let grown: Vec<u32> = members.iter().copied().chain([spare]).collect();
-    let reassigned = runtime
-        .block_on(client.reassign_partition(PartitionTarget::Group(group), &grown, None, false))
-        .expect("reassign");
+    let reassigned = runtime.block_on(reassign_once_safe(&client, group, &grown, deadline));
     assert_eq!(reassigned.joining, vec![spare]);
     let acked = Mutex::new(BTreeMap::new());
     runtime.block_on(produce_range(&client, 0, 10, &acked, deadline));
@@ -477,14 +494,12 @@ fn failover_right_after_a_replacement(resolution: Resolution) {
     // The spare cannot catch up; a replica is lost for good.
     signal(&mut nodes[spare as usize - 1], "STOP");
     nodes[members[2] as usize - 1].kill();
-    runtime
-        .block_on(client.reassign_partition(
-            PartitionTarget::Group(group),
-            &[members[0], members[1], spare],
-            None,
-            false,
-        ))
-        .expect("reassign");
+    runtime.block_on(reassign_once_safe(
+        &client,
+        group,
+        &[members[0], members[1], spare],
+        deadline,
+    ));
     common::wait_until("the new epoch starts", 120, || {
         let statuses = runtime.block_on(statuses(&client, group));
         serving_primary(&statuses)
@@ -562,14 +577,12 @@ fn a_removed_replica_that_returns_never_counts_and_drop_replica_deletes_it() {
     let removed = members[2];
     // A live replica is moved off its node: it takes part in the change,
     // then retires (its actor stays, serving nothing).
-    runtime
-        .block_on(client.reassign_partition(
-            PartitionTarget::Group(group),
-            &[members[0], members[1], spare],
-            None,
-            false,
-        ))
-        .expect("reassign");
+    runtime.block_on(reassign_once_safe(
+        &client,
+        group,
+        &[members[0], members[1], spare],
+        deadline,
+    ));
     common::wait_until("the new epoch serves, the spare caught up", 120, || {
         settled_at(&runtime.block_on(statuses(&client, group)), 1)
     });
