@@ -94,6 +94,10 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
         "cluster id {DEV_CLUSTER_ID}; connect to {}",
         bootstrap.join(",")
     );
+    let cli_config = data.join("cli.toml");
+    let secured = (!insecure).then(|| (certs.join("ca.pem"), password_file.clone()));
+    std::fs::write(&cli_config, cli_toml(&bootstrap, secured.as_ref()))
+        .map_err(|error| format!("cannot write {}: {error}", cli_config.display()))?;
     if insecure {
         println!("plaintext (--insecure): no TLS");
     } else {
@@ -104,6 +108,10 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
             password_file.display()
         );
     }
+    println!(
+        "or point the CLI at its configuration file (addresses, CA, sign-in):\n  export STRAND_CONFIG={}",
+        cli_config.display()
+    );
     println!("Ctrl-C stops every node cleanly.");
     wait_for_signal(&mut children, &exe)?;
     stop(children);
@@ -130,6 +138,25 @@ fn ensure_certificates(certs: &Path, peers: &[PeerConfig]) -> Result<(), String>
 /// The hash of the built-in `admin`'s password, made once (random) and kept
 /// in `path` (readable by its owner only) so that a restarted dev cluster
 /// keeps it.
+/// The CLI's configuration file for this cluster (see the CLI's
+/// `--config`): its addresses and, with TLS, the CA and the admin's
+/// password file.
+fn cli_toml(bootstrap: &[&str], secured: Option<&(PathBuf, PathBuf)>) -> String {
+    let mut text = format!(
+        "# The strand CLI's settings for this dev cluster: export STRAND_CONFIG=<this file>.\n\
+         cluster = {:?}\ncluster_id = {DEV_CLUSTER_ID}\n",
+        bootstrap.join(",")
+    );
+    if let Some((ca, password_file)) = secured {
+        text.push_str(&format!(
+            "ca = {:?}\nuser = \"admin\"\npassword_file = {:?}\n",
+            ca.display().to_string(),
+            password_file.display().to_string()
+        ));
+    }
+    text
+}
+
 fn admin_password_hash(path: &Path) -> Result<String, String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;

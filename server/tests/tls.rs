@@ -661,19 +661,21 @@ fn an_access_token_acts_as_its_user_until_revoked_expired_or_its_user_deleted() 
         // signed in with the revoked token is refused from its next request.
         let expired = with_token(&nodes, &certs, &brief.token).await;
         assert!(unauthenticated(&expired), "{expired:?}");
+        // The CLI's configuration file, paths relative to it, stands for
+        // the flags.
+        let cli_config = dir.path().join("cli.toml");
+        std::fs::write(
+            &cli_config,
+            format!(
+                "cluster = {cluster:?}\nca = \"certs/ca.pem\"\nuser = \"admin\"\n\
+                 password_file = \"admin.password\"\n"
+            ),
+        )
+        .expect("CLI config");
+        let cli_config = cli_config.to_str().expect("UTF-8 path");
         let revoked = common::strand(
             &cluster,
-            &[
-                "--ca",
-                ca,
-                "--user",
-                "admin",
-                "--password-file",
-                admin_password,
-                "token",
-                "revoke",
-                &own.id,
-            ],
+            &["--config", cli_config, "token", "revoke", &own.id],
             b"",
         )
         .await;

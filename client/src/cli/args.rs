@@ -31,6 +31,17 @@ pub const GENERATED_RECORD_BYTES_MAX: usize = 4 * 1024 * 1024;
                   confirmation; 3 `attention` found partitions waiting or nodes not answering."
 )]
 pub(crate) struct Cli {
+    /// A TOML file of these global options (`cluster`, `cluster_id`, `ca`,
+    /// `tls_server_name`, `cert`, `key`, `user`, `password_file`,
+    /// `token_file`, `timeout_ms`); the command line and environment win.
+    /// Without it, `~/.config/strand/cli.toml` is read if it exists.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "STRAND_CONFIG"
+    )]
+    pub(crate) config: Option<std::path::PathBuf>,
     /// Client addresses (`host:port`, comma-separated) of some nodes of the
     /// cluster; any one that answers is enough.
     #[arg(
@@ -67,8 +78,7 @@ pub(crate) struct Cli {
         long,
         global = true,
         help_heading = "Global options",
-        env = "STRAND_CERT",
-        requires_all = ["ca", "key"]
+        env = "STRAND_CERT"
     )]
     pub(crate) cert: Option<std::path::PathBuf>,
     /// The user certificate's private key (PEM).
@@ -76,8 +86,7 @@ pub(crate) struct Cli {
         long,
         global = true,
         help_heading = "Global options",
-        env = "STRAND_KEY",
-        requires = "cert"
+        env = "STRAND_KEY"
     )]
     pub(crate) key: Option<std::path::PathBuf>,
     /// Sign in as this user (a cluster with `[auth] required` needs it);
@@ -94,8 +103,7 @@ pub(crate) struct Cli {
         long,
         global = true,
         help_heading = "Global options",
-        env = "STRAND_PASSWORD_FILE",
-        requires = "user"
+        env = "STRAND_PASSWORD_FILE"
     )]
     pub(crate) password_file: Option<std::path::PathBuf>,
     /// Sign in with an access token: a file whose first line is the token
@@ -114,8 +122,7 @@ pub(crate) struct Cli {
         long,
         global = true,
         help_heading = "Global options",
-        env = "STRAND_TLS_SERVER_NAME",
-        requires = "ca"
+        env = "STRAND_TLS_SERVER_NAME"
     )]
     pub(crate) tls_server_name: Option<String>,
     /// How long one request may wait for the cluster, retries included

@@ -25,6 +25,7 @@
 //! to do. Exit codes are [`Outcome`]'s.
 
 mod args;
+mod config_file;
 mod consume;
 mod errors;
 mod group;
@@ -41,7 +42,7 @@ mod user;
 use std::ffi::OsString;
 use std::io::Write;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 use serde::Serialize;
 use tokio::io::AsyncBufRead;
 
@@ -99,11 +100,17 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(error) => return clap_exit(&error, stdout, stderr),
     };
-    let result = dispatch(cli, stdin, stdout).await;
+    let result = match with_config_file(cli, &matches) {
+        Ok(cli) => dispatch(cli, stdin, stdout).await,
+        Err(error) => Err(error),
+    };
     let _ = stdout.flush(); // a closed stdout has nothing left to lose
     match result {
         Ok(()) => Outcome::Success,
@@ -115,6 +122,15 @@ where
             error.outcome()
         }
     }
+}
+
+/// The command line completed from the configuration file (see
+/// [`config_file`]), its option pairs checked.
+fn with_config_file(mut cli: Cli, matches: &clap::ArgMatches) -> Result<Cli, CliError> {
+    let config = config_file::for_run(&cli)?;
+    config_file::apply(&mut cli, matches, config);
+    config_file::check_pairs(&cli)?;
+    Ok(cli)
 }
 
 /// Prints clap's help, version or usage error where it belongs.
