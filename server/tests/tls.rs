@@ -344,10 +344,25 @@ async fn signed_in(
     certs: &Path,
     user: Option<(&str, &str)>,
 ) -> Result<Client, ClientError> {
-    let mut config = strand_client::ClientConfig::new(common::bootstrap(nodes));
-    config.tls = Some(ClientTls::new(certs.join("ca.pem")));
-    config.credentials =
+    let credentials =
         user.map(|(user, password)| strand_client::Credentials::password(user, password));
+    connect_as(nodes, certs, credentials, None).await
+}
+
+/// A client of the TLS cluster under `certs` with `credentials` and, when
+/// given, a client certificate and key.
+async fn connect_as(
+    nodes: &[Node],
+    certs: &Path,
+    credentials: Option<strand_client::Credentials>,
+    identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
+) -> Result<Client, ClientError> {
+    let mut config = strand_client::ClientConfig::new(common::bootstrap(nodes));
+    config.tls = Some(ClientTls {
+        identity,
+        ..ClientTls::new(certs.join("ca.pem"))
+    });
+    config.credentials = credentials;
     config.deadline_ms = 5_000;
     Client::connect(config).await
 }
@@ -530,11 +545,31 @@ fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights
 
 /// A client of the TLS cluster under `certs`, signing in with `token`.
 async fn with_token(nodes: &[Node], certs: &Path, token: &str) -> Result<Client, ClientError> {
-    let mut config = strand_client::ClientConfig::new(common::bootstrap(nodes));
-    config.tls = Some(ClientTls::new(certs.join("ca.pem")));
-    config.credentials = Some(strand_client::Credentials::Token(token.to_owned()));
-    config.deadline_ms = 5_000;
-    Client::connect(config).await
+    let token = strand_client::Credentials::Token(token.to_owned());
+    connect_as(nodes, certs, Some(token), None).await
+}
+
+/// Admin's client, once it has made `s`/`t` (one partition, three
+/// replicas) holding one batch, and a user `user` (password `password`)
+/// that may consume it.
+async fn admin_with_reader(
+    nodes: &[Node],
+    certs: &Path,
+    user: &str,
+    password: &str,
+    deadline: Instant,
+) -> Client {
+    let admin = admin_client(nodes, certs, deadline).await;
+    admin.create_stream("s").await.expect("stream");
+    let mut spec = TopicSpec::new("s", "t");
+    spec.partition_count = 1;
+    spec.replica_count = 3;
+    admin.create_topic(spec).await.expect("topic");
+    admin.create_user(user, password).await.expect("user");
+    let consume = strand_client::users::parse_permission("consume:s/t").expect("permission");
+    admin.grant_permission(user, consume).await.expect("grant");
+    common::produce_batch(&admin, 0, deadline).await;
+    admin
 }
 
 /// Whether a call was refused for credentials that do not hold.
@@ -555,22 +590,7 @@ fn an_access_token_acts_as_its_user_until_revoked_expired_or_its_user_deleted() 
     std::fs::write(&admin_password, "admin password\n").expect("password file");
     let admin_password = admin_password.to_str().expect("UTF-8 path");
     runtime.block_on(async {
-        let admin = admin_client(&nodes, &certs, deadline).await;
-        admin.create_stream("s").await.expect("stream");
-        let mut spec = TopicSpec::new("s", "t");
-        spec.partition_count = 1;
-        spec.replica_count = 3;
-        admin.create_topic(spec).await.expect("topic");
-        admin
-            .create_user("reader", "reader password")
-            .await
-            .expect("user");
-        let consume = strand_client::users::parse_permission("consume:s/t").expect("permission");
-        admin
-            .grant_permission("reader", consume)
-            .await
-            .expect("grant");
-        common::produce_batch(&admin, 0, deadline).await;
+        let admin = admin_with_reader(&nodes, &certs, "reader", "reader password", deadline).await;
 
         // The user makes its own token, signed in with its password; the
         // admin makes one for it through the command line.
@@ -722,13 +742,7 @@ async fn with_certificate(
     certs: &Path,
     files: (std::path::PathBuf, std::path::PathBuf),
 ) -> Result<Client, ClientError> {
-    let mut config = strand_client::ClientConfig::new(common::bootstrap(nodes));
-    config.tls = Some(ClientTls {
-        identity: Some(files),
-        ..ClientTls::new(certs.join("ca.pem"))
-    });
-    config.deadline_ms = 5_000;
-    Client::connect(config).await
+    connect_as(nodes, certs, None, Some(files)).await
 }
 
 /// `strand-server user-cert --dir DIR --name NAME`, as an operator runs it.
@@ -761,22 +775,8 @@ fn a_user_certificate_signs_in_as_the_user_it_names() {
     let stranger = user_cert(&stranger_ca, "service");
     let cluster = common::bootstrap(&nodes).join(",");
     runtime.block_on(async {
-        let admin = admin_client(&nodes, &certs, deadline).await;
-        admin.create_stream("s").await.expect("stream");
-        let mut spec = TopicSpec::new("s", "t");
-        spec.partition_count = 1;
-        spec.replica_count = 3;
-        admin.create_topic(spec).await.expect("topic");
-        admin
-            .create_user("service", "service password")
-            .await
-            .expect("user");
-        let consume = strand_client::users::parse_permission("consume:s/t").expect("permission");
-        admin
-            .grant_permission("service", consume)
-            .await
-            .expect("grant");
-        common::produce_batch(&admin, 0, deadline).await;
+        let admin =
+            admin_with_reader(&nodes, &certs, "service", "service password", deadline).await;
 
         // The certificate alone signs in, with the user's rights only.
         let client = with_certificate(&nodes, &certs, service.clone())

@@ -128,28 +128,7 @@ impl Operation {
     /// True for operations that become prepares in a group's log (and so are
     /// ordered, replicated and idempotent through the client table).
     pub fn is_replicated(self) -> bool {
-        matches!(
-            self,
-            Operation::CreateStream
-                | Operation::CreateTopic
-                | Operation::Produce
-                | Operation::Reconfigure
-                | Operation::ReassignPartition
-                | Operation::EpochStarted
-                | Operation::DropReplica
-                | Operation::DeleteTopic
-                | Operation::DeleteStream
-                | Operation::AlterTopic
-                | Operation::AddPartitions
-                | Operation::JoinGroup
-                | Operation::LeaveGroup
-                | Operation::CreateUser
-                | Operation::DeleteUser
-                | Operation::GrantPermission
-                | Operation::RevokePermission
-                | Operation::CreateToken
-                | Operation::RevokeToken
-        )
+        self.is_metadata() || matches!(self, Operation::Produce | Operation::Reconfigure)
     }
 
     /// True for the replicated operations of the metadata plane: requests
