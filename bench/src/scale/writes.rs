@@ -18,7 +18,7 @@ use super::create::Layout;
 use super::report::ProduceRun;
 use crate::error::BenchError;
 use crate::keys::Spread;
-use crate::load::BATCH_BYTES_MAX;
+use crate::load::{BATCH_BYTES_MAX, PRODUCER_BUFFER_BYTES_MAX};
 use crate::report::Throughput;
 
 /// Most partitions written at once after a kill; the others wait their turn.
@@ -39,8 +39,13 @@ pub const IN_FLIGHT: usize = 8;
 /// How long a partly filled batch waits for more records, in ms.
 pub const LINGER_MS: u64 = 2;
 
-/// Most records a throughput producer buffers (per topic; `send` waits
-/// beyond it).
+/// Most records a throughput producer buffers (over all its topics;
+/// `send` waits beyond it). Its bytes are bounded too, by
+/// [`PRODUCER_BUFFER_BYTES_MAX`] as in `strand-bench`: bounded by count
+/// alone, 1,000 partitions of 1 KB records let the four producers hold
+/// 900 MB between them, and the cluster then wrote from memory no cache
+/// held (over 1,000 partitions: 110k–135k msgs/s against 151k–171k with the
+/// byte bound).
 pub const BUFFER_RECORDS_MAX: usize = 200_000;
 
 /// How the writes after a kill went.
@@ -214,7 +219,7 @@ async fn producers_for(
         if partitions == 0 {
             continue;
         }
-        let config = producer_config(load.batch, load.message_size, partitions);
+        let config = producer_config(load.batch, load.message_size, partitions, share.len());
         let producer = client
             .producer(&layout.stream, &topic.topic, config)
             .await
@@ -350,16 +355,29 @@ async fn collect(mut deliveries: mpsc::Receiver<Delivery>, start: Instant) -> Co
     collected
 }
 
-/// The SDK producer settings for one topic of `partitions` partitions.
-fn producer_config(batch: u32, message_size: usize, partitions: usize) -> ProducerConfig {
+/// The SDK producer settings for one topic of which a producer writes
+/// `partitions` of the `share` partitions it writes in all: its part of the
+/// producer's buffer ([`BUFFER_RECORDS_MAX`] records, within
+/// [`PRODUCER_BUFFER_BYTES_MAX`]), one batch filling while [`IN_FLIGHT`] are
+/// out per partition at most, and never less than one partition's whole
+/// pipeline.
+fn producer_config(
+    batch: u32,
+    message_size: usize,
+    partitions: usize,
+    share: usize,
+) -> ProducerConfig {
+    assert!(0 < partitions && partitions <= share);
     let record_bytes = NewRecord::new(vec![0; 8], vec![0; message_size]).encoded_size();
+    let pipeline = batch as usize * (IN_FLIGHT + 1);
+    let producer_records = BUFFER_RECORDS_MAX.min(PRODUCER_BUFFER_BYTES_MAX / record_bytes);
+    let topic_records = producer_records * partitions / share;
     ProducerConfig {
         batch_records_max: batch,
         batch_bytes_max: (batch as usize * record_bytes + 64).min(BATCH_BYTES_MAX),
         linger_ms: LINGER_MS,
         in_flight_max: IN_FLIGHT,
-        buffer_records_max: (batch as usize * (IN_FLIGHT + 1) * partitions)
-            .clamp(1, BUFFER_RECORDS_MAX),
+        buffer_records_max: (pipeline * partitions).min(topic_records).max(pipeline),
     }
 }
 
@@ -401,10 +419,25 @@ mod tests {
     }
 
     #[test]
-    fn the_producer_buffer_is_bounded() {
-        let config = producer_config(100, 100, 4096);
+    fn the_producer_buffer_is_bounded_in_records_and_bytes() {
+        let config = producer_config(100, 100, 4096, 4096);
         assert_eq!(config.buffer_records_max, BUFFER_RECORDS_MAX);
-        assert_eq!(producer_config(10, 100, 2).buffer_records_max, 10 * 9 * 2);
-        assert!(producer_config(100_000, 1024 * 1024, 1).batch_bytes_max <= BATCH_BYTES_MAX);
+        assert_eq!(
+            producer_config(10, 100, 2, 2).buffer_records_max,
+            10 * 9 * 2
+        );
+        assert!(producer_config(100_000, 1024 * 1024, 1, 1).batch_bytes_max <= BATCH_BYTES_MAX);
+        // 1 KB records over 250 partitions in ten topics: the producer's
+        // ten SDK producers hold its byte budget between them.
+        let record_bytes = NewRecord::new(vec![0; 8], vec![0; 1000]).encoded_size();
+        let topic = producer_config(100, 1000, 25, 250);
+        let held = 10 * topic.buffer_records_max * record_bytes;
+        assert!(held <= PRODUCER_BUFFER_BYTES_MAX, "{held}");
+        assert!(held >= PRODUCER_BUFFER_BYTES_MAX * 9 / 10, "{held}");
+        // Huge records still get one partition's pipeline.
+        assert_eq!(
+            producer_config(100, 1 << 20, 1, 250).buffer_records_max,
+            900
+        );
     }
 }
