@@ -210,7 +210,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Turns an admitted request into the next prepare.
     fn prepare(&mut self, request: ClientRequest, effects: &mut Effects) {
-        let (request_header, body) = request.request.into_parts();
+        let request_header = *request.request.header();
         let mut header = self.next_prepare_header();
         header.client = request_header.client;
         header.request = request_header.request;
@@ -221,7 +221,9 @@ impl<S: StateMachine> Replica<S> {
         header.timestamp_ns.set(request.timestamp_ns.max(after));
         header.record_count.set(request.record_count);
         header.operation = request_header.operation;
-        self.append_prepare(Msg::new(header, body), effects);
+        // The request's body checksum, checked when it arrived, is the
+        // prepare's: the batch is not read again.
+        self.append_prepare(Msg::with_body_of(header, request.request), effects);
     }
 
     /// The header of the op after the log's head, chained to it: op, parent,

@@ -34,7 +34,7 @@ use crate::group::Input;
 use crate::metrics;
 use crate::replies::frame_of;
 use crate::shard::LivenessNotifier;
-use crate::shared::{Refused, Shared};
+use crate::shared::{GroupHandle, Refused, Shared};
 use crate::tls::{NodeTls, ReadStream, WriteStream, certificate_names_node, split_plain};
 use strand_consensus::Timeouts;
 
@@ -531,12 +531,15 @@ async fn read_frames(
             match decoder.decode(&mut buffer) {
                 Ok(Some(message)) => {
                     let group = message.prefix().group.get();
-                    if let Err(reason) = dispatch(&shared, node, message) {
-                        metrics::replica_frame_rejected();
-                        tracing::warn!(node, reason, "bus: closing the connection");
-                        break 'connection;
+                    match dispatch(&shared, node, message) {
+                        Ok(Dispatched::ShardBackedUp) => wait_for_shard(&shared, node, group).await,
+                        Ok(Dispatched::Taken) => {}
+                        Err(reason) => {
+                            metrics::replica_frame_rejected();
+                            tracing::warn!(node, reason, "bus: closing the connection");
+                            break 'connection;
+                        }
                     }
-                    wait_for_shard(&shared, node, group).await;
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -570,16 +573,27 @@ async fn read_frames(
     let _ = done.send(());
 }
 
+/// What became of a frame the bus handed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dispatched {
+    /// Queued, dropped or refused: read on.
+    Taken,
+    /// Queued to a shard that holds more peer frames than it should: hold
+    /// the peer's reading ([`wait_for_shard`]).
+    ShardBackedUp,
+}
+
 /// Hands one frame to its group's actor. An error closes the connection:
 /// a frame that cannot be right from this peer (another cluster, a client
 /// command, a replica index that belongs to another node). A frame from a
 /// node that is not a replica of the group here is dropped and counted
 /// instead: peers' catalogs may differ for a moment (a group being placed or
 /// changing its replicas), and the connection carries other groups' traffic.
-fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> {
+/// The group is looked up once per frame, under the registry's read lock.
+fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<Dispatched, String> {
     let command = message.command();
     match message {
-        Message::Ping(_) | Message::Pong(_) => return Ok(()),
+        Message::Ping(_) | Message::Pong(_) => return Ok(Dispatched::Taken),
         Message::Request(_) | Message::Reply(_) => {
             return Err(format!("{command:?} frames belong on the client port"));
         }
@@ -590,35 +604,40 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<(), String> 
         return Err(format!("frame of cluster {}", prefix.cluster.get()));
     }
     let group = prefix.group.get();
-    let Some(handle) = shared.group(group) else {
-        // Not (yet) hosted here: the metadata commit that places it may not
-        // have arrived. The sender retransmits.
-        return Ok(());
-    };
     // A prepare is relayed verbatim (repair: any replica holding it serves
     // it), so its replica index names its author, the primary that prepared
     // it; its checksum chain, not its sender, vouches for it. The sender must
     // still be one of the group's replicas. Every other frame speaks for its
     // sender.
     let speaks_for_sender = !matches!(message, Message::Prepare(_));
-    if !handle.has_node(node) {
-        tracing::debug!(node, group, command = ?command,
-            "bus: frame from a node that is not a replica of the group here; dropped");
-        metrics::replica_frame_refused();
-        return Ok(());
-    }
-    let as_itself = handle.node_at(prefix.replica) == Some(node);
-    if speaks_for_sender && !as_itself {
-        return Err(format!(
-            "node {node} spoke as replica {} of group {group}",
-            prefix.replica
-        ));
-    }
-    match shared.send_to_group(group, Input::Peer(message)) {
-        Ok(()) | Err(Refused::Gone) => {}
-        Err(Refused::Full) => metrics::bus_frame_dropped(),
-    }
-    Ok(())
+    let hand_on = |handle: &GroupHandle| {
+        if !handle.has_node(node) {
+            tracing::debug!(node, group, command = ?command,
+                "bus: frame from a node that is not a replica of the group here; dropped");
+            metrics::replica_frame_refused();
+            return Ok(Dispatched::Taken);
+        }
+        let as_itself = handle.node_at(prefix.replica) == Some(node);
+        if speaks_for_sender && !as_itself {
+            return Err(format!(
+                "node {node} spoke as replica {} of group {group}",
+                prefix.replica
+            ));
+        }
+        match handle.inbox.try_send(Input::Peer(message)) {
+            Ok(()) | Err(Refused::Gone) => {}
+            Err(Refused::Full) => metrics::bus_frame_dropped(),
+        }
+        Ok(match handle.inbox.peers_backed_up() {
+            true => Dispatched::ShardBackedUp,
+            false => Dispatched::Taken,
+        })
+    };
+    // Not (yet) hosted here: the metadata commit that places it may not
+    // have arrived. The sender retransmits.
+    shared
+        .with_group(group, hand_on)
+        .unwrap_or(Ok(Dispatched::Taken))
 }
 
 /// Holds this peer's reading while the shard of the group it last sent to is

@@ -250,6 +250,10 @@ pub struct Actor {
     host: GroupHost<FileDisk>,
     /// What the host put out, waiting to be carried out (kept for reuse).
     outputs: Vec<Output>,
+    /// The frame last sent to a replica, with its message: a broadcast
+    /// sends one message to each backup in a row, and they share one
+    /// encoding (a prepare's batch is copied once, not once per backup).
+    last_sent: Option<(Message, Bytes)>,
     parked: VecDeque<ParkedFetch>,
     /// The node's WAL writer, kept to open the group again.
     wal: Wal,
@@ -329,6 +333,7 @@ impl Actor {
             wal,
             host,
             outputs: Vec::new(),
+            last_sent: None,
             parked: VecDeque::new(),
             hosted,
             hosted_sent: BTreeMap::new(),
@@ -456,6 +461,8 @@ impl Actor {
             }
         }
         self.outputs = outputs;
+        // Holds no body past the turn that sent it.
+        self.last_sent = None;
     }
 
     /// Applies the retention policy now (the shard's age sweep, or a
@@ -498,7 +505,7 @@ impl Actor {
     /// Carries out what the host put out.
     fn on_output(&mut self, output: Output) {
         match output {
-            Output::Send { to, message } => self.send_to_replica(to, &message),
+            Output::Send { to, message } => self.send_to_replica(to, message),
             Output::Reply(reply) => self.reply(reply),
             Output::Committed { .. } => self.on_commit(),
             Output::Event(event) => self.on_event(event),
@@ -567,12 +574,20 @@ impl Actor {
         }
     }
 
-    fn send_to_replica(&self, to: u8, message: &Message) {
+    fn send_to_replica(&mut self, to: u8, message: Message) {
         let Some(node) = self.spec.node_at(to) else {
             tracing::error!(to, "group: effect names a replica outside the group");
             return;
         };
-        if self.shared.send_to_node(node, frame_of(message)).is_err() {
+        let frame = match &self.last_sent {
+            Some((sent, frame)) if same_frame(sent, &message) => frame.clone(),
+            _ => {
+                let frame = frame_of(&message);
+                self.last_sent = Some((message, frame.clone()));
+                frame
+            }
+        };
+        if self.shared.send_to_node(node, frame).is_err() {
             metrics::bus_frame_dropped();
         }
     }
@@ -1318,6 +1333,14 @@ impl Actor {
 }
 
 /// The attention entry of a group whose storage failed on this node.
+/// Whether two messages encode to the same frame: the same header bytes
+/// over the same body bytes (one buffer, as the clones of a broadcast share).
+fn same_frame(a: &Message, b: &Message) -> bool {
+    a.header_bytes() == b.header_bytes()
+        && a.body().as_ptr() == b.body().as_ptr()
+        && a.body().len() == b.body().len()
+}
+
 fn storage_failed_attention(spec: &GroupSpec, view: u32, failure: &str) -> AttentionEntry {
     AttentionEntry {
         group: spec.group,
@@ -1432,6 +1455,34 @@ fn disk_for(wal: &Wal, read_handles: &ReadHandles, inbox: &GroupInbox) -> FileDi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strand_wire::CommandHeader;
+
+    #[test]
+    fn only_clones_of_one_message_share_a_frame() {
+        let prepare = |op: u64, body: Bytes| {
+            let mut header =
+                strand_wire::PrepareHeader::new(7, 5, strand_wire::ViewId::new(0, 3), 1);
+            header.op.set(op);
+            header.operation = strand_wire::Operation::Produce as u8;
+            Message::Prepare(Msg::new(header, body))
+        };
+        let body = Bytes::from(vec![1u8; 64]);
+        let sent = prepare(3, body.clone());
+        assert!(same_frame(&sent, &sent.clone()), "a broadcast's clones");
+        assert!(
+            !same_frame(&sent, &prepare(4, body.clone())),
+            "another header"
+        );
+        let equal_bytes = Bytes::from(body.to_vec());
+        assert!(
+            !same_frame(&sent, &prepare(3, equal_bytes)),
+            "equal bytes elsewhere are not taken on trust"
+        );
+        assert!(
+            !same_frame(&sent, &prepare(3, body.slice(..32))),
+            "a shorter body"
+        );
+    }
 
     #[test]
     fn a_group_that_cannot_open_shows_in_status_and_attention() {

@@ -283,6 +283,16 @@ impl Shared {
             .cloned()
     }
 
+    /// Runs `with` on a hosted group's handle under the registry's read
+    /// lock (nothing cloned): the bus's per-frame path.
+    pub fn with_group<R>(&self, group: u64, with: impl FnOnce(&GroupHandle) -> R) -> Option<R> {
+        self.groups
+            .read()
+            .expect("groups lock")
+            .get(&group)
+            .map(with)
+    }
+
     /// Every hosted group's handle, by group id.
     pub fn groups(&self) -> Vec<(u64, GroupHandle)> {
         let groups = self.groups.read().expect("groups lock");

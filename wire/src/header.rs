@@ -208,12 +208,18 @@ pub trait CommandHeader:
     /// `body_parts` (concatenated). After this the header is ready to send.
     fn seal(&mut self, body_parts: &[&[u8]]) {
         let body_size: usize = body_parts.iter().map(|part| part.len()).sum();
+        self.seal_known_body(body_size, checksum_parts(body_parts));
+    }
+
+    /// [`CommandHeader::seal`] for a body whose size and checksum are known
+    /// (it came in a frame already checked): nothing is read of the body.
+    fn seal_known_body(&mut self, body_size: usize, checksum_body: u32) {
         let size = u32::try_from(HEADER_SIZE + body_size).expect("frame size fits in u32");
         let prefix = self.prefix_mut();
         prefix.command = Self::COMMAND as u8;
         prefix.protocol.set(PROTOCOL_VERSION);
         prefix.size.set(size);
-        prefix.checksum_body.set(checksum_parts(body_parts));
+        prefix.checksum_body.set(checksum_body);
         let header_checksum = self.calculate_checksum();
         self.prefix_mut().checksum.set(header_checksum);
     }

@@ -32,7 +32,24 @@ impl<H: CommandHeader> Msg<H> {
     /// invalid frame is a bug in the caller, never input from a peer.
     pub fn new(mut header: H, body: Bytes) -> Msg<H> {
         header.seal(&[&body]);
-        // The checksums were just computed; check everything else.
+        Msg::just_sealed(header, body)
+    }
+
+    /// Seals `header` over the body of `from`, a frame already sealed or
+    /// validated, without reading the body again: its checksum is carried
+    /// over. A primary turning a produce request into a prepare saves a pass
+    /// over every batch this way. Panics, as [`Msg::new`] does, if the
+    /// result is invalid.
+    pub fn with_body_of<G: CommandHeader>(mut header: H, from: Msg<G>) -> Msg<H> {
+        let (from_header, body) = from.into_parts();
+        header.seal_known_body(body.len(), from_header.prefix().checksum_body.get());
+        Msg::just_sealed(header, body)
+    }
+
+    /// A frame whose checksums were just filled in: checks everything else.
+    /// Panics if it is invalid: building one is a bug in the caller, never
+    /// input from a peer.
+    fn just_sealed(header: H, body: Bytes) -> Msg<H> {
         let valid = header
             .validate_fields()
             .and_then(|()| header.check_body(&body).map_err(error_for::<H>));

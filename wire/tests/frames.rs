@@ -475,3 +475,23 @@ fn a_reconfigure_prepare_names_the_next_membership_and_nothing_else_may() {
         None
     );
 }
+
+#[test]
+fn a_prepare_sealed_over_a_requests_body_is_the_prepare_sealed_over_the_bytes() {
+    let body = Bytes::from_static(b"a batch the request carried");
+    let mut request = RequestHeader::new(7, 5, ViewId::new(0, 3), 0);
+    request.operation = Operation::Produce as u8;
+    request.client.set(11);
+    request.request.set(1);
+    let request = Msg::new(request, body.clone());
+    let mut header = PrepareHeader::new(7, 5, ViewId::new(0, 3), 1);
+    header.op.set(10);
+    header.commit.set(9);
+    header.operation = Operation::Produce as u8;
+    header.record_count.set(2);
+    let reused = Msg::with_body_of(header, request);
+    let computed = Msg::new(header, body);
+    assert_eq!(reused, computed);
+    let frame = encode(&Message::from(reused));
+    assert!(decode(frame).is_ok(), "the carried checksum is the body's");
+}
