@@ -236,6 +236,7 @@ pub fn producer_config(load: &Load) -> ProducerConfig {
         linger_ms: load.linger_ms,
         in_flight_max: load.in_flight,
         buffer_records_max: buffer_records_max(load, record_bytes),
+        buffer_bytes_max: PRODUCER_BUFFER_BYTES_MAX.max(load.batch as usize * record_bytes),
     }
 }
 

@@ -226,6 +226,13 @@ pub struct ProducerConfig {
     pub in_flight_max: usize,
     /// Records buffered and unacknowledged in all; `send` waits beyond it.
     pub buffer_records_max: usize,
+    /// Bytes of records (as encoded in a batch) buffered and unacknowledged
+    /// in all; `send` waits beyond it. A record larger than the whole
+    /// buffer counts as the whole buffer: it goes alone. Bounds the
+    /// producer's memory whatever its records' sizes (a count alone let
+    /// large records take gigabytes); 32 MiB by default, as a Kafka
+    /// producer's `buffer.memory`.
+    pub buffer_bytes_max: usize,
 }
 
 impl Default for ProducerConfig {
@@ -236,6 +243,7 @@ impl Default for ProducerConfig {
             linger_ms: 5,
             in_flight_max: 8,
             buffer_records_max: 100_000,
+            buffer_bytes_max: 32 * 1024 * 1024,
         }
     }
 }
@@ -246,13 +254,14 @@ impl ProducerConfig {
             && self.batch_bytes_max >= 1
             && (1..=WINDOW_MAX).contains(&self.in_flight_max)
             && self.buffer_records_max >= 1
-            && self.buffer_records_max <= tokio::sync::Semaphore::MAX_PERMITS;
+            && self.buffer_records_max <= tokio::sync::Semaphore::MAX_PERMITS
+            && (1..=u32::MAX as usize).contains(&self.buffer_bytes_max);
         if valid {
             Ok(())
         } else {
             Err(ClientError::InvalidArgument {
                 reason: "producer config: batch limits and buffer_records_max must be at least 1, \
-                         in_flight_max in 1..=32"
+                         buffer_bytes_max in 1..=4 GiB, in_flight_max in 1..=32"
                     .to_owned(),
             })
         }

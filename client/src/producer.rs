@@ -12,9 +12,10 @@
 //! partition are therefore written in `send` order. A batch that fails
 //! (refused, or outcome unknown) does not stop the later ones.
 //!
-//! Bounds: at most `buffer_records_max` records are buffered or in flight
-//! (`send` waits beyond that), at most `in_flight_max` batches per partition
-//! are in flight (the rest wait, sealed, in order).
+//! Bounds: at most `buffer_records_max` records and `buffer_bytes_max`
+//! bytes of them are buffered or in flight (`send` waits beyond either), at
+//! most `in_flight_max` batches per partition are in flight (the rest wait,
+//! sealed, in order).
 //!
 //! A deleted topic: a batch answered `Deleted` fails with that error, and is
 //! never sent to another group (a topic created again under the name is a
@@ -93,7 +94,7 @@ pub struct Producer {
     /// changes when the topic is created again after a deletion).
     partition_count: Arc<AtomicU32>,
     commands: mpsc::UnboundedSender<Command>,
-    buffer: Arc<Semaphore>,
+    buffer: Buffer,
     task: JoinHandle<()>,
     /// Where records without a key go ([`Producer::send_keyed`]).
     unkeyed: StickyPartitions,
@@ -105,7 +106,7 @@ enum Command {
         partition: u32,
         record: NewRecord,
         delivery: oneshot::Sender<DeliveryReport>,
-        permit: OwnedSemaphorePermit,
+        room: Room,
     },
     Flush {
         done: oneshot::Sender<()>,
@@ -123,7 +124,7 @@ impl Producer {
         config: ProducerConfig,
     ) -> Producer {
         let (commands, command_receiver) = mpsc::unbounded_channel();
-        let buffer = Arc::new(Semaphore::new(config.buffer_records_max));
+        let buffer = Buffer::new(&config);
         let unkeyed = StickyPartitions::new(config.batch_records_max);
         let partition_count = Arc::new(AtomicU32::new(groups.len() as u32));
         let topic_name = TopicName {
@@ -203,16 +204,13 @@ impl Producer {
         record.check()?;
         // Stamped when sent, not when its batch leaves.
         record.timestamp_us = Some(record.timestamp_us.unwrap_or_else(records::now_us));
-        let permit = Arc::clone(&self.buffer)
-            .acquire_owned()
-            .await
-            .map_err(|_| ClientError::Closed)?;
+        let room = self.buffer.room_for(&record).await?;
         let (delivery, receiver) = oneshot::channel();
         let command = Command::Record {
             partition,
             record,
             delivery,
-            permit,
+            room,
         };
         self.commands
             .send(command)
@@ -251,14 +249,66 @@ impl Producer {
     }
 }
 
+/// The producer's buffer: room for records and for their bytes, taken by
+/// `send` and given back when a record's batch is answered (or fails).
+#[derive(Debug)]
+struct Buffer {
+    records: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+    bytes_max: usize,
+}
+
+impl Buffer {
+    fn new(config: &ProducerConfig) -> Buffer {
+        Buffer {
+            records: Arc::new(Semaphore::new(config.buffer_records_max)),
+            bytes: Arc::new(Semaphore::new(config.buffer_bytes_max)),
+            bytes_max: config.buffer_bytes_max,
+        }
+    }
+
+    /// Waits for room for `record`: one record, and its encoded bytes (at
+    /// most the whole buffer's, so that a record larger than the buffer
+    /// still goes, alone). Record room is taken first, by every sender, so
+    /// two senders never hold each other's half.
+    async fn room_for(&self, record: &NewRecord) -> Result<Room, ClientError> {
+        let charge = u32::try_from(record.encoded_size().min(self.bytes_max))
+            .expect("the config bounds buffer_bytes_max to u32");
+        let records = Arc::clone(&self.records)
+            .acquire_owned()
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        let bytes = Arc::clone(&self.bytes)
+            .acquire_many_owned(charge)
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        Ok(Room { records, bytes })
+    }
+}
+
+/// Buffer room held by a record, or by a batch's records together.
+#[derive(Debug)]
+struct Room {
+    records: OwnedSemaphorePermit,
+    bytes: OwnedSemaphorePermit,
+}
+
+impl Room {
+    /// Takes `other`'s room into this one (a record joining its batch).
+    fn merge(&mut self, other: Room) {
+        self.records.merge(other.records);
+        self.bytes.merge(other.bytes);
+    }
+}
+
 /// A batch being filled or waiting to be sent.
 #[derive(Debug)]
 struct Batch {
     sequence: u64,
     records: Vec<NewRecord>,
     deliveries: Vec<oneshot::Sender<DeliveryReport>>,
-    /// The buffer room its records hold, merged into one permit.
-    permit: Option<OwnedSemaphorePermit>,
+    /// The buffer room its records hold, merged into one.
+    room: Option<Room>,
     bytes: usize,
     opened_at: Instant,
 }
@@ -388,8 +438,8 @@ impl Accumulator {
             let linger_deadline = self.linger_deadline();
             tokio::select! {
                 command = commands.recv(), if !closing => match command {
-                    Some(Command::Record { partition, record, delivery, permit }) => {
-                        self.add(partition as usize, record, delivery, permit);
+                    Some(Command::Record { partition, record, delivery, room }) => {
+                        self.add(partition as usize, record, delivery, room);
                     }
                     Some(Command::Flush { done }) => self.flush(done),
                     Some(Command::Abort) => {
@@ -413,7 +463,7 @@ impl Accumulator {
         partition: usize,
         record: NewRecord,
         delivery: oneshot::Sender<DeliveryReport>,
-        permit: OwnedSemaphorePermit,
+        room: Room,
     ) {
         assert!(
             partition < self.partitions.len(),
@@ -436,7 +486,7 @@ impl Accumulator {
                 sequence,
                 records: Vec::with_capacity(room),
                 deliveries: Vec::with_capacity(room),
-                permit: None,
+                room: None,
                 bytes: strand_wire::batch::BATCH_HEADER_SIZE,
                 opened_at: Instant::now(),
             });
@@ -448,9 +498,9 @@ impl Accumulator {
         open.bytes += size;
         open.records.push(record);
         open.deliveries.push(delivery);
-        match &mut open.permit {
-            Some(held) => held.merge(permit),
-            None => open.permit = Some(permit),
+        match &mut open.room {
+            Some(held) => held.merge(room),
+            None => open.room = Some(room),
         }
         if open.records.len() >= self.config.batch_records_max as usize {
             self.seal(partition);
@@ -518,7 +568,7 @@ impl Accumulator {
             };
             let _ = delivery.send(report); // the sender may have dropped its Delivery
         }
-        drop(batch.permit); // frees buffer room for waiting senders
+        drop(batch.room); // frees buffer room for waiting senders
         self.outstanding.remove(&batch.sequence);
     }
 
@@ -654,7 +704,7 @@ impl Accumulator {
             };
             let _ = delivery.send(report); // the sender may have dropped its Delivery
         }
-        drop(batch.permit); // frees buffer room for waiting senders
+        drop(batch.room); // frees buffer room for waiting senders
         self.outstanding.remove(&batch.sequence);
         if deleted {
             self.on_deleted(group);

@@ -804,3 +804,65 @@ async fn a_silent_node_is_hedged_metadata_goes_to_the_next_node_too() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn send_waits_while_the_buffer_holds_its_bytes_and_a_record_larger_than_it_goes_alone() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        // The first batch is never answered: the client times it out and
+        // sends it again, so its records hold their room until then.
+        cluster.add_fault(Operation::Produce, 1, FaultAction::Ignore);
+        let client = connect(&cluster, 1).await;
+        let record_bytes = NewRecord::new("key", "value 0").encoded_size();
+        let config = ProducerConfig {
+            batch_records_max: 1,
+            linger_ms: 0,
+            in_flight_max: 1,
+            buffer_bytes_max: 3 * record_bytes,
+            ..ProducerConfig::default()
+        };
+        let producer = client
+            .producer("shop", "orders", config)
+            .await
+            .expect("producer");
+        let mut deliveries = Vec::new();
+        for index in 0..3 {
+            let sent = producer.send(0, "key", format!("value {index}"));
+            deliveries.push(sent.await.expect("room for three records"));
+        }
+        // The buffer holds three records' bytes: a fourth finds no room
+        // on its first poll.
+        {
+            let fourth = producer.send(0, "key", "value 3");
+            tokio::pin!(fourth);
+            assert!(
+                futures_poll_once(&mut fourth).await.is_none(),
+                "the fourth record waits for room"
+            );
+            // Once the first batch is answered (after its resend), it goes.
+            deliveries.push(fourth.await.expect("room after the first answer"));
+        }
+        let larger = "x".repeat(4 * record_bytes);
+        deliveries.push(producer.send(0, "key", larger).await.expect("goes alone"));
+        let mut offsets = Vec::new();
+        for delivery in deliveries {
+            offsets.push(delivery.await.expect("delivered"));
+        }
+        assert_eq!(offsets, (0..5).collect::<Vec<u64>>());
+        assert_eq!(cluster.high_watermark(groups[0]), 5);
+        producer.close().await.expect("closed");
+    })
+    .await;
+}
+
+/// Polls `future` once: its output if it is ready at once.
+async fn futures_poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
+    std::future::poll_fn(|context| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut *future).poll(context) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}

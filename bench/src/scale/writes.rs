@@ -372,12 +372,14 @@ fn producer_config(
     let pipeline = batch as usize * (IN_FLIGHT + 1);
     let producer_records = BUFFER_RECORDS_MAX.min(PRODUCER_BUFFER_BYTES_MAX / record_bytes);
     let topic_records = producer_records * partitions / share;
+    let buffer_records_max = (pipeline * partitions).min(topic_records).max(pipeline);
     ProducerConfig {
         batch_records_max: batch,
         batch_bytes_max: (batch as usize * record_bytes + 64).min(BATCH_BYTES_MAX),
         linger_ms: LINGER_MS,
         in_flight_max: IN_FLIGHT,
-        buffer_records_max: (pipeline * partitions).min(topic_records).max(pipeline),
+        buffer_records_max,
+        buffer_bytes_max: (buffer_records_max * record_bytes).min(u32::MAX as usize),
     }
 }
 
