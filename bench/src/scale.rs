@@ -46,6 +46,7 @@ pub use options::ScaleOptions;
 pub use report::ScaleReport;
 use report::{
     IdlePhase, KillPhase, RebalancePhase, RestartPhase, ScaleConfig, SettlePhase, ThroughputPhase,
+    ThroughputRound,
 };
 use settle::{Expectation, ViewHighs};
 
@@ -144,6 +145,7 @@ fn config(options: &ScaleOptions) -> ScaleConfig {
         kill: options.kill,
         produce_secs: options.produce_secs,
         producers: options.producers,
+        produce_rounds: options.produce_rounds,
         message_size: options.message_size,
         batch: options.batch,
         cores: std::thread::available_parallelism().map_or(0, usize::from),
@@ -426,8 +428,24 @@ impl<'a> Scale<'a> {
     }
 
     /// Produces to one partition, then to every partition, for `duration`
-    /// each, with the same producers.
+    /// each, with the same producers, `--produce-rounds` times.
     async fn throughput(&mut self, duration: Duration) -> Result<ThroughputPhase, BenchError> {
+        let mut rounds = Vec::new();
+        for _ in 0..self.options.produce_rounds {
+            rounds.push(self.throughput_round(duration).await?);
+        }
+        Ok(ThroughputPhase::of_rounds(
+            self.options.producers,
+            self.options.spread,
+            rounds,
+        ))
+    }
+
+    /// One round of the throughput phase: one partition, then every one.
+    async fn throughput_round(
+        &mut self,
+        duration: Duration,
+    ) -> Result<ThroughputRound, BenchError> {
         let options = self.options;
         let load = writes::Load {
             producers: options.producers,
@@ -459,18 +477,6 @@ impl<'a> Scale<'a> {
         }
         let all = done.pop().expect("two runs");
         let single = done.pop().expect("two runs");
-        let peak = single.produced.records_per_sec;
-        let all_of_single_percent = if peak > 0.0 {
-            all.produced.records_per_sec * 100.0 / peak
-        } else {
-            0.0
-        };
-        Ok(ThroughputPhase {
-            producers: load.producers,
-            spread: load.spread,
-            single,
-            all,
-            all_of_single_percent,
-        })
+        Ok(ThroughputRound::new(single, all))
     }
 }

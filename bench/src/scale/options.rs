@@ -23,6 +23,9 @@ pub const PHASE_SECS_MAX: f64 = 24.0 * 3600.0;
 /// The most producers of the throughput phase.
 pub const PRODUCERS_MAX: usize = 256;
 
+/// Most rounds of the throughput phase.
+pub const PRODUCE_ROUNDS_MAX: u32 = 20;
+
 /// Largest `--batch`.
 pub const BATCH_RECORDS_MAX: u32 = 100_000;
 
@@ -77,6 +80,12 @@ pub struct ScaleOptions {
     /// Producers in the throughput phase.
     #[arg(long, default_value_t = 4)]
     pub producers: usize,
+    /// Rounds of the throughput phase: one partition, then every partition,
+    /// this many times in turn. The report gives every round and takes the
+    /// median round's ratio: a machine's speed drifts within a run, and one
+    /// round may catch a slow stretch.
+    #[arg(long, default_value_t = 1)]
+    pub produce_rounds: u32,
     /// Value bytes per produced record.
     #[arg(long, default_value_t = 100)]
     pub message_size: usize,
@@ -138,6 +147,11 @@ impl ScaleOptions {
         }
         if !(1..=PRODUCERS_MAX).contains(&self.producers) {
             return invalid(format!("--producers must be in 1..={PRODUCERS_MAX}"));
+        }
+        if !(1..=PRODUCE_ROUNDS_MAX).contains(&self.produce_rounds) {
+            return invalid(format!(
+                "--produce-rounds must be in 1..={PRODUCE_ROUNDS_MAX}"
+            ));
         }
         if self.kill && self.replica_count() < 3 {
             return invalid(
@@ -225,6 +239,8 @@ mod tests {
         assert!(refused(&["--produce-secs", "NaN"]));
         assert!(refused(&["--batch", "0"]));
         assert!(refused(&["--producers", "0"]));
+        assert!(refused(&["--produce-rounds", "0"]));
+        assert!(refused(&["--produce-rounds", "21"]));
         assert!(refused(&["--nodes", "2", "--kill"]));
         assert!(!refused(&["--produce-secs", "0", "--kill", "--restart"]));
         assert!(

@@ -37,6 +37,8 @@ pub struct ScaleConfig {
     pub produce_secs: f64,
     /// Producers in the throughput phase.
     pub producers: usize,
+    /// Rounds of the throughput phase.
+    pub produce_rounds: u32,
     /// Value bytes per produced record.
     pub message_size: usize,
     /// Records per batch.
@@ -175,19 +177,68 @@ pub struct ProduceRun {
 }
 
 /// Produce throughput: the same producers over one partition (the peak a
-/// single partition gives), then over every partition.
+/// single partition gives), then over every partition, in one or more
+/// rounds. Its `single`, `all` and `all_of_single_percent` are the median
+/// round's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ThroughputPhase {
     /// Producers in each run.
     pub producers: usize,
     /// How the every-partition run spread its records.
     pub spread: crate::keys::Spread,
+    /// The round with the median ratio (of an even count, the upper one).
+    #[serde(flatten)]
+    pub median: ThroughputRound,
+    /// Every round, in the order run.
+    pub rounds: Vec<ThroughputRound>,
+}
+
+/// One round of the throughput phase.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThroughputRound {
     /// Every producer writing partition 0 of the first topic.
     pub single: ProduceRun,
     /// The producers splitting every partition between them.
     pub all: ProduceRun,
     /// `all`'s records per second in percent of `single`'s.
     pub all_of_single_percent: f64,
+}
+
+impl ThroughputRound {
+    /// A round of `single` then `all`.
+    pub fn new(single: ProduceRun, all: ProduceRun) -> ThroughputRound {
+        let peak = single.produced.records_per_sec;
+        let all_of_single_percent = if peak > 0.0 {
+            all.produced.records_per_sec * 100.0 / peak
+        } else {
+            0.0
+        };
+        ThroughputRound {
+            single,
+            all,
+            all_of_single_percent,
+        }
+    }
+}
+
+impl ThroughputPhase {
+    /// The phase of `rounds` (at least one): the median by ratio.
+    pub fn of_rounds(
+        producers: usize,
+        spread: crate::keys::Spread,
+        rounds: Vec<ThroughputRound>,
+    ) -> ThroughputPhase {
+        assert!(!rounds.is_empty(), "a throughput phase has a round");
+        let mut by_ratio: Vec<&ThroughputRound> = rounds.iter().collect();
+        by_ratio.sort_by(|a, b| a.all_of_single_percent.total_cmp(&b.all_of_single_percent));
+        let median = by_ratio[by_ratio.len() / 2].clone();
+        ThroughputPhase {
+            producers,
+            spread,
+            median,
+            rounds,
+        }
+    }
 }
 
 /// The whole result.
@@ -421,15 +472,29 @@ fn kill_rows(kill: &KillPhase, row: &mut impl FnMut(&str, String)) {
 }
 
 fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, String)) {
+    let median = &throughput.median;
     let runs = [
-        ("throughput: one partition", &throughput.single),
-        ("throughput: every partition", &throughput.all),
+        ("throughput: one partition", &median.single),
+        ("throughput: every partition", &median.all),
     ];
     let spread = match throughput.spread {
         crate::keys::Spread::Batch => "whole batches to each partition in turn",
         crate::keys::Spread::Record => "each record to the next partition",
     };
     row("throughput: spread", spread.to_owned());
+    if throughput.rounds.len() > 1 {
+        for (index, round) in throughput.rounds.iter().enumerate() {
+            row(
+                &format!("throughput: round {}", index + 1),
+                format!(
+                    "one partition {:.0} msgs/s, every partition {:.0} msgs/s: {:.1} %",
+                    round.single.produced.records_per_sec,
+                    round.all.produced.records_per_sec,
+                    round.all_of_single_percent
+                ),
+            );
+        }
+    }
     for (name, run) in runs {
         let produced = &run.produced;
         let mut line = format!(
@@ -447,9 +512,13 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
         }
         row(name, line);
     }
+    let of_rounds = match throughput.rounds.len() {
+        1 => String::new(),
+        rounds => format!(" (the median of {rounds} rounds)"),
+    };
     row(
         "throughput: every / one",
-        format!("{:.1} %", throughput.all_of_single_percent),
+        format!("{:.1} %{of_rounds}", median.all_of_single_percent),
     );
 }
 
@@ -470,6 +539,39 @@ pub fn quiet_counts(nodes: &[NodeMetrics]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round(single: u64, all: u64) -> ThroughputRound {
+        let run = |partitions: u64, records: u64| ProduceRun {
+            partitions,
+            produced: crate::report::Throughput::new(records, records * 100, 1.0),
+            failed: 0,
+            first_error: None,
+        };
+        ThroughputRound::new(run(1, single), run(1000, all))
+    }
+
+    #[test]
+    fn the_throughput_phase_reports_its_median_round() {
+        let rounds = vec![round(800, 400), round(700, 560), round(1000, 600)];
+        let phase = ThroughputPhase::of_rounds(4, crate::keys::Spread::Batch, rounds);
+        assert_eq!(
+            phase.median.single.produced.records, 1000,
+            "60 % is the median"
+        );
+        assert_eq!(phase.rounds.len(), 3);
+        let mut lines = Vec::new();
+        throughput_rows(&phase, &mut |name: &str, line: String| {
+            lines.push(format!("{name} {line}"))
+        });
+        let text = lines.join("\n");
+        assert!(
+            text.contains(
+                "throughput: round 2 one partition 700 msgs/s, every partition 560 msgs/s: 80.0 %"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("60.0 % (the median of 3 rounds)"), "{text}");
+    }
 
     /// Six groups, two led by each of three nodes.
     fn even_leadership() -> Leadership {
@@ -505,6 +607,7 @@ mod tests {
                 kill: true,
                 produce_secs: 0.0,
                 producers: 4,
+                produce_rounds: 1,
                 message_size: 100,
                 batch: 100,
                 cores: 2,
