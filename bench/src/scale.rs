@@ -441,6 +441,28 @@ impl<'a> Scale<'a> {
         ))
     }
 
+    /// Lets the cluster come to rest before a produce run: every group
+    /// quiet, and the page cache's dirty data written out (`sync`), so that
+    /// one run's writeback is not charged to the next (over 1,000
+    /// partitions, a run leaves hundreds of megabytes to write back, and a
+    /// single-partition run right after one ran a third slower).
+    async fn come_to_rest(&mut self) {
+        let timeout = self.options.settle_timeout();
+        let (quiet, secs, _) = observe::wait_quiet(&self.metrics, timeout, &self.progress).await;
+        if !quiet {
+            self.errors.push(format!(
+                "throughput: the groups were not all quiet {secs:.1} s after a run"
+            ));
+        }
+        let synced =
+            tokio::task::spawn_blocking(|| std::process::Command::new("sync").status()).await;
+        if !matches!(synced, Ok(Ok(status)) if status.success()) {
+            self.errors.push(format!(
+                "throughput: `sync` before a run failed: {synced:?}"
+            ));
+        }
+    }
+
     /// One round of the throughput phase: one partition, then every one.
     async fn throughput_round(
         &mut self,
@@ -461,6 +483,7 @@ impl<'a> Scale<'a> {
         ];
         let mut done = Vec::with_capacity(runs.len());
         for (what, slots) in runs {
+            self.come_to_rest().await;
             self.progress.say(format!(
                 "producing to {what} ({}) with {} producers for {:.1} s",
                 slots.len(),
