@@ -443,9 +443,9 @@ impl<'a> Scale<'a> {
 
     /// Lets the cluster come to rest before a produce run: every group
     /// quiet, and the page cache's dirty data written out (`sync`), so that
-    /// one run's writeback is not charged to the next (over 1,000
-    /// partitions, a run leaves hundreds of megabytes to write back, and a
-    /// single-partition run right after one ran a third slower).
+    /// no run pays for what the previous one left to write back. (It does
+    /// not make runs alike: the machine's own speed drifts by a third
+    /// between runs, hence the rounds and their median.)
     async fn come_to_rest(&mut self) {
         let timeout = self.options.settle_timeout();
         let (quiet, secs, _) = observe::wait_quiet(&self.metrics, timeout, &self.progress).await;
