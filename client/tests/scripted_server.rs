@@ -837,7 +837,7 @@ async fn send_waits_while_the_buffer_holds_its_bytes_and_a_record_larger_than_it
             let fourth = producer.send(0, "key", "value 3");
             tokio::pin!(fourth);
             assert!(
-                futures_poll_once(&mut fourth).await.is_none(),
+                poll_once(&mut fourth).await.is_none(),
                 "the fourth record waits for room"
             );
             // Once the first batch is answered (after its resend), it goes.
@@ -857,7 +857,7 @@ async fn send_waits_while_the_buffer_holds_its_bytes_and_a_record_larger_than_it
 }
 
 /// Polls `future` once: its output if it is ready at once.
-async fn futures_poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
+async fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
     std::future::poll_fn(|context| {
         std::task::Poll::Ready(match std::pin::Pin::new(&mut *future).poll(context) {
             std::task::Poll::Ready(output) => Some(output),
