@@ -265,7 +265,7 @@ impl<S: StateMachine> Replica<S> {
         self.flush_writes(effects);
         self.broadcast(Message::Prepare(prepare), effects);
         if !self.prepare_timeout.ticking() {
-            self.prepare_timeout.start();
+            self.start_prepare_timeout();
         }
         assert!(self.journal.head() - self.commit <= PIPELINE_PREPARES_MAX);
     }
@@ -710,17 +710,37 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// Primary: resends each unacked prepare to each backup that lacks it.
+    ///
+    /// Only to a backup that acked nothing since the timeout last fired: one
+    /// whose ack moved is receiving the pipeline, and a busy group's ops can
+    /// take longer than the timeout to be acked without anything being lost
+    /// (resending them every timeout doubled a saturated node's replication
+    /// work). A backup that lost a prepare cannot ack past it, so its ack
+    /// stops, and it gets everything from there at the next timeout.
     pub(crate) fn retransmit_prepares(&mut self, effects: &mut Effects) {
         if !self.is_serving_primary() {
             self.prepare_timeout.stop();
             return;
         }
         for to in self.others().collect::<Vec<_>>() {
-            let acked = self.acks[usize::from(to)];
+            let slot = usize::from(to);
+            let acked = self.acks[slot];
+            let moved = acked != self.acks_at_retransmit[slot];
+            self.acks_at_retransmit[slot] = acked;
+            if moved {
+                continue;
+            }
             for op in (acked.max(self.commit) + 1)..=self.journal.head() {
                 self.send_prepare(to, op, effects);
             }
         }
+    }
+
+    /// Starts the prepare timeout for a pipeline that had none: the acks as
+    /// they stand are the marks each backup's progress is measured from.
+    fn start_prepare_timeout(&mut self) {
+        self.prepare_timeout.start();
+        self.acks_at_retransmit = self.acks;
     }
 
     /// Sends the prepare at `op` to `to`, from memory or from storage.
@@ -796,7 +816,7 @@ impl<S: StateMachine> Replica<S> {
             self.commit_max = self.commit_max.max(self.commit);
             self.try_commit(effects);
             if self.journal.head() > self.commit {
-                self.prepare_timeout.start();
+                self.start_prepare_timeout();
             }
             self.send_heartbeat(effects);
             self.maybe_reconfigure(effects);

@@ -214,6 +214,11 @@ pub struct Replica<S> {
 
     /// Primary: the highest op each replica acked in this view.
     pub(crate) acks: [u64; REPLICAS_MAX as usize],
+    /// Primary: each replica's ack when the prepare timeout last fired (or
+    /// started). A backup whose ack moved since is taking the pipeline in,
+    /// however slowly, and is sent nothing again (see
+    /// `retransmit_prepares`).
+    pub(crate) acks_at_retransmit: [u64; REPLICAS_MAX as usize],
     /// Backup: the highest op acked to the primary in this view.
     pub(crate) acked: u64,
     /// Backup: whether its latest ack in this view said it was repairing.
@@ -438,6 +443,7 @@ impl<S: StateMachine> Replica<S> {
             client_table_persisted: 0,
             cursors: CursorState::new(recovered.cursor_tail),
             acks: [0; REPLICAS_MAX as usize],
+            acks_at_retransmit: [0; REPLICAS_MAX as usize],
             acked: 0,
             acked_repairing: false,
             view_change: ViewChangeProgress::default(),
