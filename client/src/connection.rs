@@ -3,11 +3,13 @@
 //! writes the frames the driver hands it and reads reply frames back. It
 //! reports to the driver through events and holds no protocol state.
 
+use std::collections::VecDeque;
+use std::io::IoSlice;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use strand_wire::{FrameDecoder, Message, Msg, ReplyHeader};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
@@ -27,10 +29,18 @@ pub(crate) const SIGN_IN_REFUSED: &str = "sign-in refused: ";
 /// Read buffer size reserved per read call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// Bytes of queued chunks gathered for one round of vectored writes at most.
+const WRITE_GATHER_BYTES_MAX: usize = 1024 * 1024;
+
+/// Slices handed to one vectored write at most (within the kernel's
+/// `IOV_MAX`).
+const WRITE_SLICES_MAX: usize = 64;
+
 /// What a connection task tells the driver.
 #[derive(Debug)]
 pub(crate) enum ConnectionEvent {
-    /// Connected: frames sent to `writer` go out on the socket.
+    /// Connected: chunks sent to `writer` go out on the socket, in order
+    /// (a frame may be several chunks).
     Connected {
         connection: ConnectionId,
         writer: mpsc::UnboundedSender<Bytes>,
@@ -216,20 +226,63 @@ async fn read_replies(
 }
 
 async fn write_frames(
-    writer: Writer,
-    mut frames: mpsc::UnboundedReceiver<Bytes>,
+    mut writer: Writer,
+    mut chunks: mpsc::UnboundedReceiver<Bytes>,
 ) -> Result<(), String> {
-    let mut writer = BufWriter::new(writer);
-    while let Some(frame) = frames.recv().await {
-        write_frame(&mut writer, &frame).await?;
-        // Coalesce what is already queued into one flush.
-        while let Ok(frame) = frames.try_recv() {
-            write_frame(&mut writer, &frame).await?;
-        }
+    let mut pending: VecDeque<Bytes> = VecDeque::new();
+    while let Some(chunk) = chunks.recv().await {
+        pending.push_back(chunk);
+        // What is already queued goes out with it, in vectored writes.
+        gather(&mut chunks, &mut pending);
+        write_chunks(&mut writer, &mut pending).await?;
         flush(&mut writer).await?;
     }
     // The driver dropped the sender: it closed this connection on purpose.
     std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// Moves chunks already queued into `pending`, up to [`WRITE_GATHER_BYTES_MAX`].
+fn gather(chunks: &mut mpsc::UnboundedReceiver<Bytes>, pending: &mut VecDeque<Bytes>) {
+    let mut bytes: usize = pending.iter().map(Bytes::len).sum();
+    while bytes < WRITE_GATHER_BYTES_MAX {
+        let Ok(chunk) = chunks.try_recv() else {
+            break;
+        };
+        bytes += chunk.len();
+        pending.push_back(chunk);
+    }
+}
+
+/// Writes every pending chunk, [`WRITE_SLICES_MAX`] slices per vectored
+/// write, handling partial writes.
+async fn write_chunks(writer: &mut Writer, pending: &mut VecDeque<Bytes>) -> Result<(), String> {
+    while !pending.is_empty() {
+        let slices: Vec<IoSlice<'_>> = pending
+            .iter()
+            .take(WRITE_SLICES_MAX)
+            .map(|chunk| IoSlice::new(chunk))
+            .collect();
+        let mut written = writer
+            .write_vectored(&slices)
+            .await
+            .map_err(|error| format!("write failed: {error}"))?;
+        if written == 0 {
+            return Err("write failed: the socket took nothing".to_owned());
+        }
+        while written > 0 {
+            let front = pending
+                .front_mut()
+                .expect("written bytes come from pending chunks");
+            if written >= front.len() {
+                written -= front.len();
+                pending.pop_front();
+            } else {
+                front.advance(written);
+                written = 0;
+            }
+        }
+    }
     Ok(())
 }
 

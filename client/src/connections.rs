@@ -11,7 +11,7 @@ use tokio::task::AbortHandle;
 
 use crate::backoff::{Backoff, Prng};
 use crate::connection::{self, ConnectionEvent};
-use crate::frames::ConnectionId;
+use crate::frames::{ConnectionId, FrameParts};
 use crate::tls::Connector;
 
 /// Pause before reconnecting after the first failure; doubles per failure.
@@ -26,6 +26,9 @@ struct Connection {
     writer: Option<mpsc::UnboundedSender<Bytes>>,
     queued: Vec<Bytes>,
     task: AbortHandle,
+    /// When it last carried a successful answer to a replicated request
+    /// (driver clock, ms).
+    progress_ms: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -106,25 +109,30 @@ impl Connections {
                 writer: None,
                 queued: Vec::new(),
                 task,
+                progress_ms: None,
             },
         );
         self.address_of.insert(id, address.to_owned());
         Some(id)
     }
 
-    /// Queues `frame` on `connection` (dropped if the connection is gone:
+    /// Queues `frame` on `connection`, its header and body as two chunks
+    /// of the connection's byte stream (dropped if the connection is gone:
     /// its requests are resent by whoever tracks them).
-    pub(crate) fn send(&mut self, connection: ConnectionId, frame: Bytes) {
+    pub(crate) fn send(&mut self, connection: ConnectionId, frame: FrameParts) {
         let Some(address) = self.address_of.get(&connection) else {
             return;
         };
         let Some(open) = self.by_address.get_mut(address) else {
             return;
         };
-        match &open.writer {
-            // A failed send means the task is ending; its Closed event follows.
-            Some(writer) => drop(writer.send(frame)),
-            None => open.queued.push(frame),
+        let chunks = [frame.header, frame.body];
+        for chunk in chunks.into_iter().filter(|chunk| !chunk.is_empty()) {
+            match &open.writer {
+                // A failed send means the task is ending; its Closed event follows.
+                Some(writer) => drop(writer.send(chunk)),
+                None => open.queued.push(chunk),
+            }
         }
     }
 
@@ -150,6 +158,27 @@ impl Connections {
         if let Some(address) = self.address_of.get(&connection) {
             self.health.remove(address);
         }
+    }
+
+    /// The node behind `connection` committed a replicated request of ours
+    /// (any group's): it is alive and reaches a quorum of its peers.
+    pub(crate) fn on_progress(&mut self, connection: ConnectionId, now_ms: u64) {
+        let Some(address) = self.address_of.get(&connection) else {
+            return;
+        };
+        if let Some(open) = self.by_address.get_mut(address) {
+            open.progress_ms = Some(now_ms);
+        }
+    }
+
+    /// When `connection` last carried a committed answer, if it is open and
+    /// ever did: a request waiting on a node that commits others' waits its
+    /// turn behind them. Answers to reads do not count: a primary cut off
+    /// from its peers still serves them, and commits nothing.
+    pub(crate) fn progress_ms(&self, connection: ConnectionId) -> Option<u64> {
+        let address = self.address_of.get(&connection)?;
+        let open = self.by_address.get(address)?;
+        open.progress_ms.filter(|_| open.id == connection)
     }
 
     /// The task reported the connection closed; returns its address if it

@@ -21,7 +21,7 @@ use crate::config::ClientConfig;
 use crate::connection::ConnectionEvent;
 use crate::connections::Connections;
 use crate::error::ClientError;
-use crate::frames::{self, ConnectionId};
+use crate::frames::{self, ConnectionId, ReplyBody};
 use crate::health::Health;
 use crate::query::{Query, QueryAction, QueryTarget};
 use crate::routing::Routing;
@@ -82,14 +82,17 @@ fn sign_in_frame(config: &ClientConfig) -> Option<Bytes> {
         crate::Credentials::Token(token) => strand_wire::ops::Authenticate::Token(token.clone()),
     };
     let client = rand::random::<u128>().max(1);
-    Some(crate::frames::request_frame(
-        config.cluster,
-        0,
-        client,
-        1,
-        Operation::Authenticate,
-        &Bytes::from(strand_wire::Body::to_vec(&body)),
-    ))
+    Some(
+        crate::frames::request_frame(
+            config.cluster,
+            0,
+            client,
+            1,
+            Operation::Authenticate,
+            &Bytes::from(strand_wire::Body::to_vec(&body)),
+        )
+        .to_bytes(),
+    )
 }
 
 /// State the API reads without asking the driver: topics by name.
@@ -402,6 +405,9 @@ impl Driver {
             self.note_answer(connection, None, now_ms);
             return; // no session with that group: a stray reply
         };
+        if matches!(reply.body, ReplyBody::Ok(_)) {
+            self.connections.on_progress(connection, now_ms);
+        }
         let mut actions = Vec::new();
         let round_trip_ms = session.on_reply(reply, now_ms, &mut actions);
         self.touched(group);
@@ -482,8 +488,13 @@ impl Driver {
             self.timers.pop_first();
             self.timer_of.remove(&group);
             let mut actions = Vec::new();
+            let connections = &self.connections;
             if let Some(session) = self.sessions.get_mut(&group) {
-                session.on_tick(now_ms, &mut actions);
+                session.on_tick(
+                    now_ms,
+                    |connection| connections.progress_ms(connection),
+                    &mut actions,
+                );
             }
             self.touched(group);
             self.apply_session_actions(group, actions);

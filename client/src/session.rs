@@ -43,6 +43,10 @@ use crate::frames::{ConnectionId, Reply, ReplyBody};
 /// client table remembers per client.
 pub const WINDOW_MAX: usize = 32;
 
+/// The longest an attempt resent on a connection that keeps committing waits,
+/// as a multiple of the attempt timeout.
+pub const RESEND_BACKOFF_MAX: u64 = 8;
+
 /// Longest wait a `Busy` reply can impose; longer hints are clamped.
 pub const BUSY_RETRY_AFTER_MS_MAX: u64 = 1_000;
 
@@ -157,6 +161,12 @@ struct Pending {
     state: State,
     /// Backoff retries so far (Unavailable, UnknownGroup, disagreements).
     retries: u32,
+    /// Attempts that went unanswered while their connection kept committing
+    /// others: each one doubles the next attempt's timeout (up to
+    /// [`RESEND_BACKOFF_MAX`] times the base), and a reply to a request
+    /// sent more than once on one connection is no latency sample (Karn's
+    /// rule: it may answer either attempt).
+    resends: u32,
     /// NotPrimary answers so far.
     redirects: u32,
     /// The current attempt left before this session saw the group take any
@@ -256,11 +266,12 @@ impl Session {
                 } if sent_on == connection => continue,
                 State::Sent { .. } | State::Delayed { .. } => break,
                 State::Queued => {
+                    let backoff = (1u64 << pending.resends.min(3)).min(RESEND_BACKOFF_MAX);
                     pending.state = State::Sent {
                         connection,
                         sent_at_ms: now_ms,
                         progress_ms: now_ms,
-                        timeout_ms: attempt_timeout_ms
+                        timeout_ms: attempt_timeout_ms * backoff
                             + crate::safety::node_check_wait_ms(pending.operation),
                     };
                     pending.transmitted = true;
@@ -299,6 +310,7 @@ impl Session {
             _ => None,
         };
         let current_attempt = round_trip_ms.is_some();
+        let resent_before = self.pending[index].resends;
         match reply.body {
             ReplyBody::Ok(body) => {
                 self.confirmed_client = Some(reply.client);
@@ -316,7 +328,7 @@ impl Session {
             }
         }
         self.check_invariants();
-        round_trip_ms
+        round_trip_ms.filter(|_| resent_before == 0)
     }
 
     fn on_error(
@@ -578,7 +590,23 @@ impl Session {
     }
 
     /// Time passes: unanswered attempts time out, delays end, deadlines pass.
-    pub fn on_tick(&mut self, now_ms: u64, actions: &mut Vec<Action>) {
+    ///
+    /// `committed_ms` tells when a connection last carried a committed
+    /// answer (to any session's request). An attempt that times out on a
+    /// connection that committed others within the attempt's timeout is
+    /// resent on its route, with a longer timeout: the node behind it is
+    /// alive, reaches its peers, and works through its queue (a node hosting
+    /// thousands of groups answers a quiet group's request behind the busy
+    /// ones), while closing the connection would resend every request of
+    /// every group on it. An attempt on a connection that committed nothing
+    /// for a whole timeout suspects the connection, as before: its requests
+    /// go again once it is replaced.
+    pub fn on_tick(
+        &mut self,
+        now_ms: u64,
+        committed_ms: impl Fn(ConnectionId) -> Option<u64>,
+        actions: &mut Vec<Action>,
+    ) {
         let mut suspects: Vec<ConnectionId> = Vec::new();
         for pending in self.pending.iter_mut() {
             match pending.state {
@@ -589,7 +617,11 @@ impl Session {
                     ..
                 } if progress_ms + timeout_ms <= now_ms => {
                     pending.state = State::Queued;
-                    if !suspects.contains(&connection) {
+                    let committing = committed_ms(connection)
+                        .is_some_and(|committed| committed + timeout_ms > now_ms);
+                    if committing {
+                        pending.resends += 1;
+                    } else if !suspects.contains(&connection) {
                         suspects.push(connection);
                     }
                 }
@@ -698,6 +730,7 @@ impl Session {
                 transmitted: false,
                 state: State::Queued,
                 retries: 0,
+                resends: 0,
                 redirects: 0,
                 sent_before_table: true,
             });

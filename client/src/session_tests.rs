@@ -123,7 +123,7 @@ fn busy_retries_the_same_number_after_the_hint() {
     );
     session.poll_transmit(10, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert!(transmits(&actions).is_empty(), "resent before the hint");
-    session.on_tick(25, &mut actions);
+    session.on_tick(25, |_| None, &mut actions);
     session.poll_transmit(25, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), vec![(1, client, 1)]);
 }
@@ -171,7 +171,7 @@ fn out_of_order_resends_after_the_expected_request() {
     }
     session.poll_transmit(2, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert!(transmits(&actions).is_empty(), "2 and 3 must wait for 1");
-    session.on_tick(11, &mut actions);
+    session.on_tick(11, |_| None, &mut actions);
     session.poll_transmit(11, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(
         transmits(&actions),
@@ -192,7 +192,7 @@ fn new_client_evicted_while_request_one_is_unanswered_resends_in_order() {
     let evicted = ErrorBody::message(ResultCode::SessionEvicted, "unknown client");
     session.on_reply(error(1, client, 2, evicted), 1, &mut actions);
     assert!(completions(&actions).is_empty());
-    session.on_tick(11, &mut actions);
+    session.on_tick(11, |_| None, &mut actions);
     session.poll_transmit(11, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), vec![(1, client, 1), (2, client, 2)]);
 }
@@ -210,7 +210,7 @@ fn eviction_after_commits_fails_sent_requests_as_outcome_unknown() {
     session.on_reply(error(1, old_client, 3, evicted.clone()), 2, &mut actions);
     assert_eq!(completions(&actions).len(), 1, "only request 1 is done");
     actions.clear();
-    session.on_tick(1_000, &mut actions);
+    session.on_tick(1_000, |_| None, &mut actions);
     session.poll_transmit(1_000, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(
         transmits(&actions),
@@ -247,7 +247,7 @@ fn an_unknown_client_answer_that_may_predate_the_table_is_retried_not_fatal() {
     session.on_reply(error(1, client, 2, evicted), 1, &mut actions);
     assert_eq!(completions(&actions).len(), 1, "request 2 is not given up");
     actions.clear();
-    session.on_tick(1_000, &mut actions);
+    session.on_tick(1_000, |_| None, &mut actions);
     session.poll_transmit(1_000, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     // Same id, same numbers (request 3's attempt timed out meanwhile).
     assert_eq!(transmits(&actions), vec![(2, client, 2), (3, client, 3)]);
@@ -276,7 +276,7 @@ fn a_group_that_keeps_expecting_an_answered_number_forgot_the_client() {
         if attempt < FORGOTTEN_AFTER_RETRIES {
             assert!(completions(&actions).is_empty(), "a stale node, for now");
             now_ms += 1_000;
-            session.on_tick(now_ms, &mut actions);
+            session.on_tick(now_ms, |_| None, &mut actions);
         }
     }
     // Requests 3 and 4 were sent: either may have been applied.
@@ -364,7 +364,7 @@ fn a_committed_refusal_to_retry_later_is_final() {
 /// still wants to send or retry shows up as actions.
 fn later_actions(session: &mut Session) -> Vec<Action> {
     let mut actions = Vec::new();
-    session.on_tick(60_000, &mut actions);
+    session.on_tick(60_000, |_| None, &mut actions);
     session.poll_transmit(60_000, 2, ATTEMPT_TIMEOUT_MS, &mut actions);
     actions
 }
@@ -466,13 +466,47 @@ fn connection_loss_resends_in_order_with_the_same_numbers() {
 fn attempt_timeout_suspects_the_connection_and_resends() {
     let (mut session, first) = sent(2);
     let mut actions = Vec::new();
-    session.on_tick(99, &mut actions);
+    session.on_tick(99, |_| None, &mut actions);
     assert!(actions.is_empty());
-    session.on_tick(100, &mut actions);
+    session.on_tick(100, |_| None, &mut actions);
     assert_eq!(actions, vec![Action::SuspectConnection { connection: 1 }]);
     actions.clear();
     session.poll_transmit(100, 2, ATTEMPT_TIMEOUT_MS, &mut actions);
     assert_eq!(transmits(&actions), first);
+}
+
+/// A node hosting many groups answers a quiet group's request after a busy
+/// group's: an attempt that times out while its connection keeps committing
+/// others is resent there, with twice the timeout, and the connection (with
+/// every other group's requests on it) stays open.
+#[test]
+fn an_attempt_on_a_connection_that_answers_others_is_resent_there() {
+    let (mut session, first) = sent(1);
+    let mut actions = Vec::new();
+    let committing = |connection: ConnectionId| (connection == 1).then_some(60);
+    session.on_tick(100, committing, &mut actions);
+    assert!(actions.is_empty(), "nothing suspected: {actions:?}");
+    session.poll_transmit(100, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
+    assert_eq!(transmits(&actions), first, "the same request, resent");
+    assert_eq!(session.next_wakeup_ms(), Some(100 + 2 * ATTEMPT_TIMEOUT_MS));
+    actions.clear();
+    // The connection then falls silent for a whole (doubled) timeout.
+    session.on_tick(300, committing, &mut actions);
+    assert_eq!(actions, vec![Action::SuspectConnection { connection: 1 }]);
+}
+
+/// A reply to a request sent twice on one connection may answer either
+/// attempt: it is no latency sample (Karn's rule).
+#[test]
+fn a_reply_to_a_resent_request_is_no_latency_sample() {
+    let (mut session, _) = sent(2);
+    let client = session.client();
+    let mut actions = Vec::new();
+    let reply_to_first = session.on_reply(ok(1, client, 1), 40, &mut actions);
+    assert_eq!(reply_to_first, Some(40));
+    session.on_tick(140, |_| Some(130), &mut actions);
+    session.poll_transmit(140, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
+    assert_eq!(session.on_reply(ok(1, client, 2), 150, &mut actions), None);
 }
 
 /// A node answering a deep pipeline is busy, not gone: each answer restarts
@@ -485,9 +519,9 @@ fn an_answer_restarts_the_clock_of_the_attempts_behind_it() {
     let client = session.client();
     let mut actions = Vec::new();
     session.on_reply(ok(1, client, 1), 90, &mut actions);
-    session.on_tick(150, &mut actions);
+    session.on_tick(150, |_| None, &mut actions);
     session.on_reply(ok(1, client, 2), 180, &mut actions);
-    session.on_tick(279, &mut actions);
+    session.on_tick(279, |_| None, &mut actions);
     assert!(
         !actions
             .iter()
@@ -495,7 +529,7 @@ fn an_answer_restarts_the_clock_of_the_attempts_behind_it() {
         "an attempt behind answered ones was suspected: {actions:?}"
     );
     assert_eq!(session.next_wakeup_ms(), Some(280));
-    session.on_tick(280, &mut actions);
+    session.on_tick(280, |_| None, &mut actions);
     assert_eq!(
         actions.last(),
         Some(&Action::SuspectConnection { connection: 1 }),
@@ -512,7 +546,7 @@ fn deadline_of_an_unsent_request_frees_its_number() {
     session.submit(early);
     session.submit(submission(2, 0));
     let mut actions = Vec::new();
-    session.on_tick(60, &mut actions);
+    session.on_tick(60, |_| None, &mut actions);
     let done = completions(&actions);
     assert_eq!(
         done,
@@ -541,7 +575,7 @@ fn deadline_of_a_sent_request_is_outcome_unknown_and_later_ones_move() {
     session.poll_transmit(0, 1, ATTEMPT_TIMEOUT_MS, &mut actions);
     session.submit(submission(3, 0));
     actions.clear();
-    session.on_tick(60, &mut actions);
+    session.on_tick(60, |_| None, &mut actions);
     let done = completions(&actions);
     assert_eq!(
         done.iter().map(|(token, _)| *token).collect::<Vec<_>>(),
@@ -688,6 +722,8 @@ struct World {
     next_token: Token,
     /// Every (client, request) ever transmitted, and its token.
     transmitted: HashMap<(u128, u64), Token>,
+    /// When each connection last delivered a committed reply.
+    progress_ms: HashMap<ConnectionId, u64>,
     outcomes: BTreeMap<Token, Result<Bytes, ClientError>>,
 }
 
@@ -704,6 +740,7 @@ impl World {
             now_ms: 0,
             next_token: 1,
             transmitted: HashMap::new(),
+            progress_ms: HashMap::new(),
             outcomes: BTreeMap::new(),
         }
     }
@@ -768,7 +805,12 @@ impl World {
 
     fn pump(&mut self) {
         let mut actions = Vec::new();
-        self.session.on_tick(self.now_ms, &mut actions);
+        let progress = &self.progress_ms;
+        self.session.on_tick(
+            self.now_ms,
+            |connection| progress.get(&connection).copied(),
+            &mut actions,
+        );
         self.apply(std::mem::take(&mut actions));
         if self.session.wants_transmit() {
             let link = self.link_to(self.route);
@@ -820,6 +862,9 @@ impl World {
             }
             Event::DeliverReply { link } if link < self.links.len() => {
                 if let Some(reply) = self.links[link].to_client.pop_front() {
+                    if matches!(reply.body, ReplyBody::Ok(_)) {
+                        self.progress_ms.insert(reply.connection, self.now_ms);
+                    }
                     let mut actions = Vec::new();
                     self.session.on_reply(reply, self.now_ms, &mut actions);
                     self.apply(actions);

@@ -245,6 +245,52 @@ async fn a_request_timeout_resends_with_the_same_number() {
     .await;
 }
 
+/// A request the node leaves unanswered while it keeps committing other
+/// groups' requests on the same connection (a node hosting thousands of
+/// groups reaches a quiet one's request late) is resent there, with the same
+/// number: the connection stays, so nothing else on it goes twice.
+#[tokio::test]
+async fn a_request_unanswered_on_a_connection_that_commits_others_is_resent_there() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 2, &[1], 0, 1);
+        cluster.add_fault(Operation::Produce, 1, FaultAction::Ignore);
+        let client = connect(&cluster, 1).await;
+        let quiet = tokio::spawn({
+            let client = client.clone();
+            async move { client.produce("shop", "orders", 0, record("a")).await }
+        });
+        while cluster.seen(Operation::Produce).is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        for index in 0..40 {
+            client
+                .produce("shop", "orders", 1, record(&format!("b{index}")))
+                .await
+                .expect("produced");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        quiet.await.expect("joined").expect("produced");
+        let seen = cluster.seen(Operation::Produce);
+        let quiet_attempts: Vec<Seen> = seen
+            .iter()
+            .filter(|seen| seen.group == groups[0])
+            .cloned()
+            .collect();
+        assert_eq!(quiet_attempts.len(), 2, "one resend: {quiet_attempts:?}");
+        assert_eq!(numbers(&quiet_attempts)[0], numbers(&quiet_attempts)[1]);
+        assert!(
+            seen.iter()
+                .all(|attempt| attempt.connection == seen[0].connection),
+            "the connection that kept committing was replaced: {seen:?}"
+        );
+        assert_eq!(seen.len(), 42, "no other request went twice");
+        assert_eq!(cluster.high_watermark(groups[0]), 1);
+        assert_eq!(cluster.high_watermark(groups[1]), 40);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn eviction_after_commits_is_outcome_unknown_and_a_new_client_id_follows() {
     within(async {

@@ -94,6 +94,12 @@ impl<H: CommandHeader> Msg<H> {
         HEADER_SIZE + self.body.len()
     }
 
+    /// The encoded header, for senders that write header and body as two
+    /// slices (its checksum covers the body).
+    pub fn header_bytes(&self) -> &[u8] {
+        self.header.as_bytes()
+    }
+
     /// Appends the encoded frame to `out`.
     pub fn encode_into(&self, out: &mut BytesMut) {
         out.reserve(self.frame_size());
