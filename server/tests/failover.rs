@@ -216,6 +216,18 @@ fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
         .expect("node 1 reports the group");
     let primary = (status.replicas[usize::from(status.primary)].node - 1) as usize;
     let backup = (primary + 1) % 3;
+    // The backup must hold every write (acked, perhaps not synced) before it
+    // dies: a node that started late may not have joined the group while the
+    // other two committed all of it, and would come back with a fresh log.
+    let head = runtime
+        .block_on(common::group_status(&client, primary as u32 + 1, group))
+        .expect("the primary reports the group")
+        .op;
+    common::wait_until("the backup holding every write", 30, || {
+        runtime
+            .block_on(common::group_status(&client, backup as u32 + 1, group))
+            .is_some_and(|status| status.op >= head)
+    });
     nodes[primary].kill();
     nodes[backup].kill();
     nodes[backup].start();
