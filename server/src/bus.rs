@@ -658,9 +658,9 @@ async fn wait_for_shard(shared: &Shared, node: u32, group: u64) {
 
 /// Node-level liveness, one signal per peer for all groups: a `Ping` to
 /// every peer each heartbeat interval (so a peer hears this node even when
-/// every group is quiet), and a peer silent for a heartbeat timeout (any
-/// frame counts) is suspected; the shards hear of every change. Quiet
-/// groups rely on it to notice a dead primary.
+/// every group is quiet), and a peer silent for longer than its
+/// [`SilenceLimit`] (any frame counts) is suspected; the shards hear of
+/// every change. Quiet groups rely on it to notice a dead primary.
 pub async fn watch_liveness(shared: Arc<Shared>, shards: LivenessNotifier) {
     let timeouts = Timeouts::default();
     let tick_ms = shared.config.tick_ms;
@@ -678,6 +678,10 @@ pub async fn watch_liveness(shared: Arc<Shared>, shards: LivenessNotifier) {
     let mut last_ping_ms = 0u64;
     let started = std::time::Instant::now();
     let mut stalls = StallGuard::new(suspect_ms / 2, 2 * tick_ms);
+    let mut limits: BTreeMap<u32, SilenceLimit> = peers
+        .iter()
+        .map(|peer| (*peer, SilenceLimit::new(suspect_ms, SILENCE_LIMIT_MAX_MS)))
+        .collect();
     loop {
         interval.tick().await;
         if shared.stopping() {
@@ -695,16 +699,110 @@ pub async fn watch_liveness(shared: Arc<Shared>, shards: LivenessNotifier) {
         }
         for peer in &peers {
             metrics::bus_queued_bytes(*peer, shared.queued_bytes_to(*peer));
-            let suspected = shared.silent_ms(*peer) > suspect_ms;
+            let silent_ms = shared.silent_ms(*peer);
+            let limit = limits.get_mut(peer).expect("a limit per peer");
+            let limit_before_ms = limit.limit_ms(now_ms);
+            let limit_ms = limit.observe(now_ms, silent_ms);
+            if limit_ms != limit_before_ms {
+                metrics::peer_silence_limit(*peer, limit_ms);
+            }
+            let suspected = silent_ms > limit_ms;
             if suspected && !may_suspect {
                 continue;
             }
             if shared.set_suspected(*peer, suspected) {
-                tracing::info!(peer, suspected, "bus: peer liveness changed");
+                tracing::info!(
+                    peer,
+                    suspected,
+                    silent_ms,
+                    limit_ms,
+                    "bus: peer liveness changed"
+                );
                 metrics::peer_suspected(*peer, suspected);
                 shards.liveness(*peer, !suspected);
             }
         }
+    }
+}
+
+/// The longest a peer may be silent before it is suspected, however long
+/// the silences it ended lately.
+pub const SILENCE_LIMIT_MAX_MS: u64 = 1_000;
+
+/// How long a silence a peer ended is remembered (between one and two of
+/// these).
+const SILENCE_WINDOW_MS: u64 = 30_000;
+
+/// How long one peer may be silent before it is suspected: the primary
+/// timeout, raised to twice the longest silence the peer ended within the
+/// last [`SILENCE_WINDOW_MS`] or so, up to [`SILENCE_LIMIT_MAX_MS`].
+///
+/// On a machine whose cores are oversubscribed a live node's process can
+/// go unscheduled for hundreds of milliseconds (over 1,000 partitions on 2
+/// cores every thread waited for a core 5 to 10 times as long as it ran, and
+/// the watcher was woken up to 412 ms late). A fixed limit then suspected
+/// a live peer for a moment, and every quiet backup of that peer's groups
+/// voted to leave its view (about 600 view changes in one run). Silences a
+/// peer ended show how long it goes quiet while alive; a dead peer's
+/// silence never ends, so it never raises its own limit. A peer that kept
+/// its silences short is suspected after the primary timeout, as before.
+#[derive(Debug)]
+struct SilenceLimit {
+    base_ms: u64,
+    max_ms: u64,
+    /// The silence the last check found (a smaller one since: heard again).
+    last_silence_ms: u64,
+    window_start_ms: u64,
+    /// The longest silence ended in this window, and in the one before.
+    window_max_ms: u64,
+    previous_max_ms: u64,
+}
+
+impl SilenceLimit {
+    fn new(base_ms: u64, max_ms: u64) -> SilenceLimit {
+        assert!(
+            0 < base_ms && base_ms <= max_ms,
+            "a limit of {base_ms}..={max_ms} ms"
+        );
+        SilenceLimit {
+            base_ms,
+            max_ms,
+            last_silence_ms: 0,
+            window_start_ms: 0,
+            window_max_ms: 0,
+            previous_max_ms: 0,
+        }
+    }
+
+    /// A check at `now_ms` found the peer silent for `silence_ms`: learns
+    /// from a silence that ended, and returns the limit now.
+    fn observe(&mut self, now_ms: u64, silence_ms: u64) -> u64 {
+        self.roll(now_ms);
+        if silence_ms < self.last_silence_ms {
+            self.window_max_ms = self.window_max_ms.max(self.last_silence_ms);
+        }
+        self.last_silence_ms = silence_ms;
+        self.limit_ms(now_ms)
+    }
+
+    /// The limit at `now_ms`.
+    fn limit_ms(&mut self, now_ms: u64) -> u64 {
+        self.roll(now_ms);
+        let longest = self.window_max_ms.max(self.previous_max_ms);
+        longest.saturating_mul(2).clamp(self.base_ms, self.max_ms)
+    }
+
+    fn roll(&mut self, now_ms: u64) {
+        let elapsed = now_ms.saturating_sub(self.window_start_ms);
+        if elapsed < SILENCE_WINDOW_MS {
+            return;
+        }
+        self.previous_max_ms = match elapsed < 2 * SILENCE_WINDOW_MS {
+            true => self.window_max_ms,
+            false => 0,
+        };
+        self.window_max_ms = 0;
+        self.window_start_ms = now_ms;
     }
 }
 
@@ -779,6 +877,35 @@ mod tests {
         gather_from_peer_queue(receiver, &mut frames);
         assert_eq!(frames.len(), 1);
         assert_eq!(sender.queued_bytes(), 0);
+    }
+
+    /// A peer that ended silences of 250 ms lately is given 500 ms; one
+    /// that never went quiet, or went quiet long ago, the primary timeout;
+    /// a peer that dies never raises its own limit.
+    #[test]
+    fn a_peer_is_given_twice_the_silences_it_ended_lately() {
+        let mut limit = SilenceLimit::new(300, 1_000);
+        assert_eq!(limit.observe(10, 0), 300);
+        for now in (20..=250).step_by(10) {
+            assert_eq!(
+                limit.observe(now, now - 10),
+                300,
+                "silent, still within 300 ms"
+            );
+        }
+        assert_eq!(limit.observe(260, 0), 480, "heard after 240 ms of silence");
+        // It dies: its silence grows past the limit and stays the measure.
+        let mut dead = 480;
+        for now in (270..=2_000).step_by(10) {
+            dead = limit.observe(now, now - 260);
+        }
+        assert_eq!(dead, 480, "a silence that has not ended teaches nothing");
+        // Long silences are remembered a window or two, then forgotten.
+        let mut limit = SilenceLimit::new(300, 1_000);
+        limit.observe(1_000, 700);
+        assert_eq!(limit.observe(1_010, 0), 1_000, "capped");
+        assert_eq!(limit.limit_ms(1_010 + SILENCE_WINDOW_MS), 1_000);
+        assert_eq!(limit.limit_ms(1_010 + 3 * SILENCE_WINDOW_MS), 300);
     }
 
     #[test]

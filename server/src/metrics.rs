@@ -80,7 +80,11 @@ fn describe() {
     );
     metrics::describe_gauge!(
         "peer_suspected",
-        "1 while the node-level liveness suspects the peer (silent for a heartbeat timeout)"
+        "1 while the node-level liveness suspects the peer (silent past its silence limit)"
+    );
+    metrics::describe_gauge!(
+        "peer_silence_limit_ms",
+        "how long the peer may be silent before it is suspected: the primary timeout, or twice the longest silence it ended lately, up to 1 s"
     );
     gauge!("partitions_untrusted_log").set(0.0);
 }
@@ -223,6 +227,12 @@ impl IoObserver for WalMetrics {
 /// The node-level liveness of a peer changed: 1 while it is suspected.
 pub fn peer_suspected(peer: u32, suspected: bool) {
     gauge!("peer_suspected", "peer" => peer.to_string()).set(f64::from(u8::from(suspected)));
+}
+
+/// How long `peer` may be silent before it is suspected now (it grows with
+/// the silences the peer ended lately).
+pub fn peer_silence_limit(peer: u32, limit_ms: u64) {
+    gauge!("peer_silence_limit_ms", "peer" => peer.to_string()).set(limit_ms as f64);
 }
 
 /// Bytes waiting in the bus queue to `peer`, as sampled now.
