@@ -707,8 +707,26 @@ impl Driver {
             }
         }
         for connection in suspects {
+            // A query that waited behind a node's queue while the node kept
+            // committing is asked again there: closing the connection would
+            // resend every produce of every group on it.
+            if self.committing(connection) {
+                continue;
+            }
             self.close_connection(connection, "no answer within request_timeout_ms");
         }
+    }
+
+    /// Whether the node behind `connection` committed a replicated request
+    /// of ours within its attempt timeout (see [`Session::on_tick`]).
+    fn committing(&self, connection: ConnectionId) -> bool {
+        let Some(address) = self.connections.address_of(connection) else {
+            return false;
+        };
+        let timeout_ms = self.health.attempt_timeout_ms(address);
+        self.connections
+            .progress_ms(connection)
+            .is_some_and(|committed| committed + timeout_ms > self.now_ms())
     }
 
     fn finish_query(&mut self, token: Token, mut outcome: Result<Bytes, ClientError>) {

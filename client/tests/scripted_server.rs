@@ -291,6 +291,52 @@ async fn a_request_unanswered_on_a_connection_that_commits_others_is_resent_ther
     .await;
 }
 
+/// A fetch left unanswered while the node keeps committing produces on the
+/// same connection is asked again there: the connection stays, with every
+/// produce on it.
+#[tokio::test]
+async fn a_fetch_unanswered_on_a_connection_that_commits_others_is_asked_again_there() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        let groups = cluster.add_topic("shop", "orders", 2, &[1], 0, 1);
+        let client = connect(&cluster, 1).await;
+        client
+            .produce("shop", "orders", 0, record("a"))
+            .await
+            .expect("produced");
+        cluster.add_fault(Operation::Fetch, 1, FaultAction::Ignore);
+        let fetch = tokio::spawn({
+            let client = client.clone();
+            async move { client.fetch("shop", "orders", 0, 0, 1 << 20, 0).await }
+        });
+        while cluster.seen(Operation::Fetch).is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        for index in 0..40 {
+            client
+                .produce("shop", "orders", 1, record(&format!("b{index}")))
+                .await
+                .expect("produced");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let fetched = fetch.await.expect("joined").expect("fetched");
+        assert_eq!(fetched.records.len(), 1);
+        let fetches = cluster.seen(Operation::Fetch);
+        assert_eq!(fetches.len(), 2, "asked once more: {fetches:?}");
+        let produces = cluster.seen(Operation::Produce);
+        assert!(
+            fetches
+                .iter()
+                .chain(&produces)
+                .all(|seen| seen.connection == produces[0].connection),
+            "the connection that kept committing was replaced: {fetches:?}"
+        );
+        assert_eq!(produces.len(), 41, "no produce went twice");
+        assert_eq!(cluster.high_watermark(groups[1]), 40);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn eviction_after_commits_is_outcome_unknown_and_a_new_client_id_follows() {
     within(async {
