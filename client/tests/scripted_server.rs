@@ -245,6 +245,25 @@ async fn a_request_timeout_resends_with_the_same_number() {
     .await;
 }
 
+/// Waits until the cluster has seen a request of `operation`.
+async fn wait_until_seen(cluster: &Cluster, operation: Operation) {
+    while cluster.seen(operation).is_empty() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Produces `count` records to partition 1 of shop/orders, one every 20 ms
+/// or so: a connection that keeps committing.
+async fn keep_committing(client: &Client, count: usize) {
+    for index in 0..count {
+        client
+            .produce("shop", "orders", 1, record(&format!("b{index}")))
+            .await
+            .expect("produced");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A request the node leaves unanswered while it keeps committing other
 /// groups' requests on the same connection (a node hosting thousands of
 /// groups reaches a quiet one's request late) is resent there, with the same
@@ -260,16 +279,8 @@ async fn a_request_unanswered_on_a_connection_that_commits_others_is_resent_ther
             let client = client.clone();
             async move { client.produce("shop", "orders", 0, record("a")).await }
         });
-        while cluster.seen(Operation::Produce).is_empty() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        for index in 0..40 {
-            client
-                .produce("shop", "orders", 1, record(&format!("b{index}")))
-                .await
-                .expect("produced");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until_seen(&cluster, Operation::Produce).await;
+        keep_committing(&client, 40).await;
         quiet.await.expect("joined").expect("produced");
         let seen = cluster.seen(Operation::Produce);
         let quiet_attempts: Vec<Seen> = seen
@@ -309,16 +320,8 @@ async fn a_fetch_unanswered_on_a_connection_that_commits_others_is_asked_again_t
             let client = client.clone();
             async move { client.fetch("shop", "orders", 0, 0, 1 << 20, 0).await }
         });
-        while cluster.seen(Operation::Fetch).is_empty() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        for index in 0..40 {
-            client
-                .produce("shop", "orders", 1, record(&format!("b{index}")))
-                .await
-                .expect("produced");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until_seen(&cluster, Operation::Fetch).await;
+        keep_committing(&client, 40).await;
         let fetched = fetch.await.expect("joined").expect("fetched");
         assert_eq!(fetched.records.len(), 1);
         let fetches = cluster.seen(Operation::Fetch);
