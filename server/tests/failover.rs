@@ -8,6 +8,8 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use strand_client::{AttentionReason, Client, Durability, GroupStatus, TopicSpec};
@@ -102,25 +104,41 @@ fn killing_the_primary_under_load_fails_over_once_and_loses_nothing() {
         .collect();
 
     // Keep producing while the primary dies: batches in flight at the kill
-    // are retried by the SDK with their request numbers.
+    // are retried by the SDK with their request numbers. The kill comes once
+    // a few of them were acknowledged (a fixed pause raced a fast producer:
+    // all 300 were in before it ended, and nothing was in flight).
+    let acked_during = Arc::new(AtomicUsize::new(0));
     let producing = {
         let client = client.clone();
         let first = next_batch;
+        let acked_during = Arc::clone(&acked_during);
         runtime.spawn(async move {
             let mut acked = BTreeMap::new();
             for batch in first..first + 300 {
                 acked.insert(batch, common::produce_batch(&client, batch, deadline).await);
+                acked_during.fetch_add(1, Ordering::Relaxed);
             }
             acked
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    while acked_during.load(Ordering::Relaxed) < 10 {
+        assert!(Instant::now() < deadline, "producing did not start");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     nodes[primary].kill();
     let during = runtime.block_on(producing).expect("the producer task");
     assert_eq!(during.len(), 300, "producing went on without an operator");
     acked.extend(during);
 
-    // The killed node restarts and rejoins as a backup.
+    // The survivors moved to the next view without it; then the killed node
+    // restarts and rejoins as a backup.
+    wait_for_status(
+        &runtime,
+        &client,
+        survivors[0] as u32 + 1,
+        group,
+        |status| status.status == "normal" && status.view == before.view + 1,
+    );
     nodes[primary].start();
     let rejoined = wait_for_status(&runtime, &client, primary_node, group, |status| {
         status.status == "normal" && status.view == before.view + 1
