@@ -8,9 +8,10 @@
 //! cluster's CA: the dialer's must name the node its ping claims, the
 //! acceptor's the node dialed. A connection that fails any check is closed
 //! and counted; it never replaces the peer's current one. Each peer has one bounded
-//! outbound queue ([`PEER_QUEUE_CAPACITY`] frames): a group's actor never
-//! waits on the network, and a frame that finds the queue full is dropped
-//! (consensus retransmits). A writer task drains the queue with vectored
+//! outbound queue ([`PEER_QUEUE_CAPACITY`] entries, [`PEER_QUEUE_BYTES_MAX`]
+//! bytes): a group's actor never waits on the network, a shard hands its
+//! groups' frames to a peer once per turn ([`crate::outbox`]), and a batch
+//! that finds the queue full is dropped whole (consensus retransmits). A writer task drains the queue with vectored
 //! writes of many frames at once; a reader task decodes frames and hands
 //! each to its group's actor, after checking that the frame's replica index
 //! is the connected node's place in that group (a peer cannot speak for
@@ -38,11 +39,12 @@ use crate::shared::{GroupHandle, Refused, Shared};
 use crate::tls::{NodeTls, ReadStream, WriteStream, certificate_names_node, split_plain};
 use strand_consensus::Timeouts;
 
-/// Frames queued to one peer at most.
+/// Entries queued to one peer at most: a frame, or a shard's batch of
+/// frames of one turn ([`crate::outbox`]).
 pub const PEER_QUEUE_CAPACITY: usize = 16 * 1024;
 
-/// Bytes queued to one peer at most: a frame that would go past it is
-/// dropped (consensus retransmits), so a peer that stopped reading, or is
+/// Bytes queued to one peer at most: a frame or batch that would go past it
+/// is dropped whole (consensus retransmits), so a peer that stopped reading, or is
 /// gone, holds at most this much of the node's memory.
 pub const PEER_QUEUE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
@@ -84,25 +86,33 @@ const STABLE_CONNECTION: Duration = Duration::from_secs(1);
 
 /// The sending side of one peer's outbound queue, with the bytes it holds:
 /// the frames wait here until the peer's writer takes them, and the count
-/// is what a primary checks before it admits more work for that peer.
+/// is what a primary checks before it admits more work for that peer. An
+/// entry is a batch of slices (a shard's frames to the peer in one turn,
+/// [`crate::outbox`]), written in order.
 #[derive(Debug, Clone)]
 pub struct PeerSender {
-    sender: mpsc::Sender<Bytes>,
+    sender: mpsc::Sender<Vec<Bytes>>,
     queued_bytes: Arc<AtomicU64>,
 }
 
 impl PeerSender {
-    /// Queues `frame` without waiting; a full queue refuses it.
+    /// Queues one frame without waiting; a full queue refuses it.
     pub fn try_send(&self, frame: Bytes) -> Result<(), Refused> {
-        let size = frame.len() as u64;
-        // Counted before the frame can be taken, so the writer never
+        self.try_send_chunks(vec![frame])
+    }
+
+    /// Queues a batch of slices without waiting; a full queue refuses the
+    /// whole batch.
+    pub fn try_send_chunks(&self, chunks: Vec<Bytes>) -> Result<(), Refused> {
+        let size = chunks_bytes(&chunks);
+        // Counted before the batch can be taken, so the writer never
         // subtracts what was not added.
         let before = self.queued_bytes.fetch_add(size, Ordering::Relaxed);
         if before + size > PEER_QUEUE_BYTES_MAX {
             self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
             return Err(Refused::Full);
         }
-        match self.sender.try_send(frame) {
+        match self.sender.try_send(chunks) {
             Ok(()) => Ok(()),
             Err(error) => {
                 self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
@@ -120,29 +130,34 @@ impl PeerSender {
     }
 }
 
+fn chunks_bytes(chunks: &[Bytes]) -> u64 {
+    chunks.iter().map(|chunk| chunk.len() as u64).sum()
+}
+
 /// The receiving side of one peer's outbound queue (see [`PeerSender`]).
 #[derive(Debug)]
 pub struct PeerReceiver {
-    receiver: mpsc::Receiver<Bytes>,
+    receiver: mpsc::Receiver<Vec<Bytes>>,
     queued_bytes: Arc<AtomicU64>,
 }
 
 impl PeerReceiver {
-    async fn recv(&mut self) -> Option<Bytes> {
-        let frame = self.receiver.recv().await?;
-        self.taken(&frame);
-        Some(frame)
+    async fn recv(&mut self) -> Option<Vec<Bytes>> {
+        let chunks = self.receiver.recv().await?;
+        self.taken(&chunks);
+        Some(chunks)
     }
 
-    fn try_recv(&mut self) -> Option<Bytes> {
-        let frame = self.receiver.try_recv().ok()?;
-        self.taken(&frame);
-        Some(frame)
+    /// The next batch queued, if one is ready.
+    pub(crate) fn try_recv(&mut self) -> Option<Vec<Bytes>> {
+        let chunks = self.receiver.try_recv().ok()?;
+        self.taken(&chunks);
+        Some(chunks)
     }
 
-    fn taken(&self, frame: &Bytes) {
+    fn taken(&self, chunks: &[Bytes]) {
         self.queued_bytes
-            .fetch_sub(frame.len() as u64, Ordering::Relaxed);
+            .fetch_sub(chunks_bytes(chunks), Ordering::Relaxed);
     }
 }
 
@@ -428,9 +443,8 @@ async fn drain(
     let mut frames: VecDeque<Bytes> = VecDeque::new();
     loop {
         tokio::select! {
-            frame = queue.recv() => {
-                let frame = frame?;
-                frames.push_back(frame);
+            chunks = queue.recv() => {
+                frames.extend(chunks?);
                 gather_from_peer_queue(queue, &mut frames);
                 // A write that blocks (a peer that stopped reading) must
                 // not keep this connection alive past its reader's end or a
@@ -461,25 +475,30 @@ async fn newer_connection(newer: Option<&mut mpsc::Receiver<Accepted>>) -> Optio
     }
 }
 
-/// Moves more ready frames of a peer's queue into `frames`, up to the
-/// gather bounds.
+/// Moves more ready batches of a peer's queue into `frames`, up to the
+/// gather bounds (a batch is taken whole).
 fn gather_from_peer_queue(queue: &mut PeerReceiver, frames: &mut VecDeque<Bytes>) {
     gather_while(frames, || queue.try_recv());
 }
 
 /// Moves more ready frames into `frames`, up to the gather bounds.
 pub fn gather(queue: &mut mpsc::Receiver<Bytes>, frames: &mut VecDeque<Bytes>) {
-    gather_while(frames, || queue.try_recv().ok());
+    gather_while(frames, || queue.try_recv().ok().map(std::iter::once));
 }
 
-/// Appends the frames `next` hands out to `frames` until it has none ready
+/// Appends the slices `next` hands out to `frames` until it has none ready
 /// or the gather bounds are reached.
-fn gather_while(frames: &mut VecDeque<Bytes>, mut next: impl FnMut() -> Option<Bytes>) {
+fn gather_while<Chunks: IntoIterator<Item = Bytes>>(
+    frames: &mut VecDeque<Bytes>,
+    mut next: impl FnMut() -> Option<Chunks>,
+) {
     let mut bytes: usize = frames.iter().map(Bytes::len).sum();
     while frames.len() < WRITE_GATHER_FRAMES_MAX && bytes < WRITE_GATHER_BYTES_MAX {
-        let Some(frame) = next() else { break };
-        bytes += frame.len();
-        frames.push_back(frame);
+        let Some(chunks) = next() else { break };
+        for chunk in chunks {
+            bytes += chunk.len();
+            frames.push_back(chunk);
+        }
     }
 }
 
@@ -871,7 +890,10 @@ mod tests {
         sender.try_send(frame(1000)).expect("room");
         sender.try_send(frame(500)).expect("room");
         assert_eq!(sender.queued_bytes(), 1500);
-        assert_eq!(receiver.recv().await.map(|frame| frame.len()), Some(1000));
+        assert_eq!(
+            receiver.recv().await.map(|chunks| chunks_bytes(&chunks)),
+            Some(1000)
+        );
         assert_eq!(sender.queued_bytes(), 500);
         let mut frames = VecDeque::new();
         gather_from_peer_queue(receiver, &mut frames);

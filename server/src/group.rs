@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -33,6 +33,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use zerocopy::IntoBytes;
 
 use crate::metrics;
+use crate::outbox::Outbox;
 use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
 use crate::shard::GroupInbox;
 use crate::shared::{GroupView, Shared};
@@ -250,10 +251,9 @@ pub struct Actor {
     host: GroupHost<FileDisk>,
     /// What the host put out, waiting to be carried out (kept for reuse).
     outputs: Vec<Output>,
-    /// The frame last sent to a replica, with its message: a broadcast
-    /// sends one message to each backup in a row, and they share one
-    /// encoding (a prepare's batch is copied once, not once per backup).
-    last_sent: Option<(Message, Bytes)>,
+    /// Its shard's frames to peers this turn: a frame joins its peer's
+    /// batch, and the shard hands each batch on once per turn.
+    outbox: Arc<Mutex<Outbox>>,
     parked: VecDeque<ParkedFetch>,
     /// The node's WAL writer, kept to open the group again.
     wal: Wal,
@@ -287,6 +287,7 @@ impl Actor {
         wal: Wal,
         spec: GroupSpec,
         inbox: GroupInbox,
+        outbox: Arc<Mutex<Outbox>>,
         hosted: Option<UnboundedSender<Hosted>>,
     ) -> Result<Actor, OpenError> {
         let me = shared.config.node;
@@ -333,7 +334,7 @@ impl Actor {
             wal,
             host,
             outputs: Vec::new(),
-            last_sent: None,
+            outbox,
             parked: VecDeque::new(),
             hosted,
             hosted_sent: BTreeMap::new(),
@@ -461,8 +462,6 @@ impl Actor {
             }
         }
         self.outputs = outputs;
-        // Holds no body past the turn that sent it.
-        self.last_sent = None;
     }
 
     /// Applies the retention policy now (the shard's age sweep, or a
@@ -579,17 +578,10 @@ impl Actor {
             tracing::error!(to, "group: effect names a replica outside the group");
             return;
         };
-        let frame = match &self.last_sent {
-            Some((sent, frame)) if same_frame(sent, &message) => frame.clone(),
-            _ => {
-                let frame = frame_of(&message);
-                self.last_sent = Some((message, frame.clone()));
-                frame
-            }
-        };
-        if self.shared.send_to_node(node, frame).is_err() {
-            metrics::bus_frame_dropped();
-        }
+        self.outbox
+            .lock()
+            .expect("outbox lock")
+            .push(&self.shared, node, &message);
     }
 
     fn reply(&mut self, reply: Msg<strand_wire::ReplyHeader>) {
@@ -1333,14 +1325,6 @@ impl Actor {
 }
 
 /// The attention entry of a group whose storage failed on this node.
-/// Whether two messages encode to the same frame: the same header bytes
-/// over the same body bytes (one buffer, as the clones of a broadcast share).
-fn same_frame(a: &Message, b: &Message) -> bool {
-    a.header_bytes() == b.header_bytes()
-        && a.body().as_ptr() == b.body().as_ptr()
-        && a.body().len() == b.body().len()
-}
-
 fn storage_failed_attention(spec: &GroupSpec, view: u32, failure: &str) -> AttentionEntry {
     AttentionEntry {
         group: spec.group,
@@ -1455,34 +1439,6 @@ fn disk_for(wal: &Wal, read_handles: &ReadHandles, inbox: &GroupInbox) -> FileDi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strand_wire::CommandHeader;
-
-    #[test]
-    fn only_clones_of_one_message_share_a_frame() {
-        let prepare = |op: u64, body: Bytes| {
-            let mut header =
-                strand_wire::PrepareHeader::new(7, 5, strand_wire::ViewId::new(0, 3), 1);
-            header.op.set(op);
-            header.operation = strand_wire::Operation::Produce as u8;
-            Message::Prepare(Msg::new(header, body))
-        };
-        let body = Bytes::from(vec![1u8; 64]);
-        let sent = prepare(3, body.clone());
-        assert!(same_frame(&sent, &sent.clone()), "a broadcast's clones");
-        assert!(
-            !same_frame(&sent, &prepare(4, body.clone())),
-            "another header"
-        );
-        let equal_bytes = Bytes::from(body.to_vec());
-        assert!(
-            !same_frame(&sent, &prepare(3, equal_bytes)),
-            "equal bytes elsewhere are not taken on trust"
-        );
-        assert!(
-            !same_frame(&sent, &prepare(3, body.slice(..32))),
-            "a shorter body"
-        );
-    }
 
     #[test]
     fn a_group_that_cannot_open_shows_in_status_and_attention() {

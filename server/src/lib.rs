@@ -17,6 +17,7 @@
 //! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks, the periodic storage check (age retention, cursor compaction) |
 //! | [`balance`] | per shard: which groups hand leadership back to their preferred primary, paced |
 //! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
+//! | [`outbox`] | per shard: its groups' frames to each peer, one batch per peer per turn |
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
 //! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
 //! | [`bus`] | the replica bus: one connection per node pair |
@@ -58,6 +59,7 @@ pub mod guard;
 pub mod limits;
 pub mod metrics;
 pub mod node;
+pub mod outbox;
 pub mod replies;
 pub mod shard;
 pub mod shared;

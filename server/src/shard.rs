@@ -21,11 +21,11 @@
 //! for the client port and the bus readers to push back on.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{
     Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
 };
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::balance::{Balancer, HANDOVERS_PER_ROUND_MAX, LeadingChange};
 use crate::group::{Actor, GroupSpec, Hosted, Input};
 use crate::metrics;
+use crate::outbox::Outbox;
 use crate::replies::error_frame;
 use crate::shared::{GroupHandle, Refused, Shared};
 use strand_host::group_host::OpenError;
@@ -105,8 +106,8 @@ struct StorageRetry {
 const CLOSERS_PER_SHARD: usize = 8;
 
 /// Closes every actor (clean marks where trusted), a few at once, and
-/// unregisters each.
-fn close_all(shared: &Shared, actors: BTreeMap<u64, Actor>) {
+/// unregisters each; what they send on the way out goes to the peers.
+fn close_all(shared: &Shared, actors: BTreeMap<u64, Actor>, outbox: &Mutex<Outbox>) {
     let queue = std::sync::Mutex::new(actors.into_iter());
     let next = || queue.lock().expect("close queue lock").next();
     std::thread::scope(|scope| {
@@ -116,6 +117,7 @@ fn close_all(shared: &Shared, actors: BTreeMap<u64, Actor>) {
                     let span = tracing::info_span!("group", group);
                     let _entered = span.enter();
                     actor.shut_down();
+                    outbox.lock().expect("outbox lock").flush(shared);
                     metrics::groups_hosted(-1.0);
                     shared.unregister(group);
                 }
@@ -298,6 +300,7 @@ impl Shards {
                 next_retention_check: Instant::now()
                     + Duration::from_millis(shared.config.retention_check_ms),
                 storage_retries: BTreeMap::new(),
+                outbox: Arc::default(),
                 stop_requested: false,
             };
             let thread = std::thread::Builder::new()
@@ -419,6 +422,8 @@ struct Shard {
     next_retention_check: Instant,
     /// Groups whose storage failed, to be opened again from disk.
     storage_retries: BTreeMap<u64, StorageRetry>,
+    /// Its groups' frames to peers this turn, handed on at the turn's end.
+    outbox: Arc<Mutex<Outbox>>,
     stop_requested: bool,
 }
 
@@ -475,6 +480,7 @@ impl Shard {
                 }
             }
             self.settle_touched();
+            self.flush_outbox();
             let turn = turn_started.elapsed();
             if turn >= SLOW_TURN {
                 tracing::warn!(
@@ -494,7 +500,12 @@ impl Shard {
                 metrics::groups_quiet(-1.0);
             }
         }
-        close_all(&self.shared, actors);
+        close_all(&self.shared, actors, &self.outbox);
+    }
+
+    /// Hands the turn's frames to each peer's bus queue, one batch per peer.
+    fn flush_outbox(&self) {
+        self.outbox.lock().expect("outbox lock").flush(&self.shared);
     }
 
     /// Opens the groups it was asked to host; true once told to stop.
@@ -556,7 +567,8 @@ impl Shard {
             backlog: Arc::clone(&self.backlog),
         };
         let down = spec.clone();
-        match Actor::open(Arc::clone(&self.shared), wal, spec, inbox, hosted) {
+        let outbox = Arc::clone(&self.outbox);
+        match Actor::open(Arc::clone(&self.shared), wal, spec, inbox, outbox, hosted) {
             Ok(mut actor) => {
                 actor.start();
                 self.actors.insert(group, actor);

@@ -458,6 +458,16 @@ impl Shared {
         queue.try_send(frame)
     }
 
+    /// Queues a batch of slices to node `node` on the replica bus, written in
+    /// order ([`crate::outbox`]); at the queue's bound the whole batch is
+    /// dropped.
+    pub fn send_chunks_to_node(&self, node: u32, chunks: Vec<Bytes>) -> Result<(), Refused> {
+        let Some(queue) = self.peers.get(&node) else {
+            return Err(Refused::Gone);
+        };
+        queue.try_send_chunks(chunks)
+    }
+
     /// Bytes waiting in the bus queue to `node` (0 for this node or a node
     /// that is not a peer).
     pub fn queued_bytes_to(&self, node: u32) -> u64 {
