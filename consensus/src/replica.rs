@@ -867,6 +867,42 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
+    /// Ticks until the next one that may do anything, counting that one
+    /// (1: the next tick); `None` while no tick would do anything (quiet,
+    /// retired, or no timer running). A driver that keeps deadlines ticks
+    /// the replica only then, and tells it of the ticks it skipped
+    /// ([`Replica::skip_ticks`]) before any other input.
+    pub fn ticks_until_due(&self) -> Option<u64> {
+        if self.status == Status::Retired || self.is_quiet() {
+            return None;
+        }
+        // Work that runs on every tick, whatever the timers say.
+        if self.quiet || self.repair_due || self.handover.is_some() {
+            return Some(1);
+        }
+        self.timeouts_ref()
+            .iter()
+            .filter_map(|timeout| timeout.ticks_left())
+            .min()
+            .map(|left| left.max(1))
+    }
+
+    /// `ticks` ticks passed in which none was due ([`Replica::ticks_until_due`]):
+    /// the same as that many calls of [`Replica::on_tick`], each of which
+    /// would have done nothing but count. Panics if one was due.
+    pub fn skip_ticks(&mut self, ticks: u64) {
+        if ticks == 0 || self.status == Status::Retired || self.is_quiet() {
+            return;
+        }
+        assert!(
+            self.ticks_until_due().is_none_or(|due| ticks < due),
+            "skipping {ticks} ticks past one that is due"
+        );
+        for timeout in self.timeouts() {
+            timeout.skip(ticks);
+        }
+    }
+
     /// Storage took a write of `op` (whose prepare has `checksum`) to `stage`.
     pub fn on_write(&mut self, op: u64, checksum: u32, stage: WriteStage, effects: &mut Effects) {
         let keep_body = self.is_primary() || self.machine.needs_bodies();
@@ -1097,6 +1133,22 @@ impl<S: StateMachine> Replica<S> {
             &mut self.repair_timeout,
             &mut self.warning_timeout,
             &mut self.commit_persist_timeout,
+        ]
+    }
+
+    /// Every timeout, to read (the same list as [`Replica::timeouts`]).
+    fn timeouts_ref(&self) -> [&Timeout; 10] {
+        [
+            &self.heartbeat_timeout,
+            &self.primary_timeout,
+            &self.progress_timeout,
+            &self.prepare_timeout,
+            &self.view_change_timeout,
+            &self.view_change_retransmit,
+            &self.probe_timeout,
+            &self.repair_timeout,
+            &self.warning_timeout,
+            &self.commit_persist_timeout,
         ]
     }
 

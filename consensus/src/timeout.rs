@@ -1,7 +1,9 @@
 //! Tick-based timeouts with jittered exponential backoff.
 //!
-//! Time inside the replica is ticks: the driver calls `tick` at a fixed rate
-//! (the server every 10 ms, the simulator whenever its clock says so).
+//! Time inside the replica is ticks: the driver ticks at a fixed rate (the
+//! server every 10 ms, the simulator whenever its clock says so), or skips
+//! ticks on which no timeout can fire and says how many it skipped
+//! ([`Timeout::skip`]), which counts the same.
 
 use crate::prng::Prng;
 
@@ -95,11 +97,62 @@ impl Timeout {
     pub fn fired(&self) -> bool {
         self.ticking && self.ticks >= self.deadline_ticks
     }
+
+    /// Ticks until it fires, counting the tick it fires on (0 once fired);
+    /// `None` while stopped.
+    pub fn ticks_left(&self) -> Option<u64> {
+        self.ticking
+            .then(|| self.deadline_ticks.saturating_sub(self.ticks))
+    }
+
+    /// Advances `ticks` ticks at once, none of which it may fire on (the
+    /// driver skipped them because nothing was due).
+    pub fn skip(&mut self, ticks: u64) {
+        if !self.ticking {
+            return;
+        }
+        assert!(
+            self.ticks + ticks < self.deadline_ticks,
+            "timeout {} would fire within {ticks} skipped ticks",
+            self.name
+        );
+        self.ticks += ticks;
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skipping_ticks_is_ticking_without_firing() {
+        let mut skipped = Timeout::new("test", 10);
+        let mut ticked = skipped.clone();
+        skipped.start();
+        ticked.start();
+        assert_eq!(skipped.ticks_left(), Some(10));
+        skipped.skip(9);
+        for _ in 0..9 {
+            ticked.tick();
+        }
+        assert_eq!(skipped.ticks_left(), Some(1));
+        skipped.tick();
+        ticked.tick();
+        assert!(skipped.fired() && ticked.fired());
+        assert_eq!(skipped.ticks_left(), Some(0));
+        skipped.stop();
+        assert_eq!(skipped.ticks_left(), None);
+        skipped.skip(1_000);
+        assert!(!skipped.fired(), "a stopped timeout ignores skips");
+    }
+
+    #[test]
+    #[should_panic(expected = "would fire")]
+    fn skipping_past_a_deadline_is_a_bug() {
+        let mut timeout = Timeout::new("test", 3);
+        timeout.start();
+        timeout.skip(3);
+    }
 
     #[test]
     fn fires_after_its_ticks_and_backs_off() {

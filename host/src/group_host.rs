@@ -210,6 +210,31 @@ impl<D: Disk> GroupHost<D> {
         self.tick_transfer(out);
     }
 
+    /// Ticks until the next one that may do anything, counting that one
+    /// (1: the next tick); `None` while none would (see [`crate::ticks`]). A
+    /// state transfer being received, or awaited, works on every tick.
+    pub fn ticks_until_due(&self) -> Option<u64> {
+        if self.receiving_transfer()
+            || self.replica.status() == strand_consensus::Status::AwaitingStateTransfer
+        {
+            return Some(1);
+        }
+        self.replica.ticks_until_due()
+    }
+
+    /// `ticks` ticks passed in which none was due: the same as that many
+    /// calls of [`GroupHost::on_tick`] that would each have done nothing but
+    /// count. The driver tells the group before its next tick or input.
+    pub fn skip_ticks(&mut self, ticks: u64) {
+        if ticks > 0 {
+            assert!(
+                !self.receiving_transfer(),
+                "a transfer's ticks are never skipped"
+            );
+            self.replica.skip_ticks(ticks);
+        }
+    }
+
     /// Whether ticks would do nothing: the replica is quiet (idle, timers
     /// stopped) and no transfer is being received. The owner may stop
     /// ticking the group until its next input.

@@ -17,6 +17,7 @@
 //! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
 //! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
+//! | [`ticks`] | **pure**: when each of a driver's groups next needs a tick; the ticks between skipped |
 //!
 //! Invariants that matter most:
 //! - Every replica applies the same committed ops to the catalog in the same
@@ -31,5 +32,6 @@ pub mod convert;
 pub mod group_host;
 pub mod machine;
 pub mod reassign;
+pub mod ticks;
 pub mod transfer;
 pub mod users;

@@ -392,11 +392,34 @@ impl Actor {
         }
     }
 
-    /// Whether ticks would do anything: the group is not quiet, or long
-    /// polls wait for their deadlines. A group that needs none costs its
-    /// shard nothing until its next input.
-    pub fn needs_ticks(&self) -> bool {
-        !self.host.quiet() || !self.parked.is_empty() || self.stopping
+    /// Ticks until the next one that may do anything here, counting that
+    /// one (see `strand_host::ticks`): the host's next timeout; every tick
+    /// while long polls wait for their deadlines, a stop is under way or a
+    /// new status shape is unpublished; and, while the group is awake, its
+    /// progress is published every [`PUBLISH_PROGRESS_TICKS`]. `None`: the
+    /// group is quiet, and costs its shard nothing until its next input.
+    pub fn ticks_until_due(&self) -> Option<u64> {
+        if !self.parked.is_empty()
+            || self.stopping
+            || self.published_shape != Some(self.status_shape())
+        {
+            return Some(1);
+        }
+        let host = self.host.ticks_until_due()?;
+        let publish = PUBLISH_PROGRESS_TICKS.saturating_sub(self.ticks_unpublished);
+        Some(host.min(u64::from(publish)).max(1))
+    }
+
+    /// `ticks` ticks passed in which none was due (see
+    /// [`Actor::ticks_until_due`]); the shard tells the group before its
+    /// next tick or input.
+    pub fn skip_ticks(&mut self, ticks: u64) {
+        if ticks == 0 {
+            return;
+        }
+        self.host.skip_ticks(ticks);
+        let ticks = u32::try_from(ticks).unwrap_or(u32::MAX);
+        self.ticks_unpublished = self.ticks_unpublished.saturating_add(ticks);
     }
 
     /// The node-level liveness of peer `node` changed: every replica slot

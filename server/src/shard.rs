@@ -2,9 +2,12 @@
 //! hosting many groups' actors. A group lives on one shard for its whole
 //! life, so its inputs are handled in order; a shard drains a batch of
 //! inputs, then lets each group it touched settle its host once (batching
-//! at the shard), and ticks, on the node's tick, only the groups that need
-//! it: a quiet group (idle, its replica's timers stopped) leaves the tick
-//! set until its next input, so an idle group costs nothing. Node-level
+//! at the shard), and its groups' frames to each peer leave as one batch
+//! ([`crate::outbox`]). On the node's tick it visits only the groups due on
+//! that tick ([`strand_host::ticks`]): a group whose next timeout is five
+//! ticks away is visited once, told of the four it skipped, and a quiet
+//! group (idle, its replica's timers stopped) is due on no tick until its
+//! next input, so an idle group costs nothing. Node-level
 //! liveness changes of a peer reach every group of the shard once, through
 //! the control queue (quiet groups rely on them to notice a dead primary).
 //!
@@ -20,7 +23,7 @@
 //! The inbox's backlog is counted in bytes, requests and peer frames apart,
 //! for the client port and the bus readers to push back on.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{
     Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
@@ -39,6 +42,7 @@ use crate::outbox::Outbox;
 use crate::replies::error_frame;
 use crate::shared::{GroupHandle, Refused, Shared};
 use strand_host::group_host::OpenError;
+use strand_host::ticks::TickSchedule;
 use strand_wire::ops::ErrorBody;
 
 /// Inputs one shard's inbox holds at most, for all its groups.
@@ -124,6 +128,19 @@ fn close_all(shared: &Shared, actors: BTreeMap<u64, Actor>, outbox: &Mutex<Outbo
             });
         }
     });
+}
+
+/// `group`'s actor, told first of the ticks it skipped since its last tick
+/// or input (see `strand_host::ticks`): every input reaches a group whose
+/// timers stand where ticking it on every tick would have left them.
+fn caught_up<'a>(
+    ticks: &mut TickSchedule,
+    actors: &'a mut BTreeMap<u64, Actor>,
+    group: u64,
+) -> Option<&'a mut Actor> {
+    let actor = actors.get_mut(&group)?;
+    actor.skip_ticks(ticks.skipped_before_input(group));
+    Some(actor)
 }
 
 /// A group's inbox: its shard's, addressed to the group.
@@ -290,7 +307,7 @@ impl Shards {
                 inputs,
                 controls,
                 actors: BTreeMap::new(),
-                awake: BTreeSet::new(),
+                ticks: TickSchedule::new(),
                 touched: Vec::new(),
                 opening: VecDeque::new(),
                 opens_on_input_this_turn: 0,
@@ -405,8 +422,9 @@ struct Shard {
     inputs: Receiver<(u64, Input)>,
     controls: Receiver<Control>,
     actors: BTreeMap<u64, Actor>,
-    /// The groups that need ticks (not quiet, or waiting on a deadline).
-    awake: BTreeSet<u64>,
+    /// When each group next needs a tick (a quiet one: never until an
+    /// input); the ticks in between are skipped.
+    ticks: TickSchedule,
     /// Groups that took inputs this turn (settled once each).
     touched: Vec<u64>,
     /// Groups it was asked to host and has not opened yet, in order.
@@ -460,16 +478,20 @@ impl Shard {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             let delivered = turn_started.elapsed();
+            // Settled before the tick, so that the tick finds each group
+            // scheduled by what its inputs did.
+            self.settle_touched();
             let now = Instant::now();
             if now >= next_tick {
                 next_tick += self.tick;
                 if next_tick < now {
                     next_tick = now + self.tick;
                 }
-                for group in &self.awake {
-                    if let Some(actor) = self.actors.get_mut(group) {
+                for (group, skipped) in self.ticks.tick() {
+                    if let Some(actor) = self.actors.get_mut(&group) {
+                        actor.skip_ticks(skipped);
                         actor.on_tick();
-                        self.touched.push(*group);
+                        self.touched.push(group);
                     }
                 }
                 self.balance(now);
@@ -478,8 +500,8 @@ impl Shard {
                     self.next_retention_check = now + self.retention_check;
                     self.check_storage();
                 }
+                self.settle_touched();
             }
-            self.settle_touched();
             self.flush_outbox();
             let turn = turn_started.elapsed();
             if turn >= SLOW_TURN {
@@ -496,7 +518,7 @@ impl Shard {
         }
         let actors = std::mem::take(&mut self.actors);
         for group in actors.keys() {
-            if !self.awake.remove(group) {
+            if !self.ticks.is_awake(*group) {
                 metrics::groups_quiet(-1.0);
             }
         }
@@ -515,7 +537,7 @@ impl Shard {
                 Control::Start(start) => self.opening.push_back(*start),
                 Control::Deliver(group, input) => {
                     self.open_now(group);
-                    if let Some(actor) = self.actors.get_mut(&group) {
+                    if let Some(actor) = caught_up(&mut self.ticks, &mut self.actors, group) {
                         actor.on_input(input);
                         self.touched.push(group);
                     }
@@ -523,6 +545,7 @@ impl Shard {
                 Control::Liveness { node, alive } => {
                     self.balancer.liveness(node, alive, Instant::now());
                     for (group, actor) in &mut self.actors {
+                        actor.skip_ticks(self.ticks.skipped_before_input(*group));
                         actor.on_peer_liveness(node, alive);
                         self.touched.push(*group);
                     }
@@ -573,7 +596,7 @@ impl Shard {
                 actor.start();
                 self.actors.insert(group, actor);
                 // Every group starts awake; settling decides.
-                self.awake.insert(group);
+                self.ticks.add(group);
                 metrics::groups_hosted(1.0);
                 self.touched.push(group);
             }
@@ -600,7 +623,7 @@ impl Shard {
             self.opens_on_input_this_turn += 1;
             self.open_now(group);
         }
-        let Some(actor) = self.actors.get_mut(&group) else {
+        let Some(actor) = caught_up(&mut self.ticks, &mut self.actors, group) else {
             return; // not hosted (any more): peers retransmit, clients retry
         };
         actor.on_input(input);
@@ -655,14 +678,16 @@ impl Shard {
                 LeadingChange::Lost => metrics::groups_leading(-1.0),
                 LeadingChange::Same => {}
             }
-            if actor.needs_ticks() {
-                if self.awake.insert(group) {
-                    metrics::groups_quiet(-1.0);
+            let due = actor.ticks_until_due();
+            let was_awake = self.ticks.reschedule(group, due);
+            match (was_awake, due.is_some()) {
+                (false, true) => metrics::groups_quiet(-1.0),
+                (true, false) => {
+                    // Gone quiet: no tick publishes its status from now on.
+                    metrics::groups_quiet(1.0);
+                    actor.publish();
                 }
-            } else if self.awake.remove(&group) {
-                // Gone quiet: no tick publishes its status from now on.
-                metrics::groups_quiet(1.0);
-                actor.publish();
+                _ => {}
             }
         }
     }
@@ -674,9 +699,10 @@ impl Shard {
         if self.balancer.forget(group) {
             metrics::groups_leading(-1.0);
         }
-        if !self.awake.remove(&group) {
+        if !self.ticks.is_awake(group) {
             metrics::groups_quiet(-1.0);
         }
+        self.ticks.remove(group);
         metrics::groups_hosted(-1.0);
         actor
     }
@@ -717,10 +743,12 @@ impl Shard {
 
     /// Applies every group's age limits and compacts cursor logs (ages pass
     /// with no input, so a timer looks; one visit per group per check, none
-    /// per tick).
+    /// per tick). Each group settles after it, as after any input.
     fn check_storage(&mut self) {
-        for actor in self.actors.values_mut() {
+        for (group, actor) in &mut self.actors {
+            actor.skip_ticks(self.ticks.skipped_before_input(*group));
             actor.check_storage();
+            self.touched.push(*group);
         }
     }
 
@@ -732,7 +760,7 @@ impl Shard {
             if started == HANDOVERS_PER_ROUND_MAX {
                 break;
             }
-            if let Some(actor) = self.actors.get_mut(&group)
+            if let Some(actor) = caught_up(&mut self.ticks, &mut self.actors, group)
                 && actor.hand_over_to_preferred()
             {
                 started += 1;

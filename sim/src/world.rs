@@ -512,6 +512,22 @@ impl World {
         out
     }
 
+    /// Ticks `replica`'s host if the tick is due, as a server shard does
+    /// (`strand_host::ticks`); a tick it says is not due is skipped, which
+    /// the replica checks (no timer may fire on it).
+    fn tick_if_due(&mut self, replica: u8) -> Result<(), Violation> {
+        let Some(host) = self.hosts[usize::from(replica)].as_mut() else {
+            return Ok(());
+        };
+        match host.ticks_until_due() {
+            Some(1) => self.run_host(replica, |host, out| host.on_tick(out)),
+            _ => {
+                host.skip_ticks(1);
+                Ok(())
+            }
+        }
+    }
+
     /// One tick of the world.
     fn step(&mut self) -> Result<(), Violation> {
         self.now += 1;
@@ -528,9 +544,7 @@ impl World {
         self.report_liveness()?;
         self.run_due_turns()?;
         for replica in self.slots() {
-            if self.hosts[usize::from(replica)].is_some() {
-                self.run_host(replica, |host, out| host.on_tick(out))?;
-            }
+            self.tick_if_due(replica)?;
             self.check_storage(replica)?;
         }
         self.clients_act()?;
