@@ -425,7 +425,8 @@ struct Shard {
     /// When each group next needs a tick (a quiet one: never until an
     /// input); the ticks in between are skipped.
     ticks: TickSchedule,
-    /// Groups that took inputs this turn (settled once each).
+    /// Groups that took inputs (or a tick) this turn, settled once each
+    /// after the inputs and again after the tick.
     touched: Vec<u64>,
     /// Groups it was asked to host and has not opened yet, in order.
     opening: VecDeque<Start>,
