@@ -35,7 +35,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use strand_wire::Operation;
 use strand_wire::ops::TopicInfo;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -106,7 +106,7 @@ enum Command {
         partition: u32,
         record: NewRecord,
         delivery: oneshot::Sender<DeliveryReport>,
-        room: Room,
+        room: Charge,
     },
     Flush {
         done: oneshot::Sender<()>,
@@ -136,6 +136,7 @@ impl Producer {
             topic_name,
             groups,
             Arc::clone(&partition_count),
+            Arc::clone(&buffer.permits),
             config,
         );
         let task = tokio::spawn(accumulator.run(command_receiver));
@@ -253,16 +254,25 @@ impl Producer {
 /// `send` and given back when a record's batch is answered (or fails).
 #[derive(Debug)]
 struct Buffer {
-    records: Arc<Semaphore>,
-    bytes: Arc<Semaphore>,
+    permits: Arc<BufferPermits>,
     bytes_max: usize,
+}
+
+/// The two bounds of a producer's buffer, shared by its senders (who take
+/// room) and its task (which gives a batch's room back in one call).
+#[derive(Debug)]
+struct BufferPermits {
+    records: Semaphore,
+    bytes: Semaphore,
 }
 
 impl Buffer {
     fn new(config: &ProducerConfig) -> Buffer {
         Buffer {
-            records: Arc::new(Semaphore::new(config.buffer_records_max)),
-            bytes: Arc::new(Semaphore::new(config.buffer_bytes_max)),
+            permits: Arc::new(BufferPermits {
+                records: Semaphore::new(config.buffer_records_max),
+                bytes: Semaphore::new(config.buffer_bytes_max),
+            }),
             bytes_max: config.buffer_bytes_max,
         }
     }
@@ -270,34 +280,68 @@ impl Buffer {
     /// Waits for room for `record`: one record, and its encoded bytes (at
     /// most the whole buffer's, so that a record larger than the buffer
     /// still goes, alone). Record room is taken first, by every sender, so
-    /// two senders never hold each other's half.
-    async fn room_for(&self, record: &NewRecord) -> Result<Room, ClientError> {
+    /// two senders never hold each other's half. The room taken is then
+    /// counted, not held as permits (a permit per record, merged into its
+    /// batch's, cost a reference count and a merge per record): the batch
+    /// that carries the record gives it back (see [`Room`]).
+    async fn room_for(&self, record: &NewRecord) -> Result<Charge, ClientError> {
         let charge = u32::try_from(record.encoded_size().min(self.bytes_max))
             .expect("the config bounds buffer_bytes_max to u32");
-        let records = Arc::clone(&self.records)
-            .acquire_owned()
+        let records = self
+            .permits
+            .records
+            .acquire()
             .await
             .map_err(|_| ClientError::Closed)?;
-        let bytes = Arc::clone(&self.bytes)
-            .acquire_many_owned(charge)
+        let bytes = self
+            .permits
+            .bytes
+            .acquire_many(charge)
             .await
             .map_err(|_| ClientError::Closed)?;
-        Ok(Room { records, bytes })
+        // No await from here until the record is queued to the task, so
+        // the counted room cannot be lost to a cancelled `send`.
+        records.forget();
+        bytes.forget();
+        Ok(Charge { bytes: charge })
     }
 }
 
-/// Buffer room held by a record, or by a batch's records together.
+/// The buffer room one record took: one record and this many bytes.
+#[derive(Debug, Clone, Copy)]
+struct Charge {
+    bytes: u32,
+}
+
+/// Buffer room held by a batch's records together, given back when the
+/// batch is dropped (answered, failed or never sent).
 #[derive(Debug)]
 struct Room {
-    records: OwnedSemaphorePermit,
-    bytes: OwnedSemaphorePermit,
+    permits: Arc<BufferPermits>,
+    records: usize,
+    bytes: usize,
 }
 
 impl Room {
-    /// Takes `other`'s room into this one (a record joining its batch).
-    fn merge(&mut self, other: Room) {
-        self.records.merge(other.records);
-        self.bytes.merge(other.bytes);
+    fn new(permits: &Arc<BufferPermits>) -> Room {
+        Room {
+            permits: Arc::clone(permits),
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Takes a record's room into this one (a record joining its batch).
+    fn add(&mut self, charge: Charge) {
+        self.records += 1;
+        self.bytes += charge.bytes as usize;
+    }
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        self.permits.records.add_permits(self.records);
+        self.permits.bytes.add_permits(self.bytes);
     }
 }
 
@@ -307,8 +351,8 @@ struct Batch {
     sequence: u64,
     records: Vec<NewRecord>,
     deliveries: Vec<oneshot::Sender<DeliveryReport>>,
-    /// The buffer room its records hold, merged into one.
-    room: Option<Room>,
+    /// The buffer room its records hold, together.
+    room: Room,
     bytes: usize,
     opened_at: Instant,
 }
@@ -325,6 +369,11 @@ struct PartitionQueue {
     sealed: VecDeque<Batch>,
     in_flight: usize,
 }
+
+/// Most commands the producer's task takes in one wakeup before it looks
+/// at answers and lingers again (completions wait at most this many
+/// records).
+const COMMANDS_PER_WAKEUP_MAX: usize = 256;
 
 /// Batches a partition may have in flight and still send a partial batch
 /// at its linger; with more, the open batch keeps filling until it is full
@@ -379,6 +428,8 @@ struct Accumulator {
     deleted_groups: BTreeSet<u64>,
     /// Shared with the [`Producer`], which checks `send`'s partition.
     partition_count: Arc<AtomicU32>,
+    /// The buffer's bounds: each batch gives its records' room back here.
+    permits: Arc<BufferPermits>,
     lookups: mpsc::UnboundedSender<Result<TopicInfo, ClientError>>,
     lookup_receiver: mpsc::UnboundedReceiver<Result<TopicInfo, ClientError>>,
     config: ProducerConfig,
@@ -403,6 +454,7 @@ impl Accumulator {
         name: TopicName,
         groups: Vec<u64>,
         partition_count: Arc<AtomicU32>,
+        permits: Arc<BufferPermits>,
         config: ProducerConfig,
     ) -> Accumulator {
         let (completions, completion_receiver) = mpsc::unbounded_channel();
@@ -415,6 +467,7 @@ impl Accumulator {
             route: Route::Groups(groups),
             deleted_groups: BTreeSet::new(),
             partition_count,
+            permits,
             lookups,
             lookup_receiver,
             config,
@@ -431,31 +484,88 @@ impl Accumulator {
 
     async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut closing = false;
+        // One timer for the first linger, moved only when that deadline
+        // changes (most records join a batch whose deadline stands): a
+        // timer armed and dropped per wakeup was a producer's largest cost
+        // after the records themselves.
+        let linger = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(linger);
+        let mut armed: Option<Instant> = None;
         loop {
             if closing && self.outstanding.is_empty() {
                 return;
             }
-            let linger_deadline = self.linger_deadline();
+            let deadline = self.linger_deadline();
+            if deadline != armed {
+                if let Some(deadline) = deadline {
+                    linger.as_mut().reset(deadline);
+                }
+                armed = deadline;
+            }
             tokio::select! {
-                command = commands.recv(), if !closing => match command {
-                    Some(Command::Record { partition, record, delivery, room }) => {
-                        self.add(partition as usize, record, delivery, room);
-                    }
-                    Some(Command::Flush { done }) => self.flush(done),
-                    Some(Command::Abort) => {
-                        closing = true;
-                        self.abort();
-                    }
-                    None => {
-                        closing = true;
-                        self.seal_all();
-                    }
-                },
+                command = commands.recv(), if !closing => {
+                    closing = self.on_command(command);
+                    closing = self.drain_commands(&mut commands, closing);
+                }
                 Some(completion) = self.completion_receiver.recv() => self.on_completion(completion),
                 Some(lookup) = self.lookup_receiver.recv() => self.on_lookup(lookup),
-                () = sleep_until(linger_deadline) => self.seal_lingered(),
+                () = &mut linger, if armed.is_some() => {
+                    // Fired: rearmed on the next pass even if the first
+                    // deadline left is the same instant.
+                    armed = None;
+                    self.seal_lingered();
+                }
             }
         }
+    }
+
+    /// Handles one command (`None`: every [`Producer`] handle is gone);
+    /// true once the producer is closing.
+    fn on_command(&mut self, command: Option<Command>) -> bool {
+        match command {
+            Some(Command::Record {
+                partition,
+                record,
+                delivery,
+                room,
+            }) => {
+                self.add(partition as usize, record, delivery, room);
+                false
+            }
+            Some(Command::Flush { done }) => {
+                self.flush(done);
+                false
+            }
+            Some(Command::Abort) => {
+                self.abort();
+                true
+            }
+            None => {
+                self.seal_all();
+                true
+            }
+        }
+    }
+
+    /// Takes the commands already queued behind the one just handled, up
+    /// to [`COMMANDS_PER_WAKEUP_MAX`], so that a sender's burst costs one
+    /// pass through the select, not one per record; true once closing.
+    fn drain_commands(
+        &mut self,
+        commands: &mut mpsc::UnboundedReceiver<Command>,
+        mut closing: bool,
+    ) -> bool {
+        for _ in 1..COMMANDS_PER_WAKEUP_MAX {
+            if closing {
+                break;
+            }
+            closing = match commands.try_recv() {
+                Ok(command) => self.on_command(Some(command)),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => self.on_command(None),
+            };
+        }
+        closing
     }
 
     fn add(
@@ -463,7 +573,7 @@ impl Accumulator {
         partition: usize,
         record: NewRecord,
         delivery: oneshot::Sender<DeliveryReport>,
-        room: Room,
+        room: Charge,
     ) {
         assert!(
             partition < self.partitions.len(),
@@ -486,7 +596,7 @@ impl Accumulator {
                 sequence,
                 records: Vec::with_capacity(room),
                 deliveries: Vec::with_capacity(room),
-                room: None,
+                room: Room::new(&self.permits),
                 bytes: strand_wire::batch::BATCH_HEADER_SIZE,
                 opened_at: Instant::now(),
             });
@@ -498,10 +608,7 @@ impl Accumulator {
         open.bytes += size;
         open.records.push(record);
         open.deliveries.push(delivery);
-        match &mut open.room {
-            Some(held) => held.merge(room),
-            None => open.room = Some(room),
-        }
+        open.room.add(room);
         if open.records.len() >= self.config.batch_records_max as usize {
             self.seal(partition);
         }
@@ -831,9 +938,50 @@ impl Accumulator {
     }
 }
 
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_buffer() -> Buffer {
+        Buffer::new(&ProducerConfig {
+            buffer_records_max: 3,
+            buffer_bytes_max: 1_000,
+            ..ProducerConfig::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn a_batch_gives_back_the_room_of_every_record_it_carried() {
+        let buffer = small_buffer();
+        let record = NewRecord::new(Bytes::from_static(b"k"), Bytes::from(vec![0; 100]));
+        let mut room = Room::new(&buffer.permits);
+        for _ in 0..3 {
+            room.add(buffer.room_for(&record).await.expect("room"));
+        }
+        assert_eq!(buffer.permits.records.available_permits(), 0);
+        let taken = 3 * record.encoded_size();
+        assert_eq!(buffer.permits.bytes.available_permits(), 1_000 - taken);
+        let waiting = tokio::time::timeout(Duration::from_millis(20), buffer.room_for(&record));
+        assert!(waiting.await.is_err(), "a fourth record waits for room");
+        drop(room);
+        assert_eq!(buffer.permits.records.available_permits(), 3);
+        assert_eq!(buffer.permits.bytes.available_permits(), 1_000);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_send_keeps_no_room() {
+        let buffer = small_buffer();
+        let large = NewRecord::new(Bytes::from_static(b"k"), Bytes::from(vec![0; 600]));
+        let held = buffer.room_for(&large).await.expect("room");
+        // The second large record gets its record room, then waits for
+        // bytes; cancelled there, it must give the record room back.
+        let waiting = tokio::time::timeout(Duration::from_millis(20), buffer.room_for(&large));
+        assert!(waiting.await.is_err());
+        assert_eq!(buffer.permits.records.available_permits(), 2);
+        let mut room = Room::new(&buffer.permits);
+        room.add(held);
+        drop(room);
+        assert_eq!(buffer.permits.records.available_permits(), 3);
+        assert_eq!(buffer.permits.bytes.available_permits(), 1_000);
     }
 }
