@@ -437,6 +437,7 @@ impl<'a> Scale<'a> {
         Ok(ThroughputPhase::of_rounds(
             self.options.producers,
             self.options.spread,
+            self.options.client,
             rounds,
         ))
     }
@@ -475,6 +476,7 @@ impl<'a> Scale<'a> {
             message_size: options.message_size,
             batch: options.batch,
             spread: options.spread,
+            client: options.client,
         };
         let every = writes::round_robin(&self.layout);
         let runs = [

@@ -124,3 +124,49 @@ fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
     assert!(summary.contains("throughput: round 2"), "{summary}");
     eprintln!("scale run took {:?}", started.elapsed());
 }
+
+#[test]
+fn the_batches_client_writes_every_partition_and_says_so() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let json_path = dir.path().join("scale.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_strand-scale"))
+        .arg("--server-bin")
+        .arg(common::server_binary())
+        .arg("--data-dir")
+        .arg(dir.path().join("cluster"))
+        .args(["--topics", "2", "--partitions", "3"])
+        .args(["--idle-secs", "1", "--produce-secs", "1"])
+        .args(["--client", "batches", "--batch", "50"])
+        .args(["--settle-timeout-secs", "20"])
+        .arg("--json")
+        .arg(&json_path)
+        .arg("--quiet")
+        .output()
+        .expect("strand-scale runs");
+    let summary = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{}\n{summary}\n{stderr}",
+        output.status
+    );
+    assert!(summary.contains("batches built by the bench"), "{summary}");
+    let text = std::fs::read_to_string(&json_path).expect("the JSON report");
+    let json: Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(field(&json, "throughput.client"), "batches");
+    for run in ["single", "all"] {
+        let records = field(&json, &format!("throughput.{run}.produced.records"))
+            .as_u64()
+            .expect("a count");
+        assert!(
+            records > 0 && records.is_multiple_of(50),
+            "whole batches: {text}"
+        );
+        assert_eq!(
+            field(&json, &format!("throughput.{run}.failed")),
+            0,
+            "{text}"
+        );
+    }
+    assert_eq!(field(&json, "throughput.all.partitions"), 6);
+}

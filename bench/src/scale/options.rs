@@ -98,12 +98,30 @@ pub struct ScaleOptions {
     /// as evenly spread keys do).
     #[arg(long, value_enum, default_value_t = Spread::Batch)]
     pub spread: Spread,
+    /// How the throughput phase's producers send: `producer` (the SDK's
+    /// batching producer, one `send` per record, as an application writes)
+    /// or `batches` (whole batches built by the bench and sent with
+    /// `Client::produce`, as Iggy's bench sends them: the load generator's
+    /// own cost per record is small, so the cluster gets the machine).
+    /// `batches` spreads whole batches only.
+    #[arg(long, value_enum, default_value_t = ClientApi::Producer)]
+    pub client: ClientApi,
     /// Write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// Which client path the throughput phase drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientApi {
+    /// The SDK's batching producer, one `send` per record.
+    Producer,
+    /// Batches built by the bench, one `Client::produce` each.
+    Batches,
 }
 
 impl ScaleOptions {
@@ -144,6 +162,9 @@ impl ScaleOptions {
             return invalid(format!(
                 "--message-size must be at most {MESSAGE_SIZE_MAX}, --batch in 1..={BATCH_RECORDS_MAX}"
             ));
+        }
+        if self.client == ClientApi::Batches && self.spread == Spread::Record {
+            return invalid("--client batches sends whole batches: use --spread batch".to_owned());
         }
         if !(1..=PRODUCERS_MAX).contains(&self.producers) {
             return invalid(format!("--producers must be in 1..={PRODUCERS_MAX}"));
@@ -243,6 +264,8 @@ mod tests {
         assert!(refused(&["--produce-rounds", "21"]));
         assert!(refused(&["--nodes", "2", "--kill"]));
         assert!(!refused(&["--produce-secs", "0", "--kill", "--restart"]));
+        assert!(refused(&["--client", "batches", "--spread", "record"]));
+        assert!(!refused(&["--client", "batches"]));
         assert!(
             parse(&["--topics", "0", "--partitions", "3"])
                 .validate()

@@ -186,6 +186,8 @@ pub struct ThroughputPhase {
     pub producers: usize,
     /// How the every-partition run spread its records.
     pub spread: crate::keys::Spread,
+    /// Which client path sent them.
+    pub client: super::options::ClientApi,
     /// The round with the median ratio (of an even count, the upper one).
     #[serde(flatten)]
     pub median: ThroughputRound,
@@ -226,6 +228,7 @@ impl ThroughputPhase {
     pub fn of_rounds(
         producers: usize,
         spread: crate::keys::Spread,
+        client: super::options::ClientApi,
         rounds: Vec<ThroughputRound>,
     ) -> ThroughputPhase {
         assert!(!rounds.is_empty(), "a throughput phase has a round");
@@ -235,6 +238,7 @@ impl ThroughputPhase {
         ThroughputPhase {
             producers,
             spread,
+            client,
             median,
             rounds,
         }
@@ -482,6 +486,11 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
         crate::keys::Spread::Record => "each record to the next partition",
     };
     row("throughput: spread", spread.to_owned());
+    let client = match throughput.client {
+        super::options::ClientApi::Producer => "the SDK's batching producer, a send per record",
+        super::options::ClientApi::Batches => "batches built by the bench, a produce call each",
+    };
+    row("throughput: client", client.to_owned());
     if throughput.rounds.len() > 1 {
         for (index, round) in throughput.rounds.iter().enumerate() {
             row(
@@ -553,7 +562,12 @@ mod tests {
     #[test]
     fn the_throughput_phase_reports_its_median_round() {
         let rounds = vec![round(800, 400), round(700, 560), round(1000, 600)];
-        let phase = ThroughputPhase::of_rounds(4, crate::keys::Spread::Batch, rounds);
+        let phase = ThroughputPhase::of_rounds(
+            4,
+            crate::keys::Spread::Batch,
+            super::super::options::ClientApi::Producer,
+            rounds,
+        );
         assert_eq!(
             phase.median.single.produced.records, 1000,
             "60 % is the median"

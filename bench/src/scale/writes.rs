@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::create::Layout;
+use super::options::ClientApi;
 use super::report::ProduceRun;
 use crate::error::BenchError;
 use crate::keys::Spread;
@@ -154,11 +155,14 @@ pub struct Load {
     pub batch: u32,
     /// How consecutive records are spread over the partitions.
     pub spread: Spread,
+    /// Which client path sends them.
+    pub client: ClientApi,
 }
 
 /// Produces `load.message_size`-byte values round-robin over `slots`
 /// (`(topic index, partition)` of `layout`) for `load.duration`, with
-/// `load.producers` producers, in batches of `load.batch`.
+/// `load.producers` producers, in batches of `load.batch`, through the
+/// client path `load.client` names.
 pub async fn produce_for(
     client: &Client,
     layout: &Layout,
@@ -171,12 +175,29 @@ pub async fn produce_for(
     let mut tasks = JoinSet::new();
     for index in 0..load.producers {
         let share = share_of(slots, index, load.producers);
-        let producers = producers_for(client, layout, &share, load).await?;
         let value = Bytes::from(vec![b'v'; load.message_size]);
-        let run_length = load.spread.run_length(load.batch) as usize;
-        tasks.spawn(produce_share(
-            producers, share, run_length, value, start, end,
-        ));
+        match load.client {
+            ClientApi::Producer => {
+                let producers = producers_for(client, layout, &share, load).await?;
+                let run_length = load.spread.run_length(load.batch) as usize;
+                tasks.spawn(produce_share(
+                    producers, share, run_length, value, start, end,
+                ));
+            }
+            ClientApi::Batches => {
+                let targets = share
+                    .iter()
+                    .map(|&(topic, partition)| (layout.topics[topic].topic.clone(), partition))
+                    .collect();
+                let sender = BatchSender {
+                    client: client.clone(),
+                    stream: layout.stream.clone(),
+                    batch: load.batch,
+                    value,
+                };
+                tasks.spawn(sender.run(targets, load.message_size, start, end));
+            }
+        }
     }
     let mut total = Collected::default();
     while let Some(joined) = tasks.join_next().await {
@@ -323,6 +344,126 @@ async fn send_all(
         }
     }
     None // no slots at all
+}
+
+/// One producer of the `batches` client path: builds whole batches and
+/// sends each with [`Client::produce`], to its partitions in turn, with at
+/// most [`IN_FLIGHT`] batches in flight per partition and the records in
+/// flight bounded as the SDK producer's buffer is.
+struct BatchSender {
+    client: Client,
+    stream: String,
+    batch: u32,
+    value: Bytes,
+}
+
+impl BatchSender {
+    /// Sends to `targets` (topic name, partition) in turn until `end`,
+    /// then waits for the batches in flight; counts what was acknowledged.
+    async fn run(
+        self,
+        targets: Vec<(String, u32)>,
+        message_size: usize,
+        start: Instant,
+        end: Instant,
+    ) -> Collected {
+        assert!(!targets.is_empty());
+        let sender = Arc::new(self);
+        let per_target: Vec<Arc<Semaphore>> = targets
+            .iter()
+            .map(|_| Arc::new(Semaphore::new(IN_FLIGHT)))
+            .collect();
+        let buffer = Arc::new(Semaphore::new(batches_buffered_max(
+            sender.batch,
+            message_size,
+            targets.len(),
+        )));
+        let ended = tokio::time::sleep_until(end);
+        tokio::pin!(ended);
+        let mut in_flight = JoinSet::new();
+        let mut collected = Collected::default();
+        for (index, (topic, partition)) in targets.iter().enumerate().cycle() {
+            let slots = async {
+                let target = Arc::clone(&per_target[index]).acquire_owned().await;
+                let buffered = Arc::clone(&buffer).acquire_owned().await;
+                target.ok().zip(buffered.ok())
+            };
+            let permits = tokio::select! {
+                biased;
+                () = &mut ended => break,
+                permits = slots => permits,
+            };
+            let Some(permits) = permits else { break };
+            let this = Arc::clone(&sender);
+            let topic = topic.clone();
+            let partition = *partition;
+            in_flight.spawn(async move {
+                let _permits = permits;
+                let outcome = this.send(&topic, partition).await;
+                (outcome, start.elapsed())
+            });
+            while let Some(done) = in_flight.try_join_next() {
+                tally(&mut collected, done, sender.batch);
+            }
+        }
+        while let Some(done) = in_flight.join_next().await {
+            tally(&mut collected, done, sender.batch);
+        }
+        collected
+    }
+
+    /// One batch of `batch` records to `topic`/`partition`.
+    async fn send(&self, topic: &str, partition: u32) -> Result<(), String> {
+        let key = Bytes::from_static(b"batches!");
+        let records = (0..self.batch)
+            .map(|_| NewRecord::new(key.clone(), self.value.clone()))
+            .collect();
+        self.client
+            .produce(&self.stream, topic, partition, records)
+            .await
+            .map(|_| ())
+            .map_err(|error| format!("{topic}/{partition}: {error}"))
+    }
+}
+
+/// Counts one finished batch of `batch` records.
+fn tally(
+    collected: &mut Collected,
+    done: Result<(Result<(), String>, Duration), tokio::task::JoinError>,
+    batch: u32,
+) {
+    match done {
+        Ok((Ok(()), at)) => {
+            collected.acknowledged += u64::from(batch);
+            collected.last_ack = collected.last_ack.max(Some(at));
+        }
+        Ok((Err(error), _)) => {
+            collected.failed += u64::from(batch);
+            collected.first_error.get_or_insert(error);
+        }
+        Err(error) => {
+            collected.failed += u64::from(batch);
+            collected
+                .first_error
+                .get_or_insert_with(|| format!("a batch task failed: {error}"));
+        }
+    }
+}
+
+/// Batches one `batches` producer keeps in flight over `partitions`
+/// partitions at most: [`IN_FLIGHT`] per partition, within the records
+/// and bytes the SDK producer's buffer would hold ([`BUFFER_RECORDS_MAX`],
+/// [`PRODUCER_BUFFER_BYTES_MAX`]), and never less than one partition's
+/// pipeline.
+fn batches_buffered_max(batch: u32, message_size: usize, partitions: usize) -> usize {
+    let record_bytes = NewRecord::new(vec![0; 8], vec![0; message_size]).encoded_size();
+    let batch = batch.max(1) as usize;
+    let by_records = BUFFER_RECORDS_MAX / batch;
+    let by_bytes = PRODUCER_BUFFER_BYTES_MAX / (batch * record_bytes).max(1);
+    (IN_FLIGHT * partitions)
+        .min(by_records)
+        .min(by_bytes)
+        .max(IN_FLIGHT)
 }
 
 /// Bytes of a record's key: its big-endian number.
