@@ -28,9 +28,9 @@ fn field<'a>(json: &'a Value, path: &str) -> &'a Value {
     value
 }
 
-#[test]
-fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
-    let started = Instant::now();
+/// Runs `strand-scale` over 2 topics of 3 partitions with `extra` flags;
+/// it must exit 0. Its summary, and its JSON report as text and parsed.
+fn run_scale(extra: &[&str]) -> (String, String, Value) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let json_path = dir.path().join("scale.json");
     let output = Command::new(env!("CARGO_BIN_EXE_strand-scale"))
@@ -38,32 +38,38 @@ fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
         .arg(common::server_binary())
         .arg("--data-dir")
         .arg(dir.path().join("cluster"))
-        .args(["--topics", "2", "--partitions", "3"])
-        .args([
-            "--idle-secs",
-            "1",
-            "--produce-secs",
-            "1",
-            "--produce-rounds",
-            "2",
-        ])
-        .args(["--settle-timeout-secs", "20", "--restart", "--kill"])
+        .args(["--topics", "2", "--partitions", "3", "--idle-secs", "1"])
+        .args(["--settle-timeout-secs", "20"])
+        .args(extra)
         .arg("--json")
         .arg(&json_path)
         .arg("--quiet")
         .output()
         .expect("strand-scale runs");
-    let summary = String::from_utf8_lossy(&output.stdout);
+    let summary = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
         "{}\n{summary}\n{stderr}",
         output.status
     );
-    assert!(summary.contains("PASS"), "{summary}");
-
     let text = std::fs::read_to_string(&json_path).expect("the JSON report");
     let json: Value = serde_json::from_str(&text).expect("valid JSON");
+    (summary, text, json)
+}
+
+#[test]
+fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
+    let started = Instant::now();
+    let (summary, text, json) = run_scale(&[
+        "--produce-secs",
+        "1",
+        "--produce-rounds",
+        "2",
+        "--restart",
+        "--kill",
+    ]);
+    assert!(summary.contains("PASS"), "{summary}");
     assert_eq!(field(&json, "config.partition_groups"), 6);
     assert!(field(&json, "create_secs").as_f64() > Some(0.0));
     assert_eq!(field(&json, "settle.settled"), true);
@@ -127,32 +133,15 @@ fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
 
 #[test]
 fn the_batches_client_writes_every_partition_and_says_so() {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let json_path = dir.path().join("scale.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_strand-scale"))
-        .arg("--server-bin")
-        .arg(common::server_binary())
-        .arg("--data-dir")
-        .arg(dir.path().join("cluster"))
-        .args(["--topics", "2", "--partitions", "3"])
-        .args(["--idle-secs", "1", "--produce-secs", "1"])
-        .args(["--client", "batches", "--batch", "50"])
-        .args(["--settle-timeout-secs", "20"])
-        .arg("--json")
-        .arg(&json_path)
-        .arg("--quiet")
-        .output()
-        .expect("strand-scale runs");
-    let summary = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{}\n{summary}\n{stderr}",
-        output.status
-    );
+    let (summary, text, json) = run_scale(&[
+        "--produce-secs",
+        "1",
+        "--client",
+        "batches",
+        "--batch",
+        "50",
+    ]);
     assert!(summary.contains("batches built by the bench"), "{summary}");
-    let text = std::fs::read_to_string(&json_path).expect("the JSON report");
-    let json: Value = serde_json::from_str(&text).expect("valid JSON");
     assert_eq!(field(&json, "throughput.client"), "batches");
     for run in ["single", "all"] {
         let records = field(&json, &format!("throughput.{run}.produced.records"))
