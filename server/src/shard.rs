@@ -7,7 +7,9 @@
 //! that tick ([`strand_host::ticks`]): a group whose next timeout is five
 //! ticks away is visited once, told of the four it skipped, and a quiet
 //! group (idle, its replica's timers stopped) is due on no tick until its
-//! next input, so an idle group costs nothing. Node-level
+//! next input, so an idle group costs nothing. The periodic storage check
+//! (age retention, cursor compaction, a quiet group's commit persisted) is
+//! spread over the ticks of its period, a few groups per tick. Node-level
 //! liveness changes of a peer reach every group of the shard once, through
 //! the control queue (quiet groups rely on them to notice a dead primary).
 //!
@@ -24,6 +26,7 @@
 //! for the client port and the bus readers to push back on.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{
     Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
@@ -314,8 +317,7 @@ impl Shards {
                 balancer: Balancer::new(Instant::now()),
                 tick: Duration::from_millis(shared.config.tick_ms),
                 retention_check: Duration::from_millis(shared.config.retention_check_ms),
-                next_retention_check: Instant::now()
-                    + Duration::from_millis(shared.config.retention_check_ms),
+                checked_last: None,
                 storage_retries: BTreeMap::new(),
                 outbox: Arc::default(),
                 stop_requested: false,
@@ -436,9 +438,11 @@ struct Shard {
     /// primary ([`crate::balance`]).
     balancer: Balancer,
     tick: Duration,
-    /// How often its groups' age limits are applied, and when next.
+    /// How often each group's age limits are applied (and its commit
+    /// persisted if behind), and the group checked last: each tick checks
+    /// the next few groups, spreading a period's checks over its ticks.
     retention_check: Duration,
-    next_retention_check: Instant,
+    checked_last: Option<u64>,
     /// Groups whose storage failed, to be opened again from disk.
     storage_retries: BTreeMap<u64, StorageRetry>,
     /// Its groups' frames to peers this turn, handed on at the turn's end.
@@ -497,10 +501,7 @@ impl Shard {
                 }
                 self.balance(now);
                 self.reopen_failed_storage(now);
-                if now >= self.next_retention_check {
-                    self.next_retention_check = now + self.retention_check;
-                    self.check_storage();
-                }
+                self.check_storage_slice();
                 self.settle_touched();
             }
             self.flush_outbox();
@@ -742,14 +743,32 @@ impl Shard {
         }
     }
 
-    /// Applies every group's age limits and compacts cursor logs (ages pass
-    /// with no input, so a timer looks; one visit per group per check, none
-    /// per tick). Each group settles after it, as after any input.
-    fn check_storage(&mut self) {
-        for (group, actor) in &mut self.actors {
-            actor.skip_ticks(self.ticks.skipped_before_input(*group));
+    /// Applies the next groups' age limits, compacts their cursor logs and
+    /// persists their commits if behind (ages pass with no input, so a timer
+    /// looks). Each tick takes as many groups, in turn, as spread all of
+    /// them over one `retention_check` period: every group is checked once
+    /// a period, and a few per tick, never every idle group at once. (All
+    /// at once, a node's 1,000 quiet groups wrote 1,000 superblocks in one
+    /// burst, and a busy partition's fsyncs waited behind the shared syncs
+    /// that carried them.) Each group settles after it, as after any input.
+    fn check_storage_slice(&mut self) {
+        let count = storage_checks_per_tick(self.actors.len(), self.retention_check, self.tick);
+        for _ in 0..count {
+            let after = self.checked_last.map_or(Bound::Unbounded, Bound::Excluded);
+            let next = self
+                .actors
+                .range((after, Bound::Unbounded))
+                .next()
+                .or_else(|| self.actors.iter().next())
+                .map(|(group, _)| *group);
+            let Some(group) = next else {
+                return;
+            };
+            self.checked_last = Some(group);
+            let actor = self.actors.get_mut(&group).expect("just found");
+            actor.skip_ticks(self.ticks.skipped_before_input(group));
             actor.check_storage();
-            self.touched.push(*group);
+            self.touched.push(group);
         }
     }
 
@@ -772,12 +791,41 @@ impl Shard {
     }
 }
 
+/// Groups a tick checks so that `groups` are all checked within one
+/// `period` of ticks of `tick` (at least one while there are groups).
+fn storage_checks_per_tick(groups: usize, period: Duration, tick: Duration) -> usize {
+    let ticks = (period.as_nanos() / tick.as_nanos().max(1)).max(1);
+    let ticks = usize::try_from(ticks).unwrap_or(usize::MAX);
+    groups.div_ceil(ticks)
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
     use strand_wire::{CommandHeader, Msg, Operation, RequestHeader, ViewId};
 
     use super::*;
+
+    #[test]
+    fn storage_checks_spread_every_group_over_one_period() {
+        let tick = Duration::from_millis(10);
+        let period = Duration::from_secs(30);
+        assert_eq!(storage_checks_per_tick(0, period, tick), 0);
+        assert_eq!(storage_checks_per_tick(1, period, tick), 1);
+        assert_eq!(storage_checks_per_tick(3_000, period, tick), 1);
+        assert_eq!(storage_checks_per_tick(10_001, period, tick), 4);
+        // A period shorter than a tick checks every group on each tick.
+        let short = Duration::from_millis(5);
+        assert_eq!(storage_checks_per_tick(7, short, tick), 7);
+        // Within one period's ticks, every group's turn comes.
+        for groups in [1, 7, 999, 10_000] {
+            let per_tick = storage_checks_per_tick(groups, Duration::from_millis(100), tick);
+            assert!(
+                per_tick * 10 >= groups,
+                "{groups} groups, {per_tick} per tick"
+            );
+        }
+    }
 
     fn produce(body_bytes: usize) -> Input {
         let mut header = RequestHeader::new(0, 0, ViewId::ZERO, 0);
