@@ -456,7 +456,7 @@ fn tally(
 /// [`PRODUCER_BUFFER_BYTES_MAX`]), and never less than one partition's
 /// pipeline.
 fn batches_buffered_max(batch: u32, message_size: usize, partitions: usize) -> usize {
-    let record_bytes = NewRecord::new(vec![0; 8], vec![0; message_size]).encoded_size();
+    let record_bytes = record_bytes(message_size);
     let batch = batch.max(1) as usize;
     let by_records = BUFFER_RECORDS_MAX / batch;
     let by_bytes = PRODUCER_BUFFER_BYTES_MAX / (batch * record_bytes).max(1);
@@ -468,6 +468,12 @@ fn batches_buffered_max(batch: u32, message_size: usize, partitions: usize) -> u
 
 /// Bytes of a record's key: its big-endian number.
 const KEY_BYTES: usize = 8;
+
+/// Encoded bytes of one throughput record: a [`KEY_BYTES`] key and a
+/// `message_size`-byte value.
+fn record_bytes(message_size: usize) -> usize {
+    NewRecord::new(vec![0; KEY_BYTES], vec![0; message_size]).encoded_size()
+}
 
 /// Keys are cut from one buffer per this many records (a buffer per record
 /// cost the bench an allocation per record).
@@ -524,7 +530,7 @@ fn producer_config(
     share: usize,
 ) -> ProducerConfig {
     assert!(0 < partitions && partitions <= share);
-    let record_bytes = NewRecord::new(vec![0; 8], vec![0; message_size]).encoded_size();
+    let record_bytes = record_bytes(message_size);
     let pipeline = batch as usize * (IN_FLIGHT + 1);
     let producer_records = BUFFER_RECORDS_MAX.min(PRODUCER_BUFFER_BYTES_MAX / record_bytes);
     let topic_records = producer_records * partitions / share;
