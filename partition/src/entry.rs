@@ -84,9 +84,16 @@ pub(crate) fn carries_records(header: &PrepareHeader) -> bool {
 }
 
 /// The WAL frame for `prepare`: its header then its body, checksummed as one
-/// payload; the body is shared, not copied (only the 256-byte header is).
+/// payload; the body is shared, not copied (only the 256-byte header is), and
+/// not read either (its checksum is combined from the header's).
 pub(crate) fn frame_prepare(prepare: &Msg<PrepareHeader>) -> Result<Frame, WalError> {
-    Frame::from_parts(prepare.header().as_bytes(), prepare.body().clone())
+    // A `Msg` is sealed or checked: its header's body checksum is the body's.
+    let body_checksum = prepare.header().prefix.checksum_body.get();
+    Frame::from_parts_with_body_checksum(
+        prepare.header().as_bytes(),
+        prepare.body().clone(),
+        body_checksum,
+    )
 }
 
 /// Reads and checks the prepare header at the front of a frame payload: its

@@ -35,6 +35,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`frame`] | the frame format, [`Frame`] |
+//! | `crc` | a frame's checksum combined from its parts' (a prepare's body is not read twice) |
 //! | [`scan`](mod@scan) | recovery: `scan(&[u8]) -> ScanReport`, torn tail vs corruption |
 //! | [`request`] | [`Request`], [`Completion`], [`FileId`], [`OpenMode`], [`CompletionSink`] |
 //! | [`error`] | [`WalError`], poisoning causes |
@@ -64,6 +65,7 @@
 //!   it) is truncated; corruption is refused with its byte offset, or, with
 //!   [`OpenMode::AppendDamaged`], reported for the caller to repair.
 
+mod crc;
 pub mod disk;
 pub mod engine;
 pub mod error;
