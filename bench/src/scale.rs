@@ -20,11 +20,13 @@
 //! | [`create`] | the stream and topics, created with retries; their groups |
 //! | [`settle`] | **pure**: the settled and quiet predicates, view-change counts, primaries |
 //! | [`procfs`] | **pure** parsers of `/proc/PID/stat` and `status`, and their readers |
+//! | [`machine`] | **pure** parsers of `/proc/stat` and `/proc/diskstats`: the machine's busy CPU and disk writes over a produce run |
 //! | [`observe`] | polling until settled or quiet; the idle measurement |
 //! | [`writes`] | the writes after a kill; the throughput load |
 //! | [`report`] | the result: summary table, JSON |
 
 pub mod create;
+pub mod machine;
 pub mod observe;
 pub mod options;
 pub mod procfs;
@@ -41,6 +43,7 @@ use tokio::time::Instant;
 use crate::cluster::{self, LocalCluster};
 use crate::error::BenchError;
 use create::Layout;
+use machine::{MachineLoad, MachineSample};
 use observe::SettleWait;
 pub use options::ScaleOptions;
 pub use report::ScaleReport;
@@ -492,7 +495,13 @@ impl<'a> Scale<'a> {
                 load.producers,
                 duration.as_secs_f64()
             ));
-            let run = writes::produce_for(&self.client, &self.layout, slots, load).await?;
+            let before = MachineSample::now(self.cluster.dir());
+            let started = Instant::now();
+            let mut run = writes::produce_for(&self.client, &self.layout, slots, load).await?;
+            let after = MachineSample::now(self.cluster.dir());
+            run.machine = before
+                .zip(after)
+                .and_then(|(before, after)| MachineLoad::between(before, after, started.elapsed()));
             let produced = &run.produced;
             self.progress.say(format!(
                 "{} records acknowledged: {:.0} msgs/s, {:.2} MB/s",

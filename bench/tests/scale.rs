@@ -111,7 +111,14 @@ fn a_small_scale_run_settles_restarts_fails_over_and_reports_every_phase() {
             &json,
             &format!("throughput.{run}.produced.megabytes_per_sec"),
         );
+        // The whole machine's load during the run, from /proc/stat.
+        let busy = field(&json, &format!("throughput.{run}.machine.busy_percent")).as_f64();
+        assert!(
+            busy.is_some_and(|busy| 0.0 < busy && busy <= 100.0),
+            "{busy:?}"
+        );
     }
+    assert!(summary.contains("% busy"), "{summary}");
     assert_eq!(field(&json, "throughput.all.partitions"), 6);
     let median = field(&json, "throughput.all_of_single_percent").as_f64();
     assert!(median > Some(0.0));

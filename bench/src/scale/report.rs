@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use super::machine::MachineLoad;
 use super::settle::{Leadership, NodeMetrics, ViewChanges};
 use crate::cluster::Termination;
 use crate::report::{Throughput, table};
@@ -174,6 +175,10 @@ pub struct ProduceRun {
     pub failed: u64,
     /// The first failure, readable.
     pub first_error: Option<String>,
+    /// How busy the whole machine was and how fast its data disk wrote
+    /// meanwhile (`None` where `/proc` does not tell): a round run on a
+    /// throttled machine shows as the same busy CPU for fewer records.
+    pub machine: Option<MachineLoad>,
 }
 
 /// Produce throughput: the same producers over one partition (the peak a
@@ -496,10 +501,11 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
             row(
                 &format!("throughput: round {}", index + 1),
                 format!(
-                    "one partition {:.0} msgs/s, every partition {:.0} msgs/s: {:.1} %",
+                    "one partition {:.0} msgs/s, every partition {:.0} msgs/s: {:.1} %{}",
                     round.single.produced.records_per_sec,
                     round.all.produced.records_per_sec,
-                    round.all_of_single_percent
+                    round.all_of_single_percent,
+                    machine_pair(round.single.machine, round.all.machine)
                 ),
             );
         }
@@ -516,6 +522,12 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
             produced.megabytes_per_sec,
             run.failed
         );
+        if let Some(machine) = run.machine {
+            let _ = write!(line, "; machine {:.0} % busy", machine.busy_percent);
+            if let Some(disk) = machine.disk_written_mb_per_sec {
+                let _ = write!(line, ", disk {disk:.0} MB/s written");
+            }
+        }
         if let Some(error) = &run.first_error {
             let _ = write!(line, "; first error: {error}");
         }
@@ -545,6 +557,26 @@ pub fn quiet_counts(nodes: &[NodeMetrics]) -> String {
     counts.join(", ")
 }
 
+/// A round's two runs' machine load side by side, as ` (machine busy A / B
+/// %, disk A / B MB/s written)`; empty where either is unknown.
+fn machine_pair(single: Option<MachineLoad>, all: Option<MachineLoad>) -> String {
+    let Some((single, all)) = single.zip(all) else {
+        return String::new();
+    };
+    let mut note = format!(
+        " (machine busy {:.0} / {:.0} %",
+        single.busy_percent, all.busy_percent
+    );
+    if let Some((single, all)) = single
+        .disk_written_mb_per_sec
+        .zip(all.disk_written_mb_per_sec)
+    {
+        let _ = write!(note, ", disk {single:.0} / {all:.0} MB/s written");
+    }
+    note.push(')');
+    note
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -555,6 +587,7 @@ mod tests {
             produced: crate::report::Throughput::new(records, records * 100, 1.0),
             failed: 0,
             first_error: None,
+            machine: None,
         };
         ThroughputRound::new(run(1, single), run(1000, all))
     }
@@ -585,6 +618,23 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("60.0 % (the median of 3 rounds)"), "{text}");
+    }
+
+    #[test]
+    fn a_round_row_shows_the_machine_load_of_both_runs() {
+        let load = |busy_percent, disk| MachineLoad {
+            busy_percent,
+            disk_written_mb_per_sec: disk,
+        };
+        assert_eq!(
+            machine_pair(Some(load(80.4, Some(408.0))), Some(load(99.6, Some(265.2)))),
+            " (machine busy 80 / 100 %, disk 408 / 265 MB/s written)"
+        );
+        assert_eq!(
+            machine_pair(Some(load(80.0, None)), Some(load(99.0, Some(1.0)))),
+            " (machine busy 80 / 99 %)"
+        );
+        assert_eq!(machine_pair(None, Some(load(99.0, None))), "");
     }
 
     /// Six groups, two led by each of three nodes.

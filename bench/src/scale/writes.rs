@@ -215,6 +215,7 @@ pub async fn produce_for(
         produced: Throughput::new(total.acknowledged, bytes, seconds),
         failed: total.failed,
         first_error: total.first_error,
+        machine: None,
     })
 }
 
