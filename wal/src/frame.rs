@@ -100,13 +100,10 @@ impl Frame {
         }
         check_payload_len(head.len(), body.len())?;
         let len_bytes = ((head.len() + body.len()) as u32).to_le_bytes();
-        let through_head = crc32c::crc32c_append(crc32c::crc32c(&len_bytes), head);
+        let through_head = frame_checksum(len_bytes, head);
         let crc = crate::crc::crc32c_combine(through_head, body_checksum, body.len());
-        let mut header = [0u8; FRAME_HEADER_BYTES];
-        header[..4].copy_from_slice(&len_bytes);
-        header[4..].copy_from_slice(&crc.to_le_bytes());
         Ok(Frame {
-            header,
+            header: header_bytes(len_bytes, crc),
             head: Bytes::copy_from_slice(head),
             body,
         })
@@ -185,6 +182,11 @@ fn encode_header(parts: &[&[u8]]) -> [u8; FRAME_HEADER_BYTES] {
     let crc = parts.iter().fold(crc32c::crc32c(&len_bytes), |crc, part| {
         crc32c::crc32c_append(crc, part)
     });
+    header_bytes(len_bytes, crc)
+}
+
+/// A frame header: the payload's length bytes, then its checksum.
+fn header_bytes(len_bytes: [u8; 4], crc: u32) -> [u8; FRAME_HEADER_BYTES] {
     let mut header = [0u8; FRAME_HEADER_BYTES];
     header[..4].copy_from_slice(&len_bytes);
     header[4..].copy_from_slice(&crc.to_le_bytes());
@@ -200,12 +202,7 @@ pub(crate) fn frame_checksum(len_bytes: [u8; 4], payload: &[u8]) -> u32 {
 
 /// Encodes one frame into `out` (simulators and tests that build files by hand).
 pub fn encode_frame_into(payload: &[u8], out: &mut Vec<u8>) -> Result<(), WalError> {
-    if payload.len() > FRAME_PAYLOAD_BYTES_MAX {
-        return Err(WalError::EntryTooLarge {
-            len: payload.len(),
-            max: FRAME_PAYLOAD_BYTES_MAX,
-        });
-    }
+    check_payload_len(0, payload.len())?;
     out.extend_from_slice(&encode_header(&[payload]));
     out.extend_from_slice(payload);
     Ok(())
