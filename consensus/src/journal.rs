@@ -7,7 +7,12 @@
 //! - a slot's header, once set, changes only by truncating it away;
 //! - the window is bounded: committed slots are trimmed beyond
 //!   [`JOURNAL_COMMITTED_KEEP`], and nothing is added beyond
-//!   [`JOURNAL_SLOTS_MAX`] above the commit number.
+//!   [`JOURNAL_SLOTS_MAX`] above the commit number;
+//! - the journal counts its gaps and the slots that lack a body, so the
+//!   questions asked on every prepare and ack ("any gap?", "any body to
+//!   repair?") cost nothing while the answer is no. Slots change only
+//!   through the journal ([`Journal::update`] for one in place), which keeps
+//!   both counts true.
 
 use std::collections::VecDeque;
 
@@ -59,11 +64,23 @@ pub struct Slot {
     pub state: SlotState,
 }
 
+impl Slot {
+    /// Whether repair must fetch this op's body: its header is known, and
+    /// storage neither holds it soundly nor is a copy held in memory.
+    pub fn lacks_body(&self) -> bool {
+        matches!(self.state, SlotState::Missing | SlotState::Faulty) && self.prepare.is_none()
+    }
+}
+
 /// The window of slots; see the module docs.
 #[derive(Debug, Clone, Default)]
 pub struct Journal {
     base: u64,
     slots: VecDeque<Option<Slot>>,
+    /// Slots whose header is unknown (gaps).
+    unknown: usize,
+    /// Slots that [lack a body](Slot::lacks_body).
+    bodiless: usize,
 }
 
 impl Journal {
@@ -79,6 +96,8 @@ impl Journal {
         Journal {
             base,
             slots: VecDeque::new(),
+            unknown: 0,
+            bodiless: 0,
         }
     }
 
@@ -98,10 +117,23 @@ impl Journal {
         self.slots.get(usize::try_from(index).ok()?)?.as_ref()
     }
 
-    /// The slot of `op`, mutably.
-    pub fn get_mut(&mut self, op: u64) -> Option<&mut Slot> {
-        let index = op.checked_sub(self.base)?;
-        self.slots.get_mut(usize::try_from(index).ok()?)?.as_mut()
+    /// Changes the slot of `op` in place with `change` (if it is in the
+    /// window and its header is known), keeping the count of bodiless slots
+    /// true. `change` must not replace the header.
+    pub fn update<R>(&mut self, op: u64, change: impl FnOnce(&mut Slot) -> R) -> Option<R> {
+        let index = usize::try_from(op.checked_sub(self.base)?).ok()?;
+        let slot = self.slots.get_mut(index)?.as_mut()?;
+        let checksum = slot.header.checksum();
+        let lacked = slot.lacks_body();
+        let result = change(slot);
+        assert_eq!(
+            slot.header.checksum(),
+            checksum,
+            "op {op}: a header changes only by truncating"
+        );
+        let lacks = slot.lacks_body();
+        self.bodiless = self.bodiless + usize::from(lacks) - usize::from(lacked);
+        Some(result)
     }
 
     /// The header of `op`, if known.
@@ -125,7 +157,18 @@ impl Journal {
     /// Sets the header of `op`, extending the window with unknown slots up to
     /// it. A slot that already holds this exact header is kept as it is.
     /// Panics if the slot holds another header: truncate first.
-    pub fn set_header(&mut self, header: PrepareHeader, state: SlotState) -> &mut Slot {
+    pub fn set_header(&mut self, header: PrepareHeader, state: SlotState) {
+        self.set_header_with_body(header, state, None);
+    }
+
+    /// [`Journal::set_header`], holding `prepare` in a new slot (the
+    /// primary's own prepare, kept until it is written and applied).
+    pub fn set_header_with_body(
+        &mut self,
+        header: PrepareHeader,
+        state: SlotState,
+        prepare: Option<Msg<PrepareHeader>>,
+    ) {
         let op = header.op.get();
         assert!(
             op >= self.base,
@@ -134,6 +177,7 @@ impl Journal {
         );
         while self.head() < op {
             self.slots.push_back(None);
+            self.unknown += 1;
         }
         let index = (op - self.base) as usize;
         let slot = &mut self.slots[index];
@@ -146,24 +190,44 @@ impl Journal {
                 );
             }
             None => {
-                *slot = Some(Slot {
+                let new = Slot {
                     header,
-                    prepare: None,
+                    prepare,
                     state,
-                })
+                };
+                self.unknown -= 1;
+                self.bodiless += usize::from(new.lacks_body());
+                *slot = Some(new);
             }
         }
-        slot.as_mut().expect("slot was just set")
     }
 
     /// Drops every slot above `op` (the head becomes `op`, or lower if `op`'s
     /// header is unknown: the head slot always has a header).
     pub fn truncate(&mut self, op: u64) {
+        assert!(
+            op + 1 >= self.base,
+            "truncating to op {op}, below the journal base {}",
+            self.base
+        );
         while self.head() > op {
-            self.slots.pop_back();
+            self.pop_back();
         }
         while matches!(self.slots.back(), Some(None)) {
-            self.slots.pop_back();
+            self.pop_back();
+        }
+    }
+
+    fn pop_back(&mut self) {
+        let slot = self.slots.pop_back().expect("a slot to drop");
+        self.uncount(slot.as_ref());
+    }
+
+    /// Takes a slot leaving the window out of the counts.
+    fn uncount(&mut self, slot: Option<&Slot>) {
+        match slot {
+            None => self.unknown -= 1,
+            Some(slot) => self.bodiless -= usize::from(slot.lacks_body()),
         }
     }
 
@@ -171,17 +235,23 @@ impl Journal {
     /// canonical header is not known yet), leaving a gap.
     pub fn forget(&mut self, op: u64) {
         assert!(op < self.head(), "forgetting the head op {op}");
-        if let Some(index) = op.checked_sub(self.base) {
-            if let Some(slot) = self.slots.get_mut(index as usize) {
-                *slot = None;
-            }
+        let Some(index) = op.checked_sub(self.base) else {
+            return;
+        };
+        let Some(slot) = self.slots.get_mut(index as usize) else {
+            return;
+        };
+        if let Some(forgotten) = slot.take() {
+            self.bodiless -= usize::from(forgotten.lacks_body());
+            self.unknown += 1;
         }
     }
 
     /// Drops slots below `op`, keeping at least the head slot.
     pub fn trim_below(&mut self, op: u64) {
         while self.base < op && self.slots.len() > 1 {
-            self.slots.pop_front();
+            let slot = self.slots.pop_front().expect("more than one slot");
+            self.uncount(slot.as_ref());
             self.base += 1;
         }
     }
@@ -189,6 +259,8 @@ impl Journal {
     /// Empties the window and places it just above `op` (after a state transfer).
     pub fn reset_at(&mut self, header: PrepareHeader) {
         self.slots.clear();
+        self.unknown = 0;
+        self.bodiless = 0;
         self.base = header.op.get();
         self.slots.push_back(Some(Slot {
             header,
@@ -197,13 +269,69 @@ impl Journal {
         }));
     }
 
-    /// Ops in the window whose header is unknown, ascending.
+    /// Whether some op in the window has an unknown header. Constant time:
+    /// asked on every prepare and commit a backup takes.
+    pub fn has_gaps(&self) -> bool {
+        self.unknown > 0
+    }
+
+    /// The lowest op in the window whose header is unknown.
+    pub fn first_gap(&self) -> Option<u64> {
+        self.gaps().next()
+    }
+
+    /// Ops in the window whose header is unknown, ascending (nothing to
+    /// visit while there are none).
     pub fn gaps(&self) -> impl Iterator<Item = u64> + '_ {
+        let gapless = !self.has_gaps();
         self.slots
             .iter()
             .enumerate()
+            .take(if gapless { 0 } else { usize::MAX })
             .filter(|(_, slot)| slot.is_none())
             .map(|(index, _)| self.base + index as u64)
+    }
+
+    /// Whether some slot [lacks a body](Slot::lacks_body). Constant time:
+    /// asked on every ack a backup sends.
+    pub fn lacks_bodies(&self) -> bool {
+        self.bodiless > 0
+    }
+
+    /// The slots that [lack a body](Slot::lacks_body), as (op, checksum),
+    /// ascending (nothing to visit while there are none).
+    pub fn lacking_bodies(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let none = !self.lacks_bodies();
+        self.slots
+            .iter()
+            .enumerate()
+            .take(if none { 0 } else { usize::MAX })
+            .filter_map(|(index, slot)| {
+                let slot = slot.as_ref()?;
+                slot.lacks_body()
+                    .then(|| (self.base + index as u64, slot.header.checksum()))
+            })
+    }
+
+    /// Checks the counts against the slots (a full pass: tests and the
+    /// replica's own invariant checks).
+    pub fn assert_invariants(&self) {
+        let unknown = self.slots.iter().filter(|slot| slot.is_none()).count();
+        let bodiless = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|slot| slot.lacks_body())
+            .count();
+        assert_eq!(self.unknown, unknown, "the journal's count of gaps");
+        assert_eq!(
+            self.bodiless, bodiless,
+            "the journal's count of bodiless slots"
+        );
+        assert!(
+            self.slots.back().is_none_or(Option::is_some),
+            "the head slot has a header"
+        );
     }
 
     /// Slots from `op_min` to the head, with their ops.
@@ -230,6 +358,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use strand_wire::Operation;
 
     fn header(op: u64) -> PrepareHeader {
@@ -272,6 +401,125 @@ mod tests {
         assert_eq!(journal.base(), 50);
         assert_eq!(journal.head(), 52);
         assert_eq!(journal.gaps().collect::<Vec<_>>(), vec![50, 51]);
+    }
+
+    /// One change to a journal, for the counting property below.
+    #[derive(Debug, Clone)]
+    enum Change {
+        Set {
+            op: u64,
+            state: SlotState,
+            body: bool,
+        },
+        Update {
+            op: u64,
+            state: SlotState,
+            body: Option<bool>,
+        },
+        Forget {
+            op: u64,
+        },
+        Truncate {
+            op: u64,
+        },
+        TrimBelow {
+            op: u64,
+        },
+        Reset {
+            op: u64,
+        },
+    }
+
+    fn any_state() -> impl Strategy<Value = SlotState> {
+        prop_oneof![
+            Just(SlotState::Missing),
+            Just(SlotState::Writing),
+            Just(SlotState::Queued),
+            Just(SlotState::Durable),
+            Just(SlotState::Faulty),
+        ]
+    }
+
+    fn any_change() -> impl Strategy<Value = Change> {
+        let op = 1..40u64;
+        prop_oneof![
+            4 => (op.clone(), any_state(), any::<bool>())
+                .prop_map(|(op, state, body)| Change::Set { op, state, body }),
+            4 => (op.clone(), any_state(), proptest::option::of(any::<bool>()))
+                .prop_map(|(op, state, body)| Change::Update { op, state, body }),
+            1 => op.clone().prop_map(|op| Change::Forget { op }),
+            1 => op.clone().prop_map(|op| Change::Truncate { op }),
+            1 => op.clone().prop_map(|op| Change::TrimBelow { op }),
+            1 => op.prop_map(|op| Change::Reset { op }),
+        ]
+    }
+
+    fn apply(journal: &mut Journal, change: Change) {
+        match change {
+            Change::Set { op, state, body } => {
+                if op < journal.base() || journal.header(op).is_some() {
+                    return;
+                }
+                let body = body.then(|| Msg::new(header(op), bytes::Bytes::new()));
+                journal.set_header_with_body(header(op), state, body);
+            }
+            Change::Update { op, state, body } => {
+                journal.update(op, |slot| {
+                    slot.state = state;
+                    match body {
+                        Some(true) => {
+                            slot.prepare = Some(Msg::new(header(op), bytes::Bytes::new()))
+                        }
+                        Some(false) => slot.prepare = None,
+                        None => {}
+                    }
+                });
+            }
+            Change::Forget { op } => {
+                if op < journal.head() {
+                    journal.forget(op);
+                }
+            }
+            Change::Truncate { op } => {
+                if op + 1 >= journal.base() {
+                    journal.truncate(op);
+                }
+            }
+            Change::TrimBelow { op } => journal.trim_below(op),
+            Change::Reset { op } => journal.reset_at(header(op)),
+        }
+    }
+
+    proptest! {
+        /// Whatever is done to it, the journal's counted answers ("any gap?",
+        /// the first gap, "any body lacking?", which) equal a full pass.
+        #[test]
+        fn counted_gaps_and_bodies_match_a_full_pass(
+            changes in proptest::collection::vec(any_change(), 1..80)
+        ) {
+            let mut journal = Journal::new();
+            for change in changes {
+                apply(&mut journal, change);
+                journal.assert_invariants();
+                let gaps: Vec<u64> = (journal.base()..=journal.head())
+                    .filter(|op| journal.in_window(*op) && journal.get(*op).is_none())
+                    .collect();
+                prop_assert_eq!(journal.has_gaps(), !gaps.is_empty());
+                prop_assert_eq!(journal.first_gap(), gaps.first().copied());
+                prop_assert_eq!(journal.gaps().collect::<Vec<_>>(), gaps);
+                let lacking: Vec<(u64, u32)> = journal
+                    .slots_from(journal.base())
+                    .filter_map(|(op, slot)| {
+                        let slot = slot?;
+                        let lacks = matches!(slot.state, SlotState::Missing | SlotState::Faulty)
+                            && slot.prepare.is_none();
+                        lacks.then(|| (op, slot.header.checksum()))
+                    })
+                    .collect();
+                prop_assert_eq!(journal.lacks_bodies(), !lacking.is_empty());
+                prop_assert_eq!(journal.lacking_bodies().collect::<Vec<_>>(), lacking);
+            }
+        }
     }
 
     #[test]

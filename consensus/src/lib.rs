@@ -15,7 +15,7 @@
 //! | [`config`] | identity, policies, timeouts |
 //! | [`state`] | what survives a restart; what storage recovered |
 //! | [`effects`] | effects and events the driver executes |
-//! | [`journal`] | the in-memory window of the log's headers and bodies |
+//! | [`journal`] | the in-memory window of the log's headers and bodies, with its gaps and bodiless slots counted |
 //! | [`replica`] | the `Replica` state and input dispatch |
 //! | [`normal`] | request → prepare → ack → commit, heartbeats |
 //! | [`view_change`] | timeouts, StartViewChange, DoViewChange, StartView, installing a view |

@@ -258,10 +258,11 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn append_prepare(&mut self, prepare: Msg<PrepareHeader>, effects: &mut Effects) {
         assert!(self.is_serving_primary());
         assert_eq!(prepare.header().op.get(), self.journal.head() + 1);
-        let slot = self
-            .journal
-            .set_header(*prepare.header(), SlotState::Missing);
-        slot.prepare = Some(prepare.clone());
+        self.journal.set_header_with_body(
+            *prepare.header(),
+            SlotState::Missing,
+            Some(prepare.clone()),
+        );
         self.flush_writes(effects);
         self.broadcast(Message::Prepare(prepare), effects);
         if !self.prepare_timeout.ticking() {
@@ -339,7 +340,7 @@ impl<S: StateMachine> Replica<S> {
         }
         self.store_body(&prepare);
         self.flush_writes(effects);
-        if self.journal.gaps().next().is_some() {
+        if self.journal.has_gaps() {
             self.schedule_repair();
         }
         self.send_ack(op <= self.acked, effects);
@@ -441,12 +442,10 @@ impl<S: StateMachine> Replica<S> {
     /// Applies committed op `op`: state machine, client table, reply (primary).
     pub(crate) fn apply(&mut self, op: u64, effects: &mut Effects) {
         assert_eq!(op, self.commit + 1, "ops commit in order");
-        let slot = self
+        let (header, prepare) = self
             .journal
-            .get_mut(op)
+            .update(op, |slot| (slot.header, slot.prepare.take()))
             .expect("a committed op is in the journal");
-        let header = slot.header;
-        let prepare = slot.prepare.take();
         let (result, reply_body) = self
             .machine
             .commit(&header, prepare.as_ref().map(Msg::body));
@@ -696,7 +695,7 @@ impl<S: StateMachine> Replica<S> {
         }
         self.primary_op = self.primary_op.max(commit.op.get());
         self.note_commit_max(commit.commit.get(), effects);
-        if commit.op.get() > self.journal.head() || self.journal.gaps().next().is_some() {
+        if commit.op.get() > self.journal.head() || self.journal.has_gaps() {
             self.schedule_repair();
         }
         if commit.flags().contains(CommitFlags::QUIESCE)

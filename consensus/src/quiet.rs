@@ -248,7 +248,7 @@ impl<S: StateMachine> Replica<S> {
             && self.trusted
             && self.deferred_cut.is_none()
             && self.journal.head() == op
-            && self.journal.gaps().next().is_none()
+            && !self.journal.has_gaps()
             // Damaged entries in its window are repaired first: a quiet
             // backup would be woken by the answers. Until then it stays
             // awake, and its repair requests wake the primary.

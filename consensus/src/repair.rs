@@ -13,7 +13,7 @@ use strand_wire::{
 use zerocopy::IntoBytes;
 
 use crate::effects::{DropReason, Effect, Effects, Event};
-use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
+use crate::journal::JOURNAL_SLOTS_MAX;
 use crate::replica::{Replica, Status};
 use crate::state_machine::StateMachine;
 
@@ -80,20 +80,13 @@ impl<S: StateMachine> Replica<S> {
     /// The slots in the window whose header is known and body is not, as
     /// (op, checksum).
     fn missing_bodies(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.journal
-            .slots_from(self.journal.base())
-            .filter_map(|(op, slot)| {
-                let slot = slot?;
-                let missing = matches!(slot.state, SlotState::Missing | SlotState::Faulty)
-                    && slot.prepare.is_none();
-                missing.then(|| (op, slot.header.checksum()))
-            })
+        self.journal.lacking_bodies()
     }
 
     /// The first range of ops whose headers this backup lacks but knows exist.
     fn header_gap(&self) -> Option<(u64, u64)> {
         let limit = HEADERS_PER_MESSAGE_MAX as u64;
-        if let Some(gap) = self.journal.gaps().next() {
+        if let Some(gap) = self.journal.first_gap() {
             // The top end of the first run of missing headers: there a known
             // header vouches (by the hash chain) for the one below it, and
             // each filled one for the next; a run longer than one answer is

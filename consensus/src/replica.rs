@@ -730,6 +730,14 @@ impl<S: StateMachine> Replica<S> {
         &self.acks
     }
 
+    /// Checks what the replica keeps counted against what it counts (a full
+    /// pass over the journal's window): the simulator calls it after every
+    /// turn, so a count that drifts fails a seed rather than hiding a gap or
+    /// a body to repair.
+    pub fn assert_invariants(&self) {
+        self.journal.assert_invariants();
+    }
+
     /// Why the view change waits and for whom (a bitset), if it does.
     pub fn attention(&self) -> Option<(WaitReason, u32)> {
         if self.status == Status::Retired {
@@ -906,26 +914,31 @@ impl<S: StateMachine> Replica<S> {
     /// Storage took a write of `op` (whose prepare has `checksum`) to `stage`.
     pub fn on_write(&mut self, op: u64, checksum: u32, stage: WriteStage, effects: &mut Effects) {
         let keep_body = self.is_primary() || self.machine.needs_bodies();
-        let Some(slot) = self.journal.get_mut(op) else {
+        let Some(state) = self.journal.update(op, |slot| {
+            if slot.header.checksum() != checksum {
+                return None; // a write truncated away and replaced since
+            }
+            slot.state = match (slot.state, stage) {
+                (SlotState::Durable, _) => SlotState::Durable,
+                (_, WriteStage::Durable) => SlotState::Durable,
+                (SlotState::Writing | SlotState::Faulty, WriteStage::Queued) => SlotState::Queued,
+                (state, WriteStage::Queued) => state,
+            };
+            if !keep_body && slot.state != SlotState::Writing {
+                slot.prepare = None;
+            }
+            Some(slot.state)
+        }) else {
             if stage == WriteStage::Durable && self.rewriting_below_window.remove(&op) {
                 self.faulty_ops.remove(&op);
                 self.on_storage_progress(effects);
             }
             return;
         };
-        if slot.header.checksum() != checksum {
-            return; // a write truncated away and replaced since
-        }
-        slot.state = match (slot.state, stage) {
-            (SlotState::Durable, _) => SlotState::Durable,
-            (_, WriteStage::Durable) => SlotState::Durable,
-            (SlotState::Writing | SlotState::Faulty, WriteStage::Queued) => SlotState::Queued,
-            (state, WriteStage::Queued) => state,
+        let Some(state) = state else {
+            return;
         };
-        if !keep_body && slot.state != SlotState::Writing {
-            slot.prepare = None;
-        }
-        if slot.state == SlotState::Durable {
+        if state == SlotState::Durable {
             // Repaired: it is an ordinary stored op again.
             self.faulty_ops.remove(&op);
         }
@@ -1298,14 +1311,17 @@ impl<S: StateMachine> Replica<S> {
         }
         loop {
             let op = self.write_next;
-            let Some(slot) = self.journal.get_mut(op) else {
+            let writing = self.journal.update(op, |slot| {
+                let (SlotState::Missing, Some(prepare)) = (slot.state, &slot.prepare) else {
+                    return None;
+                };
+                let prepare = prepare.clone();
+                slot.state = SlotState::Writing;
+                Some(prepare)
+            });
+            let Some(Some(prepare)) = writing else {
                 break;
             };
-            let (SlotState::Missing, Some(prepare)) = (slot.state, &slot.prepare) else {
-                break;
-            };
-            let prepare = prepare.clone();
-            slot.state = SlotState::Writing;
             effects.push(Effect::WritePrepare { prepare });
             self.write_next += 1;
         }
@@ -1321,16 +1337,17 @@ impl<S: StateMachine> Replica<S> {
             .filter(|op| *op < self.write_next)
             .collect();
         for op in faulty {
-            let Some(slot) = self.journal.get_mut(op) else {
+            let rewriting = self.journal.update(op, |slot| {
+                if slot.state != SlotState::Faulty {
+                    return None;
+                }
+                let prepare = slot.prepare.clone()?;
+                slot.state = SlotState::Writing;
+                Some(prepare)
+            });
+            let Some(Some(prepare)) = rewriting else {
                 continue;
             };
-            if slot.state != SlotState::Faulty {
-                continue;
-            }
-            let Some(prepare) = slot.prepare.clone() else {
-                continue;
-            };
-            slot.state = SlotState::Writing;
             effects.push(Effect::WritePrepare { prepare });
         }
     }
@@ -1429,15 +1446,17 @@ impl<S: StateMachine> Replica<S> {
             .next_back()
             .copied();
         for slot_op in ops {
-            if let Some(slot) = self.journal.get_mut(slot_op) {
-                // A canonical op dropped only because storage is sequential
-                // may have been acked: it must not be nacked until it is
-                // durable again.
-                if slot.state.stored(false) || slot.state == SlotState::Faulty {
-                    self.faulty_ops.insert(slot_op);
-                    dropped_max = dropped_max.max(Some(slot_op));
-                }
+            // A canonical op dropped only because storage is sequential may
+            // have been acked: it must not be nacked until it is durable
+            // again.
+            let was_stored = self.journal.update(slot_op, |slot| {
+                let was_stored = slot.state.stored(false) || slot.state == SlotState::Faulty;
                 slot.state = SlotState::Missing;
+                was_stored
+            });
+            if was_stored == Some(true) {
+                self.faulty_ops.insert(slot_op);
+                dropped_max = dropped_max.max(Some(slot_op));
             }
         }
         self.write_next = op + 1;
@@ -1512,17 +1531,15 @@ impl<S: StateMachine> Replica<S> {
     /// Stores a body for `op` if its header matches and storage lacks it.
     pub(crate) fn store_body(&mut self, prepare: &Msg<PrepareHeader>) -> bool {
         let op = prepare.header().op.get();
-        let Some(slot) = self.journal.get_mut(op) else {
-            return false;
-        };
-        if slot.header.checksum() != prepare.checksum() {
-            return false;
-        }
-        if !matches!(slot.state, SlotState::Missing | SlotState::Faulty) || slot.prepare.is_some() {
-            return false;
-        }
-        slot.prepare = Some(prepare.clone());
-        true
+        self.journal
+            .update(op, |slot| {
+                if slot.header.checksum() != prepare.checksum() || !slot.lacks_body() {
+                    return false;
+                }
+                slot.prepare = Some(prepare.clone());
+                true
+            })
+            .unwrap_or(false)
     }
 }
 

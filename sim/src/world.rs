@@ -701,6 +701,7 @@ impl World {
             .expect("inputs go to a live replica");
         input(host, &mut outputs);
         host.settle(&mut outputs);
+        host.replica().assert_invariants();
         if self.power_lost(replica) && self.power_loss_strikes(replica) {
             // The process died at the power loss: what it put out since
             // never left it (dropped, as a lossy network may).
