@@ -7,8 +7,8 @@
 //! and optionally a clean restart of every node, a SIGKILL of the node that
 //! is primary of the most partitions (until each of them takes a write
 //! again, then until leadership is balanced again once it is back), and
-//! produce throughput over one partition and then over every partition,
-//! with the same producers.
+//! produce throughput over one partition and over every partition, with
+//! the same producers (in rounds of alternating order).
 //!
 //! Phases run in that order; a phase that does not settle within
 //! `--settle-timeout-secs` ends the run there (the report says what was
@@ -430,12 +430,16 @@ impl<'a> Scale<'a> {
         wait
     }
 
-    /// Produces to one partition, then to every partition, for `duration`
-    /// each, with the same producers, `--produce-rounds` times.
+    /// Produces to one partition and to every partition, for `duration`
+    /// each, with the same producers, `--produce-rounds` times. The order
+    /// alternates (one first in odd rounds, every first in even ones), so a
+    /// machine that slows down as a run goes on does not always slow the
+    /// same run of a round.
     async fn throughput(&mut self, duration: Duration) -> Result<ThroughputPhase, BenchError> {
         let mut rounds = Vec::new();
-        for _ in 0..self.options.produce_rounds {
-            rounds.push(self.throughput_round(duration).await?);
+        for round in 0..self.options.produce_rounds {
+            let every_first = round % 2 == 1;
+            rounds.push(self.throughput_round(duration, every_first).await?);
         }
         Ok(ThroughputPhase::of_rounds(
             self.options.producers,
@@ -467,10 +471,12 @@ impl<'a> Scale<'a> {
         }
     }
 
-    /// One round of the throughput phase: one partition, then every one.
+    /// One round of the throughput phase: one partition and every one, in
+    /// the order `every_first` says.
     async fn throughput_round(
         &mut self,
         duration: Duration,
+        every_first: bool,
     ) -> Result<ThroughputRound, BenchError> {
         let options = self.options;
         let load = writes::Load {
@@ -482,10 +488,13 @@ impl<'a> Scale<'a> {
             client: options.client,
         };
         let every = writes::round_robin(&self.layout);
-        let runs = [
+        let mut runs = [
             ("one partition", &every[..1]),
             ("every partition", &every[..]),
         ];
+        if every_first {
+            runs.reverse();
+        }
         let mut done = Vec::with_capacity(runs.len());
         for (what, slots) in runs {
             self.come_to_rest().await;
@@ -509,8 +518,13 @@ impl<'a> Scale<'a> {
             ));
             done.push(run);
         }
-        let all = done.pop().expect("two runs");
-        let single = done.pop().expect("two runs");
-        Ok(ThroughputRound::new(single, all))
+        let second = done.pop().expect("two runs");
+        let first = done.pop().expect("two runs");
+        let (single, all) = if every_first {
+            (second, first)
+        } else {
+            (first, second)
+        };
+        Ok(ThroughputRound::new(single, all, every_first))
     }
 }

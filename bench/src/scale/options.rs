@@ -80,10 +80,11 @@ pub struct ScaleOptions {
     /// Producers in the throughput phase.
     #[arg(long, default_value_t = 4)]
     pub producers: usize,
-    /// Rounds of the throughput phase: one partition, then every partition,
-    /// this many times in turn. The report gives every round and takes the
-    /// median round's ratio: a machine's speed drifts within a run, and one
-    /// round may catch a slow stretch.
+    /// Rounds of the throughput phase: one partition and every partition,
+    /// this many times in turn, in alternating order (one first in odd
+    /// rounds). The report gives every round and takes the median round's
+    /// ratio: a machine's speed drifts within a run, and one round may catch
+    /// a slow stretch.
     #[arg(long, default_value_t = 1)]
     pub produce_rounds: u32,
     /// Value bytes per produced record.

@@ -209,11 +209,13 @@ pub struct ThroughputRound {
     pub all: ProduceRun,
     /// `all`'s records per second in percent of `single`'s.
     pub all_of_single_percent: f64,
+    /// `all` ran before `single` (the order alternates between rounds).
+    pub every_first: bool,
 }
 
 impl ThroughputRound {
-    /// A round of `single` then `all`.
-    pub fn new(single: ProduceRun, all: ProduceRun) -> ThroughputRound {
+    /// A round of `single` and `all`, `all` first if `every_first`.
+    pub fn new(single: ProduceRun, all: ProduceRun, every_first: bool) -> ThroughputRound {
         let peak = single.produced.records_per_sec;
         let all_of_single_percent = if peak > 0.0 {
             all.produced.records_per_sec * 100.0 / peak
@@ -224,6 +226,7 @@ impl ThroughputRound {
             single,
             all,
             all_of_single_percent,
+            every_first,
         }
     }
 }
@@ -501,9 +504,8 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
             row(
                 &format!("throughput: round {}", index + 1),
                 format!(
-                    "one partition {:.0} msgs/s, every partition {:.0} msgs/s: {:.1} %{}",
-                    round.single.produced.records_per_sec,
-                    round.all.produced.records_per_sec,
+                    "{}: {:.1} %{}",
+                    round_runs(round),
                     round.all_of_single_percent,
                     machine_pair(round.single.machine, round.all.machine)
                 ),
@@ -557,6 +559,24 @@ pub fn quiet_counts(nodes: &[NodeMetrics]) -> String {
     counts.join(", ")
 }
 
+/// A round's two rates in the order run: `one partition A msgs/s, every
+/// partition B msgs/s`, or `every ... then one ...`.
+fn round_runs(round: &ThroughputRound) -> String {
+    let one = format!(
+        "one partition {:.0} msgs/s",
+        round.single.produced.records_per_sec
+    );
+    let every = format!(
+        "every partition {:.0} msgs/s",
+        round.all.produced.records_per_sec
+    );
+    if round.every_first {
+        format!("{every}, then {one}")
+    } else {
+        format!("{one}, {every}")
+    }
+}
+
 /// A round's two runs' machine load side by side, as ` (machine busy A / B
 /// %, disk A / B MB/s written)`; empty where either is unknown.
 fn machine_pair(single: Option<MachineLoad>, all: Option<MachineLoad>) -> String {
@@ -581,7 +601,9 @@ fn machine_pair(single: Option<MachineLoad>, all: Option<MachineLoad>) -> String
 mod tests {
     use super::*;
 
-    fn round(single: u64, all: u64) -> ThroughputRound {
+    /// A round run in the order the bench runs round `index` (every
+    /// partition first in even rounds).
+    fn round(index: usize, single: u64, all: u64) -> ThroughputRound {
         let run = |partitions: u64, records: u64| ProduceRun {
             partitions,
             produced: crate::report::Throughput::new(records, records * 100, 1.0),
@@ -589,12 +611,12 @@ mod tests {
             first_error: None,
             machine: None,
         };
-        ThroughputRound::new(run(1, single), run(1000, all))
+        ThroughputRound::new(run(1, single), run(1000, all), index % 2 == 1)
     }
 
     #[test]
     fn the_throughput_phase_reports_its_median_round() {
-        let rounds = vec![round(800, 400), round(700, 560), round(1000, 600)];
+        let rounds = vec![round(0, 800, 400), round(1, 700, 560), round(2, 1000, 600)];
         let phase = ThroughputPhase::of_rounds(
             4,
             crate::keys::Spread::Batch,
@@ -613,7 +635,13 @@ mod tests {
         let text = lines.join("\n");
         assert!(
             text.contains(
-                "throughput: round 2 one partition 700 msgs/s, every partition 560 msgs/s: 80.0 %"
+                "throughput: round 1 one partition 800 msgs/s, every partition 400 msgs/s: 50.0 %"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "throughput: round 2 every partition 560 msgs/s, then one partition 700 msgs/s: 80.0 %"
             ),
             "{text}"
         );
