@@ -78,6 +78,15 @@ impl ClientEntry {
     fn last(&self) -> &StoredReply {
         self.replies.back().expect("a client entry has a reply")
     }
+
+    /// The kept reply to `request` (the replies ascend by request).
+    fn reply_to(&self, request: u64) -> Option<&StoredReply> {
+        let index = self
+            .replies
+            .binary_search_by_key(&request, |reply| reply.request)
+            .ok()?;
+        self.replies.get(index)
+    }
 }
 
 /// What the table says about an incoming request.
@@ -169,12 +178,17 @@ impl ClientTable {
                 _ => Lookup::OutOfOrder { expected },
             };
         };
-        if let Some(reply) = entry.replies.iter().find(|reply| reply.request == request) {
-            return Lookup::Committed(reply.clone());
-        }
-        let oldest = entry.replies.front().expect("non-empty").request;
-        if request < oldest {
-            return Lookup::TooOld { oldest };
+        // A client's replies ascend by request (commit, recover and decode
+        // keep them so): the usual request, the next one, is past them all
+        // and reads one reply, not every one kept.
+        if request <= entry.last().request {
+            if let Some(reply) = entry.reply_to(request) {
+                return Lookup::Committed(reply.clone());
+            }
+            let oldest = entry.replies.front().expect("non-empty").request;
+            if request < oldest {
+                return Lookup::TooOld { oldest };
+            }
         }
         let expected = in_flight_last
             .unwrap_or(entry.last().request)
@@ -233,11 +247,7 @@ impl ClientTable {
             self.evict_oldest();
         }
         let entry = self.clients.entry(client).or_default();
-        if entry
-            .replies
-            .iter()
-            .any(|kept| kept.request == reply.request)
-        {
+        if entry.reply_to(reply.request).is_some() {
             return;
         }
         let position = entry
