@@ -7,85 +7,16 @@
 //! cost of just building and validating the same prepares (the floor any
 //! replication pays). Set `STRAND_BENCH_SECONDS` to measure longer.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::{replicas, request, run};
 use strand_consensus::*;
-use strand_wire::{
-    CommandHeader, ConfirmPolicy, Durability, Message, Msg, Operation, PrepareHeader, RequestHeader,
-};
-
-fn replicas() -> Vec<Replica<RecordLog>> {
-    (0..3u8)
-        .map(|replica| {
-            let config = Config {
-                cluster: 1,
-                group: 1,
-                replica,
-                memberships: vec![strand_consensus::epoch::Membership::initial(
-                    3,
-                    ConfirmPolicy::MajorityDurable,
-                )],
-                durability: Durability::Persisted,
-                cursor_durability: Durability::Persisted,
-                timeouts: Timeouts::default(),
-                seed: u64::from(replica),
-            };
-            let mut replica = Replica::open(config, Recovered::fresh(), RecordLog::default());
-            let mut effects = Effects::new();
-            replica.start(&mut effects);
-            replica
-        })
-        .collect()
-}
-
-/// Runs effects to quiescence; returns the number of commits seen on the primary.
-fn run(
-    replicas: &mut [Replica<RecordLog>],
-    start: (u8, Effects),
-    queue: &mut VecDeque<(u8, Effect)>,
-) -> u64 {
-    let mut commits = 0;
-    let (origin, mut effects) = start;
-    queue.extend(effects.drain().map(|effect| (origin, effect)));
-    let mut scratch = Effects::new();
-    while let Some((at, effect)) = queue.pop_front() {
-        let replica = &mut replicas[usize::from(at)];
-        match effect {
-            Effect::Send { to, message } => {
-                replicas[usize::from(to)].on_message(message, &mut scratch);
-                queue.extend(scratch.drain().map(|effect| (to, effect)));
-                continue;
-            }
-            Effect::WritePrepare { prepare } => {
-                let (op, checksum) = (prepare.header().op.get(), prepare.checksum());
-                replica.on_write(op, checksum, WriteStage::Queued, &mut scratch);
-                replica.on_write(op, checksum, WriteStage::Durable, &mut scratch);
-            }
-            Effect::PersistState { sequence, .. } => {
-                replica.on_state_persisted(sequence, &mut scratch)
-            }
-            Effect::Commit { .. } if at == 0 => commits += 1,
-            _ => {}
-        }
-        queue.extend(scratch.drain().map(|effect| (at, effect)));
-    }
-    commits
-}
-
-fn request(client: u128, request: u64, body: &Bytes) -> ClientRequest {
-    let mut header = RequestHeader::new(1, 1, strand_wire::ViewId::new(0, 0), 0);
-    header.client.set(client);
-    header.request.set(request);
-    header.operation = Operation::Produce as u8;
-    ClientRequest {
-        request: Msg::new(header, body.clone()),
-        record_count: 1,
-        timestamp_ns: 0,
-    }
-}
+use strand_wire::{CommandHeader, Message, Msg, Operation, PrepareHeader};
 
 fn seconds() -> f64 {
     std::env::var("STRAND_BENCH_SECONDS")
@@ -97,7 +28,7 @@ fn seconds() -> f64 {
 fn main() {
     let budget = Duration::from_secs_f64(seconds());
     let body = Bytes::from(vec![7u8; 100]);
-    let mut replicas = replicas();
+    let mut replicas = replicas(1);
     let mut queue = VecDeque::new();
     let mut next_request = 0u64;
     let mut committed = 0u64;
@@ -106,7 +37,7 @@ fn main() {
         let mut effects = Effects::new();
         for _ in 0..PIPELINE_PREPARES_MAX {
             next_request += 1;
-            replicas[0].on_request(request(1, next_request, &body), &mut effects);
+            replicas[0].on_request(request(1, 1, next_request, &body), &mut effects);
         }
         committed += run(&mut replicas, (0, effects), &mut queue);
     }

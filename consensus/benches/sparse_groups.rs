@@ -11,78 +11,16 @@
 //! whether anything per op walks the window: at 100 % nothing does. Set
 //! `STRAND_BENCH_GROUPS` for another count.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
+use common::{replicas, request, run};
 use strand_consensus::*;
-use strand_wire::{CommandHeader, ConfirmPolicy, Durability, Msg, Operation, RequestHeader};
 
 type Group = Vec<Replica<RecordLog>>;
-
-fn group(id: u64) -> Group {
-    (0..3u8)
-        .map(|replica| {
-            let config = Config {
-                cluster: 1,
-                group: id,
-                replica,
-                memberships: vec![strand_consensus::epoch::Membership::initial(
-                    3,
-                    ConfirmPolicy::MajorityDurable,
-                )],
-                durability: Durability::Persisted,
-                cursor_durability: Durability::Persisted,
-                timeouts: Timeouts::default(),
-                seed: u64::from(replica),
-            };
-            let mut replica = Replica::open(config, Recovered::fresh(), RecordLog::default());
-            let mut effects = Effects::new();
-            replica.start(&mut effects);
-            replica
-        })
-        .collect()
-}
-
-/// Runs one request on `group`'s primary to quiescence.
-fn one_op(group: &mut Group, request: ClientRequest, queue: &mut VecDeque<(u8, Effect)>) {
-    let mut effects = Effects::new();
-    group[0].on_request(request, &mut effects);
-    queue.extend(effects.drain().map(|effect| (0, effect)));
-    let mut scratch = Effects::new();
-    while let Some((at, effect)) = queue.pop_front() {
-        let target = match &effect {
-            Effect::Send { to, .. } => *to,
-            _ => at,
-        };
-        let replica = &mut group[usize::from(target)];
-        match effect {
-            Effect::Send { message, .. } => replica.on_message(message, &mut scratch),
-            Effect::WritePrepare { prepare } => {
-                let (op, checksum) = (prepare.header().op.get(), prepare.checksum());
-                replica.on_write(op, checksum, WriteStage::Queued, &mut scratch);
-                replica.on_write(op, checksum, WriteStage::Durable, &mut scratch);
-            }
-            Effect::PersistState { sequence, .. } => {
-                replica.on_state_persisted(sequence, &mut scratch)
-            }
-            _ => {}
-        }
-        queue.extend(scratch.drain().map(|effect| (target, effect)));
-    }
-}
-
-fn request(group: u64, request: u64, body: &Bytes) -> ClientRequest {
-    let mut header = RequestHeader::new(1, group, strand_wire::ViewId::new(0, 0), 0);
-    header.client.set(1);
-    header.request.set(request);
-    header.operation = Operation::Produce as u8;
-    ClientRequest {
-        request: Msg::new(header, body.clone()),
-        record_count: 1,
-        timestamp_ns: 0,
-    }
-}
 
 /// Gives every group `rounds` ops, one group after another; returns ops/s.
 fn rounds(groups: &mut [Group], next_request: &mut u64, count: u64, body: &Bytes) -> f64 {
@@ -91,11 +29,10 @@ fn rounds(groups: &mut [Group], next_request: &mut u64, count: u64, body: &Bytes
     for _ in 0..count {
         *next_request += 1;
         for (id, group) in groups.iter_mut().enumerate() {
-            one_op(
-                group,
-                request(id as u64 + 1, *next_request, body),
-                &mut queue,
-            );
+            let mut effects = Effects::new();
+            let request = request(id as u64 + 1, 1, *next_request, body);
+            group[0].on_request(request, &mut effects);
+            run(group, (0, effects), &mut queue);
         }
     }
     (count * groups.len() as u64) as f64 / start.elapsed().as_secs_f64()
@@ -107,7 +44,7 @@ fn main() {
         .and_then(|value| value.parse().ok())
         .unwrap_or(1000);
     let body = Bytes::from(vec![7u8; 100]);
-    let mut groups: Vec<Group> = (1..=count as u64).map(group).collect();
+    let mut groups: Vec<Group> = (1..=count as u64).map(replicas).collect();
     let mut next_request = 0;
     let empty = rounds(&mut groups, &mut next_request, 8, &body);
     // Fill every window with the committed slots a replica keeps.
