@@ -242,7 +242,7 @@ impl Journal {
             return;
         };
         if let Some(forgotten) = slot.take() {
-            self.bodiless -= usize::from(forgotten.lacks_body());
+            self.uncount(Some(&forgotten));
             self.unknown += 1;
         }
     }

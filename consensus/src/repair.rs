@@ -72,15 +72,7 @@ impl<S: StateMachine> Replica<S> {
     /// sound copies of ops storage found damaged. A backup says so in its
     /// acks, so that its primary does not go quiet before its repairs end.
     pub(crate) fn lacks_entries(&self) -> bool {
-        !self.faulty_ops.is_empty()
-            || self.header_gap().is_some()
-            || self.missing_bodies().next().is_some()
-    }
-
-    /// The slots in the window whose header is known and body is not, as
-    /// (op, checksum).
-    fn missing_bodies(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.journal.lacking_bodies()
+        !self.faulty_ops.is_empty() || self.header_gap().is_some() || self.journal.lacks_bodies()
     }
 
     /// The first range of ops whose headers this backup lacks but knows exist.
@@ -161,7 +153,11 @@ impl<S: StateMachine> Replica<S> {
 
     /// Asks for the bodies of slots whose header is known and body is not.
     pub(crate) fn request_missing_prepares(&mut self, effects: &mut Effects) {
-        let wanted: Vec<(u64, u32)> = self.missing_bodies().take(REPAIR_PREPARES_MAX).collect();
+        let wanted: Vec<(u64, u32)> = self
+            .journal
+            .lacking_bodies()
+            .take(REPAIR_PREPARES_MAX)
+            .collect();
         for (index, (op, checksum)) in wanted.into_iter().enumerate() {
             self.request_prepare(op, checksum, index, effects);
         }
@@ -431,7 +427,7 @@ impl<S: StateMachine> Replica<S> {
         let start = notice.log_start_op.get();
         let holds_all_below = self.stored_through() + 1 >= start;
         let damaged_below = self.faulty_ops.range(..start).next().is_some()
-            || self.missing_bodies().any(|(op, _)| op < start);
+            || self.journal.lacking_bodies().any(|(op, _)| op < start);
         if holds_all_below && !damaged_below {
             return; // it holds every op up to the peer's start, sound
         }
