@@ -1,10 +1,14 @@
-//! What the whole machine did during a produce run: how busy its CPUs were
-//! and how fast the data disk wrote, from Linux's `/proc/stat` and
-//! `/proc/diskstats`. On a machine whose speed drifts within a run (a VM
-//! spending its host's CPU or disk budget after tens of seconds of load),
-//! these tell a throttled round from a slower build: the same busy CPU for
-//! fewer records, or a disk writing at a lower rate. The parsers are
-//! **pure**; [`MachineSample::now`] is the thin shell that reads the files.
+//! What the whole machine did during a produce run: how busy its CPUs were,
+//! how fast the data disk wrote and how much memory was free when it began,
+//! from Linux's `/proc/stat`, `/proc/diskstats` and `/proc/meminfo`. On a
+//! machine whose speed drifts within a run (a VM spending its host's CPU or
+//! disk budget after tens of seconds of load), these tell a throttled round
+//! from a slower build: the same busy CPU for fewer records, or a disk
+//! writing at a lower rate. Free memory says how far the page cache had
+//! filled the machine when the run began: on a VM, the pages the cache takes
+//! can cost far more than the copy into them, and how much depends on where
+//! the host stands. The parsers are **pure**; [`MachineSample::now`] is the thin
+//! shell that reads the files.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -19,6 +23,9 @@ const DISKSTATS_SECTOR_BYTES: u64 = 512;
 /// `/proc/diskstats` fields: major, minor, name, then the counters;
 /// sectors written is the 10th field.
 const DISKSTATS_SECTORS_WRITTEN_INDEX: usize = 9;
+
+/// Bytes in a GiB.
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// The machine's CPU time since boot, summed over its CPUs, in clock ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +66,15 @@ pub fn parse_sectors_written(text: &str, major: u64, minor: u64) -> Option<u64> 
     })
 }
 
+/// Bytes of memory free (`MemFree`, neither used nor cache), from a
+/// `/proc/meminfo` text.
+pub fn parse_mem_free_bytes(text: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with("MemFree:"))?;
+    let mut fields = line.split_whitespace().skip(1);
+    let kib: u64 = fields.next()?.parse().ok()?;
+    (fields.next()? == "kB").then_some(kib * 1024)
+}
+
 /// The major and minor numbers of a Linux `dev_t` (glibc's encoding: 12
 /// bits of major and 20 of minor, split across the word).
 pub fn device_numbers(dev: u64) -> (u64, u64) {
@@ -73,6 +89,8 @@ pub struct MachineSample {
     ticks: MachineTicks,
     /// Sectors written to the disk under the data directory, when known.
     sectors_written: Option<u64>,
+    /// Memory free, when known.
+    free_bytes: Option<u64>,
 }
 
 impl MachineSample {
@@ -85,9 +103,13 @@ impl MachineSample {
             let text = std::fs::read_to_string("/proc/diskstats").ok()?;
             parse_sectors_written(&text, major, minor)
         });
+        let free_bytes = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| parse_mem_free_bytes(&text));
         Some(MachineSample {
             ticks,
             sectors_written,
+            free_bytes,
         })
     }
 }
@@ -99,6 +121,8 @@ pub struct MachineLoad {
     pub busy_percent: f64,
     /// Megabytes (10^6 bytes) a second the data disk wrote, when known.
     pub disk_written_mb_per_sec: Option<f64>,
+    /// GiB of memory free when the run began, when known.
+    pub free_gib_at_start: Option<f64>,
 }
 
 impl MachineLoad {
@@ -123,6 +147,7 @@ impl MachineLoad {
         Some(MachineLoad {
             busy_percent: busy as f64 * 100.0 / (busy + idle) as f64,
             disk_written_mb_per_sec,
+            free_gib_at_start: before.free_bytes.map(|bytes| bytes as f64 / GIB),
         })
     }
 }
@@ -167,6 +192,16 @@ mod tests {
     }
 
     #[test]
+    fn free_memory_is_the_memfree_line_in_bytes() {
+        let meminfo = "MemTotal:       24684624 kB\nMemFree:        17113088 kB\n\
+                       MemAvailable:   23211008 kB\n";
+        assert_eq!(parse_mem_free_bytes(meminfo), Some(17113088 * 1024));
+        assert_eq!(parse_mem_free_bytes("MemTotal: 1 kB\n"), None, "no line");
+        assert_eq!(parse_mem_free_bytes("MemFree: 12 MB\n"), None, "not kB");
+        assert_eq!(parse_mem_free_bytes("MemFree: x kB\n"), None);
+    }
+
+    #[test]
     fn device_numbers_split_as_glibc_encodes_them() {
         assert_eq!(device_numbers(0xfe00), (254, 0));
         assert_eq!(device_numbers(0xfe01), (254, 1));
@@ -179,6 +214,7 @@ mod tests {
         let sample = |busy, idle, sectors| MachineSample {
             ticks: MachineTicks { busy, idle },
             sectors_written: sectors,
+            free_bytes: Some(3 << 29),
         };
         let load = MachineLoad::between(
             sample(1_000, 1_000, Some(0)),
@@ -188,6 +224,7 @@ mod tests {
         .expect("two readings");
         assert_eq!(load.busy_percent, 80.0);
         assert_eq!(load.disk_written_mb_per_sec, Some(409.6));
+        assert_eq!(load.free_gib_at_start, Some(1.5));
         let unknown_disk = MachineLoad::between(
             sample(0, 0, None),
             sample(1, 1, Some(5)),

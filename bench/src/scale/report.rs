@@ -529,6 +529,9 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
             if let Some(disk) = machine.disk_written_mb_per_sec {
                 let _ = write!(line, ", disk {disk:.0} MB/s written");
             }
+            if let Some(free) = machine.free_gib_at_start {
+                let _ = write!(line, ", {free:.1} GiB free at start");
+            }
         }
         if let Some(error) = &run.first_error {
             let _ = write!(line, "; first error: {error}");
@@ -593,6 +596,9 @@ fn machine_pair(single: Option<MachineLoad>, all: Option<MachineLoad>) -> String
     {
         let _ = write!(note, ", disk {single:.0} / {all:.0} MB/s written");
     }
+    if let Some((single, all)) = single.free_gib_at_start.zip(all.free_gib_at_start) {
+        let _ = write!(note, ", {single:.1} / {all:.1} GiB free at start");
+    }
     note.push(')');
     note
 }
@@ -653,10 +659,23 @@ mod tests {
         let load = |busy_percent, disk| MachineLoad {
             busy_percent,
             disk_written_mb_per_sec: disk,
+            free_gib_at_start: None,
         };
         assert_eq!(
             machine_pair(Some(load(80.4, Some(408.0))), Some(load(99.6, Some(265.2)))),
             " (machine busy 80 / 100 %, disk 408 / 265 MB/s written)"
+        );
+        let with_free = |free| MachineLoad {
+            free_gib_at_start: free,
+            ..load(80.0, None)
+        };
+        assert_eq!(
+            machine_pair(Some(with_free(Some(16.94))), Some(with_free(Some(4.6)))),
+            " (machine busy 80 / 80 %, 16.9 / 4.6 GiB free at start)"
+        );
+        assert_eq!(
+            machine_pair(Some(with_free(Some(1.0))), Some(with_free(None))),
+            " (machine busy 80 / 80 %)"
         );
         assert_eq!(
             machine_pair(Some(load(80.0, None)), Some(load(99.0, Some(1.0)))),
