@@ -49,6 +49,7 @@
 //! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
 //! | [`rng`] | [`SplitMix64`], the seeded generator behind simulated crashes |
 //! | [`preallocate`] | zero-filled room ahead of files whose fsyncs are small |
+//! | [`direct`] | appends past the page cache: whole-block writes planned around a kept tail block, pooled aligned buffers (not used by the backends yet) |
 //! | [`metrics`] | metric names and recording |
 //!
 //! Invariants that matter most:
@@ -66,6 +67,7 @@
 //!   [`OpenMode::AppendDamaged`], reported for the caller to repair.
 
 mod crc;
+pub mod direct;
 pub mod disk;
 pub mod engine;
 pub mod error;

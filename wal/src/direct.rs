@@ -1,0 +1,464 @@
+//! Appends past the page cache (`O_DIRECT`): planning whole-block writes.
+//!
+//! Why: on the development VM, writing through the page cache took most of a
+//! busy node's CPU once the cache had filled the machine's free memory (see
+//! `bench/README.md`, "a node-wide log and `O_DIRECT` tried"). A direct write
+//! skips the cache: the device takes the bytes from our buffer. The price is
+//! alignment: a direct write covers whole blocks of the file
+//! ([`DIRECT_BLOCK_BYTES`]), from memory aligned to a block.
+//!
+//! A file's appends end anywhere, so a direct append starts at the block that
+//! holds the append end. It carries the bytes of that block already in the
+//! file (the file's *tail*, kept here in memory) before the new bytes, and
+//! zeros after them up to the next block boundary. The file then holds zeros
+//! past its last frame until the next append overwrites them, as the
+//! zero-filled room of [`crate::preallocate`] leaves it: the recovery scan cuts
+//! them as a torn tail, and a clean close cuts them off.
+//!
+//! Rewriting the tail block rewrites bytes that may already be durable, with
+//! the same values: a write torn at any sector leaves each sector old or new,
+//! and both hold those bytes. Two writes of one block must never be in flight
+//! at once (the later could land first and the earlier then undo it), so the
+//! caller keeps at most one direct write in flight per file.
+//!
+//! The module is pure: [`DirectFile`] plans each write into an
+//! [`AlignedBuffer`] from a bounded [`BufferPool`]; the caller writes it, and
+//! reads the tail block when the plan asks for it (after an open or a cut).
+#![allow(unsafe_code)]
+
+/// The block a direct write is aligned to, in offset, length and memory: the
+/// page size, a multiple of every common device's logical block.
+pub const DIRECT_BLOCK_BYTES: usize = 4096;
+
+const BLOCK: u64 = DIRECT_BLOCK_BYTES as u64;
+
+/// Buffers a [`BufferPool`] keeps for reuse; more are dropped when returned.
+pub const POOLED_BUFFERS_MAX: usize = 64;
+
+/// One block of memory, aligned to its size.
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct Block([u8; DIRECT_BLOCK_BYTES]);
+
+const _: () = assert!(std::mem::size_of::<Block>() == DIRECT_BLOCK_BYTES);
+const _: () = assert!(std::mem::align_of::<Block>() == DIRECT_BLOCK_BYTES);
+
+/// Whole blocks of block-aligned memory: the buffer of one direct write.
+#[derive(Default)]
+pub struct AlignedBuffer {
+    blocks: Vec<Block>,
+}
+
+impl AlignedBuffer {
+    /// The buffer's bytes (a whole number of blocks, starting on a block).
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `Block` is `repr(C)` around a byte array, its size equals its
+        // alignment, so a slice of blocks is one run of initialized bytes with
+        // no padding, living as long as `self.blocks` is borrowed.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.blocks.as_ptr().cast::<u8>(),
+                self.blocks.len() * DIRECT_BLOCK_BYTES,
+            )
+        }
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_bytes`, borrowed mutably through `self.blocks`.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.blocks.as_mut_ptr().cast::<u8>(),
+                self.blocks.len() * DIRECT_BLOCK_BYTES,
+            )
+        }
+    }
+
+    /// Makes the buffer exactly `blocks` blocks long. Reused blocks keep their
+    /// old bytes: a plan writes every byte it hands out.
+    fn set_blocks(&mut self, blocks: usize) {
+        self.blocks.resize(blocks, Block([0; DIRECT_BLOCK_BYTES]));
+    }
+}
+
+impl std::fmt::Debug for AlignedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuffer({} blocks)", self.blocks.len())
+    }
+}
+
+/// Buffers of direct writes, reused rather than allocated per write. Bounded:
+/// at most [`POOLED_BUFFERS_MAX`] wait for reuse; a buffer returned beyond
+/// that is dropped.
+#[derive(Debug, Default)]
+pub struct BufferPool {
+    free: Vec<AlignedBuffer>,
+}
+
+impl BufferPool {
+    /// A buffer to plan one write into (empty; the plan sizes it).
+    pub fn take(&mut self) -> AlignedBuffer {
+        self.free.pop().unwrap_or_default()
+    }
+
+    /// Gives a buffer back once its write has completed.
+    pub fn put(&mut self, buffer: AlignedBuffer) {
+        if self.free.len() < POOLED_BUFFERS_MAX {
+            self.free.push(buffer);
+        }
+    }
+
+    /// Buffers waiting for reuse.
+    pub fn pooled(&self) -> usize {
+        self.free.len()
+    }
+}
+
+/// Where a planned direct write goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectWrite {
+    /// The file offset of the buffer's first byte (a block boundary).
+    pub offset: u64,
+    /// Bytes to write: the whole buffer, a whole number of blocks.
+    pub len: u64,
+}
+
+/// What planning an append needs first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// Written into the buffer: write it.
+    Ready(DirectWrite),
+    /// The tail block is not known: read the block at `offset` and hand its
+    /// bytes to [`DirectFile::set_tail`], then plan again.
+    ReadTail {
+        /// The block's offset in the file.
+        offset: u64,
+    },
+}
+
+/// One file appended to with direct writes: its end and the bytes of its last
+/// partial block.
+#[derive(Clone)]
+pub struct DirectFile {
+    /// Bytes the file holds (its frames), not counting padding past them.
+    end: u64,
+    /// The block holding `end`, when known: the file's bytes below `end`, then
+    /// zeros. Known empty when `end` is on a block boundary.
+    tail: Option<Block>,
+}
+
+impl std::fmt::Debug for DirectFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectFile")
+            .field("end", &self.end)
+            .field("tail_known", &self.tail.is_some())
+            .finish()
+    }
+}
+
+impl DirectFile {
+    /// A file holding `end` bytes; its tail block is read before the first
+    /// append unless `end` is on a block boundary.
+    pub fn new(end: u64) -> DirectFile {
+        DirectFile {
+            end,
+            tail: (end % BLOCK == 0).then_some(Block([0; DIRECT_BLOCK_BYTES])),
+        }
+    }
+
+    /// Bytes the file holds.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// The offset of the block holding the end.
+    fn tail_offset(&self) -> u64 {
+        self.end - self.end % BLOCK
+    }
+
+    /// Bytes of the tail block below the end.
+    fn tail_len(&self) -> usize {
+        (self.end % BLOCK) as usize
+    }
+
+    /// Takes the tail block's bytes as read from the file (at `offset`, as
+    /// [`Plan::ReadTail`] asked). A short read is fine as long as it reaches
+    /// the end; bytes past the end are ignored. Fails when it does not reach
+    /// the end: the file is shorter than we believe.
+    pub fn set_tail(&mut self, offset: u64, read: &[u8]) -> Result<(), ShortTail> {
+        assert_eq!(offset, self.tail_offset(), "the tail read at its block");
+        let len = self.tail_len();
+        if read.len() < len {
+            return Err(ShortTail {
+                offset,
+                read: read.len(),
+                needed: len,
+            });
+        }
+        let mut block = Block([0; DIRECT_BLOCK_BYTES]);
+        block.0[..len].copy_from_slice(&read[..len]);
+        self.tail = Some(block);
+        Ok(())
+    }
+
+    /// Plans appending `parts` (in order) at `offset`, which must be the end:
+    /// fills `buffer` with the tail block's bytes, the parts and zeros to the
+    /// next block boundary, and moves the end past the parts. Asks for the
+    /// tail block first when it is not known.
+    ///
+    /// Once planned, the write must be carried out (or the file given up on:
+    /// a failed write poisons it): the tail kept here already holds its bytes.
+    pub fn plan(&mut self, offset: u64, parts: &[&[u8]], buffer: &mut AlignedBuffer) -> Plan {
+        assert_eq!(offset, self.end, "direct writes append at the end");
+        let Some(tail) = self.tail else {
+            return Plan::ReadTail {
+                offset: self.tail_offset(),
+            };
+        };
+        let start = self.tail_offset();
+        let head = self.tail_len();
+        let added: usize = parts.iter().map(|part| part.len()).sum();
+        let new_end = self.end + added as u64;
+        let blocks = (new_end - start).div_ceil(BLOCK) as usize;
+        buffer.set_blocks(blocks);
+        let bytes = buffer.as_bytes_mut();
+        bytes[..head].copy_from_slice(&tail.0[..head]);
+        let mut at = head;
+        for part in parts {
+            bytes[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        bytes[at..].fill(0);
+        let last_block = bytes.len() - DIRECT_BLOCK_BYTES;
+        let mut next_tail = Block([0; DIRECT_BLOCK_BYTES]);
+        let kept = (new_end % BLOCK) as usize;
+        next_tail.0[..kept].copy_from_slice(&bytes[last_block..last_block + kept]);
+        self.end = new_end;
+        self.tail = Some(next_tail);
+        self.assert_invariants();
+        Plan::Ready(DirectWrite {
+            offset: start,
+            len: bytes.len() as u64,
+        })
+    }
+
+    /// The file was cut to `len` bytes: the tail is kept when the cut falls in
+    /// its block, and read again otherwise.
+    pub fn cut(&mut self, len: u64) {
+        assert!(len <= self.end, "a cut shortens the file");
+        let same_block = len - len % BLOCK == self.tail_offset();
+        self.end = len;
+        let kept = self.tail_len();
+        self.tail = match self.tail {
+            Some(mut block) if same_block => {
+                block.0[kept..].fill(0);
+                Some(block)
+            }
+            _ if kept == 0 => Some(Block([0; DIRECT_BLOCK_BYTES])),
+            _ => None,
+        };
+        self.assert_invariants();
+    }
+
+    /// The tail, when known, holds zeros from the end on.
+    pub fn assert_invariants(&self) {
+        if let Some(tail) = &self.tail {
+            assert!(
+                tail.0[self.tail_len()..].iter().all(|&byte| byte == 0),
+                "the tail block holds zeros past the end {}",
+                self.end
+            );
+        }
+        assert!(
+            self.tail.is_some() || self.end % BLOCK != 0,
+            "a tail on a block boundary is known empty"
+        );
+    }
+}
+
+/// The tail block read back from the file did not reach the end we keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the block at {offset} read {read} bytes, short of the {needed} below the file's end")]
+pub struct ShortTail {
+    /// The block's offset.
+    pub offset: u64,
+    /// Bytes read.
+    pub read: usize,
+    /// Bytes needed.
+    pub needed: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// A file as the device holds it: writes land as planned.
+    #[derive(Default)]
+    struct Device(Vec<u8>);
+
+    impl Device {
+        fn write(&mut self, write: DirectWrite, buffer: &AlignedBuffer) {
+            assert_eq!(write.offset % BLOCK, 0, "offset on a block");
+            assert_eq!(write.len % BLOCK, 0, "whole blocks");
+            assert_eq!(write.len as usize, buffer.as_bytes().len());
+            assert_eq!(
+                buffer.as_bytes().as_ptr() as usize % DIRECT_BLOCK_BYTES,
+                0,
+                "memory on a block"
+            );
+            let (offset, len) = (write.offset as usize, write.len as usize);
+            if self.0.len() < offset + len {
+                self.0.resize(offset + len, 0);
+            }
+            self.0[offset..offset + len].copy_from_slice(buffer.as_bytes());
+        }
+
+        fn read_block(&self, offset: u64) -> &[u8] {
+            let offset = offset as usize;
+            let end = (offset + DIRECT_BLOCK_BYTES).min(self.0.len());
+            &self.0[offset.min(end)..end]
+        }
+    }
+
+    /// Appends through `file`, reading the tail from `device` when asked.
+    fn append(
+        file: &mut DirectFile,
+        device: &mut Device,
+        pool: &mut BufferPool,
+        parts: &[&[u8]],
+    ) -> DirectWrite {
+        let mut buffer = pool.take();
+        let write = loop {
+            match file.plan(file.end(), parts, &mut buffer) {
+                Plan::Ready(write) => break write,
+                Plan::ReadTail { offset } => file
+                    .set_tail(offset, device.read_block(offset))
+                    .expect("the device holds the tail"),
+            }
+        };
+        device.write(write, &buffer);
+        pool.put(buffer);
+        write
+    }
+
+    #[test]
+    fn appends_rewrite_the_tail_block_and_pad_with_zeros() {
+        let (mut file, mut device, mut pool) =
+            (DirectFile::new(0), Device::default(), BufferPool::default());
+        let first = append(&mut file, &mut device, &mut pool, &[b"abc", &[7; 5000]]);
+        assert_eq!(
+            first,
+            DirectWrite {
+                offset: 0,
+                len: 8192
+            }
+        );
+        let second = append(&mut file, &mut device, &mut pool, &[b"xyz"]);
+        assert_eq!(
+            second,
+            DirectWrite {
+                offset: 4096,
+                len: 4096
+            }
+        );
+        assert_eq!(file.end(), 5006);
+        assert_eq!(&device.0[..3], b"abc");
+        assert!(device.0[3..5003].iter().all(|&byte| byte == 7));
+        assert_eq!(&device.0[5003..5006], b"xyz");
+        assert!(
+            device.0[5006..].iter().all(|&byte| byte == 0),
+            "zeros past the end"
+        );
+        assert_eq!(pool.pooled(), 1, "one buffer, reused");
+    }
+
+    #[test]
+    fn a_reopened_file_reads_its_tail_once() {
+        let mut device = Device(vec![9; 6000]);
+        let mut file = DirectFile::new(6000);
+        let mut buffer = AlignedBuffer::default();
+        assert_eq!(
+            file.plan(6000, &[b"a"], &mut buffer),
+            Plan::ReadTail { offset: 4096 }
+        );
+        assert_eq!(
+            file.set_tail(4096, &device.0[4096..5000]),
+            Err(ShortTail {
+                offset: 4096,
+                read: 904,
+                needed: 1904
+            })
+        );
+        file.set_tail(4096, device.read_block(4096))
+            .expect("whole tail");
+        let Plan::Ready(write) = file.plan(6000, &[b"a"], &mut buffer) else {
+            panic!("the tail is known");
+        };
+        device.write(write, &buffer);
+        assert!(device.0[..6000].iter().all(|&byte| byte == 9));
+        assert_eq!(device.0[6000], b'a');
+        assert_eq!(
+            DirectFile::new(8192).plan(8192, &[b"b"], &mut buffer),
+            Plan::Ready(DirectWrite {
+                offset: 8192,
+                len: 4096
+            })
+        );
+    }
+
+    /// Random appends, cuts and reopens: the device always holds exactly the
+    /// bytes appended (less those cut), then zeros to the block boundary.
+    #[test]
+    fn random_appends_cuts_and_reopens_keep_the_bytes() {
+        for seed in 0..200 {
+            let mut rng = SplitMix64::new(seed);
+            let (mut file, mut device, mut pool) =
+                (DirectFile::new(0), Device::default(), BufferPool::default());
+            let mut expected: Vec<u8> = Vec::new();
+            for step in 0..40 {
+                match rng.next_u64() % 10 {
+                    0 => {
+                        let len = rng.next_u64() % (expected.len() as u64 + 1);
+                        file.cut(len);
+                        expected.truncate(len as usize);
+                        device.0.truncate(len as usize); // as `ftruncate` does
+                    }
+                    1 => file = DirectFile::new(file.end()),
+                    _ => {
+                        let parts: Vec<Vec<u8>> = (0..1 + rng.next_u64() % 4)
+                            .map(|part| {
+                                let len = (rng.next_u64() % 9000) as usize;
+                                vec![(seed as u8) ^ (step as u8) ^ (part as u8) | 1; len]
+                            })
+                            .collect();
+                        let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+                        append(&mut file, &mut device, &mut pool, &slices);
+                        parts
+                            .iter()
+                            .for_each(|part| expected.extend_from_slice(part));
+                    }
+                }
+                assert_eq!(file.end(), expected.len() as u64, "seed {seed} step {step}");
+                assert_eq!(
+                    &device.0[..expected.len()],
+                    &expected[..],
+                    "seed {seed} step {step}"
+                );
+                assert!(
+                    device.0[expected.len()..].iter().all(|&byte| byte == 0),
+                    "seed {seed} step {step}"
+                );
+                file.assert_invariants();
+            }
+        }
+    }
+
+    #[test]
+    fn the_pool_is_bounded() {
+        let mut pool = BufferPool::default();
+        let buffers: Vec<AlignedBuffer> =
+            (0..POOLED_BUFFERS_MAX + 5).map(|_| pool.take()).collect();
+        buffers.into_iter().for_each(|buffer| pool.put(buffer));
+        assert_eq!(pool.pooled(), POOLED_BUFFERS_MAX);
+    }
+}
