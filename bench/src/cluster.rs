@@ -110,12 +110,14 @@ impl LocalCluster {
     /// Writes the configuration of `count` nodes under `data_dir` (a fresh
     /// temporary directory when `None`) and starts every node; with `tls`,
     /// first makes a CA and node certificates (`strand-server certs`) and
-    /// turns TLS on in every configuration.
+    /// turns TLS on in every configuration; with `direct_io`, the nodes'
+    /// WALs append past the page cache (`direct_io = true`).
     pub fn start(
         count: u32,
         server_bin: PathBuf,
         data_dir: Option<PathBuf>,
         tls: bool,
+        direct_io: bool,
     ) -> Result<LocalCluster, BenchError> {
         if !(1..=NODES_MAX).contains(&count) {
             return Err(BenchError::Options(format!(
@@ -152,7 +154,7 @@ impl LocalCluster {
             .transpose()
             .map_err(|error| BenchError::Cluster(format!("admin password: {error}")))?;
         let secured = tls.then_some((certs.as_path(), admin_hash.as_deref().unwrap_or_default()));
-        let nodes = configure(&dir, count, secured)?;
+        let nodes = configure(&dir, count, secured, direct_io)?;
         let mut cluster = LocalCluster {
             server_bin,
             nodes,
@@ -447,6 +449,7 @@ fn configure(
     dir: &Path,
     count: u32,
     secured: Option<(&Path, &str)>,
+    direct_io: bool,
 ) -> Result<Vec<LocalNode>, BenchError> {
     let ports = free_ports(3 * count as usize)?;
     let addresses: Vec<[String; 3]> = ports
@@ -471,8 +474,10 @@ fn configure(
                 certs.join(format!("node-{node}.key")).display().to_string()
             )
         });
+        // Written only when asked for: a server older than the key refuses it.
+        let direct = if direct_io { "direct_io = true\n" } else { "" };
         let config = format!(
-            "node = {node}\ncluster = {CLUSTER_ID}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{tls}{peers}",
+            "node = {node}\ncluster = {CLUSTER_ID}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{direct}{tls}{peers}",
             data.display().to_string()
         );
         let path = dir.join(format!("node-{node}.toml"));
@@ -569,7 +574,8 @@ mod tests {
         std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).expect("the script");
         let chmod = Command::new("chmod").arg("+x").arg(&script).status();
         assert!(chmod.is_ok_and(|status| status.success()));
-        LocalCluster::start(count, script, Some(dir.join("cluster")), false).expect("started")
+        LocalCluster::start(count, script, Some(dir.join("cluster")), false, false)
+            .expect("started")
     }
 
     #[test]
@@ -612,7 +618,7 @@ mod tests {
     #[test]
     fn every_node_lists_every_peer() {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let nodes = configure(dir.path(), 3, None).expect("configs");
+        let nodes = configure(dir.path(), 3, None, false).expect("configs");
         let config = std::fs::read_to_string(&nodes[1].config).expect("node 2's config");
         assert!(config.starts_with("node = 2\n"), "{config}");
         assert_eq!(config.matches("[[peers]]").count(), 3);

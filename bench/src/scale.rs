@@ -84,7 +84,13 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, BenchError> {
     options.validate()?;
     let server_bin = cluster::locate_server_binary(options.server_bin.as_deref())?;
     let t0 = Instant::now();
-    let cluster = LocalCluster::start(options.nodes, server_bin, options.data_dir.clone(), false)?;
+    let cluster = LocalCluster::start(
+        options.nodes,
+        server_bin,
+        options.data_dir.clone(),
+        false,
+        options.direct_io,
+    )?;
     let progress = Progress::new(options.quiet, t0);
     progress.say(format!(
         "started {} nodes in {}",

@@ -11,6 +11,7 @@
 //! retention_check_ms = 30000            # optional: how often age retention is applied
 //! disk_reserve_bytes = 1073741824       # optional: free space kept; produces refused below it
 //! insecure = false                      # optional: allow plaintext listeners off loopback
+//! direct_io = false                     # optional: append past the page cache (O_DIRECT)
 //!
 //! [auth]                                # optional
 //! required = true                       # connections sign in; operations are checked against permissions
@@ -161,6 +162,8 @@ struct FileConfig {
     #[serde(default)]
     insecure: bool,
     #[serde(default)]
+    direct_io: bool,
+    #[serde(default)]
     auth: AuthConfig,
 }
 
@@ -196,6 +199,10 @@ pub struct NodeConfig {
     pub tls: Option<TlsFiles>,
     /// Plaintext listeners off loopback were asked for explicitly.
     pub insecure: bool,
+    /// The WAL appends past the page cache (`O_DIRECT`) where the file
+    /// system allows: steadier on a machine whose page cache is dear, at
+    /// the price of reading recent records from the disk.
+    pub direct_io: bool,
     /// Signing in and rights.
     pub auth: AuthConfig,
     /// Durability for topics that do not say.
@@ -327,6 +334,7 @@ impl NodeConfig {
             disk_reserve_bytes: file.disk_reserve_bytes,
             tls,
             insecure: file.insecure,
+            direct_io: file.direct_io,
             auth: file.auth,
             default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
             default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
@@ -530,6 +538,11 @@ mod tests {
         assert_eq!(config.me().replica_address, "127.0.0.1:7102");
         assert_eq!(config.default_durability, Durability::Persisted);
         assert_eq!(config.default_confirm, ConfirmPolicy::MajorityDurable);
+        assert!(!config.direct_io, "through the page cache unless asked");
+        let direct = GOOD.replacen("cluster = 9", "cluster = 9\n        direct_io = true", 1);
+        let config =
+            NodeConfig::parse(Path::new("x.toml"), &direct, Overrides::default()).expect("valid");
+        assert!(config.direct_io);
     }
 
     #[test]

@@ -138,6 +138,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let wal = Wal::start(WalConfig {
         observer: Some(Arc::new(WalMetrics)),
         descriptors_max: budget.wal,
+        direct_appends: config.direct_io,
         ..WalConfig::default()
     })
     .map_err(|error| NodeError::Wal(error.to_string()))?;

@@ -73,6 +73,12 @@ impl AlignedBuffer {
         }
     }
 
+    /// The buffer as one block, to read a tail block into.
+    pub(crate) fn block_mut(&mut self) -> &mut [u8] {
+        self.set_blocks(1);
+        self.as_bytes_mut()
+    }
+
     /// Makes the buffer exactly `blocks` blocks long. Reused blocks keep their
     /// old bytes: a plan writes every byte it hands out.
     fn set_blocks(&mut self, blocks: usize) {

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -57,13 +57,20 @@ struct DiskFile {
     path: PathBuf,
     /// Device and inode at open: what a reopen of `path` must find.
     identity: (u64, u64),
+    /// Written past the page cache: the descriptor is opened `O_DIRECT`.
+    direct: bool,
 }
 
 impl DiskFile {
     /// The descriptor, reopening the path if it was released.
     fn handle(&mut self) -> io::Result<&File> {
         if self.handle.is_none() {
-            let handle = OpenOptions::new().read(true).write(true).open(&self.path)?;
+            let mut options = OpenOptions::new();
+            options.read(true).write(true);
+            if self.direct {
+                options.custom_flags(libc::O_DIRECT);
+            }
+            let handle = options.open(&self.path)?;
             if identity_of(&handle)? != self.identity {
                 // The path now names another file (moved or replaced).
                 return Err(io::Error::from_raw_os_error(libc::ESTALE));
@@ -87,6 +94,55 @@ impl DiskStorage {
 
     /// The raw descriptor of an open file (for the io_uring backend),
     /// reopened if it was released.
+    /// Writes `file` past the page cache from now on (`O_DIRECT`), or through
+    /// it again: the descriptor is reopened with the new flags on its next use.
+    /// Fails where the file system refuses `O_DIRECT` (the file stays as it was).
+    pub(crate) fn set_direct(&mut self, file: FileId, direct: bool) -> io::Result<()> {
+        let entry = self.files.get_mut(&file).ok_or_else(unknown_file)?;
+        if entry.direct == direct {
+            return Ok(());
+        }
+        let held = entry.handle.take();
+        entry.direct = direct;
+        if let Err(error) = entry.handle() {
+            entry.direct = !direct;
+            entry.handle = held;
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Reads up to `buffer.len()` bytes at `offset`, fewer only at the end of
+    /// the file; returns how many.
+    pub(crate) fn read_at_most(
+        &mut self,
+        file: FileId,
+        offset: u64,
+        buffer: &mut [u8],
+    ) -> io::Result<usize> {
+        let handle = self.handle(file)?;
+        let mut done = 0;
+        while done < buffer.len() {
+            match handle.read_at(&mut buffer[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(read) => done += read,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Writes `bytes` at `offset` as they are (a direct write's whole blocks).
+    pub(crate) fn write_whole(
+        &mut self,
+        file: FileId,
+        offset: u64,
+        bytes: &[u8],
+    ) -> io::Result<()> {
+        self.handle(file)?.write_all_at(bytes, offset)
+    }
+
     pub(crate) fn raw_fd(&mut self, file: FileId) -> io::Result<RawFd> {
         Ok(self.handle(file)?.as_raw_fd())
     }
@@ -195,12 +251,19 @@ impl Storage for DiskStorage {
                 handle,
                 path,
                 identity,
+                direct: false,
             },
         );
         Ok(len)
     }
 
     fn read_all(&mut self, file: FileId) -> io::Result<Vec<u8>> {
+        let entry = self.files.get_mut(&file).ok_or_else(unknown_file)?;
+        if entry.direct {
+            // A direct descriptor reads only into aligned memory: read through
+            // the cache instead (the kernel keeps the two coherent).
+            return std::fs::read(&entry.path);
+        }
         let mut handle = self.handle(file)?;
         let mut bytes = Vec::new();
         handle.seek(SeekFrom::Start(0))?;

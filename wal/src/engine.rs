@@ -63,6 +63,8 @@ pub struct WalCore<S: Storage> {
     queue: VecDeque<Request>,
     queue_capacity: usize,
     sync_bytes_max: u64,
+    /// Files opened from now on append past the page cache, where they can.
+    direct_appends: bool,
     observer: Arc<dyn IoObserver>,
     /// Batches handed to the pipeline and not yet reaped.
     in_flight: usize,
@@ -134,6 +136,7 @@ impl<S: Storage> WalCore<S> {
             queue: VecDeque::new(),
             queue_capacity,
             sync_bytes_max: SYNC_BYTES_MAX_DEFAULT,
+            direct_appends: false,
             observer: Arc::new(NoObserver),
             in_flight: 0,
             touched: BTreeSet::new(),
@@ -183,6 +186,13 @@ impl<S: Storage> WalCore<S> {
     pub fn set_sync_bytes_max(&mut self, bytes: u64) {
         assert!(bytes > 0);
         self.sync_bytes_max = bytes;
+    }
+
+    /// Appends to files opened from now on past the page cache, where the
+    /// backend can (see [`crate::direct`]). Off by default. A file written
+    /// in place goes back through the cache for good.
+    pub fn set_direct_appends(&mut self, direct: bool) {
+        self.direct_appends = direct;
     }
 
     /// Installs an observer that sees every completed I/O.
@@ -246,7 +256,8 @@ impl<S: Storage> WalCore<S> {
         let (report, contents) = recovered.inspect_err(|_| self.storage.close(file))?;
         let len = contents.len() as u64;
         assert!(len == report.valid_len || len == report.total_len);
-        let state = FileState::recovered(path.to_path_buf(), len);
+        let mut state = FileState::recovered(path.to_path_buf(), len);
+        state.direct = self.direct_appends && self.storage.set_direct(file, len, true);
         self.files.insert(file, state);
         self.paths.insert(path.to_path_buf(), file);
         self.note_use(file);
@@ -445,8 +456,14 @@ impl<S: Storage> WalCore<S> {
             Request::Append { frame, .. } => {
                 let queued = state.bytes_not_yet_syncing();
                 let over_cap = queued > 0 && queued + frame.len() > self.sync_bytes_max;
-                let at_bound =
-                    !turn.contains(file) && state.writes_retained() >= WRITE_BATCHES_IN_FLIGHT_MAX;
+                // A direct file's next write may rewrite the block its last
+                // one ends in: never two of them in flight.
+                let at_bound = !turn.contains(file)
+                    && if state.direct {
+                        state.writes_in_flight() > 0
+                    } else {
+                        state.writes_retained() >= WRITE_BATCHES_IN_FLIGHT_MAX
+                    };
                 over_cap || at_bound
             }
             Request::WriteAt { .. } => turn.contains(file) || state.writes_retained() > 0,
@@ -609,6 +626,9 @@ impl<S: Storage> WalCore<S> {
             unreachable!("only in-place writes are planned here");
         };
         let kind = request_kind(ack);
+        if let Err(error) = self.stop_direct(file) {
+            return out.push(rejected(file, user_data, kind, error));
+        }
         let state = match self.writable(file) {
             Ok(state) => state,
             Err(error) => return out.push(rejected(file, user_data, kind, error)),
@@ -627,6 +647,26 @@ impl<S: Storage> WalCore<S> {
         turn.add_write_at(file, state, offset, frame, user_data, ack);
         self.note_use(file);
         self.touched.insert(file);
+    }
+
+    /// Writes `file` through the page cache again, if it was direct: an
+    /// in-place write goes where it must, not at the end (nothing of the file
+    /// is in flight: such a write waits for that). Fails when the backend
+    /// cannot switch the file back.
+    fn stop_direct(&mut self, file: FileId) -> Result<(), WalError> {
+        let Some(state) = self.files.get_mut(&file).filter(|state| state.direct) else {
+            return Ok(());
+        };
+        assert_eq!(state.writes_retained(), 0, "{file}: nothing in flight");
+        state.direct = self.storage.set_direct(file, state.append_end, false);
+        if state.direct {
+            return Err(WalError::Io {
+                file,
+                op: IoOp::Open,
+                errno: libc::EIO,
+            });
+        }
+        Ok(())
     }
 
     /// Starts the turn's batches (each with a linked fdatasync when a waiter
@@ -670,6 +710,9 @@ impl<S: Storage> WalCore<S> {
         let Some(state) = self.files.get_mut(&file).filter(|s| s.poisoned.is_none()) else {
             return;
         };
+        if state.direct {
+            return; // a direct append pads its own last block
+        }
         let Some(fill) = state.preallocation.fill_due(state.append_end) else {
             return;
         };
@@ -695,7 +738,8 @@ impl<S: Storage> WalCore<S> {
             return;
         };
         let end = state.append_end;
-        if state.poisoned.is_some() || !state.preallocation.has_room_past(end) {
+        let padded = state.direct && end % crate::direct::DIRECT_BLOCK_BYTES as u64 != 0;
+        if state.poisoned.is_some() || !(state.preallocation.has_room_past(end) || padded) {
             return;
         }
         assert!(
@@ -878,7 +922,10 @@ impl<S: Storage> WalCore<S> {
         }
         let state = self.files.get_mut(&file).expect("checked above");
         // set_len syncs the file, so everything up to `len` is durable now.
+        // The backend still writes it as it did (direct or not).
+        let direct = state.direct;
         *state = FileState::recovered(state.path.clone(), len);
+        state.direct = direct;
         Ok(FileRange { offset: 0, len })
     }
 

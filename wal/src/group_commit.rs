@@ -101,6 +101,9 @@ pub(crate) struct FileState {
     pub poisoned: Option<PoisonCause>,
     /// Zero-filled room ahead of the appends (see `preallocate`).
     pub preallocation: Preallocation,
+    /// Appended past the page cache (see `direct`): one write batch in
+    /// flight at a time, no zero-filled room.
+    pub direct: bool,
     last_seq: u64,
     written_seq: u64,
     durable_seq: u64,
@@ -119,6 +122,7 @@ impl FileState {
             durable_end: len,
             poisoned: None,
             preallocation: Preallocation::new(len),
+            direct: false,
             last_seq: 0,
             written_seq: 0,
             durable_seq: 0,
@@ -173,6 +177,14 @@ impl FileState {
     /// behind one that is not (bounded by [`WRITE_BATCHES_IN_FLIGHT_MAX`]).
     pub fn writes_retained(&self) -> usize {
         self.writes.len()
+    }
+
+    /// Write batches whose writes have not finished.
+    pub fn writes_in_flight(&self) -> usize {
+        self.writes
+            .iter()
+            .filter(|write| write.state == WriteState::InFlight)
+            .count()
     }
 
     /// Bytes queued after what the next fdatasync would start from: the end

@@ -21,6 +21,11 @@
 //! waits), the fsync cap just named, and a per-file byte cap (4 MiB queued
 //! past what the file's fsync in flight covers).
 //!
+//! With [`WalConfig::direct_appends`] (off by default), files append past the
+//! page cache (`O_DIRECT`, see [`direct`]) where the io_uring backend and the
+//! file system allow: one write batch in flight per such file, each a run of
+//! whole blocks; an in-place write takes the file back through the cache.
+//!
 //! A file whose fsyncs keep carrying only a few KiB gets zero-filled room
 //! written ahead of its appends (see [`preallocate`]): its fsyncs then flush
 //! data into existing blocks and skip the size commit. Close and rename cut
@@ -49,7 +54,7 @@
 //! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
 //! | [`rng`] | [`SplitMix64`], the seeded generator behind simulated crashes |
 //! | [`preallocate`] | zero-filled room ahead of files whose fsyncs are small |
-//! | [`direct`] | appends past the page cache: whole-block writes planned around a kept tail block, pooled aligned buffers (not used by the backends yet) |
+//! | [`direct`] | appends past the page cache: whole-block writes planned around a kept tail block, pooled aligned buffers (the io_uring backend's, with [`WalConfig::direct_appends`]) |
 //! | [`metrics`] | metric names and recording |
 //!
 //! Invariants that matter most:

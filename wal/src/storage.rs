@@ -69,6 +69,17 @@ pub trait Storage {
     /// quietly keep every descriptor.
     fn release_descriptor(&mut self, file: FileId);
 
+    /// Writes `file`'s appends past the page cache (`direct`: see
+    /// [`crate::direct`]), its end being `end`, or through the cache again.
+    /// Returns whether its appends now go direct: a backend (or file system)
+    /// without direct writes answers false, and the file stays as it was.
+    /// While a file is direct its writes are appends at its end, one batch in
+    /// flight at a time.
+    fn set_direct(&mut self, file: FileId, end: u64, direct: bool) -> bool {
+        let _ = (file, end, direct);
+        false
+    }
+
     /// Writes `len` zero bytes at `offset` (room ahead of the appends, see
     /// `preallocate`). Syncs nothing. The default writes them through
     /// [`Storage::write_at`] in pieces of at most 1 MiB.
@@ -179,6 +190,9 @@ impl<S: Storage + ?Sized> Storage for Box<S> {
     }
     fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
         (**self).zero_fill(file, offset, len)
+    }
+    fn set_direct(&mut self, file: FileId, end: u64, direct: bool) -> bool {
+        (**self).set_direct(file, end, direct)
     }
     fn rename(&mut self, file: FileId, to: &Path) -> io::Result<()> {
         (**self).rename(file, to)

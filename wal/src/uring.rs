@@ -33,6 +33,7 @@
 //! parked.
 #![allow(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -43,8 +44,10 @@ use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
+use crate::direct::{AlignedBuffer, BufferPool, DirectFile, Plan};
 use crate::disk::DiskStorage;
 use crate::error::IoOp;
+use crate::frame::Frame;
 use crate::request::{FileId, OpenMode};
 use crate::storage::{
     BatchOutcome, FileBatch, IoEvent, IoObserver, NoObserver, Pipeline, Storage,
@@ -204,11 +207,18 @@ struct Chain {
     /// Started by [`Storage::execute`] at this position of its slice; it
     /// waits for the chain itself.
     blocking: Option<usize>,
+    /// A direct append's whole blocks (its one write points here instead
+    /// of at the frames); back to the pool when the chain finishes.
+    direct: Option<AlignedBuffer>,
 }
 
 /// Real files, with group commits executed through io_uring, pipelined.
 pub struct UringStorage {
     disk: DiskStorage,
+    /// Files whose appends go past the page cache, and their tail blocks.
+    direct: BTreeMap<FileId, DirectFile>,
+    /// Buffers of direct writes.
+    direct_buffers: BufferPool,
     ring: IoUring,
     chains: Vec<Option<Chain>>,
     free_slots: Vec<usize>,
@@ -278,6 +288,8 @@ impl UringStorage {
         let skip_success = ring.params().is_feature_skip_cqe_on_success();
         Ok(UringStorage {
             disk: DiskStorage::new(),
+            direct: BTreeMap::new(),
+            direct_buffers: BufferPool::default(),
             ring,
             chains: Vec::new(),
             free_slots: Vec::new(),
@@ -298,6 +310,49 @@ impl UringStorage {
 
     /// Starts one batch: pushes its chain, or runs it with plain calls when it
     /// cannot go through the ring (too long, or the descriptor is unknown).
+    /// For a direct file's append: plans its one whole-block write (reading
+    /// the tail block first if it is not known) and returns its buffer. `None`
+    /// for any other batch.
+    fn plan_direct(
+        &mut self,
+        batch: &FileBatch,
+        iovecs: &mut Vec<libc::iovec>,
+        ops: &mut Vec<Op>,
+    ) -> io::Result<Option<AlignedBuffer>> {
+        if batch.frames.is_empty() {
+            return Ok(None);
+        }
+        let Some(direct) = self.direct.get_mut(&batch.file) else {
+            return Ok(None);
+        };
+        let parts: Vec<&[u8]> = batch.frames.iter().flat_map(Frame::parts).collect();
+        let mut buffer = self.direct_buffers.take();
+        let write = loop {
+            match direct.plan(batch.offset, &parts, &mut buffer) {
+                Plan::Ready(write) => break write,
+                Plan::ReadTail { offset } => {
+                    let block = buffer.block_mut();
+                    let read = self.disk.read_at_most(batch.file, offset, block)?;
+                    direct
+                        .set_tail(offset, &block[..read])
+                        .map_err(|short| io::Error::new(io::ErrorKind::UnexpectedEof, short))?;
+                }
+            }
+        };
+        iovecs.push(iovec_of(buffer.as_bytes()));
+        ops.push(Op {
+            kind: OpKind::Write {
+                offset: write.offset,
+                len: write.len,
+                frames: (0, batch.frames.len()),
+                iovecs: (0, 1),
+            },
+            result: None,
+            reaped_at: None,
+        });
+        Ok(Some(buffer))
+    }
+
     fn start_chain(
         &mut self,
         mut batch: FileBatch,
@@ -307,7 +362,18 @@ impl UringStorage {
         assert!(batch.outcome.is_none(), "batch started twice");
         let mut iovecs = Vec::new();
         let mut ops = Vec::new();
-        plan_writes(&batch, &mut iovecs, &mut ops);
+        let direct = match self.plan_direct(&batch, &mut iovecs, &mut ops) {
+            Ok(direct) => direct,
+            Err(error) => {
+                let errno = crate::error::errno_of(&error);
+                batch.outcome = Some(write_failed(observer, &batch, errno));
+                self.push_finished(batch, blocking);
+                return;
+            }
+        };
+        if direct.is_none() {
+            plan_writes(&batch, &mut iovecs, &mut ops);
+        }
         if batch.sync {
             ops.push(Op {
                 kind: OpKind::Sync,
@@ -318,6 +384,16 @@ impl UringStorage {
         let fd = self.disk.raw_fd(batch.file);
         let sq_capacity = self.ring.params().sq_entries() as usize;
         if ops.is_empty() || ops.len() > sq_capacity || fd.is_err() {
+            if let Some(buffer) = direct {
+                // Only a descriptor that cannot be had brings a direct write here.
+                let errno = fd
+                    .err()
+                    .map_or(libc::EIO, |error| crate::error::errno_of(&error));
+                self.direct_buffers.put(buffer);
+                batch.outcome = Some(write_failed(observer, &batch, errno));
+                self.push_finished(batch, blocking);
+                return;
+            }
             execute_sequential(&mut self.disk, &mut batch, observer);
             self.push_finished(batch, blocking);
             return;
@@ -339,6 +415,7 @@ impl UringStorage {
             pending: completions,
             started: Instant::now(),
             blocking,
+            direct,
         });
         for (index, op) in chain.ops.iter().enumerate() {
             let link = index + 1 < chain_len;
@@ -352,7 +429,8 @@ impl UringStorage {
             }
             let entry = build_entry(fd, op, &chain.iovecs.0, user_data, flags);
             // SAFETY: the entry points at `chain.iovecs`, which point at frame
-            // headers and payloads owned by `chain.batch`. The chain stays in its
+            // headers and payloads owned by `chain.batch`, or at the blocks of
+            // `chain.direct` (a heap buffer, unmoved while the chain lives). The chain stays in its
             // slot, unchanged, until the completion of its last entry is reaped
             // (`drain_completions`), and `Drop` waits for that. The fd stays
             // open: the engine closes a file only when nothing of it is in flight.
@@ -510,9 +588,13 @@ impl UringStorage {
             ops,
             started,
             blocking,
+            direct,
             ..
         } = chain;
-        let outcome = self.settle_batch(&batch, &ops, started, observer);
+        let outcome = self.settle_batch(&batch, &ops, direct.as_ref(), started, observer);
+        if let Some(buffer) = direct {
+            self.direct_buffers.put(buffer);
+        }
         batch.outcome = Some(outcome);
         self.push_finished(batch, blocking);
     }
@@ -551,6 +633,7 @@ impl UringStorage {
         &mut self,
         batch: &FileBatch,
         ops: &[Op],
+        direct: Option<&AlignedBuffer>,
         started: Instant,
         observer: &dyn IoObserver,
     ) -> BatchOutcome {
@@ -574,8 +657,15 @@ impl UringStorage {
             };
             if done < len {
                 repaired = true;
-                let parts = skip_bytes(frame_parts(batch, frames), done);
-                if let Err(error) = self.disk.write_at(batch.file, offset + done, &parts) {
+                let rewritten = match direct {
+                    // Whole blocks again, from the first: the same bytes.
+                    Some(buffer) => self.disk.write_whole(batch.file, offset, buffer.as_bytes()),
+                    None => {
+                        let parts = skip_bytes(frame_parts(batch, frames), done);
+                        self.disk.write_at(batch.file, offset + done, &parts)
+                    }
+                };
+                if let Err(error) = rewritten {
                     return write_failed(observer, batch, crate::error::errno_of(&error));
                 }
             }
@@ -815,15 +905,31 @@ impl Storage for UringStorage {
         self.disk.sync_data(file)
     }
     fn set_len(&mut self, file: FileId, len: u64) -> io::Result<()> {
-        self.disk.set_len(file, len)
+        self.disk.set_len(file, len)?;
+        if let Some(direct) = self.direct.get_mut(&file) {
+            direct.cut(len.min(direct.end()));
+        }
+        Ok(())
     }
     fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
         self.disk.zero_fill(file, offset, len)
+    }
+    fn set_direct(&mut self, file: FileId, end: u64, direct: bool) -> bool {
+        if self.disk.set_direct(file, direct).is_err() {
+            return self.direct.contains_key(&file);
+        }
+        if direct {
+            self.direct.insert(file, DirectFile::new(end));
+        } else {
+            self.direct.remove(&file);
+        }
+        direct
     }
     fn rename(&mut self, file: FileId, to: &Path) -> io::Result<()> {
         self.disk.rename(file, to)
     }
     fn close(&mut self, file: FileId) {
+        self.direct.remove(&file);
         self.disk.close(file)
     }
     fn release_descriptor(&mut self, file: FileId) {

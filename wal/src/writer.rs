@@ -109,6 +109,9 @@ pub struct WalConfig {
     /// Descriptors held at once (see [`WalCore::set_descriptors_max`]);
     /// `usize::MAX` (the default) holds one per open file.
     pub descriptors_max: usize,
+    /// Appends past the page cache where the backend can (see
+    /// [`WalCore::set_direct_appends`]). Off by default.
+    pub direct_appends: bool,
 }
 
 impl Default for WalConfig {
@@ -121,6 +124,7 @@ impl Default for WalConfig {
             sync_bytes_max: SYNC_BYTES_MAX_DEFAULT,
             syncs_in_flight_max: SYNCS_IN_FLIGHT_MAX_DEFAULT,
             descriptors_max: usize::MAX,
+            direct_appends: false,
         }
     }
 }
@@ -172,6 +176,7 @@ impl Wal {
         core.set_sync_bytes_max(config.sync_bytes_max);
         core.set_syncs_in_flight_max(config.syncs_in_flight_max);
         core.set_descriptors_max(config.descriptors_max);
+        core.set_direct_appends(config.direct_appends);
         let doorbell = core.doorbell();
         let (sender, receiver) = mpsc::sync_channel(config.queue_capacity);
         let capacity = config.queue_capacity;

@@ -28,6 +28,85 @@ for_each_backend!(
     a_released_file_whose_path_now_names_another_file_fails_instead_of_writing_into_it,
 );
 
+/// Direct appends (`O_DIRECT`) pad the file to whole blocks while it is open;
+/// a close cuts the padding off, a reopened file appends after its frames,
+/// and an in-place write takes the file back through the page cache.
+#[test]
+fn direct_appends_pad_to_blocks_and_close_cuts_the_padding() {
+    let Some(wal) = start(Backend::UringDirect) else {
+        return;
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let path = dir.path().join("direct.log");
+    let collector = Collector::new();
+    let opened = wal
+        .open(&path, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file");
+    let first: Vec<Bytes> = (0..20).map(|sequence| payload(3, sequence)).collect();
+    let end = append_all(&wal, &collector, opened.file, &first)
+        .last()
+        .expect("acks")
+        .end();
+    let physical = std::fs::metadata(&path).expect("exists").len();
+    if physical == end {
+        eprintln!(
+            "no O_DIRECT under {}: nothing checked",
+            dir.path().display()
+        );
+        return;
+    }
+    assert_eq!(physical % 4096, 0, "whole blocks while open");
+    assert!(physical > end);
+    wal.close(opened.file, 0).expect("queued");
+    assert_eq!(collector.recv().kind, CompletionKind::Closed);
+    assert_eq!(
+        std::fs::metadata(&path).expect("exists").len(),
+        end,
+        "cut at close"
+    );
+
+    let reopened = wal
+        .open(&path, OpenMode::Append, collector.sink.clone())
+        .expect("reopened");
+    assert_eq!(reopened.len, end);
+    let second: Vec<Bytes> = (20..45).map(|sequence| payload(3, sequence)).collect();
+    let ranges = append_all(&wal, &collector, reopened.file, &second);
+    // A cut, as a view change makes: the file stays direct behind it.
+    wal.truncate(reopened.file, ranges[19].end(), 7)
+        .expect("queued");
+    assert_eq!(collector.recv().kind, CompletionKind::Truncated);
+    let second = &second[..20];
+    // In place: the first frame again, same bytes, through the page cache.
+    wal.write_at(reopened.file, 0, first[0].clone(), 99, Ack::Durable)
+        .expect("queued");
+    let written = collector.recv();
+    assert_eq!(written.user_data, 99);
+    written.result.expect("an in-place write to a direct file");
+    let third: Vec<Bytes> = (45..50).map(|sequence| payload(3, sequence)).collect();
+    append_all(&wal, &collector, reopened.file, &third);
+    wal.close(reopened.file, 0).expect("queued");
+    assert_eq!(collector.recv().kind, CompletionKind::Closed);
+
+    let bytes = std::fs::read(&path).expect("read back");
+    let report = scan(&bytes);
+    assert!(report.is_clean(), "exactly the frames: {:?}", report.tail);
+    let payloads: Vec<&[u8]> = report
+        .frames
+        .iter()
+        .map(|frame| {
+            let start = frame.offset as usize + strand_wal::FRAME_HEADER_BYTES;
+            &bytes[start..start + frame.payload_len as usize]
+        })
+        .collect();
+    let expected: Vec<&[u8]> = first
+        .iter()
+        .chain(second)
+        .chain(&third)
+        .map(|p| &p[..])
+        .collect();
+    assert_eq!(payloads, expected);
+}
+
 /// Descriptors this process holds on files under `dir`.
 fn descriptors_under(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
@@ -44,9 +123,8 @@ fn many_files_share_a_small_descriptor_budget(backend: Backend) {
     const FILES: u64 = 24;
     const ROUNDS: u64 = 5;
     let config = WalConfig {
-        backend: backend.choice(),
         descriptors_max: BUDGET,
-        ..WalConfig::default()
+        ..common::config(backend)
     };
     let Some(wal) = start_with(config) else {
         return;
@@ -92,9 +170,8 @@ fn a_released_file_whose_path_now_names_another_file_fails_instead_of_writing_in
     backend: Backend,
 ) {
     let config = WalConfig {
-        backend: backend.choice(),
         descriptors_max: 1,
-        ..WalConfig::default()
+        ..common::config(backend)
     };
     let Some(wal) = start_with(config) else {
         return;
@@ -363,9 +440,8 @@ impl IoObserver for EventLog {
 fn a_durable_ack_never_precedes_the_fsync_that_covers_it(backend: Backend) {
     let log = Arc::new(EventLog::default());
     let config = WalConfig {
-        backend: backend.choice(),
         observer: Some(log.clone()),
-        ..WalConfig::default()
+        ..common::config(backend)
     };
     let Some(wal) = start_with(config) else {
         return;

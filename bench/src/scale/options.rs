@@ -107,6 +107,10 @@ pub struct ScaleOptions {
     /// `batches` spreads whole batches only.
     #[arg(long, value_enum, default_value_t = ClientApi::Producer)]
     pub client: ClientApi,
+    /// Start the nodes with `direct_io = true`: their WALs append past the
+    /// page cache (`O_DIRECT`).
+    #[arg(long)]
+    pub direct_io: bool,
     /// Write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -19,13 +19,15 @@ const RECV_GUARD: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Uring,
+    /// io_uring with appends past the page cache (`O_DIRECT`).
+    UringDirect,
     Std,
 }
 
 impl Backend {
     pub fn choice(self) -> BackendChoice {
         match self {
-            Backend::Uring => BackendChoice::Uring,
+            Backend::Uring | Backend::UringDirect => BackendChoice::Uring,
             Backend::Std => BackendChoice::Std,
         }
     }
@@ -33,10 +35,16 @@ impl Backend {
 
 /// Starts a WAL on `backend`; `None` (with a note) where io_uring is unavailable.
 pub fn start(backend: Backend) -> Option<Wal> {
-    start_with(WalConfig {
+    start_with(config(backend))
+}
+
+/// The configuration a test of `backend` starts from.
+pub fn config(backend: Backend) -> WalConfig {
+    WalConfig {
         backend: backend.choice(),
+        direct_appends: backend == Backend::UringDirect,
         ..WalConfig::default()
-    })
+    }
 }
 
 pub fn start_with(config: WalConfig) -> Option<Wal> {
@@ -116,6 +124,9 @@ macro_rules! for_each_backend {
         mod uring {
             $( #[test] fn $name() { super::$name($crate::common::Backend::Uring) } )*
         }
+        mod uring_direct {
+            $( #[test] fn $name() { super::$name($crate::common::Backend::UringDirect) } )*
+        }
         mod std_fallback {
             $( #[test] fn $name() { super::$name($crate::common::Backend::Std) } )*
         }
@@ -124,7 +135,7 @@ macro_rules! for_each_backend {
 
 pub fn backend_kind(backend: Backend) -> BackendKind {
     match backend {
-        Backend::Uring => BackendKind::Uring,
+        Backend::Uring | Backend::UringDirect => BackendKind::Uring,
         Backend::Std => BackendKind::Std,
     }
 }
