@@ -35,6 +35,11 @@ const BLOCK: u64 = DIRECT_BLOCK_BYTES as u64;
 /// Buffers a [`BufferPool`] keeps for reuse; more are dropped when returned.
 pub const POOLED_BUFFERS_MAX: usize = 64;
 
+/// The largest buffer a [`BufferPool`] keeps (256 KiB): a larger one (a
+/// batch of several MiB) is dropped when returned, so the pool holds at most
+/// 16 MiB.
+pub const POOLED_BUFFER_BLOCKS_MAX: usize = 64;
+
 /// One block of memory, aligned to its size.
 #[derive(Clone, Copy)]
 #[repr(C, align(4096))]
@@ -93,8 +98,9 @@ impl std::fmt::Debug for AlignedBuffer {
 }
 
 /// Buffers of direct writes, reused rather than allocated per write. Bounded:
-/// at most [`POOLED_BUFFERS_MAX`] wait for reuse; a buffer returned beyond
-/// that is dropped.
+/// at most [`POOLED_BUFFERS_MAX`] wait for reuse, none larger than
+/// [`POOLED_BUFFER_BLOCKS_MAX`] blocks; a buffer returned beyond that is
+/// dropped.
 #[derive(Debug, Default)]
 pub struct BufferPool {
     free: Vec<AlignedBuffer>,
@@ -108,7 +114,9 @@ impl BufferPool {
 
     /// Gives a buffer back once its write has completed.
     pub fn put(&mut self, buffer: AlignedBuffer) {
-        if self.free.len() < POOLED_BUFFERS_MAX {
+        if self.free.len() < POOLED_BUFFERS_MAX
+            && buffer.blocks.capacity() <= POOLED_BUFFER_BLOCKS_MAX
+        {
             self.free.push(buffer);
         }
     }
@@ -466,5 +474,13 @@ mod tests {
             (0..POOLED_BUFFERS_MAX + 5).map(|_| pool.take()).collect();
         buffers.into_iter().for_each(|buffer| pool.put(buffer));
         assert_eq!(pool.pooled(), POOLED_BUFFERS_MAX);
+        let mut pool = BufferPool::default();
+        let (mut small, mut large) = (pool.take(), pool.take());
+        small.set_blocks(POOLED_BUFFER_BLOCKS_MAX);
+        large.set_blocks(POOLED_BUFFER_BLOCKS_MAX + 1);
+        pool.put(large);
+        assert_eq!(pool.pooled(), 0, "a buffer past the size bound is dropped");
+        pool.put(small);
+        assert_eq!(pool.pooled(), 1);
     }
 }
