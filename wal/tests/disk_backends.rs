@@ -28,6 +28,21 @@ for_each_backend!(
     a_released_file_whose_path_now_names_another_file_fails_instead_of_writing_into_it,
 );
 
+/// Whether files under `dir` can be opened `O_DIRECT` (tmpfs before Linux
+/// 6.6 cannot: the WAL then writes through the page cache).
+fn direct_io_works(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join("direct-probe");
+    let opened = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe);
+    let _ = std::fs::remove_file(&probe);
+    opened.is_ok()
+}
+
 /// Direct appends (`O_DIRECT`) pad the file to whole blocks while it is open;
 /// a close cuts the padding off, a reopened file appends after its frames,
 /// and an in-place write takes the file back through the page cache.
@@ -47,14 +62,14 @@ fn direct_appends_pad_to_blocks_and_close_cuts_the_padding() {
         .last()
         .expect("acks")
         .end();
-    let physical = std::fs::metadata(&path).expect("exists").len();
-    if physical == end {
+    if !direct_io_works(dir.path()) {
         eprintln!(
             "no O_DIRECT under {}: nothing checked",
             dir.path().display()
         );
         return;
     }
+    let physical = std::fs::metadata(&path).expect("exists").len();
     assert_eq!(physical % 4096, 0, "whole blocks while open");
     assert!(physical > end);
     wal.close(opened.file, 0).expect("queued");
