@@ -166,3 +166,53 @@ fn the_batches_client_writes_every_partition_and_says_so() {
     }
     assert_eq!(field(&json, "throughput.all.partitions"), 6);
 }
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let state = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let zombie = state.rsplit(')').next()?.trim_start().starts_with('Z');
+            (!zombie && String::from_utf8_lossy(&cmdline).contains(needle)).then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn a_terminated_run_stops_its_nodes() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let cluster = dir.path().join("cluster");
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_strand-scale"))
+        .arg("--server-bin")
+        .arg(common::server_binary())
+        .arg("--data-dir")
+        .arg(&cluster)
+        .args(["--topics", "1", "--partitions", "1", "--idle-secs", "600"])
+        .arg("--quiet")
+        .spawn()
+        .expect("strand-scale runs");
+    let needle = cluster.join("node-").display().to_string();
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    while processes_mentioning(&needle).len() < 3 {
+        assert!(Instant::now() < deadline, "the nodes never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &bench.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let exit = bench.wait().expect("strand-scale exits");
+    assert_eq!(exit.code(), Some(2), "an interrupted run exits 2");
+    assert_eq!(
+        processes_mentioning(&needle),
+        Vec::<u32>::new(),
+        "no node left running"
+    );
+}

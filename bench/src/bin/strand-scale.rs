@@ -14,6 +14,23 @@ use strand_bench::scale::ScaleOptions;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Resolves on SIGINT or SIGTERM: the run is then dropped, and with it the
+/// local cluster, whose drop kills its nodes (a killed bench used to leave
+/// them running, loading the machine under the next measurement).
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+}
+
 fn main() -> ExitCode {
     let options = ScaleOptions::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -26,10 +43,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let report = match runtime.block_on(strand_bench::scale::run(&options)) {
-        Ok(report) => report,
-        Err(error) => {
+    let run = runtime.block_on(async {
+        tokio::select! {
+            report = strand_bench::scale::run(&options) => Some(report),
+            () = interrupted() => None,
+        }
+    });
+    let report = match run {
+        Some(Ok(report)) => report,
+        Some(Err(error)) => {
             eprintln!("strand-scale: {error}");
+            return ExitCode::from(2);
+        }
+        None => {
+            // The run was dropped with its cluster, whose nodes it killed.
+            eprintln!("strand-scale: interrupted; the cluster's nodes are stopped");
             return ExitCode::from(2);
         }
     };
