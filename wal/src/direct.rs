@@ -221,16 +221,21 @@ impl DirectFile {
     ///
     /// Once planned, the write must be carried out (or the file given up on:
     /// a failed write poisons it): the tail kept here already holds its bytes.
-    pub fn plan(&mut self, offset: u64, parts: &[&[u8]], buffer: &mut AlignedBuffer) -> Plan {
+    pub fn plan<'a, P>(&mut self, offset: u64, parts: P, buffer: &mut AlignedBuffer) -> Plan
+    where
+        P: IntoIterator<Item = &'a [u8]>,
+        P::IntoIter: Clone,
+    {
         assert_eq!(offset, self.end, "direct writes append at the end");
-        let Some(tail) = self.tail else {
+        let parts = parts.into_iter();
+        let Some(tail) = &self.tail else {
             return Plan::ReadTail {
                 offset: self.tail_offset(),
             };
         };
         let start = self.tail_offset();
         let head = self.tail_len();
-        let added: usize = parts.iter().map(|part| part.len()).sum();
+        let added: usize = parts.clone().map(<[u8]>::len).sum();
         let new_end = self.end + added as u64;
         let blocks = (new_end - start).div_ceil(BLOCK) as usize;
         buffer.set_blocks(blocks);
@@ -343,7 +348,7 @@ mod tests {
     ) -> DirectWrite {
         let mut buffer = pool.take();
         let write = loop {
-            match file.plan(file.end(), parts, &mut buffer) {
+            match file.plan(file.end(), parts.iter().copied(), &mut buffer) {
                 Plan::Ready(write) => break write,
                 Plan::ReadTail { offset } => file
                     .set_tail(offset, device.read_block(offset))
@@ -392,7 +397,7 @@ mod tests {
         let mut file = DirectFile::new(6000);
         let mut buffer = AlignedBuffer::default();
         assert_eq!(
-            file.plan(6000, &[b"a"], &mut buffer),
+            file.plan(6000, [&b"a"[..]], &mut buffer),
             Plan::ReadTail { offset: 4096 }
         );
         assert_eq!(
@@ -405,14 +410,14 @@ mod tests {
         );
         file.set_tail(4096, device.read_block(4096))
             .expect("whole tail");
-        let Plan::Ready(write) = file.plan(6000, &[b"a"], &mut buffer) else {
+        let Plan::Ready(write) = file.plan(6000, [&b"a"[..]], &mut buffer) else {
             panic!("the tail is known");
         };
         device.write(write, &buffer);
         assert!(device.0[..6000].iter().all(|&byte| byte == 9));
         assert_eq!(device.0[6000], b'a');
         assert_eq!(
-            DirectFile::new(8192).plan(8192, &[b"b"], &mut buffer),
+            DirectFile::new(8192).plan(8192, [&b"b"[..]], &mut buffer),
             Plan::Ready(DirectWrite {
                 offset: 8192,
                 len: 4096

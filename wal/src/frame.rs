@@ -133,7 +133,7 @@ impl Frame {
 
     /// The slices that go to disk, in order: the header, then the non-empty
     /// payload parts.
-    pub fn parts(&self) -> impl Iterator<Item = &[u8]> {
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> + Clone {
         let head = (!self.head.is_empty()).then_some(&self.head[..]);
         std::iter::once(&self.header[..])
             .chain(head)

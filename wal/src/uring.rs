@@ -325,10 +325,10 @@ impl UringStorage {
         let Some(direct) = self.direct.get_mut(&batch.file) else {
             return Ok(None);
         };
-        let parts: Vec<&[u8]> = batch.frames.iter().flat_map(Frame::parts).collect();
+        let parts = batch.frames.iter().flat_map(Frame::parts);
         let mut buffer = self.direct_buffers.take();
         let write = loop {
-            match direct.plan(batch.offset, &parts, &mut buffer) {
+            match direct.plan(batch.offset, parts.clone(), &mut buffer) {
                 Plan::Ready(write) => break write,
                 Plan::ReadTail { offset } => {
                     let block = buffer.block_mut();

@@ -38,7 +38,7 @@ fn append(
 ) {
     let mut buffer: AlignedBuffer = pool.take();
     let write = loop {
-        match direct.plan(direct.end(), parts, &mut buffer) {
+        match direct.plan(direct.end(), parts.iter().copied(), &mut buffer) {
             Plan::Ready(write) => break write,
             Plan::ReadTail { offset } => {
                 let mut block = vec![0; strand_wal::direct::DIRECT_BLOCK_BYTES];
