@@ -704,16 +704,19 @@ impl<S: Storage> WalCore<S> {
     }
 
     /// Writes zero-filled room ahead of `file`'s appends when it has earned
-    /// some and is running low (see `preallocate`). A failure only stops the
-    /// fills: the data writes meet the condition themselves and report it.
+    /// some and is running low, or allocates room ahead of a direct file's
+    /// (see `preallocate`). A failure only stops the fills: the data writes
+    /// meet the condition themselves and report it.
     fn fill_ahead(&mut self, file: FileId) {
         let Some(state) = self.files.get_mut(&file).filter(|s| s.poisoned.is_none()) else {
             return;
         };
-        if state.direct {
-            return; // a direct append pads its own last block
-        }
-        let Some(fill) = state.preallocation.fill_due(state.append_end) else {
+        let due = if state.direct {
+            state.preallocation.room_due(state.append_end)
+        } else {
+            state.preallocation.fill_due(state.append_end)
+        };
+        let Some(fill) = due else {
             return;
         };
         match self.storage.zero_fill(file, fill.offset, fill.len) {

@@ -53,7 +53,7 @@
 //! | [`uring`] | [`UringStorage`]: the same files, batches pipelined through io_uring; [`Doorbell`] |
 //! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
 //! | [`rng`] | [`SplitMix64`], the seeded generator behind simulated crashes |
-//! | [`preallocate`] | zero-filled room ahead of files whose fsyncs are small |
+//! | [`preallocate`] | room ahead of appends: zero-filled for files whose fsyncs are small, allocated for direct files |
 //! | [`direct`] | appends past the page cache: whole-block writes planned around a kept tail block, pooled aligned buffers (the io_uring backend's, with [`WalConfig::direct_appends`]) |
 //! | [`metrics`] | metric names and recording |
 //!

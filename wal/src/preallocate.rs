@@ -22,6 +22,13 @@
 //! last frame; the recovery scan reads them as a torn tail with nothing valid
 //! after it, so they are cut like any other.
 //!
+//! A direct file (see [`crate::direct`]) gets room too, for another reason and
+//! in another way: not zeros but an `fallocate` (no bytes written), so that
+//! its appends land inside the file rather than extending it, which lets the
+//! kernel issue them at once instead of on an io_uring worker. It needs no
+//! run of small fsyncs, only a file past [`DIRECT_ROOM_AFTER_BYTES`], and its
+//! room grows with the file ([`Preallocation::room_due`]).
+//!
 //! The zeros are written synchronously on the writer thread (a page-cache copy,
 //! no wait for the device) and always start at or past the end of every append
 //! planned so far, so no data write in flight can ever be overwritten by them,
@@ -33,6 +40,10 @@ pub const FILL_BYTES: u64 = 1 << 20;
 /// A fill is due when less than this much zero-filled room is left ahead of
 /// the append end.
 pub const LOW_WATER_BYTES: u64 = FILL_BYTES / 2;
+
+/// A direct file gets room ahead only once it holds this much: a file
+/// written once or rewritten in place (a superblock copy) never does.
+pub const DIRECT_ROOM_AFTER_BYTES: u64 = 64 << 10;
 
 /// An fsync covering fewer bytes than this counts as small.
 ///
@@ -115,6 +126,23 @@ impl Preallocation {
         })
     }
 
+    /// The room to allocate now for a direct file, whatever its syncs, once
+    /// it has grown past [`DIRECT_ROOM_AFTER_BYTES`]: its appends then land
+    /// inside the file instead of extending it. The room grows with the file
+    /// (its length rounded up to a power of two, at most [`FILL_BYTES`]), so a
+    /// slowly growing file (an index) ties up little space.
+    pub fn room_due(&self, append_end: u64) -> Option<Fill> {
+        if self.off || append_end < DIRECT_ROOM_AFTER_BYTES {
+            return None;
+        }
+        let len = append_end.next_power_of_two().min(FILL_BYTES);
+        let room = self.allocated_end.saturating_sub(append_end);
+        (room < len / 2).then(|| Fill {
+            offset: self.allocated_end.max(append_end),
+            len,
+        })
+    }
+
     /// Records that `fill` was written.
     pub fn on_filled(&mut self, fill: Fill) {
         assert!(fill.len > 0, "a fill writes something");
@@ -192,6 +220,36 @@ mod tests {
         assert_eq!(due.offset, end, "the next fill continues the room");
         let outran = state.fill_due(end + 5000).expect("appends outran the room");
         assert_eq!(outran.offset, end + 5000, "never below planned appends");
+    }
+
+    #[test]
+    fn direct_room_waits_for_growth_then_grows_with_the_file() {
+        let mut state = Preallocation::new(0);
+        assert_eq!(
+            state.room_due(4096),
+            None,
+            "a superblock-sized file gets none"
+        );
+        assert_eq!(state.room_due(DIRECT_ROOM_AFTER_BYTES - 1), None);
+        let first = state
+            .room_due(DIRECT_ROOM_AFTER_BYTES + 100)
+            .expect("due without any small fsync");
+        assert_eq!(first.offset, DIRECT_ROOM_AFTER_BYTES + 100);
+        assert_eq!(
+            first.len,
+            2 * DIRECT_ROOM_AFTER_BYTES,
+            "the length rounded up"
+        );
+        state.on_filled(first);
+        let end = first.offset + first.len;
+        assert_eq!(state.room_due(first.offset + 4096), None, "room left");
+        let next = state.room_due(end - 1000).expect("low water");
+        assert_eq!(next.offset, end, "the room continues");
+        state.on_filled(next);
+        let large = state.room_due(64 * FILL_BYTES).expect("appends outran it");
+        assert_eq!(large.len, FILL_BYTES, "never more than a fill at a time");
+        state.on_fill_failed(large);
+        assert_eq!(state.room_due(128 * FILL_BYTES), None, "a failure ends it");
     }
 
     #[test]

@@ -80,9 +80,10 @@ pub trait Storage {
         false
     }
 
-    /// Writes `len` zero bytes at `offset` (room ahead of the appends, see
-    /// `preallocate`). Syncs nothing. The default writes them through
-    /// [`Storage::write_at`] in pieces of at most 1 MiB.
+    /// Makes `len` bytes at `offset` hold zeros on allocated blocks (room
+    /// ahead of the appends, see `preallocate`). Syncs nothing. The default
+    /// writes them through [`Storage::write_at`] in pieces of at most 1 MiB;
+    /// the io_uring backend allocates a direct file's with `fallocate`.
     fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
         let mut done = 0u64;
         while done < len {

@@ -36,7 +36,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
-use crate::direct::{AlignedBuffer, BufferPool, DirectFile, Plan};
+use crate::direct::{AlignedBuffer, BufferPool, DIRECT_BLOCK_BYTES, DirectFile, Plan};
 use crate::disk::DiskStorage;
 use crate::error::IoOp;
 use crate::frame::Frame;
@@ -207,9 +207,12 @@ struct Chain {
     /// Started by [`Storage::execute`] at this position of its slice; it
     /// waits for the chain itself.
     blocking: Option<usize>,
-    /// A direct append's whole blocks (its one write points here instead
-    /// of at the frames); back to the pool when the chain finishes.
+    /// A direct append's whole blocks (its writes point here instead of at
+    /// the frames); back to the pool when the chain finishes.
     direct: Option<AlignedBuffer>,
+    /// Whether each entry waits for the one before (`IOSQE_IO_LINK`): every
+    /// chain but the split direct append, whose two writes are independent.
+    linked: bool,
 }
 
 /// Real files, with group commits executed through io_uring, pipelined.
@@ -310,7 +313,7 @@ impl UringStorage {
 
     /// Starts one batch: pushes its chain, or runs it with plain calls when it
     /// cannot go through the ring (too long, or the descriptor is unknown).
-    /// For a direct file's append: plans its one whole-block write (reading
+    /// For a direct file's append: plans its whole-block write (reading
     /// the tail block first if it is not known) and returns its buffer. `None`
     /// for any other batch.
     fn plan_direct(
@@ -339,17 +342,32 @@ impl UringStorage {
                 }
             }
         };
-        iovecs.push(iovec_of(buffer.as_bytes()));
-        ops.push(Op {
-            kind: OpKind::Write {
-                offset: write.offset,
-                len: write.len,
-                frames: (0, batch.frames.len()),
-                iovecs: (0, 1),
-            },
-            result: None,
-            reaped_at: None,
-        });
+        let bytes = buffer.as_bytes();
+        let frames = (0, batch.frames.len());
+        let pieces = if split_direct_write(batch, write) {
+            bytes.split_at(DIRECT_BLOCK_BYTES)
+        } else {
+            (bytes, &bytes[bytes.len()..])
+        };
+        let mut offset = write.offset;
+        for piece in [pieces.0, pieces.1]
+            .into_iter()
+            .filter(|piece| !piece.is_empty())
+        {
+            let index = iovecs.len();
+            iovecs.push(iovec_of(piece));
+            ops.push(Op {
+                kind: OpKind::Write {
+                    offset,
+                    len: piece.len() as u64,
+                    frames,
+                    iovecs: (index, index + 1),
+                },
+                result: None,
+                reaped_at: None,
+            });
+            offset += piece.len() as u64;
+        }
         Ok(Some(buffer))
     }
 
@@ -400,7 +418,14 @@ impl UringStorage {
         }
         let fd = fd.expect("checked above");
         let chain_len = ops.len();
-        let completions = if self.skip_success { 1 } else { chain_len };
+        // A split direct append's two writes go side by side; every other
+        // chain's entries run in order.
+        let linked = !(direct.is_some() && chain_len > 1 && !batch.sync);
+        let completions = if self.skip_success && linked {
+            1
+        } else {
+            chain_len
+        };
         // One more completion of room for the doorbell's read.
         self.make_room(chain_len, completions + 1, observer);
         let slot = self.free_slots.pop().unwrap_or_else(|| {
@@ -416,9 +441,10 @@ impl UringStorage {
             started: Instant::now(),
             blocking,
             direct,
+            linked,
         });
         for (index, op) in chain.ops.iter().enumerate() {
-            let link = index + 1 < chain_len;
+            let link = linked && index + 1 < chain_len;
             let user_data = (slot as u64) << 32 | index as u64;
             let mut flags = squeue::Flags::empty();
             if link {
@@ -561,7 +587,7 @@ impl UringStorage {
             assert!(op.result.is_none(), "one completion per entry");
             op.result = Some(result);
             op.reaped_at = Some(now);
-            if self.skip_success {
+            if self.skip_success && chain.linked {
                 // The one completion of the chain: every entry before this one
                 // succeeded silently, every entry after it was cancelled.
                 for (other, op) in chain.ops.iter_mut().enumerate() {
@@ -628,7 +654,8 @@ impl UringStorage {
         self.entries_in_flight += 1;
     }
 
-    /// Turns one chain's reaped results into its outcome, finishing short writes.
+    /// Turns one chain's reaped results into its outcome, finishing short
+    /// writes (a direct one rewritten whole from its piece of the buffer).
     fn settle_batch(
         &mut self,
         batch: &FileBatch,
@@ -638,6 +665,10 @@ impl UringStorage {
         observer: &dyn IoObserver,
     ) -> BatchOutcome {
         let mut repaired = false;
+        let first_offset = ops.iter().find_map(|op| match op.kind {
+            OpKind::Write { offset, .. } => Some(offset),
+            OpKind::Sync => None,
+        });
         for op in ops {
             let OpKind::Write {
                 offset,
@@ -659,7 +690,11 @@ impl UringStorage {
                 repaired = true;
                 let rewritten = match direct {
                     // Whole blocks again, from the first: the same bytes.
-                    Some(buffer) => self.disk.write_whole(batch.file, offset, buffer.as_bytes()),
+                    Some(buffer) => {
+                        let start = (offset - first_offset.unwrap_or(offset)) as usize;
+                        let piece = &buffer.as_bytes()[start..start + len as usize];
+                        self.disk.write_whole(batch.file, offset, piece)
+                    }
                     None => {
                         let parts = skip_bytes(frame_parts(batch, frames), done);
                         self.disk.write_at(batch.file, offset + done, &parts)
@@ -912,6 +947,9 @@ impl Storage for UringStorage {
         Ok(())
     }
     fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
+        if self.direct.contains_key(&file) {
+            return allocate(self.disk.raw_fd(file)?, offset, len);
+        }
         self.disk.zero_fill(file, offset, len)
     }
     fn set_direct(&mut self, file: FileId, end: u64, direct: bool) -> bool {
@@ -969,5 +1007,39 @@ impl Storage for UringStorage {
 
     fn pipeline(&mut self) -> Option<&mut dyn Pipeline> {
         Some(self)
+    }
+}
+
+/// Whether a direct append goes as two writes: its first block, which
+/// rewrites the block the file's last append ended in, and the rest. The
+/// first lands on a block the file system holds as written, the rest on room
+/// allocated ahead (unwritten); one write spanning both is not an overwrite
+/// of one extent, so the kernel hands it to an io_uring worker, where each
+/// half alone is issued at once. A batch that carries its fsync keeps one
+/// write, linked before it.
+fn split_direct_write(batch: &FileBatch, write: crate::direct::DirectWrite) -> bool {
+    let rewrites_last_block = write.offset < batch.offset;
+    rewrites_last_block && write.len > DIRECT_BLOCK_BYTES as u64 && !batch.sync
+}
+
+/// Allocates `len` bytes at `offset` of `fd`'s file that read as zeros,
+/// growing the file over them (`fallocate`, nothing written): room that a
+/// direct append then writes into without extending the file, which the
+/// kernel issues at once instead of handing it to an io_uring worker.
+fn allocate(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    loop {
+        // SAFETY: a plain system call on a descriptor the storage holds open;
+        // no memory is passed.
+        let result = unsafe { libc::fallocate(fd, 0, offset, len) };
+        if result == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
     }
 }

@@ -122,6 +122,73 @@ fn direct_appends_pad_to_blocks_and_close_cuts_the_padding() {
     assert_eq!(payloads, expected);
 }
 
+/// A direct file that has grown past 64 KiB gets room allocated ahead (the
+/// file is longer than its padded frames while open), appends that start in
+/// the block the last one ended in go as two writes when no fsync rides with
+/// them, and a close cuts the room off: the file holds exactly its frames.
+#[test]
+fn direct_appends_write_into_room_allocated_ahead() {
+    let Some(wal) = start(Backend::UringDirect) else {
+        return;
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    if !direct_io_works(dir.path()) {
+        eprintln!(
+            "no O_DIRECT under {}: nothing checked",
+            dir.path().display()
+        );
+        return;
+    }
+    let path = dir.path().join("roomy.log");
+    let collector = Collector::new();
+    let file = wal
+        .open(&path, OpenMode::CreateNew, collector.sink.clone())
+        .expect("new file")
+        .file;
+    let payloads: Vec<Bytes> = (0..400).map(|sequence| payload(5, sequence)).collect();
+    let mut end = 0;
+    let mut most_room = 0;
+    // Waves of written acks: batches without an fsync, each starting in the
+    // block the one before ended in.
+    for (wave, chunk) in payloads.chunks(7).enumerate() {
+        for (index, payload) in chunk.iter().enumerate() {
+            let tag = (wave * 7 + index) as u64;
+            wal.append_with_ack(file, payload.clone(), tag, Ack::Written)
+                .expect("queued");
+        }
+        for completion in collector.recv_n(chunk.len()) {
+            assert_eq!(completion.kind, CompletionKind::Written);
+            end = end.max(completion.result.expect("written").end());
+        }
+        let physical = std::fs::metadata(&path).expect("exists").len();
+        assert!(physical >= end, "the file holds its frames");
+        most_room = most_room.max(physical - end);
+    }
+    assert!(end > 128 << 10, "grew well past the room threshold: {end}");
+    assert!(
+        most_room > 4096,
+        "room allocated ahead, beyond the last block's padding: {most_room}"
+    );
+    wal.sync(file, 1000).expect("queued");
+    assert_eq!(collector.recv().kind, CompletionKind::Synced);
+    wal.close(file, 0).expect("queued");
+    assert_eq!(collector.recv().kind, CompletionKind::Closed);
+    let bytes = std::fs::read(&path).expect("read back");
+    assert_eq!(bytes.len() as u64, end, "room cut at close");
+    let report = scan(&bytes);
+    assert!(report.is_clean(), "exactly the frames: {:?}", report.tail);
+    let read: Vec<&[u8]> = report
+        .frames
+        .iter()
+        .map(|frame| {
+            let start = frame.offset as usize + strand_wal::FRAME_HEADER_BYTES;
+            &bytes[start..start + frame.payload_len as usize]
+        })
+        .collect();
+    let expected: Vec<&[u8]> = payloads.iter().map(|p| &p[..]).collect();
+    assert_eq!(read, expected);
+}
+
 /// Descriptors this process holds on files under `dir`.
 fn descriptors_under(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
