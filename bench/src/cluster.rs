@@ -106,18 +106,44 @@ pub fn locate_server_binary(explicit: Option<&Path>) -> Result<PathBuf, BenchErr
         })
 }
 
+/// How a local cluster's nodes write their WALs: the server's `direct_io`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeIo {
+    /// The server binary's own default (no `direct_io` line): what each
+    /// build does untold, so an A/B of two builds compares their defaults.
+    #[default]
+    Default,
+    /// `direct_io = true`: appends past the page cache.
+    Direct,
+    /// `direct_io = false`: appends through the page cache.
+    PageCache,
+}
+
+impl NodeIo {
+    /// The configuration line that asks for it (none for the default: a
+    /// server older than the key refuses it).
+    fn config_line(self) -> &'static str {
+        match self {
+            NodeIo::Default => "",
+            NodeIo::Direct => "direct_io = true\n",
+            NodeIo::PageCache => "direct_io = false\n",
+        }
+    }
+}
+
 impl LocalCluster {
     /// Writes the configuration of `count` nodes under `data_dir` (a fresh
     /// temporary directory when `None`) and starts every node; with `tls`,
     /// first makes a CA and node certificates (`strand-server certs`) and
-    /// turns TLS on in every configuration; with `direct_io`, the nodes'
-    /// WALs append past the page cache (`direct_io = true`).
+    /// turns TLS on in every configuration; `io` says how the nodes' WALs
+    /// write.
     pub fn start(
         count: u32,
         server_bin: PathBuf,
         data_dir: Option<PathBuf>,
         tls: bool,
-        direct_io: bool,
+        io: NodeIo,
     ) -> Result<LocalCluster, BenchError> {
         if !(1..=NODES_MAX).contains(&count) {
             return Err(BenchError::Options(format!(
@@ -154,7 +180,7 @@ impl LocalCluster {
             .transpose()
             .map_err(|error| BenchError::Cluster(format!("admin password: {error}")))?;
         let secured = tls.then_some((certs.as_path(), admin_hash.as_deref().unwrap_or_default()));
-        let nodes = configure(&dir, count, secured, direct_io)?;
+        let nodes = configure(&dir, count, secured, io)?;
         let mut cluster = LocalCluster {
             server_bin,
             nodes,
@@ -449,7 +475,7 @@ fn configure(
     dir: &Path,
     count: u32,
     secured: Option<(&Path, &str)>,
-    direct_io: bool,
+    io: NodeIo,
 ) -> Result<Vec<LocalNode>, BenchError> {
     let ports = free_ports(3 * count as usize)?;
     let addresses: Vec<[String; 3]> = ports
@@ -474,8 +500,7 @@ fn configure(
                 certs.join(format!("node-{node}.key")).display().to_string()
             )
         });
-        // Written only when asked for: a server older than the key refuses it.
-        let direct = if direct_io { "direct_io = true\n" } else { "" };
+        let direct = io.config_line();
         let config = format!(
             "node = {node}\ncluster = {CLUSTER_ID}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{direct}{tls}{peers}",
             data.display().to_string()
@@ -574,8 +599,14 @@ mod tests {
         std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).expect("the script");
         let chmod = Command::new("chmod").arg("+x").arg(&script).status();
         assert!(chmod.is_ok_and(|status| status.success()));
-        LocalCluster::start(count, script, Some(dir.join("cluster")), false, false)
-            .expect("started")
+        LocalCluster::start(
+            count,
+            script,
+            Some(dir.join("cluster")),
+            false,
+            NodeIo::Default,
+        )
+        .expect("started")
     }
 
     #[test]
@@ -618,12 +649,30 @@ mod tests {
     #[test]
     fn every_node_lists_every_peer() {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let nodes = configure(dir.path(), 3, None, false).expect("configs");
+        let nodes = configure(dir.path(), 3, None, NodeIo::Default).expect("configs");
         let config = std::fs::read_to_string(&nodes[1].config).expect("node 2's config");
         assert!(config.starts_with("node = 2\n"), "{config}");
         assert_eq!(config.matches("[[peers]]").count(), 3);
         for node in &nodes {
             assert!(config.contains(&node.client_address), "{config}");
+        }
+        assert!(!config.contains("direct_io"), "the server's own default");
+    }
+
+    #[test]
+    fn node_io_asks_for_direct_or_cached_appends_only_when_told() {
+        for (io, line) in [
+            (NodeIo::Direct, Some("direct_io = true")),
+            (NodeIo::PageCache, Some("direct_io = false")),
+            (NodeIo::Default, None),
+        ] {
+            let dir = tempfile::tempdir().expect("a temp dir");
+            let nodes = configure(dir.path(), 1, None, io).expect("configs");
+            let config = std::fs::read_to_string(&nodes[0].config).expect("the config");
+            match line {
+                Some(line) => assert_eq!(config.matches(line).count(), 1, "{config}"),
+                None => assert!(!config.contains("direct_io"), "{config}"),
+            }
         }
     }
 }

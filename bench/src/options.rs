@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use strand_client::Durability;
 
-use crate::cluster::NODES_MAX;
+use crate::cluster::{NODES_MAX, NodeIo};
 use crate::error::BenchError;
 use crate::failover::{FailoverPlan, Fault};
 use crate::keys::Spread;
@@ -82,6 +82,11 @@ pub struct Options {
     /// only the bench's stream, so every request pays the rights check.
     #[arg(long, conflicts_with = "cluster")]
     pub tls: bool,
+    /// How the local cluster's WALs write: `default` (the server binary's
+    /// own default), `direct` (`direct_io = true`: past the page cache) or
+    /// `page-cache` (`direct_io = false`).
+    #[arg(long, value_enum, default_value_t = NodeIo::Default, conflicts_with = "cluster")]
+    pub node_io: NodeIo,
     /// A running cluster's CA certificate (PEM): connect to it with TLS.
     #[arg(long, requires = "cluster")]
     pub ca: Option<PathBuf>,

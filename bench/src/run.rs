@@ -262,7 +262,7 @@ fn open_target(options: &Options) -> Result<Target, BenchError> {
         server_bin,
         options.data_dir.clone(),
         options.tls,
-        false,
+        options.node_io,
     )?;
     let metrics = local
         .nodes()

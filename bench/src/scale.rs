@@ -89,7 +89,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, BenchError> {
         server_bin,
         options.data_dir.clone(),
         false,
-        options.direct_io,
+        options.node_io,
     )?;
     let progress = Progress::new(options.quiet, t0);
     progress.say(format!(

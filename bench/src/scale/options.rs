@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::cluster::NODES_MAX;
+use crate::cluster::{NODES_MAX, NodeIo};
 use crate::error::BenchError;
 use crate::keys::Spread;
 use crate::options::MESSAGE_SIZE_MAX;
@@ -107,10 +107,11 @@ pub struct ScaleOptions {
     /// `batches` spreads whole batches only.
     #[arg(long, value_enum, default_value_t = ClientApi::Producer)]
     pub client: ClientApi,
-    /// Start the nodes with `direct_io = true`: their WALs append past the
-    /// page cache (`O_DIRECT`).
-    #[arg(long)]
-    pub direct_io: bool,
+    /// How the nodes' WALs write: `default` (the server binary's own
+    /// default), `direct` (`direct_io = true`: past the page cache) or
+    /// `page-cache` (`direct_io = false`).
+    #[arg(long, value_enum, default_value_t = NodeIo::Default)]
+    pub node_io: NodeIo,
     /// Write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
