@@ -45,6 +45,12 @@ pub const LOW_WATER_BYTES: u64 = FILL_BYTES / 2;
 /// written once or rewritten in place (a superblock copy) never does.
 pub const DIRECT_ROOM_AFTER_BYTES: u64 = 64 << 10;
 
+/// The most room a direct file gets at a time (256 KiB): room stays
+/// allocated until the file is closed, so a node of 10,000 partitions ties
+/// up at most about 2.5 GiB of disk in it; a busy file allocates again every
+/// 128 KiB or so, one `fallocate` for dozens of appends.
+pub const DIRECT_ROOM_BYTES_MAX: u64 = 256 << 10;
+
 /// An fsync covering fewer bytes than this counts as small.
 ///
 /// Where the break-even lies depends on the disk (its bandwidth times the
@@ -129,13 +135,14 @@ impl Preallocation {
     /// The room to allocate now for a direct file, whatever its syncs, once
     /// it has grown past [`DIRECT_ROOM_AFTER_BYTES`]: its appends then land
     /// inside the file instead of extending it. The room grows with the file
-    /// (its length rounded up to a power of two, at most [`FILL_BYTES`]), so a
-    /// slowly growing file (an index) ties up little space.
+    /// (its length rounded up to a power of two, at most
+    /// [`DIRECT_ROOM_BYTES_MAX`]), so a slowly growing file (an index) ties up
+    /// little space.
     pub fn room_due(&self, append_end: u64) -> Option<Fill> {
         if self.off || append_end < DIRECT_ROOM_AFTER_BYTES {
             return None;
         }
-        let len = append_end.next_power_of_two().min(FILL_BYTES);
+        let len = append_end.next_power_of_two().min(DIRECT_ROOM_BYTES_MAX);
         let room = self.allocated_end.saturating_sub(append_end);
         (room < len / 2).then(|| Fill {
             offset: self.allocated_end.max(append_end),
@@ -247,7 +254,7 @@ mod tests {
         assert_eq!(next.offset, end, "the room continues");
         state.on_filled(next);
         let large = state.room_due(64 * FILL_BYTES).expect("appends outran it");
-        assert_eq!(large.len, FILL_BYTES, "never more than a fill at a time");
+        assert_eq!(large.len, DIRECT_ROOM_BYTES_MAX, "never more than the cap");
         state.on_fill_failed(large);
         assert_eq!(state.room_due(128 * FILL_BYTES), None, "a failure ends it");
     }
