@@ -21,10 +21,12 @@
 //! waits), the fsync cap just named, and a per-file byte cap (4 MiB queued
 //! past what the file's fsync in flight covers).
 //!
-//! With [`WalConfig::direct_appends`] (off by default), files append past the
-//! page cache (`O_DIRECT`, see [`direct`]) where the io_uring backend and the
-//! file system allow: one write batch in flight per such file, each a run of
-//! whole blocks; an in-place write takes the file back through the cache.
+//! With [`WalConfig::direct_appends`] (off in a bare `WalConfig`; the server's
+//! `direct_io` turns it on by default), files append past the page cache
+//! (`O_DIRECT`, see [`direct`]) where the io_uring backend and the file system
+//! allow: one write batch in flight per such file, each a run of whole blocks,
+//! into room allocated ahead once the file has grown; an in-place write takes
+//! the file back through the cache.
 //!
 //! A file whose fsyncs keep carrying only a few KiB gets zero-filled room
 //! written ahead of its appends (see [`preallocate`]): its fsyncs then flush
