@@ -184,7 +184,8 @@ pub struct ProduceRun {
 /// Produce throughput: the same producers over one partition (the peak a
 /// single partition gives), then over every partition, in one or more
 /// rounds. Its `single`, `all` and `all_of_single_percent` are the median
-/// round's.
+/// round's, among the rounds in which no record failed (a round cut short
+/// by a full disk measures nothing); of all rounds when none is clean.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ThroughputPhase {
     /// Producers in each run.
@@ -193,7 +194,8 @@ pub struct ThroughputPhase {
     pub spread: crate::keys::Spread,
     /// Which client path sent them.
     pub client: super::options::ClientApi,
-    /// The round with the median ratio (of an even count, the upper one).
+    /// The round with the median ratio (of an even count, the upper one)
+    /// among the clean rounds.
     #[serde(flatten)]
     pub median: ThroughputRound,
     /// Every round, in the order run.
@@ -229,6 +231,11 @@ impl ThroughputRound {
             every_first,
         }
     }
+
+    /// Whether every record of both runs was acknowledged.
+    pub fn is_clean(&self) -> bool {
+        self.single.failed == 0 && self.all.failed == 0
+    }
 }
 
 impl ThroughputPhase {
@@ -240,7 +247,11 @@ impl ThroughputPhase {
         rounds: Vec<ThroughputRound>,
     ) -> ThroughputPhase {
         assert!(!rounds.is_empty(), "a throughput phase has a round");
-        let mut by_ratio: Vec<&ThroughputRound> = rounds.iter().collect();
+        let mut by_ratio: Vec<&ThroughputRound> =
+            rounds.iter().filter(|round| round.is_clean()).collect();
+        if by_ratio.is_empty() {
+            by_ratio = rounds.iter().collect();
+        }
         by_ratio.sort_by(|a, b| a.all_of_single_percent.total_cmp(&b.all_of_single_percent));
         let median = by_ratio[by_ratio.len() / 2].clone();
         ThroughputPhase {
@@ -250,6 +261,11 @@ impl ThroughputPhase {
             median,
             rounds,
         }
+    }
+
+    /// Rounds in which a record failed.
+    pub fn failed_rounds(&self) -> usize {
+        self.rounds.iter().filter(|round| !round.is_clean()).count()
     }
 }
 
@@ -293,7 +309,16 @@ impl ScaleReport {
                 && kill.rebalance.as_ref().is_some_and(|wait| wait.balanced)
         });
         let start_balanced = self.settle.leadership.balanced();
-        self.settle.settled && start_balanced && restart_ok && kill_ok && self.node_exits.is_empty()
+        let throughput_ok = self
+            .throughput
+            .as_ref()
+            .is_none_or(|phase| phase.failed_rounds() == 0);
+        self.settle.settled
+            && start_balanced
+            && restart_ok
+            && kill_ok
+            && throughput_ok
+            && self.node_exits.is_empty()
     }
 
     /// The summary table printed at the end of a run.
@@ -504,10 +529,15 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
             row(
                 &format!("throughput: round {}", index + 1),
                 format!(
-                    "{}: {:.1} %{}",
+                    "{}: {:.1} %{}{}",
                     round_runs(round),
                     round.all_of_single_percent,
-                    machine_pair(round.single.machine, round.all.machine)
+                    machine_pair(round.single.machine, round.all.machine),
+                    if round.is_clean() {
+                        ""
+                    } else {
+                        "; records failed: left out of the median"
+                    }
                 ),
             );
         }
@@ -538,9 +568,18 @@ fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, Stri
         }
         row(name, line);
     }
-    let of_rounds = match throughput.rounds.len() {
-        1 => String::new(),
-        rounds => format!(" (the median of {rounds} rounds)"),
+    let failed = throughput.failed_rounds();
+    let of_rounds = match (throughput.rounds.len(), failed) {
+        (1, 0) => String::new(),
+        (1, _) => " (records failed)".to_owned(),
+        (rounds, 0) => format!(" (the median of {rounds} rounds)"),
+        (rounds, failed) if failed == rounds => {
+            format!(" (the median of {rounds} rounds, records failed in every one)")
+        }
+        (rounds, failed) => format!(
+            " (the median of {} clean rounds; {failed} with failed records left out)",
+            rounds - failed
+        ),
     };
     row(
         "throughput: every / one",
@@ -652,6 +691,38 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("60.0 % (the median of 3 rounds)"), "{text}");
+    }
+
+    #[test]
+    fn a_round_with_failed_records_is_left_out_of_the_median() {
+        let mut cut_short = round(3, 900, 0);
+        cut_short.all.failed = 5000;
+        cut_short.all.first_error = Some("disk full on the server".to_owned());
+        let rounds = vec![round(0, 800, 400), round(1, 700, 560), cut_short];
+        let phase = ThroughputPhase::of_rounds(
+            4,
+            crate::keys::Spread::Batch,
+            super::super::options::ClientApi::Batches,
+            rounds,
+        );
+        assert_eq!(phase.failed_rounds(), 1);
+        assert_eq!(
+            phase.median.single.produced.records, 700,
+            "80 % is the upper median of the two clean rounds"
+        );
+        let mut lines = Vec::new();
+        throughput_rows(&phase, &mut |name: &str, line: String| {
+            lines.push(format!("{name} {line}"))
+        });
+        let text = lines.join("\n");
+        assert!(
+            text.contains("records failed: left out of the median"),
+            "{text}"
+        );
+        assert!(
+            text.contains("80.0 % (the median of 2 clean rounds; 1 with failed records left out)"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -790,5 +861,15 @@ mod tests {
         uneven_start.settle.leadership.led.insert(3, 1);
         uneven_start.settle.leadership.share_max_percent = 400.0 / 6.0;
         assert!(!uneven_start.passed());
+        let mut cut_short = report();
+        let mut failing = round(0, 800, 400);
+        failing.single.failed = 1;
+        cut_short.throughput = Some(ThroughputPhase::of_rounds(
+            4,
+            crate::keys::Spread::Batch,
+            super::super::options::ClientApi::Batches,
+            vec![failing],
+        ));
+        assert!(!cut_short.passed(), "a produce run with failed records");
     }
 }
