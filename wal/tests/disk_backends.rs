@@ -103,16 +103,7 @@ fn direct_appends_pad_to_blocks_and_close_cuts_the_padding() {
     assert_eq!(collector.recv().kind, CompletionKind::Closed);
 
     let bytes = std::fs::read(&path).expect("read back");
-    let report = scan(&bytes);
-    assert!(report.is_clean(), "exactly the frames: {:?}", report.tail);
-    let payloads: Vec<&[u8]> = report
-        .frames
-        .iter()
-        .map(|frame| {
-            let start = frame.offset as usize + strand_wal::FRAME_HEADER_BYTES;
-            &bytes[start..start + frame.payload_len as usize]
-        })
-        .collect();
+    let payloads = exactly_the_frames(&bytes);
     let expected: Vec<&[u8]> = first
         .iter()
         .chain(second)
@@ -175,18 +166,23 @@ fn direct_appends_write_into_room_allocated_ahead() {
     assert_eq!(collector.recv().kind, CompletionKind::Closed);
     let bytes = std::fs::read(&path).expect("read back");
     assert_eq!(bytes.len() as u64, end, "room cut at close");
-    let report = scan(&bytes);
+    let expected: Vec<&[u8]> = payloads.iter().map(|p| &p[..]).collect();
+    assert_eq!(exactly_the_frames(&bytes), expected);
+}
+
+/// The payloads of a file's frames, checking that it holds exactly frames
+/// (nothing torn or padded after them).
+fn exactly_the_frames(bytes: &[u8]) -> Vec<&[u8]> {
+    let report = scan(bytes);
     assert!(report.is_clean(), "exactly the frames: {:?}", report.tail);
-    let read: Vec<&[u8]> = report
+    report
         .frames
         .iter()
         .map(|frame| {
             let start = frame.offset as usize + strand_wal::FRAME_HEADER_BYTES;
             &bytes[start..start + frame.payload_len as usize]
         })
-        .collect();
-    let expected: Vec<&[u8]> = payloads.iter().map(|p| &p[..]).collect();
-    assert_eq!(read, expected);
+        .collect()
 }
 
 /// Descriptors this process holds on files under `dir`.
