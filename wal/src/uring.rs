@@ -344,16 +344,14 @@ impl UringStorage {
         };
         let bytes = buffer.as_bytes();
         let frames = (0, batch.frames.len());
-        let pieces = if split_direct_write(batch, write) {
-            bytes.split_at(DIRECT_BLOCK_BYTES)
+        let head_len = if split_direct_write(batch, write) {
+            DIRECT_BLOCK_BYTES
         } else {
-            (bytes, &bytes[bytes.len()..])
+            bytes.len()
         };
+        let (head, rest) = bytes.split_at(head_len);
         let mut offset = write.offset;
-        for piece in [pieces.0, pieces.1]
-            .into_iter()
-            .filter(|piece| !piece.is_empty())
-        {
+        for piece in [head, rest].into_iter().filter(|piece| !piece.is_empty()) {
             let index = iovecs.len();
             iovecs.push(iovec_of(piece));
             ops.push(Op {
