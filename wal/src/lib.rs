@@ -25,8 +25,9 @@
 //! `direct_io` turns it on by default), files append past the page cache
 //! (`O_DIRECT`, see [`direct`]) where the io_uring backend and the file system
 //! allow: one write batch in flight per such file, each a run of whole blocks,
-//! into room allocated ahead once the file has grown; an in-place write takes
-//! the file back through the cache.
+//! into room allocated ahead once the file has grown and written with zeros
+//! beside the next append (so that appends overwrite written blocks); an
+//! in-place write takes the file back through the cache.
 //!
 //! A file whose fsyncs keep carrying only a few KiB gets zero-filled room
 //! written ahead of its appends (see [`preallocate`]): its fsyncs then flush
@@ -55,7 +56,7 @@
 //! | [`uring`] | [`UringStorage`]: the same files, batches pipelined through io_uring; [`Doorbell`] |
 //! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
 //! | [`rng`] | [`SplitMix64`], the seeded generator behind simulated crashes |
-//! | [`preallocate`] | room ahead of appends: zero-filled for files whose fsyncs are small, allocated for direct files |
+//! | [`preallocate`] | room ahead of appends: zero-filled for files whose fsyncs are small, allocated (then zeroed beside an append) for direct files |
 //! | [`direct`] | appends past the page cache: whole-block writes planned around a kept tail block, pooled aligned buffers (the io_uring backend's, with [`WalConfig::direct_appends`]) |
 //! | [`metrics`] | metric names and recording |
 //!

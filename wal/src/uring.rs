@@ -44,7 +44,9 @@ use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
-use crate::direct::{AlignedBuffer, BufferPool, DIRECT_BLOCK_BYTES, DirectFile, Plan};
+use crate::direct::{
+    AlignedBuffer, BufferPool, DIRECT_BLOCK_BYTES, DirectFile, Plan, Zeroing, room_zeros,
+};
 use crate::disk::DiskStorage;
 use crate::error::IoOp;
 use crate::frame::Frame;
@@ -183,6 +185,14 @@ enum OpKind {
         frames: (usize, usize),
         iovecs: (usize, usize),
     },
+    /// Writes zeros into a direct file's room, `len` bytes at `offset`, from
+    /// iovecs `iovecs.0..iovecs.1` (see `direct`): never linked, and its
+    /// failure fails nothing (the room then reads as zeros unwritten).
+    Zero {
+        offset: u64,
+        len: u64,
+        iovecs: (usize, usize),
+    },
     Sync,
 }
 
@@ -210,8 +220,9 @@ struct Chain {
     /// A direct append's whole blocks (its writes point here instead of at
     /// the frames); back to the pool when the chain finishes.
     direct: Option<AlignedBuffer>,
-    /// Whether each entry waits for the one before (`IOSQE_IO_LINK`): every
-    /// chain but the split direct append, whose two writes are independent.
+    /// Whether each entry (but a zeroing) waits for the one before
+    /// (`IOSQE_IO_LINK`): every chain but the split direct append, whose two
+    /// writes are independent.
     linked: bool,
 }
 
@@ -314,14 +325,14 @@ impl UringStorage {
     /// Starts one batch: pushes its chain, or runs it with plain calls when it
     /// cannot go through the ring (too long, or the descriptor is unknown).
     /// For a direct file's append: plans its whole-block write (reading
-    /// the tail block first if it is not known) and returns its buffer. `None`
-    /// for any other batch.
+    /// the tail block first if it is not known) and returns its buffer, and
+    /// the room to zero beside it. `None` for any other batch.
     fn plan_direct(
         &mut self,
         batch: &FileBatch,
         iovecs: &mut Vec<libc::iovec>,
         ops: &mut Vec<Op>,
-    ) -> io::Result<Option<AlignedBuffer>> {
+    ) -> io::Result<Option<(AlignedBuffer, Option<Zeroing>)>> {
         if batch.frames.is_empty() {
             return Ok(None);
         }
@@ -342,6 +353,7 @@ impl UringStorage {
                 }
             }
         };
+        let zeroing = direct.take_zeroing(write);
         let bytes = buffer.as_bytes();
         let frames = (0, batch.frames.len());
         let head_len = if split_direct_write(batch, write) {
@@ -366,7 +378,7 @@ impl UringStorage {
             });
             offset += piece.len() as u64;
         }
-        Ok(Some(buffer))
+        Ok(Some((buffer, zeroing)))
     }
 
     fn start_chain(
@@ -378,8 +390,9 @@ impl UringStorage {
         assert!(batch.outcome.is_none(), "batch started twice");
         let mut iovecs = Vec::new();
         let mut ops = Vec::new();
-        let direct = match self.plan_direct(&batch, &mut iovecs, &mut ops) {
-            Ok(direct) => direct,
+        let (direct, zeroing) = match self.plan_direct(&batch, &mut iovecs, &mut ops) {
+            Ok(Some((buffer, zeroing))) => (Some(buffer), zeroing),
+            Ok(None) => (None, None),
             Err(error) => {
                 let errno = crate::error::errno_of(&error);
                 batch.outcome = Some(write_failed(observer, &batch, errno));
@@ -396,6 +409,10 @@ impl UringStorage {
                 result: None,
                 reaped_at: None,
             });
+        }
+        let linked_len = ops.len();
+        if let Some(zeroing) = zeroing {
+            push_zeroing(zeroing, &mut iovecs, &mut ops);
         }
         let fd = self.disk.raw_fd(batch.file);
         let sq_capacity = self.ring.params().sq_entries() as usize;
@@ -417,10 +434,10 @@ impl UringStorage {
         let fd = fd.expect("checked above");
         let chain_len = ops.len();
         // A split direct append's two writes go side by side; every other
-        // chain's entries run in order.
-        let linked = !(direct.is_some() && chain_len > 1 && !batch.sync);
+        // chain's entries run in order. A zeroing goes beside them, last.
+        let linked = !(direct.is_some() && linked_len > 1 && !batch.sync);
         let completions = if self.skip_success && linked {
-            1
+            1 + (chain_len - linked_len)
         } else {
             chain_len
         };
@@ -442,7 +459,7 @@ impl UringStorage {
             linked,
         });
         for (index, op) in chain.ops.iter().enumerate() {
-            let link = linked && index + 1 < chain_len;
+            let link = linked && index + 1 < linked_len;
             let user_data = (slot as u64) << 32 | index as u64;
             let mut flags = squeue::Flags::empty();
             if link {
@@ -454,7 +471,8 @@ impl UringStorage {
             let entry = build_entry(fd, op, &chain.iovecs.0, user_data, flags);
             // SAFETY: the entry points at `chain.iovecs`, which point at frame
             // headers and payloads owned by `chain.batch`, or at the blocks of
-            // `chain.direct` (a heap buffer, unmoved while the chain lives). The chain stays in its
+            // `chain.direct` (a heap buffer, unmoved while the chain lives), or
+            // at the static zeros of `room_zeros`. The chain stays in its
             // slot, unchanged, until the completion of its last entry is reaped
             // (`drain_completions`), and `Drop` waits for that. The fd stays
             // open: the engine closes a file only when nothing of it is in flight.
@@ -585,11 +603,13 @@ impl UringStorage {
             assert!(op.result.is_none(), "one completion per entry");
             op.result = Some(result);
             op.reaped_at = Some(now);
-            if self.skip_success && chain.linked {
-                // The one completion of the chain: every entry before this one
-                // succeeded silently, every entry after it was cancelled.
+            let zeroing = matches!(op.kind, OpKind::Zero { .. });
+            if self.skip_success && chain.linked && !zeroing {
+                // The one completion of the linked entries: every one before
+                // this one succeeded silently, every one after it was
+                // cancelled. A zeroing posts its own.
                 for (other, op) in chain.ops.iter_mut().enumerate() {
-                    if other != index {
+                    if other != index && !matches!(op.kind, OpKind::Zero { .. }) {
                         op.result = Some(implied_result(op, other < index));
                     }
                 }
@@ -665,8 +685,13 @@ impl UringStorage {
         let mut repaired = false;
         let first_offset = ops.iter().find_map(|op| match op.kind {
             OpKind::Write { offset, .. } => Some(offset),
-            OpKind::Sync => None,
+            OpKind::Zero { .. } | OpKind::Sync => None,
         });
+        for op in ops {
+            if let OpKind::Zero { offset, len, .. } = op.kind {
+                note_zeroing(batch.file, offset, len, op.result.expect("reaped"));
+            }
+        }
         for op in ops {
             let OpKind::Write {
                 offset,
@@ -858,7 +883,7 @@ fn iovec_of(bytes: &[u8]) -> libc::iovec {
 /// cancellation after it.
 fn implied_result(op: &Op, before: bool) -> i32 {
     match (op.kind, before) {
-        (OpKind::Write { len, .. }, true) => {
+        (OpKind::Write { len, .. } | OpKind::Zero { len, .. }, true) => {
             i32::try_from(len).expect("a writev is at most WRITE_BYTES_MAX")
         }
         (OpKind::Sync, true) => 0,
@@ -875,6 +900,11 @@ fn build_entry(
 ) -> io_uring::squeue::Entry {
     let entry = match op.kind {
         OpKind::Write {
+            offset,
+            iovecs: (first, end),
+            ..
+        }
+        | OpKind::Zero {
             offset,
             iovecs: (first, end),
             ..
@@ -945,8 +975,12 @@ impl Storage for UringStorage {
         Ok(())
     }
     fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
-        if self.direct.contains_key(&file) {
-            return allocate(self.disk.raw_fd(file)?, offset, len);
+        if let Some(direct) = self.direct.get_mut(&file) {
+            // Whole blocks: the zeros written into the room cover its last one.
+            let end = (offset + len).next_multiple_of(DIRECT_BLOCK_BYTES as u64);
+            allocate(self.disk.raw_fd(file)?, offset, end - offset)?;
+            direct.zero_room(offset, len);
+            return Ok(());
         }
         self.disk.zero_fill(file, offset, len)
     }
@@ -1011,13 +1045,46 @@ impl Storage for UringStorage {
 /// Whether a direct append goes as two writes: its first block, which
 /// rewrites the block the file's last append ended in, and the rest. The
 /// first lands on a block the file system holds as written, the rest on room
-/// allocated ahead (unwritten); one write spanning both is not an overwrite
-/// of one extent, so the kernel hands it to an io_uring worker, where each
-/// half alone is issued at once. A batch that carries its fsync keeps one
-/// write, linked before it.
+/// allocated ahead and not zeroed yet (unwritten); one write spanning both is
+/// not an overwrite of one extent, so the kernel hands it to an io_uring
+/// worker, where each half alone is issued at once. An append that only
+/// overwrites written blocks stays whole, and a batch that carries its fsync
+/// keeps one write, linked before it.
 fn split_direct_write(batch: &FileBatch, write: crate::direct::DirectWrite) -> bool {
     let rewrites_last_block = write.offset < batch.offset;
-    rewrites_last_block && write.len > DIRECT_BLOCK_BYTES as u64 && !batch.sync
+    rewrites_last_block && !write.overwrite && write.len > DIRECT_BLOCK_BYTES as u64 && !batch.sync
+}
+
+/// Pushes the write of `zeroing`'s zeros (from the static `room_zeros`, one
+/// iovec per piece of it), at most [`IOVECS_PER_WRITE_MAX`] pieces: room
+/// past them stays unwritten.
+fn push_zeroing(zeroing: Zeroing, iovecs: &mut Vec<libc::iovec>, ops: &mut Vec<Op>) {
+    let zeros = room_zeros();
+    let first = iovecs.len();
+    let mut at = zeroing.start;
+    while at < zeroing.end && iovecs.len() - first < IOVECS_PER_WRITE_MAX {
+        let piece = (zeroing.end - at).min(zeros.len() as u64) as usize;
+        iovecs.push(iovec_of(&zeros[..piece]));
+        at += piece as u64;
+    }
+    ops.push(Op {
+        kind: OpKind::Zero {
+            offset: zeroing.start,
+            len: at - zeroing.start,
+            iovecs: (first, iovecs.len()),
+        },
+        result: None,
+        reaped_at: None,
+    });
+}
+
+/// Logs a zeroing of room that failed or came back short: the room's blocks
+/// read as zeros all the same, and the appends into them are issued more
+/// slowly (see `direct`).
+fn note_zeroing(file: FileId, offset: u64, len: u64, result: i32) {
+    if result < 0 || result as u64 != len {
+        tracing::debug!(%file, offset, len, result, "wal: zeroing room ahead came back short");
+    }
 }
 
 /// Allocates `len` bytes at `offset` of `fd`'s file that read as zeros,

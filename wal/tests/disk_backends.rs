@@ -114,9 +114,9 @@ fn direct_appends_pad_to_blocks_and_close_cuts_the_padding() {
 }
 
 /// A direct file that has grown past 64 KiB gets room allocated ahead (the
-/// file is longer than its padded frames while open), appends that start in
-/// the block the last one ended in go as two writes when no fsync rides with
-/// them, and a close cuts the room off: the file holds exactly its frames.
+/// file is longer than its padded frames while open), the room is written
+/// with zeros beside the next append (so that appends overwrite written
+/// blocks), and a close cuts the room off: the file holds exactly its frames.
 #[test]
 fn direct_appends_write_into_room_allocated_ahead() {
     let Some(wal) = start(Backend::UringDirect) else {
@@ -139,6 +139,7 @@ fn direct_appends_write_into_room_allocated_ahead() {
     let payloads: Vec<Bytes> = (0..400).map(|sequence| payload(5, sequence)).collect();
     let mut end = 0;
     let mut most_room = 0;
+    let mut most_zeroed: Option<u64> = None;
     // Waves of written acks: batches without an fsync, each starting in the
     // block the one before ended in.
     for (wave, chunk) in payloads.chunks(7).enumerate() {
@@ -154,20 +155,96 @@ fn direct_appends_write_into_room_allocated_ahead() {
         let physical = std::fs::metadata(&path).expect("exists").len();
         assert!(physical >= end, "the file holds its frames");
         most_room = most_room.max(physical - end);
+        let padded_end = end.next_multiple_of(4096);
+        if let Some(zeroed) = written_bytes_from(&path, padded_end) {
+            most_zeroed = Some(most_zeroed.unwrap_or(0).max(zeroed));
+        }
+    }
+    // Durable appends: each batch carries its fsync, room is zeroed beside it.
+    let durable: Vec<Bytes> = (400..1000).map(|sequence| payload(5, sequence)).collect();
+    for chunk in durable.chunks(4) {
+        let ranges = append_all(&wal, &collector, file, chunk);
+        end = end.max(ranges.last().expect("acks").end());
     }
     assert!(end > 128 << 10, "grew well past the room threshold: {end}");
     assert!(
         most_room > 4096,
         "room allocated ahead, beyond the last block's padding: {most_room}"
     );
+    match most_zeroed {
+        Some(zeroed) => assert!(
+            zeroed >= 32 << 10,
+            "room written with zeros ahead of the appends: {zeroed} bytes at most"
+        ),
+        None => eprintln!("no FIEMAP under {}: room not checked", dir.path().display()),
+    }
     wal.sync(file, 1000).expect("queued");
     assert_eq!(collector.recv().kind, CompletionKind::Synced);
     wal.close(file, 0).expect("queued");
     assert_eq!(collector.recv().kind, CompletionKind::Closed);
     let bytes = std::fs::read(&path).expect("read back");
     assert_eq!(bytes.len() as u64, end, "room cut at close");
-    let expected: Vec<&[u8]> = payloads.iter().map(|p| &p[..]).collect();
+    let expected: Vec<&[u8]> = payloads.iter().chain(&durable).map(|p| &p[..]).collect();
     assert_eq!(exactly_the_frames(&bytes), expected);
+}
+
+/// Bytes of `path` from `offset` on that the file system holds as written
+/// blocks (not allocated-and-unwritten ones), by `FS_IOC_FIEMAP`; `None`
+/// where the file system cannot say.
+#[allow(unsafe_code)]
+fn written_bytes_from(path: &Path, offset: u64) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+    const FIEMAP_FLAG_SYNC: u32 = 0x1;
+    const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
+    const EXTENTS_MAX: usize = 64;
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Extent {
+        logical: u64,
+        physical: u64,
+        length: u64,
+        reserved64: [u64; 2],
+        flags: u32,
+        reserved: [u32; 3],
+    }
+    #[repr(C)]
+    struct Map {
+        start: u64,
+        length: u64,
+        flags: u32,
+        mapped_extents: u32,
+        extent_count: u32,
+        reserved: u32,
+        extents: [Extent; EXTENTS_MAX],
+    }
+    let file = std::fs::File::open(path).ok()?;
+    let mut map = Map {
+        start: offset,
+        length: u64::MAX - offset,
+        flags: FIEMAP_FLAG_SYNC,
+        mapped_extents: 0,
+        extent_count: EXTENTS_MAX as u32,
+        reserved: 0,
+        extents: [Extent::default(); EXTENTS_MAX],
+    };
+    // SAFETY: FS_IOC_FIEMAP reads the header of `map` and writes at most
+    // `extent_count` extents into its array, all inside `map`, which lives
+    // across the call; the descriptor is open.
+    let result = unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, &mut map) };
+    if result != 0 {
+        return None;
+    }
+    let mapped = (map.mapped_extents as usize).min(EXTENTS_MAX);
+    let written = map.extents[..mapped]
+        .iter()
+        .filter(|extent| extent.flags & FIEMAP_EXTENT_UNWRITTEN == 0)
+        .map(|extent| {
+            let end = extent.logical + extent.length;
+            end.saturating_sub(extent.logical.max(offset))
+        })
+        .sum();
+    Some(written)
 }
 
 /// The payloads of a file's frames, checking that it holds exactly frames
