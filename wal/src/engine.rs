@@ -31,6 +31,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::error::{IoOp, WalError, errno_of};
+use crate::frame::Frame;
 use crate::group_commit::{FileState, Turn, WRITE_BATCHES_IN_FLIGHT_MAX};
 use crate::metrics;
 use crate::request::{
@@ -88,7 +89,17 @@ pub struct WalCore<S: Storage> {
     held_at: BTreeMap<FileId, u64>,
     uses: u64,
     descriptors_max: usize,
+    /// Frame lists of finished batches, emptied, for the next turns' batches
+    /// (at most [`SPARE_LISTS_MAX`]): a batch per file per turn would
+    /// otherwise allocate its list anew.
+    spare_frames: Vec<Vec<Frame>>,
+    /// The batches a reap hands back, kept between reaps.
+    reaped: Vec<FileBatch>,
 }
+
+/// Emptied lists kept for reuse, of each kind: about one per file written in
+/// a turn; beyond it they are freed.
+pub(crate) const SPARE_LISTS_MAX: usize = 1024;
 
 /// How many of the least recently used files one release pass looks at (it
 /// runs after every turn and reap, so it must stay cheap when many files are
@@ -140,6 +151,8 @@ impl<S: Storage> WalCore<S> {
             observer: Arc::new(NoObserver),
             in_flight: 0,
             touched: BTreeSet::new(),
+            spare_frames: Vec::new(),
+            reaped: Vec::new(),
             syncs_in_flight: 0,
             syncs_in_flight_max: SYNCS_IN_FLIGHT_MAX_DEFAULT,
             sync_waiting: VecDeque::new(),
@@ -527,14 +540,15 @@ impl<S: Storage> WalCore<S> {
         let Some(pipeline) = self.storage.pipeline() else {
             return 0;
         };
-        let mut done = Vec::new();
+        let mut done = std::mem::take(&mut self.reaped);
         pipeline.reap(&mut done, observer);
         assert!(done.len() <= self.in_flight, "reaped only what was started");
         self.in_flight -= done.len();
         let finished = done.len();
-        for batch in done {
+        for batch in done.drain(..) {
             self.finish(batch);
         }
+        self.reaped = done;
         self.settle_touched(out, false);
         if finished > 0 {
             self.release_idle_descriptors();
@@ -597,7 +611,7 @@ impl<S: Storage> WalCore<S> {
                 user_data,
                 ack,
                 ..
-            } => turn.add_append(file, state, frame, user_data, ack),
+            } => turn.add_append(file, state, frame, user_data, ack, &mut self.spare_frames),
             Request::Sync { user_data, .. } => {
                 if !turn.contains(file) && state.is_quiescent() && state.all_durable() {
                     let range = FileRange {
@@ -789,6 +803,11 @@ impl<S: Storage> WalCore<S> {
             self.syncs_in_flight -= usize::from(batch.sync);
         }
         self.touched.insert(file);
+        let mut frames = batch.frames;
+        if self.spare_frames.len() < SPARE_LISTS_MAX && frames.capacity() > 0 {
+            frames.clear();
+            self.spare_frames.push(frames);
+        }
     }
 
     /// Answers the waiters of every touched file, notes the bare fsyncs they

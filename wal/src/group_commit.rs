@@ -461,7 +461,8 @@ impl Turn {
         self.batches.is_empty()
     }
 
-    /// Appends `frame` to `file`'s batch (opening one at the append end).
+    /// Appends `frame` to `file`'s batch (opening one at the append end, its
+    /// frame list taken from `spare` when one is there).
     pub fn add_append(
         &mut self,
         file: FileId,
@@ -469,12 +470,13 @@ impl Turn {
         frame: Frame,
         user_data: u64,
         ack: Ack,
+        spare: &mut Vec<Vec<Frame>>,
     ) {
         let range = FileRange {
             offset: state.append_end,
             len: frame.len(),
         };
-        let slot = self.slot(file, state, state.append_end);
+        let slot = self.slot(file, state, state.append_end, spare);
         let batch = &mut self.batches[slot];
         assert_eq!(
             batch.offset + batch.len(),
@@ -511,7 +513,7 @@ impl Turn {
             len: frame.len(),
         };
         assert!(range.end() <= state.append_end);
-        let slot = self.slot(file, state, offset);
+        let slot = self.slot(file, state, offset, &mut Vec::new());
         self.batches[slot].frames.push(frame);
         let (seq, wants_sync) = &mut self.planned[slot];
         *wants_sync |= ack == Ack::Durable;
@@ -549,15 +551,23 @@ impl Turn {
             .collect()
     }
 
-    fn slot(&mut self, file: FileId, state: &mut FileState, offset: u64) -> usize {
+    fn slot(
+        &mut self,
+        file: FileId,
+        state: &mut FileState,
+        offset: u64,
+        spare: &mut Vec<Vec<Frame>>,
+    ) -> usize {
         if let Some(&slot) = self.index.get(&file) {
             return slot;
         }
+        let frames = spare.pop().unwrap_or_default();
+        debug_assert!(frames.is_empty(), "spare frame lists are emptied");
         self.batches.push(FileBatch {
             id: 0,
             file,
             offset,
-            frames: Vec::new(),
+            frames,
             sync: false,
             outcome: None,
         });

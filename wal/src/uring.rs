@@ -48,6 +48,7 @@ use crate::direct::{
     AlignedBuffer, BufferPool, DIRECT_BLOCK_BYTES, DirectFile, Plan, Zeroing, room_zeros,
 };
 use crate::disk::DiskStorage;
+use crate::engine::SPARE_LISTS_MAX;
 use crate::error::IoOp;
 use crate::frame::Frame;
 use crate::request::{FileId, OpenMode};
@@ -200,9 +201,10 @@ enum OpKind {
 struct Iovecs(Vec<libc::iovec>);
 
 // SAFETY: the pointers are into the `Bytes` and headers of the frames owned by
-// the same `Chain`, which is `Send`; they are only dereferenced by the kernel,
-// never through this array by any thread, so moving both together to another
-// thread is sound.
+// the same `Chain`, which is `Send` (or into static zeros); they are only
+// dereferenced by the kernel, never through this array by any thread, so
+// moving both together to another thread is sound. A spare array kept for
+// reuse is empty.
 unsafe impl Send for Iovecs {}
 
 /// One batch in flight, owning everything the kernel reads for it.
@@ -233,6 +235,10 @@ pub struct UringStorage {
     direct: BTreeMap<FileId, DirectFile>,
     /// Buffers of direct writes.
     direct_buffers: BufferPool,
+    /// The iovec and entry lists of finished chains, emptied, for the next
+    /// chains (at most `SPARE_LISTS_MAX` of each).
+    spare_iovecs: Vec<Iovecs>,
+    spare_ops: Vec<Vec<Op>>,
     ring: IoUring,
     chains: Vec<Option<Chain>>,
     free_slots: Vec<usize>,
@@ -304,6 +310,8 @@ impl UringStorage {
             disk: DiskStorage::new(),
             direct: BTreeMap::new(),
             direct_buffers: BufferPool::default(),
+            spare_iovecs: Vec::new(),
+            spare_ops: Vec::new(),
             ring,
             chains: Vec::new(),
             free_slots: Vec::new(),
@@ -388,8 +396,8 @@ impl UringStorage {
         observer: &dyn IoObserver,
     ) {
         assert!(batch.outcome.is_none(), "batch started twice");
-        let mut iovecs = Vec::new();
-        let mut ops = Vec::new();
+        let Iovecs(mut iovecs) = self.spare_iovecs.pop().unwrap_or(Iovecs(Vec::new()));
+        let mut ops = self.spare_ops.pop().unwrap_or_default();
         let (direct, zeroing) = match self.plan_direct(&batch, &mut iovecs, &mut ops) {
             Ok(Some((buffer, zeroing))) => (Some(buffer), zeroing),
             Ok(None) => (None, None),
@@ -629,7 +637,8 @@ impl UringStorage {
     fn finish_chain(&mut self, chain: Chain, observer: &dyn IoObserver) {
         let Chain {
             mut batch,
-            ops,
+            iovecs: Iovecs(mut iovecs),
+            mut ops,
             started,
             blocking,
             direct,
@@ -638,6 +647,12 @@ impl UringStorage {
         let outcome = self.settle_batch(&batch, &ops, direct.as_ref(), started, observer);
         if let Some(buffer) = direct {
             self.direct_buffers.put(buffer);
+        }
+        if self.spare_ops.len() < SPARE_LISTS_MAX {
+            iovecs.clear();
+            ops.clear();
+            self.spare_iovecs.push(Iovecs(iovecs));
+            self.spare_ops.push(ops);
         }
         batch.outcome = Some(outcome);
         self.push_finished(batch, blocking);

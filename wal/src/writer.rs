@@ -671,11 +671,14 @@ fn refuse_the_rest(
 fn deliver(sinks: &mut BTreeMap<FileId, Arc<dyn CompletionSink>>, out: &mut Vec<Completion>) {
     for completion in out.drain(..) {
         let file = completion.file;
-        let closed = completion.kind == CompletionKind::Closed;
-        let sink = if closed {
+        let sink = if completion.kind == CompletionKind::Closed {
             sinks.remove(&file)
+        } else if let Some(sink) = sinks.get(&file) {
+            // Borrowed: no reference count touched per completion.
+            sink.complete(completion);
+            continue;
         } else {
-            sinks.get(&file).cloned()
+            None
         };
         match sink {
             Some(sink) => sink.complete(completion),
