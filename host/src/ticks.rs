@@ -152,14 +152,20 @@ impl TickSchedule {
             entry.applied, self.now,
             "group {group} rescheduled before it caught up"
         );
-        if let Some(due) = entry.due.take() {
-            self.due.remove(&(due, group));
-        }
-        if let Some(ticks) = ticks_until_due {
+        let due = ticks_until_due.map(|ticks| {
             assert!(ticks >= 1, "a group is due on a later tick, not this one");
-            let due = self.now + ticks;
-            entry.due = Some(due);
-            self.due.insert((due, group));
+            self.now + ticks
+        });
+        // A busy group settles many times per tick, mostly due on the same
+        // tick as before: the index is only touched when that changes.
+        if entry.due != due {
+            if let Some(old) = entry.due {
+                self.due.remove(&(old, group));
+            }
+            if let Some(new) = due {
+                self.due.insert((new, group));
+            }
+            entry.due = due;
         }
         was_awake
     }
