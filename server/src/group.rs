@@ -251,6 +251,13 @@ pub struct Actor {
     host: GroupHost<FileDisk>,
     /// What the host put out, waiting to be carried out (kept for reuse).
     outputs: Vec<Output>,
+    /// Ops committed since the last settle ended: what follows a commit
+    /// (the catalog published and handed over, parked fetches served) runs
+    /// once per settle, not once per op. A metadata replica applying a
+    /// hundred catalog ops after a restart otherwise cloned and scanned a
+    /// catalog of 10,000 partitions a hundred times in one shard turn,
+    /// silent for seconds to its peers.
+    committed_unhandled: bool,
     /// Its shard's frames to peers this turn: a frame joins its peer's
     /// batch, and the shard hands each batch on once per turn.
     outbox: Arc<Mutex<Outbox>>,
@@ -334,6 +341,7 @@ impl Actor {
             wal,
             host,
             outputs: Vec::new(),
+            committed_unhandled: false,
             outbox,
             parked: VecDeque::new(),
             hosted,
@@ -485,6 +493,9 @@ impl Actor {
             }
         }
         self.outputs = outputs;
+        if std::mem::take(&mut self.committed_unhandled) {
+            self.on_commit();
+        }
     }
 
     /// Applies the retention policy now (the shard's age sweep, or a
@@ -528,8 +539,15 @@ impl Actor {
     fn on_output(&mut self, output: Output) {
         match output {
             Output::Send { to, message } => self.send_to_replica(to, message),
-            Output::Reply(reply) => self.reply(reply),
-            Output::Committed { .. } => self.on_commit(),
+            Output::Reply(reply) => {
+                // A client told its op committed finds the catalog and the
+                // reads it made possible already published.
+                if std::mem::take(&mut self.committed_unhandled) {
+                    self.on_commit();
+                }
+                self.reply(reply)
+            }
+            Output::Committed { .. } => self.committed_unhandled = true,
             Output::Event(event) => self.on_event(event),
             Output::WriteStage { op, durable: false } => {
                 if self.write_queued.len() < LATENCIES_TRACKED_MAX {
