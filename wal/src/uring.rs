@@ -3,10 +3,12 @@
 //! Each [`FileBatch`] becomes one linked chain: `writev` SQEs (at most
 //! [`IOVECS_PER_WRITE_MAX`] iovecs and [`WRITE_BYTES_MAX`] bytes each) with
 //! `IOSQE_IO_LINK`, then, if the batch asks for it, one `IORING_OP_FSYNC` with
-//! `IORING_FSYNC_DATASYNC`. [`Pipeline::start`] pushes a chain and returns;
-//! the chains started in one turn reach the kernel together at the next
-//! `reap` or `wait` (one `io_uring_enter`), and the writer plans the next turn
-//! while they run. Opens, truncates and renames go through [`DiskStorage`].
+//! `IORING_FSYNC_DATASYNC`. A direct file's append may carry one more write
+//! beside the chain, unlinked and last: zeros into the room past it (see
+//! `direct`), which posts its own completion. [`Pipeline::start`] pushes a
+//! chain and returns; the chains started in one turn reach the kernel together
+//! at the next `reap` or `wait` (one `io_uring_enter`), and the writer plans
+//! the next turn while they run. Opens, truncates and renames go through [`DiskStorage`].
 //!
 //! Memory the kernel reads (the frames, and the iovec array pointing into
 //! them) is owned by the chain's slot from the push until its last completion
