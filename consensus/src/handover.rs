@@ -140,7 +140,7 @@ impl<S: StateMachine> Replica<S> {
     }
 
     /// The lowest view above the current one, in its epoch, that `slot` leads.
-    fn lowest_view_led_by(&self, slot: u8) -> ViewId {
+    pub(crate) fn lowest_view_led_by(&self, slot: u8) -> ViewId {
         let count = u32::from(self.view_membership.replica_count());
         let mut view = self.view.next();
         for _ in 0..count {

@@ -126,7 +126,35 @@ impl<S: StateMachine> Replica<S> {
     fn check_svc_quorum(&mut self, effects: &mut Effects) {
         let (votes, needed) = self.svc_quorum();
         if votes >= needed {
-            self.start_view_change(self.next_view(), effects);
+            self.start_view_change(self.leave_target(), effects);
+        }
+    }
+
+    /// The view a quorum's vote to leave the current one moves this
+    /// replica to. A replica still recovering (it restarted, and no
+    /// primary answered its probes: the whole group restarted) goes to the
+    /// lowest view its preferred primary leads, unless the driver suspects
+    /// that replica's node: one view change then both restarts the group
+    /// and puts its primary where the cluster wants it, where the next view
+    /// would take an election and a handover after it. Every recovering
+    /// replica of the group reaches the same view this way; one that does
+    /// not (it suspects the preferred node, or is not recovering) goes to
+    /// the next view, and the lower of the two views follows the higher
+    /// one's DoViewChange. A view change that stalls moves on to the next
+    /// view, so a preferred primary that cannot start costs one view change
+    /// timeout.
+    pub(crate) fn leave_target(&self) -> ViewId {
+        let next = self.next_view();
+        if self.status != Status::Recovering || next.epoch != self.view.epoch {
+            return next;
+        }
+        let preferred = self.preferred_primary();
+        let live = preferred == self.config.replica
+            || (self.is_peer(preferred) && self.suspected & (1 << preferred) == 0);
+        if live {
+            self.lowest_view_led_by(preferred)
+        } else {
+            next
         }
     }
 

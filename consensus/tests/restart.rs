@@ -1,7 +1,8 @@
 //! Restarts, as stories: a cleanly stopped replica resumes in its view (a
 //! clean restart of the whole group changes no view); a group whose
-//! primary does not come back elects once; a crashed replica is not taken
-//! at its word and rejoins through the primary.
+//! primary does not come back elects once; a group whose every replica
+//! crashed elects its preferred primary at once; a crashed replica is not
+//! taken at its word and rejoins through the primary.
 
 mod harness;
 
@@ -92,6 +93,62 @@ fn a_clean_restart_without_its_primary_costs_one_view_change() {
     cluster.restart(0);
     cluster.tick(200);
     assert_normal_in(&cluster, next);
+    cluster.produce(1, 5);
+    cluster.deliver_all();
+    assert_eq!(cluster.acked().len(), 3);
+    cluster.assert_one_history();
+}
+
+#[test]
+fn a_crash_of_every_replica_elects_the_preferred_primary_in_one_view_change() {
+    for durability in [Durability::Persisted, Durability::Replicated] {
+        let mut cluster = settled_after(durability, 3);
+        let view = cluster.replica(0).view();
+        assert_eq!(cluster.primary(), Some(0), "replica 0 is preferred");
+        for index in 0..3 {
+            cluster.crash(index);
+        }
+        for index in [1, 2, 0] {
+            cluster.restart(index);
+        }
+        cluster.tick(500);
+        // Views 1 and 2 are led by replicas 1 and 2: the group goes straight
+        // to the next view replica 0 leads, no election and handover after it.
+        let preferred = ViewId::new(view.epoch, view.view + 3);
+        assert_normal_in(&cluster, preferred);
+        assert_eq!(cluster.primary(), Some(0), "{durability:?}");
+        for index in 0..3 {
+            assert_eq!(
+                view_changes_started(&cluster, index),
+                vec![preferred],
+                "{durability:?}: replica {index}"
+            );
+        }
+        cluster.produce(1, 5);
+        cluster.deliver_all();
+        assert_eq!(cluster.acked().len(), 4, "{durability:?}: writes go on");
+        cluster.assert_one_history();
+    }
+}
+
+#[test]
+fn a_crash_of_every_replica_without_the_preferred_node_elects_the_next_view() {
+    let mut cluster = settled_after(Durability::Persisted, 2);
+    let view = cluster.replica(0).view();
+    for index in 0..3 {
+        cluster.crash(index);
+    }
+    cluster.restart(1);
+    cluster.restart(2);
+    // The node-level signal says the preferred primary's node is down.
+    cluster.signal_liveness(1, 0, false);
+    cluster.signal_liveness(2, 0, false);
+    cluster.tick(500);
+    let next = ViewId::new(view.epoch, view.view + 1);
+    for index in [1, 2] {
+        assert_eq!(cluster.replica(index).status(), Status::Normal);
+        assert_eq!(view_changes_started(&cluster, index), vec![next]);
+    }
     cluster.produce(1, 5);
     cluster.deliver_all();
     assert_eq!(cluster.acked().len(), 3);
