@@ -6,7 +6,8 @@
 //! the nodes cost at idle once every group is quiet (CPU, memory, threads),
 //! and optionally a clean restart of every node, a SIGKILL of the node that
 //! is primary of the most partitions (until each of them takes a write
-//! again, then until leadership is balanced again once it is back), and
+//! again, then until leadership is balanced again once it is back), a
+//! SIGKILL of every node (the settle, and each group's view changes), and
 //! produce throughput over one partition and over every partition, with
 //! the same producers (in rounds of alternating order).
 //!
@@ -48,10 +49,10 @@ use observe::SettleWait;
 pub use options::ScaleOptions;
 pub use report::ScaleReport;
 use report::{
-    IdlePhase, KillPhase, RebalancePhase, RestartPhase, ScaleConfig, SettlePhase, ThroughputPhase,
-    ThroughputRound,
+    IdlePhase, KillAllPhase, KillPhase, RebalancePhase, RestartPhase, ScaleConfig, SettlePhase,
+    ThroughputPhase, ThroughputRound,
 };
-use settle::{Expectation, ViewHighs};
+use settle::{Expectation, GroupViewChanges, ViewHighs};
 
 /// How long a node may take to exit after SIGTERM before it is SIGKILLed.
 pub const TERMINATE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -124,6 +125,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, BenchError> {
         idle: None,
         restart: None,
         kill: None,
+        kill_all: None,
         throughput: None,
         skipped: Vec::new(),
         node_exits: Vec::new(),
@@ -152,6 +154,7 @@ fn config(options: &ScaleOptions) -> ScaleConfig {
         settle_timeout_secs: options.settle_timeout_secs,
         restart: options.restart,
         kill: options.kill,
+        kill_all: options.kill_all,
         produce_secs: options.produce_secs,
         producers: options.producers,
         produce_rounds: options.produce_rounds,
@@ -214,6 +217,7 @@ impl<'a> Scale<'a> {
         let mut later = Vec::from(["idle"]);
         later.extend(options.restart.then_some("restart"));
         later.extend(options.kill.then_some("kill"));
+        later.extend(options.kill_all.then_some("kill all"));
         later.extend(options.produce().map(|_| "throughput"));
         let skip = |report: &mut ScaleReport, done: usize, why: &str| {
             let skipped = later[done..].join(", ");
@@ -247,6 +251,20 @@ impl<'a> Scale<'a> {
                 return Ok(());
             }
         }
+        if options.kill_all {
+            let kill_all = self.kill_all().await?;
+            let settled = kill_all.settle.settled;
+            report.kill_all = Some(kill_all);
+            done += 1;
+            if !settled {
+                skip(
+                    report,
+                    done,
+                    "the cluster did not settle after every node was killed",
+                );
+                return Ok(());
+            }
+        }
         if let Some(duration) = options.produce() {
             report.throughput = Some(self.throughput(duration).await?);
         }
@@ -275,7 +293,7 @@ impl<'a> Scale<'a> {
         let changes = settle.view_changes;
         match &settle.unsettled {
             None => self.progress.say(format!(
-                "every group normal {:.2} s {what}; view changes: {} partition, {} metadata",
+                "every group normal {:.2} s {what}; views moved: {} partition, {} metadata",
                 settle.secs, changes.partition_groups, changes.metadata_group
             )),
             Some(why) => self
@@ -408,6 +426,50 @@ impl<'a> Scale<'a> {
             first_error: resumed.first_error,
             restart,
             rebalance,
+        })
+    }
+
+    /// SIGKILLs every node at once, starts them all again, waits for the
+    /// settle and for balanced leadership and quiet, and counts each
+    /// group's view changes since.
+    async fn kill_all(&mut self) -> Result<KillAllPhase, BenchError> {
+        let snapshot = observe::poll(&self.client).await;
+        self.highs.record(&snapshot);
+        let before = self.highs.clone();
+        let nodes: Vec<u32> = (1..=self.options.nodes).collect();
+        for node in &nodes {
+            self.cluster.kill_node(*node)?;
+        }
+        self.progress.say("SIGKILL every node; starting them again");
+        let started = Instant::now();
+        for node in &nodes {
+            self.cluster.start_node(*node)?;
+        }
+        let (settle, _) = self.settle(started, &before).await;
+        self.say_settled("after every node was killed", &settle);
+        if !settle.settled {
+            return Ok(KillAllPhase {
+                settle,
+                rebalance: None,
+                group_view_changes: None,
+            });
+        }
+        let rebalance = self.rebalance(started).await;
+        // Handovers and late view changes show in the counters only once
+        // every group has come to rest.
+        let timeout = self.options.settle_timeout();
+        observe::wait_quiet(&self.metrics, timeout, &self.progress).await;
+        let (scrapes, errors) = observe::scrape_samples(&self.metrics).await;
+        self.errors.extend(errors);
+        let changes = GroupViewChanges::from_scrapes(&scrapes, &self.expected.groups);
+        self.progress.say(format!(
+            "view changes since the kill: partition groups by count {:?}, metadata {}",
+            changes.groups_by_count, changes.metadata
+        ));
+        Ok(KillAllPhase {
+            settle,
+            rebalance: Some(rebalance),
+            group_view_changes: Some(changes),
         })
     }
 

@@ -12,6 +12,7 @@ use super::Progress;
 use super::procfs;
 use super::report::{IdlePhase, MIB_BYTES, NodeIdle, RebalancePhase, SettlePhase};
 use super::settle::{self, Expectation, NodeMetrics, Snapshot, Verdict, ViewHighs};
+use crate::prometheus::Sample;
 use crate::scrape;
 
 /// How often status and metrics are polled while waiting.
@@ -140,6 +141,20 @@ pub async fn scrape_all(metrics: &[(u32, String)]) -> (Vec<NodeMetrics>, Vec<Str
         }
     }
     (figures, errors)
+}
+
+/// Every node's whole scrape (those that answered), and the scrapes that
+/// failed.
+pub async fn scrape_samples(metrics: &[(u32, String)]) -> (Vec<Vec<Sample>>, Vec<String>) {
+    let mut scrapes = Vec::with_capacity(metrics.len());
+    let mut errors = Vec::new();
+    for (node, address) in metrics {
+        match scrape::scrape(address).await {
+            Ok(samples) => scrapes.push(samples),
+            Err(error) => errors.push(format!("node {node}: {error}")),
+        }
+    }
+    (scrapes, errors)
 }
 
 /// Scrapes until every node's groups are all quiet or `timeout` passes:

@@ -68,6 +68,13 @@ pub struct ScaleOptions {
     /// each of those partitions takes a write again, then restart it.
     #[arg(long)]
     pub kill: bool,
+    /// SIGKILL every node at once, start them all again, time the settling,
+    /// and once leadership is balanced and every group quiet, count each
+    /// group's view changes (the most any of its replicas started since,
+    /// from the nodes' metrics): a crash of the whole cluster should cost a
+    /// group at most one. Runs after --kill.
+    #[arg(long)]
+    pub kill_all: bool,
     /// After --kill, how long the returned node's groups may take to lead
     /// again so that no node leads more than its share plus a fifth (40 %
     /// of the groups on 3 nodes), counted from its restart.

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::machine::MachineLoad;
-use super::settle::{Leadership, NodeMetrics, ViewChanges};
+use super::settle::{GroupViewChanges, Leadership, NodeMetrics, ViewChanges};
 use crate::cluster::Termination;
 use crate::report::{Throughput, table};
 
@@ -34,6 +34,8 @@ pub struct ScaleConfig {
     pub restart: bool,
     /// Whether the primary kill ran.
     pub kill: bool,
+    /// Whether every node was SIGKILLed and restarted.
+    pub kill_all: bool,
     /// How long the throughput phase produced, per run (0: skipped).
     pub produce_secs: f64,
     /// Producers in the throughput phase.
@@ -140,6 +142,32 @@ pub struct KillPhase {
     /// Leadership moving back once the killed node returned (`None`: it did
     /// not settle, so not waited for).
     pub rebalance: Option<RebalancePhase>,
+}
+
+/// The SIGKILL of every node at once, and their restart.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KillAllPhase {
+    /// From the start of the new processes until settled; view changes
+    /// count (as views moved) from just before the kill.
+    pub settle: SettlePhase,
+    /// Leadership once settled (`None`: it did not settle).
+    pub rebalance: Option<RebalancePhase>,
+    /// Each group's view changes since the restart, counted once leadership
+    /// was balanced and every group quiet (`None`: it did not settle).
+    pub group_view_changes: Option<GroupViewChanges>,
+}
+
+impl KillAllPhase {
+    /// True when the cluster settled, balanced, and no group went through
+    /// more than one view change.
+    pub fn passed(&self) -> bool {
+        self.settle.settled
+            && self.rebalance.as_ref().is_some_and(|wait| wait.balanced)
+            && self
+                .group_view_changes
+                .as_ref()
+                .is_some_and(|changes| changes.at_most(1))
+    }
 }
 
 /// The wait, after a killed node returned, until no node leads more than
@@ -284,6 +312,8 @@ pub struct ScaleReport {
     pub restart: Option<RestartPhase>,
     /// The primary kill, if run.
     pub kill: Option<KillPhase>,
+    /// The kill of every node, if run.
+    pub kill_all: Option<KillAllPhase>,
     /// The throughput phase, if run.
     pub throughput: Option<ThroughputPhase>,
     /// Phases not run, and why.
@@ -308,6 +338,7 @@ impl ScaleReport {
                 && kill.restart.settled
                 && kill.rebalance.as_ref().is_some_and(|wait| wait.balanced)
         });
+        let kill_all_ok = self.kill_all.as_ref().is_none_or(KillAllPhase::passed);
         let start_balanced = self.settle.leadership.balanced();
         let throughput_ok = self
             .throughput
@@ -317,6 +348,7 @@ impl ScaleReport {
             && start_balanced
             && restart_ok
             && kill_ok
+            && kill_all_ok
             && throughput_ok
             && self.node_exits.is_empty()
     }
@@ -351,6 +383,9 @@ impl ScaleReport {
         }
         if let Some(kill) = &self.kill {
             kill_rows(kill, &mut row);
+        }
+        if let Some(kill_all) = &self.kill_all {
+            kill_all_rows(kill_all, &mut row);
         }
         if let Some(throughput) = &self.throughput {
             throughput_rows(throughput, &mut row);
@@ -387,7 +422,7 @@ fn settle_rows(name: &str, settle: &SettlePhase, row: &mut impl FnMut(&str, Stri
     row(
         name,
         format!(
-            "{outcome}; view changes: {} partition, {} metadata",
+            "{outcome}; views moved: {} partition, {} metadata",
             changes.partition_groups, changes.metadata_group
         ),
     );
@@ -496,16 +531,39 @@ fn kill_rows(kill: &KillPhase, row: &mut impl FnMut(&str, String)) {
     row("kill: writes", writes);
     settle_rows("kill: settle after restart", &kill.restart, row);
     if let Some(wait) = &kill.rebalance {
-        let outcome = if wait.balanced {
-            format!("balanced {:.2} s after the restart", wait.secs)
-        } else {
-            format!("NOT balanced {:.2} s after the restart", wait.timeout_secs)
-        };
+        row("kill: rebalance", rebalance_line(wait));
+    }
+}
+
+fn kill_all_rows(kill_all: &KillAllPhase, row: &mut impl FnMut(&str, String)) {
+    settle_rows("kill all: settle", &kill_all.settle, row);
+    if let Some(wait) = &kill_all.rebalance {
+        row("kill all: leadership", rebalance_line(wait));
+    }
+    if let Some(changes) = &kill_all.group_view_changes {
+        let counts: Vec<String> = changes
+            .groups_by_count
+            .iter()
+            .map(|(count, groups)| format!("{groups} with {count}"))
+            .collect();
         row(
-            "kill: rebalance",
-            format!("{outcome}: {}", leadership_line(&wait.leadership)),
+            "kill all: view changes",
+            format!(
+                "partition groups: {}; metadata group: {}",
+                counts.join(", "),
+                changes.metadata
+            ),
         );
     }
+}
+
+fn rebalance_line(wait: &RebalancePhase) -> String {
+    let outcome = if wait.balanced {
+        format!("balanced {:.2} s after the restart", wait.secs)
+    } else {
+        format!("NOT balanced {:.2} s after the restart", wait.timeout_secs)
+    };
+    format!("{outcome}: {}", leadership_line(&wait.leadership))
 }
 
 fn throughput_rows(throughput: &ThroughputPhase, row: &mut impl FnMut(&str, String)) {
@@ -787,6 +845,7 @@ mod tests {
                 settle_timeout_secs: 60.0,
                 restart: false,
                 kill: true,
+                kill_all: true,
                 produce_secs: 0.0,
                 producers: 4,
                 produce_rounds: 1,
@@ -811,6 +870,20 @@ mod tests {
                     secs: 4.0,
                     timeout_secs: 30.0,
                     leadership: even_leadership(),
+                }),
+            }),
+            kill_all: Some(KillAllPhase {
+                settle: settle(true),
+                rebalance: Some(RebalancePhase {
+                    balanced: true,
+                    secs: 5.0,
+                    timeout_secs: 30.0,
+                    leadership: even_leadership(),
+                }),
+                group_view_changes: Some(GroupViewChanges {
+                    groups_by_count: [(1, 6)].into(),
+                    partition_most: 1,
+                    metadata: 1,
                 }),
             }),
             throughput: None,
@@ -855,6 +928,17 @@ mod tests {
         }
         assert!(!lopsided.passed());
         assert!(lopsided.summary().contains("NOT balanced 30.00 s"));
+        let mut churned = report();
+        if let Some(changes) = churned
+            .kill_all
+            .as_mut()
+            .and_then(|phase| phase.group_view_changes.as_mut())
+        {
+            changes.groups_by_count = [(1, 5), (2, 1)].into();
+            changes.partition_most = 2;
+        }
+        assert!(!churned.passed(), "a group changed views twice");
+        assert!(churned.summary().contains("5 with 1, 1 with 2"));
         let mut uneven_start = report();
         uneven_start.settle.leadership.led.insert(1, 4);
         uneven_start.settle.leadership.led.insert(2, 1);

@@ -1,6 +1,7 @@
 //! **Pure**: whether a cluster has settled, decided from one poll of every
 //! node's status ([`Snapshot`]); how many view changes it took
-//! ([`ViewHighs`]); which node is primary of the most groups, and how
+//! ([`ViewHighs`], and per group from the nodes' counters:
+//! [`GroupViewChanges`]); which node is primary of the most groups, and how
 //! evenly the nodes lead ([`Leadership`]); and whether every node's groups
 //! have gone quiet ([`NodeMetrics`]).
 //!
@@ -230,7 +231,11 @@ fn describe(group: u64, tally: &Tally) -> String {
     description
 }
 
-/// View changes, split between the partition groups and the metadata plane.
+/// Views moved, split between the partition groups and the metadata plane:
+/// the view changes when each moved one view, more than them when a view
+/// change went straight to a view its group's preferred primary leads (a
+/// group whose every replica restarted from a crash does). Zero views moved
+/// is zero view changes; [`GroupViewChanges`] counts them exactly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ViewChanges {
     /// Summed over the partition groups of the created topics.
@@ -241,7 +246,7 @@ pub struct ViewChanges {
 
 /// Per group, the highest view any of its replicas was seen in. Views only
 /// grow and a fresh group starts in view 0, so the highest view of a fresh
-/// group is the number of view changes it went through.
+/// group is how far its views moved.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ViewHighs {
     views: BTreeMap<u64, u32>,
@@ -261,7 +266,7 @@ impl ViewHighs {
         self.views.get(&group).copied()
     }
 
-    /// The view changes between `before` and now, of `groups` and of the
+    /// How far views moved between `before` and now, of `groups` and of the
     /// metadata group (a group `before` never saw counts from view 0).
     pub fn changes_since(&self, before: &ViewHighs, groups: &BTreeSet<u64>) -> ViewChanges {
         let advanced = |group: u64| {
@@ -274,6 +279,55 @@ impl ViewHighs {
             partition_groups: groups.iter().map(|group| advanced(*group)).sum(),
             metadata_group: advanced(METADATA_GROUP),
         }
+    }
+}
+
+/// How many view changes each group went through, counted from the nodes'
+/// `view_changes_total{group}` (every replica counts the view changes it
+/// started, itself or joining; a process starts from zero): per group the
+/// most any of its replicas counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GroupViewChanges {
+    /// Partition groups by how many view changes they went through (every
+    /// group of `groups` counts, 0 when no replica reported one).
+    pub groups_by_count: BTreeMap<u64, u64>,
+    /// The most view changes of any one partition group.
+    pub partition_most: u64,
+    /// The metadata group's.
+    pub metadata: u64,
+}
+
+impl GroupViewChanges {
+    /// Counts from `scrapes`, one per node, over `groups`.
+    pub fn from_scrapes(scrapes: &[Vec<Sample>], groups: &BTreeSet<u64>) -> GroupViewChanges {
+        let mut most: BTreeMap<u64, u64> = BTreeMap::new();
+        for sample in scrapes.iter().flatten() {
+            if sample.name != "view_changes_total" {
+                continue;
+            }
+            let Some(group) = sample.label("group").and_then(|group| group.parse().ok()) else {
+                continue;
+            };
+            let count = sample.value.max(0.0).round() as u64;
+            let entry = most.entry(group).or_default();
+            *entry = (*entry).max(count);
+        }
+        let count_of = |group: u64| most.get(&group).copied().unwrap_or(0);
+        let mut groups_by_count = BTreeMap::new();
+        for group in groups {
+            *groups_by_count.entry(count_of(*group)).or_default() += 1;
+        }
+        GroupViewChanges {
+            partition_most: groups_by_count.keys().copied().max().unwrap_or(0),
+            groups_by_count,
+            metadata: count_of(METADATA_GROUP),
+        }
+    }
+
+    /// True when no group, the metadata group included, went through more
+    /// than `most` view changes.
+    pub fn at_most(&self, most: u64) -> bool {
+        self.partition_most <= most && self.metadata <= most
     }
 }
 
@@ -577,6 +631,24 @@ mod tests {
         assert!(all_quiet(&[figures(1, 7, 7), figures(2, 7, 7)], 2));
         assert!(!all_quiet(&[figures(1, 7, 7), figures(2, 7, 6)], 2));
         assert!(!all_quiet(&[figures(1, 7, 7)], 2), "node 2 was not scraped");
+    }
+
+    #[test]
+    fn each_group_counts_the_most_view_changes_of_its_replicas() {
+        let scrape = |text: &str| prometheus::parse(text).expect("valid exposition");
+        let scrapes = [
+            scrape("view_changes_total{group=\"0\"} 1\nview_changes_total{group=\"1\"} 1\n"),
+            scrape("view_changes_total{group=\"1\"} 2\nview_changes_total{group=\"2\"} 1\n"),
+            scrape("groups_hosted 3\nview_changes_total{group=\"9\"} 5\n"),
+        ];
+        let groups: BTreeSet<u64> = [1, 2, 3].into();
+        let changes = GroupViewChanges::from_scrapes(&scrapes, &groups);
+        // Group 3 reported none; group 9 is not one of the created groups.
+        assert_eq!(changes.groups_by_count, [(0, 1), (1, 1), (2, 1)].into());
+        assert_eq!(changes.partition_most, 2);
+        assert_eq!(changes.metadata, 1);
+        assert!(changes.at_most(2));
+        assert!(!changes.at_most(1));
     }
 
     #[test]
