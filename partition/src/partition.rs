@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-use strand_wal::Request;
 use strand_wire::{ConfirmPolicy, Durability, Msg, PrepareHeader};
 
 use crate::cursors::CursorLog;
@@ -286,14 +285,16 @@ impl<D: Disk> Partition<D> {
     /// Makes everything read at open durable (a process crash leaves written
     /// but unsynced bytes that a later power loss could still take). Not
     /// needed after a clean shutdown: its close synced every file before it
-    /// wrote the mark.
+    /// wrote the mark. A sync through the WAL would do nothing here (it
+    /// counts a file's bytes at open as durable), so the disk syncs the file
+    /// itself.
     fn sync_active_segment(&mut self) -> Result<(), PartitionError> {
         let active = self.log.active.expect("an open log has an active segment");
-        self.io.run(active.log, |user_data| Request::Sync {
-            file: active.log,
-            user_data,
-        })?;
-        Ok(())
+        let path = self.io.path_of(active.log);
+        self.io
+            .disk
+            .sync_file(&path)
+            .map_err(|error| PartitionError::io(&path, "sync", &error))
     }
 
     /// Shuts down cleanly: waits for every write, syncs and closes every file,

@@ -115,7 +115,11 @@ pub enum Request {
         /// Which acknowledgement to send.
         ack: Ack,
     },
-    /// Make every byte written to the file so far durable.
+    /// Make every byte written to the file so far durable. The bytes a file
+    /// held when it was opened count as durable already (this writer did not
+    /// write them and has nothing to sync): a caller that cannot vouch for
+    /// them (a crashed process may have left them in the page cache only)
+    /// syncs the file itself.
     Sync {
         /// The file.
         file: FileId,

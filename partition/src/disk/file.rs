@@ -178,6 +178,13 @@ impl Disk for FileDisk {
         file.sync_data()
     }
 
+    fn sync_file(&mut self, path: &Path) -> io::Result<()> {
+        // fdatasync through a descriptor of its own: the file's writeback
+        // errors are the inode's, reported to any descriptor that has not
+        // seen them.
+        File::open(path)?.sync_data()
+    }
+
     fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<String>> {
         let entries = match fs::read_dir(dir) {
             Ok(entries) => entries,

@@ -63,6 +63,12 @@ pub trait Disk {
     /// Cuts (or extends) the file to `len` and syncs it.
     fn set_len(&mut self, path: &Path, len: u64) -> io::Result<()>;
 
+    /// Makes every byte of the file durable, whoever wrote it: a file read
+    /// back after a process crash may hold bytes the crashed process left in
+    /// the page cache only, which the WAL (it counts what it finds at open as
+    /// durable) would never sync. `NotFound` when it does not exist.
+    fn sync_file(&mut self, path: &Path) -> io::Result<()>;
+
     /// Names in directory `dir` (files and subdirectories); empty when absent.
     fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<String>>;
 

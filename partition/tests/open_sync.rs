@@ -1,0 +1,122 @@
+//! An open after a crash makes what it read durable: the active segment is
+//! synced by the disk itself (the WAL counts what a file holds at open as
+//! durable, so a sync through it would do nothing), and only then.
+
+mod common;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use common::*;
+use strand_partition::layout::segment_path;
+use strand_partition::{Disk, MemoryDisk, Partition, WaitError};
+use strand_wal::{Completion, CrashMode, OpenMode, OpenedFile, Request, WalError};
+
+/// A [`MemoryDisk`] that records the files synced through
+/// [`Disk::sync_file`].
+struct SyncRecording {
+    disk: MemoryDisk,
+    synced: Vec<PathBuf>,
+}
+
+impl Disk for SyncRecording {
+    fn wal_open(&mut self, path: &Path, mode: OpenMode) -> Result<OpenedFile, WalError> {
+        self.disk.wal_open(path, mode)
+    }
+    fn wal_submit(&mut self, request: Request) -> Result<(), WalError> {
+        self.disk.wal_submit(request)
+    }
+    fn wal_poll(&mut self, out: &mut Vec<Completion>) {
+        self.disk.wal_poll(out)
+    }
+    fn wal_wait(&mut self, out: &mut Vec<Completion>) -> Result<(), WaitError> {
+        self.disk.wal_wait(out)
+    }
+    fn read_file(&mut self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        self.disk.read_file(path)
+    }
+    fn read_at(&mut self, path: &Path, offset: u64, len: usize) -> io::Result<Bytes> {
+        self.disk.read_at(path, offset, len)
+    }
+    fn file_len(&mut self, path: &Path) -> io::Result<Option<u64>> {
+        self.disk.file_len(path)
+    }
+    fn write_at(&mut self, path: &Path, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.disk.write_at(path, offset, bytes)
+    }
+    fn set_len(&mut self, path: &Path, len: u64) -> io::Result<()> {
+        self.disk.set_len(path, len)
+    }
+    fn sync_file(&mut self, path: &Path) -> io::Result<()> {
+        self.synced.push(path.to_path_buf());
+        self.disk.sync_file(path)
+    }
+    fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<String>> {
+        self.disk.list_dir(dir)
+    }
+    fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
+        self.disk.create_dir_all(dir)
+    }
+    fn remove_file(&mut self, path: &Path) -> io::Result<()> {
+        self.disk.remove_file(path)
+    }
+    fn remove_dir_all(&mut self, dir: &Path) -> io::Result<()> {
+        self.disk.remove_dir_all(dir)
+    }
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        self.disk.rename(from, to)
+    }
+    fn hard_link(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        self.disk.hard_link(from, to)
+    }
+    fn link_count(&mut self, path: &Path) -> io::Result<u64> {
+        self.disk.link_count(path)
+    }
+    fn exists(&mut self, path: &Path) -> bool {
+        self.disk.exists(path)
+    }
+}
+
+fn recording(disk: MemoryDisk) -> SyncRecording {
+    SyncRecording {
+        disk,
+        synced: Vec::new(),
+    }
+}
+
+#[test]
+fn an_open_after_a_crash_syncs_its_active_segment_and_a_clean_one_syncs_nothing() {
+    let dir = Path::new(MEMORY_DIR);
+    let config = small_config();
+    let (mut partition, _) =
+        Partition::open(recording(MemoryDisk::new(1)), dir, config).expect("create");
+    append_durable(&mut partition, 3, 1, 10);
+    assert!(
+        partition.disk().synced.is_empty(),
+        "a fresh partition syncs nothing"
+    );
+
+    // A process crash: the bytes stay where reads see them.
+    let mut disk = partition.abandon();
+    disk.disk.crash(CrashMode::KeepAll);
+    disk.synced.clear();
+    let (partition, recovery) = Partition::open(disk, dir, config).expect("reopen");
+    assert!(!recovery.clean_shutdown);
+    assert_eq!(recovery.op, 3);
+    assert_eq!(
+        partition.disk().synced,
+        vec![segment_path(dir, 0)],
+        "the active segment, synced by the disk"
+    );
+
+    let mut disk = partition.close().expect("close");
+    disk.synced.clear();
+    let (partition, recovery) = Partition::open(disk, dir, config).expect("reopen clean");
+    assert!(recovery.clean_shutdown);
+    assert!(
+        partition.disk().synced.is_empty(),
+        "{:?}",
+        partition.disk().synced
+    );
+}
