@@ -241,7 +241,7 @@ impl<D: Disk> Partition<D> {
         // left unsynced, and its superblock is the one `create` made
         // durable: opening it writes nothing more.
         if !clean_shutdown && !fresh {
-            partition.sync_active_segment()?;
+            partition.sync_appended_files()?;
         }
         let untouched = log_findings.torn_bytes_cut == 0
             && log_findings.damage.is_empty()
@@ -283,18 +283,26 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Makes everything read at open durable (a process crash leaves written
-    /// but unsynced bytes that a later power loss could still take). Not
-    /// needed after a clean shutdown: its close synced every file before it
-    /// wrote the mark. A sync through the WAL would do nothing here (it
-    /// counts a file's bytes at open as durable), so the disk syncs the file
-    /// itself.
-    fn sync_active_segment(&mut self) -> Result<(), PartitionError> {
+    /// but unsynced bytes that a later power loss could still take): the
+    /// active segment and the cursor event log, the files appended to
+    /// without a sync before each append (sealed segments were synced before
+    /// their successor got a byte). Not needed after a clean shutdown: its
+    /// close synced every file before it wrote the mark. A sync through the
+    /// WAL would do nothing here (it counts a file's bytes at open as
+    /// durable), so the disk syncs each file itself.
+    fn sync_appended_files(&mut self) -> Result<(), PartitionError> {
         let active = self.log.active.expect("an open log has an active segment");
-        let path = self.io.path_of(active.log);
-        self.io
-            .disk
-            .sync_file(&path)
-            .map_err(|error| PartitionError::io(&path, "sync", &error))
+        let paths = [self.io.path_of(active.log), cursors_log_path(&self.dir)];
+        for path in paths {
+            if !self.io.disk.exists(&path) {
+                continue;
+            }
+            self.io
+                .disk
+                .sync_file(&path)
+                .map_err(|error| PartitionError::io(&path, "sync", &error))?;
+        }
+        Ok(())
     }
 
     /// Shuts down cleanly: waits for every write, syncs and closes every file,

@@ -1,5 +1,5 @@
-//! An open after a crash makes what it read durable: the active segment is
-//! synced by the disk itself (the WAL counts what a file holds at open as
+//! An open after a crash makes what it read durable: the active segment and
+//! the cursor log are synced by the disk itself (the WAL counts what a file holds at open as
 //! durable, so a sync through it would do nothing), and only then.
 
 mod common;
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use common::*;
-use strand_partition::layout::segment_path;
+use strand_partition::layout::{cursors_log_path, segment_path};
 use strand_partition::{Disk, MemoryDisk, Partition, WaitError};
 use strand_wal::{Completion, CrashMode, OpenMode, OpenedFile, Request, WalError};
 
@@ -86,7 +86,7 @@ fn recording(disk: MemoryDisk) -> SyncRecording {
 }
 
 #[test]
-fn an_open_after_a_crash_syncs_its_active_segment_and_a_clean_one_syncs_nothing() {
+fn an_open_after_a_crash_syncs_its_appended_files_and_a_clean_one_syncs_nothing() {
     let dir = Path::new(MEMORY_DIR);
     let config = small_config();
     let (mut partition, _) =
@@ -106,8 +106,8 @@ fn an_open_after_a_crash_syncs_its_active_segment_and_a_clean_one_syncs_nothing(
     assert_eq!(recovery.op, 3);
     assert_eq!(
         partition.disk().synced,
-        vec![segment_path(dir, 0)],
-        "the active segment, synced by the disk"
+        vec![segment_path(dir, 0), cursors_log_path(dir)],
+        "the active segment and the cursor log, synced by the disk"
     );
 
     let mut disk = partition.close().expect("close");
