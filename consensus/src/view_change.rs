@@ -143,7 +143,7 @@ impl<S: StateMachine> Replica<S> {
     /// one's DoViewChange. A view change that stalls moves on to the next
     /// view, so a preferred primary that cannot start costs one view change
     /// timeout.
-    pub(crate) fn leave_target(&self) -> ViewId {
+    fn leave_target(&self) -> ViewId {
         let next = self.next_view();
         if self.status != Status::Recovering || next.epoch != self.view.epoch {
             return next;

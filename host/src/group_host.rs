@@ -461,27 +461,28 @@ impl<D: Disk> GroupHost<D> {
     /// persisted first. The host is done
     /// afterwards; the disk is handed back (a simulated one lives on).
     pub fn close(&mut self) -> Result<Closed<D>, PartitionError> {
-        if self.partition.is_none() {
-            return Ok(Closed {
-                clean_mark: false,
-                disk: None,
-            });
+        if self.replica.trusted() && self.partition.is_some() {
+            // The commit number is otherwise persisted only every few
+            // seconds: a replica reopening after a clean stop then starts
+            // from everything it had applied (the metadata plane rebuilds
+            // its whole catalog before it serves, instead of applying the
+            // rest while it runs). The close below waits for the write.
+            // What this last settle would send is dropped: the node is
+            // stopping, and a crash would drop it too.
+            self.persist_commit_if_behind();
+            let mut dropped = Vec::new();
+            self.settle(&mut dropped);
         }
-        let clean_mark = self.replica.trusted() && !self.storage_failed;
-        if clean_mark {
-            self.persist_commit_for_close();
-        }
-        // Storage may have failed in that last settle.
-        let clean_mark = clean_mark && !self.storage_failed;
-        let in_view = self.replica.resumable_in_view()
-            || (cfg!(feature = "mutations") && self.mutations.resume_any_stop);
+        // A failed storage may have been given up in that settle.
         let Some(partition) = self.partition.take() else {
-            // That settle failed storage and could not reopen it.
             return Ok(Closed {
                 clean_mark: false,
                 disk: None,
             });
         };
+        let clean_mark = self.replica.trusted() && !self.storage_failed;
+        let in_view = self.replica.resumable_in_view()
+            || (cfg!(feature = "mutations") && self.mutations.resume_any_stop);
         let disk = if clean_mark && in_view {
             partition.close_in_view()?
         } else if clean_mark {
@@ -493,20 +494,6 @@ impl<D: Disk> GroupHost<D> {
             clean_mark,
             disk: Some(disk),
         })
-    }
-
-    /// Before a clean close: persists the replica's commit number (and the
-    /// client table as of it) if it is ahead of the persisted one, which
-    /// otherwise happens only every few seconds. A replica reopening after
-    /// a clean stop then starts from everything it had applied (the
-    /// metadata plane rebuilds its whole catalog before it serves, instead
-    /// of applying the rest while it runs). The close waits for the write.
-    /// What this last settle would send is dropped: the node is stopping,
-    /// and a crash would drop it too.
-    fn persist_commit_for_close(&mut self) {
-        self.replica.persist_commit_now(&mut self.effects);
-        let mut dropped = Vec::new();
-        self.settle(&mut dropped);
     }
 
     /// Stops without closing anything, as a crash would: the disk is handed
