@@ -12,6 +12,12 @@
 //! 3. Only the last segment can have a **torn tail** (sealed segments were
 //!    synced before their successor got a byte): it is cut. A sealed segment
 //!    shorter than the superblock says, or ending in damage, lost ops: faulty.
+//!    Bytes alone cannot tell a write a crash cut short from a durable, acked
+//!    last entry that was damaged since, so a torn tail holding any byte but
+//!    zeros is cut only after the superblock durably says that the replica
+//!    may have acked the ops it held (`maybe_acked_op`): the replica then
+//!    never counts them as "never had" in a view change (its log is
+//!    untrusted until it adopts a view) and gets them back from its peers.
 //! 4. Ops above the log's end but at or below `op_checkpoint` (the superblock's
 //!    durable head) were durable and are gone: faulty, never silently lost.
 //! 5. Ops must follow each other, chain by checksum, and keep record offsets
@@ -68,6 +74,9 @@ pub struct IndexRebuild {
 pub(crate) struct LogFindings {
     pub headers: Vec<PrepareHeader>,
     pub torn_bytes_cut: u64,
+    /// The first op of a torn tail that held data (possibly a damaged,
+    /// acked entry): marked as maybe acked before the cut.
+    pub damaged_tail_from: Option<u64>,
     pub damage: Vec<SegmentDamage>,
     pub indexes_rebuilt: Vec<IndexRebuild>,
     pub leftovers_removed: Vec<PathBuf>,
@@ -135,11 +144,12 @@ struct Walk {
     findings: LogFindings,
 }
 
-/// Opens the record log of the partition at `dir` described by `superblock`.
+/// Opens the record log of the partition at `dir` described by `superblock`
+/// (rewritten, durably, when a damaged tail must be marked before its cut).
 pub(crate) fn recover_log<D: Disk>(
     io: &mut Io<D>,
     dir: &Path,
-    superblock: &Superblock,
+    superblock: &mut Superblock,
     config: LogConfig,
     headers_committed_max: usize,
 ) -> Result<(RecordLog, LogFindings), PartitionError> {
@@ -167,13 +177,8 @@ pub(crate) fn recover_log<D: Disk>(
     let mut segments = Vec::with_capacity(founds.len().max(1));
     for (index, found) in founds.iter().enumerate() {
         let is_last = index + 1 == founds.len();
-        segments.push(walk_segment(
-            io,
-            &mut walk,
-            found,
-            is_last,
-            founds.get(index + 1),
-        )?);
+        let next = founds.get(index + 1);
+        segments.push(walk_segment(io, &mut walk, found, is_last, next, superblock)?);
     }
     if segments.is_empty() {
         let path = segment_path(dir, superblock.head_offset);
@@ -314,6 +319,7 @@ fn walk_segment<D: Disk>(
     found: &Found,
     is_last: bool,
     next: Option<&Found>,
+    superblock: &mut Superblock,
 ) -> Result<Segment, PartitionError> {
     let first_op = found
         .listed
@@ -350,7 +356,7 @@ fn walk_segment<D: Disk>(
             }
         }
     }
-    walk_tail(io, walk, &mut segment, found, is_last, next)?;
+    walk_tail(io, walk, &mut segment, found, (is_last, next), superblock)?;
     Ok(segment)
 }
 
@@ -492,8 +498,8 @@ fn walk_tail<D: Disk>(
     walk: &mut Walk,
     segment: &mut Segment,
     found: &Found,
-    is_last: bool,
-    next: Option<&Found>,
+    (is_last, next): (bool, Option<&Found>),
+    superblock: &mut Superblock,
 ) -> Result<(), PartitionError> {
     let next_first_op = next.and_then(Found::known_first_op);
     let next_first_offset = next.map(|next| next.first_offset);
@@ -525,6 +531,9 @@ fn walk_tail<D: Disk>(
     };
     if is_last || next_first == walk.expected_op {
         if let Some(torn_from) = found.scan.torn_from {
+            if is_last && found.scan.torn_has_data {
+                mark_tail_maybe_acked(io, walk, found, superblock)?;
+            }
             let torn = found.scan.total_len - torn_from;
             tracing::warn!(path = %path.display(), torn_from, torn, "partition: cutting a torn tail");
             io.disk
@@ -569,6 +578,46 @@ fn walk_tail<D: Disk>(
         gap.open_ended = true;
     }
     segment.len = logical_len;
+    Ok(())
+}
+
+/// Before a torn tail with data is cut from the last segment: the ops it may
+/// have held, from the next one expected on, may have been durable and acked
+/// (a damaged entry looks torn when nothing follows it). The superblock says
+/// so durably first, so that neither this open nor any later one (the cut
+/// leaves a clean end) counts them as never had.
+fn mark_tail_maybe_acked<D: Disk>(
+    io: &mut Io<D>,
+    walk: &mut Walk,
+    found: &Found,
+    superblock: &mut Superblock,
+) -> Result<(), PartitionError> {
+    let readable_max = found
+        .scan
+        .torn_readable
+        .iter()
+        .map(|entry| entry.header.op.get())
+        .max()
+        .unwrap_or(0);
+    let maybe_acked_op = walk.expected_op.max(readable_max);
+    walk.findings.damaged_tail_from = Some(walk.expected_op);
+    tracing::error!(
+        segment = found.first_offset,
+        first_op = walk.expected_op,
+        maybe_acked_op,
+        "partition: the log ends in damaged bytes; ops from here on may have been acked and \
+         are repaired from peers (the log is untrusted until a view change settles it)"
+    );
+    if superblock.durable.maybe_acked_op >= maybe_acked_op {
+        return Ok(());
+    }
+    let mut marked = superblock.clone();
+    marked.sequence += 1;
+    marked.clean_shutdown = false;
+    marked.stopped_in_view = false;
+    marked.durable.maybe_acked_op = maybe_acked_op;
+    crate::superblock::write_now(&mut io.disk, &walk.dir, &marked)?;
+    *superblock = marked;
     Ok(())
 }
 

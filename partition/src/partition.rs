@@ -125,6 +125,16 @@ fn read_or_create_superblock<D: Disk>(
         Some(superblock) => superblock,
         None => create(io, dir, config)?,
     };
+    if !fresh && !superblock.clean_shutdown {
+        // A crashed process may have left the chosen copy in the page cache
+        // only; the open rewrites the other copy next. Were the chosen one
+        // lost to a power loss after that, neither copy would hold this state
+        // (or neither would be whole), so it is made durable first.
+        let path = superblock_path(dir, superblock.copy());
+        io.disk
+            .sync_file(&path)
+            .map_err(|error| PartitionError::io(&path, "sync the superblock", &error))?;
+    }
     Ok((superblock, fresh))
 }
 
@@ -185,11 +195,11 @@ impl<D: Disk> Partition<D> {
         config: PartitionConfig,
     ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
         let mut io = Io::new(disk);
-        let (superblock, fresh) = read_or_create_superblock(&mut io, dir, config)?;
+        let (mut superblock, fresh) = read_or_create_superblock(&mut io, dir, config)?;
         let (log, log_findings) = match recover_log(
             &mut io,
             dir,
-            &superblock,
+            &mut superblock,
             config.log,
             config.headers_committed_max,
         ) {
@@ -273,6 +283,7 @@ impl<D: Disk> Partition<D> {
             awaiting_state_transfer: superblock.awaiting_state_transfer,
             retired_epoch: superblock.retired_epoch,
             torn_bytes_cut: log_findings.torn_bytes_cut,
+            damaged_tail_from: log_findings.damaged_tail_from,
             damage: log_findings.damage,
             indexes_rebuilt: log_findings.indexes_rebuilt,
             cursors: cursor_findings,

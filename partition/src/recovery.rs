@@ -61,6 +61,11 @@ pub struct Recovery {
     pub awaiting_state_transfer: bool,
     /// Torn bytes cut from the last segment.
     pub torn_bytes_cut: u64,
+    /// The log ended in damaged bytes (not zeros) from this op on: a write a
+    /// crash cut short, or a durable entry damaged since. They were cut after
+    /// the superblock marked them as maybe acked, so the log is untrusted
+    /// until a view change settles it and its peers supply them again.
+    pub damaged_tail_from: Option<u64>,
     /// Damaged regions found.
     pub damage: Vec<SegmentDamage>,
     /// Indexes rebuilt from their segments.

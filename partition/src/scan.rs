@@ -50,6 +50,10 @@ pub(crate) struct SegmentScan {
     /// Prepare headers readable inside the torn tail (a complete frame whose
     /// body is damaged looks torn when nothing follows it).
     pub torn_readable: Vec<ScannedEntry>,
+    /// The torn tail holds a byte other than zero: the remains of a write,
+    /// or a damaged last entry, which bytes alone cannot tell apart. Zeros
+    /// alone are room never written (or written with zeros ahead).
+    pub torn_has_data: bool,
     /// Length of the scanned bytes.
     pub total_len: u64,
 }
@@ -111,10 +115,13 @@ pub(crate) fn scan_segment(bytes: &[u8]) -> SegmentScan {
     let torn_readable = torn_from.map_or_else(Vec::new, |start| {
         readable_headers(bytes, start, bytes.len() as u64)
     });
+    let torn_has_data =
+        torn_from.is_some_and(|start| bytes[start as usize..].iter().any(|&byte| byte != 0));
     let result = SegmentScan {
         items,
         torn_from,
         torn_readable,
+        torn_has_data,
         total_len: bytes.len() as u64,
     };
     assert!(result.valid_end() <= result.total_len);
@@ -221,7 +228,19 @@ mod tests {
         let result = scan_segment(&bytes[..bytes.len() - 5]);
         assert_eq!(result.items.len(), 2);
         assert!(result.torn_from.is_some());
+        assert!(result.torn_has_data);
         assert_eq!(result.torn_readable.len(), 1);
         assert_eq!(result.torn_readable[0].header.op.get(), 3);
+    }
+
+    #[test]
+    fn zeros_after_the_last_entry_are_room_not_data() {
+        let prepares = chain_from(1, 0, 0, 3, 3);
+        let mut bytes = segment_bytes(&prepares);
+        bytes.resize(bytes.len() + 4096, 0);
+        let result = scan_segment(&bytes);
+        assert_eq!(result.items.len(), 3);
+        assert!(result.torn_from.is_some());
+        assert!(!result.torn_has_data, "zero-filled room is no write");
     }
 }

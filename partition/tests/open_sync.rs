@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use common::*;
-use strand_partition::layout::{cursors_log_path, segment_path};
+use strand_partition::layout::{cursors_log_path, segment_path, superblock_path};
 use strand_partition::{Disk, MemoryDisk, Partition, WaitError};
 use strand_wal::{Completion, CrashMode, OpenMode, OpenedFile, Request, WalError};
 
@@ -106,8 +106,13 @@ fn an_open_after_a_crash_syncs_its_appended_files_and_a_clean_one_syncs_nothing(
     assert_eq!(recovery.op, 3);
     assert_eq!(
         partition.disk().synced,
-        vec![segment_path(dir, 0), cursors_log_path(dir)],
-        "the active segment and the cursor log, synced by the disk"
+        vec![
+            superblock_path(dir, 0),
+            segment_path(dir, 0),
+            cursors_log_path(dir)
+        ],
+        "the superblock copy chosen (before the other is rewritten), the active \
+         segment and the cursor log, synced by the disk"
     );
 
     let mut disk = partition.close().expect("close");

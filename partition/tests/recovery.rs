@@ -605,3 +605,69 @@ fn rewriting_an_intact_op_with_its_own_prepare_is_a_durable_no_op() {
     ));
     assert_eq!(read_all(&mut partition), written);
 }
+
+/// Writes `count` durable ops and stops without a clean close (the
+/// superblock's durable checkpoint still says nothing of them), then applies
+/// `damage` to the segment's bytes given the last frame's start.
+fn crash_with_the_last_entry_damaged(
+    count: u64,
+    damage: impl FnOnce(&mut Vec<u8>, usize),
+) -> (tempfile::TempDir, strand_wal::Wal, std::path::PathBuf) {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    let written = append_durable(&mut partition, count, 1, 50);
+    drop(partition);
+    let frame_len = FRAME_HEADER_BYTES + written[0].frame_size();
+    let segment = segment_path(&dir, 0);
+    let mut bytes = std::fs::read(&segment).expect("read the segment");
+    let last_frame = (count as usize - 1) * frame_len;
+    damage(&mut bytes, last_frame);
+    std::fs::write(&segment, &bytes).expect("write the segment");
+    (root, wal, dir)
+}
+
+#[test]
+fn a_damaged_last_entry_is_cut_only_after_it_is_marked_maybe_acked() {
+    let flip_in_payload = |bytes: &mut Vec<u8>, frame: usize| {
+        bytes[frame + FRAME_HEADER_BYTES + HEADER_SIZE + 5] ^= 0x20;
+    };
+    let flip_in_header = |bytes: &mut Vec<u8>, frame: usize| {
+        bytes[frame + FRAME_HEADER_BYTES + 40] ^= 0x01;
+    };
+    let cut_inside = |bytes: &mut Vec<u8>, frame: usize| bytes.truncate(frame + 20);
+    let damages: [(&str, &dyn Fn(&mut Vec<u8>, usize)); 3] = [
+        ("payload", &flip_in_payload),
+        ("header", &flip_in_header),
+        ("cut short", &cut_inside),
+    ];
+    for (name, damage) in damages {
+        let (_root, wal, dir) = crash_with_the_last_entry_damaged(5, damage);
+        let (partition, recovery) = open_file(&wal, &dir, small_config());
+        assert_eq!(recovery.op, 4, "{name}: the damaged entry is cut");
+        assert_eq!(recovery.damaged_tail_from, Some(5), "{name}");
+        assert_eq!(
+            recovery.durable.maybe_acked_op, 5,
+            "{name}: op 5 may have been acked: never a nack"
+        );
+        drop(partition);
+        // The cut left a clean end: the mark is what still says so.
+        let (_, recovery) = open_file(&wal, &dir, small_config());
+        assert_eq!(recovery.damaged_tail_from, None, "{name}");
+        assert_eq!(recovery.durable.maybe_acked_op, 5, "{name}: durable");
+        wal.shutdown().expect("shutdown");
+    }
+}
+
+#[test]
+fn zeros_after_the_last_entry_are_no_damage() {
+    let (_root, wal, dir) = crash_with_the_last_entry_damaged(5, |bytes, _| {
+        bytes.resize(bytes.len() + 8192, 0);
+    });
+    let (_, recovery) = open_file(&wal, &dir, small_config());
+    assert_eq!(recovery.op, 5);
+    assert_eq!(recovery.damaged_tail_from, None);
+    assert_eq!(recovery.durable.maybe_acked_op, 0);
+    wal.shutdown().expect("shutdown");
+}
