@@ -33,6 +33,7 @@
 //! | `quarantine` | fencing to `<dir>.fenced.N` and rebuilding from the agreed prefix |
 //! | [`transfer`] | state-transfer export, import, atomic install |
 //! | [`fixtures`] | valid prepare chains for tests, benches and the simulator |
+//! | [`faults`] | damaging a stopped node's files as failing disks do (tests, `strand-disk-fault`) |
 //!
 //! Driving it from consensus's effects (the server and the simulator):
 //!
@@ -65,6 +66,7 @@
 
 pub mod disk;
 pub mod error;
+pub mod faults;
 pub mod fixtures;
 pub mod index;
 pub mod layout;
