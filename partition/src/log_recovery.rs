@@ -178,7 +178,9 @@ pub(crate) fn recover_log<D: Disk>(
     for (index, found) in founds.iter().enumerate() {
         let is_last = index + 1 == founds.len();
         let next = founds.get(index + 1);
-        segments.push(walk_segment(io, &mut walk, found, is_last, next, superblock)?);
+        segments.push(walk_segment(
+            io, &mut walk, found, is_last, next, superblock,
+        )?);
     }
     if segments.is_empty() {
         let path = segment_path(dir, superblock.head_offset);

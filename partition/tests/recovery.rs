@@ -628,6 +628,9 @@ fn crash_with_the_last_entry_damaged(
     (root, wal, dir)
 }
 
+/// Damage done to a segment's bytes, given the last frame's start.
+type Damage = dyn Fn(&mut Vec<u8>, usize);
+
 #[test]
 fn a_damaged_last_entry_is_cut_only_after_it_is_marked_maybe_acked() {
     let flip_in_payload = |bytes: &mut Vec<u8>, frame: usize| {
@@ -637,7 +640,7 @@ fn a_damaged_last_entry_is_cut_only_after_it_is_marked_maybe_acked() {
         bytes[frame + FRAME_HEADER_BYTES + 40] ^= 0x01;
     };
     let cut_inside = |bytes: &mut Vec<u8>, frame: usize| bytes.truncate(frame + 20);
-    let damages: [(&str, &dyn Fn(&mut Vec<u8>, usize)); 3] = [
+    let damages: [(&str, &Damage); 3] = [
         ("payload", &flip_in_payload),
         ("header", &flip_in_header),
         ("cut short", &cut_inside),
