@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use strand_consensus::{RecordLog, Replica, StateMachine};
+use strand_consensus::{RecordLog, Recovered, Replica, StateMachine};
 use strand_partition::{Disk, Partition, PartitionError};
 use strand_wire::{CommandHeader, Msg, PrepareHeader, ResultCode};
 
@@ -156,6 +156,45 @@ pub fn keep_uncommitted_bodies<D: Disk>(
         kept = recovered.len(),
         "host: uncommitted metadata bodies"
     );
+}
+
+/// Before the metadata replica opens: a committed op whose entry is damaged
+/// (its frame fails its checksum, or is missing) cannot be applied, so the
+/// catalog could not be rebuilt past it. The replica opens instead with its
+/// commit number just below the first such op and every readable header
+/// above in its journal: the catalog is rebuilt up to there, consensus
+/// repairs the damaged op from a peer (it is listed faulty: never nacked)
+/// and commits it and the rest again as the group's commit number reaches
+/// it. Their bodies are read back by [`keep_uncommitted_bodies`]. Returns
+/// the op rewound to, if any.
+pub fn rewind_below_damage<D: Disk>(
+    recovered: &mut Recovered,
+    partition: &mut Partition<D>,
+) -> Result<Option<u64>, PartitionError> {
+    let commit = recovered.state.commit;
+    let Some(first) = recovered.faulty.iter().copied().find(|op| *op <= commit) else {
+        return Ok(None);
+    };
+    assert!(first >= 1, "op 0 is never logged");
+    tracing::error!(
+        op = first,
+        commit,
+        "host: a committed metadata op is damaged; rebuilding the catalog below it and \
+         repairing it from a peer"
+    );
+    let mut headers: BTreeMap<u64, PrepareHeader> = recovered
+        .headers
+        .iter()
+        .map(|header| (header.op.get(), *header))
+        .collect();
+    if first < recovered.log_head {
+        for header in partition.read_headers(first, recovered.log_head)? {
+            headers.insert(header.op.get(), header);
+        }
+    }
+    recovered.headers = headers.into_values().collect();
+    recovered.state.commit = first - 1;
+    Ok(Some(first - 1))
 }
 
 /// Rebuilds the catalog by applying every committed metadata op in order.

@@ -163,3 +163,66 @@ fn a_flipped_header_byte_in_the_newest_acknowledged_entry_loses_nothing() {
 fn a_log_cut_short_inside_the_newest_acknowledged_entry_loses_nothing() {
     the_damaged_newest_entry_of_an_acknowledging_backup(Fault::Truncate);
 }
+
+/// A committed entry in the middle of one node's metadata log is damaged
+/// while the node is stopped: the node starts, rebuilds its catalog below
+/// the entry, repairs it from a peer and serves on (it used to exit at
+/// every start).
+#[test]
+fn a_damaged_committed_metadata_entry_is_repaired_from_a_peer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut nodes = common::start_cluster(dir.path());
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let client = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
+    runtime.block_on(async {
+        for stream in ["a", "b", "c", "d", "e", "f"] {
+            client.create_stream(stream).await.expect("create stream");
+        }
+    });
+    let victim = 2;
+    nodes[victim].terminate();
+    let log = segment_path(&data_dir(dir.path(), &nodes[victim]).join("metadata"), 0);
+    let count = strand_partition::faults::frames(&std::fs::read(&log).expect("read")).len();
+    damage_frame(&log, count / 2, Fault::FlipPayload).expect("damage a metadata entry");
+    nodes[victim].start();
+
+    let victim_node = nodes[victim].node;
+    common::wait_until(
+        "the victim's metadata replica repaired and caught up",
+        60,
+        || {
+            let Ok(status) = runtime.block_on(client.cluster_status()) else {
+                return false;
+            };
+            let of = |node| status.groups().find(|(at, s)| *at == node && s.group == 0);
+            let Some((_, mine)) = of(victim_node) else {
+                return false;
+            };
+            let primary = mine.replicas.get(usize::from(mine.primary)).map(|r| r.node);
+            let Some((_, theirs)) = primary.and_then(of) else {
+                return false;
+            };
+            mine.status == "normal" && !mine.untrusted_log && mine.commit_op == theirs.commit_op
+        },
+    );
+    // It serves metadata from a whole catalog, and takes part in new ops.
+    let only_victim = runtime.block_on(common::connect(
+        vec![nodes[victim].client_address.clone()],
+        deadline,
+    ));
+    runtime.block_on(async {
+        only_victim
+            .create_stream("g")
+            .await
+            .expect("create through the victim");
+        let metadata = only_victim.metadata().await.expect("metadata");
+        let names: Vec<&str> = metadata.streams.iter().map(String::as_str).collect();
+        for name in ["a", "b", "c", "d", "e", "f", "g"] {
+            assert!(names.contains(&name), "{name} in {names:?}");
+        }
+    });
+    for node in &mut nodes {
+        node.assert_alive();
+    }
+}

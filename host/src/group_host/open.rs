@@ -142,6 +142,9 @@ impl<D: Disk> GroupHost<D> {
             Some(nodes) => Machine::catalog_of(nodes.clone()),
             None => Machine::Records(RecordLog::default()),
         };
+        if spec.catalog_nodes.is_some() {
+            crate::machine::rewind_below_damage(&mut recovered, &mut partition)?;
+        }
         let mut replica = Replica::open(spec.replica.clone(), recovered, machine);
         let mut effects = Effects::new();
         if recovery.retired_epoch > 0 {
