@@ -41,6 +41,7 @@ use crate::io::Io;
 use crate::layout::{
     file_name, index_path, parse_index_name, parse_segment_name, records_dir, segment_path,
 };
+use crate::partition::PartitionConfig;
 use crate::record_log::{
     Gap, LogConfig, RecordLog, Segment, remove_segment_files, write_index_file,
 };
@@ -77,6 +78,8 @@ pub(crate) struct LogFindings {
     /// The first op of a torn tail that held data (possibly a damaged,
     /// acked entry): marked as maybe acked before the cut.
     pub damaged_tail_from: Option<u64>,
+    /// The first op cut after an earlier failed write or sync.
+    pub unsynced_dropped_from: Option<u64>,
     pub damage: Vec<SegmentDamage>,
     pub indexes_rebuilt: Vec<IndexRebuild>,
     pub leftovers_removed: Vec<PathBuf>,
@@ -150,9 +153,9 @@ pub(crate) fn recover_log<D: Disk>(
     io: &mut Io<D>,
     dir: &Path,
     superblock: &mut Superblock,
-    config: LogConfig,
-    headers_committed_max: usize,
+    partition_config: PartitionConfig,
 ) -> Result<(RecordLog, LogFindings), PartitionError> {
+    let config = partition_config.log;
     let records = records_dir(dir);
     io.disk
         .create_dir_all(&records)
@@ -167,13 +170,16 @@ pub(crate) fn recover_log<D: Disk>(
         gaps: Vec::new(),
         window: HeaderWindow {
             commit: superblock.durable.commit,
-            committed_keep: headers_committed_max,
+            committed_keep: partition_config.headers_committed_max,
             committed: 0,
             headers: VecDeque::new(),
         },
         findings: LogFindings::default(),
     };
-    let founds = find_segments(io, dir, superblock, &mut walk.findings)?;
+    let mut founds = find_segments(io, dir, superblock, &mut walk.findings)?;
+    if partition_config.drop_unsynced {
+        walk.findings.unsynced_dropped_from = drop_unsynced_tail(io, dir, superblock, &mut founds)?;
+    }
     let mut segments = Vec::with_capacity(founds.len().max(1));
     for (index, found) in founds.iter().enumerate() {
         let is_last = index + 1 == founds.len();
@@ -583,6 +589,99 @@ fn walk_tail<D: Disk>(
     Ok(())
 }
 
+/// After a write or sync failed earlier in this process: the last segment's
+/// entries past the superblock's durable checkpoint may be page-cache bytes
+/// the disk never got, so they are cut, once the superblock durably says
+/// their ops may have been acked (see `PartitionConfig::drop_unsynced`).
+/// Sealed segments were synced before their successors got a byte. Returns
+/// the first op cut.
+fn drop_unsynced_tail<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    superblock: &mut Superblock,
+    founds: &mut [Found],
+) -> Result<Option<u64>, PartitionError> {
+    let checkpoint = superblock.op_checkpoint;
+    let Some(last) = founds.last_mut() else {
+        return Ok(None);
+    };
+    let entries = || {
+        last.scan.items.iter().filter_map(|item| match item {
+            Item::Entry(entry) => Some(entry),
+            Item::Fault(_) => None,
+        })
+    };
+    let Some(first) = entries().find(|entry| entry.header.op.get() > checkpoint) else {
+        return Ok(None);
+    };
+    let first_op = first.header.op.get();
+    let last_op = entries()
+        .map(|entry| entry.header.op.get())
+        .max()
+        .unwrap_or(first_op);
+    // Cut right after the last entry the checkpoint covers: whatever lies
+    // between it and the first entry past it is past the checkpoint too.
+    let cut = last
+        .scan
+        .items
+        .iter()
+        .skip_while(
+            |item| !matches!(item, Item::Entry(entry) if entry.header.op.get() <= checkpoint),
+        )
+        .skip_while(
+            |item| matches!(item, Item::Entry(entry) if entry.header.op.get() <= checkpoint),
+        )
+        .map(|item| match item {
+            Item::Entry(entry) => entry.position,
+            Item::Fault(fault) => fault.start,
+        })
+        .next()
+        .filter(|_| entries().any(|entry| entry.header.op.get() <= checkpoint))
+        .unwrap_or(0);
+    tracing::error!(
+        segment = last.first_offset,
+        first_op,
+        last_op,
+        checkpoint,
+        "partition: a write or sync failed earlier; dropping the ops past the durable \
+         checkpoint (they may be page-cache bytes only) to repair them from peers"
+    );
+    mark_maybe_acked(io, dir, superblock, last_op)?;
+    let path = segment_path(dir, last.first_offset);
+    io.disk
+        .set_len(&path, cut)
+        .map_err(|error| PartitionError::io(&path, "cut unsynced entries", &error))?;
+    let bytes = io
+        .disk
+        .read_file(&path)
+        .map_err(|error| PartitionError::io(&path, "read a segment", &error))?
+        .unwrap_or_default();
+    last.scan = scan_segment(&bytes);
+    last.file_len = Some(bytes.len() as u64);
+    Ok(Some(first_op))
+}
+
+/// Raises the superblock's `maybe_acked_op` to `op`, durably, before the
+/// ops it covers leave the log.
+fn mark_maybe_acked<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    superblock: &mut Superblock,
+    op: u64,
+) -> Result<(), PartitionError> {
+    if superblock.durable.maybe_acked_op >= op {
+        return Ok(());
+    }
+    let mut marked = superblock.clone();
+    marked.sequence += 1;
+    marked.clean_shutdown = false;
+    marked.stopped_in_view = false;
+    marked.durable.maybe_acked_op = op;
+    crate::superblock::write_now(&mut io.disk, dir, &marked)?;
+    *superblock = marked;
+    Ok(())
+}
+
 /// Before a torn tail with data is cut from the last segment: the ops it may
 /// have held, from the next one expected on, may have been durable and acked
 /// (a damaged entry looks torn when nothing follows it). The superblock says
@@ -610,17 +709,7 @@ fn mark_tail_maybe_acked<D: Disk>(
         "partition: the log ends in damaged bytes; ops from here on may have been acked and \
          are repaired from peers (the log is untrusted until a view change settles it)"
     );
-    if superblock.durable.maybe_acked_op >= maybe_acked_op {
-        return Ok(());
-    }
-    let mut marked = superblock.clone();
-    marked.sequence += 1;
-    marked.clean_shutdown = false;
-    marked.stopped_in_view = false;
-    marked.durable.maybe_acked_op = maybe_acked_op;
-    crate::superblock::write_now(&mut io.disk, &walk.dir, &marked)?;
-    *superblock = marked;
-    Ok(())
+    mark_maybe_acked(io, &walk.dir, superblock, maybe_acked_op)
 }
 
 /// Compares a segment's index file with what its entries imply; rebuilds it

@@ -64,6 +64,14 @@ pub struct PartitionConfig {
     /// only in the next, so opening a cleanly closed partition writes and
     /// syncs nothing; without a count, open clears the mark with a write.
     pub boot: u64,
+    /// A write or sync of this partition failed earlier in this process, and
+    /// it is opened again: a failed sync may leave bytes in the page cache
+    /// that never reached the disk (and a later sync does not retry them),
+    /// so reads would show them whole. What the last segment holds past the
+    /// superblock's durable checkpoint is then cut at open, its ops marked
+    /// as maybe acked first (never nacked; the log untrusted until a view
+    /// change settles it), and its peers supply them again.
+    pub drop_unsynced: bool,
 }
 
 impl Default for PartitionConfig {
@@ -76,6 +84,7 @@ impl Default for PartitionConfig {
             headers_committed_max: HEADERS_COMMITTED_MAX_DEFAULT,
             create_awaiting_transfer: false,
             boot: 0,
+            drop_unsynced: false,
         }
     }
 }
@@ -196,13 +205,7 @@ impl<D: Disk> Partition<D> {
     ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
         let mut io = Io::new(disk);
         let (mut superblock, fresh) = read_or_create_superblock(&mut io, dir, config)?;
-        let (log, log_findings) = match recover_log(
-            &mut io,
-            dir,
-            &mut superblock,
-            config.log,
-            config.headers_committed_max,
-        ) {
+        let (log, log_findings) = match recover_log(&mut io, dir, &mut superblock, config) {
             Ok(recovered) => recovered,
             Err(error) => {
                 return Err(FailedOpen {
@@ -284,6 +287,7 @@ impl<D: Disk> Partition<D> {
             retired_epoch: superblock.retired_epoch,
             torn_bytes_cut: log_findings.torn_bytes_cut,
             damaged_tail_from: log_findings.damaged_tail_from,
+            unsynced_dropped_from: log_findings.unsynced_dropped_from,
             damage: log_findings.damage,
             indexes_rebuilt: log_findings.indexes_rebuilt,
             cursors: cursor_findings,

@@ -66,6 +66,10 @@ pub struct Recovery {
     /// the superblock marked them as maybe acked, so the log is untrusted
     /// until a view change settles it and its peers supply them again.
     pub damaged_tail_from: Option<u64>,
+    /// Opened after a write or sync failed earlier in this process
+    /// (`PartitionConfig::drop_unsynced`): the ops from this one on were past
+    /// the durable checkpoint and were cut, marked as maybe acked first.
+    pub unsynced_dropped_from: Option<u64>,
     /// Damaged regions found.
     pub damage: Vec<SegmentDamage>,
     /// Indexes rebuilt from their segments.

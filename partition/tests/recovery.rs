@@ -674,3 +674,31 @@ fn zeros_after_the_last_entry_are_no_damage() {
     assert_eq!(recovery.durable.maybe_acked_op, 0);
     wal.shutdown().expect("shutdown");
 }
+
+#[test]
+fn after_a_failed_write_the_tail_past_the_durable_checkpoint_is_cut_and_marked() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let wal = wal();
+    let dir = partition_dir(root.path());
+    let (mut partition, _) = open_file(&wal, &dir, small_config());
+    append_durable(&mut partition, 5, 1, 50);
+    persist_commit(&mut partition, 5, 1);
+    append_durable(&mut partition, 3, 6, 50);
+    drop(partition);
+    let mut config = small_config();
+    config.drop_unsynced = true;
+    let (partition, recovery) = open_file(&wal, &dir, config);
+    assert_eq!(recovery.op_checkpoint, 5);
+    assert_eq!(recovery.op, 5, "ops past the checkpoint are cut");
+    assert_eq!(recovery.unsynced_dropped_from, Some(6));
+    assert_eq!(
+        recovery.durable.maybe_acked_op, 8,
+        "they may have been acked: never nacked, repaired from peers"
+    );
+    drop(partition);
+    // An open without the flag keeps what is there.
+    let (_, recovery) = open_file(&wal, &dir, small_config());
+    assert_eq!((recovery.op, recovery.unsynced_dropped_from), (5, None));
+    assert_eq!(recovery.durable.maybe_acked_op, 8);
+    wal.shutdown().expect("shutdown");
+}

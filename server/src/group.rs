@@ -142,6 +142,10 @@ pub struct GroupSpec {
     pub retention: RetentionPolicy,
     /// Bytes per record-log segment (0: the partition's default).
     pub segment_bytes: u64,
+    /// The group is opened again after a write or sync of its storage failed
+    /// in this process: its unsynced tail is not trusted
+    /// (`PartitionConfig::drop_unsynced`).
+    pub after_failed_write: bool,
 }
 
 impl GroupSpec {
@@ -166,6 +170,7 @@ impl GroupSpec {
             retired: false,
             retention: RetentionPolicy::default(),
             segment_bytes: 0,
+            after_failed_write: false,
         }
     }
 
@@ -214,6 +219,7 @@ impl GroupSpec {
                 retention_ms: (assignment.retention_ms > 0).then_some(assignment.retention_ms),
             },
             segment_bytes: assignment.segment_bytes,
+            after_failed_write: false,
         }
     }
 
@@ -326,11 +332,12 @@ impl Actor {
         let read_handles = shared.read_handles.clone();
         let disk = disk_for(&wal, &read_handles, &inbox);
         let reopen_wal = wal.clone();
-        let (host, _) = GroupHost::open(
+        let (host, recovery) = GroupHost::open(
             &host_spec,
             disk,
             Box::new(move || disk_for(&reopen_wal, &read_handles, &inbox)),
         )?;
+        metrics::storage_found(&recovery);
         if let Some(catalog) = host.replica().machine().catalog() {
             shared.publish_catalog(catalog.clone());
         }
@@ -598,6 +605,8 @@ impl Actor {
     /// for the metadata plane, the node's channel.
     pub fn close_for_reopen(mut self) -> (GroupSpec, Wal, Option<UnboundedSender<Hosted>>) {
         self.shut_down();
+        // What failed may have left page-cache bytes the disk never got.
+        self.spec.after_failed_write = true;
         (self.spec, self.wal, self.hosted)
     }
 
@@ -1459,6 +1468,7 @@ fn partition_config(spec: &GroupSpec, boot: u64) -> PartitionConfig {
     };
     PartitionConfig {
         boot,
+        drop_unsynced: spec.after_failed_write,
         log: LogConfig {
             segment_bytes_max,
             ..defaults.log

@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `partitions_untrusted_log` | gauge | hosted groups whose log is untrusted (restarted without a clean mark, not yet in a view) |
 //! | `partition_applied_divergence_total{group}` | counter | StartViews that contradicted applied history |
+//! | `partition_storage_damage_total{kind}` | counter | what opening a partition found: `damaged_entry` (entries repaired in place), `damaged_tail` (a log ending in damaged bytes, cut after its ops were marked maybe acked), `unsynced_dropped` (a reopen after a failed write or sync dropped the tail past the durable checkpoint), `index_rebuilt` |
 //! | `partition_behind_log_start_total` | counter | replicas that lacked ops a peer's retention had dropped, and so caught up by state transfer |
 //! | `partition_retention_segments_removed_total` | counter | record-log segments retention removed |
 //! | `consumer_group_members_expired_total` | counter | consumer group members the coordinator removed after their session timeout |
@@ -55,6 +56,10 @@ fn describe() {
     metrics::describe_gauge!(
         "partitions_untrusted_log",
         "hosted groups whose log is untrusted"
+    );
+    metrics::describe_counter!(
+        "partition_storage_damage_total",
+        "damage found when opening partitions, by kind"
     );
     metrics::describe_counter!(
         "partition_applied_divergence_total",
@@ -149,6 +154,26 @@ pub fn produce_refused_disk_full() {
 /// A replica lacked ops a peer's retention had dropped.
 pub fn behind_log_start() {
     counter!("partition_behind_log_start_total").increment(1);
+}
+
+/// What opening a partition found that an operator should know: damage
+/// repaired from peers, a tail cut, indexes rebuilt.
+pub fn storage_found(recovery: &strand_partition::Recovery) {
+    let count = |kind: &'static str, found: usize| {
+        if found > 0 {
+            counter!("partition_storage_damage_total", "kind" => kind).increment(found as u64);
+        }
+    };
+    count("damaged_entry", recovery.damage.len());
+    count(
+        "damaged_tail",
+        usize::from(recovery.damaged_tail_from.is_some()),
+    );
+    count(
+        "unsynced_dropped",
+        usize::from(recovery.unsynced_dropped_from.is_some()),
+    );
+    count("index_rebuilt", recovery.indexes_rebuilt.len());
 }
 
 /// The coordinator removed a consumer group member whose session expired.

@@ -126,6 +126,11 @@ fn the_damaged_newest_entry_of_an_acknowledging_backup(fault: Fault) {
         "no view starts without X while its only holders are down or damaged"
     );
 
+    let damage_seen = common::metric_sum(
+        &nodes[damaged],
+        "partition_storage_damage_total{kind=\"damaged_tail\"}",
+    );
+    assert_eq!(damage_seen, 1.0, "the damaged tail is counted");
     nodes[primary].start();
     let client = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
     let read = runtime.block_on(common::read_partition(&client, "s", "t", 0, 4, deadline));
