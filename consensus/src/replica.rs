@@ -1038,6 +1038,10 @@ impl<S: StateMachine> Replica<S> {
         self.stored_hint = op;
         self.commit = op;
         self.commit_max = self.commit_max.max(op);
+        // The install persisted this commit with the log: a later persist
+        // must not lower it (below a dropped head, no export names its frontier).
+        self.durable.commit = op;
+        self.commit_persisted = op;
         self.write_next = op + 1;
         self.cursors = CursorState::new(cursor_tail);
         // The installed log is a committed prefix that no view vouches for

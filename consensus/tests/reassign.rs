@@ -640,3 +640,44 @@ fn a_change_the_whole_group_restarted_in_the_middle_of_is_still_taken_up() {
     assert!(epochs_started(&cluster, primary).contains(&1));
     cluster.assert_one_history();
 }
+
+/// Seed 402002 (`--reassign`): a newcomer installed a transferred prefix
+/// (committed through op 10), then moved to a higher view before adopting
+/// one. That persist wrote the commit number of its empty log, so the
+/// prefix's commit fell back; after a restart its commit lay below the
+/// ops retention had dropped, no export could name its frontier, and a
+/// later newcomer whose write quorum needed it waited for ever.
+#[test]
+fn a_transferred_prefix_stays_committed_through_the_next_persist() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    for _ in 0..3 {
+        cluster.produce(1, 1);
+        cluster.deliver_all();
+    }
+    cluster.tick(10);
+    cluster.crash(2);
+    replace_two_by_three(&mut cluster);
+    let primary = cluster.primary().expect("the new epoch started");
+    cluster.join(3);
+    cluster.transfer(3, primary);
+    let frontier = cluster.replica(3).commit();
+    assert!(frontier >= 3, "the committed prefix: {frontier}");
+    // The primary dies before the newcomer adopts its view: the newcomer
+    // follows the survivor's view change, which persists its view first.
+    cluster.network.clear();
+    cluster.crash(primary);
+    let view = cluster.replica(3).view();
+    cluster.tick(100);
+    let newcomer = cluster.replica(3);
+    assert!(newcomer.view() > view, "it moved to a higher view");
+    assert!(
+        newcomer.durable_state().log_unsettled,
+        "no view adopted yet"
+    );
+    let persisted = cluster.storage[3].state.as_ref().expect("persisted");
+    assert!(persisted.view > view, "the higher view was persisted");
+    assert_eq!(persisted.commit, frontier, "the persist kept the prefix");
+    cluster.crash(3);
+    cluster.restart(3);
+    assert_eq!(cluster.replica(3).commit(), frontier, "and a restart too");
+}

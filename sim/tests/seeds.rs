@@ -155,7 +155,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 30] = [
+const REASSIGNING: [(u64, &str); 31] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -263,6 +263,10 @@ const REASSIGNING: [(u64, &str); 30] = [
     (
         10_088,
         "a newcomer that crashed after installing its transfer once reopened in epoch 1",
+    ),
+    (
+        402_002,
+        "a newcomer's next persist once dropped its transfer's commit below its log",
     ),
 ];
 
