@@ -15,7 +15,7 @@
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
 //! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
-//! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open |
+//! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open (below a damaged committed entry, which consensus repairs) |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //! | [`ticks`] | **pure**: when each of a driver's groups next needs a tick; the ticks between skipped |
 //!

@@ -54,10 +54,15 @@
 //! what consensus's `Recovered` needs, field for field.
 //!
 //! Invariants that matter most:
-//! - **Nothing durable is lost quietly.** Open cuts only a genuinely torn
-//!   tail of the last segment; damage anywhere else, ops missing from a sealed
-//!   segment, and ops lost below the superblock's durable checkpoint are
-//!   reported as faulty ops, never dropped.
+//! - **Nothing durable is lost quietly.** Open cuts only a torn tail of the
+//!   last segment, and a torn tail holding data (which bytes cannot tell from
+//!   a damaged, acked last entry) only after the superblock durably marks its
+//!   ops as maybe acked; so does a reopen after a failed write or sync, for
+//!   the tail past the durable checkpoint. Damage anywhere else, ops missing
+//!   from a sealed segment, and ops lost below the superblock's durable
+//!   checkpoint are reported as faulty ops, never dropped.
+//! - **Superblock order.** An unclean open makes the copy it chose durable
+//!   before it writes the other.
 //! - **Order of durable steps.** A sealed segment is synced before its
 //!   successor gets a byte; a superblock that stops claiming ops (truncation,
 //!   retention) is written before the files change; a quarantined copy and the
