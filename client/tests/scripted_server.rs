@@ -516,6 +516,38 @@ async fn consumer_starts_from_a_stored_cursor_polls_and_commits() {
     .await;
 }
 
+/// After a failover the new primary commits its predecessor's last records
+/// only once a backup acks its view: a cursor stored at their end meanwhile
+/// is told to retry (`Unavailable`), and the SDK retries it until stored
+/// rather than ending the consumer.
+#[tokio::test]
+async fn a_cursor_past_a_new_primarys_commit_is_retried_until_stored() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        for nth in 1..=2 {
+            let catching_up = ErrorBody::message(
+                ResultCode::Unavailable,
+                "cursor 3 is past the high watermark 1 while the primary commits the records \
+                 it holds up to 3: retry soon",
+            );
+            cluster.add_fault(Operation::StoreCursor, nth, FaultAction::Reply(catching_up));
+        }
+        let client = connect(&cluster, 1).await;
+        client
+            .store_cursor("shop", "orders", 0, "billing", 3)
+            .await
+            .expect("stored once the commit caught up");
+        assert_eq!(cluster.seen(Operation::StoreCursor).len(), 3);
+        let stored = client
+            .get_cursor("shop", "orders", 0, "billing")
+            .await
+            .expect("read");
+        assert_eq!(stored, Some(3));
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn fetch_past_the_end_is_a_typed_error_with_the_bounds() {
     within(async {

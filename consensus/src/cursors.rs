@@ -91,7 +91,8 @@ impl CursorState {
 
 impl<S: StateMachine> Replica<S> {
     /// Primary: a consumer stores its cursor. `high_watermark` is the
-    /// partition's committed offset end (a cursor may not point past it).
+    /// partition's committed offset end (a cursor may not point past it;
+    /// one within the log, not yet committed, is told to retry).
     pub fn on_store_cursor(
         &mut self,
         request: &Msg<RequestHeader>,
@@ -104,10 +105,7 @@ impl<S: StateMachine> Replica<S> {
         let error = if !self.is_serving_primary() {
             Some(self.not_primary())
         } else if cursor.offset > high_watermark {
-            Some(ErrorBody::message(
-                ResultCode::InvalidRequest,
-                "cursor is past the high watermark",
-            ))
+            Some(self.cursor_past_high_watermark(cursor.offset, high_watermark))
         } else if self.cursors.pending.len() >= CURSOR_COMMITS_PENDING_MAX {
             Some(ErrorBody::Busy { retry_after_ms: 10 })
         } else {
@@ -132,6 +130,33 @@ impl<S: StateMachine> Replica<S> {
         self.cursors.tail += 1;
         self.cursors.remember(event);
         self.cursors.pending.push_back((self.cursors.tail, header));
+    }
+
+    /// The refusal of a cursor at `offset`, past `high_watermark`. Within
+    /// the records the log holds, the commit has yet to reach it: a primary
+    /// whose view just started commits its predecessor's last records only
+    /// once a backup acks the view, yet a consumer may have read them from
+    /// that predecessor. So it is told to retry, as for a view change.
+    /// Past the log's end, no consumer read it: the argument is wrong.
+    fn cursor_past_high_watermark(&self, offset: u64, high_watermark: u64) -> ErrorBody {
+        let log_end = self.log_offset_end();
+        if offset <= log_end {
+            ErrorBody::message(
+                ResultCode::Unavailable,
+                format!(
+                    "cursor {offset} is past the high watermark {high_watermark} while the \
+                     primary commits the records it holds up to {log_end}: retry soon"
+                ),
+            )
+        } else {
+            ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!(
+                    "cursor {offset} is past the high watermark {high_watermark} and the end \
+                     of the log {log_end}"
+                ),
+            )
+        }
     }
 
     fn cursor_reply(

@@ -643,6 +643,17 @@ impl<S: StateMachine> Replica<S> {
         self.journal.head()
     }
 
+    /// One past the last record offset of the log's head op: the records
+    /// the log holds, committed or not. A primary in a new view holds every
+    /// record its predecessor committed, but its commit may trail this until
+    /// a backup acks the view.
+    pub fn log_offset_end(&self) -> u64 {
+        let head = self.journal.head();
+        self.journal
+            .header(head)
+            .map_or(0, PrepareHeader::offset_end)
+    }
+
     /// Ops up to here are applied.
     pub fn commit(&self) -> u64 {
         self.commit

@@ -735,3 +735,67 @@ fn a_backup_behind_the_primarys_log_start_waits_for_a_state_transfer() {
         "replica 1 holds every op"
     );
 }
+
+/// The result code of the reply to `client`'s request `request`.
+fn reply_result(cluster: &Cluster, client: u128, request: u64) -> Option<ResultCode> {
+    cluster
+        .replies
+        .iter()
+        .rev()
+        .find(|reply| {
+            reply.header().client.get() == client && reply.header().request.get() == request
+        })
+        .map(|reply| reply.header().result())
+}
+
+/// A consumer read records the old primary committed, then the primary
+/// crashed before any backup heard of that commit. The new primary holds
+/// those records but commits them only once a backup acks its view: a
+/// cursor stored at their end meanwhile is told to retry, not that it is
+/// wrong. A cursor past everything the log holds stays refused.
+#[test]
+fn a_cursor_read_from_the_old_primary_is_retried_until_the_new_one_commits_it() {
+    let mut cluster = persisted(3, ConfirmPolicy::MajorityDurable);
+    cluster.produce(1, 2);
+    cluster.deliver_all();
+    cluster.tick(5);
+    // Op 2 (offsets 2..5) commits on the primary alone: no heartbeat tells
+    // the backups before it crashes.
+    cluster.produce(1, 3);
+    cluster.deliver_all();
+    assert_eq!(cluster.replica(0).machine().offset_end, 5, "read up to 5");
+    cluster.crash(0);
+    let mut steps = 0;
+    let primary = loop {
+        if let Some(primary) = (1..3).find(|index| cluster.replica(*index).is_serving_primary()) {
+            break primary;
+        }
+        if !cluster.deliver_one() {
+            for index in 1..3 {
+                cluster.tick_only(index, 1);
+            }
+            cluster.watch_liveness();
+        }
+        steps += 1;
+        assert!(steps < 100_000, "a new primary serves");
+    };
+    let replica = cluster.replica(primary);
+    assert_eq!(replica.machine().offset_end, 2, "its commit trails its log");
+    assert_eq!(replica.log_offset_end(), 5);
+    cluster.store_cursor(primary, 7, 1, "reader", 5);
+    assert_eq!(
+        reply_result(&cluster, 7, 1),
+        Some(ResultCode::Unavailable),
+        "within the log: retry"
+    );
+    cluster.store_cursor(primary, 7, 2, "reader", 6);
+    assert_eq!(
+        reply_result(&cluster, 7, 2),
+        Some(ResultCode::InvalidRequest),
+        "past the log: a wrong argument"
+    );
+    cluster.deliver_all();
+    assert_eq!(cluster.replica(primary).machine().offset_end, 5);
+    cluster.store_cursor(primary, 7, 3, "reader", 5);
+    assert_eq!(reply_result(&cluster, 7, 3), Some(ResultCode::Ok));
+}

@@ -1031,18 +1031,17 @@ impl Actor {
         };
         let high_watermark = self.host.replica().machine().high_watermark();
         let log_start = self.host.partition().head_offset();
-        if fetch.offset < log_start || fetch.offset > high_watermark {
-            let error = ErrorBody::OffsetOutOfRange {
-                requested: fetch.offset,
-                log_start_offset: log_start,
-                high_watermark,
-            };
+        let log_end = self.host.replica().log_offset_end();
+        if let Some(error) = fetch_out_of_range(fetch.offset, log_start, high_watermark, log_end) {
             let _ = self
                 .shared
                 .reply(header.client.get(), error_frame(&header, &error));
             return;
         }
-        if fetch.offset == high_watermark
+        // At the high watermark, or past it within the log (records the
+        // previous primary committed, which this one commits once a backup
+        // acks its view): a long poll waits for them.
+        if fetch.offset >= high_watermark
             && fetch.wait_ms > 0
             && self.parked.len() < PARKED_FETCHES_MAX
         {
@@ -1487,9 +1486,55 @@ fn disk_for(wal: &Wal, read_handles: &ReadHandles, inbox: &GroupInbox) -> FileDi
     FileDisk::with_notify(wal.clone(), notify).with_read_handles(read_handles.clone())
 }
 
+/// Why a fetch at `offset` is out of range, if it is: below `log_start`
+/// (retention dropped it), or past every record the log holds (`log_end`,
+/// committed or not). An offset past the high watermark but within the log
+/// is not out of range: a consumer may have read up to it from the previous
+/// primary, whose last commits this primary has yet to make; it is answered
+/// empty (or waits, as a long poll at the end does) until they commit.
+fn fetch_out_of_range(
+    offset: u64,
+    log_start: u64,
+    high_watermark: u64,
+    log_end: u64,
+) -> Option<ErrorBody> {
+    let out = offset < log_start || offset > log_end.max(high_watermark);
+    out.then_some(ErrorBody::OffsetOutOfRange {
+        requested: offset,
+        log_start_offset: log_start,
+        high_watermark,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fetch_past_the_high_watermark_within_the_log_waits_and_past_the_log_is_refused() {
+        // Retained 10.., committed up to 20, the log holds records up to 25.
+        let (log_start, high_watermark, log_end) = (10, 20, 25);
+        for offset in [10, 15, 20, 21, 25] {
+            assert_eq!(
+                fetch_out_of_range(offset, log_start, high_watermark, log_end),
+                None,
+                "offset {offset}"
+            );
+        }
+        for offset in [9, 26] {
+            assert_eq!(
+                fetch_out_of_range(offset, log_start, high_watermark, log_end),
+                Some(ErrorBody::OffsetOutOfRange {
+                    requested: offset,
+                    log_start_offset: log_start,
+                    high_watermark,
+                }),
+                "offset {offset}"
+            );
+        }
+        // A log whose head is unknown (0) still serves up to the watermark.
+        assert_eq!(fetch_out_of_range(20, 10, 20, 0), None);
+    }
 
     #[test]
     fn a_group_that_cannot_open_shows_in_status_and_attention() {
