@@ -140,7 +140,8 @@ pub struct Options {
     #[arg(long, value_enum)]
     pub durability: Option<DurabilityFlag>,
     /// The topic's size limit per partition in bytes: its oldest segments
-    /// are dropped past it (default: no limit).
+    /// are dropped while the rest still holds at least the limit (default:
+    /// no limit).
     #[arg(long)]
     pub retention_bytes: Option<u64>,
     /// The topic's record-log segment size in bytes, 64 KiB to 1 GiB

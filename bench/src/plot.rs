@@ -409,15 +409,15 @@ mod tests {
                     node("node 1 data dir", "red", true, 1_150.0),
                 ],
                 limit: Some(Limit {
-                    value: 1_218.0,
-                    label: "bound 1218 MiB".to_owned(),
+                    value: 1_282.0,
+                    label: "bound 1282 MiB".to_owned(),
                 }),
             },
         ];
         let svg = render_panels("soak", 180.0, &panels, &[]);
         assert_eq!(svg.matches("<polyline").count(), 3);
         assert_eq!(svg.matches(r#"stroke-dasharray="5 3""#).count(), 1);
-        assert!(svg.contains("node 1 partitions") && svg.contains("bound 1218 MiB"));
+        assert!(svg.contains("node 1 partitions") && svg.contains("bound 1282 MiB"));
         // The last sample sits at the right edge of the plot.
         let x = WIDTH - MARGIN_RIGHT;
         assert!(svg.contains(&format!("{x:.1},")), "{svg}");
@@ -454,7 +454,7 @@ mod tests {
         let soak = SoakReport::judge(plan, Some(limit), 1, samples);
         let svg = render_soak("soak <16 MiB>", 45.0, &soak);
         assert_eq!(svg.matches("<polyline").count(), 1 + 2 * 2);
-        assert!(svg.contains("bound 21 MiB per node"), "{svg}");
+        assert!(svg.contains("bound 22 MiB per node"), "{svg}");
         assert!(svg.contains("node 2 data dir (dashed)"));
         assert!(svg.contains("soak &lt;16 MiB&gt;"));
         assert!(!svg.contains("NaN"));

@@ -14,7 +14,7 @@ use strand_client::{Client, ClientError};
 use tokio::time::Instant;
 
 use crate::keys::{KEY_SIZE, RecordKey};
-use crate::load::{FETCH_BYTES_MAX, Load, ProducerOutcome, producer_config};
+use crate::load::{FETCH_BYTES_MAX, Load, ProducerOutcome};
 use crate::retention::{RecordSizes, RetentionLimit};
 use crate::verify::{Verification, Verifier};
 
@@ -61,8 +61,7 @@ pub fn record_sizes(load: &Load) -> RecordSizes {
         bytes::Bytes::from(vec![0; load.message_size]),
     )
     .encoded_size();
-    let batch_bytes_max = producer_config(load).batch_bytes_max.max(record_encoded);
-    RecordSizes::new(record_encoded as u64, batch_bytes_max as u64)
+    RecordSizes::new(record_encoded as u64)
 }
 
 /// Feeds every record of `partition` to `verifier`, retrying failed fetches

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::failover::{FailoverReport, Fault};
 use crate::latency::{LatencySummary, format_us};
+use crate::retention::SEGMENTS_OVER_LIMIT_MAX;
 use crate::soak::SoakReport;
 use crate::timeline::SecondRow;
 use crate::verify::Verification;
@@ -320,8 +321,8 @@ fn disk_line(soak: &SoakReport) -> String {
         return format!("not judged (no --retention-bytes); partition bytes {highest}");
     };
     let mut line = format!(
-        "{}: partition bytes per node {highest}, bound {} (= (limit {} + 3 x segment {} + \
-         2 MiB) x partitions)",
+        "{}: partition bytes per node {highest}, bound {} (= (limit {} + {SEGMENTS_OVER_LIMIT_MAX} \
+         x segment {} + 2 MiB) x partitions)",
         if disk.within {
             "within bound"
         } else {

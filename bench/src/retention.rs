@@ -4,13 +4,14 @@
 //! highest earliest offset the limit may leave behind.
 //!
 //! The server's rule (`RecordLog::retention_count` in `strand-partition`):
-//! while the log is larger than the limit, drop its oldest sealed segment,
-//! never the active one nor one holding an op past the persisted commit (a
+//! drop the oldest sealed segment only while what remains without it (the
+//! active segment included) still holds at least the limit, never the
+//! active segment nor one holding an op past the persisted commit (a
 //! replica whose retention waits on its commit persists it at once). So
-//! after a drop the log still holds more than the limit less one segment,
-//! and at most the limit plus the active segment plus the one or two sealed
-//! while the commit's write was in flight, plus a 1 MiB zero-filled tail
-//! ahead of the active segment's appends.
+//! once anything was dropped the log holds at least the limit, and at most
+//! the limit plus its oldest segment, plus the active segment's growth and
+//! the one or two sealed while the commit's write was in flight, plus a
+//! 1 MiB zero-filled tail ahead of the active segment's appends.
 
 use serde::Serialize;
 use strand_client::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
@@ -20,9 +21,11 @@ use strand_client::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 /// and sixteen segments keep that within about a fifth of the limit.
 pub const SEGMENTS_PER_RETENTION: u64 = 16;
 
-/// Segments a partition may hold beyond its limit: the active one and the
-/// one or two sealed while the commit that lets them go was being persisted.
-pub const SEGMENTS_OVER_LIMIT_MAX: u64 = 3;
+/// Segments a partition may hold beyond its limit: the oldest one (kept
+/// while the rest alone is below the limit), the active one's growth, and
+/// the one or two sealed while the commit that lets them go was being
+/// persisted.
+pub const SEGMENTS_OVER_LIMIT_MAX: u64 = 4;
 
 /// Bytes a partition may hold beyond its limit and those segments: the
 /// 1 MiB zero-filled tail ahead of the active segment, the index files,
@@ -47,15 +50,13 @@ pub struct RetentionLimit {
     pub segment_bytes: u64,
 }
 
-/// How large the bench's records and entries are on the log, at most: what
-/// turns a byte limit into an offset bound.
+/// How large the bench's records are on the log, at most: what turns a
+/// byte limit into an offset bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RecordSizes {
     /// One record alone in its entry: the record's encoded bytes plus a
     /// whole entry's overhead (the most log bytes one offset can take).
     pub record_bytes_max: u64,
-    /// The largest entry: a full batch plus the entry overhead.
-    pub entry_bytes_max: u64,
 }
 
 /// The segment size for a limit of `retention_bytes` when none was given:
@@ -66,13 +67,11 @@ pub fn segment_bytes_for(retention_bytes: u64) -> u64 {
 
 impl RecordSizes {
     /// The sizes of records of `record_encoded_bytes` (key, value and record
-    /// header) sent in batches of at most `batch_bytes_max` bytes.
-    pub fn new(record_encoded_bytes: u64, batch_bytes_max: u64) -> RecordSizes {
+    /// header), however they are batched.
+    pub fn new(record_encoded_bytes: u64) -> RecordSizes {
         assert!(record_encoded_bytes > 0);
-        assert!(batch_bytes_max >= record_encoded_bytes);
         RecordSizes {
             record_bytes_max: record_encoded_bytes + ENTRY_OVERHEAD_BYTES_MAX,
-            entry_bytes_max: batch_bytes_max + ENTRY_OVERHEAD_BYTES_MAX,
         }
     }
 }
@@ -89,18 +88,15 @@ impl RetentionLimit {
 
     /// The highest earliest offset retention may leave in a partition whose
     /// high watermark is `high_watermark`: once it drops, the log still
-    /// holds more than the limit less one sealed segment, so at least that
-    /// many bytes' worth of the newest records (counted at their largest,
-    /// less [`FOREIGN_ENTRY_BYTES_MAX`] of entries that are not records)
-    /// must still be there. A lenient bound: it catches a partition that
-    /// dropped more than the limit allows, not one that dropped a little.
+    /// holds at least the limit, so at least that many bytes' worth of the
+    /// newest records (counted at their largest, less
+    /// [`FOREIGN_ENTRY_BYTES_MAX`] of entries that are not records) must
+    /// still be there, whatever the segment size. A lenient bound: it
+    /// catches a partition that dropped more than the limit allows, not one
+    /// that dropped a little.
     pub fn earliest_offset_max(&self, high_watermark: u64, sizes: RecordSizes) -> u64 {
         assert!(sizes.record_bytes_max > 0);
-        let sealed_segment_bytes_max = self.segment_bytes.max(sizes.entry_bytes_max);
-        let kept_bytes_min = self
-            .retention_bytes
-            .saturating_sub(sealed_segment_bytes_max)
-            .saturating_sub(FOREIGN_ENTRY_BYTES_MAX);
+        let kept_bytes_min = self.retention_bytes.saturating_sub(FOREIGN_ENTRY_BYTES_MAX);
         let kept_records_min = kept_bytes_min / sizes.record_bytes_max;
         let earliest_offset_max = high_watermark.saturating_sub(kept_records_min);
         assert!(earliest_offset_max <= high_watermark);
@@ -123,25 +119,25 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_may_hold_its_limit_three_segments_and_two_mebibytes() {
+    fn a_partition_may_hold_its_limit_four_segments_and_two_mebibytes() {
         let limit = RetentionLimit {
             retention_bytes: 1 << 30,
             segment_bytes: 64 * MIB,
         };
-        assert_eq!(limit.partition_bytes_max(), (1024 + 3 * 64 + 2) * MIB);
+        assert_eq!(limit.partition_bytes_max(), (1024 + 4 * 64 + 2) * MIB);
     }
 
     #[test]
-    fn retention_may_drop_all_but_the_limit_less_one_segment() {
+    fn retention_keeps_at_least_the_limit() {
         let limit = RetentionLimit {
             retention_bytes: 16 * MIB,
             segment_bytes: MIB,
         };
-        let sizes = RecordSizes::new(1_000, 100_000);
+        let sizes = RecordSizes::new(1_000);
         assert_eq!(sizes.record_bytes_max, 1_512);
-        // 16 MiB less a 1 MiB segment less 1 MiB of foreign entries, at
-        // 1,512 bytes a record: 9,709 records must remain.
-        assert_eq!(limit.earliest_offset_max(1_000_000, sizes), 990_291);
+        // 16 MiB less 1 MiB of foreign entries, at 1,512 bytes a record:
+        // 10,402 records must remain.
+        assert_eq!(limit.earliest_offset_max(1_000_000, sizes), 989_598);
         assert_eq!(
             limit.earliest_offset_max(5_000, sizes),
             0,
@@ -150,13 +146,13 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_larger_than_a_segment_is_the_segment() {
+    fn a_segment_larger_than_the_limit_still_keeps_the_limit() {
         let limit = RetentionLimit {
             retention_bytes: 8 * MIB,
-            segment_bytes: 64 * 1024,
+            segment_bytes: 64 * MIB,
         };
-        let sizes = RecordSizes::new(1_000, 4 * MIB);
-        let kept = (8 * MIB - (4 * MIB + 512) - MIB) / 1_512;
+        let sizes = RecordSizes::new(1_000);
+        let kept = (8 * MIB - MIB) / 1_512;
         assert_eq!(
             limit.earliest_offset_max(1_000_000, sizes),
             1_000_000 - kept

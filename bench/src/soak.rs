@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn a_node_over_the_bound_once_fails_the_disk_check() {
-        let bound_mib = 1024 + 3 * 64 + 2;
+        let bound_mib = 1024 + 4 * 64 + 2;
         let samples = vec![
             sample(1, 1_000.0, &[bound_mib, bound_mib]),
             sample(2, 1_000.0, &[bound_mib, bound_mib + 1]),

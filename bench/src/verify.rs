@@ -412,16 +412,17 @@ mod tests {
     }
 
     /// One producer, one partition of 1,000 records acknowledged at offsets
-    /// 0..1000, under a limit that must keep 16 KiB of records beyond a
-    /// 64 KiB segment and the 1 MiB allowed for entries that are not records.
+    /// 0..1000, under a limit that must keep 16 KiB of records beyond the
+    /// 1 MiB allowed for entries that are not records.
     fn retained_run(acknowledged: u64) -> Verifier {
         let limit = RetentionLimit {
-            retention_bytes: 80 * 1024 + (1 << 20),
+            retention_bytes: 16 * 1024 + (1 << 20),
             segment_bytes: 64 * 1024,
         };
         // 100-byte records with a whole entry each: 612 bytes; after a drop
-        // at least (80 KiB + 1 MiB - 64 KiB - 1 MiB) / 612 = 26 remain.
-        let sizes = RecordSizes::new(100, 10_000);
+        // at least (16 KiB + 1 MiB - 1 MiB) / 612 = 26 remain, whatever the
+        // segment size.
+        let sizes = RecordSizes::new(100);
         let mut verifier = Verifier::new(1, 1).with_retention(limit, sizes);
         for sequence in 0..acknowledged {
             verifier.acknowledged(key(0, sequence), sequence);

@@ -139,7 +139,10 @@ pub(crate) struct Gap {
 /// How long and how much of the log to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetentionPolicy {
-    /// Drop the oldest sealed segments while the log is larger than this.
+    /// Keep at least this many bytes of the log: the oldest sealed segment
+    /// is dropped only if what remains without it (the active segment
+    /// included) still holds this many. So a log that reached the limit
+    /// keeps between the limit and the limit plus its oldest segment.
     pub retention_bytes: Option<u64>,
     /// Drop sealed segments whose newest entry is older than this.
     pub retention_ms: Option<u64>,
@@ -524,7 +527,10 @@ impl RecordLog {
     }
 
     /// How many of the oldest sealed segments the policy drops, never one
-    /// holding `keep_from_op` or above.
+    /// holding `keep_from_op` or above, nor the active segment. By size, a
+    /// segment goes only if what remains after it is still at least the
+    /// limit (a user who asks to keep B bytes keeps at least B); by age, a
+    /// segment whose newest entry is older than the limit goes.
     pub fn retention_count(
         &self,
         policy: RetentionPolicy,
@@ -537,19 +543,22 @@ impl RecordLog {
             if segment.last_op() >= keep_from_op {
                 break;
             }
-            let too_big = policy.retention_bytes.is_some_and(|max| remaining > max);
+            assert!(remaining >= segment.len, "the total holds every segment");
+            let after = remaining - segment.len;
+            let leaves_enough = policy.retention_bytes.is_some_and(|min| after >= min);
             let too_old = policy.retention_ms.is_some_and(|ms| {
                 segment
                     .timestamp_max_ns()
                     .saturating_add(ms.saturating_mul(1_000_000))
                     < now_ns
             });
-            if !too_big && !too_old {
+            if !leaves_enough && !too_old {
                 break;
             }
-            remaining -= segment.len;
+            remaining = after;
             count += 1;
         }
+        assert!(count < self.segments.len(), "the active segment stays");
         count
     }
 

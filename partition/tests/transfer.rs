@@ -26,8 +26,11 @@ fn exporter(wal: &Wal, dir: &Path, ops: u64) -> (Partition<FileDisk>, Vec<Msg<Pr
     store_cursors(&mut partition, &[("a", 40), ("b", 400)]);
     store_cursors(&mut partition, &[("a", 80)]);
     persist_commit(&mut partition, ops, 1);
+    // Entries of about 950 bytes, 17 to a 16 KiB segment: a limit of
+    // 20 KiB keeps the active segment and the one or two sealed ones it
+    // takes to reach the limit, dropping one segment of 40 ops and two of 60.
     let policy = RetentionPolicy {
-        retention_bytes: Some(30 * 1024),
+        retention_bytes: Some(20 * 1024),
         retention_ms: None,
     };
     partition
