@@ -4,10 +4,12 @@
 //!
 //! Order of durable steps, each waiting for the one before:
 //! 1. persist the higher view (fencing) → then send StartViewChange/DoViewChange;
-//! 2. install the canonical log: truncate what contradicts it (storage
-//!    truncation completes) and, for a new primary, repair every body;
-//! 3. persist `log_view = view` with the view's history start → then serve
-//!    (the new primary sends StartView).
+//! 2. install the canonical log: truncate what contradicts it, and a
+//!    backup's cursor log where its history leaves the view's (storage
+//!    truncation completes), and, for a new primary, repair every body;
+//! 3. persist `log_view = view` with the view's history (its starts, the
+//!    view's own last: the StartView carries them) → then serve (the new
+//!    primary sends StartView).
 
 use bytes::Bytes;
 use strand_wire::{
