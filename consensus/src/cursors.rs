@@ -2,7 +2,10 @@
 //! consumer's stored cursor as an event, acks it per
 //! `consumer_offset_durability`, and ships events to backups once durable.
 //! Cursor events are not ops of the log; their count (the cursor tail) breaks
-//! view-change ties, and a view's start cuts longer cursor logs back to it.
+//! view-change ties. A view's cursor log is its new primary's; a replica that
+//! adopts the view cuts its own where its history leaves the view's (the
+//! history starts its StartView carries: `state::cursor_divergence`, and
+//! `docs/cursor-cut.md`).
 //!
 //! Bounds: the last [`CURSOR_EVENTS_KEPT`] events stay in memory for
 //! shipping; a backup further behind is shipped from storage. At most

@@ -63,5 +63,5 @@ pub use confirm::{ConfirmPolicy, ConfirmRule, confirm_rule};
 pub use effects::{DropReason, Effect, Effects, Event, LeaveReason, WaitReason};
 pub use normal::PIPELINE_PREPARES_MAX;
 pub use replica::{ClientRequest, Replica, Status, WriteStage};
-pub use state::{DurableState, HistoryStart, Recovered};
+pub use state::{DurableState, HistoryStart, Recovered, cursor_divergence};
 pub use state_machine::{RecordLog, StateMachine};

@@ -110,8 +110,9 @@ pub(crate) struct Adoption {
     pub op: u64,
     /// The canonical commit number (at least).
     pub commit: u64,
-    /// The view's history start.
-    pub start: HistoryStart,
+    /// The history the view's logs follow, its own start last (what the
+    /// replica records as its history once the view is adopted).
+    pub history: Vec<HistoryStart>,
     /// The replica canonical headers below the suffix are fetched from.
     pub source: u8,
     /// Lowest op whose canonical header has been matched against this
@@ -1019,12 +1020,15 @@ impl<S: StateMachine> Replica<S> {
     /// carried it (empty when it carried none): the table is restored from
     /// them, so a retry of a request the group committed before the transfer
     /// is answered, never committed twice, should this replica lead.
+    /// `history_starts` are the source's: its logs are this replica's now,
+    /// and so is the history they follow.
     pub fn on_state_transfer_done(
         &mut self,
         head: Option<PrepareHeader>,
         cursor_tail: u64,
         recent: &[PrepareHeader],
         client_table: &[u8],
+        history_starts: &[HistoryStart],
         effects: &mut Effects,
     ) {
         assert_eq!(
@@ -1055,6 +1059,7 @@ impl<S: StateMachine> Replica<S> {
         self.commit_persisted = op;
         self.write_next = op + 1;
         self.cursors = CursorState::new(cursor_tail);
+        self.durable.take_transferred_history(history_starts);
         // The installed log is a committed prefix that no view vouches for
         // (it may end below the latest history start, which this replica
         // does not know): untrusted, across restarts, until a view is adopted.

@@ -8,6 +8,8 @@ use strand_wire::{PrepareHeader, ViewId};
 /// guard and the cut only ever need the latest few.
 pub const HISTORY_STARTS_MAX: usize = 16;
 
+const _: () = assert!(HISTORY_STARTS_MAX == strand_wire::START_VIEW_HISTORY_STARTS_MAX);
+
 /// Where the history of one view began: the new primary of `view` started it
 /// with its log at `op` and its cursor event log at `cursor_tail`.
 ///
@@ -40,8 +42,12 @@ pub struct DurableState {
     pub log_view: ViewId,
     /// The replica's commit number.
     pub commit: u64,
-    /// The history starts this replica knows, oldest first, at most
-    /// [`HISTORY_STARTS_MAX`].
+    /// The starts of the history this replica's logs follow, oldest first,
+    /// at most [`HISTORY_STARTS_MAX`]: the view its log was settled in last
+    /// and, before it, the views that view's history went through (the
+    /// list its StartView carried). Its cursor event log holds events of
+    /// that history only, which is how [`cursor_divergence`] finds where it
+    /// leaves another.
     pub history_starts: Vec<HistoryStart>,
     /// The suffix of headers (ascending, at most
     /// `strand_wire::DVC_SUFFIX_HEADERS_MAX`) of the log this replica adopted
@@ -95,6 +101,96 @@ impl DurableState {
             self.history_starts.remove(0);
         }
     }
+
+    /// This replica's history with `start` (of a view it starts as primary)
+    /// recorded last: the history that view's logs follow.
+    pub fn history_with(&self, start: HistoryStart) -> Vec<HistoryStart> {
+        let mut state = DurableState {
+            history_starts: self.history_starts.clone(),
+            ..DurableState::default()
+        };
+        state.record_start(start);
+        state.history_starts
+    }
+
+    /// Takes the history of a view this replica adopted (its StartView's
+    /// list, its own start last) in place of its own: its logs follow that
+    /// history from now on.
+    pub fn adopt_history(&mut self, history: &[HistoryStart]) {
+        let adopted = history.last().expect("a view's history holds its start");
+        assert!(history.len() <= HISTORY_STARTS_MAX);
+        assert!(
+            history.windows(2).all(|pair| pair[0].view < pair[1].view),
+            "a history ascends by view: {history:?}"
+        );
+        if let Some(latest) = self.latest_start() {
+            assert!(
+                adopted.view >= latest.view,
+                "history of an older view: {adopted:?} after {latest:?}"
+            );
+            if latest.view == adopted.view {
+                assert_eq!(
+                    latest.op, adopted.op,
+                    "two starts for view {}",
+                    adopted.view
+                );
+            }
+        }
+        self.history_starts = history.to_vec();
+    }
+
+    /// Takes the history of the replica a state transfer came from (its
+    /// logs are that replica's now), keeping any start this replica knows
+    /// of a view after that history's latest: the guard still needs it.
+    pub fn take_transferred_history(&mut self, exporter: &[HistoryStart]) {
+        let latest = exporter.last().map(|start| start.view);
+        let mut history = exporter.to_vec();
+        history.extend(
+            self.history_starts
+                .iter()
+                .filter(|start| latest.is_none_or(|latest| start.view > latest)),
+        );
+        let skip = history.len().saturating_sub(HISTORY_STARTS_MAX);
+        self.history_starts = history.split_off(skip);
+    }
+}
+
+/// Where a cursor event log that follows history `ours` leaves history
+/// `theirs` (both lists of starts, ascending by view): the first event
+/// position that may differ, or `None` when `ours` is on `theirs`.
+///
+/// Each view's cursor log is its new primary's, as it stood at the view's
+/// start (its own history's log, not cut), followed by the events the view
+/// appends. Two histories share the latest view both went through; past it,
+/// each start may have begun other events, so the logs agree below the
+/// lowest cursor tail of any start after it, on either side: a view that
+/// started unseen (its primary's events followed by no later view) counts
+/// as much as a view missed. Every history begins at view 0 with an empty
+/// cursor log, whether its list records that start or not; a list bounded
+/// at [`HISTORY_STARTS_MAX`] may have dropped the start it shares with the
+/// other, and then nothing is known to agree.
+pub fn cursor_divergence(ours: &[HistoryStart], theirs: &[HistoryStart]) -> Option<u64> {
+    let started = |start: &&HistoryStart| start.view != ViewId::ZERO;
+    let shared = ours
+        .iter()
+        .filter(started)
+        .rev()
+        .find(|start| theirs.contains(start))
+        .map(|start| start.view);
+    let complete = |list: &[HistoryStart]| {
+        list.len() < HISTORY_STARTS_MAX
+            || list.first().is_some_and(|first| first.view == ViewId::ZERO)
+    };
+    if shared.is_none() && !(complete(ours) && complete(theirs)) {
+        return Some(0);
+    }
+    let after = |start: &&HistoryStart| shared.is_none_or(|shared| start.view > shared);
+    ours.iter()
+        .chain(theirs)
+        .filter(started)
+        .filter(after)
+        .map(|start| start.cursor_tail)
+        .min()
 }
 
 /// What storage found when the replica's group was opened; the replica's
@@ -169,5 +265,73 @@ impl Recovered {
             log_start: 1,
             log_start_offset: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(view: u32, cursor_tail: u64) -> HistoryStart {
+        HistoryStart {
+            view: ViewId::new(0, view),
+            op: u64::from(view),
+            cursor_tail,
+            replica: (view % 3) as u8,
+            accepted_loss: false,
+        }
+    }
+
+    #[test]
+    fn a_log_on_the_history_is_cut_at_the_starts_after_its_own() {
+        let ours = [start(1, 2)];
+        assert_eq!(
+            cursor_divergence(&ours, &[start(1, 2), start(2, 5)]),
+            Some(5)
+        );
+        // A view missed in between started lower.
+        let theirs = [start(1, 2), start(2, 3), start(3, 6)];
+        assert_eq!(cursor_divergence(&ours, &theirs), Some(3));
+        // Already on it.
+        assert_eq!(cursor_divergence(&theirs, &theirs), None);
+    }
+
+    #[test]
+    fn a_view_that_started_unseen_cuts_at_its_own_start() {
+        // View 2 followed view 1's history; view 3 did not.
+        let ours = [start(1, 2), start(2, 4)];
+        let theirs = [start(1, 2), start(3, 7)];
+        assert_eq!(cursor_divergence(&ours, &theirs), Some(4));
+        assert_eq!(cursor_divergence(&[start(2, 1)], &theirs), Some(1));
+    }
+
+    #[test]
+    fn view_zero_is_shared_and_a_bounded_list_without_a_shared_start_keeps_nothing() {
+        let zero = HistoryStart::default();
+        assert_eq!(cursor_divergence(&[], &[zero, start(3, 4)]), Some(4));
+        assert_eq!(
+            cursor_divergence(&[zero, start(1, 6)], &[start(3, 4)]),
+            Some(4)
+        );
+        let bounded: Vec<HistoryStart> = (1..=16).map(|view| start(view, 10)).collect();
+        assert_eq!(cursor_divergence(&[start(20, 9)], &bounded), Some(0));
+        assert_eq!(cursor_divergence(&[start(16, 10)], &bounded), None);
+    }
+
+    #[test]
+    fn a_transferred_history_is_the_exporters_and_newer_local_starts() {
+        let mut state = DurableState {
+            history_starts: vec![start(1, 1), start(5, 2)],
+            ..DurableState::default()
+        };
+        state.take_transferred_history(&[start(2, 3), start(4, 4)]);
+        assert_eq!(
+            state.history_starts,
+            [start(2, 3), start(4, 4), start(5, 2)]
+        );
+        let mut state = DurableState::default();
+        state.adopt_history(&[start(2, 3), start(4, 4)]);
+        assert_eq!(state.latest_start(), Some(start(4, 4)));
+        assert_eq!(state.history_with(start(6, 5)).len(), 3);
     }
 }

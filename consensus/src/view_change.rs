@@ -4,15 +4,18 @@
 //!
 //! Order of durable steps, each waiting for the one before:
 //! 1. persist the higher view (fencing) → then send StartViewChange/DoViewChange;
-//! 2. install the canonical log: truncate what contradicts it (storage
-//!    truncation completes) and, for a new primary, repair every body;
-//! 3. persist `log_view = view` with the view's history start → then serve
-//!    (the new primary sends StartView).
+//! 2. install the canonical log: truncate what contradicts it, and a
+//!    backup's cursor log where its history leaves the view's (storage
+//!    truncation completes), and, for a new primary, repair every body;
+//! 3. persist `log_view = view` with the view's history (its starts, the
+//!    view's own last: the StartView carries them) → then serve (the new
+//!    primary sends StartView).
 
 use bytes::Bytes;
 use strand_wire::{
-    CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, DoViewChangeHeader, Message, Msg,
-    PrepareHeader, RequestStartViewHeader, StartViewChangeHeader, StartViewHeader, ViewId,
+    CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, DoViewChangeHeader,
+    HistoryStartFlags, HistoryStartRecord, Message, Msg, PrepareHeader, RequestStartViewHeader,
+    StartViewChangeHeader, StartViewHeader, ViewId,
 };
 use zerocopy::IntoBytes;
 
@@ -21,7 +24,7 @@ use crate::epoch::{SlotSet, Transition, transition};
 use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
 use crate::merge::{Decision, DvcSummary, MergeParams, decide};
 use crate::replica::{Adoption, Replica, Status};
-use crate::state::HistoryStart;
+use crate::state::{HISTORY_STARTS_MAX, HistoryStart, cursor_divergence};
 use crate::state_machine::StateMachine;
 
 impl<S: StateMachine> Replica<S> {
@@ -481,10 +484,13 @@ impl<S: StateMachine> Replica<S> {
                     replica: self.config.replica,
                     accepted_loss: self.view_change.accept_loss,
                 };
+                // The view's logs follow this replica's history: its cursor
+                // log is the view's as it stands.
+                let history = self.durable.history_with(start);
                 let headers = canonical.headers.clone();
                 let (op, commit, source) = (canonical.op, canonical.commit, canonical.source);
                 self.view_change.canonical = Some(canonical);
-                self.begin_adoption(self.view, &headers, op, commit, start, source, effects);
+                self.begin_adoption(self.view, &headers, op, commit, history, source, effects);
             }
         }
     }
@@ -574,13 +580,14 @@ impl<S: StateMachine> Replica<S> {
                 return; // already adopting it
             }
         }
-        let Ok(headers) = strand_wire::headers::prepare_headers(start_view.body()) else {
+        let Ok((headers, starts)) = header.parts(start_view.body()) else {
             effects.event(Event::Dropped {
                 reason: DropReason::Invalid,
             });
             return;
         };
         let headers = headers.to_vec();
+        let history = start_view_history(&header, starts);
         if view > self.view {
             self.set_view(view);
             self.durable.view = view;
@@ -594,27 +601,21 @@ impl<S: StateMachine> Replica<S> {
         if !self.view_change_timeout.ticking() {
             self.view_change_timeout.start_jittered(&mut self.prng);
         }
-        let start = HistoryStart {
-            view,
-            op: header.start_op.get(),
-            cursor_tail: header.cursor_tail.get(),
-            replica: from,
-            accepted_loss: false,
-        };
         let op = header.op.get();
         self.begin_adoption(
             view,
             &headers,
             op,
             header.commit.get(),
-            start,
+            history,
             from,
             effects,
         );
     }
 
     /// Starts installing a view's canonical log (headers: its suffix ending at
-    /// `op`). Divergence from applied history quarantines the partition.
+    /// `op`; `history`: the starts its logs follow, its own last).
+    /// Divergence from applied history quarantines the partition.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn begin_adoption(
         &mut self,
@@ -622,11 +623,12 @@ impl<S: StateMachine> Replica<S> {
         headers: &[PrepareHeader],
         op: u64,
         commit: u64,
-        start: HistoryStart,
+        history: Vec<HistoryStart>,
         source: u8,
         effects: &mut Effects,
     ) {
         assert!(headers.last().is_none_or(|last| last.op.get() == op));
+        assert_eq!(history.last().map(|start| start.view), Some(view));
         if let Some(diverged) = self.applied_divergence(headers) {
             self.quarantine(diverged, effects);
             return;
@@ -637,7 +639,7 @@ impl<S: StateMachine> Replica<S> {
             view,
             op,
             commit,
-            start,
+            history,
             source,
             verified_from: op.min(window_end) + 1,
             truncating: None,
@@ -646,9 +648,8 @@ impl<S: StateMachine> Replica<S> {
             requested_upper: 0,
         });
         // Cut a longer tail (an old primary's uncommitted ops, the cursor
-        // events past the view's start) first.
-        let new_primary = self.config.replica == self.primary_of(view);
-        let cursor_cut = (!new_primary && self.log_view < view).then_some(start.cursor_tail);
+        // events where its history leaves the view's) first.
+        let cursor_cut = self.cursor_cut_for(view);
         self.cut_to_view(op.max(self.commit), cursor_cut, effects);
         // Install the suffix from the top down while it stays contiguous.
         for header in headers.iter().rev() {
@@ -688,6 +689,27 @@ impl<S: StateMachine> Replica<S> {
         self.flush_writes(effects);
         self.schedule_repair();
         self.advance_adoption(effects);
+    }
+
+    /// Where this replica's cursor log leaves the history of `view`, which
+    /// it is adopting (reference A's cut, the lowest start after the last
+    /// one both histories share; see [`cursor_divergence`]). A new primary
+    /// cuts nothing: the view's cursor log is its own. Nor does a replica
+    /// whose log was settled in the view already.
+    fn cursor_cut_for(&self, view: ViewId) -> Option<u64> {
+        let new_primary = self.config.replica == self.primary_of(view);
+        if new_primary || self.log_view >= view {
+            return None;
+        }
+        let adoption = self.adoption.as_ref().expect("adopting");
+        let cut = cursor_divergence(&self.durable.history_starts, &adoption.history);
+        let start = adoption.history.last().expect("the view's start");
+        debug_assert!(
+            cut.is_some_and(|cut| cut <= start.cursor_tail)
+                || self.durable.history_starts.contains(start),
+            "the cut reaches the view's start unless this replica's history holds it"
+        );
+        cut
     }
 
     /// The first op of `headers` at or below the commit number that contradicts
@@ -907,19 +929,18 @@ impl<S: StateMachine> Replica<S> {
                 return;
             }
         }
-        let (view, start) = (adoption.view, adoption.start);
+        let view = adoption.view;
+        let history = adoption.history.clone();
         let adoption_headers = adoption.headers.clone();
         let adoption_op = adoption.op;
-        debug_assert!(
-            new_primary || self.log_view >= view || self.cursors.tail <= start.cursor_tail,
-            "the cursor log was cut to the view's start when the adoption began"
-        );
         self.durable.view = self.durable.view.max(view);
         self.durable.log_view = view;
         // The log is reconciled with the view's canonical log: settled.
         self.durable.log_unsettled = false;
         self.durable.commit = self.commit;
-        self.durable.record_start(start);
+        // Its cursor log was cut where it left the view's history: it
+        // follows that history now.
+        self.durable.adopt_history(&history);
         self.durable.view_headers = self.view_headers_for(adoption_headers);
         if !self.trusted {
             // It may have acked any op up to this view's head before its crash.
@@ -1047,8 +1068,17 @@ impl<S: StateMachine> Replica<S> {
         header.cursor_tail.set(start.cursor_tail);
         header.nonce.set(nonce);
         header.start_op.set(start.op.min(head));
-        let body = Bytes::copy_from_slice(headers.as_bytes());
-        Some(Message::StartView(Msg::new(header, body)))
+        let starts: Vec<HistoryStartRecord> = self
+            .durable
+            .history_starts
+            .iter()
+            .map(history_start_record)
+            .collect();
+        header.history_start_count = starts.len() as u8;
+        let mut body = Vec::with_capacity(headers.as_bytes().len() + starts.as_bytes().len());
+        body.extend_from_slice(headers.as_bytes());
+        body.extend_from_slice(starts.as_bytes());
+        Some(Message::StartView(Msg::new(header, Bytes::from(body))))
     }
 
     /// A restarted or lagging replica asks for the current view.
@@ -1189,4 +1219,51 @@ fn summary_from_message(dvc: &Msg<DoViewChangeHeader>) -> Option<DvcSummary> {
         nack: header.nack_bitset.get(),
         history_start,
     })
+}
+
+/// The history a StartView carries, its view's start last (view 0 starts
+/// empty, without a recorded start: one is made from the header).
+fn start_view_history(
+    header: &StartViewHeader,
+    starts: &[HistoryStartRecord],
+) -> Vec<HistoryStart> {
+    let view = header.prefix.view_id();
+    let mut history: Vec<HistoryStart> = starts.iter().map(history_start_of).collect();
+    if history.last().is_none_or(|last| last.view != view) {
+        history.push(HistoryStart {
+            view,
+            op: header.start_op.get(),
+            cursor_tail: header.cursor_tail.get(),
+            replica: header.prefix.replica,
+            accepted_loss: false,
+        });
+        if history.len() > HISTORY_STARTS_MAX {
+            history.remove(0);
+        }
+    }
+    history
+}
+
+/// A history start as a StartView carries it.
+fn history_start_record(start: &HistoryStart) -> HistoryStartRecord {
+    let mut record = HistoryStartRecord::default();
+    record.op.set(start.op);
+    record.cursor_tail.set(start.cursor_tail);
+    record.set_view_id(start.view);
+    record.replica = start.replica;
+    if start.accepted_loss {
+        record.flags = HistoryStartFlags::ACCEPTED_LOSS.bits();
+    }
+    record
+}
+
+/// A StartView's history start (its checks passed).
+fn history_start_of(record: &HistoryStartRecord) -> HistoryStart {
+    HistoryStart {
+        view: record.view_id(),
+        op: record.op.get(),
+        cursor_tail: record.cursor_tail.get(),
+        replica: record.replica,
+        accepted_loss: record.flags().contains(HistoryStartFlags::ACCEPTED_LOSS),
+    }
 }

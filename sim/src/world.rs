@@ -19,7 +19,7 @@ mod storage;
 use std::collections::{BTreeMap, BTreeSet};
 
 use strand_consensus::prng::Prng;
-use strand_consensus::{ClientRequest, Event, WaitReason};
+use strand_consensus::{ClientRequest, Event, Status, WaitReason};
 use strand_host::group_host::{GroupHost, Output};
 use strand_partition::MemoryDisk;
 use strand_wire::ops::StoreCursor;
@@ -27,7 +27,7 @@ use strand_wire::{Body, CommandHeader, Message, Msg, Operation, ReplyHeader};
 
 use crate::catalog::{Catalog, SLOT_POOL};
 use crate::checkers::{
-    AckedStays, CursorsBounded, EpochFence, LIVENESS_TICKS_MAX, LinearHistory,
+    AckedStays, CursorLogsAgree, CursorsBounded, EpochFence, LIVENESS_TICKS_MAX, LinearHistory,
     OPERATOR_PATIENCE_TICKS, Speaker, StorageAgrees, UntrustedSilent, ViewsMonotonic, Violation,
     reassign_extra_ticks,
 };
@@ -191,6 +191,7 @@ pub struct World {
     views: ViewsMonotonic,
     trust: UntrustedSilent,
     cursors: CursorsBounded,
+    cursor_logs: CursorLogsAgree,
     fence: EpochFence,
     storage: StorageAgrees,
     /// The metadata plane's memberships of the group.
@@ -248,6 +249,7 @@ impl World {
             views: ViewsMonotonic::new(slot_count),
             trust: UntrustedSilent,
             cursors: CursorsBounded,
+            cursor_logs: CursorLogsAgree::default(),
             fence: EpochFence,
             storage: StorageAgrees,
             catalog: Catalog::new(initial),
@@ -570,6 +572,7 @@ impl World {
                 }
                 self.views.running(replica, live.view(), live.log_view())?;
                 self.check_cursors(replica)?;
+                self.check_cursor_logs(replica)?;
             }
         }
         Ok(())
@@ -891,6 +894,33 @@ impl World {
                 .stored(replica, consumer, *offset, &self.history)?;
         }
         Ok(())
+    }
+}
+
+impl World {
+    /// Checker 10 over what the replica's partition holds: the durable
+    /// cursor events of a replica settled in its view, read as they grow.
+    fn check_cursor_logs(&mut self, replica: u8) -> Result<(), Violation> {
+        let index = usize::from(replica);
+        let host = self.hosts[index].as_mut().expect("live");
+        let live = host.replica();
+        let view = live.view();
+        if live.status() != Status::Normal || live.log_view() != view {
+            self.cursor_logs.unsettled(replica);
+            return Ok(());
+        }
+        let durable = host.partition_ref().cursor_durable_tail();
+        let Some(from) = self.cursor_logs.unread(replica, view, durable) else {
+            return Ok(());
+        };
+        let first = from.max(host.partition_ref().cursor_log_start());
+        if first >= durable {
+            return self.cursor_logs.events(replica, view, first, &[]);
+        }
+        let Ok(events) = host.partition().read_cursor_events(first, durable) else {
+            return Ok(());
+        };
+        self.cursor_logs.events(replica, view, first, &events)
     }
 }
 

@@ -248,6 +248,109 @@ fn unknown_do_view_change_flag_bits() {
     ));
 }
 
+/// A StartView of view 0.4 by replica 1 with `starts` after its (empty)
+/// suffix, each of them as `edit` leaves it.
+fn start_view_frame(
+    starts: &mut [HistoryStartRecord],
+    edit: impl Fn(&mut StartViewHeader),
+) -> Vec<u8> {
+    let mut header = StartViewHeader::new(7, 5, ViewId::new(0, 4), 1);
+    header.cursor_tail.set(9);
+    header.history_start_count = starts.len() as u8;
+    edit(&mut header);
+    let body = zerocopy::IntoBytes::as_bytes(&*starts).to_vec();
+    // Sealed by hand: `Msg::new` refuses to build an invalid frame.
+    header.seal(&[&body]);
+    let mut frame = zerocopy::IntoBytes::as_bytes(&header).to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+fn own_start() -> HistoryStartRecord {
+    let mut start = HistoryStartRecord::default();
+    start.set_view_id(ViewId::new(0, 4));
+    start.cursor_tail.set(9);
+    start.replica = 1;
+    start
+}
+
+#[test]
+fn start_view_history_starts_round_trip() {
+    let mut earlier = HistoryStartRecord::default();
+    earlier.set_view_id(ViewId::new(0, 2));
+    earlier.cursor_tail.set(3);
+    earlier.flags = HistoryStartFlags::ACCEPTED_LOSS.bits();
+    let mut starts = [earlier, own_start()];
+    let frame = start_view_frame(&mut starts, |_| {});
+    let Ok(Message::StartView(message)) = decode(frame) else {
+        panic!("a valid start-view");
+    };
+    let (headers, decoded) = message.header().parts(message.body()).expect("parts");
+    assert!(headers.is_empty());
+    assert_eq!(decoded, &starts[..]);
+    assert!(
+        decoded[0]
+            .flags()
+            .contains(HistoryStartFlags::ACCEPTED_LOSS)
+    );
+}
+
+#[test]
+fn start_view_history_starts_are_checked() {
+    let invalid = |frame: Vec<u8>, expected: &str| match decode(frame) {
+        Err(FrameError::Invalid { reason, .. }) => assert_eq!(reason, expected),
+        other => panic!("{expected}: {other:?}"),
+    };
+    invalid(
+        start_view_frame(&mut [], |_| {}),
+        "start-view without its history start",
+    );
+    let mut earlier = own_start();
+    earlier.set_view_id(ViewId::new(0, 3));
+    invalid(
+        start_view_frame(&mut [earlier], |_| {}),
+        "start-view without its own start",
+    );
+    invalid(
+        start_view_frame(&mut [own_start(), own_start()], |_| {}),
+        "history starts do not ascend by view",
+    );
+    let mut later = own_start();
+    later.set_view_id(ViewId::new(0, 5));
+    invalid(
+        start_view_frame(&mut [own_start(), later], |_| {}),
+        "history start after the view",
+    );
+    invalid(
+        start_view_frame(&mut [own_start()], |header| header.cursor_tail.set(8)),
+        "the view's start differs from the header's",
+    );
+    invalid(
+        start_view_frame(&mut [own_start()], |header| header.history_start_count = 2),
+        "body shorter than its history starts",
+    );
+    invalid(
+        start_view_frame(&mut [own_start()], |header| header.history_start_count = 17),
+        "too many history starts",
+    );
+    let mut reserved = own_start();
+    reserved.reserved[5] = 1;
+    invalid(
+        start_view_frame(&mut [reserved], |_| {}),
+        "history start reserved bytes not zero",
+    );
+    let mut flagged = own_start();
+    flagged.flags = 0x80;
+    assert!(matches!(
+        decode(start_view_frame(&mut [flagged], |_| {})),
+        Err(FrameError::UnknownFlags {
+            command: Command::StartView,
+            field: "history start flags",
+            bits: 0x80
+        })
+    ));
+}
+
 #[test]
 fn reserved_bytes_not_zero() {
     // In the shared prefix, in the command's trailing reserved bytes, and in
@@ -350,10 +453,11 @@ fn embedded_headers_are_checked() {
     inner.seal(&[b"x"]);
     let mut header = StartViewHeader::new(7, 5, ViewId::new(0, 4), 1);
     header.op.set(4);
-    let good = encode(&Message::from(Msg::new(
-        header,
-        Bytes::copy_from_slice(zerocopy::IntoBytes::as_bytes(&inner)),
-    )));
+    header.cursor_tail.set(9);
+    header.history_start_count = 1;
+    let mut body = zerocopy::IntoBytes::as_bytes(&inner).to_vec();
+    body.extend_from_slice(zerocopy::IntoBytes::as_bytes(&own_start()));
+    let good = encode(&Message::from(Msg::new(header, Bytes::from(body))));
     assert!(decode(good.clone()).is_ok());
     // Corrupt the embedded header, then fix up the outer body checksum so only
     // the inner header is wrong.

@@ -28,8 +28,10 @@ pub struct Storage {
     pub faulty: BTreeSet<u64>,
     /// Ops whose entries are damaged so badly the header is unreadable too.
     pub faulty_headers: BTreeSet<u64>,
-    /// Cursor events (count only).
+    /// Cursor events (count).
     pub cursor_tail: u64,
+    /// The cursor events themselves, in log order: (consumer, offset).
+    pub cursor_events: Vec<(String, u64)>,
     pub cursor_durable: u64,
     /// A clean shutdown mark.
     pub clean: bool,
@@ -89,6 +91,7 @@ impl Storage {
     pub fn crash(&mut self) {
         self.log.truncate(self.durable_op as usize);
         self.cursor_tail = self.cursor_durable;
+        self.cursor_events.truncate(self.cursor_durable as usize);
         self.faulty.retain(|op| *op <= self.durable_op);
         self.clean = false;
     }
@@ -380,6 +383,7 @@ impl Cluster {
                     let storage = &mut self.storage[i];
                     storage.cursor_tail = storage.cursor_tail.min(cursor_tail);
                     storage.cursor_durable = storage.cursor_durable.min(cursor_tail);
+                    storage.cursor_events.truncate(storage.cursor_tail as usize);
                 }
                 self.replicas[i]
                     .as_mut()
@@ -432,7 +436,23 @@ impl Cluster {
                     }
                 }
             }
-            Effect::AppendCursors { event_count, .. } => {
+            Effect::AppendCursors {
+                cursor_base,
+                event_count,
+                events,
+            } => {
+                let events = ops::CursorEvents::from_bytes(&events).expect("cursor events");
+                assert_eq!(events.events.len(), event_count as usize);
+                assert_eq!(
+                    cursor_base, self.storage[i].cursor_tail,
+                    "cursor events are appended at the log's tail"
+                );
+                self.storage[i].cursor_events.extend(
+                    events
+                        .events
+                        .into_iter()
+                        .map(|event| (event.consumer, event.offset)),
+                );
                 self.storage[i].cursor_tail += u64::from(event_count);
                 let end = self.storage[i].cursor_tail;
                 let replica = self.replicas[i].as_mut().expect("up");
@@ -443,7 +463,29 @@ impl Cluster {
                     replica.on_cursors_written(end, WriteStage::Durable, more);
                 }
             }
-            Effect::ShipCursors { .. } | Effect::StartStateTransfer { .. } => {}
+            Effect::ShipCursors { to, cursor_from } => {
+                // As the host does: the durable events from storage.
+                let storage = &self.storage[i];
+                let end = storage.cursor_durable.min(cursor_from + 256);
+                if cursor_from >= end {
+                    return;
+                }
+                let events = storage.cursor_events[cursor_from as usize..end as usize]
+                    .iter()
+                    .map(|(consumer, offset)| ops::CursorEvent {
+                        consumer: consumer.clone(),
+                        offset: *offset,
+                    })
+                    .collect();
+                let view = self.replica(index).view();
+                let mut header = CursorsHeader::new(CLUSTER, GROUP, view, index);
+                header.cursor_base.set(cursor_from);
+                header.event_count.set((end - cursor_from) as u32);
+                let body = Bytes::from(ops::CursorEvents { events }.to_vec());
+                self.network
+                    .push_back((index, to, Message::Cursors(Msg::new(header, body))));
+            }
+            Effect::StartStateTransfer { .. } => {}
             Effect::Quarantine { agreed_op } => self.quarantined.push((index, agreed_op)),
             Effect::Event(event) => self.events.push((index, event)),
         }
@@ -764,11 +806,15 @@ impl Cluster {
         let head = log.last().map(|prepare| *prepare.header());
         let recent: Vec<PrepareHeader> = log.iter().map(|prepare| *prepare.header()).collect();
         let client_table = self.replica(from).client_table().encode();
+        let history_starts = self.replica(from).durable_state().history_starts.clone();
+        let cursor_events =
+            self.storage[usize::from(from)].cursor_events[..cursor_tail as usize].to_vec();
         let storage = &mut self.storage[usize::from(to)];
         storage.log = log;
         storage.durable_op = commit;
         storage.cursor_tail = cursor_tail;
         storage.cursor_durable = cursor_tail;
+        storage.cursor_events = cursor_events;
         // The install writes the superblock with the log (as the partition's
         // does): committed through the prefix, unsettled until a view is adopted.
         let mut state = storage.state.clone().unwrap_or_default();
@@ -781,8 +827,33 @@ impl Cluster {
         self.replicas[usize::from(to)]
             .as_mut()
             .expect("up")
-            .on_state_transfer_done(head, cursor_tail, &recent, &client_table, &mut effects);
+            .on_state_transfer_done(
+                head,
+                cursor_tail,
+                &recent,
+                &client_table,
+                &history_starts,
+                &mut effects,
+            );
         self.execute(to, effects);
+    }
+
+    /// Asserts the cursor logs of every live replica agree wherever two of
+    /// them both hold an event: each is a prefix of the longest.
+    pub fn assert_cursor_logs_agree(&self) {
+        let live: Vec<u8> = (0..self.count()).filter(|index| self.up(*index)).collect();
+        for a in &live {
+            for b in &live {
+                let left = &self.storage[usize::from(*a)].cursor_events;
+                let right = &self.storage[usize::from(*b)].cursor_events;
+                let common = left.len().min(right.len());
+                assert_eq!(
+                    left[..common],
+                    right[..common],
+                    "cursor logs of replicas {a} and {b} differ below {common}"
+                );
+            }
+        }
     }
 
     /// Whether `replica` has ever sent a message of `command` since the mark.

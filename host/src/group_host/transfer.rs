@@ -245,6 +245,7 @@ impl<D: Disk> GroupHost<D> {
         };
         let head = import.manifest().frontier_header;
         let cursor_tail = import.manifest().cursor_tail;
+        let history_starts = crate::convert::state_of(&import.manifest().durable).history_starts;
         if let Err(error) = self.partition().finish_staging(&import) {
             tracing::warn!(%error, "host: staged transfer refused; starting over");
             let mut actions = Vec::new();
@@ -283,6 +284,7 @@ impl<D: Disk> GroupHost<D> {
                     cursor_tail,
                     &recovery.headers,
                     &client_table,
+                    &history_starts,
                     &mut self.effects,
                 );
                 self.note_log_start();

@@ -574,15 +574,18 @@ fn staged_superblock(
     staged
 }
 
-/// Both lists of starts, one per view (the local one wins a tie), newest kept.
+/// The exporter's starts (the installed logs follow its history, which a
+/// cursor log's cut compares), then any local start of a view after its
+/// latest (the guard still needs it), newest kept. Consensus takes the same
+/// list when the transfer is done (`DurableState::take_transferred_history`).
 fn merge_starts(local: &[HistoryStart], remote: &[HistoryStart]) -> Vec<HistoryStart> {
-    let mut merged: Vec<HistoryStart> = local.to_vec();
-    for start in remote {
-        if !merged.iter().any(|known| known.view == start.view) {
-            merged.push(*start);
-        }
-    }
-    merged.sort_by_key(|start| start.view);
+    let latest = remote.last().map(|start| start.view);
+    let mut merged: Vec<HistoryStart> = remote.to_vec();
+    merged.extend(
+        local
+            .iter()
+            .filter(|start| latest.is_none_or(|latest| start.view > latest)),
+    );
     let skip = merged.len().saturating_sub(HISTORY_STARTS_MAX);
     merged.split_off(skip)
 }

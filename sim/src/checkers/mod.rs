@@ -2,6 +2,7 @@
 //! `Violation` describing what broke; the simulator stops at the first.
 
 mod acked;
+mod cursor_logs;
 mod cursors;
 mod epoch_fence;
 mod history;
@@ -11,6 +12,7 @@ mod trust;
 mod views;
 
 pub use acked::AckedStays;
+pub use cursor_logs::CursorLogsAgree;
 pub use cursors::CursorsBounded;
 pub use epoch_fence::{EpochFence, Speaker};
 pub use history::{CommittedOp, LinearHistory};

@@ -18,7 +18,8 @@ pub use replication::{
 };
 pub use view_change::{
     DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, DoViewChangeHeader, FLAG_UNTRUSTED_LOG,
-    RequestStartViewHeader, StartViewChangeHeader, StartViewHeader,
+    HISTORY_START_RECORD_SIZE, HistoryStartFlags, HistoryStartRecord, RequestStartViewHeader,
+    START_VIEW_HISTORY_STARTS_MAX, StartViewChangeHeader, StartViewHeader,
 };
 
 use crate::header::{CommandHeader, FieldError, HEADER_SIZE, ensure};

@@ -183,12 +183,100 @@ impl DoViewChangeHeader {
     }
 }
 
+/// Most history starts a StartView carries: as many as a replica keeps
+/// (consensus's `HISTORY_STARTS_MAX`).
+pub const START_VIEW_HISTORY_STARTS_MAX: usize = 16;
+
+bitflags::bitflags! {
+    /// Flags of a [`HistoryStartRecord`]. Unknown bits are rejected.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct HistoryStartFlags: u8 {
+        /// The view was started by an operator's accept-loss.
+        const ACCEPTED_LOSS = 1;
+    }
+}
+
+/// One history start as a StartView carries it: the new primary of a view
+/// started it with its log at `op` and its cursor event log at
+/// `cursor_tail`. 32 bytes.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+)]
+#[repr(C)]
+pub struct HistoryStartRecord {
+    /// The canonical log's head op when the view started.
+    pub op: U64,
+    /// The cursor event log's length when the view started.
+    pub cursor_tail: U64,
+    /// The view number.
+    pub view: U32,
+    /// The view's epoch.
+    pub epoch: U32,
+    /// The replica that started it.
+    pub replica: u8,
+    /// [`HistoryStartFlags`].
+    pub flags: u8,
+    /// Zero.
+    pub reserved: [u8; 6],
+}
+
+/// The size of one [`HistoryStartRecord`].
+pub const HISTORY_START_RECORD_SIZE: usize = 32;
+
+const _: () = assert!(size_of::<HistoryStartRecord>() == HISTORY_START_RECORD_SIZE);
+
+impl HistoryStartRecord {
+    /// The view (with its epoch).
+    pub fn view_id(&self) -> ViewId {
+        ViewId::new(self.epoch.get(), self.view.get())
+    }
+
+    /// Sets both halves of the view.
+    pub fn set_view_id(&mut self, view: ViewId) {
+        self.epoch.set(view.epoch);
+        self.view.set(view.view);
+    }
+
+    /// The flags, which [`StartViewHeader`]'s checks guarantee are known.
+    pub fn flags(&self) -> HistoryStartFlags {
+        HistoryStartFlags::from_bits_truncate(self.flags)
+    }
+
+    fn check(&self) -> Result<(), FieldError> {
+        let unknown = self.flags & !HistoryStartFlags::all().bits();
+        if unknown != 0 {
+            return Err(FieldError::UnknownFlags {
+                field: "history start flags",
+                bits: u64::from(unknown),
+            });
+        }
+        ensure(
+            is_zero(&self.reserved),
+            "history start reserved bytes not zero",
+        )
+    }
+}
+
 command_header! {
     /// The primary's log for view `prefix.view`. The view's history start is
     /// `(prefix.view, start_op, cursor_tail, prefix.replica)`. The body is the
     /// log's suffix of prepare headers, ending at `op` (equal to `start_op`
     /// when the view has just started; higher when the StartView answers a
-    /// later RequestStartView).
+    /// later RequestStartView), followed by `history_start_count`
+    /// [`HistoryStartRecord`]s: the starts of the history the view's logs
+    /// follow, ascending by view, the view's own start last. A replica that
+    /// adopts the view finds there where its cursor event log leaves that
+    /// history.
     StartViewHeader => Command::StartView;
     /// The primary's highest op.
     op: U64,
@@ -200,19 +288,32 @@ command_header! {
     nonce: U64,
     /// The op the view started with.
     start_op: U64,
+    /// History starts after the headers in the body, at most
+    /// [`START_VIEW_HISTORY_STARTS_MAX`]; at least 1 past view 0.
+    history_start_count: u8,
 }
 
 impl StartViewHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         ensure(self.commit.get() <= self.op.get(), "commit > op")?;
-        ensure(self.start_op.get() <= self.op.get(), "start_op > op")
+        ensure(self.start_op.get() <= self.op.get(), "start_op > op")?;
+        let count = usize::from(self.history_start_count);
+        ensure(
+            count <= START_VIEW_HISTORY_STARTS_MAX,
+            "too many history starts",
+        )?;
+        ensure(
+            count > 0 || self.prefix.view_id() == ViewId::ZERO,
+            "start-view without its history start",
+        )
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
-        let count = check_header_suffix(body, DVC_SUFFIX_HEADERS_MAX, self.op.get())?;
+        let (headers, starts) = self.split_body(body)?;
+        let count = check_header_suffix(headers, DVC_SUFFIX_HEADERS_MAX, self.op.get())?;
         if self.op.get() > 0 {
             ensure(count > 0, "start-view without its head header")?;
-            let head = &body[(count - 1) * HEADER_SIZE..][..HEADER_SIZE];
+            let head = &headers[(count - 1) * HEADER_SIZE..][..HEADER_SIZE];
             let head = <crate::headers::PrepareHeader as zerocopy::FromBytes>::ref_from_bytes(head)
                 .map_err(|_| FieldError::Invalid("head header unreadable"))?;
             ensure(
@@ -220,7 +321,64 @@ impl StartViewHeader {
                 "start-view suffix does not end at op",
             )?;
         }
+        self.check_starts(starts)
+    }
+
+    /// The history starts: ascending by view, none after this view, and
+    /// the last one this view's own (when the view is not view 0).
+    fn check_starts(&self, starts: &[HistoryStartRecord]) -> Result<(), FieldError> {
+        for start in starts {
+            start.check()?;
+        }
+        let ascending = starts
+            .windows(2)
+            .all(|pair| pair[0].view_id() < pair[1].view_id());
+        ensure(ascending, "history starts do not ascend by view")?;
+        let Some(last) = starts.last() else {
+            return Ok(());
+        };
+        let view = self.prefix.view_id();
+        ensure(last.view_id() <= view, "history start after the view")?;
+        if view != ViewId::ZERO {
+            ensure(last.view_id() == view, "start-view without its own start")?;
+            ensure(
+                last.cursor_tail.get() == self.cursor_tail.get()
+                    && last.replica == self.prefix.replica,
+                "the view's start differs from the header's",
+            )?;
+        }
         Ok(())
+    }
+
+    /// The body's two parts: the prepare headers and the history starts.
+    fn split_body<'a>(
+        &self,
+        body: &'a [u8],
+    ) -> Result<(&'a [u8], &'a [HistoryStartRecord]), FieldError> {
+        let starts_len = usize::from(self.history_start_count) * HISTORY_START_RECORD_SIZE;
+        ensure(
+            body.len() >= starts_len,
+            "body shorter than its history starts",
+        )?;
+        let (headers, starts) = body.split_at(body.len() - starts_len);
+        let starts = <[HistoryStartRecord] as zerocopy::FromBytes>::ref_from_bytes(starts)
+            .map_err(|_| FieldError::Invalid("history starts unreadable"))?;
+        Ok((headers, starts))
+    }
+
+    /// A checked StartView body's prepare headers and history starts.
+    pub fn parts<'a>(
+        &self,
+        body: &'a [u8],
+    ) -> Result<
+        (
+            &'a [crate::headers::PrepareHeader],
+            &'a [HistoryStartRecord],
+        ),
+        FieldError,
+    > {
+        let (headers, starts) = self.split_body(body)?;
+        Ok((crate::headers::prepare_headers(headers)?, starts))
     }
 }
 

@@ -99,6 +99,40 @@ pub fn header_suffix(headers: Vec<PrepareHeader>, op_end: u64) -> Vec<PrepareHea
         .collect()
 }
 
+/// History starts a StartView of `view` may carry: up to `earlier` starts
+/// of earlier views of its epoch, then the view's own.
+pub fn history(
+    view: ViewId,
+    replica: u8,
+    cursor_tail: u64,
+    earlier: usize,
+    accepted_loss: bool,
+) -> Vec<HistoryStartRecord> {
+    let earlier = earlier.min(view.view as usize - 1);
+    let mut starts: Vec<HistoryStartRecord> = (0..earlier)
+        .map(|index| {
+            let mut start = HistoryStartRecord::default();
+            start.set_view_id(ViewId::new(
+                view.epoch,
+                view.view - (earlier - index) as u32,
+            ));
+            start.op.set(index as u64);
+            start.cursor_tail.set(cursor_tail / 2);
+            start.replica = index as u8 % REPLICAS_MAX;
+            start
+        })
+        .collect();
+    let mut own = HistoryStartRecord::default();
+    own.set_view_id(view);
+    own.cursor_tail.set(cursor_tail);
+    own.replica = replica;
+    if accepted_loss {
+        own.flags = HistoryStartFlags::ACCEPTED_LOSS.bits();
+    }
+    starts.push(own);
+    starts
+}
+
 fn headers_bytes(headers: &[PrepareHeader]) -> Bytes {
     Bytes::copy_from_slice(headers.as_bytes())
 }
@@ -261,17 +295,31 @@ pub fn message() -> impl Strategy<Value = Message> {
             proptest::collection::vec(prepare_header(), 1..=128),
             128..u64::MAX / 4,
             any::<u64>(),
-            any::<u64>()
+            any::<u64>(),
+            0..START_VIEW_HISTORY_STARTS_MAX,
+            any::<bool>()
         )
             .prop_map(
-                |((cluster, group, view, replica), headers, op, cursor_tail, nonce)| {
+                |(
+                    (cluster, group, view, replica),
+                    headers,
+                    op,
+                    cursor_tail,
+                    nonce,
+                    earlier,
+                    accepted_loss,
+                )| {
                     let headers = header_suffix(headers, op);
                     let mut header = StartViewHeader::new(cluster, group, view, replica);
                     header.op.set(op);
                     header.commit.set(op - 1);
                     header.cursor_tail.set(cursor_tail);
                     header.nonce.set(nonce);
-                    Message::from(Msg::new(header, headers_bytes(&headers)))
+                    let starts = history(view, replica, cursor_tail, earlier, accepted_loss);
+                    header.history_start_count = starts.len() as u8;
+                    let mut body = headers.as_bytes().to_vec();
+                    body.extend_from_slice(starts.as_bytes());
+                    Message::from(Msg::new(header, Bytes::from(body)))
                 }
             ),
         (prefix_args(), 1..u64::MAX).prop_map(|((cluster, group, view, replica), nonce)| {
