@@ -553,6 +553,8 @@ pub(crate) fn decode_frame(payload: &[u8]) -> Option<(u64, u32, Vec<CursorEvent>
     let prefix = payload.get(..FRAME_PREFIX_BYTES)?;
     let base = u64::from_le_bytes(prefix[..8].try_into().ok()?);
     let count = u32::from_le_bytes(prefix[8..].try_into().ok()?);
+    // Events numbered past u64::MAX are no log's: damage, refused like it.
+    base.checked_add(u64::from(count))?;
     let events = CursorEvents::from_bytes(&payload[FRAME_PREFIX_BYTES..])
         .ok()?
         .events;

@@ -523,3 +523,24 @@ proptest! {
         prop_assert_eq!(found.torn_from, (boundary < cut).then_some(boundary));
     }
 }
+
+/// Found by the `cursors` fuzz target: a frame whose events are numbered
+/// from `u64::MAX`, so its end overflows; the log refuses it as damage.
+#[test]
+fn a_cursor_frame_numbered_past_the_last_sequence_is_refused() {
+    let crash: &[u8] = &[
+        0xc3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00,
+        0x00, 0x00, 0x04, 0x00, 0x49, 0x5f, 0x49, 0x49, 0x49, 0x49, 0x49, 0x49, 0x49, 0x49, 0x49,
+        0xfa,
+    ];
+    let log = fuzzing::frames_from(crash);
+    assert_eq!(fuzzing::check_cursor_log(&log).frames, Vec::new());
+    let payload = &log[strand_wal::FRAME_HEADER_BYTES..];
+    assert_eq!(fuzzing::check_cursor_frame(payload), None);
+    let mut at_the_end = payload.to_vec();
+    at_the_end[..8].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
+    assert_eq!(
+        fuzzing::check_cursor_frame(&at_the_end),
+        Some((u64::MAX - 1, 1, 1))
+    );
+}
