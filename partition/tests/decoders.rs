@@ -544,3 +544,25 @@ fn a_cursor_frame_numbered_past_the_last_sequence_is_refused() {
         Some((u64::MAX - 1, 1, 1))
     );
 }
+
+/// Found by reading the manifest's checks: an empty export at the last op
+/// there is names a head op past it; refused, never an overflow.
+#[test]
+fn a_manifest_without_a_frontier_header_at_the_last_op_is_refused() {
+    let manifest = Manifest {
+        frontier_op: u64::MAX,
+        frontier_offset: 0,
+        frontier_header: None,
+        durable: strand_partition::DurableFields::default(),
+        durability: Durability::Persisted,
+        confirm: ConfirmPolicy::MajorityDurable,
+        head_op: 1,
+        head_offset: 0,
+        head_parent_checksum: 0,
+        cursor_tail: 0,
+        chunk_data_bytes_max: 64,
+        chunk_count: 1,
+        files: Vec::new(),
+    };
+    assert_eq!(fuzzing::check_manifest(&manifest.encode()), None);
+}
