@@ -39,11 +39,11 @@ const FRAME_PREFIX_BYTES: usize = 12;
 
 /// One append's frame in the cursor log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CursorFrame {
-    base: u64,
-    count: u32,
-    position: u64,
-    frame_len: u64,
+pub(crate) struct CursorFrame {
+    pub(crate) base: u64,
+    pub(crate) count: u32,
+    pub(crate) position: u64,
+    pub(crate) frame_len: u64,
 }
 
 impl CursorFrame {
@@ -507,7 +507,7 @@ impl CursorLog {
 }
 
 /// A cursor log frame's payload.
-fn frame_payload(cursor_base: u64, event_count: u32, events: &[u8]) -> Bytes {
+pub(crate) fn frame_payload(cursor_base: u64, event_count: u32, events: &[u8]) -> Bytes {
     let mut payload = Vec::with_capacity(FRAME_PREFIX_BYTES + events.len());
     payload.extend_from_slice(&cursor_base.to_le_bytes());
     payload.extend_from_slice(&event_count.to_le_bytes());
@@ -517,7 +517,7 @@ fn frame_payload(cursor_base: u64, event_count: u32, events: &[u8]) -> Bytes {
 
 /// The valid, contiguous prefix of a cursor log: its frames, its events with
 /// their sequence numbers, and its length in bytes.
-fn decode_log(bytes: &[u8]) -> (Vec<CursorFrame>, Vec<(u64, CursorEvent)>, u64) {
+pub(crate) fn decode_log(bytes: &[u8]) -> (Vec<CursorFrame>, Vec<(u64, CursorEvent)>, u64) {
     let report = scan(bytes);
     let mut frames: Vec<CursorFrame> = Vec::new();
     let mut events = Vec::new();
@@ -549,10 +549,12 @@ fn decode_log(bytes: &[u8]) -> (Vec<CursorFrame>, Vec<(u64, CursorEvent)>, u64) 
     (frames, events, valid_len)
 }
 
-fn decode_frame(payload: &[u8]) -> Option<(u64, u32, Vec<CursorEvent>)> {
+pub(crate) fn decode_frame(payload: &[u8]) -> Option<(u64, u32, Vec<CursorEvent>)> {
     let prefix = payload.get(..FRAME_PREFIX_BYTES)?;
     let base = u64::from_le_bytes(prefix[..8].try_into().ok()?);
     let count = u32::from_le_bytes(prefix[8..].try_into().ok()?);
+    // Events numbered past u64::MAX are no log's: damage, refused like it.
+    base.checked_add(u64::from(count))?;
     let events = CursorEvents::from_bytes(&payload[FRAME_PREFIX_BYTES..])
         .ok()?
         .events;

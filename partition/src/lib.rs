@@ -34,6 +34,7 @@
 //! | [`transfer`] | state-transfer export, import, atomic install |
 //! | [`fixtures`] | valid prepare chains for tests, benches and the simulator |
 //! | [`faults`] | damaging a stopped node's files as failing disks do (tests, `strand-disk-fault`) |
+//! | `fuzzing` | (feature `fuzzing`) the on-disk decoders for the fuzz targets and proptests |
 //!
 //! Driving it from consensus's effects (the server and the simulator):
 //!
@@ -73,6 +74,8 @@ pub mod disk;
 pub mod error;
 pub mod faults;
 pub mod fixtures;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod index;
 pub mod layout;
 pub mod recovery;

@@ -553,23 +553,27 @@ pub fn read_copy<D: Disk>(disk: &mut D, dir: &Path, copy: u8) -> Result<CopyRead
         Ok(None) => return Ok(CopyRead::Absent),
         Err(error) => return Err(PartitionError::io(&path, "read superblock", &error)),
     };
-    let report = strand_wal::scan(&bytes);
+    Ok(decode_copy(&bytes, copy))
+}
+
+/// What the bytes of copy `copy`'s file hold: pure, so the fuzz targets and
+/// proptests reach the same checks open makes.
+pub(crate) fn decode_copy(bytes: &[u8], copy: u8) -> CopyRead {
+    let report = strand_wal::scan(bytes);
     let [frame] = report.frames[..] else {
-        return Ok(CopyRead::Invalid(format!(
+        return CopyRead::Invalid(format!(
             "{} bytes hold {} valid frames, want exactly one",
             bytes.len(),
             report.frames.len()
-        )));
+        ));
     };
     if !report.is_clean() {
-        return Ok(CopyRead::Invalid("bytes after the frame".to_owned()));
+        return CopyRead::Invalid("bytes after the frame".to_owned());
     }
-    match Superblock::decode(frame.payload(&bytes)) {
-        Ok(superblock) if superblock.copy() == copy => Ok(CopyRead::Valid(superblock)),
-        Ok(_) => Ok(CopyRead::Invalid(
-            "sequence belongs to the other copy".to_owned(),
-        )),
-        Err(error) => Ok(CopyRead::Invalid(error.to_string())),
+    match Superblock::decode(frame.payload(bytes)) {
+        Ok(superblock) if superblock.copy() == copy => CopyRead::Valid(superblock),
+        Ok(_) => CopyRead::Invalid("sequence belongs to the other copy".to_owned()),
+        Err(error) => CopyRead::Invalid(error.to_string()),
     }
 }
 

@@ -197,7 +197,10 @@ impl Manifest {
                     "frontier header is another op",
                 )
             }
-            None => ensure(self.frontier_op + 1 == self.head_op, "no frontier header"),
+            None => ensure(
+                self.frontier_op.checked_add(1) == Some(self.head_op),
+                "no frontier header",
+            ),
         }
     }
 

@@ -95,6 +95,9 @@ pub(crate) fn decode_chunk(
     if header.data_len as usize != data.len() {
         return Err(invalid("data length disagrees with the body"));
     }
+    if data.len() > CHUNK_DATA_BYTES_MAX {
+        return Err(invalid("data above the bound"));
+    }
     if header.chunk != index {
         return Err(invalid("carries another chunk's index"));
     }
