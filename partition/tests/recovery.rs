@@ -78,7 +78,7 @@ fn a_truncated_superblock_copy_falls_back_to_the_other_and_both_is_an_error() {
     let newest = partition.superblock().clone();
     let dir = Path::new(MEMORY_DIR);
     let mut disk = partition.abandon();
-    disk.crash(strand_wal::CrashMode::KeepAll);
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
     let newest_path = superblock_path(dir, newest.copy());
     disk.storage_mut().cut(&newest_path, 10).expect("cut");
     let (partition, recovery) = open_memory(disk, small_config());
@@ -88,7 +88,7 @@ fn a_truncated_superblock_copy_falls_back_to_the_other_and_both_is_an_error() {
         "the older copy"
     );
     let mut disk = partition.abandon();
-    disk.crash(strand_wal::CrashMode::KeepAll);
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
     for copy in 0..2 {
         disk.storage_mut()
             .cut(&superblock_path(dir, copy), 30)
@@ -340,7 +340,7 @@ fn a_full_disk_fails_the_append_clearly_and_harms_nothing_before_it() {
         "earlier ops are intact"
     );
     let mut disk = partition.abandon();
-    disk.crash(strand_wal::CrashMode::KeepAll);
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
     let (mut partition, recovery) = open_memory(disk, small_config());
     assert_eq!(recovery.op, 4);
     assert!(recovery.faulty.is_empty());
@@ -435,7 +435,7 @@ fn a_sealed_segment_cut_to_nothing_before_a_damaged_first_entry_reports_every_op
     );
     let dir = Path::new(MEMORY_DIR);
     let mut disk = partition.abandon();
-    disk.crash(strand_wal::CrashMode::KeepAll);
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
     let cut = listed.last().expect("listed");
     disk.storage_mut()
         .cut(&segment_path(dir, cut.first_offset), 0)
@@ -628,6 +628,9 @@ fn crash_with_the_last_entry_damaged(
     (root, wal, dir)
 }
 
+/// Damage done to a segment's bytes, given the last frame's start.
+type DamageFn = dyn Fn(&mut Vec<u8>, usize);
+
 #[test]
 fn a_damaged_last_entry_is_cut_only_after_it_is_marked_maybe_acked() {
     let flip_in_payload = |bytes: &mut Vec<u8>, frame: usize| {
@@ -637,7 +640,7 @@ fn a_damaged_last_entry_is_cut_only_after_it_is_marked_maybe_acked() {
         bytes[frame + FRAME_HEADER_BYTES + 40] ^= 0x01;
     };
     let cut_inside = |bytes: &mut Vec<u8>, frame: usize| bytes.truncate(frame + 20);
-    let damages: [(&str, &dyn Fn(&mut Vec<u8>, usize)); 3] = [
+    let damages: [(&str, &DamageFn); 3] = [
         ("payload", &flip_in_payload),
         ("header", &flip_in_header),
         ("cut short", &cut_inside),
