@@ -41,6 +41,7 @@ use crate::io::Io;
 use crate::layout::{
     file_name, index_path, parse_index_name, parse_segment_name, records_dir, segment_path,
 };
+use crate::partition::OpenMutations;
 use crate::record_log::{
     Gap, LogConfig, RecordLog, Segment, remove_segment_files, write_index_file,
 };
@@ -142,6 +143,8 @@ struct Walk {
     gaps: Vec<Gap>,
     window: HeaderWindow,
     findings: LogFindings,
+    /// A mutation run's switch: a damaged tail is cut as a plain torn one.
+    trust_damaged_tail: bool,
 }
 
 /// Opens the record log of the partition at `dir` described by `superblock`
@@ -152,6 +155,7 @@ pub(crate) fn recover_log<D: Disk>(
     superblock: &mut Superblock,
     config: LogConfig,
     headers_committed_max: usize,
+    mutations: OpenMutations,
 ) -> Result<(RecordLog, LogFindings), PartitionError> {
     let records = records_dir(dir);
     io.disk
@@ -172,13 +176,16 @@ pub(crate) fn recover_log<D: Disk>(
             headers: VecDeque::new(),
         },
         findings: LogFindings::default(),
+        trust_damaged_tail: cfg!(feature = "mutations") && mutations.trust_damaged_tail,
     };
     let founds = find_segments(io, dir, superblock, &mut walk.findings)?;
     let mut segments = Vec::with_capacity(founds.len().max(1));
     for (index, found) in founds.iter().enumerate() {
         let is_last = index + 1 == founds.len();
         let next = founds.get(index + 1);
-        segments.push(walk_segment(io, &mut walk, found, is_last, next, superblock)?);
+        segments.push(walk_segment(
+            io, &mut walk, found, is_last, next, superblock,
+        )?);
     }
     if segments.is_empty() {
         let path = segment_path(dir, superblock.head_offset);
@@ -531,7 +538,7 @@ fn walk_tail<D: Disk>(
     };
     if is_last || next_first == walk.expected_op {
         if let Some(torn_from) = found.scan.torn_from {
-            if is_last && found.scan.torn_has_data {
+            if is_last && found.scan.torn_has_data && !walk.trust_damaged_tail {
                 mark_tail_maybe_acked(io, walk, found, superblock)?;
             }
             let torn = found.scan.total_len - torn_from;
