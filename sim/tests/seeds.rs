@@ -391,6 +391,8 @@ fn first_caught(
         mutation_skip_cut: false,
         mutation_install_unmarked: false,
         mutation_resume_any_stop: false,
+        mutation_trust_damaged_tail: false,
+        mutation_superblock_unsynced: false,
         ..mutated.clone()
     };
     seeds
@@ -479,4 +481,22 @@ fn resuming_the_view_after_a_clean_stop_that_followed_a_crash_is_caught() {
         "a primary resumed without the prepares it forgot in a crash overwrites one",
     );
     eprintln!("resume any stop: seed {seed}: {violation}");
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn a_damaged_last_entry_cut_as_a_torn_write_is_caught() {
+    let mutated = Overrides {
+        mutation_trust_damaged_tail: true,
+        ..Overrides::default()
+    };
+    let (seed, violation) = first_caught(
+        &mutated,
+        &["1 linear history", "2 acked stays", "9 storage agrees"],
+        // The newest entry of a stopped replica damaged, cut as torn by the
+        // open and then counted as never had: the first is seed 127.
+        0..5_000,
+        "a damaged acked last entry counted as never had loses it",
+    );
+    eprintln!("trust damaged tail: seed {seed}: {violation}");
 }
