@@ -235,6 +235,9 @@ impl<D: Disk> Partition<D> {
     ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
         let mut io = Io::new(disk);
         let (mut superblock, fresh) = read_or_create_superblock(&mut io, dir, config, mutations)?;
+        // The log's recovery may rewrite the superblock (a damaged tail's
+        // mark): the report still names the one read.
+        let read_sequence = superblock.sequence;
         let (log, log_findings) = match recover_log(
             &mut io,
             dir,
@@ -251,15 +254,10 @@ impl<D: Disk> Partition<D> {
                 });
             }
         };
-        Ok(Partition::finish_open(
-            io,
-            dir,
-            config,
-            superblock,
-            fresh,
-            log,
-            log_findings,
-        )?)
+        let (partition, mut recovery) =
+            Partition::finish_open(io, dir, config, superblock, fresh, log, log_findings)?;
+        recovery.superblock_sequence = read_sequence;
+        Ok((partition, recovery))
     }
 
     /// The rest of the open, once the record log is recovered.
