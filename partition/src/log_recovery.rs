@@ -4,7 +4,9 @@
 //! The rules, in the order they are applied:
 //! 1. Segments below the superblock's retained head are leftovers of an
 //!    interrupted retention: removed. Empty trailing segments nobody listed
-//!    (a crash right after a roll) are removed too.
+//!    (a crash right after a roll) are removed too; one holding a byte other
+//!    than zero but no readable entry is kept: its only entries may have
+//!    been durable and acked and damaged since, a torn tail (rule 3).
 //! 2. Every segment is scanned whole ([`crate::scan`]). A damaged region
 //!    between valid entries is a **fault**: the ops it held (counted from the
 //!    ops around it) are reported faulty, nothing after it is cut, and the
@@ -306,7 +308,7 @@ fn find_segments<D: Disk>(
     }
     while founds.len() > 1 {
         let last = founds.last().expect("len > 1");
-        if last.listed.is_some() || !last.scan.is_empty() {
+        if last.listed.is_some() || !last.scan.is_empty() || last.scan.torn_has_data {
             break;
         }
         tracing::info!(

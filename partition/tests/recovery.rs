@@ -674,3 +674,40 @@ fn zeros_after_the_last_entry_are_no_damage() {
     assert_eq!(recovery.durable.maybe_acked_op, 0);
     wal.shutdown().expect("shutdown");
 }
+
+#[test]
+fn a_last_segment_whose_only_entry_is_damaged_is_marked_not_dropped() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(11), small_config());
+    // Append until an op opens a segment of its own.
+    let location = loop {
+        append_durable(&mut partition, 1, 1, 500);
+        let location = partition
+            .entry_location(partition.op())
+            .expect("the newest entry");
+        if location.position == 0 && partition.segment_count() > 1 {
+            break location;
+        }
+    };
+    let op = partition.op();
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
+    // A bit of its prepare header: nothing of the segment is readable.
+    let within_header = location.position + FRAME_HEADER_BYTES as u64 + 40;
+    disk.storage_mut()
+        .flip_bit(&location.path, within_header, 0)
+        .expect("flip");
+    let (partition, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, op - 1, "the damaged entry is cut");
+    assert_eq!(recovery.damaged_tail_from, Some(op));
+    assert_eq!(
+        recovery.durable.maybe_acked_op, op,
+        "never counted as never had"
+    );
+    assert!(
+        partition
+            .disk()
+            .storage()
+            .contents(&location.path)
+            .is_some()
+    );
+}
