@@ -101,7 +101,9 @@ pub use disk::{Disk, FileDisk, MemoryDisk, ReadHandles, WaitError};
 pub use error::PartitionError;
 pub use log_reads::FetchedBatch;
 pub use log_recovery::{IndexRebuild, SegmentDamage};
-pub use partition::{EntryLocation, HEADERS_COMMITTED_MAX_DEFAULT, Partition, PartitionConfig};
+pub use partition::{
+    EntryLocation, HEADERS_COMMITTED_MAX_DEFAULT, OpenMutations, Partition, PartitionConfig,
+};
 pub use quarantine::{Quarantined, next_fenced_number};
 pub use record_log::{LogConfig, RetentionPolicy};
 pub use recovery::Recovery;

@@ -4,7 +4,9 @@
 //! The rules, in the order they are applied:
 //! 1. Segments below the superblock's retained head are leftovers of an
 //!    interrupted retention: removed. Empty trailing segments nobody listed
-//!    (a crash right after a roll) are removed too.
+//!    (a crash right after a roll) are removed too; one holding a byte other
+//!    than zero but no readable entry is kept: its only entries may have
+//!    been durable and acked and damaged since, a torn tail (rule 3).
 //! 2. Every segment is scanned whole ([`crate::scan`]). A damaged region
 //!    between valid entries is a **fault**: the ops it held (counted from the
 //!    ops around it) are reported faulty, nothing after it is cut, and the
@@ -41,7 +43,7 @@ use crate::io::Io;
 use crate::layout::{
     file_name, index_path, parse_index_name, parse_segment_name, records_dir, segment_path,
 };
-use crate::partition::PartitionConfig;
+use crate::partition::{OpenMutations, PartitionConfig};
 use crate::record_log::{
     Gap, LogConfig, RecordLog, Segment, remove_segment_files, write_index_file,
 };
@@ -145,6 +147,8 @@ struct Walk {
     gaps: Vec<Gap>,
     window: HeaderWindow,
     findings: LogFindings,
+    /// A mutation run's switch: a damaged tail is cut as a plain torn one.
+    trust_damaged_tail: bool,
 }
 
 /// Opens the record log of the partition at `dir` described by `superblock`
@@ -154,6 +158,7 @@ pub(crate) fn recover_log<D: Disk>(
     dir: &Path,
     superblock: &mut Superblock,
     partition_config: PartitionConfig,
+    mutations: OpenMutations,
 ) -> Result<(RecordLog, LogFindings), PartitionError> {
     let config = partition_config.log;
     let records = records_dir(dir);
@@ -175,6 +180,7 @@ pub(crate) fn recover_log<D: Disk>(
             headers: VecDeque::new(),
         },
         findings: LogFindings::default(),
+        trust_damaged_tail: cfg!(feature = "mutations") && mutations.trust_damaged_tail,
     };
     let mut founds = find_segments(io, dir, superblock, &mut walk.findings)?;
     if partition_config.drop_unsynced {
@@ -307,7 +313,7 @@ fn find_segments<D: Disk>(
     }
     while founds.len() > 1 {
         let last = founds.last().expect("len > 1");
-        if last.listed.is_some() || !last.scan.is_empty() {
+        if last.listed.is_some() || !last.scan.is_empty() || last.scan.torn_has_data {
             break;
         }
         tracing::info!(
@@ -539,7 +545,7 @@ fn walk_tail<D: Disk>(
     };
     if is_last || next_first == walk.expected_op {
         if let Some(torn_from) = found.scan.torn_from {
-            if is_last && found.scan.torn_has_data {
+            if is_last && found.scan.torn_has_data && !walk.trust_damaged_tail {
                 mark_tail_maybe_acked(io, walk, found, superblock)?;
             }
             let torn = found.scan.total_len - torn_from;

@@ -105,6 +105,21 @@ fn mark_expires_by_itself(superblock: &Superblock, boot: u64) -> bool {
     boot > 0 && superblock.clean_boot + 1 == boot
 }
 
+/// Recovery rules a mutation run of the simulator switches off at open, to
+/// show that it catches the loss each one prevents. Honoured only in builds
+/// with the `mutations` feature ([`Partition::open_or_fence_mutated`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenMutations {
+    /// A log ending in damaged bytes is cut as a plain torn write, without
+    /// first marking its ops maybe acked (a damaged acked entry is then
+    /// counted as never had).
+    pub trust_damaged_tail: bool,
+    /// An open after a crash rewrites the other superblock copy without
+    /// first syncing the chosen one (which a crashed process may have left
+    /// in the page cache only).
+    pub superblock_unsynced: bool,
+}
+
 /// An open that failed, with the disk when it can be used again.
 struct FailedOpen<D> {
     error: PartitionError,
@@ -123,6 +138,7 @@ fn read_or_create_superblock<D: Disk>(
     io: &mut Io<D>,
     dir: &Path,
     config: PartitionConfig,
+    mutations: OpenMutations,
 ) -> Result<(Superblock, bool), PartitionError> {
     finish_interrupted_install(&mut io.disk, dir)?;
     let copies = [
@@ -134,7 +150,8 @@ fn read_or_create_superblock<D: Disk>(
         Some(superblock) => superblock,
         None => create(io, dir, config)?,
     };
-    if !fresh && !superblock.clean_shutdown {
+    let unsynced = cfg!(feature = "mutations") && mutations.superblock_unsynced;
+    if !fresh && !superblock.clean_shutdown && !unsynced {
         // A crashed process may have left the chosen copy in the page cache
         // only; the open rewrites the other copy next. Were the chosen one
         // lost to a power loss after that, neither copy would hold this state
@@ -168,7 +185,8 @@ impl<D: Disk> Partition<D> {
         dir: &Path,
         config: PartitionConfig,
     ) -> Result<(Partition<D>, Recovery), PartitionError> {
-        Partition::open_handing_back(disk, dir, config).map_err(|failed| failed.error)
+        Partition::open_handing_back(disk, dir, config, OpenMutations::default())
+            .map_err(|failed| failed.error)
     }
 
     /// [`Partition::open`], except that a partition whose record log
@@ -182,7 +200,27 @@ impl<D: Disk> Partition<D> {
         dir: &Path,
         config: PartitionConfig,
     ) -> Result<(Partition<D>, Recovery, Option<Quarantined>), PartitionError> {
-        match Partition::open_handing_back(disk, dir, config) {
+        Partition::open_or_fence_with(disk, dir, config, OpenMutations::default())
+    }
+
+    /// [`Partition::open_or_fence`] with recovery rules switched off.
+    #[cfg(feature = "mutations")]
+    pub fn open_or_fence_mutated(
+        disk: D,
+        dir: &Path,
+        config: PartitionConfig,
+        mutations: OpenMutations,
+    ) -> Result<(Partition<D>, Recovery, Option<Quarantined>), PartitionError> {
+        Partition::open_or_fence_with(disk, dir, config, mutations)
+    }
+
+    fn open_or_fence_with(
+        disk: D,
+        dir: &Path,
+        config: PartitionConfig,
+        mutations: OpenMutations,
+    ) -> Result<(Partition<D>, Recovery, Option<Quarantined>), PartitionError> {
+        match Partition::open_handing_back(disk, dir, config, mutations) {
             Ok((partition, recovery)) => Ok((partition, recovery, None)),
             Err(FailedOpen {
                 error: error @ PartitionError::LogInconsistent { .. },
@@ -202,27 +240,27 @@ impl<D: Disk> Partition<D> {
         disk: D,
         dir: &Path,
         config: PartitionConfig,
+        mutations: OpenMutations,
     ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
         let mut io = Io::new(disk);
-        let (mut superblock, fresh) = read_or_create_superblock(&mut io, dir, config)?;
-        let (log, log_findings) = match recover_log(&mut io, dir, &mut superblock, config) {
-            Ok(recovered) => recovered,
-            Err(error) => {
-                return Err(FailedOpen {
-                    error,
-                    disk: Some(io.disk),
-                });
-            }
-        };
-        Ok(Partition::finish_open(
-            io,
-            dir,
-            config,
-            superblock,
-            fresh,
-            log,
-            log_findings,
-        )?)
+        let (mut superblock, fresh) = read_or_create_superblock(&mut io, dir, config, mutations)?;
+        // The log's recovery may rewrite the superblock (a damaged tail's
+        // mark): the report still names the one read.
+        let read_sequence = superblock.sequence;
+        let (log, log_findings) =
+            match recover_log(&mut io, dir, &mut superblock, config, mutations) {
+                Ok(recovered) => recovered,
+                Err(error) => {
+                    return Err(FailedOpen {
+                        error,
+                        disk: Some(io.disk),
+                    });
+                }
+            };
+        let (partition, mut recovery) =
+            Partition::finish_open(io, dir, config, superblock, fresh, log, log_findings)?;
+        recovery.superblock_sequence = read_sequence;
+        Ok((partition, recovery))
     }
 
     /// The rest of the open, once the record log is recovered.

@@ -33,7 +33,8 @@ pub struct Recovery {
     pub durability: Durability,
     /// The partition's confirm policy.
     pub confirm: ConfirmPolicy,
-    /// The sequence of the superblock that was read.
+    /// The sequence of the superblock that was read (before the open wrote
+    /// any: a damaged tail's mark, the unclean open's rewrite).
     pub superblock_sequence: u64,
     /// The durable log head the superblock recorded.
     pub op_checkpoint: u64,

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use common::*;
 use strand_partition::layout::{cursors_log_path, segment_path, superblock_path};
 use strand_partition::{Disk, MemoryDisk, Partition, WaitError};
-use strand_wal::{Completion, CrashMode, OpenMode, OpenedFile, Request, WalError};
+use strand_wal::{Completion, CrashMode, OpenMode, OpenedFile, Request, Storage, WalError};
 
 /// A [`MemoryDisk`] that records the files synced through
 /// [`Disk::sync_file`].
@@ -99,7 +99,7 @@ fn an_open_after_a_crash_syncs_its_appended_files_and_a_clean_one_syncs_nothing(
 
     // A process crash: the bytes stay where reads see them.
     let mut disk = partition.abandon();
-    disk.disk.crash(CrashMode::KeepAll);
+    disk.disk.crash(CrashMode::ProcessCrash);
     disk.synced.clear();
     let (partition, recovery) = Partition::open(disk, dir, config).expect("reopen");
     assert!(!recovery.clean_shutdown);
@@ -124,4 +124,28 @@ fn an_open_after_a_crash_syncs_its_appended_files_and_a_clean_one_syncs_nothing(
         "{:?}",
         partition.disk().synced
     );
+}
+
+#[test]
+fn a_sync_of_a_file_makes_durable_what_a_crashed_process_left_unsynced() {
+    let mut disk = MemoryDisk::new(2);
+    let path = Path::new("/left/behind");
+    let storage = disk.storage_mut();
+    let file = strand_wal::FileId(7);
+    storage
+        .open(file, path, OpenMode::CreateNew)
+        .expect("create");
+    storage.write_at(file, 0, &[b"written"]).expect("write");
+    storage.close(file);
+    disk.crash(CrashMode::ProcessCrash);
+    assert_eq!(disk.storage().contents(path), Some(&b"written"[..]));
+    assert_eq!(disk.storage().durable_contents(path), Some(&b""[..]));
+    disk.sync_file(path).expect("sync");
+    disk.crash(CrashMode::LoseUnsynced);
+    assert_eq!(
+        disk.storage().contents(path),
+        Some(&b"written"[..]),
+        "the sync covered the crashed process's write"
+    );
+    assert!(disk.sync_file(Path::new("/absent")).is_err());
 }

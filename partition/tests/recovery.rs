@@ -78,7 +78,7 @@ fn a_truncated_superblock_copy_falls_back_to_the_other_and_both_is_an_error() {
     let newest = partition.superblock().clone();
     let dir = Path::new(MEMORY_DIR);
     let mut disk = partition.abandon();
-    disk.crash(strand_wal::CrashMode::KeepAll);
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
     let newest_path = superblock_path(dir, newest.copy());
     disk.storage_mut().cut(&newest_path, 10).expect("cut");
     let (partition, recovery) = open_memory(disk, small_config());
@@ -88,7 +88,7 @@ fn a_truncated_superblock_copy_falls_back_to_the_other_and_both_is_an_error() {
         "the older copy"
     );
     let mut disk = partition.abandon();
-    disk.crash(strand_wal::CrashMode::KeepAll);
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
     for copy in 0..2 {
         disk.storage_mut()
             .cut(&superblock_path(dir, copy), 30)
@@ -340,7 +340,7 @@ fn a_full_disk_fails_the_append_clearly_and_harms_nothing_before_it() {
         "earlier ops are intact"
     );
     let mut disk = partition.abandon();
-    disk.crash(strand_wal::CrashMode::KeepAll);
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
     let (mut partition, recovery) = open_memory(disk, small_config());
     assert_eq!(recovery.op, 4);
     assert!(recovery.faulty.is_empty());
@@ -435,7 +435,7 @@ fn a_sealed_segment_cut_to_nothing_before_a_damaged_first_entry_reports_every_op
     );
     let dir = Path::new(MEMORY_DIR);
     let mut disk = partition.abandon();
-    disk.crash(strand_wal::CrashMode::KeepAll);
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
     let cut = listed.last().expect("listed");
     disk.storage_mut()
         .cut(&segment_path(dir, cut.first_offset), 0)
@@ -629,7 +629,7 @@ fn crash_with_the_last_entry_damaged(
 }
 
 /// Damage done to a segment's bytes, given the last frame's start.
-type Damage = dyn Fn(&mut Vec<u8>, usize);
+type DamageFn = dyn Fn(&mut Vec<u8>, usize);
 
 #[test]
 fn a_damaged_last_entry_is_cut_only_after_it_is_marked_maybe_acked() {
@@ -640,7 +640,7 @@ fn a_damaged_last_entry_is_cut_only_after_it_is_marked_maybe_acked() {
         bytes[frame + FRAME_HEADER_BYTES + 40] ^= 0x01;
     };
     let cut_inside = |bytes: &mut Vec<u8>, frame: usize| bytes.truncate(frame + 20);
-    let damages: [(&str, &Damage); 3] = [
+    let damages: [(&str, &DamageFn); 3] = [
         ("payload", &flip_in_payload),
         ("header", &flip_in_header),
         ("cut short", &cut_inside),
@@ -701,4 +701,41 @@ fn after_a_failed_write_the_tail_past_the_durable_checkpoint_is_cut_and_marked()
     assert_eq!((recovery.op, recovery.unsynced_dropped_from), (5, None));
     assert_eq!(recovery.durable.maybe_acked_op, 8);
     wal.shutdown().expect("shutdown");
+}
+
+#[test]
+fn a_last_segment_whose_only_entry_is_damaged_is_marked_not_dropped() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(11), small_config());
+    // Append until an op opens a segment of its own.
+    let location = loop {
+        append_durable(&mut partition, 1, 1, 500);
+        let location = partition
+            .entry_location(partition.op())
+            .expect("the newest entry");
+        if location.position == 0 && partition.segment_count() > 1 {
+            break location;
+        }
+    };
+    let op = partition.op();
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
+    // A bit of its prepare header: nothing of the segment is readable.
+    let within_header = location.position + FRAME_HEADER_BYTES as u64 + 40;
+    disk.storage_mut()
+        .flip_bit(&location.path, within_header, 0)
+        .expect("flip");
+    let (partition, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, op - 1, "the damaged entry is cut");
+    assert_eq!(recovery.damaged_tail_from, Some(op));
+    assert_eq!(
+        recovery.durable.maybe_acked_op, op,
+        "never counted as never had"
+    );
+    assert!(
+        partition
+            .disk()
+            .storage()
+            .contents(&location.path)
+            .is_some()
+    );
 }

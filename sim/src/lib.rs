@@ -5,10 +5,12 @@
 //! real `strand-partition` storage (segments, superblock, cursor log,
 //! quarantine, state transfer over the network), on the WAL's in-memory
 //! crash-modelling disk. The network (latency, loss, duplication,
-//! reordering, partitions), the disks (fsync latency, crashes that keep a
-//! random, possibly torn, part of what was not synced, power losses that
-//! strike between two storage operations, storage faults on a minority) and
-//! the clock are simulated; clients produce with retries and
+//! reordering, partitions), the disks (fsync latency, process crashes that
+//! leave what was not synced unsynced, power losses that keep a random,
+//! possibly torn, part of it, crashes that strike between two storage
+//! operations, a WAL turn's write and its sync included, storage faults on
+//! a minority, the log's newest entry among them) and the clock are
+//! simulated; clients produce with retries and
 //! store cursors. Half the seeds give the record log a size limit and tiny
 //! segments, so retention drops segments as commits advance and replicas
 //! that fall behind catch up by state transfer. Checkers run after every

@@ -75,6 +75,14 @@ enum Mutation {
     /// from a crash that had not yet learned its view again: a primary
     /// then prepares a second op at a number it had sent before.
     ResumeAnyStop,
+    /// An open cuts a log ending in damaged bytes as a plain torn write,
+    /// without first marking its ops maybe acked: a damaged acked last entry
+    /// is then counted as never had in a view change.
+    TrustDamagedTail,
+    /// An open after a crash rewrites the other superblock copy without
+    /// syncing the chosen one, which a crashed process may have left in the
+    /// page cache only.
+    SuperblockUnsynced,
 }
 
 impl Mutation {
@@ -87,6 +95,8 @@ impl Mutation {
             Mutation::SkipCut => "skip-cut",
             Mutation::InstallUnmarked => "install-unmarked",
             Mutation::ResumeAnyStop => "resume-any-stop",
+            Mutation::TrustDamagedTail => "trust-damaged-tail",
+            Mutation::SuperblockUnsynced => "superblock-unsynced",
         }
     }
 }
@@ -207,6 +217,8 @@ fn main() -> ExitCode {
         mutation_skip_cut: args.mutation == Some(Mutation::SkipCut),
         mutation_install_unmarked: args.mutation == Some(Mutation::InstallUnmarked),
         mutation_resume_any_stop: args.mutation == Some(Mutation::ResumeAnyStop),
+        mutation_trust_damaged_tail: args.mutation == Some(Mutation::TrustDamagedTail),
+        mutation_superblock_unsynced: args.mutation == Some(Mutation::SuperblockUnsynced),
     };
     if let Some(seed) = args.seed {
         let (outcome, trace) =

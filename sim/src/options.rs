@@ -99,6 +99,12 @@ pub struct Options {
     pub mutation_install_unmarked: bool,
     /// Every clean stop resumes in its view (`mutations` only).
     pub mutation_resume_any_stop: bool,
+    /// An open cuts a log ending in damaged bytes as a plain torn write,
+    /// without marking its ops maybe acked (`mutations` only).
+    pub mutation_trust_damaged_tail: bool,
+    /// An open after a crash skips syncing the superblock copy it chose
+    /// (`mutations` only).
+    pub mutation_superblock_unsynced: bool,
 }
 
 /// Optional fixed choices from the command line; `None` means "draw it".
@@ -124,6 +130,10 @@ pub struct Overrides {
     pub mutation_install_unmarked: bool,
     /// Mark every clean stop as one that may resume in its view.
     pub mutation_resume_any_stop: bool,
+    /// Cut a log ending in damaged bytes without marking its ops maybe acked.
+    pub mutation_trust_damaged_tail: bool,
+    /// Skip syncing the chosen superblock copy at an open after a crash.
+    pub mutation_superblock_unsynced: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -192,6 +202,8 @@ impl Options {
             mutation_skip_cut: overrides.mutation_skip_cut,
             mutation_install_unmarked: overrides.mutation_install_unmarked,
             mutation_resume_any_stop: overrides.mutation_resume_any_stop,
+            mutation_trust_damaged_tail: overrides.mutation_trust_damaged_tail,
+            mutation_superblock_unsynced: overrides.mutation_superblock_unsynced,
         };
         if overrides.reassign {
             options.draw_reassignment(&mut prng);

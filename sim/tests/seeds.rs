@@ -395,6 +395,8 @@ fn first_caught(
         mutation_skip_cut: false,
         mutation_install_unmarked: false,
         mutation_resume_any_stop: false,
+        mutation_trust_damaged_tail: false,
+        mutation_superblock_unsynced: false,
         ..mutated.clone()
     };
     seeds
@@ -483,4 +485,46 @@ fn resuming_the_view_after_a_clean_stop_that_followed_a_crash_is_caught() {
         "a primary resumed without the prepares it forgot in a crash overwrites one",
     );
     eprintln!("resume any stop: seed {seed}: {violation}");
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn a_damaged_last_entry_cut_as_a_torn_write_is_caught() {
+    let mutated = Overrides {
+        mutation_trust_damaged_tail: true,
+        ..Overrides::default()
+    };
+    let (seed, violation) = first_caught(
+        &mutated,
+        &["1 linear history", "2 acked stays", "9 storage agrees"],
+        // The newest entry of a stopped replica damaged, cut as torn by the
+        // open and then counted as never had: the first is seed 127.
+        0..5_000,
+        "a damaged acked last entry counted as never had loses it",
+    );
+    eprintln!("trust damaged tail: seed {seed}: {violation}");
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn an_open_that_rewrites_a_superblock_copy_before_syncing_the_chosen_one_is_caught() {
+    let mutated = Overrides {
+        mutation_superblock_unsynced: true,
+        ..Overrides::default()
+    };
+    let (seed, violation) = first_caught(
+        &mutated,
+        &[
+            "0 no panic",
+            "1 linear history",
+            "2 acked stays",
+            "3 monotonic views",
+        ],
+        // A process crash leaves the chosen copy unsynced, then a power loss
+        // strikes the open's rewrite of the other copy: neither copy is
+        // readable and the replica cannot open. The first is seed 15.
+        0..5_000,
+        "a power loss inside the open after a crash leaves no readable superblock",
+    );
+    eprintln!("superblock unsynced: seed {seed}: {violation}");
 }

@@ -97,7 +97,7 @@ pub use engine::{FileStatus, SYNC_BYTES_MAX_DEFAULT, SYNCS_IN_FLIGHT_MAX_DEFAULT
 pub use error::{IoOp, PoisonCause, WalError};
 pub use frame::{FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, Frame, encode_frame_into};
 pub use group_commit::WRITE_BATCHES_IN_FLIGHT_MAX;
-pub use memory::{CrashMode, MemoryStorage};
+pub use memory::{ArmedOutcome, CrashMode, MemoryStorage};
 pub use metrics::describe_metrics;
 pub use request::{
     Ack, Completion, CompletionKind, CompletionSink, FileId, FileRange, OpenMode, OpenedFile,

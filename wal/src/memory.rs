@@ -3,11 +3,18 @@
 //!
 //! Each file keeps three things: `current` (what reads see — the page cache),
 //! `synced` (what survived the last successful fdatasync — the platter) and the
-//! list of writes since then. A sync applies those writes to `synced`; a crash
-//! replaces every file by `synced` plus, depending on [`CrashMode`], nothing, a
-//! prefix of the unsynced writes in order, or such a prefix and then a torn
-//! piece of the next write. Randomness comes from a seeded [`SplitMix64`], so a
-//! crash replays exactly from its seed.
+//! list of writes since then. A sync applies those writes to `synced`. A power
+//! loss replaces every file by `synced` plus, depending on [`CrashMode`],
+//! nothing, a prefix of the unsynced writes in order, or such a prefix and then
+//! a torn piece of the next write. A process crash ([`CrashMode::ProcessCrash`])
+//! changes no byte: the kernel still holds what was written, reads see it, and
+//! it stays unsynced, so a power loss later (before a sync covers it) can still
+//! take it. Randomness comes from a seeded [`SplitMix64`], so a crash replays
+//! exactly from its seed.
+//!
+//! A crash can be armed to strike between two storage calls
+//! ([`MemoryStorage::arm_crash`]), inside a WAL turn: after a write and before
+//! the fdatasync that was to cover it.
 //!
 //! Names follow POSIX: a path names an inode; [`MemoryStorage::link`] adds a
 //! second name for the same inode (a hard link: a write through either name
@@ -45,10 +52,17 @@ pub enum CrashMode {
     /// strict prefix of the next one: a torn write, usually mid-entry. (With
     /// nothing unsynced, nothing changes.)
     TornWrite,
-    /// A process crash: the kernel survived, and every file keeps what reads
-    /// saw (every written byte).
+    /// Power loss after the kernel flushed every write: every file keeps what
+    /// reads saw (every written byte), and it is all durable.
     KeepAll,
-    /// Each file independently picks one of the modes above.
+    /// A process crash: the kernel survived. Every written byte stays visible
+    /// to reads but stays unsynced: a later power loss, before a sync covers
+    /// it, keeps of it only what that loss's mode says.
+    ProcessCrash,
+    /// A power loss in which each file independently picks `LoseUnsynced`,
+    /// `KeepPrefix` or `TornWrite`.
+    PowerLoss,
+    /// A process crash (one crash in three) or else a `PowerLoss`.
     Random,
 }
 
@@ -85,11 +99,11 @@ impl MemoryFile {
         let pending = self.unsynced.len() as u64;
         let (kept, torn) = match mode {
             CrashMode::LoseUnsynced => (0, false),
-            CrashMode::KeepAll => unreachable!("handled above"),
+            CrashMode::KeepAll | CrashMode::ProcessCrash => unreachable!("handled by the caller"),
             CrashMode::KeepPrefix => (rng.up_to(pending), false),
             CrashMode::TornWrite if pending == 0 => (0, false),
             CrashMode::TornWrite => (rng.below(pending), true),
-            CrashMode::Random => unreachable!("resolved by the caller"),
+            CrashMode::PowerLoss | CrashMode::Random => unreachable!("resolved by the caller"),
         };
         for write in &self.unsynced[..kept as usize] {
             apply_write(&mut image, write.offset, &write.data);
@@ -125,6 +139,28 @@ pub struct MemoryStorage {
     handles: BTreeMap<FileId, OpenHandle>,
     next_inode: u64,
     rng: SplitMix64,
+    /// A crash armed to strike between two storage calls.
+    armed: Option<ArmedCrash>,
+}
+
+/// A crash armed to strike after some more storage calls.
+#[derive(Debug, Clone)]
+struct ArmedCrash {
+    /// Storage calls still to run before it strikes.
+    calls_left: u64,
+    /// What the crash keeps of unsynced writes.
+    mode: CrashMode,
+    /// The image it left, once it struck.
+    image: Option<Box<MemoryStorage>>,
+}
+
+/// What became of a crash armed with [`MemoryStorage::arm_crash`].
+#[derive(Debug)]
+pub enum ArmedOutcome {
+    /// It has not struck: this many storage calls were still to run.
+    Pending(u64),
+    /// It struck, leaving this image (what a restart would find).
+    Struck(MemoryStorage),
 }
 
 impl MemoryStorage {
@@ -136,19 +172,32 @@ impl MemoryStorage {
             handles: BTreeMap::new(),
             next_inode: 1,
             rng: SplitMix64::new(seed),
+            armed: None,
         }
     }
 
     /// Simulates a crash: every open handle is gone and every file keeps what
-    /// `mode` says of its unsynced writes. Build a new `WalCore` over the storage
-    /// afterwards, as a restarted process would.
+    /// `mode` says of its unsynced writes (a process crash keeps them all,
+    /// still unsynced). Build a new `WalCore` over the storage afterwards, as
+    /// a restarted process would.
     pub fn crash(&mut self, mode: CrashMode) {
         self.handles.clear();
+        self.armed = None;
         let linked: Vec<u64> = self.names.values().copied().collect();
         self.inodes.retain(|inode, _| linked.contains(inode));
+        let mode = match mode {
+            CrashMode::Random if self.rng.below(3) == 0 => CrashMode::ProcessCrash,
+            CrashMode::Random => CrashMode::PowerLoss,
+            other => other,
+        };
         for file in self.inodes.values_mut() {
+            file.fail_next_write = None;
+            file.fail_next_sync = None;
+            if mode == CrashMode::ProcessCrash {
+                continue;
+            }
             let file_mode = match mode {
-                CrashMode::Random => random_mode(&mut self.rng),
+                CrashMode::PowerLoss => power_loss_mode(&mut self.rng),
                 other => other,
             };
             let image = file.crash_image(file_mode, &mut self.rng);
@@ -157,6 +206,51 @@ impl MemoryStorage {
                 synced: image,
                 ..MemoryFile::default()
             };
+        }
+    }
+
+    /// Arms a crash in `mode` that strikes once `calls` more storage calls
+    /// (writes, syncs, truncations, renames, zero fills) ran, `calls` >= 1:
+    /// the storage runs on unaware, keeping the image the crash left for
+    /// [`MemoryStorage::disarm_crash`]. A WAL turn is several calls, so the
+    /// crash may fall between a write and the fdatasync meant to cover it.
+    pub fn arm_crash(&mut self, calls: u64, mode: CrashMode) {
+        assert!(calls >= 1, "a crash due now is the caller's to take");
+        self.armed = Some(ArmedCrash {
+            calls_left: calls,
+            mode,
+            image: None,
+        });
+    }
+
+    /// Disarms the crash [`MemoryStorage::arm_crash`] armed and tells what
+    /// became of it; `None` when none was armed.
+    pub fn disarm_crash(&mut self) -> Option<ArmedOutcome> {
+        let armed = self.armed.take()?;
+        Some(match armed.image {
+            Some(image) => ArmedOutcome::Struck(*image),
+            None => ArmedOutcome::Pending(armed.calls_left),
+        })
+    }
+
+    /// Counts a storage call about to run: an armed crash whose calls ran
+    /// out strikes first, leaving the image of the storage as it is now.
+    fn before_call(&mut self) {
+        let Some(armed) = &mut self.armed else {
+            return;
+        };
+        if armed.image.is_some() {
+            return;
+        }
+        if armed.calls_left > 0 {
+            armed.calls_left -= 1;
+            return;
+        }
+        let mode = armed.mode;
+        let mut image = self.clone();
+        image.crash(mode);
+        if let Some(armed) = &mut self.armed {
+            armed.image = Some(Box::new(image));
         }
     }
 
@@ -229,7 +323,9 @@ impl MemoryStorage {
         }
     }
 
-    /// Fault: flips bit `bit` (0..8) of byte `offset`, in the cache and on "disk".
+    /// Fault: flips bit `bit` (0..8) of byte `offset`, in the cache, on
+    /// "disk" and in the unsynced writes over it (a later sync or crash keeps
+    /// the flip).
     pub fn flip_bit(&mut self, path: &Path, offset: u64, bit: u8) -> io::Result<()> {
         assert!(bit < 8);
         let file = self.file_at_mut(path)?;
@@ -238,16 +334,29 @@ impl MemoryStorage {
                 *byte ^= 1 << bit;
             }
         }
+        for write in &mut file.unsynced {
+            if let Some(byte) = offset
+                .checked_sub(write.offset)
+                .and_then(|within| write.data.get_mut(within as usize))
+            {
+                *byte ^= 1 << bit;
+            }
+        }
         Ok(())
     }
 
-    /// Fault: cuts `path` to `len` bytes, in the cache and on "disk", as an
-    /// outside actor or a broken file system might.
+    /// Fault: cuts `path` to `len` bytes, in the cache, on "disk" and in the
+    /// unsynced writes (what lay past `len` is gone whatever a crash keeps),
+    /// as an outside actor or a broken file system might.
     pub fn cut(&mut self, path: &Path, len: u64) -> io::Result<()> {
         let file = self.file_at_mut(path)?;
-        file.sync();
         file.current.truncate(len as usize);
         file.synced.truncate(len as usize);
+        file.unsynced.retain_mut(|write| {
+            let kept = len.saturating_sub(write.offset) as usize;
+            write.data.truncate(kept);
+            !write.data.is_empty()
+        });
         Ok(())
     }
 
@@ -298,12 +407,12 @@ impl MemoryStorage {
     }
 }
 
-fn random_mode(rng: &mut SplitMix64) -> CrashMode {
-    match rng.below(4) {
+/// What one file keeps in a power loss.
+fn power_loss_mode(rng: &mut SplitMix64) -> CrashMode {
+    match rng.below(3) {
         0 => CrashMode::LoseUnsynced,
         1 => CrashMode::KeepPrefix,
-        2 => CrashMode::TornWrite,
-        _ => CrashMode::KeepAll,
+        _ => CrashMode::TornWrite,
     }
 }
 
@@ -337,6 +446,7 @@ impl Storage for MemoryStorage {
     }
 
     fn write_at(&mut self, file: FileId, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        self.before_call();
         let entry = self.handle_file(file)?;
         if let Some(number) = entry.fail_next_write.take() {
             return Err(errno(number));
@@ -353,6 +463,7 @@ impl Storage for MemoryStorage {
     /// injected write failure: those are meant for the data. Modelled without
     /// a pending write, so that crash images stay cheap to build.
     fn zero_fill(&mut self, file: FileId, offset: u64, len: u64) -> io::Result<()> {
+        self.before_call();
         let entry = self.handle_file(file)?;
         let end = (offset + len) as usize;
         if entry.current.len() < end {
@@ -362,6 +473,7 @@ impl Storage for MemoryStorage {
     }
 
     fn sync_data(&mut self, file: FileId) -> io::Result<()> {
+        self.before_call();
         let entry = self.handle_file(file)?;
         if let Some(number) = entry.fail_next_sync.take() {
             entry.unsynced.clear();
@@ -372,6 +484,7 @@ impl Storage for MemoryStorage {
     }
 
     fn set_len(&mut self, file: FileId, len: u64) -> io::Result<()> {
+        self.before_call();
         let entry = self.handle_file(file)?;
         entry.sync();
         entry.current.resize(len as usize, 0);
@@ -380,6 +493,7 @@ impl Storage for MemoryStorage {
     }
 
     fn rename(&mut self, file: FileId, to: &Path) -> io::Result<()> {
+        self.before_call();
         let handle = self
             .handles
             .get_mut(&file)
@@ -521,6 +635,79 @@ mod tests {
             storage.inodes.is_empty(),
             "the inode went with its last handle"
         );
+    }
+
+    #[test]
+    fn a_process_crash_keeps_writes_visible_but_unsynced() {
+        let mut storage = MemoryStorage::new(6);
+        let file = written(&mut storage, "a", &[b"durable"]);
+        storage.sync_data(file).expect("sync");
+        storage.write_at(file, 7, &[b"-pending"]).expect("write");
+        storage.crash(CrashMode::ProcessCrash);
+        assert_eq!(
+            storage.contents(Path::new("a")),
+            Some(&b"durable-pending"[..]),
+            "reads still see every written byte"
+        );
+        assert_eq!(
+            storage.durable_contents(Path::new("a")),
+            Some(&b"durable"[..])
+        );
+        storage.crash(CrashMode::ProcessCrash);
+        storage.crash(CrashMode::LoseUnsynced);
+        assert_eq!(
+            storage.contents(Path::new("a")),
+            Some(&b"durable"[..]),
+            "a power loss after the process crashes still takes them"
+        );
+    }
+
+    #[test]
+    fn a_sync_after_a_process_crash_makes_the_pending_writes_durable() {
+        let mut storage = MemoryStorage::new(7);
+        written(&mut storage, "a", &[b"pending"]);
+        storage.crash(CrashMode::ProcessCrash);
+        let file = FileId(2);
+        storage
+            .open(file, Path::new("a"), OpenMode::Append)
+            .expect("reopen");
+        storage.sync_data(file).expect("sync");
+        storage.crash(CrashMode::LoseUnsynced);
+        assert_eq!(storage.contents(Path::new("a")), Some(&b"pending"[..]));
+    }
+
+    #[test]
+    fn an_armed_crash_strikes_between_a_write_and_its_sync() {
+        let mut storage = MemoryStorage::new(8);
+        let file = written(&mut storage, "a", &[b"durable"]);
+        storage.sync_data(file).expect("sync");
+        storage.arm_crash(1, CrashMode::ProcessCrash);
+        storage.write_at(file, 7, &[b"-written"]).expect("write");
+        storage.sync_data(file).expect("sync");
+        let Some(ArmedOutcome::Struck(mut image)) = storage.disarm_crash() else {
+            panic!("the crash struck before the sync");
+        };
+        assert_eq!(
+            image.contents(Path::new("a")),
+            Some(&b"durable-written"[..])
+        );
+        assert_eq!(
+            image.durable_contents(Path::new("a")),
+            Some(&b"durable"[..])
+        );
+        image.crash(CrashMode::LoseUnsynced);
+        assert_eq!(image.contents(Path::new("a")), Some(&b"durable"[..]));
+        assert_eq!(
+            storage.durable_contents(Path::new("a")),
+            Some(&b"durable-written"[..]),
+            "the storage itself ran on unaware"
+        );
+        storage.arm_crash(5, CrashMode::LoseUnsynced);
+        storage.sync_data(file).expect("sync");
+        assert!(matches!(
+            storage.disarm_crash(),
+            Some(ArmedOutcome::Pending(4))
+        ));
     }
 
     #[test]

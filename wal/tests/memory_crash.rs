@@ -650,7 +650,7 @@ fn small_fsyncs_earn_zero_filled_room_that_close_cuts_and_recovery_cuts_after_a_
 
     // A process crash: the kernel keeps every written byte, zeros included.
     let mut storage = core.into_storage();
-    storage.crash(CrashMode::KeepAll);
+    storage.crash(CrashMode::ProcessCrash);
     let mut core = WalCore::new(storage, QUEUE);
     let reopened = core.open(paths[1], OpenMode::Append).expect("recovers");
     assert!(

@@ -6,8 +6,10 @@
 use std::path::PathBuf;
 
 use strand_consensus::{Config, Effects, RecordLog, Replica};
+#[cfg(feature = "mutations")]
+use strand_partition::OpenMutations;
 use strand_partition::{
-    Disk, Partition, PartitionConfig, PartitionError, Recovery, RetentionPolicy,
+    Disk, Partition, PartitionConfig, PartitionError, Quarantined, Recovery, RetentionPolicy,
 };
 use strand_wire::{ConfirmPolicy, ViewId};
 
@@ -53,6 +55,38 @@ pub struct Mutations {
     /// even one of a replica back from a crash that has not yet learned its
     /// view again (a primary then resumes having forgotten prepares it sent).
     pub resume_any_stop: bool,
+    /// The partition's open cuts a log ending in damaged bytes as a plain
+    /// torn write, without marking its ops maybe acked.
+    pub trust_damaged_tail: bool,
+    /// The partition's open after a crash skips syncing the superblock copy
+    /// it chose before it rewrites the other.
+    pub superblock_unsynced: bool,
+}
+
+/// Opens (or fences) the group's partition, with the recovery rules a
+/// mutation run switches off.
+fn open_partition<D: Disk>(
+    disk: D,
+    spec: &HostSpec,
+    config: PartitionConfig,
+    mutations: Mutations,
+) -> Result<(Partition<D>, Recovery, Option<Quarantined>), PartitionError> {
+    #[cfg(feature = "mutations")]
+    let opened = Partition::open_or_fence_mutated(
+        disk,
+        &spec.dir,
+        config,
+        OpenMutations {
+            trust_damaged_tail: mutations.trust_damaged_tail,
+            superblock_unsynced: mutations.superblock_unsynced,
+        },
+    );
+    #[cfg(not(feature = "mutations"))]
+    let opened = {
+        let _ = mutations;
+        Partition::open_or_fence(disk, &spec.dir, config)
+    };
+    opened
 }
 
 /// Why a group could not be opened.
@@ -120,7 +154,7 @@ impl<D: Disk> GroupHost<D> {
             ..spec.storage
         };
         // A log that contradicts itself is fenced and awaits a transfer.
-        let (mut partition, recovery, _fenced) = Partition::open_or_fence(disk, &spec.dir, config)?;
+        let (mut partition, recovery, _fenced) = open_partition(disk, spec, config, mutations)?;
         if recovery.durable.view.epoch > newest {
             // This node's catalog is behind the group: wait for it (the next
             // placement reopens the group).

@@ -5,12 +5,17 @@
 //! decides exactly which writes have happened before it crashes the disk.
 //! Plain operations act on the storage directly through a reserved file id.
 //!
-//! A power loss can be armed to strike between two operations
-//! ([`MemoryDisk::lose_power_after`]): the disk then keeps the image a crash
-//! at that instant would leave, while the caller runs on unaware; the next
-//! [`MemoryDisk::crash`] restores that image. Each `Disk` call and each WAL
-//! writer turn is one operation, atomic as on a real file system (a
-//! directory rename included).
+//! A crash (a power loss, or a process crash) can be armed to strike between
+//! two operations ([`MemoryDisk::lose_power_after`]): the disk then keeps the
+//! image a crash at that instant would leave, while the caller runs on
+//! unaware; the next [`MemoryDisk::crash`] restores that image. Each `Disk`
+//! call is one operation, atomic as on a real file system (a directory
+//! rename included); a WAL writer turn is one operation per storage call it
+//! makes (each write, fdatasync, truncation, rename), so a crash can fall
+//! between a turn's write and the fdatasync meant to cover it.
+//!
+//! A process crash leaves written bytes unsynced ([`CrashMode::ProcessCrash`]):
+//! [`Disk::sync_file`] really syncs them.
 //!
 //! Names follow the storage's POSIX model, as [`super::FileDisk`] sees a real
 //! file system: a removed file is unlinked (its bytes go with its last name),
@@ -24,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use strand_wal::{
-    Completion, CrashMode, FileId, MemoryStorage, OpenMode, OpenedFile, Request, Storage, WalCore,
-    WalError,
+    ArmedOutcome, Completion, CrashMode, FileId, MemoryStorage, OpenMode, OpenedFile, Request,
+    Storage, WalCore, WalError,
 };
 
 use super::{Disk, WaitError};
@@ -120,10 +125,31 @@ impl MemoryDisk {
         }
     }
 
-    /// Runs one WAL writer turn (one operation).
+    /// Runs one WAL writer turn: an armed crash counts each storage call of
+    /// it as an operation, and may strike between two of them.
     fn turn(&mut self, out: &mut Vec<Completion>) {
+        let armed = self
+            .power_loss
+            .as_ref()
+            .filter(|loss| loss.image.is_none())
+            .map(|loss| (loss.ops_left, loss.mode));
+        let Some((ops_left, mode)) = armed else {
+            self.core.run_turn(out);
+            return;
+        };
+        assert!(ops_left > 0, "a loss due now struck when it came due");
+        self.core.storage_mut().arm_crash(ops_left, mode);
         self.core.run_turn(out);
-        self.operation_done();
+        let outcome = self.core.storage_mut().disarm_crash();
+        let loss = self.power_loss.as_mut().expect("armed above");
+        match outcome.expect("armed above") {
+            ArmedOutcome::Struck(image) => {
+                loss.ops_left = 0;
+                loss.image = Some(image);
+            }
+            ArmedOutcome::Pending(calls_left) => loss.ops_left = calls_left,
+        }
+        self.strike_if_due();
     }
 
     /// With `manual` on, a poll no longer runs the WAL writer: requests wait
@@ -338,13 +364,15 @@ impl Disk for MemoryDisk {
         self.operation(|disk| disk.set_len_now(path, len))
     }
 
+    /// Syncs every write the file holds, whoever made it: a process crash
+    /// leaves its writes unsynced, and the WAL, which counts a file's bytes
+    /// at open as durable, would never sync them.
     fn sync_file(&mut self, path: &Path) -> io::Result<()> {
-        // What a crash left is all this disk holds: nothing of it is pending.
-        if self.is_file(path) {
-            Ok(())
-        } else {
-            Err(io::Error::from(io::ErrorKind::NotFound))
-        }
+        self.operation(|disk| {
+            disk.with_plain(path, OpenMode::Append, |storage| {
+                storage.sync_data(PLAIN_FILE)
+            })
+        })
     }
 
     fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<String>> {

@@ -1,13 +1,24 @@
 //! The disks' side of the world. Each replica's partition lives on the
 //! WAL's in-memory crash-modelling disk ([`MemoryDisk`]) with manual turns:
 //! what a host asks of its disk happens one fsync latency later (a WAL turn
-//! runs its writes and syncs). A crash keeps, per file, what the crash model
-//! draws of the unsynced writes (none, a prefix, a torn prefix, all); a
-//! restart opens the host over what is left, through the same
-//! `GroupHost::open` the node runs. Storage faults are damage the partition
-//! can see at open: a flipped bit in an entry that is not the log's last, a
-//! segment cut below what the superblock records as durable, a flipped bit
-//! in the older superblock copy.
+//! runs its writes and syncs). A crash is a process crash or a power loss.
+//! A process crash keeps every written byte where reads see it, still
+//! unsynced: a power loss later, before a sync covers it, can take it yet. A
+//! power loss keeps, per file, what the crash model draws of the unsynced
+//! writes (none, a prefix, a torn prefix). A crash may strike inside a WAL
+//! turn (between a write and the fdatasync meant to cover it): a replica
+//! that crashes with requests queued may die mid-turn, and crashes armed to
+//! strike a few storage operations ahead count each write and sync of a
+//! turn, at a running replica and inside a restart's open. A restart opens
+//! the host over what is left, through the same `GroupHost::open` the node
+//! runs. Storage faults are damage the partition can see at open: a flipped
+//! bit in an entry that is not the log's last, a segment cut below what the
+//! superblock records as durable, a flipped bit in the older superblock
+//! copy, and the log's newest entry damaged (a flipped bit, or its segment
+//! cut inside it), which bytes alone cannot tell from a write a crash cut
+//! short. Like a lossy crash, a storage fault damages a replica: faults
+//! strike a minority of the replicas at most, and only while fewer than W
+//! are damaged at once (see `faults`).
 
 use std::path::Path;
 
@@ -74,6 +85,10 @@ enum StorageFault {
     Cut,
     /// A bit of the older superblock copy flipped.
     SuperblockCopy,
+    /// The log's newest entry damaged: a bit of it flipped, or its segment
+    /// cut inside it (after its frame header, so that what is left of it is
+    /// never zeros alone).
+    NewestEntry,
 }
 
 impl World {
@@ -168,6 +183,8 @@ impl World {
             skip_cut: self.options.mutation_skip_cut,
             install_unmarked: self.options.mutation_install_unmarked,
             resume_any_stop: self.options.mutation_resume_any_stop,
+            trust_damaged_tail: self.options.mutation_trust_damaged_tail,
+            superblock_unsynced: self.options.mutation_superblock_unsynced,
         }
     }
 
@@ -181,6 +198,9 @@ impl World {
             .take()
             .unwrap_or_else(|| MemoryDisk::new(seed));
         disk.set_manual_turns(true);
+        if self.disks[index].created {
+            self.maybe_arm_crash_at_open(replica, &mut disk);
+        }
         self.disks[index].boots += 1;
         let spec = self.host_spec(replica);
         let reopen = Box::new(|| -> MemoryDisk {
@@ -264,6 +284,7 @@ impl World {
             }
         } else {
             host.abandon().map(|mut disk| {
+                self.interrupt_turn(&mut disk);
                 disk.crash(CrashMode::Random);
                 disk
             })
@@ -293,8 +314,38 @@ impl World {
         );
     }
 
-    /// Maybe arms a power loss at the running replica `replica`: it strikes
-    /// a few storage operations later, wherever the replica then is.
+    /// A replica that crashes with WAL requests queued may die while its
+    /// writer is inside a turn: part of the turn runs first (its writes may
+    /// then be in the page cache only, their fdatasync never issued), and
+    /// the crash (of the process, or a power loss) strikes there.
+    fn interrupt_turn(&mut self, disk: &mut MemoryDisk) {
+        if !disk.has_queued() || !self.prng.chance(1, 2) {
+            return;
+        }
+        disk.lose_power_after(1 + self.prng.below(4), CrashMode::Random);
+        disk.run_turn();
+    }
+
+    /// Maybe arms a crash (a process crash or a power loss) to strike while
+    /// the replica at `replica` opens its partition after a restart: inside
+    /// the open's own syncs and superblock writes.
+    fn maybe_arm_crash_at_open(&mut self, replica: u8, disk: &mut MemoryDisk) {
+        if !self.faults_on
+            || self.options.power_loss_ppm == 0
+            || !self.prng.chance(1, 4)
+            || !self.may_crash(replica)
+        {
+            return;
+        }
+        let ops = 1 + self.prng.below(12);
+        disk.lose_power_after(ops, CrashMode::Random);
+        self.trace
+            .record(self.now, u16::from(replica), "crash_at_open_armed", &[ops]);
+    }
+
+    /// Maybe arms a crash (a power loss, or a process crash) at the running
+    /// replica `replica`: it strikes a few storage operations later (a WAL
+    /// turn's writes and syncs count one each), wherever the replica then is.
     pub(super) fn maybe_arm_power_loss(&mut self, replica: u8) {
         let index = usize::from(replica);
         let Some(host) = self.hosts[index].as_ref() else {
@@ -378,15 +429,17 @@ impl World {
         let Some((partition, recovery)) = probe(disk, &self.options) else {
             return false;
         };
-        let fault = match self.prng.below(3) {
+        let fault = match self.prng.below(4) {
             0 => StorageFault::EntryFlip,
             1 => StorageFault::Cut,
-            _ => StorageFault::SuperblockCopy,
+            2 => StorageFault::SuperblockCopy,
+            _ => StorageFault::NewestEntry,
         };
         let damage = match fault {
             StorageFault::EntryFlip => self.entry_flip(&partition, &recovery),
             StorageFault::Cut => self.cut(&partition, &recovery),
             StorageFault::SuperblockCopy => self.superblock_flip(&partition, &recovery),
+            StorageFault::NewestEntry => self.newest_entry(&partition, &recovery),
         };
         let Some((path, action, op)) = damage else {
             return false;
@@ -436,6 +489,41 @@ impl World {
         let offset = location.position + FRAME_HEADER_BYTES as u64 + within;
         let bit = self.prng.below(8) as u8;
         Some((location.path, Damage::Flip { offset, bit }, op))
+    }
+
+    /// The log's newest entry damaged, as a failing disk may damage an entry
+    /// long durable and acked: a flipped bit in its prepare (header or
+    /// body), or its segment cut inside it. From bytes alone it looks like a
+    /// write a crash cut short; the open must not count it as never had.
+    fn newest_entry(
+        &mut self,
+        partition: &Partition<MemoryDisk>,
+        recovery: &Recovery,
+    ) -> Option<(std::path::PathBuf, Damage, u64)> {
+        let op = recovery.op;
+        if op < partition.head_op().max(1) {
+            return None;
+        }
+        let location = partition.entry_location(op)?;
+        let payload = location.frame_len - FRAME_HEADER_BYTES as u64;
+        let body = location.position + FRAME_HEADER_BYTES as u64;
+        if self.prng.chance(1, 3) {
+            // Whatever is left of the entry holds its frame header, whose
+            // length is never zero.
+            let len = body + self.prng.below(payload);
+            return Some((location.path, Damage::Cut { len }, op));
+        }
+        let within = if self.prng.chance(1, 2) || payload <= HEADER_SIZE as u64 {
+            self.prng.below(HEADER_SIZE as u64)
+        } else {
+            HEADER_SIZE as u64 + self.prng.below(payload - HEADER_SIZE as u64)
+        };
+        let bit = self.prng.below(8) as u8;
+        let flip = Damage::Flip {
+            offset: body + within,
+            bit,
+        };
+        Some((location.path, flip, op))
     }
 
     /// A segment cut at an entry: ops lost from a sealed segment, or from the
