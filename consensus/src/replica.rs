@@ -1060,6 +1060,18 @@ impl<S: StateMachine> Replica<S> {
         self.write_next = op + 1;
         self.cursors = CursorState::new(cursor_tail);
         self.durable.take_transferred_history(history_starts);
+        if let Some(start) = self
+            .durable
+            .latest_start()
+            .filter(|start| start.view > self.view)
+            .filter(|start| self.memberships.get(start.view.epoch).is_some())
+        {
+            // The transfer brought the start of a view this replica never
+            // entered: that view began, so every view below it is over (as
+            // at open). Adopting one of them would take an older history.
+            self.set_view(start.view);
+            self.durable.view = start.view;
+        }
         // The installed log is a committed prefix that no view vouches for
         // (it may end below the latest history start, which this replica
         // does not know): untrusted, across restarts, until a view is adopted.

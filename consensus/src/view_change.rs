@@ -540,7 +540,14 @@ impl<S: StateMachine> Replica<S> {
         let header = *start_view.header();
         let view = header.prefix.view_id();
         let from = header.prefix.replica;
-        if view < self.view || (view == self.view && self.status == Status::Normal) {
+        // A view below a history start this replica knows (a state transfer
+        // may bring one of a view it never entered) is over: that start's
+        // view began after it.
+        let superseded = self
+            .durable
+            .latest_start()
+            .is_some_and(|start| start.view > view);
+        if view < self.view || (view == self.view && self.status == Status::Normal) || superseded {
             effects.event(Event::Dropped {
                 reason: DropReason::StaleView,
             });

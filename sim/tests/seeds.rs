@@ -155,7 +155,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 31] = [
+const REASSIGNING: [(u64, &str); 33] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -267,6 +267,14 @@ const REASSIGNING: [(u64, &str); 31] = [
     (
         402_002,
         "a newcomer's next persist once dropped its transfer's commit below its log",
+    ),
+    (
+        8_000,
+        "a transfer brought a newer start; a StartView of an older view once adopted its history",
+    ),
+    (
+        11_471,
+        "a transfer brought a newer start; its view once stayed below it",
     ),
 ];
 
