@@ -114,11 +114,11 @@ async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAck>) 
     }
 }
 
-/// A tmpfs of [`FILESYSTEM_BYTES`] under `dir` with a [`BALLAST_BYTES`]
+/// A tmpfs of [`FILESYSTEM_BYTES`] at `dir/name` with a [`BALLAST_BYTES`]
 /// file on it (freed later to make room); `None`, said on stderr, where
 /// mounting is refused.
-fn small_disk_with_ballast(dir: &Path) -> Option<(Tmpfs, PathBuf)> {
-    let Some(tmpfs) = Tmpfs::mount(&dir.join("small"), FILESYSTEM_BYTES) else {
+fn small_disk_with_ballast(dir: &Path, name: &str) -> Option<(Tmpfs, PathBuf)> {
+    let Some(tmpfs) = Tmpfs::mount(&dir.join(name), FILESYSTEM_BYTES) else {
         eprintln!("SKIPPED: cannot mount a tmpfs here (the full-disk test needs root)");
         return None;
     };
@@ -145,18 +145,18 @@ fn fill_up(path: &Path) {
     let _ = file.sync_all();
 }
 
-/// Three nodes whose data lives on `tmpfs`, each keeping `reserve_bytes`
-/// free, with topic `s/t` (one partition on three replicas, 1 MiB
-/// segments) created.
+/// Three nodes, node `n` keeping its data under `disks[n - 1]` and
+/// `reserve_bytes` free, with topic `s/t` (one partition on three replicas,
+/// 1 MiB segments) created; returns the partition's group too.
 fn cluster_on(
     dir: &Path,
-    tmpfs: &Tmpfs,
+    disks: [&Path; 3],
     reserve_bytes: u64,
-) -> (Vec<common::Node>, tokio::runtime::Runtime, Client) {
+) -> (Vec<common::Node>, tokio::runtime::Runtime, Client, u64) {
     let mut nodes = common::configure_cluster(dir, 3);
-    for node in &mut nodes {
+    for (node, disk) in nodes.iter_mut().zip(disks) {
         let config = std::fs::read_to_string(&node.config).expect("read config");
-        let data = tmpfs.path.join(format!("node-{}", node.node));
+        let data = disk.join(format!("node-{}", node.node));
         let config = config
             .lines()
             .map(|line| match line {
@@ -174,7 +174,7 @@ fn cluster_on(
         node.start();
     }
     let runtime = common::runtime();
-    let client = runtime.block_on(async {
+    let (client, group) = runtime.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut config = strand_client::ClientConfig::new(common::bootstrap(&nodes));
         config.deadline_ms = 3_000;
@@ -191,10 +191,10 @@ fn cluster_on(
         let mut spec = TopicSpec::new("s", "t");
         spec.replica_count = 3;
         spec.segment_bytes = Some(1 << 20);
-        client.create_topic(spec).await.expect("create topic");
-        client
+        let groups = client.create_topic(spec).await.expect("create topic");
+        (client, groups[0])
     });
-    (nodes, runtime, client)
+    (nodes, runtime, client, group)
 }
 
 /// Produces batch `batch` until it is acknowledged (a group reopening or
@@ -223,10 +223,11 @@ fn produce_until_acknowledged(
 #[test]
 fn a_full_disk_refuses_produces_loses_nothing_and_recovers_by_itself() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some((tmpfs, ballast)) = small_disk_with_ballast(dir.path()) else {
+    let Some((tmpfs, ballast)) = small_disk_with_ballast(dir.path(), "small") else {
         return;
     };
-    let (mut nodes, runtime, client) = cluster_on(dir.path(), &tmpfs, RESERVE_BYTES);
+    let disk = tmpfs.path.as_path();
+    let (mut nodes, runtime, client, _) = cluster_on(dir.path(), [disk; 3], RESERVE_BYTES);
     let mut acked = BTreeMap::new();
     let mut next = 0;
     let refused = runtime.block_on(produce_until_full(&client, &mut acked, &mut next));
@@ -304,48 +305,40 @@ fn a_full_disk_refuses_produces_loses_nothing_and_recovers_by_itself() {
 /// failed stop (nothing they did not write is acknowledged), `attention`
 /// lists them, and once space is freed the node opens them again from disk
 /// by itself; every acknowledged record reads back.
+///
+/// Each node has its own small disk, and the primary's has more room: a
+/// backup appends what its primary accepted without asking its own disk,
+/// so its write is the one that finds the disk full (a primary whose own
+/// disk filled would refuse the produce with `DiskFull` before writing).
 #[test]
 fn a_replica_whose_write_found_the_disk_full_reopens_once_space_is_freed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some((tmpfs, ballast)) = small_disk_with_ballast(dir.path()) else {
-        return;
-    };
-    let (mut nodes, runtime, client) = cluster_on(dir.path(), &tmpfs, 0);
+    let mut disks = Vec::new();
+    for name in ["disk-1", "disk-2", "disk-3"] {
+        let Some(disk) = small_disk_with_ballast(dir.path(), name) else {
+            return;
+        };
+        disks.push(disk);
+    }
+    let paths = [0, 1, 2].map(|at| disks[at].0.path.as_path());
+    let (mut nodes, runtime, client, group) = cluster_on(dir.path(), paths, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let primary = runtime.block_on(common::serving_primary(&client, group, None, deadline));
+    let primary_at = nodes
+        .iter()
+        .position(|node| node.node == primary)
+        .expect("the primary is one of the nodes");
+    let primary_disk = &disks[primary_at];
+    std::fs::remove_file(&primary_disk.1).expect("room for the primary");
     let mut acked = BTreeMap::new();
-    let mut failures = 0;
     let mut batch = 0;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    // Fill the disk: produce until batches keep failing.
-    while failures < 5 {
-        assert!(Instant::now() < deadline, "the disk never filled");
-        match runtime.block_on(client.produce("s", "t", 0, records(batch))) {
-            Ok(ack) => {
-                acked.insert(batch, ack);
-                failures = 0;
-            }
-            Err(error) => {
-                eprintln!("batch {batch}: {error}");
-                failures += 1;
-            }
-        }
-        batch += 1;
-    }
-    assert!(!acked.is_empty());
-    for node in &mut nodes {
-        node.assert_alive();
-    }
-    let attention = run_attention(&runtime, &nodes);
-    eprintln!("{}", attention.stdout);
-    assert!(
-        attention.stdout.contains("storage_failed"),
-        "{}",
-        attention.stdout
-    );
+    fill_backups(&runtime, &client, &nodes, &mut acked, &mut batch);
 
     // The metadata plane's own writes find the disk full too (every last
-    // block taken): refused or failed, never a node down.
-    let filler = tmpfs.path.join("filler");
-    fill_up(&filler);
+    // block taken on every node): refused or failed, never a node down.
+    for (tmpfs, _) in &disks {
+        fill_up(&tmpfs.path.join("filler"));
+    }
     let created = runtime.block_on(client.create_stream("while-full"));
     eprintln!("create stream while full: {created:?}");
     std::thread::sleep(Duration::from_secs(1));
@@ -353,8 +346,10 @@ fn a_replica_whose_write_found_the_disk_full_reopens_once_space_is_freed() {
         node.assert_alive();
     }
 
-    std::fs::remove_file(&filler).expect("free space");
-    std::fs::remove_file(&ballast).expect("free space");
+    for (tmpfs, ballast) in &disks {
+        std::fs::remove_file(tmpfs.path.join("filler")).expect("free space");
+        let _ = std::fs::remove_file(ballast);
+    }
     for _ in 0..10 {
         acked.insert(
             batch,
@@ -390,5 +385,40 @@ fn a_replica_whose_write_found_the_disk_full_reopens_once_space_is_freed() {
         );
     }
     drop(nodes);
-    drop(tmpfs);
+    drop(disks);
+}
+
+/// Produces until the backups' writes find their disks full and
+/// `attention` lists a replica whose storage failed; records the
+/// acknowledged batches in `acked`.
+fn fill_backups(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    nodes: &[common::Node],
+    acked: &mut BTreeMap<u64, ProduceAck>,
+    batch: &mut u64,
+) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut failures = 0;
+    loop {
+        assert!(Instant::now() < deadline, "no write found the disk full");
+        match runtime.block_on(client.produce("s", "t", 0, records(*batch))) {
+            Ok(ack) => {
+                acked.insert(*batch, ack);
+            }
+            Err(error) => {
+                eprintln!("batch {batch}: {error}");
+                failures += 1;
+            }
+        }
+        *batch += 1;
+        if failures > 0 {
+            let attention = run_attention(runtime, nodes);
+            if attention.stdout.contains("storage_failed") {
+                eprintln!("{}", attention.stdout);
+                break;
+            }
+        }
+    }
+    assert!(!acked.is_empty(), "some batches fit before the disk filled");
 }
