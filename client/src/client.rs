@@ -474,6 +474,13 @@ impl Client {
         }
         let group = self.partition_group(stream, topic, partition).await?;
         let batch = records::build_batch(&records);
+        let size = batch.bytes().len();
+        if size > strand_wire::ops::PRODUCE_BATCH_BYTES_MAX {
+            return Err(ClientError::TooLarge {
+                size: size as u64,
+                max: strand_wire::ops::PRODUCE_BATCH_BYTES_MAX as u64,
+            });
+        }
         let reply = self
             .replicated(group, Operation::Produce, batch.bytes().clone())
             .await;

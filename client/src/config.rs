@@ -251,7 +251,7 @@ impl Default for ProducerConfig {
 impl ProducerConfig {
     pub(crate) fn validate(&self) -> Result<(), ClientError> {
         let valid = self.batch_records_max >= 1
-            && self.batch_bytes_max >= 1
+            && (1..=strand_wire::ops::PRODUCE_BATCH_BYTES_MAX).contains(&self.batch_bytes_max)
             && (1..=WINDOW_MAX).contains(&self.in_flight_max)
             && self.buffer_records_max >= 1
             && self.buffer_records_max <= tokio::sync::Semaphore::MAX_PERMITS
@@ -261,7 +261,7 @@ impl ProducerConfig {
         } else {
             Err(ClientError::InvalidArgument {
                 reason: "producer config: batch limits and buffer_records_max must be at least 1, \
-                         buffer_bytes_max in 1..=4 GiB, in_flight_max in 1..=32"
+                         batch_bytes_max at most 8 MiB less 272 bytes, buffer_bytes_max in 1..=4 GiB, in_flight_max in 1..=32"
                     .to_owned(),
             })
         }

@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use strand_wire::ops::FetchReply;
+use strand_wire::ops::{FetchReply, PRODUCE_BATCH_BYTES_MAX};
 use strand_wire::{BatchBuilder, RecordBatch};
 
 /// A record to produce.
@@ -59,6 +59,13 @@ impl NewRecord {
                 reason: "record too large: at most 65535 headers, header names under 64 KiB, \
                          records under 2 GiB"
                     .to_owned(),
+            });
+        }
+        let batch_size = self.encoded_size() + strand_wire::batch::BATCH_HEADER_SIZE;
+        if batch_size > PRODUCE_BATCH_BYTES_MAX {
+            return Err(crate::ClientError::TooLarge {
+                size: batch_size as u64,
+                max: PRODUCE_BATCH_BYTES_MAX as u64,
             });
         }
         Ok(())

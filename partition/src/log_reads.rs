@@ -172,8 +172,9 @@ impl RecordLog {
         Ok(headers)
     }
 
-    /// Reads record batches from `offset` on, at least one and then until
-    /// `max_bytes` are in. Bounds by the commit point are the caller's.
+    /// Reads record batches from `offset` on: the first one available
+    /// whatever its size, then more while their bytes stay within
+    /// `max_bytes`. Bounds by the commit point are the caller's.
     pub fn fetch<D: Disk>(
         &mut self,
         io: &mut Io<D>,
@@ -212,7 +213,11 @@ impl RecordLog {
                     if end <= offset && batch.record_count() > 0 {
                         continue;
                     }
-                    bytes_in += batch.bytes.len() as u64;
+                    let size = batch.bytes.len() as u64;
+                    if !batches.is_empty() && bytes_in + size > max_bytes {
+                        return Ok(batches);
+                    }
+                    bytes_in += size;
                     batches.push(batch);
                 }
             }

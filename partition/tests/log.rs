@@ -51,6 +51,22 @@ fn appends_roll_segments_and_read_back_by_op_and_by_offset() {
     let batch = RecordBatch::from_bytes(patched.into()).expect("patched batch is valid");
     let offsets: Vec<u64> = batch.records().map(|record| record.offset).collect();
     assert_eq!(offsets, (135..140).collect::<Vec<_>>());
+    // A fetch never carries more than `max_bytes` past its first batch.
+    let batch_bytes = written[0].body().len() as u64;
+    for max_bytes in [
+        batch_bytes,
+        batch_bytes + 1,
+        3 * batch_bytes - 1,
+        3 * batch_bytes,
+    ] {
+        let fetched = partition.fetch(0, max_bytes).expect("fetch");
+        let total: u64 = fetched.iter().map(|batch| batch.bytes.len() as u64).sum();
+        assert_eq!(fetched.len() as u64, (max_bytes / batch_bytes).max(1));
+        assert!(
+            total <= max_bytes,
+            "{total} bytes for max_bytes {max_bytes}"
+        );
+    }
     assert_eq!(partition.fetch(300, 100).expect("at the end"), Vec::new());
     assert!(matches!(
         partition.fetch(301, 100),

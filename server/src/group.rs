@@ -23,7 +23,7 @@ use strand_wal::Wal;
 use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
     FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, Heartbeat, OffsetForTime,
-    OffsetForTimeReply, ReplicaStatus, StoreCursor,
+    OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ReplicaStatus, StoreCursor,
 };
 use strand_wire::{
     Body, ConfirmPolicy, Durability, Message, Msg, Operation, RecordBatch, RequestHeader,
@@ -43,8 +43,10 @@ use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output};
 /// Long polls that may wait per group.
 pub const PARKED_FETCHES_MAX: usize = 1024;
 
-/// Largest fetch reply body a fetch may ask for.
-pub const FETCH_BYTES_MAX: u32 = 8 * 1024 * 1024;
+/// Most batch bytes a fetch reply carries past its first batch: what fits
+/// a frame of the size a client takes by default, with the reply's header
+/// and head.
+pub const FETCH_BYTES_MAX: u64 = PRODUCE_BATCH_BYTES_MAX as u64;
 
 /// Produce latencies tracked at once (beyond, the oldest are forgotten).
 const LATENCIES_TRACKED_MAX: usize = 4096;
@@ -920,6 +922,17 @@ impl Actor {
                 "group 0 holds no records",
             );
         }
+        let body_size = request.body().len();
+        if body_size > PRODUCE_BATCH_BYTES_MAX {
+            let body = ErrorBody::TooLarge {
+                size: body_size as u64,
+                max: PRODUCE_BATCH_BYTES_MAX as u64,
+            };
+            let _ = self
+                .shared
+                .reply(header.client.get(), error_frame(&header, &body));
+            return;
+        }
         let record_count = match RecordBatch::from_bytes(request.body().clone()) {
             Ok(batch) => batch.record_count(),
             Err(error) => {
@@ -1059,7 +1072,7 @@ impl Actor {
     fn serve_fetch(&mut self, request: &RequestHeader, fetch: &FetchRequest) {
         let high_watermark = self.host.replica().machine().high_watermark();
         let log_start = self.host.partition().head_offset();
-        let max_bytes = u64::from(fetch.max_bytes.clamp(1, FETCH_BYTES_MAX));
+        let max_bytes = u64::from(fetch.max_bytes).clamp(1, FETCH_BYTES_MAX);
         let batches = if fetch.offset < high_watermark {
             match self.host.partition().fetch(fetch.offset, max_bytes) {
                 Ok(batches) => batches,

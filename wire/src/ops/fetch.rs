@@ -6,6 +6,8 @@ use bytes::Bytes;
 use crate::batch::{RecordBatch, split_batches};
 use crate::codec::{Body, BodyReader, BodyWriter};
 use crate::error::BodyError;
+use crate::header::HEADER_SIZE;
+use crate::message::FRAME_SIZE_MAX_DEFAULT;
 
 /// The reply to a produce: where the batch's records landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +48,9 @@ impl Body for ProduceReply {
 pub struct FetchRequest {
     /// First offset wanted; the reply starts with the batch holding it.
     pub offset: u64,
-    /// Stop adding batches once this many bytes are in the reply (at least one
-    /// batch is always returned when one is available).
+    /// The reply's batches take at most this many bytes, except that the
+    /// first batch available is returned alone whatever its size (a produce
+    /// never stores one larger than [`PRODUCE_BATCH_BYTES_MAX`]).
     pub max_bytes: u32,
     /// When nothing is available at `offset`, wait up to this long for records
     /// to commit before replying empty (long poll); 0 replies at once.
@@ -88,6 +91,18 @@ impl Body for FetchRequest {
 
 /// Size of the fixed part of a fetch reply, before its batches.
 pub const FETCH_REPLY_HEAD_SIZE: usize = 16;
+
+/// Largest record batch a produce may carry: one that a fetch reply holding
+/// it alone still fits in a frame of [`FRAME_SIZE_MAX_DEFAULT`], the largest
+/// a client takes by default. A larger batch could be written but never read
+/// back by such a consumer, which would be stuck at its offset for good.
+pub const PRODUCE_BATCH_BYTES_MAX: usize =
+    FRAME_SIZE_MAX_DEFAULT as usize - HEADER_SIZE - FETCH_REPLY_HEAD_SIZE;
+
+/// The batch bytes a fetch reply may carry in a frame of `frame_size_max`.
+pub fn fetch_reply_batch_bytes_max(frame_size_max: u32) -> usize {
+    (frame_size_max as usize).saturating_sub(HEADER_SIZE + FETCH_REPLY_HEAD_SIZE)
+}
 
 /// The reply to a fetch: the partition's bounds and the batches read.
 ///

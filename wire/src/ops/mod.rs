@@ -53,7 +53,7 @@ pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCurs
 pub use error_body::ErrorBody;
 pub use fetch::{
     FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, OffsetForTime,
-    OffsetForTimeReply, ProduceReply,
+    OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ProduceReply, fetch_reply_batch_bytes_max,
 };
 pub use group::{
     DescribeGroups, DescribeGroupsReply, GROUP_MEMBERS_MAX, GROUPS_MAX, GroupAssignment,
