@@ -238,13 +238,15 @@ pub fn needed(shared: &Shared, request: &Msg<RequestHeader>) -> Option<Need> {
         | Operation::GetCursor
         | Operation::StoreCursor
         | Operation::OffsetForTime => partition(Right::Consume),
-        Operation::JoinGroup => named(Right::Consume).or(Some(Need::SignedIn)),
+        // Bodies were decoded at the door (`strand_wire::ops::check_request`):
+        // one that still does not decode here needs admin.
+        Operation::JoinGroup => named(Right::Consume).or(Some(Need::Admin)),
         Operation::CreateStream
         | Operation::DeleteStream
         | Operation::CreateTopic
         | Operation::DeleteTopic
         | Operation::AlterTopic
-        | Operation::AddPartitions => named(Right::Manage).or(Some(Need::SignedIn)),
+        | Operation::AddPartitions => named(Right::Manage).or(Some(Need::Admin)),
         // The cluster-admin operations (`Operation::is_cluster_admin`),
         // listing users, the nodes' own reports, and any operation not
         // classified here yet: admin only.

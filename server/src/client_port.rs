@@ -323,7 +323,15 @@ async fn read_requests(
                 let _ = sender.try_send(error_frame(request.header(), &error));
                 continue;
             }
-            if request.header().operation() == Operation::Authenticate {
+            let operation = request.header().operation();
+            if let Err(error) = strand_wire::ops::check_request(operation, request.body()) {
+                metrics::request_body_invalid(operation);
+                let message = format!("the {operation:?} body does not decode: {error}");
+                let error = ErrorBody::message(ResultCode::InvalidRequest, message);
+                let _ = sender.try_send(error_frame(request.header(), &error));
+                continue;
+            }
+            if operation == Operation::Authenticate {
                 sign_in(shared, &request, sender, &mut signed_in, &mut failures).await?;
                 continue;
             }

@@ -18,6 +18,7 @@
 //! | `wal_syncs_total` | counter | fdatasyncs the WAL completed |
 //! | `wal_io_errors_total` | counter | failed WAL operations |
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
+//! | `requests_refused_invalid_body_total{operation}` | counter | requests refused `InvalidRequest` at the door: the body does not decode as the operation's |
 //! | `client_frames_rejected_total` | counter | client connections closed for a bad frame (or a failed TLS handshake) |
 //! | `sign_ins_failed_total` | counter | `Authenticate` requests refused (unknown user or wrong password) |
 //! | `audit_actions_total{action, outcome}` | counter | admin actions recorded in the audit log, by outcome (see `audit`) |
@@ -206,6 +207,13 @@ pub fn replica_frame_refused() {
 /// A request was refused to its caller (`PermissionDenied`).
 pub fn permission_denied(operation: strand_wire::Operation) {
     counter!("requests_refused_permission_total", "operation" => format!("{operation:?}"))
+        .increment(1);
+}
+
+/// A request was refused `InvalidRequest` because its body does not decode
+/// as its operation's.
+pub fn request_body_invalid(operation: strand_wire::Operation) {
+    counter!("requests_refused_invalid_body_total", "operation" => format!("{operation:?}"))
         .increment(1);
 }
 

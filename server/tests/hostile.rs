@@ -5,6 +5,9 @@
 //!   consumer is never stuck at an offset; a produce whose batch could not
 //!   be fetched back is refused with `TooLarge`, by the SDK before sending
 //!   and by the node for a client that sends it anyway.
+//! - A request whose body does not decode as its operation's is refused
+//!   `InvalidRequest` at the door: it is never prepared, so the metadata
+//!   log does not grow by one op.
 
 mod common;
 
@@ -46,6 +49,17 @@ fn one_reply(address: &str, frame: &[u8]) -> Msg<strand_wire::ReplyHeader> {
         assert!(read > 0, "closed before replying");
         buffer.extend_from_slice(&chunk[..read]);
     }
+}
+
+/// A request frame of `operation` for `group` with `body`, from `client`.
+fn request_frame(operation: Operation, group: u64, body: &[u8], client: u128) -> Vec<u8> {
+    let mut header = RequestHeader::new(common::CLUSTER, group, strand_wire::ViewId::new(0, 0), 0);
+    header.client.set(client);
+    header.request.set(1);
+    header.operation = operation as u8;
+    Msg::new(header, bytes::Bytes::copy_from_slice(body))
+        .to_bytes()
+        .to_vec()
 }
 
 /// A produce frame for `group` whose body is one batch of exactly
@@ -142,4 +156,81 @@ fn a_batch_larger_than_a_fetch_comes_alone_and_one_too_large_to_fetch_is_refused
         .block_on(client.fetch("s", "t", 0, 3, 1 << 20, 0))
         .expect("fetch past the end");
     assert!(fetched.records.is_empty(), "nothing more was written");
+}
+
+#[test]
+fn a_body_that_does_not_decode_is_refused_at_the_door_and_never_prepared() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (nodes, runtime, client) = common::cluster_with_stream_s(dir.path());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let primary = runtime.block_on(common::serving_primary(&client, 0, None, deadline));
+    let node = nodes
+        .iter()
+        .find(|node| node.node == primary)
+        .expect("node");
+    let metadata_op = || {
+        runtime
+            .block_on(common::group_status(&client, primary, 0))
+            .expect("the metadata plane's status")
+            .op
+    };
+    // The status is published by ticks: wait until it holds still.
+    let mut before = metadata_op();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = metadata_op();
+        if now == before && now > 0 {
+            break;
+        }
+        before = now;
+    }
+    let garbage: &[&[u8]] = &[b"", b"\xff", &[0xa5; 300]];
+    for (index, operation) in Operation::ALL.into_iter().enumerate() {
+        let group = match operation.is_metadata() {
+            true => 0,
+            false => 1,
+        };
+        for (attempt, body) in garbage.iter().enumerate() {
+            if operation == Operation::ClusterStatus || body.is_empty() && decodes_empty(operation)
+            {
+                continue;
+            }
+            let client_id = 0x6a4b_0000 + (index * 16 + attempt) as u128;
+            let reply = one_reply(
+                &node.client_address,
+                &request_frame(operation, group, body, client_id),
+            );
+            let result = reply.header().result();
+            assert_ne!(result, ResultCode::Ok, "{operation:?} with {body:?}");
+            if operation.is_metadata() {
+                assert_eq!(
+                    result,
+                    ResultCode::InvalidRequest,
+                    "{operation:?} with {body:?}"
+                );
+            }
+        }
+    }
+    assert!(common::metric_sum(node, "requests_refused_invalid_body_total") > 0.0);
+    runtime
+        .block_on(client.create_stream("still-works"))
+        .expect("the metadata plane still serves");
+    // One op more, the good request's, once the status shows it.
+    common::wait_until("the good request's op in the status", 10, || {
+        metadata_op() > before
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        metadata_op(),
+        before + 1,
+        "only the good request reached the metadata log"
+    );
+}
+
+/// Operations whose request body is empty (an empty body is theirs).
+fn decodes_empty(operation: Operation) -> bool {
+    matches!(
+        operation,
+        Operation::ClusterStatus | Operation::Attention | Operation::ListUsers
+    )
 }

@@ -35,6 +35,7 @@
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
 mod admin;
+mod check;
 mod cursor;
 mod error_body;
 mod fetch;
@@ -49,6 +50,7 @@ pub use admin::{
     DeleteStream, DeleteTopic, PARTITIONS_PER_TOPIC_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
     TopicCreated, TopicsDeleted,
 };
+pub use check::check_request;
 pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
 pub use error_body::ErrorBody;
 pub use fetch::{
