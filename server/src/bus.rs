@@ -612,7 +612,11 @@ enum Dispatched {
 fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<Dispatched, String> {
     let command = message.command();
     match message {
-        Message::Ping(_) | Message::Pong(_) => return Ok(Dispatched::Taken),
+        Message::Ping(ping) => {
+            take_vouching(shared, node, ping.body());
+            return Ok(Dispatched::Taken);
+        }
+        Message::Pong(_) => return Ok(Dispatched::Taken),
         Message::Request(_) | Message::Reply(_) => {
             return Err(format!("{command:?} frames belong on the client port"));
         }
@@ -871,7 +875,35 @@ fn ping_frame(shared: &Shared) -> Bytes {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos() as u64);
     header.ping_timestamp_ns.set(now_ns);
-    frame_of(&Message::Ping(Msg::new(header, Bytes::new())))
+    let body = strand_wire::ping_body(&shared.vouching.mine());
+    frame_of(&Message::Ping(Msg::new(header, Bytes::from(body))))
+}
+
+/// Peer `node`'s ping listed the groups of `body` as not vouched for: each
+/// group hosted here whose listing changed is told, through its shard's
+/// control queue (no full inbox loses it).
+fn take_vouching(shared: &Shared, node: u32, body: &[u8]) {
+    let change = shared
+        .vouching
+        .peer_says(node, &strand_wire::ping_groups(body));
+    let told = change
+        .withdrawn
+        .iter()
+        .map(|group| (*group, false))
+        .chain(change.restored.iter().map(|group| (*group, true)));
+    for (group, vouches) in told {
+        tracing::warn!(
+            node,
+            group,
+            vouches,
+            "bus: a peer's vouching for a group changed"
+        );
+        shared.with_group(group, |handle| {
+            handle
+                .inbox
+                .send_control(Input::PeerVouch { node, vouches })
+        });
+    }
 }
 
 #[cfg(test)]

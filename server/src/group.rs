@@ -87,6 +87,18 @@ pub enum Input {
     Placement,
     /// Stop: finish in-flight work, close storage, exit.
     Shutdown,
+    /// A peer node's ping stopped or started vouching for its replica of
+    /// this group (see [`crate::vouch`]).
+    PeerVouch {
+        /// The peer.
+        node: u32,
+        /// Whether it vouches for it now.
+        vouches: bool,
+    },
+    /// A test asked this group's code to panic (see
+    /// `crate::contain::INJECTION_FILE`).
+    #[cfg(feature = "fault-injection")]
+    InjectPanic,
 }
 
 /// What the metadata plane's actor tells the node about the partitions
@@ -378,6 +390,18 @@ impl Actor {
         for node in self.shared.suspected_nodes() {
             self.on_peer_liveness(node, false);
         }
+        for node in self
+            .spec
+            .slots
+            .iter()
+            .flatten()
+            .copied()
+            .collect::<Vec<_>>()
+        {
+            if !self.shared.vouching.peer_vouches(node, self.spec.group) {
+                self.on_peer_liveness(node, false);
+            }
+        }
         self.after_inputs();
         self.hand_over_hosted();
         self.publish();
@@ -442,6 +466,7 @@ impl Actor {
     /// The node-level liveness of peer `node` changed: every replica slot
     /// of this group on that node is told.
     pub fn on_peer_liveness(&mut self, node: u32, alive: bool) {
+        let alive = alive && self.shared.vouching.peer_vouches(node, self.spec.group);
         for slot in 0..self.spec.slots.len() {
             let slot = slot as u8;
             if self.spec.node_at(slot) == Some(node) {
@@ -593,7 +618,29 @@ impl Actor {
             // loses.
             Input::Placement => self.take_placement(),
             Input::Shutdown => self.stopping = true,
+            Input::PeerVouch { node, vouches } => {
+                let alive = vouches && !self.shared.suspected_nodes().contains(&node);
+                self.on_peer_liveness(node, alive);
+            }
+            #[cfg(feature = "fault-injection")]
+            Input::InjectPanic => panic!("injected panic in group {}", self.spec.group),
         }
+    }
+
+    /// What opening the group again takes (its spec, the WAL writer and,
+    /// for the metadata plane, the node's channel), copied.
+    pub fn parts(&self) -> (GroupSpec, Wal, Option<UnboundedSender<Hosted>>) {
+        (self.spec.clone(), self.wal.clone(), self.hosted.clone())
+    }
+
+    /// Drops the group without closing it cleanly (no clean mark: its
+    /// state in memory may be broken, after a panic), and hands back what
+    /// opening it again from disk takes, as after a crash of the node.
+    pub fn abandon(self) -> (GroupSpec, Wal, Option<UnboundedSender<Hosted>>) {
+        if self.untrusted_reported {
+            metrics::untrusted_log(false);
+        }
+        (self.spec, self.wal, self.hosted)
     }
 
     /// Whether this group's storage failed here (a write found the disk
@@ -1406,6 +1453,13 @@ fn storage_failed_attention(spec: &GroupSpec, view: u32, failure: &str) -> Atten
 /// What `status` and `attention` show of a group this node could not open
 /// (its storage refused): down, with the reason.
 pub fn failed_open_view(spec: &GroupSpec, me: u32, error: &str) -> GroupView {
+    let attention = storage_failed_attention(spec, 0, error);
+    down_view(spec, me, "storage_failed", attention)
+}
+
+/// What `status` and `attention` show of a group that is down on this node:
+/// `status` names why, `attention` says what to do.
+pub fn down_view(spec: &GroupSpec, me: u32, status: &str, attention: AttentionEntry) -> GroupView {
     let membership = spec.membership();
     let rule = membership.rule();
     let status = GroupStatus {
@@ -1421,7 +1475,7 @@ pub fn failed_open_view(spec: &GroupSpec, me: u32, error: &str) -> GroupView {
         replica: spec.slot_of(me).unwrap_or(0),
         view: 0,
         log_view: 0,
-        status: "storage_failed".to_owned(),
+        status: status.to_owned(),
         primary: 0,
         op: 0,
         commit_op: 0,
@@ -1432,7 +1486,7 @@ pub fn failed_open_view(spec: &GroupSpec, me: u32, error: &str) -> GroupView {
     };
     GroupView {
         status,
-        attention: Some(storage_failed_attention(spec, 0, error)),
+        attention: Some(attention),
     }
 }
 

@@ -15,6 +15,8 @@
 //! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
 //! | [`shared`] | the group registry, published status, reply routing, bus queues |
 //! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks, the periodic storage check (age retention, cursor compaction) |
+//! | [`contain`] | a panic in a group's code stops that group alone: dropped as by a crash, shown, reopened after a pause |
+//! | [`vouch`] | which groups a node's liveness ping vouches for (not those failed there) |
 //! | [`balance`] | per shard: which groups hand leadership back to their preferred primary, paced |
 //! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
 //! | [`outbox`] | per shard: its groups' frames to each peer, one batch per peer per turn |
@@ -51,6 +53,7 @@ pub mod boot;
 pub mod bus;
 pub mod client_port;
 pub mod config;
+pub mod contain;
 pub mod coordinator;
 pub mod dev_cluster;
 pub mod disk;
@@ -64,3 +67,4 @@ pub mod replies;
 pub mod shard;
 pub mod shared;
 pub mod tls;
+pub mod vouch;

@@ -19,6 +19,7 @@
 //! | `wal_io_errors_total` | counter | failed WAL operations |
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
 //! | `requests_refused_invalid_body_total{operation}` | counter | requests refused `InvalidRequest` at the door: the body does not decode as the operation's |
+//! | `groups_failed_total` | counter | groups stopped on this node by a panic in their code (contained: the node and its other groups go on; see `attention`) |
 //! | `client_frames_rejected_total` | counter | client connections closed for a bad frame (or a failed TLS handshake) |
 //! | `sign_ins_failed_total` | counter | `Authenticate` requests refused (unknown user or wrong password) |
 //! | `audit_actions_total{action, outcome}` | counter | admin actions recorded in the audit log, by outcome (see `audit`) |
@@ -215,6 +216,11 @@ pub fn permission_denied(operation: strand_wire::Operation) {
 pub fn request_body_invalid(operation: strand_wire::Operation) {
     counter!("requests_refused_invalid_body_total", "operation" => format!("{operation:?}"))
         .increment(1);
+}
+
+/// A group's code panicked on this node: the group alone stopped here.
+pub fn group_failed() {
+    counter!("groups_failed_total").increment(1);
 }
 
 /// A sign-in was refused.

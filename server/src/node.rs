@@ -164,6 +164,8 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
     tokio::spawn(crate::disk::watch(Arc::clone(&shared)));
+    #[cfg(feature = "fault-injection")]
+    tokio::spawn(crate::contain::watch_injections(Arc::clone(&shared)));
     let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();
     let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
     shared.set_epoch_reporter(epoch_sender);

@@ -39,6 +39,7 @@ use strand_wal::Wal;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::balance::{Balancer, HANDOVERS_PER_ROUND_MAX, LeadingChange};
+use crate::contain::{self, Failed};
 use crate::group::{Actor, GroupSpec, Hosted, Input};
 use crate::metrics;
 use crate::outbox::Outbox;
@@ -123,7 +124,9 @@ fn close_all(shared: &Shared, actors: BTreeMap<u64, Actor>, outbox: &Mutex<Outbo
                 while let Some((group, mut actor)) = next() {
                     let span = tracing::info_span!("group", group);
                     let _entered = span.enter();
-                    actor.shut_down();
+                    if let Err(message) = contain::catch(|| actor.shut_down()) {
+                        tracing::error!(group, message, "group: closing it panicked");
+                    }
                     outbox.lock().expect("outbox lock").flush(shared);
                     metrics::groups_hosted(-1.0);
                     shared.unregister(group);
@@ -189,6 +192,13 @@ impl GroupInbox {
         let _ = self.shard.try_send((self.group, Input::Storage));
     }
 
+    /// Hands `input` to the group on the control queue: never lost to a
+    /// full inbox (for rare inputs that must arrive).
+    pub fn send_control(&self, input: Input) {
+        let _ = self.control.send(Control::Deliver(self.group, input));
+        let _ = self.shard.try_send((self.group, Input::Storage));
+    }
+
     /// Hands `input` to the group without blocking.
     pub fn try_send(&self, input: Input) -> Result<(), Refused> {
         self.backlog.add(&input);
@@ -239,7 +249,9 @@ fn opens_on_input(input: &Input, opened_this_turn: usize) -> bool {
     match input {
         Input::Storage => false,
         Input::Peer(_) | Input::Request(_) => opened_this_turn < OPENS_ON_INPUT_PER_TURN_MAX,
-        Input::AcceptLoss(_) | Input::Placement | Input::Shutdown => true,
+        Input::AcceptLoss(_) | Input::Placement | Input::Shutdown | Input::PeerVouch { .. } => true,
+        #[cfg(feature = "fault-injection")]
+        Input::InjectPanic => true,
     }
 }
 
@@ -319,6 +331,7 @@ impl Shards {
                 retention_check: Duration::from_millis(shared.config.retention_check_ms),
                 checked_last: None,
                 storage_retries: BTreeMap::new(),
+                failed: Failed::default(),
                 outbox: Arc::default(),
                 stop_requested: false,
             };
@@ -445,6 +458,8 @@ struct Shard {
     checked_last: Option<u64>,
     /// Groups whose storage failed, to be opened again from disk.
     storage_retries: BTreeMap<u64, StorageRetry>,
+    /// Groups whose code panicked, to be opened again from disk.
+    failed: Failed<Start>,
     /// Its groups' frames to peers this turn, handed on at the turn's end.
     outbox: Arc<Mutex<Outbox>>,
     stop_requested: bool,
@@ -493,14 +508,19 @@ impl Shard {
                     next_tick = now + self.tick;
                 }
                 for (group, skipped) in self.ticks.tick() {
-                    if let Some(actor) = self.actors.get_mut(&group) {
+                    let ticked = self.guarded(group, |actor| {
                         actor.skip_ticks(skipped);
                         actor.on_tick();
+                    });
+                    if ticked {
                         self.touched.push(group);
                     }
                 }
                 self.balance(now);
                 self.reopen_failed_storage(now);
+                for start in self.failed.due(now) {
+                    self.open(start);
+                }
                 self.check_storage_slice();
                 self.settle_touched();
             }
@@ -515,7 +535,10 @@ impl Shard {
                 );
             }
         }
-        for start in std::mem::take(&mut self.opening) {
+        for start in std::mem::take(&mut self.opening)
+            .into_iter()
+            .chain(self.failed.drain())
+        {
             self.shared.unregister(start.spec.group);
         }
         let actors = std::mem::take(&mut self.actors);
@@ -539,17 +562,15 @@ impl Shard {
                 Control::Start(start) => self.opening.push_back(*start),
                 Control::Deliver(group, input) => {
                     self.open_now(group);
-                    if let Some(actor) = caught_up(&mut self.ticks, &mut self.actors, group) {
-                        actor.on_input(input);
-                        self.touched.push(group);
+                    if !self.take_for_failed(group, &input) {
+                        self.run_group(group, |actor| actor.on_input(input));
                     }
                 }
                 Control::Liveness { node, alive } => {
                     self.balancer.liveness(node, alive, Instant::now());
-                    for (group, actor) in &mut self.actors {
-                        actor.skip_ticks(self.ticks.skipped_before_input(*group));
-                        actor.on_peer_liveness(node, alive);
-                        self.touched.push(*group);
+                    let groups: Vec<u64> = self.actors.keys().copied().collect();
+                    for group in groups {
+                        self.run_group(group, |actor| actor.on_peer_liveness(node, alive));
                     }
                 }
                 Control::Stop => self.stop_requested = true,
@@ -592,10 +613,25 @@ impl Shard {
             backlog: Arc::clone(&self.backlog),
         };
         let down = spec.clone();
+        let again = Start {
+            spec: spec.clone(),
+            wal: wal.clone(),
+            hosted: hosted.clone(),
+        };
         let outbox = Arc::clone(&self.outbox);
-        match Actor::open(Arc::clone(&self.shared), wal, spec, inbox, outbox, hosted) {
-            Ok(mut actor) => {
-                actor.start();
+        let shared = Arc::clone(&self.shared);
+        let opened = contain::catch(|| {
+            let mut actor = Actor::open(shared, wal, spec, inbox, outbox, hosted)?;
+            actor.start();
+            Ok(actor)
+        });
+        let opened = match opened {
+            Ok(opened) => opened,
+            Err(message) => return self.failed.record(&self.shared, &down, again, &message),
+        };
+        match opened {
+            Ok(actor) => {
+                self.shared.vouching.restore(group);
                 self.actors.insert(group, actor);
                 // Every group starts awake; settling decides.
                 self.ticks.add(group);
@@ -616,6 +652,9 @@ impl Shard {
 
     fn deliver(&mut self, group: u64, input: Input) {
         self.backlog.remove(&input);
+        if self.take_for_failed(group, &input) {
+            return;
+        }
         if !self.actors.contains_key(&group) {
             // Its handle was registered before the shard opened it.
             self.take_controls();
@@ -625,11 +664,8 @@ impl Shard {
             self.opens_on_input_this_turn += 1;
             self.open_now(group);
         }
-        let Some(actor) = caught_up(&mut self.ticks, &mut self.actors, group) else {
-            return; // not hosted (any more): peers retransmit, clients retry
-        };
-        actor.on_input(input);
-        self.touched.push(group);
+        // Not hosted (any more): peers retransmit, clients retry.
+        self.run_group(group, |actor| actor.on_input(input));
     }
 
     /// An input for a group that waits to open, past this turn's opens: a
@@ -654,13 +690,17 @@ impl Shard {
         self.touched.dedup();
         let now = Instant::now();
         for group in std::mem::take(&mut self.touched) {
+            if !self.guarded(group, Actor::after_inputs) {
+                continue;
+            }
             let Some(actor) = self.actors.get_mut(&group) else {
                 continue;
             };
-            actor.after_inputs();
             if actor.stopping() {
                 let mut actor = self.remove_actor(group);
-                actor.shut_down();
+                if let Err(message) = contain::catch(|| actor.shut_down()) {
+                    tracing::error!(group, message, "group: closing it panicked");
+                }
                 self.storage_retries.remove(&group);
                 self.shared.unregister(group);
                 continue;
@@ -737,9 +777,22 @@ impl Shard {
             let entered = span.enter();
             tracing::warn!("group: storage failed earlier; the disk has room: opening it again");
             let actor = self.remove_actor(group);
-            let (spec, wal, hosted) = actor.close_for_reopen();
-            drop(entered);
-            self.open(Start { spec, wal, hosted });
+            let again = actor.parts();
+            match contain::catch(|| actor.close_for_reopen()) {
+                Ok((spec, wal, hosted)) => {
+                    drop(entered);
+                    self.open(Start { spec, wal, hosted });
+                }
+                Err(message) => {
+                    let (spec, wal, hosted) = again;
+                    let start = Start {
+                        spec: spec.clone(),
+                        wal,
+                        hosted,
+                    };
+                    self.failed.record(&self.shared, &spec, start, &message);
+                }
+            }
         }
     }
 
@@ -765,10 +818,7 @@ impl Shard {
                 return;
             };
             self.checked_last = Some(group);
-            let actor = self.actors.get_mut(&group).expect("just found");
-            actor.skip_ticks(self.ticks.skipped_before_input(group));
-            actor.check_storage();
-            self.touched.push(group);
+            self.run_group(group, Actor::check_storage);
         }
     }
 
@@ -780,12 +830,11 @@ impl Shard {
             if started == HANDOVERS_PER_ROUND_MAX {
                 break;
             }
-            if let Some(actor) = caught_up(&mut self.ticks, &mut self.actors, group)
-                && actor.hand_over_to_preferred()
-            {
+            let mut handed = false;
+            self.run_group(group, |actor| handed = actor.hand_over_to_preferred());
+            if handed {
                 started += 1;
                 metrics::handover_started();
-                self.touched.push(group);
             }
         }
     }
@@ -799,95 +848,9 @@ fn storage_checks_per_tick(groups: usize, period: Duration, tick: Duration) -> u
     groups.div_ceil(ticks)
 }
 
+#[path = "shard_guard.rs"]
+mod guard;
+
 #[cfg(test)]
-mod tests {
-    use bytes::Bytes;
-    use strand_wire::{CommandHeader, Msg, Operation, RequestHeader, ViewId};
-
-    use super::*;
-
-    #[test]
-    fn storage_checks_spread_every_group_over_one_period() {
-        let tick = Duration::from_millis(10);
-        let period = Duration::from_secs(30);
-        assert_eq!(storage_checks_per_tick(0, period, tick), 0);
-        assert_eq!(storage_checks_per_tick(1, period, tick), 1);
-        assert_eq!(storage_checks_per_tick(3_000, period, tick), 1);
-        assert_eq!(storage_checks_per_tick(10_001, period, tick), 4);
-        // A period shorter than a tick checks every group on each tick.
-        let short = Duration::from_millis(5);
-        assert_eq!(storage_checks_per_tick(7, short, tick), 7);
-        // Within one period's ticks, every group's turn comes.
-        for groups in [1, 7, 999, 10_000] {
-            let per_tick = storage_checks_per_tick(groups, Duration::from_millis(100), tick);
-            assert!(
-                per_tick * 10 >= groups,
-                "{groups} groups, {per_tick} per tick"
-            );
-        }
-    }
-
-    fn produce(body_bytes: usize) -> Input {
-        let mut header = RequestHeader::new(0, 0, ViewId::ZERO, 0);
-        header.operation = Operation::Produce as u8;
-        header.client.set(5);
-        header.request.set(1);
-        Input::Request(Msg::new(header, Bytes::from(vec![0u8; body_bytes])))
-    }
-
-    fn inbox(capacity: usize) -> (GroupInbox, Receiver<(u64, Input)>) {
-        let (shard, inputs) = sync_channel(capacity);
-        let (control, _controls) = channel();
-        let inbox = GroupInbox {
-            group: 9,
-            shard,
-            control,
-            backlog: Arc::new(Backlog::default()),
-        };
-        (inbox, inputs)
-    }
-
-    /// A shard's inbox counts the client request bytes it holds, so the
-    /// client port can stop reading before a backlog of requests delays the
-    /// peers' frames behind it; frames from peers do not count.
-    #[test]
-    fn a_shard_inbox_counts_the_request_bytes_it_holds() {
-        let (inbox, inputs) = inbox(64);
-        let half = SHARD_REQUEST_BYTES_ADMIT as usize / 2;
-        inbox.try_send(produce(half)).expect("room");
-        inbox.try_send(Input::Storage).expect("room");
-        assert!(!inbox.requests_backed_up());
-        inbox.try_send(produce(half + 1)).expect("room");
-        assert!(inbox.requests_backed_up());
-        let (_, first) = inputs.recv().expect("an input");
-        inbox.backlog.remove(&first);
-        assert!(!inbox.requests_backed_up());
-        assert!(!inbox.peers_backed_up());
-    }
-
-    /// Groups waiting to open are opened on a frame or a request a few per
-    /// turn, never on a wakeup, and always on what must not be lost.
-    #[test]
-    fn inputs_open_a_waiting_group_a_few_per_turn() {
-        assert!(opens_on_input(&produce(1), 0));
-        assert!(!opens_on_input(&produce(1), OPENS_ON_INPUT_PER_TURN_MAX));
-        assert!(!opens_on_input(&Input::Storage, 0));
-        assert!(opens_on_input(
-            &Input::Placement,
-            OPENS_ON_INPUT_PER_TURN_MAX
-        ));
-        assert!(opens_on_input(
-            &Input::Shutdown,
-            OPENS_ON_INPUT_PER_TURN_MAX
-        ));
-    }
-
-    /// A request refused by a full inbox is not counted.
-    #[test]
-    fn a_refused_request_is_not_counted() {
-        let (inbox, _inputs) = inbox(1);
-        inbox.try_send(produce(10)).expect("room");
-        assert!(matches!(inbox.try_send(produce(20)), Err(Refused::Full)));
-        assert_eq!(inbox.backlog.requests.load(Ordering::Relaxed), 10);
-    }
-}
+#[path = "shard_tests.rs"]
+mod tests;

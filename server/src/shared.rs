@@ -115,6 +115,8 @@ pub struct Shared {
     pub tls: Option<crate::tls::NodeTls>,
     /// Where admin actions are recorded (`None` in unit tests).
     pub audit: Option<crate::audit::AuditLog>,
+    /// Which groups this node and its peers vouch for (see [`crate::vouch`]).
+    pub vouching: crate::vouch::Vouching,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -160,6 +162,7 @@ impl Shared {
             coordinator: Mutex::new(crate::coordinator::Coordinator::default()),
             tls: None,
             audit: None,
+            vouching: crate::vouch::Vouching::default(),
         }
     }
 

@@ -286,7 +286,7 @@ proptest! {
 
     #[test]
     fn attention(entries in proptest::collection::vec(
-        (any::<u64>(), ".{0,10}", ".{0,10}", any::<u32>(), any::<u32>(), 1..=6u8,
+        (any::<u64>(), ".{0,10}", ".{0,10}", any::<u32>(), any::<u32>(), 1..=7u8,
          proptest::collection::vec(any::<u8>(), 0..5), ".{0,40}"), 0..5)) {
         let entries = entries.into_iter().map(|(group, stream, topic, partition, view, reason, awaited, detail)| {
             let reason = match reason {
@@ -295,7 +295,8 @@ proptest! {
                 3 => AttentionReason::AwaitingStateTransfer,
                 4 => AttentionReason::MissingPrepare,
                 5 => AttentionReason::StorageFailed,
-                _ => AttentionReason::DiskFull,
+                6 => AttentionReason::DiskFull,
+                _ => AttentionReason::GroupFailed,
             };
             AttentionEntry { group, stream, topic, partition, view, reason, awaited, detail }
         }).collect();

@@ -59,6 +59,7 @@ pub(crate) fn reason_name(reason: AttentionReason) -> &'static str {
         AttentionReason::MissingPrepare => "missing_prepare",
         AttentionReason::StorageFailed => "storage_failed",
         AttentionReason::DiskFull => "disk_full",
+        AttentionReason::GroupFailed => "group_failed",
     }
 }
 
@@ -161,6 +162,14 @@ impl AttentionView {
                     "storage_failed: free space on that node's data disk and it opens the partition \
                      again by itself (within seconds); a failing disk: replace it, then restart \
                      the node; the other replicas serve meanwhile if enough remain\n",
+                );
+            }
+            let failed = reason_name(AttentionReason::GroupFailed);
+            if self.entries.iter().any(|entry| entry.reason == failed) {
+                text.push_str(
+                    "group_failed: that node's copy stopped on a bug in the node (its log names \
+                     it: please report it); the other replicas serve meanwhile and the node opens \
+                     the copy again by itself\n",
                 );
             }
             let disk_full = reason_name(AttentionReason::DiskFull);

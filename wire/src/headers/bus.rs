@@ -5,8 +5,14 @@ use zerocopy::little_endian::{U32, U64};
 use crate::command::Command;
 use crate::header::{FieldError, command_header, ensure};
 
+/// Groups one ping may list as not vouched for by its sender.
+pub const PING_UNVOUCHED_GROUPS_MAX: usize = 1024;
+
 command_header! {
     /// First frame on a replica-bus connection, then a periodic liveness probe.
+    /// Its body lists the groups whose replicas on the sender are down while
+    /// the sender lives (little-endian `u64` group ids, at most
+    /// [`PING_UNVOUCHED_GROUPS_MAX`]): the ping vouches for every other.
     PingHeader => Command::Ping;
     /// The sending node's id.
     node: U32,
@@ -20,8 +26,28 @@ impl PingHeader {
     }
 
     fn check_body(&self, body: &[u8]) -> Result<(), FieldError> {
-        ensure(body.is_empty(), "ping has a body")
+        ensure(body.len() % 8 == 0, "ping body is not whole group ids")?;
+        ensure(
+            body.len() / 8 <= PING_UNVOUCHED_GROUPS_MAX,
+            "ping lists too many groups",
+        )
     }
+}
+
+/// The body of a ping listing `groups` (at most [`PING_UNVOUCHED_GROUPS_MAX`]).
+pub fn ping_body(groups: &[u64]) -> Vec<u8> {
+    assert!(groups.len() <= PING_UNVOUCHED_GROUPS_MAX, "a bounded list");
+    groups
+        .iter()
+        .flat_map(|group| group.to_le_bytes())
+        .collect()
+}
+
+/// The groups a checked ping's body lists.
+pub fn ping_groups(body: &[u8]) -> Vec<u64> {
+    body.chunks_exact(8)
+        .map(|chunk| u64::from_le_bytes(chunk.try_into().expect("eight bytes")))
+        .collect()
 }
 
 command_header! {

@@ -6,7 +6,7 @@ mod repair;
 mod replication;
 mod view_change;
 
-pub use bus::{PingHeader, PongHeader};
+pub use bus::{PING_UNVOUCHED_GROUPS_MAX, PingHeader, PongHeader, ping_body, ping_groups};
 pub use client::{ReplyHeader, RequestHeader};
 pub use repair::{
     HEADERS_PER_MESSAGE_MAX, HeadersHeader, LogStartHeader, RequestHeadersHeader,

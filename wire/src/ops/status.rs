@@ -215,6 +215,11 @@ pub enum AttentionReason {
     /// produces (`DiskFull`) until space is freed, then takes them again by
     /// itself. Reported once per node, as group 0.
     DiskFull = 6,
+    /// This node's copy stopped on a bug in the node's own code (a panic
+    /// contained to the group): the node no longer vouches for it, so its
+    /// other replicas serve without it, and opens it again from disk after
+    /// a pause that doubles with each failure.
+    GroupFailed = 7,
 }
 
 impl AttentionReason {
@@ -226,6 +231,7 @@ impl AttentionReason {
             4 => Ok(AttentionReason::MissingPrepare),
             5 => Ok(AttentionReason::StorageFailed),
             6 => Ok(AttentionReason::DiskFull),
+            7 => Ok(AttentionReason::GroupFailed),
             _ => Err(BodyError::UnknownValue {
                 field: "attention reason",
                 value: u64::from(value),
