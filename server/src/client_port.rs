@@ -36,10 +36,10 @@ use strand_wire::{
 };
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use zerocopy::FromBytes;
 
 use crate::bus::{gather, write_frames};
+use crate::connection::{ConnectionReceiver, TooMany};
 use crate::group::Input;
 use crate::metrics;
 use crate::replies::{error_frame, reply_frame, reply_frame_as_of};
@@ -62,6 +62,12 @@ enum Caller {
 }
 
 impl Caller {
+    /// Whether this caller proved with a node certificate that it is a
+    /// node of this cluster.
+    fn is_node_cert(self) -> bool {
+        matches!(self, Caller::Node(_))
+    }
+
     /// Whether this caller may send node-internal operations.
     fn is_node(self) -> bool {
         matches!(self, Caller::Node(_) | Caller::Unverified)
@@ -103,14 +109,27 @@ pub const CONNECTION_QUEUE_CAPACITY: usize = 8192;
 /// Largest request frame accepted (header + body).
 pub const CLIENT_FRAME_SIZE_MAX: u32 = 8 * 1024 * 1024;
 
-/// Accepts client connections forever.
+/// Largest frame a connection may send before it signs in, where the
+/// cluster requires signing in: a sign-in is small, and an anonymous
+/// client must not make the node hold megabytes.
+pub const SIGN_IN_FRAME_SIZE_MAX: u32 = 64 * 1024;
+
+/// Accepts client connections forever, within the node's bounds on them.
 pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((stream, address)) => {
+                let admitted = match shared.connections.admit(address.ip()) {
+                    Ok(admitted) => admitted,
+                    Err(too_many) => {
+                        refuse_connection(&shared, address, too_many);
+                        continue;
+                    }
+                };
                 let _ = stream.set_nodelay(true);
                 let shared = Arc::clone(&shared);
                 tokio::spawn(async move {
+                    let _admitted = admitted;
                     let (read, write, caller, certificate_user) = match open(&shared, stream).await
                     {
                         Ok(opened) => opened,
@@ -120,7 +139,8 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                             return;
                         }
                     };
-                    let (sender, receiver) = mpsc::channel(CONNECTION_QUEUE_CAPACITY);
+                    let (sender, receiver) =
+                        crate::connection::reply_queue(CONNECTION_QUEUE_CAPACITY);
                     let peer = Peer {
                         caller,
                         certificate_user,
@@ -141,6 +161,28 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
         }
+    }
+}
+
+/// Closes a connection over a bound at once (a warning at most once a
+/// second per node, a metric always).
+fn refuse_connection(shared: &Shared, address: std::net::SocketAddr, too_many: TooMany) {
+    let reason = match too_many {
+        TooMany::Node => "too_many_on_node",
+        TooMany::Address => "too_many_from_address",
+    };
+    metrics::client_connection_refused(reason);
+    static WARNED_AT_SECS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    if WARNED_AT_SECS.swap(now_secs, std::sync::atomic::Ordering::Relaxed) != now_secs {
+        tracing::warn!(
+            %address,
+            reason,
+            open = shared.connections.open(),
+            "client: refused a connection over the node's bounds ([limits])"
+        );
     }
 }
 
@@ -248,13 +290,14 @@ async fn open(
 /// answers an admin request closes its entry.
 async fn write_replies(
     mut write: WriteStream,
-    mut receiver: mpsc::Receiver<Bytes>,
+    mut receiver: ConnectionReceiver,
     audit: Option<(crate::audit::AuditLog, crate::audit::Pending)>,
 ) {
     let mut frames = VecDeque::new();
-    while let Some(frame) = receiver.recv().await {
+    while let Some(frame) = receiver.frames().recv().await {
         frames.push_back(frame);
-        gather(&mut receiver, &mut frames);
+        gather(receiver.frames(), &mut frames);
+        let bytes: usize = frames.iter().map(Bytes::len).sum();
         if let Some((log, pending)) = &audit {
             for frame in &frames {
                 if let Some(entry) = pending.close(frame) {
@@ -265,6 +308,7 @@ async fn write_replies(
         if write_frames(&mut write, &mut frames).await.is_err() {
             break;
         }
+        receiver.written(bytes as u64);
     }
     if let Some((log, pending)) = &audit {
         for entry in pending.abandon() {
@@ -273,24 +317,69 @@ async fn write_replies(
     }
 }
 
-/// Reads frames until the client closes (Ok) or sends something unusable
-/// (Err with the reason).
+/// A connection's reading state: who it signed in as, its failed
+/// sign-ins, and when it last sent a request.
+struct Reading {
+    signed_in: Option<crate::auth::Identity>,
+    failures: u32,
+    opened: tokio::time::Instant,
+    last_request: tokio::time::Instant,
+}
+
+impl Reading {
+    /// Whether the connection must still sign in (the cluster requires it,
+    /// and no certificate or sign-in said who it is).
+    fn must_sign_in(&self, shared: &Shared, peer: &Peer) -> bool {
+        shared.config.auth.required && self.signed_in.is_none() && !peer.caller.is_node_cert()
+    }
+
+    /// The largest frame it may send now.
+    fn frame_size_max(&self, shared: &Shared, peer: &Peer) -> u32 {
+        match self.must_sign_in(shared, peer) {
+            true => SIGN_IN_FRAME_SIZE_MAX,
+            false => CLIENT_FRAME_SIZE_MAX,
+        }
+    }
+
+    /// When the connection is closed unless it sends something (signs in,
+    /// when it must), and the reason then.
+    fn deadline(&self, shared: &Shared, peer: &Peer) -> (tokio::time::Instant, &'static str) {
+        let limits = &shared.config.limits;
+        match self.must_sign_in(shared, peer) {
+            true => (
+                self.opened + Duration::from_millis(limits.sign_in_timeout_ms),
+                "no_sign_in_in_time",
+            ),
+            false => (
+                self.last_request + Duration::from_millis(limits.client_idle_timeout_ms),
+                "idle",
+            ),
+        }
+    }
+}
+
+/// Reads frames until the client closes (Ok) or sends something unusable,
+/// stays silent past its deadline, or stops reading its replies for that
+/// long (Err with the reason).
 async fn read_requests(
     shared: &Arc<Shared>,
     mut read: ReadStream,
     sender: &ConnectionSender,
     peer: &Peer,
 ) -> Result<(), String> {
-    let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
-    // The user this connection signed in as, and its failed attempts.
-    let mut signed_in = peer
-        .certificate_user
-        .clone()
-        .map(|user| crate::auth::Identity {
-            user,
-            proof: crate::auth::Proof::Certificate,
-        });
-    let mut failures = 0u32;
+    let now = tokio::time::Instant::now();
+    let mut reading = Reading {
+        signed_in: peer
+            .certificate_user
+            .clone()
+            .map(|user| crate::auth::Identity {
+                user,
+                proof: crate::auth::Proof::Certificate,
+            }),
+        failures: 0,
+        opened: now,
+        last_request: now,
+    };
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     // The header of the frame being decoded: a frame whose body fails is
     // already cut off the buffer, and its refusal needs the header.
@@ -304,6 +393,7 @@ async fn read_requests(
                 }
                 None => &[],
             };
+            let decoder = FrameDecoder::new(reading.frame_size_max(shared, peer));
             let Some(message) = decoder
                 .decode(&mut buffer)
                 .map_err(|error| refuse(sender, header, &error))?
@@ -316,48 +406,28 @@ async fn read_requests(
                     message.command()
                 ));
             };
-            if wait_for_room(shared, &request).await.is_err() {
-                let error = ErrorBody::Busy {
-                    retry_after_ms: BUSY_RETRY_AFTER_MS,
-                };
-                let _ = sender.try_send(error_frame(request.header(), &error));
-                continue;
+            reading.last_request = tokio::time::Instant::now();
+            // Back-pressure: no more requests while the replies wait unread.
+            let (deadline, _) = reading.deadline(shared, peer);
+            if tokio::time::timeout_at(deadline, sender.room())
+                .await
+                .is_err()
+            {
+                metrics::client_connection_refused("idle");
+                return Err("its replies went unread past the idle timeout".to_owned());
             }
-            let operation = request.header().operation();
-            if let Err(error) = strand_wire::ops::check_request(operation, request.body()) {
-                metrics::request_body_invalid(operation);
-                let message = format!("the {operation:?} body does not decode: {error}");
-                let error = ErrorBody::message(ResultCode::InvalidRequest, message);
-                let _ = sender.try_send(error_frame(request.header(), &error));
-                continue;
-            }
-            if operation == Operation::Authenticate {
-                sign_in(shared, &request, sender, &mut signed_in, &mut failures).await?;
-                continue;
-            }
-            if let Some(log) = &shared.audit {
-                let header = request.header();
-                let identity = match &signed_in {
-                    Some(identity) => identity.audit_name(),
-                    None => peer.caller.identity(),
-                };
-                if let Some(evicted) =
-                    peer.audit
-                        .open(header, request.body(), &identity, &peer.source)
-                {
-                    log.record(evicted).await;
-                }
-            }
-            if let Some(refusal) = auth_refusal(shared, &request, peer.caller, signed_in.as_ref()) {
-                let _ = sender.try_send(error_frame(request.header(), &refusal));
-                continue;
-            }
-            handle(shared, request, sender, peer.caller);
+            take_request(shared, request, sender, peer, &mut reading).await?;
         }
         if buffer.capacity() - buffer.len() < 16 * 1024 {
             buffer.reserve(64 * 1024);
         }
-        match read.read_buf(&mut buffer).await {
+        let (deadline, reason) = reading.deadline(shared, peer);
+        let Ok(read_result) = tokio::time::timeout_at(deadline, read.read_buf(&mut buffer)).await
+        else {
+            metrics::client_connection_refused(reason);
+            return Err(format!("closed: {reason}"));
+        };
+        match read_result {
             Ok(0) if buffer.is_empty() => return Ok(()),
             Ok(0) => {
                 // Closed (or half-closed) in the middle of a frame.
@@ -380,6 +450,60 @@ async fn read_requests(
             Err(error) => return Err(format!("read failed: {error}")),
         }
     }
+}
+
+/// Takes one decoded request: held for room, checked, signed in, audited,
+/// authorized, then handled.
+async fn take_request(
+    shared: &Arc<Shared>,
+    request: Msg<RequestHeader>,
+    sender: &ConnectionSender,
+    peer: &Peer,
+    reading: &mut Reading,
+) -> Result<(), String> {
+    if wait_for_room(shared, &request).await.is_err() {
+        let error = ErrorBody::Busy {
+            retry_after_ms: BUSY_RETRY_AFTER_MS,
+        };
+        let _ = sender.try_send(error_frame(request.header(), &error));
+        return Ok(());
+    }
+    let operation = request.header().operation();
+    if let Err(error) = strand_wire::ops::check_request(operation, request.body()) {
+        metrics::request_body_invalid(operation);
+        let message = format!("the {operation:?} body does not decode: {error}");
+        let error = ErrorBody::message(ResultCode::InvalidRequest, message);
+        let _ = sender.try_send(error_frame(request.header(), &error));
+        return Ok(());
+    }
+    if operation == Operation::Authenticate {
+        let Reading {
+            signed_in,
+            failures,
+            ..
+        } = reading;
+        return sign_in(shared, &request, sender, signed_in, failures).await;
+    }
+    if let Some(log) = &shared.audit {
+        let header = request.header();
+        let identity = match &reading.signed_in {
+            Some(identity) => identity.audit_name(),
+            None => peer.caller.identity(),
+        };
+        if let Some(evicted) = peer
+            .audit
+            .open(header, request.body(), &identity, &peer.source)
+        {
+            log.record(evicted).await;
+        }
+    }
+    let signed_in = reading.signed_in.as_ref();
+    if let Some(refusal) = auth_refusal(shared, &request, peer.caller, signed_in) {
+        let _ = sender.try_send(error_frame(request.header(), &refusal));
+        return Ok(());
+    }
+    handle(shared, request, sender, peer.caller);
+    Ok(())
 }
 
 /// Queues the error reply `error` deserves, if any (see [`refusal`]), and

@@ -13,6 +13,12 @@
 //! insecure = false                      # optional: allow plaintext listeners off loopback
 //! direct_io = true                      # optional: append past the page cache (O_DIRECT)
 //!
+//! [limits]                              # optional: what clients may cost (defaults shown)
+//! client_connections_max = 10000        # client connections at once (also held within the open-files limit)
+//! client_connections_per_address_max = 1000
+//! sign_in_timeout_ms = 10000            # with [auth] required: sign in within this, or be closed
+//! client_idle_timeout_ms = 600000       # a connection silent this long is closed
+//!
 //! [auth]                                # optional
 //! required = true                       # connections sign in; operations are checked against permissions
 //! admin_password_hash = "$argon2id$..." # the built-in user `admin` (`strand-server hash-password`)
@@ -123,6 +129,69 @@ pub struct AuthConfig {
     pub admin_password_hash: Option<String>,
 }
 
+/// What clients may cost the node (see `crate::connection`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Client connections open at once; one more is closed at once.
+    pub client_connections_max: usize,
+    /// Client connections open at once from one address.
+    pub client_connections_per_address_max: usize,
+    /// With `[auth] required`, a connection that has not signed in this
+    /// long after it opened is closed (a certificate signs in at once).
+    pub sign_in_timeout_ms: u64,
+    /// A connection that sent no request for this long, with nothing in
+    /// flight, is closed (clients reconnect when they need to).
+    pub client_idle_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            client_connections_max: 10_000,
+            client_connections_per_address_max: 1_000,
+            sign_in_timeout_ms: 10_000,
+            client_idle_timeout_ms: 600_000,
+        }
+    }
+}
+
+/// Every limit leaves room for at least one client; a sign-in gets at
+/// least a second, and idleness is longer than any long poll.
+fn check_limits(limits: &Limits) -> Result<(), ConfigError> {
+    let invalid = |field: &'static str, reason: &str| ConfigError::Invalid {
+        field,
+        reason: reason.to_owned(),
+    };
+    if limits.client_connections_max == 0 {
+        return Err(invalid(
+            "limits.client_connections_max",
+            "must be at least 1",
+        ));
+    }
+    if limits.client_connections_per_address_max == 0 {
+        return Err(invalid(
+            "limits.client_connections_per_address_max",
+            "must be at least 1",
+        ));
+    }
+    if limits.sign_in_timeout_ms < 1_000 {
+        return Err(invalid(
+            "limits.sign_in_timeout_ms",
+            "must be at least 1000",
+        ));
+    }
+    // Longer than the longest long poll, which is silence while it waits.
+    let idle_min_ms = u64::from(strand_wire::ops::FETCH_WAIT_MS_MAX) + 1_000;
+    if limits.client_idle_timeout_ms < idle_min_ms {
+        return Err(invalid(
+            "limits.client_idle_timeout_ms",
+            &format!("must be at least {idle_min_ms} (longer than the longest long poll)"),
+        ));
+    }
+    Ok(())
+}
+
 /// Defaults for topics created without explicit policies.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -165,6 +234,8 @@ struct FileConfig {
     direct_io: bool,
     #[serde(default)]
     auth: AuthConfig,
+    #[serde(default)]
+    limits: Limits,
 }
 
 /// `direct_io` unless the file says: on (see [`NodeConfig::direct_io`]).
@@ -213,6 +284,8 @@ pub struct NodeConfig {
     pub direct_io: bool,
     /// Signing in and rights.
     pub auth: AuthConfig,
+    /// What clients may cost the node.
+    pub limits: Limits,
     /// Durability for topics that do not say.
     pub default_durability: Durability,
     /// Confirm policy for topics that do not say.
@@ -330,6 +403,7 @@ impl NodeConfig {
                 reason: format!("must be {RETENTION_CHECK_MS_MIN}..={RETENTION_CHECK_MS_MAX}"),
             });
         }
+        check_limits(&file.limits)?;
         Ok(NodeConfig {
             node,
             cluster: file.cluster,
@@ -344,6 +418,7 @@ impl NodeConfig {
             insecure: file.insecure,
             direct_io: file.direct_io,
             auth: file.auth,
+            limits: file.limits,
             default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
             default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
         })

@@ -24,6 +24,7 @@
 //! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: local answers and routing |
+//! | [`connection`] | what one connection may cost (reply bytes, back-pressure) and how many there may be |
 //! | [`auth`] | signing in (Argon2id checks off the runtime) and the right each operation needs |
 //! | [`audit`] | the audit log: every admin action with identity, source, time, target and outcome |
 //! | [`guard`] | the node's safety checks of partition moves (reassign, drop-replica) before it proposes them |
@@ -53,6 +54,7 @@ pub mod boot;
 pub mod bus;
 pub mod client_port;
 pub mod config;
+pub mod connection;
 pub mod contain;
 pub mod coordinator;
 pub mod dev_cluster;

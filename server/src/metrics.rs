@@ -19,6 +19,9 @@
 //! | `wal_io_errors_total` | counter | failed WAL operations |
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
 //! | `requests_refused_invalid_body_total{operation}` | counter | requests refused `InvalidRequest` at the door: the body does not decode as the operation's |
+//! | `client_connections` | gauge | client connections open |
+//! | `client_connections_closed_total{reason}` | counter | connections closed for a limit: `too_many_on_node`, `too_many_from_address`, `no_sign_in_in_time`, `idle` |
+//! | `client_replies_busy_total` | counter | replies answered `Busy` because their connection's queue held too many unread bytes |
 //! | `groups_failed_total` | counter | groups stopped on this node by a panic in their code (contained: the node and its other groups go on; see `attention`) |
 //! | `client_frames_rejected_total` | counter | client connections closed for a bad frame (or a failed TLS handshake) |
 //! | `sign_ins_failed_total` | counter | `Authenticate` requests refused (unknown user or wrong password) |
@@ -216,6 +219,23 @@ pub fn permission_denied(operation: strand_wire::Operation) {
 pub fn request_body_invalid(operation: strand_wire::Operation) {
     counter!("requests_refused_invalid_body_total", "operation" => format!("{operation:?}"))
         .increment(1);
+}
+
+/// A reply was answered `Busy` instead: its connection's queue held too
+/// many bytes its client had not read.
+pub fn reply_busy_queue_full() {
+    counter!("client_replies_busy_total").increment(1);
+}
+
+/// Client connections open now.
+pub fn client_connections(open: usize) {
+    gauge!("client_connections").set(open as f64);
+}
+
+/// A client connection was closed for a limit: `too_many_on_node`,
+/// `too_many_from_address`, `no_sign_in_in_time`, `idle`.
+pub fn client_connection_refused(reason: &'static str) {
+    counter!("client_connections_closed_total", "reason" => reason).increment(1);
 }
 
 /// A group's code panicked on this node: the group alone stopped here.

@@ -107,13 +107,14 @@ async fn bind(address: &str, what: &'static str) -> Result<TcpListener, NodeErro
 /// node past it cannot open a partition's files: the group stays down and
 /// its log says "Too many open files").
 /// Raises the open-files limit and splits it between the WAL and reads.
-fn descriptor_budget() -> DescriptorBudget {
+fn descriptor_budget(connections_wanted: usize) -> DescriptorBudget {
     let limit = crate::limits::raise_open_files_limit();
-    let budget = DescriptorBudget::within(limit);
+    let budget = DescriptorBudget::within(limit, connections_wanted);
     tracing::info!(
         limit = ?limit,
         wal_descriptors = budget.wal,
         read_descriptors = budget.reads,
+        client_connections = budget.connections,
         "node: open-files limit; idle partitions give their descriptors back past these"
     );
     budget
@@ -123,7 +124,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     // First: a SIGTERM that comes while the node starts is a clean
     // shutdown too, not the default action (an exit by signal).
     let mut signals = Signals::new()?;
-    let budget = descriptor_budget();
+    let budget = descriptor_budget(config.limits.client_connections_max);
     let tls = config
         .tls
         .as_ref()
@@ -158,6 +159,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     })?;
     let shared = Arc::new(
         Shared::new(config, senders, ReadHandles::new(budget.reads), boot)
+            .with_connections_max(budget.connections)
             .with_tls(tls)
             .with_audit(audit),
     );

@@ -71,8 +71,8 @@ pub enum CatalogFreshness {
     Current = 2,
 }
 
-/// Outbound frames to one client connection.
-pub type ConnectionSender = mpsc::Sender<Bytes>;
+/// Outbound frames to one client connection (bounded in frames and bytes).
+pub type ConnectionSender = crate::connection::ConnectionSender;
 
 /// Why a frame could not be handed to a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +117,9 @@ pub struct Shared {
     pub audit: Option<crate::audit::AuditLog>,
     /// Which groups this node and its peers vouch for (see [`crate::vouch`]).
     pub vouching: crate::vouch::Vouching,
+    /// The client connections open, under their bounds (see
+    /// [`crate::connection`]).
+    pub connections: Arc<crate::connection::Connections>,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -139,6 +142,7 @@ impl Shared {
         boot: u64,
     ) -> Shared {
         let nodes = config.peers.iter().map(|peer| peer.id).collect();
+        let config_limits = config.limits.clone();
         Shared {
             config,
             boot,
@@ -163,7 +167,19 @@ impl Shared {
             tls: None,
             audit: None,
             vouching: crate::vouch::Vouching::default(),
+            connections: crate::connection::Connections::new(
+                config_limits.client_connections_max,
+                config_limits.client_connections_per_address_max,
+            ),
         }
+    }
+
+    /// The same, with at most `max` client connections at once (the
+    /// descriptor budget's share).
+    pub fn with_connections_max(mut self, max: usize) -> Shared {
+        let per_address = self.config.limits.client_connections_per_address_max;
+        self.connections = crate::connection::Connections::new(max, per_address);
+        self
     }
 
     /// The same, serving TLS with `tls`.

@@ -8,6 +8,12 @@
 //! - A request whose body does not decode as its operation's is refused
 //!   `InvalidRequest` at the door: it is never prepared, so the metadata
 //!   log does not grow by one op.
+//! - A reader that pipelines large fetches and never reads its socket
+//!   stops being read: the node's memory stays bounded, and a well-behaved
+//!   client keeps producing and fetching meanwhile.
+//! - Connections are bounded per node and per address; a connection that
+//!   does not sign in within its deadline (where the cluster requires it)
+//!   is closed, and before signing in a frame is at most 64 KiB.
 
 mod common;
 
@@ -233,4 +239,266 @@ fn decodes_empty(operation: Operation) -> bool {
         operation,
         Operation::ClusterStatus | Operation::Attention | Operation::ListUsers
     )
+}
+
+/// The node's resident memory, in bytes.
+fn rss_bytes(node: &mut common::Node) -> u64 {
+    let pid = node.child().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib * 1024
+}
+
+/// Nodes configured under `dir` with `extra` TOML appended to each
+/// configuration, started.
+fn cluster_with(dir: &std::path::Path, extra: &str) -> Vec<common::Node> {
+    let mut nodes = common::configure_cluster(dir, 3);
+    for node in &mut nodes {
+        let mut config = std::fs::read_to_string(&node.config).expect("read config");
+        config.push_str(extra);
+        std::fs::write(&node.config, config).expect("write config");
+        node.start();
+    }
+    nodes
+}
+
+/// A well-behaved producer and consumer on `s/good`: one batch produced and
+/// read back; how long it took.
+fn well_behaved_round(
+    runtime: &tokio::runtime::Runtime,
+    client: &strand_client::Client,
+    round: u64,
+) -> Duration {
+    let started = Instant::now();
+    let value = format!("good-{round}");
+    let ack = runtime.block_on(async {
+        loop {
+            match client
+                .produce("s", "good", 0, vec![NewRecord::new("k", value.clone())])
+                .await
+            {
+                Ok(ack) => break ack,
+                Err(error) => {
+                    assert!(started.elapsed() < Duration::from_secs(30), "{error}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    });
+    let fetched = runtime
+        .block_on(client.fetch("s", "good", 0, ack.base_offset, 1 << 20, 0))
+        .expect("fetch");
+    assert_eq!(fetched.records[0].value, value.as_bytes());
+    started.elapsed()
+}
+
+/// Fetch requests the never-reading client sends at most (27 MB of them).
+const FLOOD_FETCHES: u64 = 100_000;
+
+#[test]
+fn a_reader_that_never_reads_stops_being_read_and_costs_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut nodes, runtime, client) = common::cluster_with_stream_s(dir.path());
+    let mut groups = Vec::new();
+    for topic in ["t", "good"] {
+        let mut spec = TopicSpec::new("s", topic);
+        spec.replica_count = 3;
+        groups.push(
+            runtime
+                .block_on(client.create_topic(spec))
+                .expect("create topic")[0],
+        );
+    }
+    let group = groups[0];
+    for _ in 0..2 {
+        runtime
+            .block_on(client.produce("s", "t", 0, vec![record_of(7 << 20)]))
+            .expect("a large batch");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let primary = runtime.block_on(common::serving_primary(&client, group, None, deadline));
+    let at = nodes
+        .iter()
+        .position(|node| node.node == primary)
+        .expect("node");
+    let before = rss_bytes(&mut nodes[at]);
+    // Fetches of the two 7 MiB batches, pipelined, never read: more than
+    // the socket buffers hold once the node stops reading.
+    let address = nodes[at].client_address.clone();
+    let flood = std::thread::spawn(move || {
+        let mut stream = TcpStream::connect(&address).expect("connect");
+        stream
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let fetch = strand_wire::ops::FetchRequest {
+            offset: 0,
+            max_bytes: 8 << 20,
+            wait_ms: 0,
+        };
+        let body = strand_wire::Body::to_vec(&fetch);
+        let mut sent = 0;
+        for request in 0..FLOOD_FETCHES {
+            let frame = request_frame(
+                Operation::Fetch,
+                group,
+                &body,
+                0x5107_0000 + request as u128,
+            );
+            if stream.write_all(&frame).is_err() {
+                break; // the node stopped reading: its buffers are full
+            }
+            sent += 1;
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        (stream, sent)
+    });
+    for round in 0..20 {
+        let took = well_behaved_round(&runtime, &client, round);
+        eprintln!("well-behaved round {round}: {} ms", took.as_millis());
+    }
+    let (_stream, sent) = flood.join().expect("the flood");
+    let after = rss_bytes(&mut nodes[at]);
+    eprintln!(
+        "{sent} fetches sent, never read; node RSS {} MiB -> {} MiB",
+        before >> 20,
+        after >> 20
+    );
+    assert!(sent < FLOOD_FETCHES, "the node stopped reading");
+    assert!(
+        after < before + (256 << 20),
+        "RSS grew by {} MiB",
+        (after - before) >> 20
+    );
+    nodes[at].assert_alive();
+}
+
+#[test]
+fn connections_are_bounded_per_node_and_per_address() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra =
+        "\n[limits]\nclient_connections_max = 60\nclient_connections_per_address_max = 20\n";
+    let nodes = cluster_with(dir.path(), extra);
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let client = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
+    runtime
+        .block_on(client.create_stream("s"))
+        .expect("create stream");
+    let mut spec = TopicSpec::new("s", "good");
+    spec.replica_count = 3;
+    runtime
+        .block_on(client.create_topic(spec))
+        .expect("create topic");
+    well_behaved_round(&runtime, &client, 0);
+    let target: std::net::SocketAddr = nodes[0].client_address.parse().expect("address");
+    let mut held = Vec::new();
+    let mut refused = 0;
+    runtime.block_on(async {
+        for source in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+            for _ in 0..25 {
+                let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+                socket
+                    .bind(format!("{source}:0").parse().expect("source"))
+                    .expect("bind");
+                let mut stream = socket.connect(target).await.expect("connect");
+                // A refused connection is closed at once: its read ends.
+                let mut byte = [0u8; 1];
+                let read = tokio::time::timeout(
+                    Duration::from_millis(300),
+                    tokio::io::AsyncReadExt::read(&mut stream, &mut byte),
+                )
+                .await;
+                match read {
+                    Ok(Ok(0)) | Ok(Err(_)) => refused += 1,
+                    _ => held.push(stream),
+                }
+            }
+        }
+    });
+    eprintln!("{} connections held, {refused} refused", held.len());
+    assert!(held.len() <= 60, "at most the node's bound");
+    assert!(refused >= 15, "past 20 from one address and 60 on the node");
+    let node = &nodes[0];
+    assert!(common::metric_sum(node, "client_connections_closed_total") >= refused as f64);
+    for round in 1..5 {
+        let took = well_behaved_round(&runtime, &client, round);
+        eprintln!(
+            "well-behaved round {round} during the flood: {} ms",
+            took.as_millis()
+        );
+    }
+    drop(held);
+    common::wait_until("the connections are counted out", 10, || {
+        common::metric(node, "client_connections") < 10.0
+    });
+}
+
+/// A TLS connection to `node`'s client port, verifying it by `certs/ca.pem`.
+async fn tls_connection(
+    certs: &std::path::Path,
+    node: &common::Node,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let tls = strand_client::tls::ClientTls::new(certs.join("ca.pem"));
+    let connector = tls.connector().expect("connector");
+    let stream = tokio::net::TcpStream::connect(&node.client_address)
+        .await
+        .expect("connect");
+    connector
+        .connect(&node.client_address, None, stream)
+        .await
+        .expect("handshake")
+}
+
+#[test]
+fn a_connection_that_does_not_sign_in_in_time_is_closed_and_sends_only_small_frames() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut nodes = common::configure_cluster(dir.path(), 3);
+    let certs = common::enable_tls(dir.path(), &nodes);
+    let extra = "\n[auth]\nrequired = true\n\n[limits]\nsign_in_timeout_ms = 1000\n";
+    for node in &mut nodes {
+        let mut config = std::fs::read_to_string(&node.config).expect("read config");
+        config.push_str(extra);
+        std::fs::write(&node.config, config).expect("write config");
+        node.start();
+    }
+    let address = nodes[0].client_address.clone();
+    common::wait_until("the node listens", 30, || {
+        TcpStream::connect(&address).is_ok()
+    });
+    let runtime = common::runtime();
+    runtime.block_on(async {
+        // Silent: closed after the deadline.
+        let mut silent = tls_connection(&certs, &nodes[0]).await;
+        let started = Instant::now();
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(10), silent.read(&mut byte)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
+        eprintln!(
+            "closed after {} ms without a sign-in",
+            started.elapsed().as_millis()
+        );
+        // Large before signing in: refused TooLarge, closed.
+        let mut large = tls_connection(&certs, &nodes[0]).await;
+        let frame = request_frame(Operation::Metadata, 0, &vec![0u8; 100 * 1024], 0x5161);
+        let _ = large.write_all(&frame).await;
+        let mut received = Vec::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(10), large.read_to_end(&mut received)).await;
+        let mut buffer = BytesMut::from(&received[..]);
+        let reply = FrameDecoder::new(1 << 20)
+            .decode(&mut buffer)
+            .expect("a valid frame")
+            .expect("a reply before the close");
+        let Message::Reply(reply) = reply else {
+            panic!("not a reply");
+        };
+        assert_eq!(reply.header().result(), ResultCode::TooLarge);
+    });
+    let node = &nodes[0];
+    assert!(common::metric_sum(node, "client_connections_closed_total") >= 1.0);
 }
