@@ -259,6 +259,8 @@ pub struct Catalog {
     pub(crate) users: crate::users::Users,
     /// Access tokens by id (see [`crate::users`]).
     pub(crate) tokens: crate::users::Tokens,
+    /// Quotas by user name (see [`crate::quotas`]).
+    pub(crate) quotas: BTreeMap<String, strand_wire::ops::Quota>,
 }
 
 impl Catalog {
@@ -274,6 +276,7 @@ impl Catalog {
             consumer_groups: BTreeMap::new(),
             users: BTreeMap::new(),
             tokens: BTreeMap::new(),
+            quotas: BTreeMap::new(),
         }
     }
 
@@ -675,6 +678,7 @@ impl StateMachine for Catalog {
             Operation::RevokePermission => self.revoke_permission(body),
             Operation::CreateToken => self.create_token(body),
             Operation::RevokeToken => self.revoke_token(body),
+            Operation::SetQuota => self.set_quota(body),
             other => Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!("{other:?} is not a metadata operation"),

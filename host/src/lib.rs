@@ -15,6 +15,7 @@
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
 //! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
+//! | [`quotas`] | the catalog's quotas: each user's produce, fetch and request rates |
 //! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open (below a damaged committed entry, which consensus repairs) |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //! | [`ticks`] | **pure**: when each of a driver's groups next needs a tick; the ticks between skipped |
@@ -31,6 +32,7 @@ pub mod consumer_groups;
 pub mod convert;
 pub mod group_host;
 pub mod machine;
+pub mod quotas;
 pub mod reassign;
 pub mod ticks;
 pub mod transfer;

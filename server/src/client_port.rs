@@ -26,10 +26,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use strand_wire::message::check_header;
-use strand_wire::ops::{
-    AcceptLoss, AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply,
-    DescribeGroups, ErrorBody, MetadataReply, MetadataRequest, NodeInfo,
-};
+use strand_wire::ops::{AcceptLoss, AttentionEntry, AttentionReply, ClusterStatusReply, ErrorBody};
 use strand_wire::{
     Body, CommandHeader, FrameDecoder, FrameError, HEADER_SIZE, Message, Msg, Operation,
     RequestHeader, ResultCode,
@@ -41,9 +38,10 @@ use zerocopy::FromBytes;
 use crate::bus::{gather, write_frames};
 use crate::connection::{ConnectionReceiver, TooMany};
 use crate::group::Input;
+use crate::local_answers::{describe_groups_reply, disk_full_attention, metadata_reply, nodes};
 use crate::metrics;
-use crate::replies::{error_frame, reply_frame, reply_frame_as_of};
-use crate::shared::{CatalogFreshness, ConnectionSender, Refused, Shared};
+use crate::replies::{error_frame, reply_frame};
+use crate::shared::{ConnectionSender, Refused, Shared};
 use crate::tls::{NodeTls, ReadStream, WriteStream, split_plain};
 
 /// How long a new connection may take over its TLS handshake.
@@ -148,7 +146,8 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                         audit: crate::audit::Pending::default(),
                     };
                     let audit = shared.audit.clone().map(|log| (log, peer.audit.clone()));
-                    tokio::spawn(write_replies(write, receiver, audit));
+                    sender.set_user(peer.certificate_user.clone());
+                    tokio::spawn(write_replies(Arc::clone(&shared), write, receiver, audit));
                     if let Err(reason) = read_requests(&shared, read, &sender, &peer).await {
                         metrics::client_frame_rejected();
                         tracing::warn!(%address, reason, "client: closing the connection");
@@ -199,6 +198,7 @@ async fn sign_in(
     match crate::auth::sign_in(shared, request.body()).await {
         Ok(identity) => {
             tracing::debug!(user = identity.user, proof = ?identity.proof, "client: signed in");
+            sender.set_user(Some(identity.user.clone()));
             *signed_in = Some(identity);
             let _ = sender.try_send(reply_frame(header, ResultCode::Ok, Bytes::new()));
             Ok(())
@@ -289,6 +289,7 @@ async fn open(
 /// Writes a connection's replies; with an audit log, each reply that
 /// answers an admin request closes its entry.
 async fn write_replies(
+    shared: Arc<Shared>,
     mut write: WriteStream,
     mut receiver: ConnectionReceiver,
     audit: Option<(crate::audit::AuditLog, crate::audit::Pending)>,
@@ -298,6 +299,14 @@ async fn write_replies(
         frames.push_back(frame);
         gather(receiver.frames(), &mut frames);
         let bytes: usize = frames.iter().map(Bytes::len).sum();
+        charge_fetch_replies(&shared, &receiver, &frames);
+        frames = frames
+            .into_iter()
+            .flat_map(|frame| {
+                let (head, rest) = receiver.stamped(frame);
+                std::iter::once(head).chain(rest)
+            })
+            .collect();
         if let Some((log, pending)) = &audit {
             for frame in &frames {
                 if let Some(entry) = pending.close(frame) {
@@ -356,6 +365,54 @@ impl Reading {
             ),
         }
     }
+}
+
+/// Charges the fetch replies among `frames` to the connection's user's
+/// fetch quota, if it has one: its next request waits off any debt.
+fn charge_fetch_replies(shared: &Shared, receiver: &ConnectionReceiver, frames: &VecDeque<Bytes>) {
+    let Some(user) = receiver.user() else {
+        return;
+    };
+    let catalog = shared.catalog();
+    let Some(quota) = catalog
+        .quota(&user)
+        .filter(|quota| quota.fetch_bytes_per_sec > 0)
+    else {
+        return;
+    };
+    let fetched: u64 = frames
+        .iter()
+        .filter(|frame| {
+            strand_wire::ReplyHeader::read_from_prefix(frame).is_ok_and(|(reply, _)| {
+                reply.operation == Operation::Fetch as u8
+                    && reply.result.get() == ResultCode::Ok as u16
+            })
+        })
+        .map(|frame| frame.len() as u64)
+        .sum();
+    if fetched > 0 {
+        shared
+            .quotas
+            .charge(&user, quota, crate::quota::Rate::Fetch, fetched);
+    }
+}
+
+/// How long `request` must wait for its user's quotas, if it has any: one
+/// request, a produce's bytes, and any fetch debt.
+fn quota_delay(shared: &Shared, user: &str, request: &Msg<RequestHeader>) -> Duration {
+    use crate::quota::Rate;
+    let catalog = shared.catalog();
+    let Some(quota) = catalog.quota(user) else {
+        return Duration::ZERO;
+    };
+    let quotas = &shared.quotas;
+    let mut delay = quotas.charge(user, quota, Rate::Requests, 1);
+    delay = delay.max(quotas.charge(user, quota, Rate::Fetch, 0));
+    if request.header().operation() == Operation::Produce {
+        let bytes = request.body().len() as u64;
+        delay = delay.max(quotas.charge(user, quota, Rate::Produce, bytes));
+    }
+    delay
 }
 
 /// Reads frames until the client closes (Ok) or sends something unusable,
@@ -502,6 +559,15 @@ async fn take_request(
         let _ = sender.try_send(error_frame(request.header(), &refusal));
         return Ok(());
     }
+    if let Some(identity) = &reading.signed_in {
+        let delay = quota_delay(shared, &identity.user, &request);
+        if delay > Duration::ZERO {
+            let header = request.header();
+            let throttle_ms = u32::try_from(delay.as_millis()).unwrap_or(u32::MAX);
+            sender.note_throttle(header.client.get(), header.request.get(), throttle_ms);
+            tokio::time::sleep(delay).await;
+        }
+    }
     handle(shared, request, sender, peer.caller);
     Ok(())
 }
@@ -604,6 +670,7 @@ fn handle(
             | Operation::AcceptLoss
             | Operation::DescribeGroups
             | Operation::ListUsers
+            | Operation::ListQuotas
             | Operation::Authenticate
     );
     let coordinated = operation == Operation::Heartbeat;
@@ -630,6 +697,14 @@ fn handle(
                 &header,
                 ResultCode::Ok,
                 Bytes::from(users.to_vec()),
+            ));
+        }
+        Operation::ListQuotas => {
+            let quotas = shared.catalog().quota_list();
+            answer(reply_frame(
+                &header,
+                ResultCode::Ok,
+                Bytes::from(quotas.to_vec()),
             ));
         }
         Operation::ClusterStatus => {
@@ -673,30 +748,6 @@ fn handle(
         },
         _ => route(shared, group, Input::Request(request), &header, answer),
     }
-}
-
-/// The node's own attention entry while its data disk is full (group 0
-/// stands for the node).
-fn disk_full_attention(shared: &Shared) -> Option<AttentionEntry> {
-    if !shared.disk.is_full() {
-        return None;
-    }
-    let (free, reserve) = shared.disk.reading();
-    Some(AttentionEntry {
-        group: 0,
-        stream: String::new(),
-        topic: String::new(),
-        partition: 0,
-        view: 0,
-        reason: AttentionReason::DiskFull,
-        awaited: Vec::new(),
-        detail: format!(
-            "node {}: the data disk at {} has {free} bytes free, below the reserve of {reserve}; \
-             produces are refused until space is freed",
-            shared.config.node,
-            shared.config.data_dir.display()
-        ),
-    })
 }
 
 /// Proposes a partition move once the node's safety check passes; answers
@@ -748,195 +799,4 @@ fn route(
         ),
     };
     answer(error_frame(header, &error));
-}
-
-fn nodes(shared: &Shared) -> Vec<NodeInfo> {
-    shared
-        .config
-        .peers
-        .iter()
-        .map(|peer| NodeInfo {
-            id: peer.id,
-            replica_address: peer.replica_address.clone(),
-            client_address: peer.client_address.clone(),
-            reachable: shared.reachable(peer.id),
-        })
-        .collect()
-}
-
-/// Answers Metadata from the catalog this node has applied, but only as far
-/// as it is true: nothing while the metadata replica has not caught up since
-/// the node started (`NotReady`: the client asks another node), and no
-/// "unknown stream/topic" unless the catalog is current.
-/// Consumer groups as this node's catalog holds them (refused while it loads).
-fn describe_groups_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
-    let header = request.header();
-    let query = match DescribeGroups::from_bytes(request.body()) {
-        Ok(query) => query,
-        Err(error) => {
-            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
-            return error_frame(header, &error);
-        }
-    };
-    if shared.catalog_freshness() == CatalogFreshness::Loading {
-        return error_frame(header, &not_ready(shared, "is still loading its catalog"));
-    }
-    let catalog = shared.catalog();
-    let reply = catalog.describe_groups(&query.group);
-    reply_frame_as_of(
-        header,
-        ResultCode::Ok,
-        Bytes::from(reply.to_vec()),
-        catalog.applied_op,
-    )
-}
-
-fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
-    let header = request.header();
-    let query = match MetadataRequest::from_bytes(request.body()) {
-        Ok(query) => query,
-        Err(error) => {
-            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
-            return error_frame(header, &error);
-        }
-    };
-    let freshness = shared.catalog_freshness();
-    let catalog = shared.catalog();
-    // Every answer says which metadata op it reflects, errors included.
-    let as_of = catalog.applied_op;
-    let error_frame = |header: &RequestHeader, error: &ErrorBody| {
-        reply_frame_as_of(header, error.code(), Bytes::from(error.to_vec()), as_of)
-    };
-    if freshness == CatalogFreshness::Loading {
-        return error_frame(header, &not_ready(shared, "is still loading its catalog"));
-    }
-    let views = |group: u64| shared.view_of(group).unwrap_or(0);
-    let mut topics = Vec::new();
-    for (stream, stream_topics) in &catalog.streams {
-        if query.stream.as_ref().is_some_and(|wanted| wanted != stream) {
-            continue;
-        }
-        for topic in stream_topics.keys() {
-            if query.topic.as_ref().is_some_and(|wanted| wanted != topic) {
-                continue;
-            }
-            if let Some(info) = catalog.topic_info(stream, topic, &views) {
-                topics.push(info);
-            }
-        }
-    }
-    if let Some(stream) = &query.stream {
-        let unknown = if !catalog.streams.contains_key(stream) {
-            Some(ErrorBody::message(
-                ResultCode::UnknownStream,
-                format!("no stream named {stream}"),
-            ))
-        } else if let Some(topic) = &query.topic
-            && topics.is_empty()
-        {
-            Some(ErrorBody::message(
-                ResultCode::UnknownTopic,
-                format!("no topic named {topic} in stream {stream}"),
-            ))
-        } else {
-            None
-        };
-        if let Some(unknown) = unknown {
-            if freshness != CatalogFreshness::Current {
-                let why = "is not caught up with the metadata plane, so it cannot say a name \
-                           does not exist";
-                return error_frame(header, &not_ready(shared, why));
-            }
-            return error_frame(header, &unknown);
-        }
-    }
-    let reply = MetadataReply {
-        nodes: nodes(shared),
-        streams: catalog.streams.keys().cloned().collect(),
-        topics,
-        failover_ms: failover_ms(shared),
-    };
-    reply_frame_as_of(header, ResultCode::Ok, Bytes::from(reply.to_vec()), as_of)
-}
-
-/// The `NotReady` answer: this node `why`; another node may know.
-fn not_ready(shared: &Shared, why: &str) -> ErrorBody {
-    let node = shared.config.node;
-    ErrorBody::message(
-        ResultCode::NotReady,
-        format!("node {node} {why}: ask another node"),
-    )
-}
-
-/// How long a silent primary takes to be replaced: its backups wait the
-/// primary timeout, then the view change may take its own timeout.
-fn failover_ms(shared: &Shared) -> u32 {
-    let timeouts = strand_consensus::Timeouts::default();
-    let ticks = timeouts.primary_ticks + timeouts.view_change_ticks;
-    u32::try_from(ticks.saturating_mul(shared.config.tick_ms)).unwrap_or(u32::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use bytes::BytesMut;
-    use strand_partition::ReadHandles;
-    use strand_wire::{FrameDecoder, ViewId};
-
-    use super::*;
-    use crate::config::loopback_test_config;
-
-    fn shared() -> Shared {
-        let config = loopback_test_config(1);
-        Shared::new(config, BTreeMap::new(), ReadHandles::new(16), 1)
-    }
-
-    /// Asks `shared` for metadata (of `stream`, if given); the answer's
-    /// result code and body.
-    fn ask(shared: &Shared, stream: Option<&str>) -> (ResultCode, Bytes) {
-        let query = MetadataRequest {
-            stream: stream.map(str::to_owned),
-            topic: None,
-        };
-        let mut header = RequestHeader::new(0, 0, ViewId::ZERO, 0);
-        header.client.set(5);
-        header.request.set(1);
-        header.operation = Operation::Metadata as u8;
-        let request = Msg::new(header, Bytes::from(query.to_vec()));
-        let mut frame = BytesMut::from(&metadata_reply(shared, &request)[..]);
-        let decoded = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX)
-            .decode(&mut frame)
-            .expect("a valid frame")
-            .expect("a whole frame");
-        let Message::Reply(reply) = decoded else {
-            panic!("not a reply");
-        };
-        (reply.header().result(), reply.body().clone())
-    }
-
-    #[test]
-    fn a_node_whose_catalog_never_caught_up_answers_not_ready() {
-        let shared = shared();
-        assert_eq!(ask(&shared, None).0, ResultCode::NotReady);
-        assert_eq!(ask(&shared, Some("s")).0, ResultCode::NotReady);
-        shared.set_catalog_current(false);
-        assert_eq!(ask(&shared, None).0, ResultCode::NotReady, "still loading");
-    }
-
-    #[test]
-    fn only_a_current_catalog_says_a_name_is_unknown() {
-        let shared = shared();
-        shared.set_catalog_current(true);
-        assert_eq!(ask(&shared, Some("s")).0, ResultCode::UnknownStream);
-        let (code, body) = ask(&shared, None);
-        assert_eq!(code, ResultCode::Ok);
-        let metadata = MetadataReply::from_bytes(&body).expect("a metadata reply");
-        assert_eq!(metadata.failover_ms, 700, "(30 + 40 ticks) of 10 ms");
-
-        shared.set_catalog_current(false);
-        assert_eq!(shared.catalog_freshness(), CatalogFreshness::Behind);
-        assert_eq!(ask(&shared, Some("s")).0, ResultCode::NotReady);
-        assert_eq!(ask(&shared, None).0, ResultCode::Ok, "what it has is true");
-    }
 }

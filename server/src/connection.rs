@@ -13,14 +13,14 @@
 //!   so that these sockets never take the WAL's descriptors
 //!   ([`crate::limits::DescriptorBudget`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use strand_wire::ops::ErrorBody;
-use strand_wire::{CommandHeader, Msg, ReplyHeader, ResultCode};
+use strand_wire::{CommandHeader, HEADER_SIZE, Msg, ReplyHeader, ResultCode};
 use tokio::sync::{Notify, mpsc};
 use zerocopy::FromBytes;
 
@@ -52,7 +52,16 @@ pub struct ConnectionReceiver {
 struct Outbound {
     queued_bytes: AtomicU64,
     room: Notify,
+    /// The user the connection signed in as: its fetch replies count
+    /// against that user's fetch quota.
+    user: Mutex<Option<String>>,
+    /// Requests the node delayed for a quota, and by how many ms: their
+    /// replies say so. The newest [`THROTTLED_KEPT`].
+    throttled: Mutex<VecDeque<((u128, u64), u32)>>,
 }
+
+/// Delayed requests a connection remembers until their replies leave.
+const THROTTLED_KEPT: usize = 1024;
 
 /// A reply queue of `capacity` frames.
 pub fn reply_queue(capacity: usize) -> (ConnectionSender, ConnectionReceiver) {
@@ -100,6 +109,21 @@ impl ConnectionSender {
         self.outbound.queued_bytes.load(Ordering::Relaxed)
     }
 
+    /// The connection signed in as `user`.
+    pub fn set_user(&self, user: Option<String>) {
+        *self.outbound.user.lock().expect("connection lock") = user;
+    }
+
+    /// Request `request` of `client` waited `throttle_ms` for a quota: its
+    /// reply will say so.
+    pub fn note_throttle(&self, client: u128, request: u64, throttle_ms: u32) {
+        let mut throttled = self.outbound.throttled.lock().expect("connection lock");
+        if throttled.len() >= THROTTLED_KEPT {
+            throttled.pop_front();
+        }
+        throttled.push_back(((client, request), throttle_ms));
+    }
+
     /// Waits until the queued replies are at most [`REPLY_BYTES_PAUSE`].
     pub async fn room(&self) {
         loop {
@@ -116,6 +140,41 @@ impl ConnectionReceiver {
     /// The frame queue, for the writer to take from.
     pub fn frames(&mut self) -> &mut mpsc::Receiver<Bytes> {
         &mut self.frames
+    }
+
+    /// The user the connection signed in as, if any.
+    pub fn user(&self) -> Option<String> {
+        self.outbound.user.lock().expect("connection lock").clone()
+    }
+
+    /// `frame` as it leaves: with its `throttle_ms` filled in when its
+    /// request was delayed for a quota (the header resealed; the body is
+    /// the same bytes), as one or two slices.
+    pub fn stamped(&self, frame: Bytes) -> (Bytes, Option<Bytes>) {
+        let Ok((reply, _)) = ReplyHeader::read_from_prefix(&frame) else {
+            return (frame, None);
+        };
+        let key = (reply.client.get(), reply.request.get());
+        let throttle_ms = {
+            let mut throttled = self.outbound.throttled.lock().expect("connection lock");
+            if throttled.is_empty() {
+                return (frame, None);
+            }
+            let Some(at) = throttled.iter().position(|(noted, _)| *noted == key) else {
+                return (frame, None);
+            };
+            throttled.remove(at).map_or(0, |(_, ms)| ms)
+        };
+        let mut header = [0u8; HEADER_SIZE];
+        header.copy_from_slice(&frame[..HEADER_SIZE]);
+        let Ok(reply) = ReplyHeader::mut_from_bytes(&mut header) else {
+            return (frame, None);
+        };
+        reply.throttle_ms.set(throttle_ms);
+        let sum = strand_wire::checksum::checksum(&header[4..]);
+        header[..4].copy_from_slice(&sum.to_le_bytes());
+        let body = frame.slice(HEADER_SIZE..);
+        (Bytes::copy_from_slice(&header), Some(body))
     }
 
     /// The writer sent `bytes` of queued frames: room for more.

@@ -905,7 +905,8 @@ impl Actor {
             | Operation::GrantPermission
             | Operation::RevokePermission
             | Operation::CreateToken
-            | Operation::RevokeToken => self.submit(request, 0),
+            | Operation::RevokeToken
+            | Operation::SetQuota => self.submit(request, 0),
             Operation::Heartbeat => self.on_heartbeat(&request),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),
@@ -936,6 +937,7 @@ impl Actor {
             | Operation::AcceptLoss
             | Operation::DescribeGroups
             | Operation::ListUsers
+            | Operation::ListQuotas
             | Operation::Authenticate
             | Operation::Metadata => self.refuse(
                 &header,

@@ -24,7 +24,9 @@
 //! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: local answers and routing |
+//! | [`local_answers`] | what a node answers from its own catalog and status: metadata, consumer groups, the full-disk entry |
 //! | [`connection`] | what one connection may cost (reply bytes, back-pressure) and how many there may be |
+//! | [`quota`] | per-user produce, fetch and request rates, enforced by delaying |
 //! | [`auth`] | signing in (Argon2id checks off the runtime) and the right each operation needs |
 //! | [`audit`] | the audit log: every admin action with identity, source, time, target and outcome |
 //! | [`guard`] | the node's safety checks of partition moves (reassign, drop-replica) before it proposes them |
@@ -62,9 +64,11 @@ pub mod disk;
 pub mod group;
 pub mod guard;
 pub mod limits;
+pub mod local_answers;
 pub mod metrics;
 pub mod node;
 pub mod outbox;
+pub mod quota;
 pub mod replies;
 pub mod shard;
 pub mod shared;

@@ -19,6 +19,7 @@
 //! | `wal_io_errors_total` | counter | failed WAL operations |
 //! | `bus_frames_dropped_total` | counter | frames dropped at a full or closed peer queue |
 //! | `requests_refused_invalid_body_total{operation}` | counter | requests refused `InvalidRequest` at the door: the body does not decode as the operation's |
+//! | `quota_throttled_total{user,rate}`, `quota_throttled_ms_total{user,rate}` | counter | requests delayed for a user's quota (`produce`, `fetch`, `requests`), and the milliseconds |
 //! | `client_connections` | gauge | client connections open |
 //! | `client_connections_closed_total{reason}` | counter | connections closed for a limit: `too_many_on_node`, `too_many_from_address`, `no_sign_in_in_time`, `idle` |
 //! | `client_replies_busy_total` | counter | replies answered `Busy` because their connection's queue held too many unread bytes |
@@ -219,6 +220,13 @@ pub fn permission_denied(operation: strand_wire::Operation) {
 pub fn request_body_invalid(operation: strand_wire::Operation) {
     counter!("requests_refused_invalid_body_total", "operation" => format!("{operation:?}"))
         .increment(1);
+}
+
+/// A request of `user` waited `delay` for its `rate` quota.
+pub fn quota_throttled(user: &str, rate: &'static str, delay: std::time::Duration) {
+    let labels = [("user", user.to_owned()), ("rate", rate.to_owned())];
+    counter!("quota_throttled_total", &labels).increment(1);
+    counter!("quota_throttled_ms_total", &labels).increment(delay.as_millis() as u64);
 }
 
 /// A reply was answered `Busy` instead: its connection's queue held too

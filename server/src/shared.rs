@@ -120,6 +120,8 @@ pub struct Shared {
     /// The client connections open, under their bounds (see
     /// [`crate::connection`]).
     pub connections: Arc<crate::connection::Connections>,
+    /// Every user's quota buckets on this node (see [`crate::quota`]).
+    pub quotas: crate::quota::Quotas,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -171,6 +173,7 @@ impl Shared {
                 config_limits.client_connections_max,
                 config_limits.client_connections_per_address_max,
             ),
+            quotas: crate::quota::Quotas::default(),
         }
     }
 

@@ -79,11 +79,15 @@ pub enum Operation {
     CreateToken = 30,
     /// Revoke an access token. Metadata plane.
     RevokeToken = 31,
+    /// Set a user's produce, fetch and request rates. Metadata plane, admin.
+    SetQuota = 34,
+    /// Every user's quota: answered by any node from its catalog. Admin.
+    ListQuotas = 35,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 31] = [
+    pub const ALL: [Operation; 33] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -115,6 +119,8 @@ impl Operation {
         Operation::Authenticate,
         Operation::CreateToken,
         Operation::RevokeToken,
+        Operation::SetQuota,
+        Operation::ListQuotas,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -153,6 +159,7 @@ impl Operation {
                 | Operation::RevokePermission
                 | Operation::CreateToken
                 | Operation::RevokeToken
+                | Operation::SetQuota
         )
     }
 
@@ -169,6 +176,8 @@ impl Operation {
                 | Operation::DeleteUser
                 | Operation::GrantPermission
                 | Operation::RevokePermission
+                | Operation::SetQuota
+                | Operation::ListQuotas
         )
     }
 

@@ -467,6 +467,8 @@ impl State {
             | Operation::GrantPermission
             | Operation::RevokePermission
             | Operation::ListUsers
+            | Operation::SetQuota
+            | Operation::ListQuotas
             | Operation::Authenticate
             | Operation::CreateToken
             | Operation::RevokeToken => Outcome::Reply(reply(

@@ -1,6 +1,6 @@
 //! The client port: requests in, replies out.
 
-use zerocopy::little_endian::{U16, U64, U128};
+use zerocopy::little_endian::{U16, U32, U64, U128};
 
 use crate::command::Command;
 use crate::header::{FieldError, command_header, ensure};
@@ -57,6 +57,9 @@ command_header! {
     operation: u8,
     /// The [`ResultCode`].
     result: U16,
+    /// How long the node delayed the request before handling it, in
+    /// milliseconds: its user was over a quota (see `ops::Quota`).
+    throttle_ms: U32,
 }
 
 impl ReplyHeader {

@@ -20,9 +20,10 @@ pub fn check_request(operation: Operation, body: &[u8]) -> Result<(), BodyError>
         Operation::Fetch => decodes::<FetchRequest>(body),
         Operation::StoreCursor => decodes::<StoreCursor>(body),
         Operation::GetCursor => decodes::<GetCursor>(body),
-        Operation::ClusterStatus | Operation::Attention | Operation::ListUsers => {
-            decodes::<Empty>(body)
-        }
+        Operation::ClusterStatus
+        | Operation::Attention
+        | Operation::ListUsers
+        | Operation::ListQuotas => decodes::<Empty>(body),
         Operation::AcceptLoss => decodes::<AcceptLoss>(body),
         Operation::Metadata => decodes::<MetadataRequest>(body),
         // Prepared by a group's primary itself: never a client's request.
@@ -50,6 +51,7 @@ pub fn check_request(operation: Operation, body: &[u8]) -> Result<(), BodyError>
         Operation::Authenticate => decodes::<Authenticate>(body),
         Operation::CreateToken => decodes::<CreateToken>(body),
         Operation::RevokeToken => decodes::<RevokeToken>(body),
+        Operation::SetQuota => decodes::<SetQuota>(body),
     }
 }
 

@@ -31,6 +31,8 @@
 //! | Authenticate | [`Authenticate`] | [`Empty`] |
 //! | CreateToken | [`CreateToken`] | [`Empty`] |
 //! | RevokeToken | [`RevokeToken`] | [`Empty`] |
+//! | SetQuota | [`SetQuota`] | [`Empty`] |
+//! | ListQuotas | [`Empty`] | [`QuotaList`] |
 //!
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
@@ -40,6 +42,7 @@ mod cursor;
 mod error_body;
 mod fetch;
 mod group;
+mod quota;
 mod reassign;
 mod status;
 pub mod tokens;
@@ -62,6 +65,7 @@ pub use group::{
     GroupFence, GroupInfo, Heartbeat, JoinGroup, LeaveGroup, MemberInfo, SESSION_TIMEOUT_MS_MAX,
     SESSION_TIMEOUT_MS_MIN,
 };
+pub use quota::{Quota, QuotaList, SetQuota};
 pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};
 pub use status::{
     AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, GroupStatus,
