@@ -1,7 +1,8 @@
 //! Users, permissions and access tokens through the SDK: create (the
 //! password is hashed here with Argon2id, so it never leaves this process),
-//! delete, grant, revoke, list; create a token (its secret is made and
-//! hashed here, and shown once) and revoke it.
+//! delete, grant, revoke, list; create a token (its 256-bit secret is made
+//! here and shown once; the cluster keeps only its keyed hash, see
+//! `strand_wire::ops::tokens`) and revoke it.
 
 use argon2::password_hash::{PasswordHasher, SaltString};
 use bytes::Bytes;
@@ -29,18 +30,13 @@ pub fn hash_password(password: &str) -> Result<String, ClientError> {
             reason: format!("a password has at least {PASSWORD_LENGTH_MIN} bytes"),
         });
     }
-    hash_secret(password)
-}
-
-/// An Argon2id hash of `secret` in PHC form, with a random salt.
-fn hash_secret(secret: &str) -> Result<String, ClientError> {
     let salt_bytes: [u8; 16] = rand::random();
     let salt =
         SaltString::encode_b64(&salt_bytes).map_err(|error| ClientError::InvalidArgument {
             reason: format!("salt: {error}"),
         })?;
     argon2::Argon2::default()
-        .hash_password(secret.as_bytes(), &salt)
+        .hash_password(password.as_bytes(), &salt)
         .map(|hash| hash.to_string())
         .map_err(|error| ClientError::InvalidArgument {
             reason: format!("hashing the password: {error}"),
@@ -199,7 +195,7 @@ impl Client {
         let body = CreateToken {
             id: id.clone(),
             user: user.to_owned(),
-            secret_hash: hash_secret(&secret)?,
+            secret_hash: strand_wire::ops::tokens::token_secret_hash(&id, &secret),
             label: label.to_owned(),
             expires_at_ms,
         };

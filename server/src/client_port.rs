@@ -84,6 +84,8 @@ struct Peer {
     certificate_user: Option<String>,
     /// Its address, for the audit log.
     source: String,
+    /// Its IP address, for the failed sign-in limits.
+    ip: std::net::IpAddr,
     /// Its admin requests awaiting replies (see [`crate::audit`]).
     audit: crate::audit::Pending,
 }
@@ -125,6 +127,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                         caller,
                         certificate_user,
                         source: address.to_string(),
+                        ip: address.ip().to_canonical(),
                         audit: crate::audit::Pending::default(),
                     };
                     let audit = shared.audit.clone().map(|log| (log, peer.audit.clone()));
@@ -144,34 +147,76 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
-/// Signs the connection in (or refuses, and closes it after
-/// [`crate::auth::SIGN_IN_FAILURES_MAX`] failures).
+/// Signs the connection in (or refuses, audits the refusal, and closes
+/// the connection after [`crate::auth::SIGN_IN_FAILURES_MAX`] refusals).
 async fn sign_in(
     shared: &Arc<Shared>,
     request: &Msg<RequestHeader>,
     sender: &ConnectionSender,
+    peer: &Peer,
     signed_in: &mut Option<crate::auth::Identity>,
     failures: &mut u32,
 ) -> Result<(), String> {
     let header = request.header();
-    match crate::auth::sign_in(shared, request.body()).await {
+    let (attempt, result) = crate::auth::sign_in::sign_in(shared, request.body(), peer.ip).await;
+    let refused = match result {
         Ok(identity) => {
             tracing::debug!(user = identity.user, proof = ?identity.proof, "client: signed in");
             *signed_in = Some(identity);
             let _ = sender.try_send(reply_frame(header, ResultCode::Ok, Bytes::new()));
-            Ok(())
+            return Ok(());
         }
-        Err(message) => {
-            metrics::sign_in_failed();
-            *failures += 1;
-            let error = ErrorBody::message(ResultCode::AuthenticationFailed, message);
-            let _ = sender.try_send(error_frame(header, &error));
-            if *failures >= crate::auth::SIGN_IN_FAILURES_MAX {
-                return Err(format!("{failures} failed sign-ins"));
-            }
-            Ok(())
+        Err(refused) => refused,
+    };
+    *failures += 1;
+    let error = refused.error_body();
+    if let Some(log) = &shared.audit {
+        let target = attempt.user.as_deref().unwrap_or_default();
+        let entry = crate::audit::sign_in_failure(
+            &attempt.audit_name(),
+            &peer.source,
+            target,
+            error.code(),
+        );
+        log.record(entry).await;
+    }
+    let _ = sender.try_send(error_frame(header, &error));
+    if *failures >= crate::auth::SIGN_IN_FAILURES_MAX {
+        return Err(format!("{failures} failed sign-ins"));
+    }
+    Ok(())
+}
+
+/// Why `request` is refused before it is handled, beyond its rights: its
+/// client id belongs to another user (see [`crate::auth::client_ids`]), or
+/// it would store a credential hash the node does not accept (see
+/// [`crate::auth::hash_policy`]). A node is exempt from the first.
+fn request_refusal(
+    shared: &Shared,
+    request: &Msg<RequestHeader>,
+    caller: Caller,
+    signed_in: Option<&crate::auth::Identity>,
+) -> Option<ErrorBody> {
+    if !matches!(caller, Caller::Node(_)) {
+        let user = signed_in.map_or(crate::auth::client_ids::ANONYMOUS, |identity| {
+            identity.user.as_str()
+        });
+        let client = request.header().client.get();
+        if let Err(owner) = shared.client_owners.claim(client, user) {
+            metrics::client_id_refused();
+            let owner = if owner.is_empty() {
+                "an anonymous caller"
+            } else {
+                "another user"
+            };
+            let message = format!(
+                "client id {client:032x} belongs to {owner} on this node: use a client id of \
+                 your own"
+            );
+            return Some(ErrorBody::message(ResultCode::PermissionDenied, message));
         }
     }
+    crate::auth::hash_policy::refusal_before_prepare(request)
 }
 
 /// Why `request` is refused to its caller under `[auth] required`, if it is:
@@ -324,7 +369,15 @@ async fn read_requests(
                 continue;
             }
             if request.header().operation() == Operation::Authenticate {
-                sign_in(shared, &request, sender, &mut signed_in, &mut failures).await?;
+                sign_in(
+                    shared,
+                    &request,
+                    sender,
+                    peer,
+                    &mut signed_in,
+                    &mut failures,
+                )
+                .await?;
                 continue;
             }
             if let Some(log) = &shared.audit {
@@ -340,7 +393,9 @@ async fn read_requests(
                     log.record(evicted).await;
                 }
             }
-            if let Some(refusal) = auth_refusal(shared, &request, peer.caller, signed_in.as_ref()) {
+            let refusal = auth_refusal(shared, &request, peer.caller, signed_in.as_ref())
+                .or_else(|| request_refusal(shared, &request, peer.caller, signed_in.as_ref()));
+            if let Some(refusal) = refusal {
                 let _ = sender.try_send(error_frame(request.header(), &refusal));
                 continue;
             }

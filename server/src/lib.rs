@@ -22,7 +22,7 @@
 //! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: local answers and routing |
-//! | [`auth`] | signing in (Argon2id checks off the runtime) and the right each operation needs |
+//! | [`auth`] | signing in and the right each operation needs; sign-in hardened against hostile clients (fixed Argon2 parameters, a bounded check pool, failure limits, client id owners) |
 //! | [`audit`] | the audit log: every admin action with identity, source, time, target and outcome |
 //! | [`guard`] | the node's safety checks of partition moves (reassign, drop-replica) before it proposes them |
 //! | [`coordinator`] | consumer groups: session deadlines on the metadata primary, expired members removed |

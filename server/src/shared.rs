@@ -115,6 +115,10 @@ pub struct Shared {
     pub tls: Option<crate::tls::NodeTls>,
     /// Where admin actions are recorded (`None` in unit tests).
     pub audit: Option<crate::audit::AuditLog>,
+    /// The password-check pool and the failed sign-in limits.
+    pub sign_ins: crate::auth::sign_in::SignIns,
+    /// Which user each client id belongs to.
+    pub client_owners: crate::auth::client_ids::ClientOwners,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -160,6 +164,8 @@ impl Shared {
             coordinator: Mutex::new(crate::coordinator::Coordinator::default()),
             tls: None,
             audit: None,
+            sign_ins: crate::auth::sign_in::SignIns::default(),
+            client_owners: crate::auth::client_ids::ClientOwners::default(),
         }
     }
 

@@ -252,11 +252,15 @@ pub enum ResultCode {
     /// The credentials do not match a user (the same answer for an unknown
     /// user and a wrong password), or the connection has not signed in.
     AuthenticationFailed = 22,
+    /// Too many failed sign-ins from this address or for this user name:
+    /// refused without checking the credentials. The message says how long
+    /// to wait.
+    Throttled = 23,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 23] = [
+    pub const ALL: [ResultCode; 24] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -280,6 +284,7 @@ impl ResultCode {
         ResultCode::PermissionDenied,
         ResultCode::Refused,
         ResultCode::AuthenticationFailed,
+        ResultCode::Throttled,
     ];
 
     /// Parses a result code; `None` for a value that names none.
