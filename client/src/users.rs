@@ -96,6 +96,18 @@ fn now_ms() -> u64 {
         })
 }
 
+/// The SHA-256 fingerprint of the first certificate in the PEM file
+/// `path`: how the cluster names a certificate it revokes.
+pub fn certificate_fingerprint_of_file(path: &std::path::Path) -> Result<String, ClientError> {
+    let certs = crate::tls::load_certs(path).map_err(|error| ClientError::InvalidArgument {
+        reason: format!("{}: {error}", path.display()),
+    })?;
+    let first = certs.first().ok_or_else(|| ClientError::InvalidArgument {
+        reason: format!("{} holds no certificate", path.display()),
+    })?;
+    Ok(strand_wire::ops::certificate_fingerprint(first.as_ref()))
+}
+
 /// Parses a permission as the command line writes it: `admin`,
 /// `produce:STREAM`, `consume:STREAM/TOPIC`, `manage:STREAM`.
 pub fn parse_permission(text: &str) -> Result<Permission, String> {
@@ -224,6 +236,30 @@ impl Client {
             id: token_id(id_or_token)?,
         };
         self.user_change(Operation::RevokeToken, body.to_vec())
+            .await?;
+        self.catalog_applied_everywhere().await
+    }
+
+    /// Revokes a user certificate by its SHA-256 fingerprint (see
+    /// [`certificate_fingerprint_of_file`]), the built-in `admin`'s
+    /// included: it signs in no more, and connections signed in with it
+    /// are refused from their next request. Needs `admin`. Like
+    /// [`Client::revoke_token`], returns after asking every node to
+    /// confirm it has applied the revocation: one answer per node.
+    pub async fn revoke_certificate(
+        &self,
+        fingerprint: &str,
+    ) -> Result<Vec<crate::admin::NodeAnswer<()>>, ClientError> {
+        let fingerprint = fingerprint.to_ascii_lowercase().replace(':', "");
+        if !strand_wire::ops::certificates::is_fingerprint(&fingerprint) {
+            return Err(ClientError::InvalidArgument {
+                reason: format!(
+                    "{fingerprint:?} is not a SHA-256 fingerprint (64 hex digits, colons allowed)"
+                ),
+            });
+        }
+        let body = strand_wire::ops::RevokeCertificate { fingerprint };
+        self.user_change(Operation::RevokeCertificate, body.to_vec())
             .await?;
         self.catalog_applied_everywhere().await
     }

@@ -14,7 +14,7 @@
 //! longer holds is known deleted ([`Catalog::is_deleted`]) on every node, at
 //! any catalog op after the delete.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use strand_consensus::StateMachine;
@@ -259,6 +259,8 @@ pub struct Catalog {
     pub(crate) users: crate::users::Users,
     /// Access tokens by id (see [`crate::users`]).
     pub(crate) tokens: crate::users::Tokens,
+    /// Revoked user certificates by fingerprint (see [`crate::users`]).
+    pub(crate) revoked_certificates: BTreeSet<String>,
 }
 
 impl Catalog {
@@ -274,6 +276,7 @@ impl Catalog {
             consumer_groups: BTreeMap::new(),
             users: BTreeMap::new(),
             tokens: BTreeMap::new(),
+            revoked_certificates: BTreeSet::new(),
         }
     }
 
@@ -675,6 +678,7 @@ impl StateMachine for Catalog {
             Operation::RevokePermission => self.revoke_permission(body),
             Operation::CreateToken => self.create_token(body),
             Operation::RevokeToken => self.revoke_token(body),
+            Operation::RevokeCertificate => self.revoke_certificate(body),
             other => Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!("{other:?} is not a metadata operation"),

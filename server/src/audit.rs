@@ -115,6 +115,8 @@ fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
             .map(|create| format!("token {} for {}", create.id, create.user)),
         Operation::RevokeToken => strand_wire::ops::RevokeToken::from_bytes(body)
             .map(|revoke| format!("token {}", revoke.id)),
+        Operation::RevokeCertificate => strand_wire::ops::RevokeCertificate::from_bytes(body)
+            .map(|revoke| format!("certificate {}", revoke.fingerprint)),
         Operation::ReassignPartition => {
             return ReassignPartition::from_bytes(body).map_or_else(
                 |error| (format!("undecodable: {error}"), false),

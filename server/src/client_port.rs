@@ -80,8 +80,9 @@ impl Caller {
 /// One client connection as the node knows it.
 struct Peer {
     caller: Caller,
-    /// The user its certificate names (signed in from the start).
-    certificate_user: Option<String>,
+    /// The user its certificate names, and the certificate's SHA-256
+    /// fingerprint (signed in from the start, unless it is revoked).
+    certificate_user: Option<(String, String)>,
     /// Its address, for the audit log.
     source: String,
     /// Its IP address, for the failed sign-in limits.
@@ -268,7 +269,7 @@ fn is_node_internal(request: &Msg<RequestHeader>) -> bool {
 async fn open(
     shared: &Shared,
     stream: TcpStream,
-) -> Result<(ReadStream, WriteStream, Caller, Option<String>), String> {
+) -> Result<(ReadStream, WriteStream, Caller, Option<(String, String)>), String> {
     let Some(tls) = &shared.tls else {
         let (read, write) = split_plain(stream);
         return Ok((read, write, Caller::Unverified, None));
@@ -285,7 +286,10 @@ async fn open(
     if let Some(node) = NodeTls::node_of(&certificate, nodes) {
         return Ok((read, write, Caller::Node(node), None));
     }
-    let user = crate::tls::user_of(&certificate);
+    let user = crate::tls::user_of(&certificate).map(|user| {
+        let fingerprint = strand_wire::ops::certificate_fingerprint(certificate.as_ref());
+        (user, fingerprint)
+    });
     Ok((read, write, Caller::Client, user))
 }
 
@@ -328,13 +332,13 @@ async fn read_requests(
 ) -> Result<(), String> {
     let decoder = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX);
     // The user this connection signed in as, and its failed attempts.
-    let mut signed_in = peer
-        .certificate_user
-        .clone()
-        .map(|user| crate::auth::Identity {
-            user,
-            proof: crate::auth::Proof::Certificate,
-        });
+    let mut signed_in =
+        peer.certificate_user
+            .clone()
+            .map(|(user, fingerprint)| crate::auth::Identity {
+                user,
+                proof: crate::auth::Proof::Certificate(fingerprint),
+            });
     let mut failures = 0u32;
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     // The header of the frame being decoded: a frame whose body fails is

@@ -856,7 +856,8 @@ impl Actor {
             | Operation::GrantPermission
             | Operation::RevokePermission
             | Operation::CreateToken
-            | Operation::RevokeToken => self.submit(request, 0),
+            | Operation::RevokeToken
+            | Operation::RevokeCertificate => self.submit(request, 0),
             Operation::Heartbeat => self.on_heartbeat(&request),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),

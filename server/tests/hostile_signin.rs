@@ -13,6 +13,7 @@
 //! - Failed sign-ins are limited per address and per user name
 //!   (`Throttled`, unchecked), cool down, and are audited.
 //! - A client id belongs to the user who first used it.
+//! - Any user certificate, the built-in admin's too, can be revoked.
 
 mod common;
 
@@ -35,6 +36,10 @@ use tokio::net::TcpSocket;
 
 const ADMIN_PASSWORD: &str = "admin password";
 const ALICE_PASSWORD: &str = "alice password";
+
+/// Failures a user name may take in a row (the node's default): the
+/// timing phase stays within it.
+const USER_FAILURES_MAX: u8 = 5;
 
 /// An answer to a raw request: its result code and message, or the
 /// connection closed.
@@ -309,6 +314,7 @@ fn signing_in_cannot_be_used_as_a_weapon() {
         unknown_and_known_users_take_the_same_time(&cluster).await;
         failures_are_limited_per_address_and_per_user(&cluster).await;
         a_client_id_belongs_to_its_first_user(&cluster).await;
+        an_admin_certificate_can_be_revoked(&cluster).await;
 
         stop.store(true, Ordering::Relaxed);
         let figures = good.await.expect("the well-behaved client");
@@ -454,7 +460,7 @@ async fn a_flood_of_sign_ins_is_refused_busy_beyond_the_pool(cluster: &Cluster) 
 async fn unknown_and_known_users_take_the_same_time(cluster: &Cluster) {
     let mut known = Vec::new();
     let mut unknown = Vec::new();
-    for index in 1..=5u8 {
+    for index in 1..=USER_FAILURES_MAX {
         let mut raw = cluster.raw(2, Ipv4Addr::new(127, 0, 3, index)).await;
         let (answer, took) = raw.sign_in(&password("timed", "wrong password")).await;
         assert_eq!(
@@ -474,7 +480,9 @@ async fn unknown_and_known_users_take_the_same_time(cluster: &Cluster) {
         unknown.push(took);
     }
     let (known, unknown) = (median(known), median(unknown));
-    println!("refusal, median of 5: known user {known:?}, unknown user {unknown:?}");
+    println!(
+        "refusal, median of {USER_FAILURES_MAX}: known user {known:?}, unknown user {unknown:?}"
+    );
     let ratio = unknown.as_secs_f64() / known.as_secs_f64();
     assert!(
         (0.5..2.0).contains(&ratio),
@@ -614,6 +622,92 @@ async fn a_client_id_belongs_to_its_first_user(cluster: &Cluster) {
     assert!(refused >= 2.0, "{refused}");
 }
 
+/// A client presenting `files` (certificate and key) and no other
+/// credentials.
+async fn with_certificate(
+    cluster: &Cluster,
+    files: (PathBuf, PathBuf),
+) -> Result<Client, strand_client::ClientError> {
+    let mut config = ClientConfig::new(common::bootstrap(&cluster.nodes));
+    config.tls = Some(ClientTls {
+        identity: Some(files),
+        ..ClientTls::new(cluster.ca.clone())
+    });
+    config.deadline_ms = 10_000;
+    Client::connect(config).await
+}
+
+/// A certificate naming `admin` signs in as admin; `strand cert revoke`
+/// ends that, for new connections and open ones alike, while other
+/// users' certificates keep working.
+async fn an_admin_certificate_can_be_revoked(cluster: &Cluster) {
+    let certs = cluster.ca.parent().expect("the certificates' directory");
+    let admin_files = strand_server::tls::generate_user(certs, "admin").expect("admin cert");
+    let alice_files = strand_server::tls::generate_user(certs, "alice").expect("alice cert");
+    let admin = with_certificate(cluster, admin_files.clone())
+        .await
+        .expect("admin's certificate signs in");
+    admin.list_users().await.expect("as admin");
+
+    let password_file = cluster.dir.join("admin.password");
+    std::fs::write(&password_file, format!("{ADMIN_PASSWORD}\n")).expect("password file");
+    let bootstrap = common::bootstrap(&cluster.nodes).join(",");
+    let path = |path: &Path| path.to_str().expect("UTF-8 path").to_owned();
+    let (ca, password, cert) = (
+        path(&cluster.ca),
+        path(&password_file),
+        path(&admin_files.0),
+    );
+    let revoked = common::strand(
+        &bootstrap,
+        &[
+            "--ca",
+            &ca,
+            "--user",
+            "admin",
+            "--password-file",
+            &password,
+            "cert",
+            "revoke",
+            "--file",
+            &cert,
+        ],
+        b"",
+    )
+    .await;
+    assert_eq!(
+        revoked.outcome,
+        strand_client::cli::Outcome::Success,
+        "{}",
+        revoked.stderr
+    );
+    println!("strand cert revoke: {}", revoked.stdout.trim());
+
+    let open = admin.list_users().await;
+    assert!(
+        matches!(
+            open,
+            Err(strand_client::ClientError::AuthenticationFailed { .. })
+        ),
+        "the open connection: {open:?}"
+    );
+    let again = with_certificate(cluster, admin_files).await;
+    assert!(
+        matches!(
+            again,
+            Err(strand_client::ClientError::AuthenticationFailed { .. })
+        ),
+        "a new connection: {again:?}"
+    );
+    let alice = with_certificate(cluster, alice_files)
+        .await
+        .expect("another certificate still signs in");
+    alice
+        .fetch("s", "t", 0, 0, 1 << 20, 0)
+        .await
+        .expect("alice's certificate keeps alice's rights");
+}
+
 /// Every failed sign-in is in the audit log, with address and user name.
 fn failures_are_audited(cluster: &Cluster) {
     let entries = common::audit_entries(&cluster.dir, &cluster.nodes);
@@ -644,4 +738,12 @@ fn failures_are_audited(cluster: &Cluster) {
         from("127.0.1.1", "flood0", "AuthenticationFailed") || from("127.0.1.1", "flood0", "Busy")
     );
     println!("{} failed sign-ins audited", failures.len());
+    assert!(
+        entries
+            .iter()
+            .any(|entry| entry["action"] == "RevokeCertificate"
+                && entry["identity"] == "user admin"
+                && entry["outcome"] == "Ok"),
+        "the revocation is audited"
+    );
 }

@@ -79,11 +79,13 @@ pub enum Operation {
     CreateToken = 30,
     /// Revoke an access token. Metadata plane.
     RevokeToken = 31,
+    /// Revoke a user certificate by its SHA-256 fingerprint. Metadata plane.
+    RevokeCertificate = 33,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 31] = [
+    pub const ALL: [Operation; 32] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -115,6 +117,7 @@ impl Operation {
         Operation::Authenticate,
         Operation::CreateToken,
         Operation::RevokeToken,
+        Operation::RevokeCertificate,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -153,6 +156,7 @@ impl Operation {
                 | Operation::RevokePermission
                 | Operation::CreateToken
                 | Operation::RevokeToken
+                | Operation::RevokeCertificate
         )
     }
 
@@ -169,6 +173,7 @@ impl Operation {
                 | Operation::DeleteUser
                 | Operation::GrantPermission
                 | Operation::RevokePermission
+                | Operation::RevokeCertificate
         )
     }
 

@@ -467,6 +467,7 @@ impl State {
             | Operation::GrantPermission
             | Operation::RevokePermission
             | Operation::ListUsers
+            | Operation::RevokeCertificate
             | Operation::Authenticate
             | Operation::CreateToken
             | Operation::RevokeToken => Outcome::Reply(reply(

@@ -62,8 +62,9 @@ pub enum Proof {
     Password,
     /// One of the user's access tokens, by id.
     Token(String),
-    /// A user certificate of the cluster's CA, presented in the handshake.
-    Certificate,
+    /// A user certificate of the cluster's CA, presented in the handshake,
+    /// by its SHA-256 fingerprint (revocable in the catalog).
+    Certificate(String),
 }
 
 /// Who a connection signed in as.
@@ -82,7 +83,7 @@ impl Identity {
         match &self.proof {
             Proof::Password => format!("user {}", self.user),
             Proof::Token(id) => format!("user {} (token {id})", self.user),
-            Proof::Certificate => format!("user {} (certificate)", self.user),
+            Proof::Certificate(_) => format!("user {} (certificate)", self.user),
         }
     }
 
@@ -90,7 +91,7 @@ impl Identity {
     fn token(&self) -> Option<&str> {
         match &self.proof {
             Proof::Token(id) => Some(id),
-            Proof::Password | Proof::Certificate => None,
+            Proof::Password | Proof::Certificate(_) => None,
         }
     }
 }
@@ -236,6 +237,14 @@ pub fn check(shared: &Shared, identity: &Identity, need: &Need) -> Result<(), Re
             }
             Some(_) => {}
         }
+    }
+    if let Proof::Certificate(fingerprint) = &identity.proof
+        && catalog.is_certificate_revoked(fingerprint)
+    {
+        return Err(Refusal::Credentials(format!(
+            "the certificate of {} (SHA-256 {fingerprint}) was revoked",
+            identity.user
+        )));
     }
     let user = identity.user.as_str();
     if user == ADMIN_USER {

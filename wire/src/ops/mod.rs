@@ -31,10 +31,12 @@
 //! | Authenticate | [`Authenticate`] | [`Empty`] |
 //! | CreateToken | [`CreateToken`] | [`Empty`] |
 //! | RevokeToken | [`RevokeToken`] | [`Empty`] |
+//! | RevokeCertificate | [`RevokeCertificate`] | [`Empty`] |
 //!
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
 mod admin;
+pub mod certificates;
 mod cursor;
 mod error_body;
 mod fetch;
@@ -49,6 +51,7 @@ pub use admin::{
     DeleteStream, DeleteTopic, PARTITIONS_PER_TOPIC_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
     TopicCreated, TopicsDeleted,
 };
+pub use certificates::{REVOKED_CERTIFICATES_MAX, RevokeCertificate, certificate_fingerprint};
 pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
 pub use error_body::ErrorBody;
 pub use fetch::{
