@@ -30,10 +30,14 @@ struct Owners {
     entries_max: usize,
 }
 
+/// Shards of the table, each under its own lock: every request passes
+/// here, so requests of different clients rarely wait for each other.
+const SHARDS: usize = 16;
+
 /// The node's table of client id owners.
 #[derive(Debug)]
 pub struct ClientOwners {
-    table: Mutex<Owners>,
+    shards: Vec<Mutex<Owners>>,
 }
 
 impl Default for ClientOwners {
@@ -43,23 +47,34 @@ impl Default for ClientOwners {
 }
 
 impl ClientOwners {
-    /// A table remembering at most `entries_max` ids.
+    /// A table remembering at most `entries_max` ids (each shard its
+    /// share, at least one).
     pub fn new(entries_max: usize) -> ClientOwners {
         assert!(entries_max > 0, "a table remembers at least one id");
+        let shards = SHARDS.min(entries_max);
         ClientOwners {
-            table: Mutex::new(Owners {
-                owners: HashMap::new(),
-                order: BTreeMap::new(),
-                next_use: 0,
-                entries_max,
-            }),
+            shards: (0..shards)
+                .map(|_| {
+                    Mutex::new(Owners {
+                        owners: HashMap::new(),
+                        order: BTreeMap::new(),
+                        next_use: 0,
+                        entries_max: entries_max / shards,
+                    })
+                })
+                .collect(),
         }
+    }
+
+    fn shard(&self, client: u128) -> &Mutex<Owners> {
+        // Client ids are random: their low bits spread them.
+        &self.shards[(client % self.shards.len() as u128) as usize]
     }
 
     /// Uses `client` as `user`: `Ok` if the id is new (it becomes
     /// `user`'s) or `user`'s already; otherwise `Err` with its owner.
     pub fn claim(&self, client: u128, user: &str) -> Result<(), String> {
-        let mut table = self.table.lock().expect("client owners lock");
+        let mut table = self.shard(client).lock().expect("client owners lock");
         let table = &mut *table;
         let used = table.next_use;
         table.next_use += 1;
@@ -90,7 +105,10 @@ impl ClientOwners {
 
     /// Ids remembered now.
     pub fn len(&self) -> usize {
-        self.table.lock().expect("client owners lock").owners.len()
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().expect("client owners lock").owners.len())
+            .sum()
     }
 
     /// Whether no id is remembered.
@@ -120,14 +138,20 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_and_forgets_the_id_used_longest_ago() {
-        let owners = ClientOwners::new(3);
-        for client in 1..=3 {
-            assert_eq!(owners.claim(client, "alice"), Ok(()));
+        // 48 ids in 16 shards: 3 each; ids 16 apart share a shard.
+        let owners = ClientOwners::new(48);
+        let id = |index: u128| 5 + 16 * index;
+        for index in 1..=3 {
+            assert_eq!(owners.claim(id(index), "alice"), Ok(()));
         }
-        assert_eq!(owners.claim(1, "alice"), Ok(()), "1 is used again");
-        assert_eq!(owners.claim(4, "bob"), Ok(()));
+        assert_eq!(owners.claim(id(1), "alice"), Ok(()), "1 is used again");
+        assert_eq!(owners.claim(id(4), "bob"), Ok(()));
         assert_eq!(owners.len(), 3);
-        assert_eq!(owners.claim(1, "bob"), Err("alice".to_owned()), "kept");
-        assert_eq!(owners.claim(2, "bob"), Ok(()), "2 was forgotten");
+        assert_eq!(owners.claim(id(1), "bob"), Err("alice".to_owned()), "kept");
+        assert_eq!(owners.claim(id(2), "bob"), Ok(()), "2 was forgotten");
+        for client in 0..10_000 {
+            let _ = owners.claim(client, "carol");
+        }
+        assert!(owners.len() <= 48, "{}", owners.len());
     }
 }

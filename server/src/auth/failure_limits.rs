@@ -9,7 +9,8 @@
 //! times, then once per [`USER_REFILL`]. The per-connection limit
 //! (`SIGN_IN_FAILURES_MAX`) still closes a connection on top.
 //!
-//! The tables are bounded ([`ADDRESSES_TRACKED_MAX`],
+//! An IPv6 address counts as its /64 network ([`address_key`]). The
+//! tables are bounded ([`ADDRESSES_TRACKED_MAX`],
 //! [`USERS_TRACKED_MAX`]); a new entry past the bound evicts the one
 //! touched longest ago. Time is passed in, so the rules are tested without
 //! a clock.
@@ -37,6 +38,19 @@ pub const ADDRESSES_TRACKED_MAX: usize = 16_384;
 
 /// User names tracked at most.
 pub const USERS_TRACKED_MAX: usize = 16_384;
+
+/// The key an address is limited under: an IPv4 address itself, an IPv6
+/// address's /64 network (one host commonly holds a whole /64, so single
+/// IPv6 addresses would cost an attacker nothing).
+pub fn address_key(address: IpAddr) -> IpAddr {
+    match address.to_canonical() {
+        IpAddr::V6(v6) => {
+            let network = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(std::net::Ipv6Addr::from(network))
+        }
+        v4 => v4,
+    }
+}
 
 /// A sign-in refused unchecked: too many failures.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -168,6 +182,7 @@ impl FailureLimits {
     /// Why a sign-in from `address` (for `user`, when named) is refused
     /// unchecked now, if it is.
     pub fn refusal(&self, address: IpAddr, user: Option<&str>, now: Instant) -> Option<Throttled> {
+        let address = address_key(address);
         let mut tables = self.tables.lock().expect("failure limits lock");
         let (addresses, users) = &mut *tables;
         if let Some(retry_after) = addresses.wait(&address, now) {
@@ -186,6 +201,7 @@ impl FailureLimits {
 
     /// Counts a failed sign-in from `address` (for `user`, when named).
     pub fn record_failure(&self, address: IpAddr, user: Option<&str>, now: Instant) {
+        let address = address_key(address);
         let mut tables = self.tables.lock().expect("failure limits lock");
         let (addresses, users) = &mut *tables;
         addresses.fail(address, now);
@@ -269,5 +285,26 @@ mod tests {
             None,
             "evicted: forgotten"
         );
+    }
+
+    #[test]
+    fn an_ipv6_network_counts_as_one_address() {
+        let limits = FailureLimits::default();
+        let now = Instant::now();
+        let host =
+            |last: u16| IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 7, 0, 0, 0, last));
+        for index in 0..ADDRESS_FAILURES_MAX {
+            limits.record_failure(host(index as u16), None, now);
+        }
+        let throttled = limits.refusal(host(999), None, now).expect("same /64");
+        assert!(
+            throttled.what.contains("2001:db8:0:7::"),
+            "{}",
+            throttled.what
+        );
+        let other = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, 1));
+        assert_eq!(limits.refusal(other, None, now), None);
+        let mapped = IpAddr::V6(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped());
+        assert_eq!(address_key(mapped), address(1));
     }
 }
