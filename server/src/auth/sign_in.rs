@@ -108,9 +108,15 @@ pub async fn sign_in(
     body: &[u8],
     address: IpAddr,
 ) -> (Attempt, Result<Identity, Refused>) {
+    let limits = &shared.sign_ins.limits;
     let credential = match Authenticate::from_bytes(body) {
         Ok(credential) => credential,
-        Err(error) => return (Attempt::default(), Err(Refused::Failed(error.to_string()))),
+        Err(error) => {
+            // Costs nothing to check, but is a failed sign-in all the same.
+            metrics::sign_in_failed();
+            limits.record_failure(address, None, Instant::now());
+            return (Attempt::default(), Err(Refused::Failed(error.to_string())));
+        }
     };
     let attempt = match &credential {
         Authenticate::Password { user, .. } => Attempt {
@@ -125,7 +131,6 @@ pub async fn sign_in(
             Attempt { user, token: id }
         }
     };
-    let limits = &shared.sign_ins.limits;
     if let Some(throttled) = limits.refusal(address, attempt.user.as_deref(), Instant::now()) {
         metrics::sign_in_throttled();
         return (attempt, Err(Refused::Throttled(throttled)));
