@@ -39,6 +39,9 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
+/// How often `connect` looks whether a node refused its sign-in.
+const SIGN_IN_REFUSAL_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
 #[derive(Debug)]
 struct Inner {
     commands: mpsc::UnboundedSender<DriverCommand>,
@@ -64,7 +67,7 @@ impl Client {
                 config,
             }),
         };
-        if let Err(error) = client.metadata().await {
+        if let Err(error) = client.first_metadata().await {
             if let Some(message) = client.inner.shared.sign_in_refused() {
                 return Err(ClientError::AuthenticationFailed { message });
             }
@@ -79,6 +82,25 @@ impl Client {
             });
         }
         Ok(client)
+    }
+
+    /// The cluster's metadata, or the first refused sign-in: retrying
+    /// credentials a node refused until the deadline would only count
+    /// more failures against the user and this address (nodes throttle
+    /// them).
+    async fn first_metadata(&self) -> Result<MetadataReply, ClientError> {
+        let refused = async {
+            loop {
+                if let Some(message) = self.inner.shared.sign_in_refused() {
+                    return message;
+                }
+                tokio::time::sleep(SIGN_IN_REFUSAL_POLL).await;
+            }
+        };
+        tokio::select! {
+            result = self.metadata() => result,
+            message = refused => Err(ClientError::AuthenticationFailed { message }),
+        }
     }
 
     /// The configuration the client runs with.

@@ -26,6 +26,11 @@ type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 /// what follows, for `ClientError::AuthenticationFailed`).
 pub(crate) const SIGN_IN_REFUSED: &str = "sign-in refused: ";
 
+/// Times a sign-in answered `Busy` (the node's password checks all
+/// taken) is sent again on the same connection before it counts as
+/// refused (a node closes a connection at its third refused sign-in).
+const SIGN_IN_BUSY_RETRIES_MAX: u32 = 2;
+
 /// Read buffer size reserved per read call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -158,6 +163,7 @@ async fn sign_in_first(
     write_frame(writer, frame).await?;
     flush(writer).await?;
     let decoder = FrameDecoder::new(frame_size_max);
+    let mut busy_retries = 0;
     loop {
         if let Some(message) = decoder
             .decode(buffer)
@@ -170,7 +176,19 @@ async fn sign_in_first(
             if result == strand_wire::ResultCode::Ok {
                 return Ok(());
             }
-            let message = match strand_wire::ops::ErrorBody::from_bytes(result, reply.body()) {
+            let error = strand_wire::ops::ErrorBody::from_bytes(result, reply.body());
+            if let Ok(strand_wire::ops::ErrorBody::Busy { retry_after_ms }) = error
+                && busy_retries < SIGN_IN_BUSY_RETRIES_MAX
+            {
+                // The node's password checks are all taken: wait as it
+                // says and ask again (within the connect timeout).
+                busy_retries += 1;
+                tokio::time::sleep(Duration::from_millis(u64::from(retry_after_ms))).await;
+                write_frame(writer, frame).await?;
+                flush(writer).await?;
+                continue;
+            }
+            let message = match error {
                 Ok(strand_wire::ops::ErrorBody::Message { message, .. }) => message,
                 Ok(other) => other.to_string(),
                 Err(error) => error.to_string(),

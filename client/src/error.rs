@@ -339,7 +339,11 @@ fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientE
         ResultCode::StaleGeneration => ClientError::StaleGeneration { message },
         ResultCode::PermissionDenied => ClientError::PermissionDenied { message },
         ResultCode::Refused => ClientError::Refused { message },
-        ResultCode::AuthenticationFailed => ClientError::AuthenticationFailed { message },
+        // Only a sign-in is throttled, and a refused sign-in is an
+        // authentication failure to the caller; the message says to wait.
+        ResultCode::AuthenticationFailed | ResultCode::Throttled => {
+            ClientError::AuthenticationFailed { message }
+        }
         // TooLarge, OffsetOutOfRange and OutOfOrder have structured bodies;
         // a server sending them as messages is confused: report it as is.
         ResultCode::Internal

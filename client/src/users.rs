@@ -1,7 +1,8 @@
 //! Users, permissions and access tokens through the SDK: create (the
 //! password is hashed here with Argon2id, so it never leaves this process),
-//! delete, grant, revoke, list; create a token (its secret is made and
-//! hashed here, and shown once) and revoke it.
+//! delete, grant, revoke, list; create a token (its 256-bit secret is made
+//! here and shown once; the cluster keeps only its keyed hash, see
+//! `strand_wire::ops::tokens`) and revoke it.
 
 use argon2::password_hash::{PasswordHasher, SaltString};
 use bytes::Bytes;
@@ -29,18 +30,13 @@ pub fn hash_password(password: &str) -> Result<String, ClientError> {
             reason: format!("a password has at least {PASSWORD_LENGTH_MIN} bytes"),
         });
     }
-    hash_secret(password)
-}
-
-/// An Argon2id hash of `secret` in PHC form, with a random salt.
-fn hash_secret(secret: &str) -> Result<String, ClientError> {
     let salt_bytes: [u8; 16] = rand::random();
     let salt =
         SaltString::encode_b64(&salt_bytes).map_err(|error| ClientError::InvalidArgument {
             reason: format!("salt: {error}"),
         })?;
     argon2::Argon2::default()
-        .hash_password(secret.as_bytes(), &salt)
+        .hash_password(password.as_bytes(), &salt)
         .map(|hash| hash.to_string())
         .map_err(|error| ClientError::InvalidArgument {
             reason: format!("hashing the password: {error}"),
@@ -98,6 +94,18 @@ fn now_ms() -> u64 {
         .map_or(0, |elapsed| {
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         })
+}
+
+/// The SHA-256 fingerprint of the first certificate in the PEM file
+/// `path`: how the cluster names a certificate it revokes.
+pub fn certificate_fingerprint_of_file(path: &std::path::Path) -> Result<String, ClientError> {
+    let certs = crate::tls::load_certs(path).map_err(|error| ClientError::InvalidArgument {
+        reason: format!("{}: {error}", path.display()),
+    })?;
+    let first = certs.first().ok_or_else(|| ClientError::InvalidArgument {
+        reason: format!("{} holds no certificate", path.display()),
+    })?;
+    Ok(strand_wire::ops::certificate_fingerprint(first.as_ref()))
 }
 
 /// Parses a permission as the command line writes it: `admin`,
@@ -199,7 +207,7 @@ impl Client {
         let body = CreateToken {
             id: id.clone(),
             user: user.to_owned(),
-            secret_hash: hash_secret(&secret)?,
+            secret_hash: strand_wire::ops::tokens::token_secret_hash(&id, &secret),
             label: label.to_owned(),
             expires_at_ms,
         };
@@ -228,6 +236,30 @@ impl Client {
             id: token_id(id_or_token)?,
         };
         self.user_change(Operation::RevokeToken, body.to_vec())
+            .await?;
+        self.catalog_applied_everywhere().await
+    }
+
+    /// Revokes a user certificate by its SHA-256 fingerprint (see
+    /// [`certificate_fingerprint_of_file`]), the built-in `admin`'s
+    /// included: it signs in no more, and connections signed in with it
+    /// are refused from their next request. Needs `admin`. Like
+    /// [`Client::revoke_token`], returns after asking every node to
+    /// confirm it has applied the revocation: one answer per node.
+    pub async fn revoke_certificate(
+        &self,
+        fingerprint: &str,
+    ) -> Result<Vec<crate::admin::NodeAnswer<()>>, ClientError> {
+        let fingerprint = fingerprint.to_ascii_lowercase().replace(':', "");
+        if !strand_wire::ops::certificates::is_fingerprint(&fingerprint) {
+            return Err(ClientError::InvalidArgument {
+                reason: format!(
+                    "{fingerprint:?} is not a SHA-256 fingerprint (64 hex digits, colons allowed)"
+                ),
+            });
+        }
+        let body = strand_wire::ops::RevokeCertificate { fingerprint };
+        self.user_change(Operation::RevokeCertificate, body.to_vec())
             .await?;
         self.catalog_applied_everywhere().await
     }

@@ -14,7 +14,7 @@
 //! longer holds is known deleted ([`Catalog::is_deleted`]) on every node, at
 //! any catalog op after the delete.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use strand_consensus::StateMachine;
@@ -261,6 +261,8 @@ pub struct Catalog {
     pub(crate) tokens: crate::users::Tokens,
     /// Quotas by user name (see [`crate::quotas`]).
     pub(crate) quotas: BTreeMap<String, strand_wire::ops::Quota>,
+    /// Revoked user certificates by fingerprint (see [`crate::users`]).
+    pub(crate) revoked_certificates: BTreeSet<String>,
 }
 
 impl Catalog {
@@ -277,6 +279,7 @@ impl Catalog {
             users: BTreeMap::new(),
             tokens: BTreeMap::new(),
             quotas: BTreeMap::new(),
+            revoked_certificates: BTreeSet::new(),
         }
     }
 
@@ -679,6 +682,7 @@ impl StateMachine for Catalog {
             Operation::CreateToken => self.create_token(body),
             Operation::RevokeToken => self.revoke_token(body),
             Operation::SetQuota => self.set_quota(body),
+            Operation::RevokeCertificate => self.revoke_certificate(body),
             other => Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 format!("{other:?} is not a metadata operation"),

@@ -10,6 +10,11 @@
 //! create or grant past any is refused. Granting a permission held already,
 //! or revoking one not held, changes nothing and succeeds (a retried
 //! request lands once either way). Deleting a user revokes its tokens.
+//!
+//! Revoked user certificates, by SHA-256 fingerprint: at most
+//! [`REVOKED_CERTIFICATES_MAX`]; revoking one already revoked succeeds and
+//! changes nothing. A certificate names a user the catalog may not hold
+//! (the built-in `admin`), so the list stands apart from the users.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +24,7 @@ use strand_wire::ops::{
     Permission, RevokeToken, TOKENS_MAX, TOKENS_PER_USER_MAX, TokenInfo, USERS_MAX, UserInfo,
     UserList,
 };
+use strand_wire::ops::{REVOKED_CERTIFICATES_MAX, RevokeCertificate};
 use strand_wire::{Body, ResultCode};
 
 use crate::catalog::{Catalog, invalid};
@@ -61,6 +67,16 @@ impl Catalog {
     /// An access token, to check a sign-in with it.
     pub fn token(&self, id: &str) -> Option<&Token> {
         self.tokens.get(id)
+    }
+
+    /// Whether the user certificate with SHA-256 `fingerprint` was revoked.
+    pub fn is_certificate_revoked(&self, fingerprint: &str) -> bool {
+        self.revoked_certificates.contains(fingerprint)
+    }
+
+    /// Every revoked certificate's fingerprint, sorted.
+    pub fn revoked_certificates(&self) -> impl Iterator<Item = &str> {
+        self.revoked_certificates.iter().map(String::as_str)
     }
 
     /// Every user with its permissions and tokens, by name (no hashes).
@@ -204,6 +220,23 @@ impl Catalog {
                 format!("no token {}", request.id),
             )),
         }
+    }
+
+    pub(crate) fn revoke_certificate(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+        let request = RevokeCertificate::from_bytes(body).map_err(invalid)?;
+        if !self.revoked_certificates.contains(&request.fingerprint)
+            && self.revoked_certificates.len() >= REVOKED_CERTIFICATES_MAX
+        {
+            return Err(ErrorBody::message(
+                ResultCode::InvalidRequest,
+                format!(
+                    "the cluster keeps at most {REVOKED_CERTIFICATES_MAX} revoked certificates"
+                ),
+            ));
+        }
+        self.revoked_certificates.insert(request.fingerprint);
+        assert!(self.revoked_certificates.len() <= REVOKED_CERTIFICATES_MAX);
+        Ok(Bytes::new())
     }
 
     /// Every token belongs to a user that exists, within the bound.
@@ -403,5 +436,25 @@ mod tests {
             token(&mut catalog, "ffffffffffffffff", "ci"),
             ResultCode::Ok
         );
+    }
+
+    #[test]
+    fn a_certificate_is_revoked_once_and_for_good() {
+        let mut catalog = Catalog::new(vec![1, 2, 3]);
+        let fingerprint = strand_wire::ops::certificate_fingerprint(b"admin's certificate");
+        assert!(!catalog.is_certificate_revoked(&fingerprint));
+        let body = RevokeCertificate {
+            fingerprint: fingerprint.clone(),
+        };
+        for _ in 0..2 {
+            let result = apply(
+                &mut catalog,
+                Operation::RevokeCertificate,
+                Bytes::from(body.to_vec()),
+            );
+            assert_eq!(result.0, ResultCode::Ok, "idempotent");
+        }
+        assert!(catalog.is_certificate_revoked(&fingerprint));
+        assert_eq!(catalog.revoked_certificates().count(), 1);
     }
 }

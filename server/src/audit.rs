@@ -1,6 +1,7 @@
 //! The audit log: every admin action a node receives (user and permission
-//! changes included), with who asked, from
-//! where, when, what it named, and how it ended, as one JSON object per line
+//! changes included), and every failed sign-in ([`sign_in_failure`]), with
+//! who asked, from where, when, what it named, and how it ended, as one
+//! JSON object per line
 //! in `<data_dir>/audit.log`, and a counter per action and outcome
 //! (`audit_actions_total{action, outcome}`).
 //!
@@ -114,6 +115,8 @@ fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
             .map(|create| format!("token {} for {}", create.id, create.user)),
         Operation::RevokeToken => strand_wire::ops::RevokeToken::from_bytes(body)
             .map(|revoke| format!("token {}", revoke.id)),
+        Operation::RevokeCertificate => strand_wire::ops::RevokeCertificate::from_bytes(body)
+            .map(|revoke| format!("certificate {}", revoke.fingerprint)),
         Operation::ReassignPartition => {
             return ReassignPartition::from_bytes(body).map_or_else(
                 |error| (format!("undecodable: {error}"), false),
@@ -141,6 +144,21 @@ fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
         target.unwrap_or_else(|error| format!("undecodable: {error}")),
         false,
     )
+}
+
+/// The entry of a failed sign-in: `identity` as the attempt named itself,
+/// from `source`, for user `target` (empty when it named none), ending in
+/// `outcome` (`AuthenticationFailed`, `Throttled` or `Busy`).
+pub fn sign_in_failure(identity: &str, source: &str, target: &str, outcome: ResultCode) -> Entry {
+    Entry {
+        time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        action: format!("{:?}", Operation::Authenticate),
+        identity: identity.to_owned(),
+        source: source.to_owned(),
+        target: target.to_owned(),
+        forced: false,
+        outcome: format!("{outcome:?}"),
+    }
 }
 
 /// The node's audit log: a handle to its writer.

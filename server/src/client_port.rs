@@ -84,10 +84,13 @@ impl Caller {
 /// One client connection as the node knows it.
 struct Peer {
     caller: Caller,
-    /// The user its certificate names (signed in from the start).
-    certificate_user: Option<String>,
+    /// The user its certificate names, and the certificate's SHA-256
+    /// fingerprint (signed in from the start, unless it is revoked).
+    certificate_user: Option<(String, String)>,
     /// Its address, for the audit log.
     source: String,
+    /// Its IP address, for the failed sign-in limits.
+    ip: std::net::IpAddr,
     /// Its admin requests awaiting replies (see [`crate::audit`]).
     audit: crate::audit::Pending,
 }
@@ -143,10 +146,11 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                         caller,
                         certificate_user,
                         source: address.to_string(),
+                        ip: address.ip().to_canonical(),
                         audit: crate::audit::Pending::default(),
                     };
                     let audit = shared.audit.clone().map(|log| (log, peer.audit.clone()));
-                    sender.set_user(peer.certificate_user.clone());
+                    sender.set_user(peer.certificate_user.clone().map(|(user, _)| user));
                     tokio::spawn(write_replies(Arc::clone(&shared), write, receiver, audit));
                     if let Err(reason) = read_requests(&shared, read, &sender, &peer).await {
                         metrics::client_frame_rejected();
@@ -185,35 +189,77 @@ fn refuse_connection(shared: &Shared, address: std::net::SocketAddr, too_many: T
     }
 }
 
-/// Signs the connection in (or refuses, and closes it after
-/// [`crate::auth::SIGN_IN_FAILURES_MAX`] failures).
+/// Signs the connection in (or refuses, audits the refusal, and closes
+/// the connection after [`crate::auth::SIGN_IN_FAILURES_MAX`] refusals).
 async fn sign_in(
     shared: &Arc<Shared>,
     request: &Msg<RequestHeader>,
     sender: &ConnectionSender,
+    peer: &Peer,
     signed_in: &mut Option<crate::auth::Identity>,
     failures: &mut u32,
 ) -> Result<(), String> {
     let header = request.header();
-    match crate::auth::sign_in(shared, request.body()).await {
+    let (attempt, result) = crate::auth::sign_in::sign_in(shared, request.body(), peer.ip).await;
+    let refused = match result {
         Ok(identity) => {
             tracing::debug!(user = identity.user, proof = ?identity.proof, "client: signed in");
             sender.set_user(Some(identity.user.clone()));
             *signed_in = Some(identity);
             let _ = sender.try_send(reply_frame(header, ResultCode::Ok, Bytes::new()));
-            Ok(())
+            return Ok(());
         }
-        Err(message) => {
-            metrics::sign_in_failed();
-            *failures += 1;
-            let error = ErrorBody::message(ResultCode::AuthenticationFailed, message);
-            let _ = sender.try_send(error_frame(header, &error));
-            if *failures >= crate::auth::SIGN_IN_FAILURES_MAX {
-                return Err(format!("{failures} failed sign-ins"));
-            }
-            Ok(())
+        Err(refused) => refused,
+    };
+    *failures += 1;
+    let error = refused.error_body();
+    if let Some(log) = &shared.audit {
+        let target = attempt.user.as_deref().unwrap_or_default();
+        let entry = crate::audit::sign_in_failure(
+            &attempt.audit_name(),
+            &peer.source,
+            target,
+            error.code(),
+        );
+        log.record(entry).await;
+    }
+    let _ = sender.try_send(error_frame(header, &error));
+    if *failures >= crate::auth::SIGN_IN_FAILURES_MAX {
+        return Err(format!("{failures} failed sign-ins"));
+    }
+    Ok(())
+}
+
+/// Why `request` is refused before it is handled, beyond its rights: its
+/// client id belongs to another user (see [`crate::auth::client_ids`]), or
+/// it would store a credential hash the node does not accept (see
+/// [`crate::auth::hash_policy`]). A node is exempt from the first.
+fn request_refusal(
+    shared: &Shared,
+    request: &Msg<RequestHeader>,
+    caller: Caller,
+    signed_in: Option<&crate::auth::Identity>,
+) -> Option<ErrorBody> {
+    if !matches!(caller, Caller::Node(_)) {
+        let user = signed_in.map_or(crate::auth::client_ids::ANONYMOUS, |identity| {
+            identity.user.as_str()
+        });
+        let client = request.header().client.get();
+        if let Err(owner) = shared.client_owners.claim(client, user) {
+            metrics::client_id_refused();
+            let owner = if owner.is_empty() {
+                "an anonymous caller"
+            } else {
+                "another user"
+            };
+            let message = format!(
+                "client id {client:032x} belongs to {owner} on this node: use a client id of \
+                 your own"
+            );
+            return Some(ErrorBody::message(ResultCode::PermissionDenied, message));
         }
     }
+    crate::auth::hash_policy::refusal_before_prepare(request)
 }
 
 /// Why `request` is refused to its caller under `[auth] required`, if it is:
@@ -265,7 +311,7 @@ fn is_node_internal(request: &Msg<RequestHeader>) -> bool {
 async fn open(
     shared: &Shared,
     stream: TcpStream,
-) -> Result<(ReadStream, WriteStream, Caller, Option<String>), String> {
+) -> Result<(ReadStream, WriteStream, Caller, Option<(String, String)>), String> {
     let Some(tls) = &shared.tls else {
         let (read, write) = split_plain(stream);
         return Ok((read, write, Caller::Unverified, None));
@@ -282,7 +328,10 @@ async fn open(
     if let Some(node) = NodeTls::node_of(&certificate, nodes) {
         return Ok((read, write, Caller::Node(node), None));
     }
-    let user = crate::tls::user_of(&certificate);
+    let user = crate::tls::user_of(&certificate).map(|user| {
+        let fingerprint = strand_wire::ops::certificate_fingerprint(certificate.as_ref());
+        (user, fingerprint)
+    });
     Ok((read, write, Caller::Client, user))
 }
 
@@ -429,9 +478,9 @@ async fn read_requests(
         signed_in: peer
             .certificate_user
             .clone()
-            .map(|user| crate::auth::Identity {
+            .map(|(user, fingerprint)| crate::auth::Identity {
                 user,
-                proof: crate::auth::Proof::Certificate,
+                proof: crate::auth::Proof::Certificate(fingerprint),
             }),
         failures: 0,
         opened: now,
@@ -539,7 +588,7 @@ async fn take_request(
             failures,
             ..
         } = reading;
-        return sign_in(shared, &request, sender, signed_in, failures).await;
+        return sign_in(shared, &request, sender, peer, signed_in, failures).await;
     }
     if let Some(log) = &shared.audit {
         let header = request.header();
@@ -555,7 +604,9 @@ async fn take_request(
         }
     }
     let signed_in = reading.signed_in.as_ref();
-    if let Some(refusal) = auth_refusal(shared, &request, peer.caller, signed_in) {
+    let refusal = auth_refusal(shared, &request, peer.caller, signed_in)
+        .or_else(|| request_refusal(shared, &request, peer.caller, signed_in));
+    if let Some(refusal) = refusal {
         let _ = sender.try_send(error_frame(request.header(), &refusal));
         return Ok(());
     }

@@ -21,7 +21,7 @@
 //!
 //! [auth]                                # optional
 //! required = true                       # connections sign in; operations are checked against permissions
-//! admin_password_hash = "$argon2id$..." # the built-in user `admin` (`strand-server hash-password`)
+//! admin_password_hash = "$argon2id$..." # the built-in user `admin`: Argon2id within the node's fixed parameters (`auth::hash_policy`)
 //!
 //! [tls]                                 # TLS on the client port, mutual TLS on the replica bus
 //! ca = "certs/ca.pem"                   # the cluster's CA (relative paths: from this file's directory)
@@ -387,11 +387,16 @@ impl NodeConfig {
             });
         }
         if let Some(hash) = &file.auth.admin_password_hash
-            && !hash.starts_with("$argon2id$")
+            && let Err(refusal) = crate::auth::hash_policy::check(hash)
         {
+            // Checked at sign-in too; refused here so that the operator
+            // learns it at start, not when admin cannot sign in.
             return Err(ConfigError::Invalid {
                 field: "auth.admin_password_hash",
-                reason: "not an Argon2id hash in PHC form ($argon2id$...)".into(),
+                reason: format!(
+                    "{refusal}: an Argon2id hash in PHC form within the node's fixed parameters \
+                     (as the strand SDK makes it) is needed"
+                ),
             });
         }
         let retention_check_ms = file

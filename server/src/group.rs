@@ -907,6 +907,7 @@ impl Actor {
             | Operation::CreateToken
             | Operation::RevokeToken
             | Operation::SetQuota => self.submit(request, 0),
+            Operation::RevokeCertificate => self.submit(request, 0),
             Operation::Heartbeat => self.on_heartbeat(&request),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),

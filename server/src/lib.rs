@@ -27,7 +27,7 @@
 //! | [`local_answers`] | what a node answers from its own catalog and status: metadata, consumer groups, the full-disk entry |
 //! | [`connection`] | what one connection may cost (reply bytes, back-pressure) and how many there may be |
 //! | [`quota`] | per-user produce, fetch and request rates, enforced by delaying |
-//! | [`auth`] | signing in (Argon2id checks off the runtime) and the right each operation needs |
+//! | [`auth`] | signing in and the right each operation needs; sign-in hardened against hostile clients (fixed Argon2 parameters, a bounded check pool, failure limits, client id owners) |
 //! | [`audit`] | the audit log: every admin action with identity, source, time, target and outcome |
 //! | [`guard`] | the node's safety checks of partition moves (reassign, drop-replica) before it proposes them |
 //! | [`coordinator`] | consumer groups: session deadlines on the metadata primary, expired members removed |

@@ -103,6 +103,12 @@ fn main() -> ExitCode {
         Command::UserCert { dir, name } => {
             strand_server::tls::generate_user(&dir, &name).map(|(cert, key)| {
                 println!("wrote {} and {}", cert.display(), key.display());
+                // What `strand cert revoke` takes, to revoke it later.
+                if let Ok(fingerprint) =
+                    strand_client::users::certificate_fingerprint_of_file(&cert)
+                {
+                    println!("SHA-256 fingerprint: {fingerprint}");
+                }
             })
         }
         Command::Certs { dir, nodes, hosts } => strand_server::tls::generate(&dir, &nodes, &hosts)

@@ -25,7 +25,10 @@
 //! | `client_replies_busy_total` | counter | replies answered `Busy` because their connection's queue held too many unread bytes |
 //! | `groups_failed_total` | counter | groups stopped on this node by a panic in their code (contained: the node and its other groups go on; see `attention`) |
 //! | `client_frames_rejected_total` | counter | client connections closed for a bad frame (or a failed TLS handshake) |
-//! | `sign_ins_failed_total` | counter | `Authenticate` requests refused (unknown user or wrong password) |
+//! | `sign_ins_failed_total` | counter | `Authenticate` requests refused `AuthenticationFailed` (unknown user, wrong password or token, a stored hash outside the fixed parameters) |
+//! | `sign_ins_refused_busy_total` | counter | `Authenticate` requests refused `Busy`: the password-check pool and its queue were full |
+//! | `sign_ins_throttled_total` | counter | `Authenticate` requests refused `Throttled` unchecked: too many failures from the address or for the user name |
+//! | `requests_refused_client_id_total` | counter | requests refused `PermissionDenied` because their client id belongs to another user |
 //! | `audit_actions_total{action, outcome}` | counter | admin actions recorded in the audit log, by outcome (see `audit`) |
 //! | `requests_refused_unsafe_total{operation}` | counter | reassignments and drops refused `Refused` by the node's safety check (see `guard`) |
 //! | `requests_refused_permission_total{operation}` | counter | requests refused `PermissionDenied` (a node-internal operation from a client) |
@@ -251,9 +254,25 @@ pub fn group_failed() {
     counter!("groups_failed_total").increment(1);
 }
 
-/// A sign-in was refused.
+/// A sign-in was refused: the credentials do not hold.
 pub fn sign_in_failed() {
     counter!("sign_ins_failed_total").increment(1);
+}
+
+/// A sign-in was refused unchecked: the password-check pool was full.
+pub fn sign_in_busy() {
+    counter!("sign_ins_refused_busy_total").increment(1);
+}
+
+/// A sign-in was refused unchecked: too many failures from its address or
+/// for its user name.
+pub fn sign_in_throttled() {
+    counter!("sign_ins_throttled_total").increment(1);
+}
+
+/// A request was refused: its client id belongs to another user.
+pub fn client_id_refused() {
+    counter!("requests_refused_client_id_total").increment(1);
 }
 
 /// An admin action was recorded in the audit log.

@@ -163,6 +163,9 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
             .with_tls(tls)
             .with_audit(audit),
     );
+    // Made before the first sign-in for an unknown user, so that the
+    // first such refusal takes no longer than the next.
+    tokio::task::spawn_blocking(crate::auth::hash_policy::dummy_hash);
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
     tokio::spawn(crate::disk::watch(Arc::clone(&shared)));

@@ -122,6 +122,10 @@ pub struct Shared {
     pub connections: Arc<crate::connection::Connections>,
     /// Every user's quota buckets on this node (see [`crate::quota`]).
     pub quotas: crate::quota::Quotas,
+    /// The password-check pool and the failed sign-in limits.
+    pub sign_ins: crate::auth::sign_in::SignIns,
+    /// Which user each client id belongs to.
+    pub client_owners: crate::auth::client_ids::ClientOwners,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -174,6 +178,8 @@ impl Shared {
                 config_limits.client_connections_per_address_max,
             ),
             quotas: crate::quota::Quotas::default(),
+            sign_ins: crate::auth::sign_in::SignIns::default(),
+            client_owners: crate::auth::client_ids::ClientOwners::default(),
         }
     }
 

@@ -79,6 +79,8 @@ pub enum Operation {
     CreateToken = 30,
     /// Revoke an access token. Metadata plane.
     RevokeToken = 31,
+    /// Revoke a user certificate by its SHA-256 fingerprint. Metadata plane.
+    RevokeCertificate = 33,
     /// Set a user's produce, fetch and request rates. Metadata plane, admin.
     SetQuota = 34,
     /// Every user's quota: answered by any node from its catalog. Admin.
@@ -87,7 +89,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 33] = [
+    pub const ALL: [Operation; 34] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -119,6 +121,7 @@ impl Operation {
         Operation::Authenticate,
         Operation::CreateToken,
         Operation::RevokeToken,
+        Operation::RevokeCertificate,
         Operation::SetQuota,
         Operation::ListQuotas,
     ];
@@ -159,6 +162,7 @@ impl Operation {
                 | Operation::RevokePermission
                 | Operation::CreateToken
                 | Operation::RevokeToken
+                | Operation::RevokeCertificate
                 | Operation::SetQuota
         )
     }
@@ -176,6 +180,7 @@ impl Operation {
                 | Operation::DeleteUser
                 | Operation::GrantPermission
                 | Operation::RevokePermission
+                | Operation::RevokeCertificate
                 | Operation::SetQuota
                 | Operation::ListQuotas
         )
@@ -261,11 +266,15 @@ pub enum ResultCode {
     /// The credentials do not match a user (the same answer for an unknown
     /// user and a wrong password), or the connection has not signed in.
     AuthenticationFailed = 22,
+    /// Too many failed sign-ins from this address or for this user name:
+    /// refused without checking the credentials. The message says how long
+    /// to wait.
+    Throttled = 23,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 23] = [
+    pub const ALL: [ResultCode; 24] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -289,6 +298,7 @@ impl ResultCode {
         ResultCode::PermissionDenied,
         ResultCode::Refused,
         ResultCode::AuthenticationFailed,
+        ResultCode::Throttled,
     ];
 
     /// Parses a result code; `None` for a value that names none.

@@ -174,6 +174,9 @@ pub(crate) enum Command {
     /// Access tokens: create one for a user, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// User certificates: revoke one (admin's too) by fingerprint or file.
+    #[command(subcommand)]
+    Cert(super::cert::CertCommand),
     /// Print a shell completion script (e.g. `strand completions bash > /etc/bash_completion.d/strand`).
     Completions {
         /// The shell.

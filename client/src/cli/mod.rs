@@ -25,6 +25,7 @@
 //! to do. Exit codes are [`Outcome`]'s.
 
 mod args;
+mod cert;
 mod config_file;
 mod consume;
 mod errors;
@@ -216,6 +217,7 @@ async fn dispatch(
         Command::Token(TokenCommand::Revoke { token }) => {
             token::revoke(&client, &token, json, out).await
         }
+        Command::Cert(command) => cert::run(&client, command, json, out).await,
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
         Command::Group(GroupCommand::List) => group::list(&client, json, out).await,
         Command::Group(GroupCommand::Describe { name }) => {

@@ -469,6 +469,7 @@ impl State {
             | Operation::ListUsers
             | Operation::SetQuota
             | Operation::ListQuotas
+            | Operation::RevokeCertificate
             | Operation::Authenticate
             | Operation::CreateToken
             | Operation::RevokeToken => Outcome::Reply(reply(

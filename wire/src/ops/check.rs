@@ -51,6 +51,7 @@ pub fn check_request(operation: Operation, body: &[u8]) -> Result<(), BodyError>
         Operation::Authenticate => decodes::<Authenticate>(body),
         Operation::CreateToken => decodes::<CreateToken>(body),
         Operation::RevokeToken => decodes::<RevokeToken>(body),
+        Operation::RevokeCertificate => decodes::<RevokeCertificate>(body),
         Operation::SetQuota => decodes::<SetQuota>(body),
     }
 }

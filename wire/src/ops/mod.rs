@@ -33,10 +33,12 @@
 //! | RevokeToken | [`RevokeToken`] | [`Empty`] |
 //! | SetQuota | [`SetQuota`] | [`Empty`] |
 //! | ListQuotas | [`Empty`] | [`QuotaList`] |
+//! | RevokeCertificate | [`RevokeCertificate`] | [`Empty`] |
 //!
 //! Any reply whose result code is not `Ok` carries an [`ErrorBody`] instead.
 
 mod admin;
+pub mod certificates;
 mod check;
 mod cursor;
 mod error_body;
@@ -53,6 +55,7 @@ pub use admin::{
     DeleteStream, DeleteTopic, PARTITIONS_PER_TOPIC_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
     TopicCreated, TopicsDeleted,
 };
+pub use certificates::{REVOKED_CERTIFICATES_MAX, RevokeCertificate, certificate_fingerprint};
 pub use check::check_request;
 pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
 pub use error_body::ErrorBody;

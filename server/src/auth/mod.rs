@@ -2,24 +2,32 @@
 //! `docs/authentication.md`).
 //!
 //! A connection signs in with `Authenticate`: a user and its password, or
-//! one of its access tokens. The node checks the password against the
-//! user's Argon2id hash from its catalog (or the built-in `admin`'s hash
-//! from its configuration), or the token's secret against the token's
-//! hash, on a blocking thread: a check costs tens of milliseconds of one
-//! core. With `[auth] required`, every other request from a caller that is
-//! not a node needs a signed-in user holding the right the operation needs
-//! ([`needed`]); anything else is refused before it is handled. A token
-//! revoked or expired, or a user deleted, refuses the connections signed
-//! in with it from their next request. A connection that presented a user
-//! certificate in its TLS handshake is signed in as that user from the
-//! start (see [`crate::tls::user_of`]).
+//! one of its access tokens ([`sign_in`]). With `[auth] required`, every
+//! other request from a caller that is not a node needs a signed-in user
+//! holding the right the operation needs ([`needed`]); anything else is
+//! refused before it is handled. A token revoked or expired, or a user
+//! deleted, refuses the connections signed in with it from their next
+//! request. A connection that presented a user certificate in its TLS
+//! handshake is signed in as that user from the start (see
+//! [`crate::tls::user_of`]).
+//!
+//! Signing in must not be a weapon against the node or other users:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`sign_in`] | one sign-in: throttle, check, count the failure |
+//! | [`hash_policy`] | the node's fixed Argon2 parameters, the dummy hash for unknown users |
+//! | [`check_pool`] | the bounded pool password checks run on |
+//! | [`failure_limits`] | failed sign-ins limited per address and per user name |
+//! | [`client_ids`] | which user a client id belongs to |
 
-use std::sync::Arc;
+pub mod check_pool;
+pub mod client_ids;
+pub mod failure_limits;
+pub mod hash_policy;
+pub mod sign_in;
 
-use argon2::password_hash::{PasswordHash, PasswordVerifier};
-use strand_wire::ops::{
-    Authenticate, CreateToken, Heartbeat, JoinGroup, LeaveGroup, RevokeToken, Right, parse_token,
-};
+use strand_wire::ops::{CreateToken, Heartbeat, JoinGroup, LeaveGroup, RevokeToken, Right};
 use strand_wire::{Body, Msg, Operation, RequestHeader};
 
 use crate::shared::Shared;
@@ -54,8 +62,9 @@ pub enum Proof {
     Password,
     /// One of the user's access tokens, by id.
     Token(String),
-    /// A user certificate of the cluster's CA, presented in the handshake.
-    Certificate,
+    /// A user certificate of the cluster's CA, presented in the handshake,
+    /// by its SHA-256 fingerprint (revocable in the catalog).
+    Certificate(String),
 }
 
 /// Who a connection signed in as.
@@ -74,7 +83,7 @@ impl Identity {
         match &self.proof {
             Proof::Password => format!("user {}", self.user),
             Proof::Token(id) => format!("user {} (token {id})", self.user),
-            Proof::Certificate => format!("user {} (certificate)", self.user),
+            Proof::Certificate(_) => format!("user {} (certificate)", self.user),
         }
     }
 
@@ -82,7 +91,7 @@ impl Identity {
     fn token(&self) -> Option<&str> {
         match &self.proof {
             Proof::Token(id) => Some(id),
-            Proof::Password | Proof::Certificate => None,
+            Proof::Password | Proof::Certificate(_) => None,
         }
     }
 }
@@ -97,68 +106,9 @@ pub enum Refusal {
     Rights(String),
 }
 
-/// Checks `request`'s credentials; `Ok` with who signed in.
-pub async fn sign_in(shared: &Arc<Shared>, body: &[u8]) -> Result<Identity, String> {
-    match Authenticate::from_bytes(body).map_err(|error| error.to_string())? {
-        Authenticate::Password { user, password } => {
-            let hash = if user == ADMIN_USER {
-                shared.config.auth.admin_password_hash.clone()
-            } else {
-                shared
-                    .catalog()
-                    .user(&user)
-                    .map(|record| record.password_hash.clone())
-            };
-            if verify(hash, password).await {
-                Ok(Identity {
-                    user,
-                    proof: Proof::Password,
-                })
-            } else {
-                Err(format!("no user {user} with that password"))
-            }
-        }
-        Authenticate::Token(text) => {
-            let (id, secret) = parse_token(&text).ok_or("not a token")?;
-            let token = shared.catalog().token(id).cloned();
-            let Some(token) = token else {
-                return Err(format!("token {id} is unknown or revoked"));
-            };
-            if is_expired(token.expires_at_ms) {
-                return Err(format!("token {id} has expired"));
-            }
-            if verify(Some(token.secret_hash), secret.to_owned()).await {
-                Ok(Identity {
-                    user: token.user,
-                    proof: Proof::Token(id.to_owned()),
-                })
-            } else {
-                Err(format!("token {id} is unknown or revoked"))
-            }
-        }
-    }
-}
-
-/// Whether `secret` matches the Argon2id `hash` (none: never), checked on
-/// a blocking thread.
-async fn verify(hash: Option<String>, secret: String) -> bool {
-    let Some(hash) = hash else {
-        return false;
-    };
-    tokio::task::spawn_blocking(move || {
-        PasswordHash::new(&hash).is_ok_and(|parsed| {
-            argon2::Argon2::default()
-                .verify_password(secret.as_bytes(), &parsed)
-                .is_ok()
-        })
-    })
-    .await
-    .unwrap_or(false)
-}
-
 /// Whether a token expiring at `expires_at_ms` has expired by this node's
 /// clock.
-fn is_expired(expires_at_ms: Option<u64>) -> bool {
+pub(crate) fn is_expired(expires_at_ms: Option<u64>) -> bool {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| {
@@ -289,6 +239,14 @@ pub fn check(shared: &Shared, identity: &Identity, need: &Need) -> Result<(), Re
             }
             Some(_) => {}
         }
+    }
+    if let Proof::Certificate(fingerprint) = &identity.proof
+        && catalog.is_certificate_revoked(fingerprint)
+    {
+        return Err(Refusal::Credentials(format!(
+            "the certificate of {} (SHA-256 {fingerprint}) was revoked",
+            identity.user
+        )));
     }
     let user = identity.user.as_str();
     if user == ADMIN_USER {
