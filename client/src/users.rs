@@ -7,8 +7,8 @@
 use argon2::password_hash::{PasswordHasher, SaltString};
 use bytes::Bytes;
 use strand_wire::ops::{
-    ChangePermission, CreateToken, CreateUser, DeleteUser, Permission, RevokeToken, Scope,
-    UserList, parse_token, token_text,
+    ChangePermission, CreateToken, CreateUser, DeleteUser, Permission, Quota, QuotaList,
+    RevokeToken, Scope, SetQuota, UserList, parse_token, token_text,
 };
 use strand_wire::{Body, Operation};
 
@@ -271,6 +271,26 @@ impl Client {
             .await?;
         UserList::from_bytes(&reply)
             .map_err(|error| ClientError::from_body_error("list users reply", error))
+    }
+
+    /// Sets `user`'s quota: its produce and fetch bytes and its requests
+    /// per second on each node (0: no limit; all zeros removes the quota).
+    /// A user over a rate has its requests delayed, not refused.
+    pub async fn set_quota(&self, user: &str, quota: Quota) -> Result<(), ClientError> {
+        let body = SetQuota {
+            user: user.to_owned(),
+            quota,
+        };
+        self.user_change(Operation::SetQuota, body.to_vec()).await
+    }
+
+    /// Every user's quota, from any node's catalog.
+    pub async fn quotas(&self) -> Result<QuotaList, ClientError> {
+        let reply = self
+            .query(QueryTarget::AnyNode, Operation::ListQuotas, Bytes::new(), 0)
+            .await?;
+        QuotaList::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("list quotas reply", error))
     }
 
     async fn permission_change(

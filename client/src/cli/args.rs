@@ -177,6 +177,9 @@ pub(crate) enum Command {
     /// User certificates: revoke one (admin's too) by fingerprint or file.
     #[command(subcommand)]
     Cert(super::cert::CertCommand),
+    /// Users' produce, fetch and request rates (enforced by delaying).
+    #[command(subcommand)]
+    Quota(super::quota::QuotaCommand),
     /// Print a shell completion script (e.g. `strand completions bash > /etc/bash_completion.d/strand`).
     Completions {
         /// The shell.

@@ -33,6 +33,7 @@ mod group;
 mod operator;
 mod partition;
 mod produce;
+mod quota;
 mod status;
 mod table;
 mod token;
@@ -218,6 +219,7 @@ async fn dispatch(
             token::revoke(&client, &token, json, out).await
         }
         Command::Cert(command) => cert::run(&client, command, json, out).await,
+        Command::Quota(command) => quota::run(&client, command, json, out).await,
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
         Command::Group(GroupCommand::List) => group::list(&client, json, out).await,
         Command::Group(GroupCommand::Describe { name }) => {
