@@ -8,6 +8,7 @@
 //! | Fetch | [`FetchRequest`] | [`FetchReply`] |
 //! | StoreCursor | [`StoreCursor`] | [`Empty`] |
 //! | GetCursor | [`GetCursor`] | [`GetCursorReply`] |
+//! | DeleteCursor | [`DeleteCursor`] | [`Empty`] |
 //! | ClusterStatus | [`Empty`] | [`ClusterStatusReply`] |
 //! | Attention | [`Empty`] | [`AttentionReply`] |
 //! | AcceptLoss | [`AcceptLoss`] | [`AcceptLossReply`] |
@@ -49,7 +50,10 @@ pub use admin::{
     DeleteStream, DeleteTopic, PARTITIONS_PER_TOPIC_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
     TopicCreated, TopicsDeleted,
 };
-pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
+pub use cursor::{
+    CURSOR_TOMBSTONE_OFFSET, CursorEvent, CursorEvents, DeleteCursor, GetCursor, GetCursorReply,
+    StoreCursor,
+};
 pub use error_body::ErrorBody;
 pub use fetch::{
     FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, OffsetForTime,
