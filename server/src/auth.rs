@@ -237,6 +237,7 @@ pub fn needed(shared: &Shared, request: &Msg<RequestHeader>) -> Option<Need> {
         Operation::Fetch
         | Operation::GetCursor
         | Operation::StoreCursor
+        | Operation::DeleteCursor
         | Operation::OffsetForTime => partition(Right::Consume),
         Operation::JoinGroup => named(Right::Consume).or(Some(Need::SignedIn)),
         Operation::CreateStream

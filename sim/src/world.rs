@@ -22,7 +22,7 @@ use strand_consensus::prng::Prng;
 use strand_consensus::{ClientRequest, Event, Status, WaitReason};
 use strand_host::group_host::{GroupHost, Output};
 use strand_partition::MemoryDisk;
-use strand_wire::ops::StoreCursor;
+use strand_wire::ops::{DeleteCursor, StoreCursor};
 use strand_wire::{Body, CommandHeader, Message, Msg, Operation, ReplyHeader};
 
 use crate::catalog::{Catalog, SLOT_POOL};
@@ -935,14 +935,18 @@ fn client_request(
     header.prefix.group.set(GROUP);
     let body = request.body().clone();
     let request = Msg::new(header, body.clone());
-    let (live, effects) = host.replica_and_effects();
     if header.operation() == Operation::StoreCursor {
         let Ok(cursor) = StoreCursor::from_bytes(&body) else {
             return;
         };
-        let high_watermark = live.machine().high_watermark();
-        live.on_store_cursor(&request, cursor, high_watermark, effects);
+        host.store_cursor(&request, cursor);
+    } else if header.operation() == Operation::DeleteCursor {
+        let Ok(delete) = DeleteCursor::from_bytes(&body) else {
+            return;
+        };
+        host.delete_cursor(&request, delete);
     } else {
+        let (live, effects) = host.replica_and_effects();
         let record_count = strand_wire::RecordBatch::from_bytes(body)
             .map(|batch| batch.record_count())
             .unwrap_or(0);

@@ -79,11 +79,15 @@ pub enum Operation {
     CreateToken = 30,
     /// Revoke an access token. Metadata plane.
     RevokeToken = 31,
+    /// Delete a consumer's cursor on a partition (stored as a tombstone in
+    /// the partition's cursor log, like a store), freeing its name's slot
+    /// under the partition's bound on consumer names. Needs `consume`.
+    DeleteCursor = 32,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 31] = [
+    pub const ALL: [Operation; 32] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -115,6 +119,7 @@ impl Operation {
         Operation::Authenticate,
         Operation::CreateToken,
         Operation::RevokeToken,
+        Operation::DeleteCursor,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.
@@ -252,11 +257,16 @@ pub enum ResultCode {
     /// The credentials do not match a user (the same answer for an unknown
     /// user and a wrong password), or the connection has not signed in.
     AuthenticationFailed = 22,
+    /// A bound on what a client may grow was reached (the distinct consumer
+    /// names a partition keeps cursors for): nothing was done. The message
+    /// names the bound and how to make room (delete cursors no longer
+    /// used, or raise the node's setting).
+    LimitExceeded = 23,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 23] = [
+    pub const ALL: [ResultCode; 24] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -280,6 +290,7 @@ impl ResultCode {
         ResultCode::PermissionDenied,
         ResultCode::Refused,
         ResultCode::AuthenticationFailed,
+        ResultCode::LimitExceeded,
     ];
 
     /// Parses a result code; `None` for a value that names none.
