@@ -27,6 +27,7 @@
 mod args;
 mod config_file;
 mod consume;
+mod cursor;
 mod errors;
 mod group;
 mod operator;
@@ -217,6 +218,7 @@ async fn dispatch(
             token::revoke(&client, &token, json, out).await
         }
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
+        Command::Cursor(command) => cursor::run(&client, command, json, out).await,
         Command::Group(GroupCommand::List) => group::list(&client, json, out).await,
         Command::Group(GroupCommand::Describe { name }) => {
             group::describe(&client, &name, json, out).await
