@@ -228,6 +228,36 @@ impl<S: StateMachine> Replica<S> {
         CursorOutcome::Accepted
     }
 
+    /// Primary: deletes the cursors of `consumers` for want of use (the
+    /// driver's expiry of idle cursors decides which, from its clock):
+    /// tombstone events appended as a client's delete is, with no reply to
+    /// wait for. At most one frame's worth at a time; returns how many.
+    pub fn expire_cursors(&mut self, mut consumers: Vec<String>, effects: &mut Effects) -> usize {
+        if !self.is_serving_primary() || consumers.is_empty() {
+            return 0;
+        }
+        consumers.truncate(CURSOR_EVENTS_PER_FRAME);
+        let base = self.cursors.tail;
+        let events: Vec<CursorEvent> = consumers.into_iter().map(CursorEvent::tombstone).collect();
+        for (index, event) in events.iter().enumerate() {
+            self.cursors.unapplied.push_back(Unapplied {
+                sequence: base + index as u64,
+                consumer: event.consumer.clone(),
+                deletes: true,
+            });
+            self.cursors.remember(event.clone());
+        }
+        let count = events.len();
+        effects.push(Effect::AppendCursors {
+            cursor_base: base,
+            event_count: count as u32,
+            events: Bytes::from(CursorEvents { events }.to_vec()),
+        });
+        self.cursors.tail += count as u64;
+        assert_eq!(self.cursors.tail, base + count as u64);
+        count
+    }
+
     /// The bound on consumer names, as the primary applies it to a store
     /// for `consumer`: refused when the name is new and the names in the
     /// map plus the new ones not yet applied reach `consumers_max`.

@@ -2,8 +2,9 @@
 //! primary refuses a store that would add a name past the bound, counting
 //! the names its map holds and the new ones it accepted that storage has
 //! not applied yet; a store for a consumer that has a cursor always passes;
-//! a delete (a tombstone event) frees a slot on every replica; a new
-//! primary applies the same bound to the map it inherited.
+//! a delete (a tombstone event) frees a slot on every replica, and so does
+//! an expiry decided by the primary; a new primary applies the same bound
+//! to the map it inherited.
 
 mod harness;
 
@@ -134,4 +135,27 @@ fn a_new_primary_applies_the_bound_to_the_map_it_inherited() {
         cluster.store_cursor(primary, 8, 2, "a", 5),
         CursorOutcome::Accepted
     );
+}
+
+#[test]
+fn an_expiry_is_tombstones_every_replica_applies_and_frees_slots() {
+    let mut cluster = bounded(2);
+    cluster.store_cursor(0, 7, 1, "a", 1);
+    cluster.store_cursor(0, 7, 2, "b", 2);
+    assert_eq!(
+        cluster.expire_cursors(1, &["a"]),
+        0,
+        "a backup expires nothing"
+    );
+    assert_eq!(cluster.expire_cursors(0, &["a", "b"]), 2);
+    assert_eq!(
+        cluster.store_cursor(0, 7, 3, "c", 3),
+        CursorOutcome::Accepted
+    );
+    cluster.deliver_all();
+    cluster.tick(20);
+    for replica in 0..3 {
+        let names: Vec<String> = cluster.cursor_map(replica).into_keys().collect();
+        assert_eq!(names, ["c"], "replica {replica}");
+    }
 }

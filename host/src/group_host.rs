@@ -144,6 +144,8 @@ pub struct GroupHost<D: Disk> {
     mutations: open::Mutations,
     /// Most distinct consumer names the partition keeps cursors for.
     cursor_consumers_max: u64,
+    /// When each consumer last stored its cursor here, as primary.
+    cursor_clock: cursors::CursorClock,
 }
 
 impl<D: Disk> std::fmt::Debug for GroupHost<D> {
@@ -184,6 +186,7 @@ impl<D: Disk> GroupHost<D> {
             retention_checked: (0, 0),
             mutations: open::Mutations::default(),
             cursor_consumers_max: strand_consensus::CURSOR_CONSUMERS_MAX_DEFAULT,
+            cursor_clock: cursors::CursorClock::default(),
         }
     }
 
@@ -806,7 +809,7 @@ mod tests {
     }
 
     /// A lone replica of group 1 over an in-memory partition, started.
-    fn lone_host() -> (GroupHost<MemoryDisk>, Vec<Output>) {
+    pub(super) fn lone_host() -> (GroupHost<MemoryDisk>, Vec<Output>) {
         let (mut host, recovery) = GroupHost::open(
             &lone_spec(),
             MemoryDisk::new(1),
@@ -821,7 +824,7 @@ mod tests {
         (host, out)
     }
 
-    fn produce(request: u64, values: &[&str]) -> ClientRequest {
+    pub(super) fn produce(request: u64, values: &[&str]) -> ClientRequest {
         let mut builder = BatchBuilder::with_capacity(256);
         for value in values {
             builder.push(0, b"", value.as_bytes(), &[]);
@@ -838,7 +841,7 @@ mod tests {
     }
 
     /// Runs requests on a lone host until each is answered.
-    fn answer_all(host: &mut GroupHost<MemoryDisk>, requests: usize) {
+    pub(super) fn answer_all(host: &mut GroupHost<MemoryDisk>, requests: usize) {
         let mut out = Vec::new();
         for _ in 0..requests * 10 + 10 {
             host.settle(&mut out);
@@ -911,7 +914,7 @@ mod tests {
                 fence: None,
             };
             let request = Msg::new(header, bytes::Bytes::from(cursor.to_vec()));
-            host.store_cursor(&request, cursor);
+            host.store_cursor(&request, cursor, 0);
             answer_all(&mut host, 1);
         }
         let mut header = RequestHeader::new(0, 1, ViewId::ZERO, 0);

@@ -13,6 +13,7 @@
 //! insecure = false                      # optional: allow plaintext listeners off loopback
 //! direct_io = true                      # optional: append past the page cache (O_DIRECT)
 //! cursor_consumers_per_partition_max = 10000  # optional: distinct consumer names with a cursor, per partition
+//! cursor_retention_ms = 604800000       # optional: a cursor not stored for this long is deleted (0: never)
 //!
 //! [auth]                                # optional
 //! required = true                       # connections sign in; operations are checked against permissions
@@ -149,6 +150,10 @@ pub const RETENTION_CHECK_MS_MAX: u64 = 3_600_000;
 /// replica, held in memory and rewritten by every snapshot.
 pub const CURSOR_CONSUMERS_PER_PARTITION_MAX_LIMIT: u64 = 1_000_000;
 
+/// Default [`NodeConfig::cursor_retention_ms`]: 7 days, as Kafka's
+/// `offsets.retention.minutes`.
+pub const CURSOR_RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3_600_000;
+
 /// The file's shape.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +168,7 @@ struct FileConfig {
     retention_check_ms: Option<u64>,
     disk_reserve_bytes: Option<u64>,
     cursor_consumers_per_partition_max: Option<u64>,
+    cursor_retention_ms: Option<u64>,
     #[serde(default)]
     topic_defaults: TopicDefaults,
     tls: Option<TlsFiles>,
@@ -232,6 +238,13 @@ pub struct NodeConfig {
     /// offsets settings are the broker's: it guards each node's memory and
     /// snapshot work, which no topic owner should be able to raise.
     pub cursor_consumers_per_partition_max: u64,
+    /// A cursor no consumer stored for this long is deleted by its
+    /// partition's primary, as Kafka's `offsets.retention.minutes` does
+    /// (default 7 days; `None`, from 0 in the file: never). A consumer
+    /// group's cursors wait until the group has no members. Idle time is
+    /// counted by the primary that saw the stores: a failover can delay an
+    /// expiry by up to this much, never hasten it.
+    pub cursor_retention_ms: Option<u64>,
 }
 
 /// Overrides from the environment and the command line.
@@ -364,6 +377,11 @@ impl NodeConfig {
             cursor_consumers_per_partition_max: cursor_consumers_max(
                 file.cursor_consumers_per_partition_max,
             )?,
+            cursor_retention_ms: match file.cursor_retention_ms {
+                None => Some(CURSOR_RETENTION_MS_DEFAULT),
+                Some(0) => None,
+                Some(retention_ms) => Some(retention_ms),
+            },
         })
     }
 
@@ -590,6 +608,21 @@ mod tests {
         let config =
             NodeConfig::parse(Path::new("x.toml"), &bounded, Overrides::default()).expect("valid");
         assert_eq!(config.cursor_consumers_per_partition_max, 50);
+        assert_eq!(
+            config.cursor_retention_ms,
+            Some(CURSOR_RETENTION_MS_DEFAULT),
+            "absent: 7 days"
+        );
+        for (value, expected) in [(0, None), (60_000, Some(60_000))] {
+            let text = GOOD.replacen(
+                "cluster = 9",
+                &format!("cluster = 9\n        cursor_retention_ms = {value}"),
+                1,
+            );
+            let config =
+                NodeConfig::parse(Path::new("x.toml"), &text, Overrides::default()).expect("valid");
+            assert_eq!(config.cursor_retention_ms, expected, "{value}");
+        }
     }
 
     #[test]

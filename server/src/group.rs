@@ -531,12 +531,14 @@ impl Actor {
 
     /// The shard's periodic storage check: age limits (for groups that
     /// keep a limited history), the commit number persisted if a quiet
-    /// replica left it behind, and cursor-log compaction (for all).
+    /// replica left it behind, idle cursors expired, and cursor-log
+    /// compaction (for all).
     pub fn check_storage(&mut self) {
         if self.spec.retention != RetentionPolicy::default() {
             self.apply_retention();
         }
         self.host.persist_commit_if_behind();
+        self.expire_cursors();
         self.settle_host();
         let frames = self.host.compact_cursors();
         if frames > 0 {

@@ -32,6 +32,7 @@
 //! | `node_disk_free_bytes` | gauge | free bytes on the data disk (read every 100 ms) |
 //! | `node_disk_full` | gauge | 1 while the data disk's free space is below the reserve (produces refused) |
 //! | `produce_refused_disk_full_total` | counter | produces refused with `DiskFull` |
+//! | `cursors_expired_total` | counter | cursors a primary deleted for want of use: no store for `cursor_retention_ms` |
 //! | `cursor_stores_refused_limit_total` | counter | cursor stores refused `LimitExceeded`: the partition holds `cursor_consumers_per_partition_max` consumer names and the store named a new one |
 //! | `bus_queued_bytes{peer}` | gauge | bytes waiting in the bus queue to the peer (sampled every tick) |
 
@@ -75,6 +76,10 @@ fn describe() {
         "record-log segments retention removed"
     );
     metrics::describe_counter!("view_changes_total", "view changes this replica started");
+    metrics::describe_counter!(
+        "cursors_expired_total",
+        "cursors a primary deleted for want of use (no store for cursor_retention_ms)"
+    );
     metrics::describe_counter!(
         "cursor_stores_refused_limit_total",
         "cursor stores refused LimitExceeded: a new consumer name past the partition's bound"
@@ -160,6 +165,11 @@ pub fn produce_refused_disk_full() {
 /// consumer names and was refused `LimitExceeded`.
 pub fn cursor_store_refused_limit() {
     counter!("cursor_stores_refused_limit_total").increment(1);
+}
+
+/// `count` idle cursors expired (tombstones appended by their primary).
+pub fn cursors_expired(count: usize) {
+    counter!("cursors_expired_total").increment(count as u64);
 }
 
 /// A replica lacked ops a peer's retention had dropped.

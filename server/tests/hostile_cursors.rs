@@ -8,6 +8,8 @@
 //! the cursor log into its snapshot. A well-behaved producer and consumer
 //! on another topic keeps working throughout; every node restarts cleanly
 //! afterwards, the cursors read back, and no node's log holds a panic.
+//! Idle cursors expire after the nodes' `cursor_retention_ms`, freeing
+//! their names; cursors stored since stay.
 
 mod common;
 
@@ -207,6 +209,103 @@ fn assert_no_panics(nodes: &[Node]) {
     }
 }
 
+/// The flood, then stores of the names kept (enough to fold the cursor
+/// log into a snapshot); returns the names refused, ascending.
+async fn flood(mallory: &Client) -> Vec<usize> {
+    // The first CONSUMERS_MAX names are kept, the rest refused.
+    let refused = store_all(mallory, (0..FLOOD_NAMES).collect(), 1).await;
+    assert_eq!(refused.len(), FLOOD_NAMES - CONSUMERS_MAX, "{refused:?}");
+    let kept: Vec<usize> = (0..FLOOD_NAMES)
+        .filter(|index| refused.binary_search(index).is_err())
+        .collect();
+    // Names it has always store; enough of them to fold the log into a
+    // snapshot (the step that panicked every node before).
+    let restores = kept.iter().copied().cycle().take(RESTORES).collect();
+    assert!(store_all(mallory, restores, 5).await.is_empty());
+    // A delete frees one slot: one new name fits, the next does not.
+    let deleted = long_name(kept[0]);
+    mallory
+        .delete_cursor("s", "t", 0, &deleted)
+        .await
+        .expect("delete a cursor");
+    let gone = mallory.get_cursor("s", "t", 0, &deleted).await;
+    assert_eq!(gone.expect("get"), None);
+    mallory
+        .store_cursor("s", "t", 0, &long_name(refused[0]), 3)
+        .await
+        .expect("the freed slot takes a new name");
+    assert_full(mallory, refused[1]).await;
+    refused
+}
+
+/// A store of a new name (by index) is refused `LimitExceeded`.
+async fn assert_full(mallory: &Client, new: usize) {
+    let past = mallory.store_cursor("s", "t", 0, &long_name(new), 3).await;
+    assert!(
+        matches!(past, Err(ClientError::LimitExceeded { .. })),
+        "{past:?}"
+    );
+}
+
+/// What the nodes counted and logged: every refusal, a compaction, the
+/// delete in the audit log.
+fn assert_observed(dir: &Path, nodes: &[Node], refusals: usize) {
+    let counted: f64 = nodes
+        .iter()
+        .map(|node| common::metric_sum(node, "cursor_stores_refused_limit_total"))
+        .sum();
+    assert!(counted >= refusals as f64, "refusals counted: {counted}");
+    let compacted = nodes.iter().any(|node| {
+        let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+        log.contains("cursor log compacted")
+    });
+    assert!(compacted, "the cursor log was folded into a snapshot");
+    let deletes: Vec<serde_json::Value> = common::audit_entries(dir, nodes)
+        .into_iter()
+        .filter(|entry| entry["action"] == "DeleteCursor")
+        .collect();
+    assert!(
+        deletes
+            .iter()
+            .any(|entry| entry["identity"] == "user mallory" && entry["outcome"] == "Ok"),
+        "the delete is audited: {deletes:?}"
+    );
+}
+
+/// Every node stops cleanly and starts again; the cursor stored in the
+/// freed slot reads back and the bound still holds.
+fn restart_and_check(nodes: &mut [Node], certs: &Path, refused: &[usize]) {
+    for node in nodes.iter_mut() {
+        node.terminate();
+    }
+    for node in nodes.iter_mut() {
+        node.start();
+    }
+    common::runtime().block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mallory = patient_client(nodes, certs, "mallory", "mallory password", deadline).await;
+        loop {
+            let read = mallory
+                .get_cursor("s", "t", 0, &long_name(refused[0]))
+                .await;
+            match read {
+                Ok(offset) => {
+                    assert_eq!(offset, Some(3), "the cursor stored in the freed slot");
+                    break;
+                }
+                Err(error) => {
+                    assert!(Instant::now() < deadline, "after restart: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        assert_full(&mallory, refused[1]).await;
+    });
+    for node in nodes.iter_mut() {
+        node.assert_alive();
+    }
+}
+
 #[test]
 fn a_flood_of_consumer_names_is_bounded_and_hurts_no_one_else() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -221,101 +320,101 @@ fn a_flood_of_consumer_names_is_bounded_and_hurts_no_one_else() {
         let good = patient_client(&nodes, &certs, "good", "good password", deadline).await;
         let behaving = tokio::spawn(behave(good, Arc::clone(&stop), Arc::clone(&rounds)));
         let mallory = patient_client(&nodes, &certs, "mallory", "mallory password", deadline).await;
-
-        // The flood: the first CONSUMERS_MAX names are kept, the rest refused.
-        let refused = store_all(&mallory, (0..FLOOD_NAMES).collect(), 1).await;
-        assert_eq!(refused.len(), FLOOD_NAMES - CONSUMERS_MAX, "{refused:?}");
-        let kept: Vec<usize> = (0..FLOOD_NAMES)
-            .filter(|index| refused.binary_search(index).is_err())
-            .collect();
-
-        // Names it has always store; enough of them to fold the log into
-        // a snapshot (the step that panicked every node before).
-        let restores = kept.iter().copied().cycle().take(RESTORES).collect();
-        assert!(store_all(&mallory, restores, 5).await.is_empty());
-
-        // A delete frees one slot: one new name fits, the next does not.
-        let new = refused[0];
-        mallory
-            .delete_cursor("s", "t", 0, &long_name(kept[0]))
-            .await
-            .expect("delete a cursor");
-        assert_eq!(
-            mallory
-                .get_cursor("s", "t", 0, &long_name(kept[0]))
-                .await
-                .expect("get"),
-            None
-        );
-        mallory
-            .store_cursor("s", "t", 0, &long_name(new), 3)
-            .await
-            .expect("the freed slot takes a new name");
-        let past = mallory
-            .store_cursor("s", "t", 0, &long_name(refused[1]), 3)
-            .await;
-        assert!(
-            matches!(past, Err(ClientError::LimitExceeded { .. })),
-            "{past:?}"
-        );
-
-        // Wait for a compaction before stopping the good user.
+        let refused = flood(&mallory).await;
+        // Let a compaction run; the good user still progresses after it all.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let before = rounds.load(Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(
             rounds.load(Ordering::Relaxed) > before,
-            "the good user still progresses"
+            "the good user progresses"
         );
         stop.store(true, Ordering::Relaxed);
         (behaving.await.expect("good user"), refused)
     });
     assert!(errors.is_empty(), "the good user saw errors: {errors:?}");
-    assert!(rounds.load(Ordering::Relaxed) > 0);
-    let counted: f64 = nodes
-        .iter()
-        .map(|node| common::metric_sum(node, "cursor_stores_refused_limit_total"))
-        .sum();
-    assert!(
-        counted >= refused.len() as f64,
-        "refusals counted: {counted}"
-    );
+    assert_observed(dir.path(), &nodes, refused.len());
+    restart_and_check(&mut nodes, &certs, &refused);
+    assert_no_panics(&nodes);
+}
 
-    // Every node restarts cleanly and serves the cursors it kept.
+/// Three plaintext nodes with `settings` at the top of each configuration.
+fn start_plain_cluster(dir: &Path, settings: &str) -> Vec<Node> {
+    let mut nodes = common::configure_cluster(dir, 3);
     for node in &mut nodes {
-        node.terminate();
-    }
-    for node in &mut nodes {
+        let config = std::fs::read_to_string(&node.config).expect("config");
+        std::fs::write(&node.config, format!("{settings}{config}")).expect("write config");
         node.start();
     }
+    nodes
+}
+
+#[test]
+fn idle_cursors_expire_and_free_their_names() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let nodes = start_plain_cluster(
+        dir.path(),
+        "cursor_consumers_per_partition_max = 2\ncursor_retention_ms = 3000\n\
+         retention_check_ms = 200\n",
+    );
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
     runtime.block_on(async {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let mallory = patient_client(&nodes, &certs, "mallory", "mallory password", deadline).await;
-        loop {
-            match mallory
-                .get_cursor("s", "t", 0, &long_name(refused[0]))
-                .await
-            {
-                Ok(offset) => {
-                    assert_eq!(offset, Some(3), "the cursor stored in the freed slot");
-                    break;
-                }
-                Err(error) => {
-                    assert!(Instant::now() < deadline, "after restart: {error}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-        let past = mallory
-            .store_cursor("s", "t", 0, &long_name(refused[1]), 3)
-            .await;
+        let client = common::connect(common::bootstrap(&nodes), deadline).await;
+        client.create_stream("s").await.expect("stream");
+        let mut spec = TopicSpec::new("s", "t");
+        spec.partition_count = 1;
+        spec.replica_count = 3;
+        client.create_topic(spec).await.expect("topic");
+        common::produce_batch(&client, 0, deadline).await;
+        client
+            .store_cursor("s", "t", 0, "idle", 1)
+            .await
+            .expect("store");
+        client
+            .store_cursor("s", "t", 0, "busy", 2)
+            .await
+            .expect("store");
+        let full = client.store_cursor("s", "t", 0, "third", 3).await;
         assert!(
-            matches!(past, Err(ClientError::LimitExceeded { .. })),
-            "{past:?}"
+            matches!(full, Err(ClientError::LimitExceeded { .. })),
+            "{full:?}"
         );
+        // "busy" keeps storing; "idle" does not.
+        let started = Instant::now();
+        while client
+            .get_cursor("s", "t", 0, "idle")
+            .await
+            .expect("get")
+            .is_some()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "idle never expired"
+            );
+            client
+                .store_cursor("s", "t", 0, "busy", 3)
+                .await
+                .expect("store");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(
+            started.elapsed() >= Duration::from_millis(2_500),
+            "not before its retention"
+        );
+        assert_eq!(
+            client.get_cursor("s", "t", 0, "busy").await.expect("get"),
+            Some(3)
+        );
+        client
+            .store_cursor("s", "t", 0, "third", 3)
+            .await
+            .expect("the expired name's slot is free");
     });
-    for node in &mut nodes {
-        node.assert_alive();
-    }
+    let expired: f64 = nodes
+        .iter()
+        .map(|node| common::metric_sum(node, "cursors_expired_total"))
+        .sum();
+    assert!(expired >= 1.0, "expiries counted: {expired}");
     assert_no_panics(&nodes);
 }

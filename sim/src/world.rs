@@ -939,7 +939,7 @@ fn client_request(
         let Ok(cursor) = StoreCursor::from_bytes(&body) else {
             return;
         };
-        host.store_cursor(&request, cursor);
+        host.store_cursor(&request, cursor, now);
     } else if header.operation() == Operation::DeleteCursor {
         let Ok(delete) = DeleteCursor::from_bytes(&body) else {
             return;

@@ -722,6 +722,17 @@ impl Cluster {
         outcome
     }
 
+    /// Replica `to` expires the cursors of `consumers` (as its driver does
+    /// for idle ones).
+    pub fn expire_cursors(&mut self, to: u8, consumers: &[&str]) -> usize {
+        let mut effects = Effects::new();
+        let replica = self.replicas[usize::from(to)].as_mut().expect("up");
+        let names = consumers.iter().map(|name| (*name).to_owned()).collect();
+        let count = replica.expire_cursors(names, &mut effects);
+        self.execute(to, effects);
+        count
+    }
+
     /// Replica `index`'s cursor map: its storage's events, replayed.
     pub fn cursor_map(&self, index: u8) -> BTreeMap<String, u64> {
         let mut map = BTreeMap::new();

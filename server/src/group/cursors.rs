@@ -1,7 +1,8 @@
 //! A partition's cursor requests on its actor: stores and deletes go
 //! through the host's door (`GroupHost::store_cursor`, `delete_cursor`),
 //! where the primary applies the bound on consumer names; what only this
-//! node's catalog knows (a consumer group's fence) is checked first.
+//! node's catalog knows (a consumer group's fence) is checked first. The
+//! expiry of idle cursors runs here too, with the node's clock.
 
 use bytes::Bytes;
 use strand_consensus::CursorOutcome;
@@ -28,7 +29,7 @@ impl Actor {
             let body = Bytes::from(refusal.to_vec());
             return self.send_reply(&header, refusal.code(), body);
         }
-        let outcome = self.host.store_cursor(request, cursor);
+        let outcome = self.host.store_cursor(request, cursor, now_ns());
         if outcome == CursorOutcome::Refused(ResultCode::LimitExceeded) {
             metrics::cursor_store_refused_limit();
         }
@@ -50,6 +51,34 @@ impl Actor {
             return self.send_reply(&header, refusal.code(), body);
         }
         self.host.delete_cursor(request, delete);
+    }
+
+    /// As primary, deletes the cursors no consumer stored for the node's
+    /// `cursor_retention_ms` (a consumer group's only once it has no
+    /// members, as Kafka expires a group's offsets once it is empty); the
+    /// shard's periodic storage check calls it.
+    pub(super) fn expire_cursors(&mut self) {
+        let Some(retention_ms) = self.shared.config.cursor_retention_ms else {
+            return;
+        };
+        let catalog = self.shared.catalog();
+        let (stream, topic) = (&self.spec.stream, &self.spec.topic);
+        let keep = |consumer: &str| {
+            catalog.consumer_group(consumer).is_some_and(|group| {
+                (&group.stream, &group.topic) == (stream, topic) && !group.members.is_empty()
+            })
+        };
+        let retention_ns = retention_ms.saturating_mul(1_000_000);
+        let expired = self.host.expire_cursors(now_ns(), retention_ns, &keep);
+        if expired > 0 {
+            metrics::cursors_expired(expired);
+            tracing::info!(
+                group = self.spec.group,
+                expired,
+                retention_ms,
+                "group: idle cursors expired"
+            );
+        }
     }
 
     /// Why a change of `consumer`'s cursor without a member's fence must be
@@ -101,4 +130,13 @@ impl Actor {
             )),
         }
     }
+}
+
+/// The node's clock, ns since the Unix epoch (0 before it).
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+        })
 }
