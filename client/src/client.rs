@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use strand_wire::ops::{
-    AddPartitions, AlterTopic, CreateStream, CreateTopic, DeleteStream, DeleteTopic, Empty,
-    FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply, MetadataRequest,
+    AddPartitions, AlterTopic, CreateStream, CreateTopic, DeleteCursor, DeleteStream, DeleteTopic,
+    Empty, FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply, MetadataRequest,
     OffsetForTime, OffsetForTimeReply, ProduceReply, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
     StoreCursor, TopicCreated, TopicInfo, TopicsDeleted,
 };
@@ -603,6 +603,38 @@ impl Client {
             .await?;
         Empty::from_bytes(&reply)
             .map_err(|error| ClientError::from_body_error("store cursor reply", error))?;
+        Ok(())
+    }
+
+    /// Deletes `consumer`'s cursor on a partition: a later
+    /// [`Client::get_cursor`] finds none, and the name no longer counts
+    /// toward the partition's bound on consumer names (a store past it
+    /// fails [`ClientError::LimitExceeded`]). Deleting a cursor that does
+    /// not exist succeeds. A consumer group's cursor is deleted only while
+    /// the group has no members.
+    pub async fn delete_cursor(
+        &self,
+        stream: &str,
+        topic: &str,
+        partition: u32,
+        consumer: &str,
+    ) -> Result<(), ClientError> {
+        let group = self.partition_group(stream, topic, partition).await?;
+        let deleted = self.delete_cursor_group(group, consumer).await;
+        self.forget_if_deleted(stream, topic, deleted)
+    }
+
+    async fn delete_cursor_group(&self, group: u64, consumer: &str) -> Result<(), ClientError> {
+        check_name("consumer", consumer)?;
+        let request = DeleteCursor {
+            consumer: consumer.to_owned(),
+        };
+        let body = Bytes::from(request.to_vec());
+        let reply = self
+            .query(QueryTarget::Group(group), Operation::DeleteCursor, body, 0)
+            .await?;
+        Empty::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("delete cursor reply", error))?;
         Ok(())
     }
 

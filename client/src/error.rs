@@ -237,6 +237,15 @@ pub enum ClientError {
         /// Each refused partition's index and why it was refused, ascending.
         refused: Vec<(u32, ClientError)>,
     },
+    /// A bound on what a client may grow was reached (a partition keeps
+    /// cursors for at most so many distinct consumer names): nothing was
+    /// done. The message names the bound and how to make room (delete
+    /// cursors no longer used, or raise the nodes' setting).
+    #[error("limit reached: {message}")]
+    LimitExceeded {
+        /// The server's explanation: which bound, and what to do.
+        message: String,
+    },
     /// A bug or unexpected state on the server.
     #[error("internal server error: {message}; report it with the server's logs")]
     Internal {
@@ -344,6 +353,7 @@ fn from_code(operation: Operation, code: ResultCode, message: String) -> ClientE
         ResultCode::AuthenticationFailed | ResultCode::Throttled => {
             ClientError::AuthenticationFailed { message }
         }
+        ResultCode::LimitExceeded => ClientError::LimitExceeded { message },
         // TooLarge, OffsetOutOfRange and OutOfOrder have structured bodies;
         // a server sending them as messages is confused: report it as is.
         ResultCode::Internal
@@ -386,5 +396,15 @@ mod tests {
         let too_large =
             ClientError::from_error_body(operation, ErrorBody::TooLarge { size: 9, max: 4 });
         assert_eq!(too_large, ClientError::TooLarge { size: 9, max: 4 });
+        let limit = ClientError::from_error_body(
+            Operation::StoreCursor,
+            ErrorBody::message(ResultCode::LimitExceeded, "at most 10 names"),
+        );
+        assert_eq!(
+            limit,
+            ClientError::LimitExceeded {
+                message: "at most 10 names".to_owned()
+            }
+        );
     }
 }

@@ -548,6 +548,42 @@ async fn a_cursor_past_a_new_primarys_commit_is_retried_until_stored() {
     .await;
 }
 
+/// A store past the partition's bound on consumer names is a typed error
+/// the SDK does not retry; a delete frees the name.
+#[tokio::test]
+async fn a_store_past_the_bound_on_names_is_a_typed_error_and_a_delete_frees_a_name() {
+    within(async {
+        let cluster = Cluster::start(1, 0).await;
+        cluster.add_topic("shop", "orders", 1, &[1], 0, 1);
+        let full = ErrorBody::message(
+            ResultCode::LimitExceeded,
+            "this partition keeps cursors for at most 10 distinct consumer names",
+        );
+        cluster.add_fault(Operation::StoreCursor, 2, FaultAction::Reply(full));
+        let client = connect(&cluster, 1).await;
+        client
+            .store_cursor("shop", "orders", 0, "billing", 2)
+            .await
+            .expect("stored");
+        let refused = client.store_cursor("shop", "orders", 0, "audit", 1).await;
+        assert!(
+            matches!(&refused, Err(ClientError::LimitExceeded { message }) if message.contains("at most 10")),
+            "{refused:?}"
+        );
+        assert_eq!(cluster.seen(Operation::StoreCursor).len(), 2, "not retried");
+        client
+            .delete_cursor("shop", "orders", 0, "billing")
+            .await
+            .expect("deleted");
+        let stored = client
+            .get_cursor("shop", "orders", 0, "billing")
+            .await
+            .expect("read");
+        assert_eq!(stored, None);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn fetch_past_the_end_is_a_typed_error_with_the_bounds() {
     within(async {

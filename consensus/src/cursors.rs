@@ -7,15 +7,25 @@
 //! history starts its StartView carries: `state::cursor_divergence`, and
 //! `docs/cursor-cut.md`).
 //!
+//! A delete is an event too (a tombstone): it replicates, survives
+//! snapshots, compaction and state transfer as any store does, and frees its
+//! consumer's name.
+//!
 //! Bounds: the last [`CURSOR_EVENTS_KEPT`] events stay in memory for
 //! shipping; a backup further behind is shipped from storage. At most
 //! [`CURSOR_COMMITS_PENDING_MAX`] commits wait for their ack; more are
-//! answered `Busy`.
+//! answered `Busy`. A partition keeps cursors for at most
+//! [`CursorCensus::consumers_max`] distinct consumer names: the primary
+//! refuses a store that would add one more (`LimitExceeded`), counting the
+//! names its map holds and the new ones it accepted that storage has not
+//! applied yet ([`Replica::cursor_bound_refusal`]). A store for a consumer
+//! that has a cursor always passes. Backups apply what the primary shipped:
+//! the primary's rule is the group's.
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use strand_wire::ops::{CursorEvent, CursorEvents, ErrorBody, StoreCursor};
+use strand_wire::ops::{CursorEvent, CursorEvents, DeleteCursor, ErrorBody, StoreCursor};
 use strand_wire::{
     Body, CursorsHeader, Durability, Message, Msg, REPLICAS_MAX, ReplyHeader, RequestHeader,
     ResultCode,
@@ -31,6 +41,46 @@ pub const CURSOR_EVENTS_KEPT: usize = 4096;
 pub const CURSOR_COMMITS_PENDING_MAX: usize = 4096;
 /// Most events in one Cursors frame.
 const CURSOR_EVENTS_PER_FRAME: usize = 256;
+/// Default most distinct consumer names a partition keeps cursors for: far
+/// above what consumers and consumer groups of one partition use (Kafka
+/// users rarely run more than a few hundred groups per topic), and small
+/// enough that the whole map (at most about 2.6 MiB of names) is cheap to
+/// snapshot, ship and hold in memory on every replica.
+pub const CURSOR_CONSUMERS_MAX_DEFAULT: u64 = 10_000;
+
+/// What the partition's cursor map says about one store or delete, for the
+/// bound on consumer names. The map lives in storage; the host reads it
+/// and hands it in with the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CursorCensus {
+    /// The consumer has a cursor in the map.
+    pub known: bool,
+    /// Distinct consumers in the map.
+    pub consumers: u64,
+    /// The cursor tail the map reflects: every event below it is applied.
+    pub applied_tail: u64,
+    /// Most distinct consumers the partition may hold.
+    pub consumers_max: u64,
+}
+
+/// What became of a cursor store or delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorOutcome {
+    /// Appended; the reply follows once it is written (or, for a delete of
+    /// a consumer without a cursor, already went out).
+    Accepted,
+    /// Answered with this error at once; nothing was appended.
+    Refused(ResultCode),
+}
+
+/// An event the primary accepted that storage may not have applied to the
+/// map yet: a store of a name the map did not hold, or a delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Unapplied {
+    sequence: u64,
+    consumer: String,
+    deletes: bool,
+}
 
 /// The replica's cursor log bookkeeping.
 #[derive(Debug, Clone)]
@@ -44,6 +94,8 @@ pub struct CursorState {
     recent: VecDeque<CursorEvent>,
     recent_base: u64,
     pending: VecDeque<(u64, RequestHeader)>,
+    /// Primary: stores of new names and deletes not yet in storage's map.
+    unapplied: VecDeque<Unapplied>,
     /// Primary: each replica's reported tail.
     pub replica_tails: [u64; REPLICAS_MAX as usize],
     /// The first event the log still holds as an event (the driver says,
@@ -62,6 +114,7 @@ impl CursorState {
             recent: VecDeque::new(),
             recent_base: tail,
             pending: VecDeque::new(),
+            unapplied: VecDeque::new(),
             replica_tails: [0; REPLICAS_MAX as usize],
             log_start: 0,
         }
@@ -95,14 +148,16 @@ impl CursorState {
 impl<S: StateMachine> Replica<S> {
     /// Primary: a consumer stores its cursor. `high_watermark` is the
     /// partition's committed offset end (a cursor may not point past it;
-    /// one within the log, not yet committed, is told to retry).
+    /// one within the log, not yet committed, is told to retry); `census`
+    /// is what the partition's map says for the bound on consumer names.
     pub fn on_store_cursor(
         &mut self,
         request: &Msg<RequestHeader>,
         cursor: StoreCursor,
         high_watermark: u64,
+        census: CursorCensus,
         effects: &mut Effects,
-    ) {
+    ) -> CursorOutcome {
         self.wake(effects);
         let header = *request.header();
         let error = if !self.is_serving_primary() {
@@ -112,16 +167,170 @@ impl<S: StateMachine> Replica<S> {
         } else if self.cursors.pending.len() >= CURSOR_COMMITS_PENDING_MAX {
             Some(ErrorBody::Busy { retry_after_ms: 10 })
         } else {
-            None
+            self.cursor_bound_refusal(&cursor.consumer, census)
         };
         if let Some(error) = error {
-            self.cursor_reply(&header, error.code(), Bytes::from(error.to_vec()), effects);
-            return;
+            let code = error.code();
+            self.cursor_reply(&header, code, Bytes::from(error.to_vec()), effects);
+            return CursorOutcome::Refused(code);
+        }
+        let known = self.cursor_known(&cursor.consumer, census);
+        if !known {
+            self.cursors.unapplied.push_back(Unapplied {
+                sequence: self.cursors.tail,
+                consumer: cursor.consumer.clone(),
+                deletes: false,
+            });
         }
         let event = CursorEvent {
             consumer: cursor.consumer,
             offset: cursor.offset,
         };
+        self.append_cursor_event(header, event, effects);
+        CursorOutcome::Accepted
+    }
+
+    /// Primary: a consumer's cursor is deleted (a tombstone appended, acked
+    /// as a store is). A consumer without a cursor is answered at once.
+    pub fn on_delete_cursor(
+        &mut self,
+        request: &Msg<RequestHeader>,
+        delete: DeleteCursor,
+        census: CursorCensus,
+        effects: &mut Effects,
+    ) -> CursorOutcome {
+        self.wake(effects);
+        let header = *request.header();
+        let error = if !self.is_serving_primary() {
+            Some(self.not_primary())
+        } else if self.cursors.pending.len() >= CURSOR_COMMITS_PENDING_MAX {
+            Some(ErrorBody::Busy { retry_after_ms: 10 })
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            let code = error.code();
+            self.cursor_reply(&header, code, Bytes::from(error.to_vec()), effects);
+            return CursorOutcome::Refused(code);
+        }
+        self.forget_applied(census.applied_tail);
+        if !self.cursor_known(&delete.consumer, census) {
+            self.cursor_reply(&header, ResultCode::Ok, Bytes::new(), effects);
+            return CursorOutcome::Accepted;
+        }
+        self.cursors.unapplied.push_back(Unapplied {
+            sequence: self.cursors.tail,
+            consumer: delete.consumer.clone(),
+            deletes: true,
+        });
+        let event = CursorEvent::tombstone(delete.consumer);
+        self.append_cursor_event(header, event, effects);
+        CursorOutcome::Accepted
+    }
+
+    /// Primary: deletes the cursors of `consumers` for want of use (the
+    /// driver's expiry of idle cursors decides which, from its clock):
+    /// tombstone events appended as a client's delete is, with no reply to
+    /// wait for. At most one frame's worth at a time; returns how many.
+    pub fn expire_cursors(&mut self, mut consumers: Vec<String>, effects: &mut Effects) -> usize {
+        if !self.is_serving_primary() || consumers.is_empty() {
+            return 0;
+        }
+        consumers.truncate(CURSOR_EVENTS_PER_FRAME);
+        let base = self.cursors.tail;
+        let events: Vec<CursorEvent> = consumers.into_iter().map(CursorEvent::tombstone).collect();
+        for (index, event) in events.iter().enumerate() {
+            self.cursors.unapplied.push_back(Unapplied {
+                sequence: base + index as u64,
+                consumer: event.consumer.clone(),
+                deletes: true,
+            });
+            self.cursors.remember(event.clone());
+        }
+        let count = events.len();
+        effects.push(Effect::AppendCursors {
+            cursor_base: base,
+            event_count: count as u32,
+            events: Bytes::from(CursorEvents { events }.to_vec()),
+        });
+        self.cursors.tail += count as u64;
+        assert_eq!(self.cursors.tail, base + count as u64);
+        count
+    }
+
+    /// The bound on consumer names, as the primary applies it to a store
+    /// for `consumer`: refused when the name is new and the names in the
+    /// map plus the new ones not yet applied reach `consumers_max`.
+    pub fn cursor_bound_refusal(
+        &mut self,
+        consumer: &str,
+        census: CursorCensus,
+    ) -> Option<ErrorBody> {
+        self.forget_applied(census.applied_tail);
+        if self.cursor_known(consumer, census) {
+            return None;
+        }
+        let new_unapplied = self
+            .cursors
+            .unapplied
+            .iter()
+            .filter(|event| !event.deletes)
+            .count();
+        let consumers = census.consumers + new_unapplied as u64;
+        if consumers < census.consumers_max {
+            return None;
+        }
+        Some(ErrorBody::message(
+            ResultCode::LimitExceeded,
+            format!(
+                "this partition keeps cursors for at most {} distinct consumer names \
+                 (cursor_consumers_per_partition_max) and holds {consumers}: consumer \
+                 {consumer} was not stored; delete cursors no longer used (DeleteCursor, \
+                 `strand cursor delete`) or raise the bound in every node's configuration",
+                census.consumers_max
+            ),
+        ))
+    }
+
+    /// Whether `consumer` has a cursor once every accepted event is
+    /// applied: the newest unapplied event for it says, else the map.
+    fn cursor_known(&self, consumer: &str, census: CursorCensus) -> bool {
+        match self
+            .cursors
+            .unapplied
+            .iter()
+            .rev()
+            .find(|event| event.consumer == consumer)
+        {
+            Some(event) => !event.deletes,
+            None => census.known,
+        }
+    }
+
+    /// Drops the unapplied events storage has applied since (those below
+    /// `applied_tail`) and any a cut removed (at or past the tail).
+    fn forget_applied(&mut self, applied_tail: u64) {
+        let tail = self.cursors.tail;
+        self.cursors
+            .unapplied
+            .retain(|event| event.sequence >= applied_tail && event.sequence < tail);
+        assert!(
+            self.cursors.unapplied.len() as u64 <= tail.saturating_sub(applied_tail),
+            "unapplied events lie between the applied tail and the tail"
+        );
+    }
+
+    /// Primary: appends one accepted event and waits for its write to ack.
+    fn append_cursor_event(
+        &mut self,
+        header: RequestHeader,
+        event: CursorEvent,
+        effects: &mut Effects,
+    ) {
+        assert!(
+            self.is_serving_primary(),
+            "only a serving primary appends events"
+        );
         let events = CursorEvents {
             events: vec![event.clone()],
         };

@@ -24,7 +24,7 @@
 //! | [`reconfigure`] | new memberships, the log's epoch, the in-place `Reconfigure` op |
 //! | [`merge`] | the canonical-log choice: a pure function of the DoViewChanges |
 //! | [`repair`] | fetching missing headers and prepares, serving peers; where the log starts after retention (a peer asking below it is told, and a replica that lacks what its peers dropped catches up by state transfer) |
-//! | [`cursors`] | the cursor event log: commits, shipping, cuts |
+//! | [`cursors`] | the cursor event log: commits, deletes (tombstones), the bound on consumer names, shipping, cuts |
 //! | [`client_table`] | idempotent requests |
 //! | [`state_machine`] | what a committed op does |
 //! | [`timeout`], [`prng`] | ticks, backoff and seeded jitter |
@@ -60,6 +60,7 @@ pub mod view_change;
 
 pub use config::{Config, Timeouts};
 pub use confirm::{ConfirmPolicy, ConfirmRule, confirm_rule};
+pub use cursors::{CURSOR_CONSUMERS_MAX_DEFAULT, CursorCensus, CursorOutcome};
 pub use effects::{DropReason, Effect, Effects, Event, LeaveReason, WaitReason};
 pub use normal::PIPELINE_PREPARES_MAX;
 pub use replica::{ClientRequest, Replica, Status, WriteStage};

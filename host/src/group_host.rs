@@ -7,11 +7,13 @@
 //!
 //! Deterministic: no threads, sockets or clocks. The owner opens the host
 //! ([`GroupHost::open`]), feeds inputs ([`GroupHost::on_message`],
-//! [`GroupHost::on_tick`], client requests through
-//! [`GroupHost::replica_and_effects`]), calls [`GroupHost::settle`] and
+//! [`GroupHost::on_tick`], cursor stores and deletes through
+//! [`GroupHost::store_cursor`] and [`GroupHost::delete_cursor`], other
+//! client requests through [`GroupHost::replica_and_effects`]), calls [`GroupHost::settle`] and
 //! carries out the outputs. State transfer (both ends) runs inside, in
 //! `transfer`.
 
+mod cursors;
 mod open;
 mod transfer;
 
@@ -140,6 +142,10 @@ pub struct GroupHost<D: Disk> {
     retention_checked: (usize, u64),
     /// Protections switched off (a mutation run of the simulator).
     mutations: open::Mutations,
+    /// Most distinct consumer names the partition keeps cursors for.
+    cursor_consumers_max: u64,
+    /// When each consumer last stored its cursor here, as primary.
+    cursor_clock: cursors::CursorClock,
 }
 
 impl<D: Disk> std::fmt::Debug for GroupHost<D> {
@@ -179,6 +185,8 @@ impl<D: Disk> GroupHost<D> {
             retention: RetentionPolicy::default(),
             retention_checked: (0, 0),
             mutations: open::Mutations::default(),
+            cursor_consumers_max: strand_consensus::CURSOR_CONSUMERS_MAX_DEFAULT,
+            cursor_clock: cursors::CursorClock::default(),
         }
     }
 
@@ -801,7 +809,7 @@ mod tests {
     }
 
     /// A lone replica of group 1 over an in-memory partition, started.
-    fn lone_host() -> (GroupHost<MemoryDisk>, Vec<Output>) {
+    pub(super) fn lone_host() -> (GroupHost<MemoryDisk>, Vec<Output>) {
         let (mut host, recovery) = GroupHost::open(
             &lone_spec(),
             MemoryDisk::new(1),
@@ -816,7 +824,7 @@ mod tests {
         (host, out)
     }
 
-    fn produce(request: u64, values: &[&str]) -> ClientRequest {
+    pub(super) fn produce(request: u64, values: &[&str]) -> ClientRequest {
         let mut builder = BatchBuilder::with_capacity(256);
         for value in values {
             builder.push(0, b"", value.as_bytes(), &[]);
@@ -833,7 +841,7 @@ mod tests {
     }
 
     /// Runs requests on a lone host until each is answered.
-    fn answer_all(host: &mut GroupHost<MemoryDisk>, requests: usize) {
+    pub(super) fn answer_all(host: &mut GroupHost<MemoryDisk>, requests: usize) {
         let mut out = Vec::new();
         for _ in 0..requests * 10 + 10 {
             host.settle(&mut out);
@@ -906,15 +914,22 @@ mod tests {
                 fence: None,
             };
             let request = Msg::new(header, bytes::Bytes::from(cursor.to_vec()));
-            let high_watermark = host.replica().machine().high_watermark();
-            let (replica, effects) = host.replica_and_effects();
-            replica.on_store_cursor(&request, cursor, high_watermark, effects);
+            host.store_cursor(&request, cursor, 0);
             answer_all(&mut host, 1);
         }
-        assert_eq!(host.partition_ref().cursor_tail(), events);
+        let mut header = RequestHeader::new(0, 1, ViewId::ZERO, 0);
+        header.client.set(43);
+        header.request.set(events + 1);
+        header.operation = Operation::DeleteCursor as u8;
+        let delete = strand_wire::ops::DeleteCursor {
+            consumer: "c0".to_owned(),
+        };
+        host.delete_cursor(&Msg::new(header, bytes::Bytes::new()), delete);
+        answer_all(&mut host, 1);
+        assert_eq!(host.partition_ref().cursor_tail(), events + 1);
         assert!(host.compact_cursors() > 0, "frames dropped");
-        assert_eq!(host.partition_ref().cursor_snapshot_covers(), events);
-        assert_eq!(host.partition_ref().cursors().len(), 7);
+        assert_eq!(host.partition_ref().cursor_snapshot_covers(), events + 1);
+        assert_eq!(host.partition_ref().cursors().len(), 6, "c0 deleted");
         assert_eq!(host.compact_cursors(), 0, "nothing new to fold");
         assert!(!host.storage_failed());
     }

@@ -10,7 +10,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`convert`] | consensus's durable state ⇄ the partition's superblock fields, the trust of a recovered log |
-//! | [`group_host`] | `GroupHost`: opening a group (trust, a newcomer's placement, the catalog replayed); the replica over its partition, every effect carried out here; retention and cursor compaction when the owner asks; both ends of state transfer; outputs for the owner |
+//! | [`group_host`] | `GroupHost`: opening a group (trust, a newcomer's placement, the catalog replayed); the replica over its partition, every effect carried out here; cursor stores and deletes (the door to the bound on consumer names); retention and cursor compaction when the owner asks; both ends of state transfer; outputs for the owner |
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |

@@ -8,8 +8,10 @@
 //!
 //! On disk: `cursors.log` is WAL frames, one per append: `cursor_base u64,
 //! event_count u32`, then the encoded `CursorEvents` body exactly as consensus
-//! produced it. `cursors.snapshot` is one WAL frame: `magic u32, covers u64`,
-//! then the map as a `CursorEvents` body.
+//! produced it. An event whose offset is
+//! [`strand_wire::ops::CURSOR_TOMBSTONE_OFFSET`] deletes its consumer's
+//! cursor. `cursors.snapshot` is the map in bounded pieces (see
+//! `cursor_snapshot`).
 //!
 //! Cursors promise at-least-once: a damaged or torn cursor log is cut at the
 //! damage (readers may see records again), never refused.
@@ -18,23 +20,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use strand_wal::{
-    Ack, FRAME_HEADER_BYTES, FileId, OpenMode, Request, Tail, encode_frame_into, scan,
-};
+use strand_wal::{Ack, FRAME_HEADER_BYTES, FileId, OpenMode, Request, Tail, scan};
 use strand_wire::Body;
 use strand_wire::ops::{CursorEvent, CursorEvents};
 
+use crate::cursor_snapshot::{apply_event, read_snapshot, write_snapshot};
 use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::io::{Io, Pending};
-use crate::layout::{
-    cursors_log_path, cursors_log_tmp_path, cursors_snapshot_path, cursors_snapshot_tmp_path,
-};
+use crate::layout::{cursors_log_path, cursors_log_tmp_path};
 
-/// A decoded snapshot: the events it covers and the cursor map as of them.
-pub(crate) type Snapshot = (u64, BTreeMap<String, u64>);
-
-const SNAPSHOT_MAGIC: u32 = 0x5053_5453; // "STSP"
 const FRAME_PREFIX_BYTES: usize = 12;
 
 /// One append's frame in the cursor log.
@@ -134,7 +129,7 @@ impl CursorLog {
         let mut map = snapshot_map.clone();
         for (sequence, event) in events {
             if sequence >= covers && sequence < log_end {
-                map.insert(event.consumer, event.offset);
+                apply_event(&mut map, event);
             }
         }
         let opened = io.open(&path, OpenMode::CreateOrAppend)?;
@@ -255,7 +250,7 @@ impl CursorLog {
         self.len += frame_len;
         self.tail = end;
         for event in &decoded {
-            self.map.insert(event.consumer.clone(), event.offset);
+            apply_event(&mut self.map, event.clone());
         }
         self.in_flight.push_back((cursor_base, decoded));
         Ok(user_data)
@@ -427,7 +422,7 @@ impl CursorLog {
         let from = self.covers.max(self.log_start);
         if from < self.tail {
             for event in self.read_events(io, from, self.tail)? {
-                map.insert(event.consumer, event.offset);
+                apply_event(&mut map, event);
             }
         }
         self.map = map;
@@ -559,78 +554,4 @@ pub(crate) fn decode_frame(payload: &[u8]) -> Option<(u64, u32, Vec<CursorEvent>
         .ok()?
         .events;
     (events.len() as u64 == u64::from(count) && count > 0).then_some((base, count, events))
-}
-
-/// Reads the snapshot: `Ok(Ok(..))` when valid or absent (empty),
-/// `Ok(Err(reason))` when present but unreadable.
-fn read_snapshot<D: Disk>(
-    io: &mut Io<D>,
-    dir: &Path,
-) -> Result<Result<Snapshot, String>, PartitionError> {
-    let path = cursors_snapshot_path(dir);
-    let Some(bytes) = io
-        .disk
-        .read_file(&path)
-        .map_err(|error| PartitionError::io(&path, "read the cursor snapshot", &error))?
-    else {
-        return Ok(Ok((0, BTreeMap::new())));
-    };
-    Ok(decode_snapshot(&bytes))
-}
-
-/// Decodes a snapshot file.
-pub(crate) fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, String> {
-    let report = scan(bytes);
-    let ([span], true) = (&report.frames[..], report.is_clean()) else {
-        return Err("not exactly one valid frame".to_owned());
-    };
-    let payload = span.payload(bytes);
-    if payload.len() < 12 || payload[..4] != SNAPSHOT_MAGIC.to_le_bytes() {
-        return Err("bad magic".to_owned());
-    }
-    let covers = u64::from_le_bytes(payload[4..12].try_into().map_err(|_| "short")?);
-    let events = CursorEvents::from_bytes(&payload[12..])
-        .map_err(|error| error.to_string())?
-        .events;
-    Ok((
-        covers,
-        events
-            .into_iter()
-            .map(|event| (event.consumer, event.offset))
-            .collect(),
-    ))
-}
-
-/// The bytes of a snapshot file.
-pub(crate) fn encode_snapshot(covers: u64, map: &BTreeMap<String, u64>) -> Vec<u8> {
-    let events = map
-        .iter()
-        .map(|(consumer, offset)| CursorEvent {
-            consumer: consumer.clone(),
-            offset: *offset,
-        })
-        .collect();
-    let mut payload = SNAPSHOT_MAGIC.to_le_bytes().to_vec();
-    payload.extend_from_slice(&covers.to_le_bytes());
-    payload.extend_from_slice(&CursorEvents { events }.to_vec());
-    let mut bytes = Vec::with_capacity(payload.len() + FRAME_HEADER_BYTES);
-    encode_frame_into(&payload, &mut bytes).expect("a cursor map fits a frame");
-    bytes
-}
-
-/// Writes a snapshot atomically (temp file synced, renamed, directory synced).
-pub(crate) fn write_snapshot<D: Disk>(
-    io: &mut Io<D>,
-    dir: &Path,
-    covers: u64,
-    map: &BTreeMap<String, u64>,
-) -> Result<(), PartitionError> {
-    let path = cursors_snapshot_path(dir);
-    let tmp = cursors_snapshot_tmp_path(dir);
-    let bytes = encode_snapshot(covers, map);
-    io.disk
-        .remove_file(&tmp)
-        .and_then(|()| io.disk.write_at(&tmp, 0, &bytes))
-        .and_then(|()| io.disk.rename(&tmp, &path))
-        .map_err(|error| PartitionError::io(&path, "write the cursor snapshot", &error))
 }

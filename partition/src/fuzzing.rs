@@ -17,11 +17,11 @@ use std::collections::BTreeMap;
 use strand_wal::{FRAME_HEADER_BYTES, Tail};
 use strand_wire::{HEADER_SIZE, PrepareHeader};
 
-use crate::cursors;
 use crate::index::{self, INDEX_ENTRY_BYTES, INDEX_FRAME_BYTES, IndexDamage, IndexEntry};
 use crate::scan::{self, Item, ScannedEntry};
 use crate::superblock::{self, CopyRead, FRAME_BYTES_STEP, Superblock};
 use crate::transfer::{self, CHUNK_DATA_BYTES_MAX, CHUNK_HEADER_BYTES, Manifest};
+use crate::{cursor_snapshot, cursors};
 
 /// Appends the crc32c a superblock payload or a manifest ends in.
 pub fn seal_crc(body: &[u8]) -> Vec<u8> {
@@ -286,15 +286,19 @@ pub type CursorSnapshot = (u64, BTreeMap<String, u64>);
 /// Decodes a cursor snapshot file; what decodes re-encodes to a file that
 /// decodes the same.
 pub fn check_cursor_snapshot(bytes: &[u8]) -> Option<CursorSnapshot> {
-    let snapshot = cursors::decode_snapshot(bytes).ok()?;
-    let again = cursors::encode_snapshot(snapshot.0, &snapshot.1);
-    assert_eq!(cursors::decode_snapshot(&again).as_ref(), Ok(&snapshot));
+    let snapshot = cursor_snapshot::decode_snapshot(bytes).ok()?;
+    let again =
+        cursor_snapshot::encode_snapshot(snapshot.0, &snapshot.1).expect("a decoded map encodes");
+    assert_eq!(
+        cursor_snapshot::decode_snapshot(&again).as_ref(),
+        Ok(&snapshot)
+    );
     Some(snapshot)
 }
 
 /// The bytes of a cursor snapshot file.
 pub fn encode_cursor_snapshot(covers: u64, map: &BTreeMap<String, u64>) -> Vec<u8> {
-    cursors::encode_snapshot(covers, map)
+    cursor_snapshot::encode_snapshot(covers, map).expect("a map of valid names encodes")
 }
 
 /// What a segment scan found, by position.

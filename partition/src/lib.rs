@@ -25,7 +25,8 @@
 //! | `log_reads` | reads by op, headers, fetch by offset ([`FetchedBatch`]) |
 //! | `log_rewrite` | rewriting damaged entries in place |
 //! | `log_recovery` | opening the log: torn tails vs faults, lost ops, index rebuilds |
-//! | `cursors` | cursor event log, snapshot, map, compaction |
+//! | `cursors` | cursor event log (stores and tombstones), map, compaction |
+//! | `cursor_snapshot` | the cursor snapshot file, in bounded pieces, read whole or not at all |
 //! | [`recovery`] | the open report, [`Recovery`] |
 //! | `partition` | [`Partition`]: open, close, reads |
 //! | `writes` | prepares, `PersistState`, cursor appends, retention; [`Completed`] |
@@ -82,6 +83,7 @@ pub mod recovery;
 pub mod superblock;
 pub mod transfer;
 
+mod cursor_snapshot;
 mod cursors;
 mod cut;
 mod entry;
@@ -95,6 +97,7 @@ mod record_log;
 mod scan;
 mod writes;
 
+pub use cursor_snapshot::SNAPSHOT_PIECE_BYTES_MAX;
 pub use cursors::CursorFindings;
 pub use cut::{CutOutcome, CutPoint};
 pub use disk::{Disk, FileDisk, MemoryDisk, ReadHandles, WaitError};

@@ -1,7 +1,8 @@
 //! The audit log: every admin action a node receives (user and permission
-//! changes included), and every failed sign-in ([`sign_in_failure`]), with
-//! who asked, from where, when, what it named, and how it ended, as one
-//! JSON object per line
+//! changes included, and cursor deletes: they destroy a consumer's
+//! position), and every failed sign-in ([`sign_in_failure`]), with who
+//! asked, from where, when, what it named, and how it ended, as one JSON
+//! object per line
 //! in `<data_dir>/audit.log`, and a counter per action and outcome
 //! (`audit_actions_total{action, outcome}`).
 //!
@@ -80,6 +81,7 @@ pub fn is_audited(operation: Operation) -> bool {
                 | Operation::AddPartitions
                 | Operation::CreateToken
                 | Operation::RevokeToken
+                | Operation::DeleteCursor
         )
 }
 
@@ -87,6 +89,8 @@ pub fn is_audited(operation: Operation) -> bool {
 /// decode is recorded as such (the request is refused anyway).
 fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
     let target = match operation {
+        Operation::DeleteCursor => strand_wire::ops::DeleteCursor::from_bytes(body)
+            .map(|delete| format!("cursor {}", delete.consumer)),
         Operation::CreateStream => CreateStream::from_bytes(body).map(|create| create.name),
         Operation::DeleteStream => DeleteStream::from_bytes(body).map(|delete| delete.name),
         Operation::CreateTopic => CreateTopic::from_bytes(body)

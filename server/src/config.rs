@@ -12,6 +12,8 @@
 //! disk_reserve_bytes = 1073741824       # optional: free space kept; produces refused below it
 //! insecure = false                      # optional: allow plaintext listeners off loopback
 //! direct_io = true                      # optional: append past the page cache (O_DIRECT)
+//! cursor_consumers_per_partition_max = 10000  # optional: distinct consumer names with a cursor, per partition
+//! cursor_retention_ms = 604800000       # optional: a cursor not stored for this long is deleted (0: never)
 //!
 //! [limits]                              # optional: what clients may cost (defaults shown)
 //! client_connections_max = 10000        # client connections at once (also held within the open-files limit)
@@ -212,6 +214,15 @@ pub const RETENTION_CHECK_MS_MIN: u64 = 100;
 /// Longest [`NodeConfig::retention_check_ms`]: one hour.
 pub const RETENTION_CHECK_MS_MAX: u64 = 3_600_000;
 
+/// Largest [`NodeConfig::cursor_consumers_per_partition_max`]: a million
+/// names of up to 255 bytes is about 265 MB of cursor map per partition
+/// replica, held in memory and rewritten by every snapshot.
+pub const CURSOR_CONSUMERS_PER_PARTITION_MAX_LIMIT: u64 = 1_000_000;
+
+/// Default [`NodeConfig::cursor_retention_ms`]: 7 days, as Kafka's
+/// `offsets.retention.minutes`.
+pub const CURSOR_RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3_600_000;
+
 /// The file's shape.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -225,6 +236,8 @@ struct FileConfig {
     shards: Option<usize>,
     retention_check_ms: Option<u64>,
     disk_reserve_bytes: Option<u64>,
+    cursor_consumers_per_partition_max: Option<u64>,
+    cursor_retention_ms: Option<u64>,
     #[serde(default)]
     topic_defaults: TopicDefaults,
     tls: Option<TlsFiles>,
@@ -290,6 +303,21 @@ pub struct NodeConfig {
     pub default_durability: Durability,
     /// Confirm policy for topics that do not say.
     pub default_confirm: ConfirmPolicy,
+    /// Most distinct consumer names a partition keeps cursors for (default
+    /// [`strand_consensus::CURSOR_CONSUMERS_MAX_DEFAULT`], 10,000): a store
+    /// that would add one more is refused `LimitExceeded` until cursors are
+    /// deleted. Applied by each partition's primary, so every node should
+    /// say the same. A node setting rather than a topic's, as Kafka's
+    /// offsets settings are the broker's: it guards each node's memory and
+    /// snapshot work, which no topic owner should be able to raise.
+    pub cursor_consumers_per_partition_max: u64,
+    /// A cursor no consumer stored for this long is deleted by its
+    /// partition's primary, as Kafka's `offsets.retention.minutes` does
+    /// (default 7 days; `None`, from 0 in the file: never). A consumer
+    /// group's cursors wait until the group has no members. Idle time is
+    /// counted by the primary that saw the stores: a failover can delay an
+    /// expiry by up to this much, never hasten it.
+    pub cursor_retention_ms: Option<u64>,
 }
 
 /// Overrides from the environment and the command line.
@@ -426,6 +454,14 @@ impl NodeConfig {
             limits: file.limits,
             default_durability: parse_durability(file.topic_defaults.durability.as_deref())?,
             default_confirm: parse_confirm(file.topic_defaults.confirm.as_deref())?,
+            cursor_consumers_per_partition_max: cursor_consumers_max(
+                file.cursor_consumers_per_partition_max,
+            )?,
+            cursor_retention_ms: match file.cursor_retention_ms {
+                None => Some(CURSOR_RETENTION_MS_DEFAULT),
+                Some(0) => None,
+                Some(retention_ms) => Some(retention_ms),
+            },
         })
     }
 
@@ -441,6 +477,18 @@ impl NodeConfig {
     pub fn peer(&self, id: u32) -> Option<&PeerConfig> {
         self.peers.iter().find(|peer| peer.id == id)
     }
+}
+
+/// `cursor_consumers_per_partition_max`, checked (default: 10,000).
+fn cursor_consumers_max(value: Option<u64>) -> Result<u64, ConfigError> {
+    let max = value.unwrap_or(strand_consensus::CURSOR_CONSUMERS_MAX_DEFAULT);
+    if !(1..=CURSOR_CONSUMERS_PER_PARTITION_MAX_LIMIT).contains(&max) {
+        return Err(ConfigError::Invalid {
+            field: "cursor_consumers_per_partition_max",
+            reason: format!("must be 1..={CURSOR_CONSUMERS_PER_PARTITION_MAX_LIMIT}"),
+        });
+    }
+    Ok(max)
 }
 
 fn validate_peers(peers: &[PeerConfig], node: u32) -> Result<(), ConfigError> {
@@ -631,6 +679,30 @@ mod tests {
         let config =
             NodeConfig::parse(Path::new("x.toml"), &cached, Overrides::default()).expect("valid");
         assert!(!config.direct_io);
+        assert_eq!(config.cursor_consumers_per_partition_max, 10_000);
+        let bounded = GOOD.replacen(
+            "cluster = 9",
+            "cluster = 9\n        cursor_consumers_per_partition_max = 50",
+            1,
+        );
+        let config =
+            NodeConfig::parse(Path::new("x.toml"), &bounded, Overrides::default()).expect("valid");
+        assert_eq!(config.cursor_consumers_per_partition_max, 50);
+        assert_eq!(
+            config.cursor_retention_ms,
+            Some(CURSOR_RETENTION_MS_DEFAULT),
+            "absent: 7 days"
+        );
+        for (value, expected) in [(0, None), (60_000, Some(60_000))] {
+            let text = GOOD.replacen(
+                "cluster = 9",
+                &format!("cluster = 9\n        cursor_retention_ms = {value}"),
+                1,
+            );
+            let config =
+                NodeConfig::parse(Path::new("x.toml"), &text, Overrides::default()).expect("valid");
+            assert_eq!(config.cursor_retention_ms, expected, "{value}");
+        }
     }
 
     #[test]
@@ -643,6 +715,13 @@ mod tests {
             ),
             (GOOD.replace("cluster = 9", "cluster = -1"), "cluster"),
             (GOOD.replace("id = 1", "id = 2"), "peers.id"),
+            (
+                GOOD.replace(
+                    "cluster = 9",
+                    "cluster = 9\ncursor_consumers_per_partition_max = 0",
+                ),
+                "cursor_consumers_per_partition_max",
+            ),
         ];
         for (text, field) in cases {
             let error = NodeConfig::parse(Path::new("x.toml"), &text, Overrides::default())

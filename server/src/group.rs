@@ -8,7 +8,11 @@
 //! commits to waiting readers and the catalog, events to metrics.
 //!
 //! Bounds: at most [`PARKED_FETCHES_MAX`] long polls wait per group (more
-//! are answered at once, empty); the inbox is the shard's.
+//! are answered at once, empty); the inbox is the shard's; a partition keeps
+//! cursors for at most the node's `cursor_consumers_per_partition_max`
+//! consumer names (`cursors`).
+
+mod cursors;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -23,7 +27,7 @@ use strand_wal::Wal;
 use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
     FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, Heartbeat, OffsetForTime,
-    OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ReplicaStatus, StoreCursor,
+    OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ReplicaStatus,
 };
 use strand_wire::{
     Body, ConfirmPolicy, Durability, Message, Msg, Operation, RecordBatch, RequestHeader,
@@ -352,6 +356,8 @@ impl Actor {
             Box::new(move || disk_for(&reopen_wal, &read_handles, &inbox)),
         )?;
         metrics::storage_found(&recovery);
+        let mut host = host;
+        host.set_cursor_consumers_max(shared.config.cursor_consumers_per_partition_max);
         if let Some(catalog) = host.replica().machine().catalog() {
             shared.publish_catalog(catalog.clone());
         }
@@ -552,12 +558,14 @@ impl Actor {
 
     /// The shard's periodic storage check: age limits (for groups that
     /// keep a limited history), the commit number persisted if a quiet
-    /// replica left it behind, and cursor-log compaction (for all).
+    /// replica left it behind, idle cursors expired, and cursor-log
+    /// compaction (for all).
     pub fn check_storage(&mut self) {
         if self.spec.retention != RetentionPolicy::default() {
             self.apply_retention();
         }
         self.host.persist_commit_if_behind();
+        self.expire_cursors();
         self.settle_host();
         let frames = self.host.compact_cursors();
         if frames > 0 {
@@ -914,18 +922,8 @@ impl Actor {
                 Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
             },
             Operation::Fetch => self.on_fetch(&request),
-            Operation::StoreCursor => match StoreCursor::from_bytes(request.body()) {
-                Ok(cursor) => {
-                    if let Some(refusal) = self.cursor_fence_refusal(&cursor) {
-                        let body = Bytes::from(refusal.to_vec());
-                        return self.send_reply(&header, refusal.code(), body);
-                    }
-                    let (replica, effects) = self.host.replica_and_effects();
-                    let high_watermark = replica.machine().high_watermark();
-                    replica.on_store_cursor(&request, cursor, high_watermark, effects);
-                }
-                Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
-            },
+            Operation::StoreCursor => self.on_store_cursor(&request),
+            Operation::DeleteCursor => self.on_delete_cursor(&request),
             Operation::GetCursor => self.on_get_cursor(&request),
             Operation::OffsetForTime => self.on_offset_for_time(&request),
             Operation::Reconfigure => self.refuse(
@@ -1255,42 +1253,6 @@ impl Actor {
                 self.send_reply(&header, ResultCode::Ok, Bytes::from(assignment.to_vec()));
             }
             Err(error) => self.send_reply(&header, error.code(), Bytes::from(error.to_vec())),
-        }
-    }
-
-    /// Why a store of `cursor` on this partition must be refused, if it
-    /// must: a consumer group's cursor is stored by the member that reads
-    /// the partition in the group's current generation (this node's catalog
-    /// says which), and by nobody else while the group has members.
-    fn cursor_fence_refusal(&self, cursor: &StoreCursor) -> Option<ErrorBody> {
-        let catalog = self.shared.catalog();
-        let group = catalog.consumer_group(&cursor.consumer).filter(|group| {
-            (group.stream.as_str(), group.topic.as_str()) == (&self.spec.stream, &self.spec.topic)
-        });
-        match (&cursor.fence, group) {
-            (None, None) => None,
-            (Some(fence), Some(group)) => group.check_fence(self.spec.partition, fence).err(),
-            // Only the coordinator says a member is unknown: this node's
-            // catalog may not have applied the group's first join yet.
-            (Some(_), None) => Some(ErrorBody::message(
-                ResultCode::NotReady,
-                format!(
-                    "this node does not know consumer group {} yet: retry (its heartbeat says \
-                     whether the member still belongs)",
-                    cursor.consumer
-                ),
-            )),
-            (None, Some(group)) if !group.members.is_empty() => Some(ErrorBody::message(
-                ResultCode::InvalidRequest,
-                format!(
-                    "cursor {} is consumer group {}'s, which has {} members: only they store it \
-                     (reset it once the group is empty)",
-                    cursor.consumer,
-                    cursor.consumer,
-                    group.members.len()
-                ),
-            )),
-            (None, Some(_)) => None,
         }
     }
 

@@ -41,6 +41,8 @@
 //! | `node_disk_free_bytes` | gauge | free bytes on the data disk (read every 100 ms) |
 //! | `node_disk_full` | gauge | 1 while the data disk's free space is below the reserve (produces refused) |
 //! | `produce_refused_disk_full_total` | counter | produces refused with `DiskFull` |
+//! | `cursors_expired_total` | counter | cursors a primary deleted for want of use: no store for `cursor_retention_ms` |
+//! | `cursor_stores_refused_limit_total` | counter | cursor stores refused `LimitExceeded`: the partition holds `cursor_consumers_per_partition_max` consumer names and the store named a new one |
 //! | `bus_queued_bytes{peer}` | gauge | bytes waiting in the bus queue to the peer (sampled every tick) |
 
 use std::net::SocketAddr;
@@ -83,6 +85,14 @@ fn describe() {
         "record-log segments retention removed"
     );
     metrics::describe_counter!("view_changes_total", "view changes this replica started");
+    metrics::describe_counter!(
+        "cursors_expired_total",
+        "cursors a primary deleted for want of use (no store for cursor_retention_ms)"
+    );
+    metrics::describe_counter!(
+        "cursor_stores_refused_limit_total",
+        "cursor stores refused LimitExceeded: a new consumer name past the partition's bound"
+    );
     metrics::describe_counter!(
         "consumer_group_members_expired_total",
         "consumer group members the coordinator removed after their session timeout"
@@ -158,6 +168,17 @@ pub fn disk(free_bytes: u64, full: bool) {
 /// A produce refused because the data disk is full.
 pub fn produce_refused_disk_full() {
     counter!("produce_refused_disk_full_total").increment(1);
+}
+
+/// A cursor store named a new consumer past the partition's bound on
+/// consumer names and was refused `LimitExceeded`.
+pub fn cursor_store_refused_limit() {
+    counter!("cursor_stores_refused_limit_total").increment(1);
+}
+
+/// `count` idle cursors expired (tombstones appended by their primary).
+pub fn cursors_expired(count: usize) {
+    counter!("cursors_expired_total").increment(count as u64);
 }
 
 /// A replica lacked ops a peer's retention had dropped.

@@ -180,6 +180,17 @@ fn a_session_creates_a_topic_produces_lines_and_reads_them_back() {
         )
         .await;
         assert_eq!(rest, "2\tplums\n");
+        // One consumer's cursor: read, deleted, gone.
+        let get = ["cursor", "get", "shop/orders", "billing"];
+        assert_eq!(strand_ok(&cluster, &get, b"").await, "3\n");
+        let deleted = strand_ok(
+            &cluster,
+            &["cursor", "delete", "shop/orders", "billing"],
+            b"",
+        )
+        .await;
+        assert_eq!(deleted, "deleted cursor billing on partition 0\n");
+        assert_eq!(strand_ok(&cluster, &get, b"").await, "none\n");
         let from = strand_ok(&cluster, &["consume", "shop/orders", "--from", "2"], b"").await;
         assert_eq!(from, "2\tplums\n");
 

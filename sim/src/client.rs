@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use strand_consensus::prng::Prng;
-use strand_wire::ops::{ErrorBody, ProduceReply, StoreCursor};
+use strand_wire::ops::{DeleteCursor, ErrorBody, ProduceReply, StoreCursor};
 use strand_wire::{
     BatchBuilder, Body, CommandHeader, Msg, Operation, ReplyHeader, RequestHeader, ResultCode,
 };
@@ -162,15 +162,23 @@ impl Client {
         self.slots = slots;
     }
 
-    /// A cursor store for a random committed offset this client has seen.
+    /// A cursor store for a random committed offset this client has seen,
+    /// or now and then a delete of the client's cursor.
     pub fn store_cursor(&mut self, prng: &mut Prng) -> Msg<RequestHeader> {
         self.cursor_request += 1;
         let mut header = RequestHeader::new(0, 0, strand_wire::ViewId::ZERO, 0);
         header.client.set(self.id ^ (1 << 100));
         header.request.set(self.cursor_request);
+        let consumer = format!("consumer-{}", self.index);
+        // One in eight deletes the cursor instead (a tombstone event).
+        if prng.chance(1, 8) {
+            header.operation = Operation::DeleteCursor as u8;
+            let delete = DeleteCursor { consumer };
+            return Msg::new(header, Bytes::from(delete.to_vec()));
+        }
         header.operation = Operation::StoreCursor as u8;
         let cursor = StoreCursor {
-            consumer: format!("consumer-{}", self.index),
+            consumer,
             offset: prng.below(self.offset_end + 1),
             fence: None,
         };

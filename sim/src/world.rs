@@ -22,7 +22,7 @@ use strand_consensus::prng::Prng;
 use strand_consensus::{ClientRequest, Event, Status, WaitReason};
 use strand_host::group_host::{GroupHost, Output};
 use strand_partition::MemoryDisk;
-use strand_wire::ops::StoreCursor;
+use strand_wire::ops::{DeleteCursor, StoreCursor};
 use strand_wire::{Body, CommandHeader, Message, Msg, Operation, ReplyHeader};
 
 use crate::catalog::{Catalog, SLOT_POOL};
@@ -47,6 +47,9 @@ const QUIESCE_TICKS_MAX: u64 = 500;
 /// Ticks between retention checks beside the ones a sealed segment
 /// prompts (a node's `retention_check_ms`).
 const RETENTION_CHECK_TICKS: u64 = 100;
+/// Ticks without a store after which a primary expires a cursor (a node's
+/// `cursor_retention_ms`): short enough that runs see expiries.
+const CURSOR_RETENTION_TICKS: u64 = 400;
 /// Ticks one state-transfer attempt may take before the session moves on
 /// to the next source: its stalls at a silent source.
 const STATE_TRANSFER_TICKS: u64 =
@@ -727,8 +730,10 @@ impl World {
     }
 
     /// Applies the retention limit as a node does: once a segment was
-    /// sealed, and on its periodic check, which also compacts the cursor
-    /// log (the sim has no age limit; its clock starts at 0).
+    /// sealed, and on its periodic check, which also expires idle cursors
+    /// during the faulty phase (by the ticks clock the stores were stamped
+    /// with) and compacts the
+    /// cursor log (the sim has no age limit; its clock starts at 0).
     fn check_storage(&mut self, replica: u8) -> Result<(), Violation> {
         let Some(host) = self.hosts[usize::from(replica)].as_ref() else {
             return Ok(());
@@ -738,9 +743,15 @@ impl World {
             return Ok(());
         }
         let mut removed = 0;
+        // Expiry is work of its own (tombstones to ship): only while faults
+        // run, so that the quiet phase's groups stay idle.
+        let (now, expiring) = (self.now, self.faults_on);
         self.run_host(replica, |host, _| {
             removed = host.retain(0);
             if checked {
+                if expiring {
+                    host.expire_cursors(now, CURSOR_RETENTION_TICKS, &|_| false);
+                }
                 host.compact_cursors();
             }
         })?;
@@ -935,14 +946,18 @@ fn client_request(
     header.prefix.group.set(GROUP);
     let body = request.body().clone();
     let request = Msg::new(header, body.clone());
-    let (live, effects) = host.replica_and_effects();
     if header.operation() == Operation::StoreCursor {
         let Ok(cursor) = StoreCursor::from_bytes(&body) else {
             return;
         };
-        let high_watermark = live.machine().high_watermark();
-        live.on_store_cursor(&request, cursor, high_watermark, effects);
+        host.store_cursor(&request, cursor, now);
+    } else if header.operation() == Operation::DeleteCursor {
+        let Ok(delete) = DeleteCursor::from_bytes(&body) else {
+            return;
+        };
+        host.delete_cursor(&request, delete);
     } else {
+        let (live, effects) = host.replica_and_effects();
         let record_count = strand_wire::RecordBatch::from_bytes(body)
             .map(|batch| batch.record_count())
             .unwrap_or(0);

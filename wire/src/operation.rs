@@ -79,6 +79,10 @@ pub enum Operation {
     CreateToken = 30,
     /// Revoke an access token. Metadata plane.
     RevokeToken = 31,
+    /// Delete a consumer's cursor on a partition (stored as a tombstone in
+    /// the partition's cursor log, like a store), freeing its name's slot
+    /// under the partition's bound on consumer names. Needs `consume`.
+    DeleteCursor = 32,
     /// Revoke a user certificate by its SHA-256 fingerprint. Metadata plane.
     RevokeCertificate = 33,
     /// Set a user's produce, fetch and request rates. Metadata plane, admin.
@@ -89,7 +93,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 34] = [
+    pub const ALL: [Operation; 35] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -121,6 +125,7 @@ impl Operation {
         Operation::Authenticate,
         Operation::CreateToken,
         Operation::RevokeToken,
+        Operation::DeleteCursor,
         Operation::RevokeCertificate,
         Operation::SetQuota,
         Operation::ListQuotas,
@@ -270,11 +275,16 @@ pub enum ResultCode {
     /// refused without checking the credentials. The message says how long
     /// to wait.
     Throttled = 23,
+    /// A bound on what a client may grow was reached (the distinct consumer
+    /// names a partition keeps cursors for): nothing was done. The message
+    /// names the bound and how to make room (delete cursors no longer
+    /// used, or raise the node's setting).
+    LimitExceeded = 24,
 }
 
 impl ResultCode {
     /// Every result code, in wire order.
-    pub const ALL: [ResultCode; 24] = [
+    pub const ALL: [ResultCode; 25] = [
         ResultCode::Ok,
         ResultCode::NotPrimary,
         ResultCode::Busy,
@@ -299,6 +309,7 @@ impl ResultCode {
         ResultCode::Refused,
         ResultCode::AuthenticationFailed,
         ResultCode::Throttled,
+        ResultCode::LimitExceeded,
     ];
 
     /// Parses a result code; `None` for a value that names none.

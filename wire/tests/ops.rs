@@ -272,6 +272,10 @@ proptest! {
         for length in unfenced_len + 1..bytes.len() {
             prop_assert!(StoreCursor::from_bytes(&bytes[..length]).is_err());
         }
+        round_trip(&DeleteCursor { consumer: consumer.clone() })?;
+        let tombstone = CursorEvent::tombstone(consumer.clone());
+        prop_assert!(tombstone.is_tombstone());
+        prop_assert_eq!(tombstone.encoded_bytes(), CursorEvents { events: vec![tombstone.clone()] }.to_vec().len() - 4);
         round_trip(&GetCursor { consumer })?;
         round_trip(&GetCursorReply { offset: stored })?;
         let events = events.into_iter().map(|(consumer, offset)| CursorEvent { consumer, offset }).collect();

@@ -155,6 +155,9 @@ pub(crate) enum Command {
     /// offsets and lag), reset a group's offsets.
     #[command(subcommand)]
     Group(GroupCommand),
+    /// One consumer's cursor on a partition: get, store, delete.
+    #[command(subcommand)]
+    Cursor(super::cursor::CursorCommand),
     /// Every node (reachable or not) and every partition's replicas: view,
     /// primary, commit and lag, earliest offset and end, untrusted logs.
     Status,

@@ -190,6 +190,11 @@ fn hint(error: &ClientError) -> Option<String> {
         ClientError::PermissionDenied { .. } => {
             "the node allows this only to the cluster's own nodes or to a user granted it"
         }
+        ClientError::LimitExceeded { .. } => {
+            "delete cursors no longer used (`strand cursor delete STREAM/TOPIC NAME \
+             --partition N`), or raise cursor_consumers_per_partition_max in every node's \
+             configuration"
+        }
         ClientError::Tls(_) => {
             "--ca (or STRAND_CA) names the cluster's CA certificate; `strand-server dev-cluster` \
              prints where its CA is"

@@ -28,6 +28,7 @@ mod args;
 mod cert;
 mod config_file;
 mod consume;
+mod cursor;
 mod errors;
 mod group;
 mod operator;
@@ -221,6 +222,7 @@ async fn dispatch(
         Command::Cert(command) => cert::run(&client, command, json, out).await,
         Command::Quota(command) => quota::run(&client, command, json, out).await,
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
+        Command::Cursor(command) => cursor::run(&client, command, json, out).await,
         Command::Group(GroupCommand::List) => group::list(&client, json, out).await,
         Command::Group(GroupCommand::Describe { name }) => {
             group::describe(&client, &name, json, out).await

@@ -16,10 +16,10 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use strand_wire::ops::{
     AcceptLoss, AcceptLossReply, AddPartitions, AlterTopic, AttentionReply, ClusterStatusReply,
-    CreateStream, CreateTopic, DeleteStream, DeleteTopic, DropReplica, Empty, ErrorBody,
-    FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply, MetadataRequest, NodeInfo,
-    PartitionInfo, ProduceReply, ReassignPartition, Reassigned, StoreCursor, TopicCreated,
-    TopicInfo, TopicsDeleted,
+    CreateStream, CreateTopic, DeleteCursor, DeleteStream, DeleteTopic, DropReplica, Empty,
+    ErrorBody, FetchReply, FetchRequest, GetCursor, GetCursorReply, MetadataReply, MetadataRequest,
+    NodeInfo, PartitionInfo, ProduceReply, ReassignPartition, Reassigned, StoreCursor,
+    TopicCreated, TopicInfo, TopicsDeleted,
 };
 use strand_wire::{
     Body, CommandHeader, ConfirmPolicy, FrameDecoder, Message, Msg, Operation, RecordBatch,
@@ -490,7 +490,10 @@ impl State {
             | Operation::DeleteStream
             | Operation::AlterTopic
             | Operation::AddPartitions => self.replicated(node, header, body),
-            Operation::Fetch | Operation::GetCursor | Operation::StoreCursor => {
+            Operation::Fetch
+            | Operation::GetCursor
+            | Operation::StoreCursor
+            | Operation::DeleteCursor => {
                 if let Some(gone) = self.not_hosted(group) {
                     return Outcome::Reply(reply(header, 0, Err(gone)));
                 }
@@ -501,6 +504,9 @@ impl State {
                     Operation::Fetch => self.fetch(header, body),
                     Operation::GetCursor => {
                         Outcome::Reply(reply(header, 0, self.get_cursor(group, body)))
+                    }
+                    Operation::DeleteCursor => {
+                        Outcome::Reply(reply(header, 0, self.delete_cursor(group, body)))
                     }
                     _ => Outcome::Reply(reply(header, 0, self.store_cursor(group, body))),
                 }
@@ -958,6 +964,13 @@ impl State {
         let request = StoreCursor::from_bytes(body).map_err(invalid)?;
         let partition = self.partitions.get_mut(&group).expect("routed");
         partition.cursors.insert(request.consumer, request.offset);
+        Ok(Bytes::from(Empty.to_vec()))
+    }
+
+    fn delete_cursor(&mut self, group: u64, body: &Bytes) -> Result<Bytes, ErrorBody> {
+        let request = DeleteCursor::from_bytes(body).map_err(invalid)?;
+        let partition = self.partitions.get_mut(&group).expect("routed");
+        partition.cursors.remove(&request.consumer);
         Ok(Bytes::from(Empty.to_vec()))
     }
 }

@@ -155,6 +155,8 @@ pub struct Cluster {
     /// Replicas whose next restart finds a log they cannot use.
     pub awaiting: BTreeSet<u8>,
     next_request: BTreeMap<u128, u64>,
+    /// The bound on distinct consumer names per partition.
+    pub cursor_consumers_max: u64,
     /// Ticks so far (for node-level liveness).
     now: u64,
     /// Node-level liveness, per observer and peer: the tick it last heard
@@ -199,6 +201,7 @@ impl Cluster {
             dvcs_sent: Vec::new(),
             awaiting: BTreeSet::new(),
             next_request: BTreeMap::new(),
+            cursor_consumers_max: CURSOR_CONSUMERS_MAX_DEFAULT,
             now: 0,
             liveness: vec![vec![(0, true); count]; count],
         };
@@ -658,22 +661,100 @@ impl Cluster {
         request: u64,
         consumer: &str,
         offset: u64,
-    ) {
-        let mut header = RequestHeader::new(CLUSTER, GROUP, ViewId::new(0, 0), 0);
-        header.client.set(client);
-        header.request.set(request);
-        header.operation = Operation::StoreCursor as u8;
-        let request = Msg::new(header, Bytes::new());
-        let cursor = ops::StoreCursor {
+    ) -> CursorOutcome {
+        let outcomes = self.store_cursors_at_once(to, client, request, &[(consumer, offset)]);
+        outcomes[0]
+    }
+
+    /// Stores of consecutive requests of `client`, handed to replica `to`
+    /// one after another before any of their effects is carried out (as a
+    /// node does with requests that arrive together): each sees the map as
+    /// storage held it before the first.
+    pub fn store_cursors_at_once(
+        &mut self,
+        to: u8,
+        client: u128,
+        first_request: u64,
+        cursors: &[(&str, u64)],
+    ) -> Vec<CursorOutcome> {
+        let mut effects = Effects::new();
+        let mut outcomes = Vec::new();
+        for (index, (consumer, offset)) in cursors.iter().enumerate() {
+            let request =
+                cursor_request(client, first_request + index as u64, Operation::StoreCursor);
+            let cursor = ops::StoreCursor {
+                consumer: (*consumer).to_owned(),
+                offset: *offset,
+                fence: None,
+            };
+            let census = self.cursor_census(to, consumer);
+            let replica = self.replicas[usize::from(to)].as_mut().expect("up");
+            let high_watermark = replica.machine().offset_end;
+            outcomes.push(replica.on_store_cursor(
+                &request,
+                cursor,
+                high_watermark,
+                census,
+                &mut effects,
+            ));
+        }
+        self.execute(to, effects);
+        outcomes
+    }
+
+    /// `consumer`'s cursor is deleted on replica `to`.
+    pub fn delete_cursor(
+        &mut self,
+        to: u8,
+        client: u128,
+        request: u64,
+        consumer: &str,
+    ) -> CursorOutcome {
+        let request = cursor_request(client, request, Operation::DeleteCursor);
+        let delete = ops::DeleteCursor {
             consumer: consumer.to_owned(),
-            offset,
-            fence: None,
         };
+        let census = self.cursor_census(to, consumer);
         let mut effects = Effects::new();
         let replica = self.replicas[usize::from(to)].as_mut().expect("up");
-        let high_watermark = replica.machine().offset_end;
-        replica.on_store_cursor(&request, cursor, high_watermark, &mut effects);
+        let outcome = replica.on_delete_cursor(&request, delete, census, &mut effects);
         self.execute(to, effects);
+        outcome
+    }
+
+    /// Replica `to` expires the cursors of `consumers` (as its driver does
+    /// for idle ones).
+    pub fn expire_cursors(&mut self, to: u8, consumers: &[&str]) -> usize {
+        let mut effects = Effects::new();
+        let replica = self.replicas[usize::from(to)].as_mut().expect("up");
+        let names = consumers.iter().map(|name| (*name).to_owned()).collect();
+        let count = replica.expire_cursors(names, &mut effects);
+        self.execute(to, effects);
+        count
+    }
+
+    /// Replica `index`'s cursor map: its storage's events, replayed.
+    pub fn cursor_map(&self, index: u8) -> BTreeMap<String, u64> {
+        let mut map = BTreeMap::new();
+        for (consumer, offset) in &self.storage[usize::from(index)].cursor_events {
+            if *offset == ops::CURSOR_TOMBSTONE_OFFSET {
+                map.remove(consumer);
+            } else {
+                map.insert(consumer.clone(), *offset);
+            }
+        }
+        map
+    }
+
+    /// What replica `index`'s storage says of `consumer`, as a host hands in.
+    fn cursor_census(&self, index: u8, consumer: &str) -> CursorCensus {
+        let map = self.cursor_map(index);
+        CursorCensus {
+            known: map.contains_key(consumer),
+            consumers: map.len() as u64,
+            applied_tail: self.storage[usize::from(index)].cursor_tail,
+            consumers_max: self.cursor_consumers_max,
+        }
     }
 
     /// The next request of `client` to the current primary.
@@ -862,4 +943,13 @@ impl Cluster {
             .iter()
             .any(|(sender, _, message)| *sender == from && message.command() == Command::PrepareOk)
     }
+}
+
+/// A cursor request's envelope from `client`.
+fn cursor_request(client: u128, request: u64, operation: Operation) -> Msg<RequestHeader> {
+    let mut header = RequestHeader::new(CLUSTER, GROUP, ViewId::new(0, 0), 0);
+    header.client.set(client);
+    header.request.set(request);
+    header.operation = operation as u8;
+    Msg::new(header, Bytes::new())
 }

@@ -5,7 +5,7 @@ use strand_wire::STATE_TRANSFER_CHUNK_SIZE_MAX;
 
 use super::manifest::{CLIENT_TABLE_BYTES_MAX, Manifest, ManifestFile, ManifestFileKind};
 use super::{CHUNK_DATA_BYTES_MAX, encode_chunk};
-use crate::cursors::encode_snapshot;
+use crate::cursor_snapshot::encode_snapshot;
 use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::layout::segment_path;
@@ -84,7 +84,7 @@ impl<D: Disk> Partition<D> {
         for offset in map.values_mut() {
             *offset = (*offset).min(frontier_offset);
         }
-        let snapshot_bytes = Bytes::from(encode_snapshot(self.cursors.tail, &map));
+        let snapshot_bytes = Bytes::from(encode_snapshot(self.cursors.tail, &map)?);
         if client_table.len() as u64 > CLIENT_TABLE_BYTES_MAX {
             return Err(PartitionError::ExportUnavailable {
                 frontier_op,

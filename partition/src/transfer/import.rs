@@ -21,7 +21,7 @@ use strand_wire::CommandHeader;
 
 use super::decode_chunk;
 use super::manifest::{Manifest, ManifestFile, ManifestFileKind};
-use crate::cursors::decode_snapshot;
+use crate::cursor_snapshot::decode_snapshot;
 use crate::disk::Disk;
 use crate::entry::{EntryMeta, carries_records};
 use crate::error::PartitionError;

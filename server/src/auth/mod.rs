@@ -187,6 +187,7 @@ pub fn needed(shared: &Shared, request: &Msg<RequestHeader>) -> Option<Need> {
         Operation::Fetch
         | Operation::GetCursor
         | Operation::StoreCursor
+        | Operation::DeleteCursor
         | Operation::OffsetForTime => partition(Right::Consume),
         // Bodies were decoded at the door (`strand_wire::ops::check_request`):
         // one that still does not decode here needs admin.

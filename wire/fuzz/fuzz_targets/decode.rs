@@ -102,6 +102,7 @@ fuzz_target!(|data: &[u8]| {
     body_round_trip::<OffsetForTimeReply>(data);
     body_round_trip::<StoreCursor>(data);
     body_round_trip::<GetCursor>(data);
+    body_round_trip::<DeleteCursor>(data);
     body_round_trip::<GetCursorReply>(data);
     body_round_trip::<CursorEvents>(data);
     body_round_trip::<ClusterStatusReply>(data);

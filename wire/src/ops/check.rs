@@ -19,6 +19,7 @@ pub fn check_request(operation: Operation, body: &[u8]) -> Result<(), BodyError>
         Operation::CreateTopic => decodes::<CreateTopic>(body),
         Operation::Fetch => decodes::<FetchRequest>(body),
         Operation::StoreCursor => decodes::<StoreCursor>(body),
+        Operation::DeleteCursor => decodes::<DeleteCursor>(body),
         Operation::GetCursor => decodes::<GetCursor>(body),
         Operation::ClusterStatus
         | Operation::Attention

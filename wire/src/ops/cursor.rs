@@ -51,6 +51,27 @@ impl Body for StoreCursor {
     }
 }
 
+/// Delete `consumer`'s cursor on the partition: a later `GetCursor` finds
+/// none, and the name no longer counts toward the partition's bound on
+/// consumer names. Deleting a cursor that does not exist succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteCursor {
+    /// The consumer's name.
+    pub consumer: String,
+}
+
+impl Body for DeleteCursor {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.str(&self.consumer);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<DeleteCursor, BodyError> {
+        Ok(DeleteCursor {
+            consumer: reader.name("consumer")?,
+        })
+    }
+}
+
 /// Read `consumer`'s stored cursor on the partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetCursor {
@@ -89,13 +110,41 @@ impl Body for GetCursorReply {
     }
 }
 
-/// One entry of a partition's cursor event log.
+/// The offset a cursor event carries when it deletes its consumer's
+/// cursor (a tombstone). No cursor can hold it: a stored cursor is at most
+/// the partition's high watermark, and record offsets end far below. Kept
+/// in the offset field so that cursor logs, snapshots and `Cursors` frames
+/// written before deletes existed read the same.
+pub const CURSOR_TOMBSTONE_OFFSET: u64 = u64::MAX;
+
+/// One entry of a partition's cursor event log: a store, or a delete (a
+/// tombstone, see [`CursorEvent::tombstone`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CursorEvent {
     /// The consumer's name.
     pub consumer: String,
-    /// The cursor it stored.
+    /// The cursor it stored ([`CURSOR_TOMBSTONE_OFFSET`]: it was deleted).
     pub offset: u64,
+}
+
+impl CursorEvent {
+    /// The event that deletes `consumer`'s cursor.
+    pub fn tombstone(consumer: String) -> CursorEvent {
+        CursorEvent {
+            consumer,
+            offset: CURSOR_TOMBSTONE_OFFSET,
+        }
+    }
+
+    /// Whether this event deletes its consumer's cursor.
+    pub fn is_tombstone(&self) -> bool {
+        self.offset == CURSOR_TOMBSTONE_OFFSET
+    }
+
+    /// Bytes the event takes in a [`CursorEvents`] body.
+    pub fn encoded_bytes(&self) -> usize {
+        2 + self.consumer.len() + 8
+    }
 }
 
 /// The body of a `Cursors` frame: consecutive cursor events.

@@ -8,6 +8,7 @@
 //! | Fetch | [`FetchRequest`] | [`FetchReply`] |
 //! | StoreCursor | [`StoreCursor`] | [`Empty`] |
 //! | GetCursor | [`GetCursor`] | [`GetCursorReply`] |
+//! | DeleteCursor | [`DeleteCursor`] | [`Empty`] |
 //! | ClusterStatus | [`Empty`] | [`ClusterStatusReply`] |
 //! | Attention | [`Empty`] | [`AttentionReply`] |
 //! | AcceptLoss | [`AcceptLoss`] | [`AcceptLossReply`] |
@@ -57,7 +58,10 @@ pub use admin::{
 };
 pub use certificates::{REVOKED_CERTIFICATES_MAX, RevokeCertificate, certificate_fingerprint};
 pub use check::check_request;
-pub use cursor::{CursorEvent, CursorEvents, GetCursor, GetCursorReply, StoreCursor};
+pub use cursor::{
+    CURSOR_TOMBSTONE_OFFSET, CursorEvent, CursorEvents, DeleteCursor, GetCursor, GetCursorReply,
+    StoreCursor,
+};
 pub use error_body::ErrorBody;
 pub use fetch::{
     FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, OffsetForTime,
