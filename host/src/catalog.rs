@@ -325,7 +325,7 @@ impl Catalog {
         })
     }
 
-    fn create_stream(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+    pub(crate) fn create_stream(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
         let request = CreateStream::from_bytes(body).map_err(invalid)?;
         if self.streams.contains_key(&request.name) {
             return Err(ErrorBody::message(
@@ -333,11 +333,12 @@ impl Catalog {
                 format!("stream {} exists", request.name),
             ));
         }
+        self.room_for_stream()?;
         self.streams.insert(request.name, BTreeMap::new());
         Ok(Bytes::new())
     }
 
-    fn create_topic(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+    pub(crate) fn create_topic(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
         let request = CreateTopic::from_bytes(body).map_err(invalid)?;
         let nodes = self.nodes.len();
         let Some(topics) = self.streams.get(&request.stream) else {
@@ -361,6 +362,7 @@ impl Catalog {
                 ),
             ));
         }
+        self.room_for_topic(request.partition_count)?;
         // The receiving node fills in the cluster's defaults before it
         // proposes; a request that still lacks a policy gets the safe one.
         let durability = request.durability.unwrap_or(Durability::Persisted);
@@ -530,7 +532,7 @@ impl Catalog {
         Ok(Bytes::new())
     }
 
-    fn add_partitions(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
+    pub(crate) fn add_partitions(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
         let request = AddPartitions::from_bytes(body).map_err(invalid)?;
         let existing = self
             .topic_entry(&request.stream, &request.topic)?
@@ -546,6 +548,7 @@ impl Catalog {
                 ),
             ));
         }
+        self.room_for_partitions(request.partition_count - count)?;
         let first = self
             .groups
             .get(&existing[0])

@@ -12,7 +12,7 @@
 //! | [`convert`] | consensus's durable state ⇄ the partition's superblock fields, the trust of a recovered log |
 //! | [`group_host`] | `GroupHost`: opening a group (trust, a newcomer's placement, the catalog replayed); the replica over its partition, every effect carried out here; cursor stores and deletes (the door to the bound on consumer names); retention and cursor compaction when the owner asks; both ends of state transfer; outputs for the owner |
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
-//! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs |
+//! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs; their bounds per cluster (`catalog_limits`) |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
 //! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
 //! | [`quotas`] | the catalog's quotas: each user's produce, fetch and request rates |
@@ -28,6 +28,7 @@
 //!   node in every epoch a replica may still remember.
 
 pub mod catalog;
+mod catalog_limits;
 pub mod consumer_groups;
 pub mod convert;
 pub mod group_host;

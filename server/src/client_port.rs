@@ -678,6 +678,26 @@ async fn wait_for_room(shared: &Shared, request: &Msg<RequestHeader>) -> Result<
     Ok(())
 }
 
+/// `frame`, or `LimitExceeded` in its place when it is larger than the
+/// frame a client takes: a node's own answer (status, metadata, lists)
+/// grows with the cluster, and a client must never be sent what it cannot
+/// read.
+fn within_a_client_frame(header: &RequestHeader, frame: Bytes) -> Bytes {
+    let max = strand_wire::FRAME_SIZE_MAX_DEFAULT as usize;
+    if frame.len() <= max {
+        return frame;
+    }
+    let message = format!(
+        "the answer would take {} bytes, more than the {max} a client reads: ask for less \
+         (one stream or topic)",
+        frame.len()
+    );
+    error_frame(
+        header,
+        &ErrorBody::message(ResultCode::LimitExceeded, message),
+    )
+}
+
 fn handle(
     shared: &Arc<Shared>,
     request: Msg<RequestHeader>,
@@ -686,7 +706,7 @@ fn handle(
 ) {
     let header = *request.header();
     let answer = |frame: Bytes| {
-        let _ = sender.try_send(frame);
+        let _ = sender.try_send(within_a_client_frame(&header, frame));
     };
     if header.prefix.cluster.get() != shared.config.cluster {
         let message = format!(

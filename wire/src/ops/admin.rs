@@ -9,6 +9,17 @@ use crate::policy::{ConfirmPolicy, Durability};
 /// Most partitions one topic may have.
 pub const PARTITIONS_PER_TOPIC_MAX: u32 = 4096;
 
+/// Most streams a cluster keeps.
+pub const STREAMS_MAX: usize = 4096;
+
+/// Most topics a cluster keeps, over all its streams.
+pub const TOPICS_MAX: usize = 16_384;
+
+/// Most partitions a cluster keeps, over all its topics: each is a group
+/// every node hosting it ticks, and one line of each hosting node's
+/// status.
+pub const PARTITIONS_MAX: usize = 32_768;
+
 /// Smallest record-log segment a topic may ask for (64 KiB): smaller ones
 /// would make a file of every few batches.
 pub const SEGMENT_BYTES_MIN: u64 = 64 * 1024;

@@ -53,8 +53,8 @@ mod users;
 
 pub use admin::{
     AcceptLoss, AcceptLossReply, AddPartitions, AlterTopic, CreateStream, CreateTopic,
-    DeleteStream, DeleteTopic, PARTITIONS_PER_TOPIC_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
-    TopicCreated, TopicsDeleted,
+    DeleteStream, DeleteTopic, PARTITIONS_MAX, PARTITIONS_PER_TOPIC_MAX, SEGMENT_BYTES_MAX,
+    SEGMENT_BYTES_MIN, STREAMS_MAX, TOPICS_MAX, TopicCreated, TopicsDeleted,
 };
 pub use certificates::{REVOKED_CERTIFICATES_MAX, RevokeCertificate, certificate_fingerprint};
 pub use check::check_request;
