@@ -287,7 +287,12 @@ impl<D: Disk> Partition<D> {
         };
         let mut cursor_findings = cursor_findings;
         cursor_findings.cursors_clamped = partition.cursors.clamp(partition.log.offset_end);
-        let clean_shutdown = marked_clean(&superblock, config.boot);
+        // A reopen after a failed write is never one after a clean stop,
+        // whatever mark the superblock holds from this boot's start (the
+        // close before it may have failed before clearing it): its log was
+        // just cut, and a replica that resumed in its view as if nothing
+        // was lost would prepare again at ops it had sent before.
+        let clean_shutdown = marked_clean(&superblock, config.boot) && !config.drop_unsynced;
         // A partition created just now holds nothing a crash could have
         // left unsynced, and its superblock is the one `create` made
         // durable: opening it writes nothing more.

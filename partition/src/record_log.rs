@@ -398,12 +398,28 @@ impl RecordLog {
         let keep = self.segment_of(op + 1).expect("op + 1 is in the log");
         let cut = self.cut_position(keep, op + 1)?;
         let was_active = keep + 1 == self.segments.len();
+        // Once the active files are closed, any failure leaves the log
+        // without them: it refuses appends from then on.
+        let truncated = self.truncate_closed(io, op, keep, cut, was_active);
+        if let Err(error) = &truncated {
+            self.failure.get_or_insert(error.clone());
+        }
+        truncated
+    }
+
+    /// [`RecordLog::truncate_files`] past its checks: closes the active
+    /// files, drops the segments after `keep`, cuts `keep` at `cut` and
+    /// reopens the active files.
+    fn truncate_closed<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        op: u64,
+        keep: usize,
+        cut: u64,
+        was_active: bool,
+    ) -> Result<(), PartitionError> {
         if let Some(active) = self.active.take() {
-            let closed = io.close(active.log).and(io.close(active.index));
-            if let Err(error) = closed {
-                self.failure = Some(error.clone());
-                return Err(error);
-            }
+            io.close(active.log).and(io.close(active.index))?;
         }
         for segment in self.segments.drain(keep + 1..).collect::<Vec<_>>() {
             remove_segment_files(io, &self.dir, segment.first_offset)?;

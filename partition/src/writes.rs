@@ -104,6 +104,10 @@ struct AsyncWrite {
     /// The encoded superblock, appended once the copy is cleared.
     payload: Bytes,
     failed: bool,
+    /// The superblock before this write: it stands again if the write fails
+    /// (the next write then goes to the same copy, never over the other,
+    /// the last one known durable).
+    previous: Box<Superblock>,
 }
 
 /// A superblock copy the WAL keeps open between writes, and its length
@@ -289,6 +293,7 @@ impl<D: Disk> Partition<D> {
             Err(error) => {
                 let error = PartitionError::wal(&self.io.path_of(completion.file), error);
                 tracing::error!(cursor_end, %error, "partition: a cursor write failed");
+                self.cursors.failure.get_or_insert(error.clone());
                 self.events
                     .push_back(Completed::CursorsFailed { cursor_end, error });
             }
@@ -364,13 +369,14 @@ impl<D: Disk> Partition<D> {
             self.close_copy(copy);
             return Err(error);
         }
-        self.superblock = next;
+        let previous = Box::new(std::mem::replace(&mut self.superblock, next));
         self.writer.in_flight = Some(AsyncWrite {
             copy,
             file,
             request_sequence,
             payload,
             failed: false,
+            previous,
         });
         Ok(())
     }
@@ -457,7 +463,7 @@ impl<D: Disk> Partition<D> {
             let error = PartitionError::wal(&self.io.path_of(file), error);
             tracing::error!(%error, ?step, "partition: superblock write failed");
             if first_failure {
-                self.report_superblock_failure(sequence, error);
+                self.superblock_write_failed(sequence, error);
             }
             if step != SuperblockStep::Closed {
                 self.writer.copies[usize::from(copy)] = None;
@@ -503,7 +509,7 @@ impl<D: Disk> Partition<D> {
         let (first_failure, sequence) = (!write.failed, write.request_sequence);
         write.failed = true;
         if first_failure {
-            self.report_superblock_failure(sequence, error);
+            self.superblock_write_failed(sequence, error);
         }
         self.writer.copies[usize::from(copy)] = None;
         self.submit_superblock_close(file);
@@ -521,6 +527,19 @@ impl<D: Disk> Partition<D> {
             tracing::error!(%error, "partition: the WAL refused to close a superblock copy");
             self.finish_superblock_write();
         }
+    }
+
+    /// The write in flight failed: the superblock before it stands again
+    /// (what the failed copy holds is unknown, and what reads show of it may
+    /// never reach the disk), and the failure is reported.
+    fn superblock_write_failed(&mut self, sequence: Option<u64>, error: PartitionError) {
+        let write = self
+            .writer
+            .in_flight
+            .as_ref()
+            .expect("a superblock write is in flight");
+        self.superblock = (*write.previous).clone();
+        self.report_superblock_failure(sequence, error);
     }
 
     /// A failed write answers its `PersistState`, or the synchronous caller.
@@ -650,10 +669,15 @@ impl<D: Disk> Partition<D> {
             .append(&mut self.io, cursor_base, event_count, events)
     }
 
-    /// Waits until every cursor append is durable.
+    /// Waits until every cursor append is durable; fails once one failed
+    /// (its events never become durable, and nothing more is in flight to
+    /// wait for).
     pub(crate) fn drain_cursor_appends(&mut self) -> Result<(), PartitionError> {
         loop {
             self.process_stash();
+            if let Some(failure) = &self.cursors.failure {
+                return Err(failure.clone());
+            }
             if !self.cursors.has_in_flight() {
                 return Ok(());
             }
