@@ -535,7 +535,16 @@ impl<D: Disk> GroupHost<D> {
             Completed::StatePersisted { sequence } => {
                 self.replica.on_state_persisted(sequence, effects);
             }
-            Completed::PrepareFailed { op, error, .. } => {
+            Completed::PrepareFailed {
+                op,
+                checksum,
+                error,
+            } => {
+                if self.mutations.trusts_failed_sync(&error) {
+                    let durable = strand_consensus::WriteStage::Durable;
+                    self.replica.on_write(op, checksum, durable, effects);
+                    return;
+                }
                 self.fail_storage(format!("the write of op {op} failed: {error}"));
             }
             Completed::CursorsFailed { cursor_end, error } => {
