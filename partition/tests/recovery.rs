@@ -739,3 +739,49 @@ fn a_last_segment_whose_only_entry_is_damaged_is_marked_not_dropped() {
             .is_some()
     );
 }
+
+/// A write that failed (queued, not yet reported) leaves the active segment
+/// short of what the log counted; the WAL closes a poisoned file without a
+/// sync and without an error. The roll that would seal it fails instead of
+/// starting a successor, so sealed segments stay durable whole and a reopen
+/// after the failure finds a consistent log.
+#[test]
+fn a_roll_after_a_failed_write_seals_nothing_and_the_reopen_is_consistent() {
+    let mut disk = MemoryDisk::new(9);
+    disk.set_manual_turns(true);
+    let (mut partition, _) = open_memory(disk, small_config());
+    append_durable(&mut partition, 2, 2, 1000);
+    persist_commit(&mut partition, 2, 1);
+    let active = segment_path(
+        Path::new(MEMORY_DIR),
+        *partition.segment_offsets().last().expect("a segment"),
+    );
+    partition
+        .disk_mut()
+        .storage_mut()
+        .fail_next_write(&active, libc::ENOSPC)
+        .expect("inject");
+    let refused = (0..20).find_map(|_| {
+        let prepare = next_prepare(&partition, 2, 1000);
+        partition.write_prepare(prepare).err()
+    });
+    assert!(
+        matches!(refused, Some(PartitionError::LogFailed { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(partition.segment_offsets().len(), 1, "no successor started");
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
+    let mut config = small_config();
+    config.drop_unsynced = true;
+    let (mut partition, recovery) = open_memory(disk, config);
+    assert_eq!(
+        recovery.op, 2,
+        "the failed ops are gone, and marked maybe acked"
+    );
+    append_durable(&mut partition, 12, 2, 1000);
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
+    let (_, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, 14);
+}
