@@ -13,6 +13,7 @@
 //! `transfer`.
 
 mod open;
+mod swap;
 mod transfer;
 
 pub use open::{HostSpec, Mutations, OpenError};
@@ -95,7 +96,8 @@ pub struct Reopen<D> {
     pub dir: PathBuf,
     /// How it was opened.
     pub config: PartitionConfig,
-    /// A fresh disk for it.
+    /// A fresh disk for it, when the failed operation could not hand its
+    /// own back.
     pub new_disk: Box<dyn FnMut() -> D + Send>,
 }
 
@@ -285,7 +287,7 @@ impl<D: Disk> GroupHost<D> {
     }
 
     /// Takes the partition out for an operation that consumes it; it must
-    /// be put back ([`GroupHost::put_partition`] or [`GroupHost::reopen`]).
+    /// be put back ([`GroupHost::put_partition`]).
     pub fn take_partition(&mut self) -> Option<Partition<D>> {
         self.partition.take()
     }
@@ -437,23 +439,6 @@ impl<D: Disk> GroupHost<D> {
     fn note_log_start(&mut self) {
         let start = self.partition_ref().head_op();
         self.replica.note_log_start(start);
-    }
-
-    /// Reopens the partition from its directory after an operation that
-    /// consumed it failed; false (and storage failed) if that fails too.
-    pub fn reopen(&mut self) -> bool {
-        let disk = (self.reopen.new_disk)();
-        match Partition::open(disk, &self.reopen.dir, self.reopen.config) {
-            Ok((partition, _)) => {
-                self.partition = Some(partition);
-                self.note_log_start();
-                true
-            }
-            Err(error) => {
-                self.fail_storage(format!("cannot reopen the partition: {error}"));
-                false
-            }
-        }
     }
 
     /// Closes storage: with a clean-shutdown mark when the log is trusted
@@ -723,33 +708,6 @@ impl<D: Disk> GroupHost<D> {
             to,
             message: Message::Cursors(Msg::new(header, body)),
         });
-    }
-
-    /// Moves the partition aside to `.fenced.N` and rebuilds it from the
-    /// agreed prefix; the state transfer that completes it follows.
-    fn quarantine(&mut self, agreed_op: u64, out: &mut Vec<Output>) {
-        let Some(partition) = self.partition.take() else {
-            return;
-        };
-        match partition.quarantine(agreed_op) {
-            Ok((rebuilt, _, quarantined)) => {
-                tracing::warn!(
-                    agreed_op,
-                    fenced = %quarantined.fenced_dir.display(),
-                    linked = quarantined.segments_linked,
-                    copied = quarantined.segments_copied,
-                    "host: partition quarantined"
-                );
-                self.partition = Some(rebuilt);
-                out.push(Output::Quarantined { agreed_op });
-            }
-            Err(error) => {
-                tracing::error!(%error, "host: quarantine failed; reopening the partition");
-                if !self.reopen() {
-                    out.push(Output::Stop);
-                }
-            }
-        }
     }
 
     /// Storage's part of an event (a retirement is recorded), then the

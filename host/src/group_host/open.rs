@@ -170,7 +170,7 @@ impl<D: Disk> GroupHost<D> {
         let newest = spec.newest_epoch();
         // A replica added to a group with history starts empty and must
         // not serve that emptiness: it awaits a state transfer.
-        let joining = newest > 0 && !disk.exists(&spec.dir);
+        let joining = newest > 0 && !strand_partition::partition_present(&mut disk, &spec.dir);
         let page_cache_trusted = cfg!(feature = "mutations") && mutations.page_cache_trusted;
         let config = PartitionConfig {
             replica: spec.replica.replica,
