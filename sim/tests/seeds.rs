@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 29] = [
+const FOUND_BY_SIM: [(u64, &str); 31] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -165,6 +165,18 @@ const FOUND_BY_SIM: [(u64, &str); 29] = [
         9_366,
         "simulator: a replica counted as recovered while its armed fsync fault had not \
          struck yet",
+    ),
+    (
+        4_911,
+        "storage: a roll sealed a segment whose fsync had failed; the reopen left its \
+         successor empty, later writes made the log unopenable, and a power loss inside \
+         the fence left a fresh partition at view 0",
+    ),
+    (
+        7_308,
+        "storage: a roll sealed a segment whose write found the disk full; the fence of \
+         the log it left lost its views to a power loss between its rename and its \
+         superblock",
     ),
 ];
 

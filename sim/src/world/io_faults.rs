@@ -24,8 +24,10 @@
 //! simulator gives the partition up as a process crash would (queued
 //! requests dropped, every written byte still visible, unsynced ones still
 //! pending, which the reopen's own syncs cover). A failed read fails the
-//! operation that made it: a read for a peer is not served, a cut or a
-//! rewrite fails the group's storage like a failed write.
+//! operation that made it: a read for a peer is not served, a cut, a
+//! rewrite, a quarantine or an install fails the group's storage like a
+//! failed write (the host reopens the partition from the disk the failed
+//! swap hands back, and the group is opened again after the wait).
 
 use std::path::PathBuf;
 

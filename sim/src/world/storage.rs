@@ -221,8 +221,10 @@ impl World {
         }
         let mut spec = self.host_spec(replica);
         spec.storage.drop_unsynced = after_failed_write;
+        // A failed quarantine or install hands its disk back, and the host
+        // reopens from that: a simulated disk's files live only in it.
         let reopen = Box::new(|| -> MemoryDisk {
-            panic!("a simulated disk is never reopened: its storage lives in the partition")
+            panic!("a simulated disk is never made anew: a failed swap hands it back")
         });
         #[cfg(feature = "mutations")]
         let opened = GroupHost::open_mutated(&spec, disk, reopen, self.mutations());
