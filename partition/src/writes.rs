@@ -134,6 +134,8 @@ pub(crate) struct SuperblockWriter {
     copies: [Option<OpenCopy>; 2],
     /// How the last synchronous write failed, for the caller waiting on it.
     failure: Option<PartitionError>,
+    /// A cut failed: every later write is refused with it (see `cut`).
+    refused_after_cut: Option<PartitionError>,
 }
 
 impl SuperblockWriter {
@@ -329,6 +331,18 @@ impl<D: Disk> Partition<D> {
         self.start_superblock_write(next, Some(request_sequence))
     }
 
+    /// After a failed cut, refuses every later superblock write (see the
+    /// `cut` module): the files may still hold ops consensus dropped.
+    pub(crate) fn refuse_superblocks_after_failed_cut(&mut self, error: &PartitionError) {
+        tracing::error!(%error, "partition: a cut failed; no superblock is written until a reopen");
+        let cause = Box::new(error.clone());
+        self.writer
+            .refused_after_cut
+            .get_or_insert(PartitionError::LogFailed { cause });
+        self.log.failure.get_or_insert(error.clone());
+        self.writer.queued = None;
+    }
+
     /// Starts writing `next` over its copy (see [`SuperblockWriter`]).
     fn start_superblock_write(
         &mut self,
@@ -339,6 +353,9 @@ impl<D: Disk> Partition<D> {
             self.writer.in_flight.is_none(),
             "one superblock write at a time"
         );
+        if let Some(refused) = &self.writer.refused_after_cut {
+            return Err(refused.clone());
+        }
         let copy = next.copy();
         let open = self.open_copy(copy)?;
         let payload = Bytes::from(next.encode());
