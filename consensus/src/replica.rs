@@ -930,6 +930,11 @@ impl<S: StateMachine> Replica<S> {
             if slot.header.checksum() != checksum {
                 return None; // a write truncated away and replaced since
             }
+            if slot.state == SlotState::Missing {
+                // A write truncated away since (the same prepare, its slot
+                // waiting to be written again): storage no longer holds it.
+                return None;
+            }
             slot.state = match (slot.state, stage) {
                 (SlotState::Durable, _) => SlotState::Durable,
                 (_, WriteStage::Durable) => SlotState::Durable,
