@@ -746,6 +746,11 @@ impl<D: Disk> Partition<D> {
         now_ns: u64,
         keep_from_op: u64,
     ) -> Result<RetentionOutcome, PartitionError> {
+        // The superblock in memory is the one being written while a write
+        // is in flight: its commit (and the client table that goes with it)
+        // is not durable yet, and a failed write takes it back. Segments go
+        // only below a commit the disk holds.
+        self.wait_for_superblock_writer(SuperblockWriter::busy)?;
         let keep_from_op = keep_from_op.min(self.superblock.durable.commit);
         let count = self.log.retention_count(policy, now_ns, keep_from_op);
         if count > 0 {
