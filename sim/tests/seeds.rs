@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 31] = [
+const FOUND_BY_SIM: [(u64, &str); 35] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -173,6 +173,24 @@ const FOUND_BY_SIM: [(u64, &str); 31] = [
          the fence left a fresh partition at view 0",
     ),
     (
+        14_986,
+        "storage: a cut whose superblock write failed left the dropped ops on disk; a \
+         later persist of the new log view vouched for them",
+    ),
+    (
+        15_507,
+        "consensus: durable reports of writes a cut had dropped marked their slots stored",
+    ),
+    (
+        17_452,
+        "storage: a cut whose superblock write failed left the dropped ops on disk; a \
+         later persist of the new log view vouched for them",
+    ),
+    (
+        5_000_864,
+        "storage: a failed cut's dropped cursor events came back under a newer view",
+    ),
+    (
         7_308,
         "storage: a roll sealed a segment whose write found the disk full; the fence of \
          the log it left lost its views to a power loss between its rename and its \
@@ -196,7 +214,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 33] = [
+const REASSIGNING: [(u64, &str); 37] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -316,6 +334,23 @@ const REASSIGNING: [(u64, &str); 33] = [
     (
         11_471,
         "a transfer brought a newer start; its view once stayed below it",
+    ),
+    (
+        835,
+        "a failed cut's dropped cursor events once came back under a newer view",
+    ),
+    (
+        4_341,
+        "a failed cut's dropped cursor events once came back under a newer view",
+    ),
+    (
+        1_616,
+        "retention once dropped ops past the durable commit while a persist that then \
+         failed was in flight; the client table lost a request",
+    ),
+    (
+        2_849,
+        "a reopen after a failed superblock fsync once lost both copies to a power loss",
     ),
 ];
 
