@@ -32,6 +32,9 @@ use strand_wire::codec::{BodyReader, BodyWriter};
 use strand_wire::error::BodyError;
 use strand_wire::{Operation, PrepareHeader, ResultCode};
 
+use crate::journal::Journal;
+use crate::state_machine::reply_from_header;
+
 /// Most clients the table remembers per group.
 pub const CLIENTS_MAX: usize = 1024;
 
@@ -397,6 +400,50 @@ fn read_entry(reader: &mut BodyReader<'_>, through: u64) -> Result<ClientEntry, 
         });
     }
     Ok(entry)
+}
+
+/// The client table of a replica opening at `commit`: the persisted one
+/// (`encoded`), then every committed header the journal holds above it; or,
+/// when none was persisted (or it cannot be read), every committed header
+/// the journal holds.
+pub(crate) fn restore_client_table(encoded: &[u8], journal: &Journal, commit: u64) -> ClientTable {
+    let headers = journal
+        .slots_from(journal.base())
+        .filter_map(|(_, slot)| slot.map(|slot| slot.header));
+    replay_client_table(decode_client_table(encoded), headers, commit)
+}
+
+/// The client table of a replica that installed a transfer reaching `op`:
+/// the source's (`encoded`), then the installed log's `recent` headers above it.
+pub(crate) fn restore_client_table_from(
+    encoded: &[u8],
+    recent: &[PrepareHeader],
+    op: u64,
+) -> ClientTable {
+    replay_client_table(decode_client_table(encoded), recent.iter().copied(), op)
+}
+
+fn decode_client_table(encoded: &[u8]) -> ClientTable {
+    if encoded.is_empty() {
+        return ClientTable::new();
+    }
+    // The driver passes only tables that decode (it says so in its log when
+    // one does not); should one not, the table is rebuilt from the log, as
+    // before tables were persisted.
+    ClientTable::decode(encoded).unwrap_or_default()
+}
+
+fn replay_client_table(
+    mut table: ClientTable,
+    headers: impl Iterator<Item = PrepareHeader>,
+    commit: u64,
+) -> ClientTable {
+    for header in headers.filter(|header| header.op.get() <= commit) {
+        let (result, body) = reply_from_header(&header);
+        table.commit(&header, result, body);
+    }
+    table.applied_through(commit);
+    table
 }
 
 #[cfg(test)]

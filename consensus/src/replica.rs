@@ -15,7 +15,7 @@ use strand_wire::{
     RequestHeader, ViewId,
 };
 
-use crate::client_table::ClientTable;
+use crate::client_table::{ClientTable, restore_client_table, restore_client_table_from};
 use crate::config::Config;
 use crate::cursors::CursorState;
 use crate::effects::{DropReason, Effect, Effects, Event, WaitReason};
@@ -24,7 +24,7 @@ use crate::journal::{Journal, SlotState};
 use crate::merge::{Canonical, DvcSummary};
 use crate::prng::Prng;
 use crate::state::{DurableState, HistoryStart, Recovered};
-use crate::state_machine::{StateMachine, reply_from_header};
+use crate::state_machine::StateMachine;
 use crate::timeout::Timeout;
 
 /// Primary timeouts a backup lets pass after it starts, before it votes to
@@ -930,6 +930,11 @@ impl<S: StateMachine> Replica<S> {
             if slot.header.checksum() != checksum {
                 return None; // a write truncated away and replaced since
             }
+            if slot.state == SlotState::Missing {
+                // A write truncated away since (the same prepare, its slot
+                // waiting to be written again): storage no longer holds it.
+                return None;
+            }
             slot.state = match (slot.state, stage) {
                 (SlotState::Durable, _) => SlotState::Durable,
                 (_, WriteStage::Durable) => SlotState::Durable,
@@ -1578,46 +1583,6 @@ impl<S: StateMachine> Replica<S> {
 /// Remembers the membership a `Reconfigure` header names (a header that
 /// contradicts a known one is left out: the driver's catalog is the authority,
 /// and the op cannot commit under two memberships).
-/// The client table of a replica opening at `commit`: the persisted one
-/// (`encoded`), then every committed header the journal holds above it; or,
-/// when none was persisted (or it cannot be read), every committed header
-/// the journal holds.
-fn restore_client_table(encoded: &[u8], journal: &Journal, commit: u64) -> ClientTable {
-    let headers = journal
-        .slots_from(journal.base())
-        .filter_map(|(_, slot)| slot.map(|slot| slot.header));
-    replay_client_table(decode_client_table(encoded), headers, commit)
-}
-
-/// The client table of a replica that installed a transfer reaching `op`:
-/// the source's (`encoded`), then the installed log's `recent` headers above it.
-fn restore_client_table_from(encoded: &[u8], recent: &[PrepareHeader], op: u64) -> ClientTable {
-    replay_client_table(decode_client_table(encoded), recent.iter().copied(), op)
-}
-
-fn decode_client_table(encoded: &[u8]) -> ClientTable {
-    if encoded.is_empty() {
-        return ClientTable::new();
-    }
-    // The driver passes only tables that decode (it says so in its log when
-    // one does not); should one not, the table is rebuilt from the log, as
-    // before tables were persisted.
-    ClientTable::decode(encoded).unwrap_or_default()
-}
-
-fn replay_client_table(
-    mut table: ClientTable,
-    headers: impl Iterator<Item = PrepareHeader>,
-    commit: u64,
-) -> ClientTable {
-    for header in headers.filter(|header| header.op.get() <= commit) {
-        let (result, body) = reply_from_header(&header);
-        table.commit(&header, result, body);
-    }
-    table.applied_through(commit);
-    table
-}
-
 pub(crate) fn learn_from_header(
     memberships: &mut Memberships,
     header: &PrepareHeader,

@@ -15,6 +15,7 @@
 
 mod cursors;
 mod open;
+mod swap;
 mod transfer;
 
 pub use open::{HostSpec, Mutations, OpenError};
@@ -97,7 +98,8 @@ pub struct Reopen<D> {
     pub dir: PathBuf,
     /// How it was opened.
     pub config: PartitionConfig,
-    /// A fresh disk for it.
+    /// A fresh disk for it, when the failed operation could not hand its
+    /// own back.
     pub new_disk: Box<dyn FnMut() -> D + Send>,
 }
 
@@ -293,7 +295,7 @@ impl<D: Disk> GroupHost<D> {
     }
 
     /// Takes the partition out for an operation that consumes it; it must
-    /// be put back ([`GroupHost::put_partition`] or [`GroupHost::reopen`]).
+    /// be put back ([`GroupHost::put_partition`]).
     pub fn take_partition(&mut self) -> Option<Partition<D>> {
         self.partition.take()
     }
@@ -447,23 +449,6 @@ impl<D: Disk> GroupHost<D> {
         self.replica.note_log_start(start);
     }
 
-    /// Reopens the partition from its directory after an operation that
-    /// consumed it failed; false (and storage failed) if that fails too.
-    pub fn reopen(&mut self) -> bool {
-        let disk = (self.reopen.new_disk)();
-        match Partition::open(disk, &self.reopen.dir, self.reopen.config) {
-            Ok((partition, _)) => {
-                self.partition = Some(partition);
-                self.note_log_start();
-                true
-            }
-            Err(error) => {
-                self.fail_storage(format!("cannot reopen the partition: {error}"));
-                false
-            }
-        }
-    }
-
     /// Closes storage: with a clean-shutdown mark when the log is trusted
     /// and storage never failed (`clean_mark` then), the commit number
     /// persisted first. The host is done
@@ -543,7 +528,16 @@ impl<D: Disk> GroupHost<D> {
             Completed::StatePersisted { sequence } => {
                 self.replica.on_state_persisted(sequence, effects);
             }
-            Completed::PrepareFailed { op, error, .. } => {
+            Completed::PrepareFailed {
+                op,
+                checksum,
+                error,
+            } => {
+                if self.mutations.trusts_failed_sync(&error) {
+                    let durable = strand_consensus::WriteStage::Durable;
+                    self.replica.on_write(op, checksum, durable, effects);
+                    return;
+                }
                 self.fail_storage(format!("the write of op {op} failed: {error}"));
             }
             Completed::CursorsFailed { cursor_end, error } => {
@@ -722,33 +716,6 @@ impl<D: Disk> GroupHost<D> {
             to,
             message: Message::Cursors(Msg::new(header, body)),
         });
-    }
-
-    /// Moves the partition aside to `.fenced.N` and rebuilds it from the
-    /// agreed prefix; the state transfer that completes it follows.
-    fn quarantine(&mut self, agreed_op: u64, out: &mut Vec<Output>) {
-        let Some(partition) = self.partition.take() else {
-            return;
-        };
-        match partition.quarantine(agreed_op) {
-            Ok((rebuilt, _, quarantined)) => {
-                tracing::warn!(
-                    agreed_op,
-                    fenced = %quarantined.fenced_dir.display(),
-                    linked = quarantined.segments_linked,
-                    copied = quarantined.segments_copied,
-                    "host: partition quarantined"
-                );
-                self.partition = Some(rebuilt);
-                out.push(Output::Quarantined { agreed_op });
-            }
-            Err(error) => {
-                tracing::error!(%error, "host: quarantine failed; reopening the partition");
-                if !self.reopen() {
-                    out.push(Output::Stop);
-                }
-            }
-        }
     }
 
     /// Storage's part of an event (a retirement is recorded), then the

@@ -74,6 +74,9 @@ pub(crate) struct CursorLog {
     snapshot_map: BTreeMap<String, u64>,
     pub map: BTreeMap<String, u64>,
     in_flight: VecDeque<(u64, Vec<CursorEvent>)>,
+    /// The first append that failed: its events stay in flight for good, so
+    /// waiting for them ends in this error.
+    pub failure: Option<PartitionError>,
 }
 
 impl CursorLog {
@@ -150,6 +153,7 @@ impl CursorLog {
             snapshot_map,
             map,
             in_flight: VecDeque::new(),
+            failure: None,
         };
         Ok((log, findings))
     }

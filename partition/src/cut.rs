@@ -15,7 +15,12 @@
 //!   sequence numbers replay over it;
 //! - cursors above the record log's new end are clamped to it (here, and again
 //!   on every open);
-//! - a repeated cut changes nothing.
+//! - a repeated cut changes nothing;
+//! - a cut that fails (its superblock write, a file step) leaves files that
+//!   still hold what consensus dropped: no superblock is written after it
+//!   until the partition is reopened, since one carrying a newer log view
+//!   would vouch for them. The reopen then finds the log in the log view it
+//!   was written in, and the cut is decided again.
 //!
 //! Where to cut (the adopted view's head and history start, below a damaged
 //! run when storage cannot cut inside it) is consensus's decision, carried by
@@ -68,17 +73,24 @@ impl<D: Disk> Partition<D> {
             });
         }
         let ops_removed = self.log.op.saturating_sub(at.op);
-        self.truncate_log(at.op)?;
-        let outcome = match at.cursor_tail {
-            Some(cursor_tail) => self.cut_cursors(cursor_tail)?,
-            None => CutOutcome {
-                cursors_clamped: self.cursors.clamp(self.log.offset_end),
-                ..CutOutcome::default()
+        let cut = self
+            .truncate_log(at.op)
+            .and_then(|()| match at.cursor_tail {
+                Some(cursor_tail) => self.cut_cursors(cursor_tail),
+                None => Ok(CutOutcome {
+                    cursors_clamped: self.cursors.clamp(self.log.offset_end),
+                    ..CutOutcome::default()
+                }),
+            });
+        let outcome = match cut {
+            Ok(outcome) => CutOutcome {
+                ops_removed,
+                ..outcome
             },
-        };
-        let outcome = CutOutcome {
-            ops_removed,
-            ..outcome
+            Err(error) => {
+                self.refuse_superblocks_after_failed_cut(&error);
+                return Err(error);
+            }
         };
         if outcome != CutOutcome::default() {
             tracing::info!(op = at.op, cursor_tail = ?at.cursor_tail, ?outcome, "partition: cut");

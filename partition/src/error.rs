@@ -247,6 +247,43 @@ impl PartitionError {
     }
 }
 
+/// An operation that consumed the partition (a quarantine, an install)
+/// failed: the error, and the disk back to reopen the partition from (it
+/// holds the only copy of an in-memory disk's files). Reopening finishes a
+/// swap the operation had committed, or finds the partition as it was.
+pub struct FailedSwap<D> {
+    /// What failed.
+    pub error: PartitionError,
+    /// The disk, its partition files closed; `None` only when the failure
+    /// left it unusable.
+    pub disk: Option<D>,
+}
+
+impl<D> FailedSwap<D> {
+    /// The failure `error`, with the disk `disk` handed back.
+    pub fn with_disk(error: PartitionError, disk: D) -> FailedSwap<D> {
+        FailedSwap {
+            error,
+            disk: Some(disk),
+        }
+    }
+}
+
+impl<D> std::fmt::Debug for FailedSwap<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FailedSwap")
+            .field("error", &self.error)
+            .field("disk", &self.disk.is_some())
+            .finish()
+    }
+}
+
+impl<D> std::fmt::Display for FailedSwap<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
 fn errno_text(errno: i32) -> String {
     if errno == 0 {
         return "no errno".to_owned();

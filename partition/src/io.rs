@@ -223,9 +223,26 @@ impl<D: Disk> Io<D> {
 
     /// Closes a WAL file (syncing it) and waits.
     pub fn close(&mut self, file: FileId) -> Result<(), PartitionError> {
+        self.close_durable(file).map(|_| ())
+    }
+
+    /// Closes a WAL file (syncing it), waits, and returns how many of its
+    /// bytes are durable. A file an earlier write or sync poisoned is closed
+    /// without a sync: its durable length then falls short of what was
+    /// appended, and the close itself reports no error.
+    pub fn close_durable(&mut self, file: FileId) -> Result<u64, PartitionError> {
         let result = self.run(file, |user_data| Request::Close { file, user_data });
         self.paths.remove(&file);
-        result.map(|_| ())
+        result.map(|range| range.offset + range.len)
+    }
+
+    /// The first failed completion of an append or sync of `file` that is
+    /// stashed and not yet reported, if any.
+    pub fn stashed_failure(&self, file: FileId) -> Option<WalError> {
+        self.stash
+            .iter()
+            .filter(|(_, completion)| completion.file == file)
+            .find_map(|(_, completion)| completion.result.clone().err())
     }
 
     /// The stashed completions, in arrival order.

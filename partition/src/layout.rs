@@ -9,6 +9,7 @@
 //!     cursors.log                       cursor event log
 //!     cursors.snapshot                  cursor map + the event sequence it covers
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.fenced.N   quarantined copies
+//! <data>/partitions/<stream>/<topic>/<partition>-g<group>.rebuilt    a quarantine's rebuild, before its swap
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.staging    a state-transfer import
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.install    "swap staging in" marker
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.replaced   the copy a swap replaces
@@ -171,6 +172,12 @@ pub fn parse_fenced_name(partition: &str, entry: &str) -> Option<u64> {
         return None;
     }
     rest.parse().ok()
+}
+
+/// Where a quarantine builds the partition that replaces the fenced one,
+/// before the swap (the partition to `.fenced.N`, this to the partition).
+pub fn rebuilt_path(dir: &Path) -> PathBuf {
+    sibling(dir, "rebuilt")
 }
 
 /// The staging directory a state-transfer import is assembled in.

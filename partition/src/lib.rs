@@ -68,8 +68,9 @@
 //! - **Order of durable steps.** A sealed segment is synced before its
 //!   successor gets a byte; a superblock that stops claiming ops (truncation,
 //!   retention) is written before the files change; a quarantined copy and the
-//!   files hard-linked from it are never written again; an import is verified
-//!   whole before the swap, and the swap completes on the next open.
+//!   files hard-linked from it are never written again; a quarantine's
+//!   rebuild and an import are complete before their swap, and a swap a
+//!   crash interrupted completes on the next open.
 
 pub mod disk;
 pub mod error;
@@ -101,13 +102,14 @@ pub use cursor_snapshot::SNAPSHOT_PIECE_BYTES_MAX;
 pub use cursors::CursorFindings;
 pub use cut::{CutOutcome, CutPoint};
 pub use disk::{Disk, FileDisk, MemoryDisk, ReadHandles, WaitError};
-pub use error::PartitionError;
+pub use error::{FailedSwap, PartitionError};
 pub use log_reads::FetchedBatch;
 pub use log_recovery::{IndexRebuild, SegmentDamage};
 pub use partition::{
     EntryLocation, HEADERS_COMMITTED_MAX_DEFAULT, OpenMutations, Partition, PartitionConfig,
+    partition_present,
 };
-pub use quarantine::{Quarantined, next_fenced_number};
+pub use quarantine::{Quarantined, finish_interrupted_fence, next_fenced_number};
 pub use record_log::{LogConfig, RetentionPolicy};
 pub use recovery::Recovery;
 pub use superblock::{DurableFields, HistoryStart, Superblock};

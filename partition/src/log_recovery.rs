@@ -23,7 +23,8 @@
 //! 4. Ops above the log's end but at or below `op_checkpoint` (the superblock's
 //!    durable head) were durable and are gone: faulty, never silently lost.
 //! 5. Ops must follow each other, chain by checksum, and keep record offsets
-//!    contiguous; anything else is [`PartitionError::LogInconsistent`]. So is
+//!    contiguous, and a segment is named for the record offset its first op
+//!    starts at; anything else is [`PartitionError::LogInconsistent`]. So is
 //!    a segment without a readable entry followed by one whose first entry is
 //!    unreadable, when the superblock does not list it: nothing says which
 //!    ops the second holds.
@@ -185,6 +186,7 @@ pub(crate) fn recover_log<D: Disk>(
     let mut founds = find_segments(io, dir, superblock, &mut walk.findings)?;
     if partition_config.drop_unsynced {
         walk.findings.unsynced_dropped_from = drop_unsynced_tail(io, dir, superblock, &mut founds)?;
+        remove_empty_trailing(io, dir, &mut founds)?;
     }
     let mut segments = Vec::with_capacity(founds.len().max(1));
     for (index, found) in founds.iter().enumerate() {
@@ -311,6 +313,20 @@ fn find_segments<D: Disk>(
             file_len,
         });
     }
+    remove_empty_trailing(io, dir, &mut founds)?;
+    Ok(founds)
+}
+
+/// Removes trailing segments nobody listed that hold nothing (a crash right
+/// after a roll, or a cut of unsynced entries that emptied the last one):
+/// the log ends before them, and a segment is named by the record offset
+/// its first op starts at, which an empty one would claim for ops it never
+/// held.
+fn remove_empty_trailing<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    founds: &mut Vec<Found>,
+) -> Result<(), PartitionError> {
     while founds.len() > 1 {
         let last = founds.last().expect("len > 1");
         if last.listed.is_some() || !last.scan.is_empty() || last.scan.torn_has_data {
@@ -323,7 +339,7 @@ fn find_segments<D: Disk>(
         remove_segment_files(io, dir, last.first_offset)?;
         founds.pop();
     }
-    Ok(founds)
+    Ok(())
 }
 
 /// Walks one segment's items, assigning ops and recording damage.
@@ -344,6 +360,15 @@ fn walk_segment<D: Disk>(
             reason: format!(
                 "segment {} starts at op {first_op}, the log continues at op {}",
                 found.first_offset, walk.expected_op
+            ),
+        });
+    }
+    if walk.offset_known && found.first_offset != walk.expected_offset {
+        return Err(PartitionError::LogInconsistent {
+            op: first_op,
+            reason: format!(
+                "segment {} is named for records from offset {}, the log's records end at {}",
+                found.first_offset, found.first_offset, walk.expected_offset
             ),
         });
     }

@@ -10,14 +10,15 @@ use strand_wire::{ConfirmPolicy, Durability, Msg, PrepareHeader};
 
 use crate::cursors::CursorLog;
 use crate::disk::Disk;
-use crate::error::PartitionError;
+use crate::error::{FailedSwap, PartitionError};
 use crate::io::Io;
 use crate::layout::{
-    cursors_log_path, parse_segment_name, records_dir, segment_path, superblock_path,
+    cursors_log_path, install_marker_path, parse_segment_name, rebuilt_path, records_dir,
+    segment_path, superblock_path,
 };
 use crate::log_reads::FetchedBatch;
 use crate::log_recovery::{LogFindings, recover_log};
-use crate::quarantine::Quarantined;
+use crate::quarantine::{Quarantined, finish_interrupted_fence};
 use crate::record_log::{LogConfig, RecordLog};
 use crate::recovery::Recovery;
 use crate::superblock::{self, CopyRead, Superblock, read_copy};
@@ -132,14 +133,32 @@ impl<D> From<PartitionError> for FailedOpen<D> {
     }
 }
 
-/// Finishes an interrupted state-transfer swap, then reads the superblock,
-/// creating one when there is none; `true` when the partition is new.
+impl<D> From<FailedOpen<D>> for FailedSwap<D> {
+    fn from(failed: FailedOpen<D>) -> Self {
+        FailedSwap {
+            error: failed.error,
+            disk: failed.disk,
+        }
+    }
+}
+
+/// Whether a partition is stored at `dir`: its directory, or a swap a crash
+/// interrupted that the next open finishes into it (a quarantine's rebuild,
+/// a state transfer's install).
+pub fn partition_present<D: Disk>(disk: &mut D, dir: &Path) -> bool {
+    disk.exists(dir) || disk.exists(&rebuilt_path(dir)) || disk.exists(&install_marker_path(dir))
+}
+
+/// Finishes an interrupted quarantine or state-transfer swap, then reads the
+/// superblock, creating one when there is none; `true` when the partition is
+/// new.
 fn read_or_create_superblock<D: Disk>(
     io: &mut Io<D>,
     dir: &Path,
     config: PartitionConfig,
     mutations: OpenMutations,
 ) -> Result<(Superblock, bool), PartitionError> {
+    finish_interrupted_fence(&mut io.disk, dir)?;
     finish_interrupted_install(&mut io.disk, dir)?;
     let copies = [
         read_copy(&mut io.disk, dir, 0)?,
@@ -151,7 +170,9 @@ fn read_or_create_superblock<D: Disk>(
         None => create(io, dir, config)?,
     };
     let unsynced = cfg!(feature = "mutations") && mutations.superblock_unsynced;
-    if !fresh && !superblock.clean_shutdown && !unsynced {
+    if !fresh && config.drop_unsynced && !unsynced {
+        rewrite_chosen_copy(io, dir, &superblock)?;
+    } else if !fresh && !superblock.clean_shutdown && !unsynced {
         // A crashed process may have left the chosen copy in the page cache
         // only; the open rewrites the other copy next. Were the chosen one
         // lost to a power loss after that, neither copy would hold this state
@@ -162,6 +183,29 @@ fn read_or_create_superblock<D: Disk>(
             .map_err(|error| PartitionError::io(&path, "sync the superblock", &error))?;
     }
     Ok((superblock, fresh))
+}
+
+/// At an open after a failed write or sync in this process: the chosen copy
+/// may be what a failed fsync left in the page cache, marked clean, which no
+/// later sync writes (a power loss then takes it, and with the other copy
+/// rewritten next, neither would be whole). Its bytes are written again and
+/// synced, which makes them durable; a crash in between leaves the other
+/// copy, untouched and durable, whose state the failed write never
+/// reported persisted.
+fn rewrite_chosen_copy<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    superblock: &Superblock,
+) -> Result<(), PartitionError> {
+    let path = superblock_path(dir, superblock.copy());
+    let bytes = io
+        .disk
+        .read_file(&path)
+        .map_err(|error| PartitionError::io(&path, "read the superblock", &error))?
+        .unwrap_or_default();
+    io.disk
+        .write_at(&path, 0, &bytes)
+        .map_err(|error| PartitionError::io(&path, "rewrite the superblock", &error))
 }
 
 /// One partition replica's storage. See the crate docs.
@@ -228,7 +272,8 @@ impl<D: Disk> Partition<D> {
             }) => {
                 tracing::error!(dir = %dir.display(), %error, "partition: the record log cannot be opened");
                 let (partition, recovery, quarantined) =
-                    Partition::fence_unopenable(disk, dir, config)?;
+                    Partition::fence_unopenable(disk, dir, config)
+                        .map_err(|failed| failed.error)?;
                 Ok((partition, recovery, Some(quarantined)))
             }
             Err(failed) => Err(failed.error),
@@ -243,7 +288,16 @@ impl<D: Disk> Partition<D> {
         mutations: OpenMutations,
     ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
         let mut io = Io::new(disk);
-        let (mut superblock, fresh) = read_or_create_superblock(&mut io, dir, config, mutations)?;
+        let (mut superblock, fresh) =
+            match read_or_create_superblock(&mut io, dir, config, mutations) {
+                Ok(read) => read,
+                Err(error) => {
+                    return Err(FailedOpen {
+                        error,
+                        disk: Some(io.disk),
+                    });
+                }
+            };
         // The log's recovery may rewrite the superblock (a damaged tail's
         // mark): the report still names the one read.
         let read_sequence = superblock.sequence;
@@ -263,6 +317,28 @@ impl<D: Disk> Partition<D> {
         Ok((partition, recovery))
     }
 
+    /// [`Partition::open`] for the end of an operation that consumed the
+    /// partition: a failure hands the disk back.
+    pub(crate) fn open_or_hand_back(
+        disk: D,
+        dir: &Path,
+        config: PartitionConfig,
+    ) -> Result<(Partition<D>, Recovery), FailedSwap<D>> {
+        Partition::open_handing_back(disk, dir, config, OpenMutations::default())
+            .map_err(FailedSwap::from)
+    }
+
+    /// Closes what the partition holds open, ignoring failures (an operation
+    /// that failed hands the disk back for a reopen), and returns the disk.
+    pub(crate) fn release(mut self) -> D {
+        if self.settle().is_ok() {
+            self.close_superblock_copies();
+        }
+        let _ = self.log.close(&mut self.io);
+        let _ = self.cursors.close(&mut self.io);
+        self.io.disk
+    }
+
     /// The rest of the open, once the record log is recovered.
     fn finish_open(
         io: Io<D>,
@@ -272,9 +348,18 @@ impl<D: Disk> Partition<D> {
         fresh: bool,
         log: RecordLog,
         log_findings: LogFindings,
-    ) -> Result<(Partition<D>, Recovery), PartitionError> {
-        let mut io = io;
-        let (cursors, cursor_findings) = CursorLog::open(&mut io, dir)?;
+    ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
+        let (mut io, mut log) = (io, log);
+        let (cursors, cursor_findings) = match CursorLog::open(&mut io, dir) {
+            Ok(opened) => opened,
+            Err(error) => {
+                let _ = log.close(&mut io);
+                return Err(FailedOpen {
+                    error,
+                    disk: Some(io.disk),
+                });
+            }
+        };
         let mut partition = Partition {
             dir: dir.to_path_buf(),
             config,
@@ -287,21 +372,20 @@ impl<D: Disk> Partition<D> {
         };
         let mut cursor_findings = cursor_findings;
         cursor_findings.cursors_clamped = partition.cursors.clamp(partition.log.offset_end);
-        let clean_shutdown = marked_clean(&superblock, config.boot);
-        // A partition created just now holds nothing a crash could have
-        // left unsynced, and its superblock is the one `create` made
-        // durable: opening it writes nothing more.
-        if !clean_shutdown && !fresh {
-            partition.sync_appended_files()?;
-        }
+        // A reopen after a failed write is never one after a clean stop,
+        // whatever mark the superblock holds from this boot's start (the
+        // close before it may have failed before clearing it): its log was
+        // just cut, and a replica that resumed in its view as if nothing
+        // was lost would prepare again at ops it had sent before.
+        let clean_shutdown = marked_clean(&superblock, config.boot) && !config.drop_unsynced;
         let untouched = log_findings.torn_bytes_cut == 0
             && log_findings.damage.is_empty()
             && partition.log.faulty.is_empty();
-        let settled = fresh && untouched;
-        if !settled
-            && (!clean_shutdown || !untouched || !mark_expires_by_itself(&superblock, config.boot))
-        {
-            partition.write_superblock_now(|_| {})?;
+        if let Err(error) = partition.make_open_durable(fresh, clean_shutdown, untouched) {
+            return Err(FailedOpen {
+                error,
+                disk: Some(partition.release()),
+            });
         }
         let recovery = Recovery {
             fresh,
@@ -333,6 +417,31 @@ impl<D: Disk> Partition<D> {
         tracing::info!(dir = %dir.display(), fresh, op = recovery.op, faulty = recovery.faulty.len(),
             clean_shutdown = recovery.clean_shutdown, "partition: opened");
         Ok((partition, recovery))
+    }
+
+    /// The open's durable steps: what a crash may have left unsynced is
+    /// synced, and the superblock is rewritten unless the open changed
+    /// nothing and a mark left in place expires by itself. A partition
+    /// created just now holds nothing a crash could have left unsynced, and
+    /// its superblock is the one `create` made durable: opening it writes
+    /// nothing more.
+    fn make_open_durable(
+        &mut self,
+        fresh: bool,
+        clean_shutdown: bool,
+        untouched: bool,
+    ) -> Result<(), PartitionError> {
+        let boot = self.config.boot;
+        if !clean_shutdown && !fresh {
+            self.sync_appended_files()?;
+        }
+        let settled = fresh && untouched;
+        let mark_stays =
+            clean_shutdown && untouched && mark_expires_by_itself(&self.superblock, boot);
+        if !settled && !mark_stays {
+            self.write_superblock_now(|_| {})?;
+        }
+        Ok(())
     }
 
     /// Makes everything read at open durable (a process crash leaves written

@@ -5,7 +5,13 @@
 //! the op both histories agree on: whole segments at or below it are hard
 //! links into the fenced copy, the segment holding it is copied up to it, and
 //! the superblock marks the partition as awaiting the state transfer that
-//! brings the rest.
+//! brings the rest (with the fenced partition's views, which never go back).
+//!
+//! Crash safety: the rebuild is made complete at `<dir>.rebuilt`, superblock
+//! last, before anything moves; then two durable renames swap it in. An open
+//! finds at most a rebuild beside a missing partition (swapped in) or beside
+//! the old one (removed): never a directory without a superblock, which
+//! would open as a fresh partition at view 0.
 //!
 //! Files shared with the fenced copy are never written: the last rebuilt
 //! segment (which becomes the active one) is always a copy, a segment with
@@ -14,9 +20,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::disk::Disk;
-use crate::error::PartitionError;
+use crate::error::{FailedSwap, PartitionError};
 use crate::layout::{
-    fenced_path, file_name, index_path, parent_dir, parse_fenced_name, records_dir, segment_path,
+    fenced_path, file_name, index_path, parent_dir, parse_fenced_name, rebuilt_path, records_dir,
+    segment_path,
 };
 use crate::partition::Partition;
 use crate::recovery::Recovery;
@@ -64,27 +71,29 @@ struct Plan {
 impl<D: Disk> Partition<D> {
     /// Moves this partition aside to `<dir>.fenced.N` and rebuilds it from
     /// `agreed_op` (a `Quarantine` effect). The returned partition reports
-    /// `awaiting_state_transfer`; install a state transfer next.
+    /// `awaiting_state_transfer`; install a state transfer next. On failure
+    /// the disk comes back; reopening it finds the partition as it was, or
+    /// finishes the swap when it had begun.
     pub fn quarantine(
         mut self,
         agreed_op: u64,
-    ) -> Result<(Partition<D>, Recovery, Quarantined), PartitionError> {
+    ) -> Result<(Partition<D>, Recovery, Quarantined), FailedSwap<D>> {
         let plan = plan(&self, agreed_op.min(self.log.op));
         let superblock = self.superblock.clone();
         let (dir, config) = (self.dir.clone(), self.config);
-        self.settle()?;
-        self.close_superblock_copies();
-        let _ = self.log.close(&mut self.io);
-        let _ = self.cursors.close(&mut self.io);
-        let mut disk = self.io.disk;
-        let fenced_number = next_fenced_number(&mut disk, &dir)?;
-        let fenced_dir = fenced_path(&dir, fenced_number);
-        disk.rename(&dir, &fenced_dir)
-            .map_err(|error| PartitionError::io(&dir, "move the partition aside", &error))?;
+        if let Err(error) = self.settle() {
+            return Err(FailedSwap::with_disk(error, self.release()));
+        }
+        let mut disk = self.release();
+        let swapped = rebuild(&mut disk, &dir, &plan, &superblock)
+            .and_then(|(linked, copied)| Ok((swap_rebuilt_in(&mut disk, &dir)?, linked, copied)));
+        let ((fenced_dir, fenced_number), linked, copied) = match swapped {
+            Ok(swapped) => swapped,
+            Err(error) => return Err(FailedSwap::with_disk(error, disk)),
+        };
         tracing::warn!(dir = %dir.display(), fenced = %fenced_dir.display(), agreed_op = plan.agreed_op,
-            "partition: quarantined; rebuilding from the agreed prefix");
-        let (linked, copied) = rebuild(&mut disk, &fenced_dir, &dir, &plan, &superblock)?;
-        let (partition, recovery) = Partition::open(disk, &dir, config)?;
+            "partition: quarantined; rebuilt from the agreed prefix");
+        let (partition, recovery) = Partition::open_or_hand_back(disk, &dir, config)?;
         let quarantined = Quarantined {
             fenced_dir,
             fenced_number,
@@ -94,6 +103,47 @@ impl<D: Disk> Partition<D> {
         };
         Ok((partition, recovery, quarantined))
     }
+}
+
+/// The swap that commits a quarantine: the partition goes to the next free
+/// `<dir>.fenced.N`, then the complete rebuild at `<dir>.rebuilt` takes its
+/// place. Each rename is durable; a crash between them leaves no partition
+/// but the rebuild, which the next open swaps in
+/// ([`finish_interrupted_fence`]). Returns the fenced directory and N.
+fn swap_rebuilt_in<D: Disk>(disk: &mut D, dir: &Path) -> Result<(PathBuf, u64), PartitionError> {
+    let rebuilt = rebuilt_path(dir);
+    assert!(
+        disk.exists(&rebuilt),
+        "the rebuild is complete before the swap"
+    );
+    let fenced_number = next_fenced_number(disk, dir)?;
+    let fenced_dir = fenced_path(dir, fenced_number);
+    disk.rename(dir, &fenced_dir)
+        .map_err(|error| PartitionError::io(dir, "move the partition aside", &error))?;
+    disk.rename(&rebuilt, dir)
+        .map_err(|error| PartitionError::io(dir, "swap the rebuilt partition in", &error))?;
+    Ok((fenced_dir, fenced_number))
+}
+
+/// At open: completes a quarantine's swap that a crash interrupted. A
+/// rebuild beside a missing partition was complete (the partition is moved
+/// aside only after it): it is swapped in. A rebuild beside the partition
+/// was never swapped in, and may be incomplete: it is removed, and the
+/// partition opens as it was before the quarantine began.
+pub fn finish_interrupted_fence<D: Disk>(disk: &mut D, dir: &Path) -> Result<(), PartitionError> {
+    let rebuilt = rebuilt_path(dir);
+    if !disk.exists(&rebuilt) {
+        return Ok(());
+    }
+    if disk.exists(dir) {
+        tracing::warn!(rebuilt = %rebuilt.display(), "partition: removing a quarantine's rebuild never swapped in");
+        return disk
+            .remove_dir_all(&rebuilt)
+            .map_err(|error| PartitionError::io(&rebuilt, "remove an unfinished rebuild", &error));
+    }
+    tracing::warn!(dir = %dir.display(), "partition: finishing a quarantine a crash interrupted");
+    disk.rename(&rebuilt, dir)
+        .map_err(|error| PartitionError::io(dir, "swap the rebuilt partition in", &error))
 }
 
 /// The next free quarantine number beside `dir`: one past the highest in use.
@@ -166,29 +216,34 @@ fn plan<D: Disk>(partition: &Partition<D>, agreed_op: u64) -> Plan {
     }
 }
 
-/// Builds the fresh directory from the fenced copy. Returns (linked, copied).
+/// Builds the partition that replaces the one at `dir` in `<dir>.rebuilt`
+/// (an earlier attempt's leftover removed first), from `dir`'s files:
+/// complete, superblock last, before anything is moved. Returns (linked,
+/// copied).
 fn rebuild<D: Disk>(
     disk: &mut D,
-    fenced: &Path,
     dir: &Path,
     plan: &Plan,
     previous: &Superblock,
 ) -> Result<(usize, usize), PartitionError> {
-    let records = records_dir(dir);
+    let rebuilt = rebuilt_path(dir);
+    disk.remove_dir_all(&rebuilt)
+        .map_err(|error| PartitionError::io(&rebuilt, "remove an unfinished rebuild", &error))?;
+    let records = records_dir(&rebuilt);
     disk.create_dir_all(&records)
         .map_err(|error| PartitionError::io(&records, "create the rebuilt partition", &error))?;
     let (mut linked, mut copied) = (0, 0);
     let mut sealed = Vec::new();
     for planned in &plan.segments {
-        let from = segment_path(fenced, planned.first_offset);
-        let to = segment_path(dir, planned.first_offset);
+        let from = segment_path(dir, planned.first_offset);
+        let to = segment_path(&rebuilt, planned.first_offset);
         let len_bytes = match planned.how {
             Rebuild::Link => {
                 disk.hard_link(&from, &to)
                     .and_then(|()| {
                         disk.hard_link(
-                            &index_path(fenced, planned.first_offset),
                             &index_path(dir, planned.first_offset),
+                            &index_path(&rebuilt, planned.first_offset),
                         )
                     })
                     .map_err(|error| PartitionError::io(&to, "link a segment", &error))?;
@@ -220,7 +275,7 @@ fn rebuild<D: Disk>(
     }
     sealed.pop(); // the last one is the active segment
     let superblock = rebuilt_superblock(previous, plan, sealed);
-    superblock::write_now(disk, dir, &superblock)?;
+    superblock::write_now(disk, &rebuilt, &superblock)?;
     Ok((linked, copied))
 }
 
@@ -253,35 +308,21 @@ impl<D: Disk> Partition<D> {
     /// history starts are kept when it is readable, so the replica's view
     /// never goes backwards; when it is not, the view starts at 0 and the
     /// replica relies on consensus never letting a replica awaiting a transfer
-    /// vote or ack.
+    /// vote or ack. The empty partition is built complete beside the old one
+    /// before the swap, so no crash leaves the directory without it.
     pub fn fence_unopenable(
         mut disk: D,
         dir: &Path,
         config: crate::PartitionConfig,
-    ) -> Result<(Partition<D>, Recovery, Quarantined), PartitionError> {
-        let copies = [
-            superblock::read_copy(&mut disk, dir, 0)?,
-            superblock::read_copy(&mut disk, dir, 1)?,
-        ];
-        let previous = superblock::choose(dir, copies).ok().flatten();
-        let fenced_number = next_fenced_number(&mut disk, dir)?;
-        let fenced_dir = fenced_path(dir, fenced_number);
-        disk.rename(dir, &fenced_dir)
-            .map_err(|error| PartitionError::io(dir, "move the partition aside", &error))?;
+    ) -> Result<(Partition<D>, Recovery, Quarantined), FailedSwap<D>> {
+        let swapped = fence_swap(&mut disk, dir, config);
+        let (fenced_dir, fenced_number) = match swapped {
+            Ok(swapped) => swapped,
+            Err(error) => return Err(FailedSwap::with_disk(error, disk)),
+        };
         tracing::error!(dir = %dir.display(), fenced = %fenced_dir.display(),
             "partition: unopenable; fenced, awaiting a state transfer");
-        let base = previous.unwrap_or_else(|| {
-            Superblock::fresh(config.replica, config.durability, config.confirm)
-        });
-        let plan = Plan {
-            segments: Vec::new(),
-            agreed_op: 0,
-            head_op: 1,
-            head_offset: 0,
-            head_parent_checksum: 0,
-        };
-        rebuild(&mut disk, &fenced_dir, dir, &plan, &base)?;
-        let (partition, recovery) = Partition::open(disk, dir, config)?;
+        let (partition, recovery) = Partition::open_or_hand_back(disk, dir, config)?;
         let quarantined = Quarantined {
             fenced_dir,
             fenced_number,
@@ -291,4 +332,29 @@ impl<D: Disk> Partition<D> {
         };
         Ok((partition, recovery, quarantined))
     }
+}
+
+/// [`Partition::fence_unopenable`]'s steps on disk: an empty rebuild from
+/// the readable superblock, then the swap.
+fn fence_swap<D: Disk>(
+    disk: &mut D,
+    dir: &Path,
+    config: crate::PartitionConfig,
+) -> Result<(PathBuf, u64), PartitionError> {
+    let copies = [
+        superblock::read_copy(disk, dir, 0)?,
+        superblock::read_copy(disk, dir, 1)?,
+    ];
+    let previous = superblock::choose(dir, copies).ok().flatten();
+    let base = previous
+        .unwrap_or_else(|| Superblock::fresh(config.replica, config.durability, config.confirm));
+    let plan = Plan {
+        segments: Vec::new(),
+        agreed_op: 0,
+        head_op: 1,
+        head_offset: 0,
+        head_parent_checksum: 0,
+    };
+    rebuild(disk, dir, &plan, &base)?;
+    swap_rebuilt_in(disk, dir)
 }

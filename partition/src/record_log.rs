@@ -342,7 +342,12 @@ impl RecordLog {
             .active
             .take()
             .expect("an open log has an active segment");
-        let closed = io.close(active.log).and(io.close(active.index));
+        let sealed = self.segments.last().expect("never empty");
+        let (sealed_path, sealed_len) = (self.path_of(sealed), sealed.len);
+        let closed = io
+            .close_durable(active.log)
+            .and_then(|durable| io.close(active.index).map(|()| durable))
+            .and_then(|durable| sealed_whole(io, active.log, &sealed_path, durable, sealed_len));
         if let Err(error) = closed {
             self.failure = Some(error.clone());
             return Err(error);
@@ -398,12 +403,28 @@ impl RecordLog {
         let keep = self.segment_of(op + 1).expect("op + 1 is in the log");
         let cut = self.cut_position(keep, op + 1)?;
         let was_active = keep + 1 == self.segments.len();
+        // Once the active files are closed, any failure leaves the log
+        // without them: it refuses appends from then on.
+        let truncated = self.truncate_closed(io, op, keep, cut, was_active);
+        if let Err(error) = &truncated {
+            self.failure.get_or_insert(error.clone());
+        }
+        truncated
+    }
+
+    /// [`RecordLog::truncate_files`] past its checks: closes the active
+    /// files, drops the segments after `keep`, cuts `keep` at `cut` and
+    /// reopens the active files.
+    fn truncate_closed<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        op: u64,
+        keep: usize,
+        cut: u64,
+        was_active: bool,
+    ) -> Result<(), PartitionError> {
         if let Some(active) = self.active.take() {
-            let closed = io.close(active.log).and(io.close(active.index));
-            if let Err(error) = closed {
-                self.failure = Some(error.clone());
-                return Err(error);
-            }
+            io.close(active.log).and(io.close(active.index))?;
         }
         for segment in self.segments.drain(keep + 1..).collect::<Vec<_>>() {
             remove_segment_files(io, &self.dir, segment.first_offset)?;
@@ -603,6 +624,37 @@ impl RecordLog {
         let index = io.close(active.index);
         log.and(index)
     }
+}
+
+/// A segment being sealed must be durable to its last byte before its
+/// successor gets one: the open trusts sealed segments whole, and cuts only
+/// the last one's tail. The WAL closes a file an earlier write or sync
+/// poisoned without syncing it (its failed appends may not even be in the
+/// page cache), so the durable length it answers falls short; then the roll
+/// fails with that earlier failure, and the log stops where it is.
+fn sealed_whole<D: Disk>(
+    io: &Io<D>,
+    file: FileId,
+    path: &Path,
+    durable: u64,
+    len: u64,
+) -> Result<(), PartitionError> {
+    if durable >= len {
+        return Ok(());
+    }
+    tracing::error!(path = %path.display(), durable, len,
+        "partition: a segment to seal is not durable whole; an earlier write or sync failed");
+    let cause = match io.stashed_failure(file) {
+        Some(error) => PartitionError::wal(path, error),
+        None => PartitionError::io(
+            path,
+            "seal a segment an earlier write or sync left short",
+            &std::io::Error::other(format!("durable to byte {durable} of {len}")),
+        ),
+    };
+    Err(PartitionError::LogFailed {
+        cause: Box::new(cause),
+    })
 }
 
 /// Opens a segment's log and index through the WAL.

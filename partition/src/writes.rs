@@ -104,6 +104,10 @@ struct AsyncWrite {
     /// The encoded superblock, appended once the copy is cleared.
     payload: Bytes,
     failed: bool,
+    /// The superblock before this write: it stands again if the write fails
+    /// (the next write then goes to the same copy, never over the other,
+    /// the last one known durable).
+    previous: Box<Superblock>,
 }
 
 /// A superblock copy the WAL keeps open between writes, and its length
@@ -130,6 +134,8 @@ pub(crate) struct SuperblockWriter {
     copies: [Option<OpenCopy>; 2],
     /// How the last synchronous write failed, for the caller waiting on it.
     failure: Option<PartitionError>,
+    /// A cut failed: every later write is refused with it (see `cut`).
+    refused_after_cut: Option<PartitionError>,
 }
 
 impl SuperblockWriter {
@@ -289,6 +295,7 @@ impl<D: Disk> Partition<D> {
             Err(error) => {
                 let error = PartitionError::wal(&self.io.path_of(completion.file), error);
                 tracing::error!(cursor_end, %error, "partition: a cursor write failed");
+                self.cursors.failure.get_or_insert(error.clone());
                 self.events
                     .push_back(Completed::CursorsFailed { cursor_end, error });
             }
@@ -324,6 +331,18 @@ impl<D: Disk> Partition<D> {
         self.start_superblock_write(next, Some(request_sequence))
     }
 
+    /// After a failed cut, refuses every later superblock write (see the
+    /// `cut` module): the files may still hold ops consensus dropped.
+    pub(crate) fn refuse_superblocks_after_failed_cut(&mut self, error: &PartitionError) {
+        tracing::error!(%error, "partition: a cut failed; no superblock is written until a reopen");
+        let cause = Box::new(error.clone());
+        self.writer
+            .refused_after_cut
+            .get_or_insert(PartitionError::LogFailed { cause });
+        self.log.failure.get_or_insert(error.clone());
+        self.writer.queued = None;
+    }
+
     /// Starts writing `next` over its copy (see [`SuperblockWriter`]).
     fn start_superblock_write(
         &mut self,
@@ -334,6 +353,9 @@ impl<D: Disk> Partition<D> {
             self.writer.in_flight.is_none(),
             "one superblock write at a time"
         );
+        if let Some(refused) = &self.writer.refused_after_cut {
+            return Err(refused.clone());
+        }
         let copy = next.copy();
         let open = self.open_copy(copy)?;
         let payload = Bytes::from(next.encode());
@@ -364,13 +386,14 @@ impl<D: Disk> Partition<D> {
             self.close_copy(copy);
             return Err(error);
         }
-        self.superblock = next;
+        let previous = Box::new(std::mem::replace(&mut self.superblock, next));
         self.writer.in_flight = Some(AsyncWrite {
             copy,
             file,
             request_sequence,
             payload,
             failed: false,
+            previous,
         });
         Ok(())
     }
@@ -457,7 +480,7 @@ impl<D: Disk> Partition<D> {
             let error = PartitionError::wal(&self.io.path_of(file), error);
             tracing::error!(%error, ?step, "partition: superblock write failed");
             if first_failure {
-                self.report_superblock_failure(sequence, error);
+                self.superblock_write_failed(sequence, error);
             }
             if step != SuperblockStep::Closed {
                 self.writer.copies[usize::from(copy)] = None;
@@ -503,7 +526,7 @@ impl<D: Disk> Partition<D> {
         let (first_failure, sequence) = (!write.failed, write.request_sequence);
         write.failed = true;
         if first_failure {
-            self.report_superblock_failure(sequence, error);
+            self.superblock_write_failed(sequence, error);
         }
         self.writer.copies[usize::from(copy)] = None;
         self.submit_superblock_close(file);
@@ -521,6 +544,19 @@ impl<D: Disk> Partition<D> {
             tracing::error!(%error, "partition: the WAL refused to close a superblock copy");
             self.finish_superblock_write();
         }
+    }
+
+    /// The write in flight failed: the superblock before it stands again
+    /// (what the failed copy holds is unknown, and what reads show of it may
+    /// never reach the disk), and the failure is reported.
+    fn superblock_write_failed(&mut self, sequence: Option<u64>, error: PartitionError) {
+        let write = self
+            .writer
+            .in_flight
+            .as_ref()
+            .expect("a superblock write is in flight");
+        self.superblock = (*write.previous).clone();
+        self.report_superblock_failure(sequence, error);
     }
 
     /// A failed write answers its `PersistState`, or the synchronous caller.
@@ -650,10 +686,15 @@ impl<D: Disk> Partition<D> {
             .append(&mut self.io, cursor_base, event_count, events)
     }
 
-    /// Waits until every cursor append is durable.
+    /// Waits until every cursor append is durable; fails once one failed
+    /// (its events never become durable, and nothing more is in flight to
+    /// wait for).
     pub(crate) fn drain_cursor_appends(&mut self) -> Result<(), PartitionError> {
         loop {
             self.process_stash();
+            if let Some(failure) = &self.cursors.failure {
+                return Err(failure.clone());
+            }
             if !self.cursors.has_in_flight() {
                 return Ok(());
             }
@@ -705,6 +746,11 @@ impl<D: Disk> Partition<D> {
         now_ns: u64,
         keep_from_op: u64,
     ) -> Result<RetentionOutcome, PartitionError> {
+        // The superblock in memory is the one being written while a write
+        // is in flight: its commit (and the client table that goes with it)
+        // is not durable yet, and a failed write takes it back. Segments go
+        // only below a commit the disk holds.
+        self.wait_for_superblock_writer(SuperblockWriter::busy)?;
         let keep_from_op = keep_from_op.min(self.superblock.durable.commit);
         let count = self.log.retention_count(policy, now_ns, keep_from_op);
         if count > 0 {

@@ -259,3 +259,37 @@ fn the_cut_never_goes_below_the_retained_head_or_the_commit() {
     assert_eq!(partition.op(), 60, "refused cuts touch nothing");
     let _ = Path::new(MEMORY_DIR);
 }
+
+/// A cut whose superblock write fails leaves files that still hold the ops
+/// consensus dropped: no superblock is written after it (a newer log view
+/// would vouch for them) until the partition is reopened.
+#[test]
+fn after_a_failed_cut_no_superblock_is_written_until_a_reopen() {
+    let (mut partition, _) = open_memory(strand_partition::MemoryDisk::new(11), small_config());
+    append_durable(&mut partition, 6, 1, 50);
+    for copy in 0..2 {
+        let path = strand_partition::layout::superblock_path(Path::new(MEMORY_DIR), copy);
+        partition
+            .disk_mut()
+            .storage_mut()
+            .fail_next_sync(&path, libc::EIO)
+            .expect("inject");
+    }
+    let cut = partition.cut(strand_partition::CutPoint {
+        op: 3,
+        cursor_tail: None,
+    });
+    assert!(cut.is_err(), "{cut:?}");
+    let fields = partition.superblock().durable.clone();
+    assert!(matches!(
+        partition.persist_state(fields, 9),
+        Err(strand_partition::PartitionError::LogFailed { .. })
+    ));
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
+    let (_, recovery) = open_memory(disk, small_config());
+    assert_eq!(
+        recovery.op, 6,
+        "the reopen finds the ops the cut never removed"
+    );
+}

@@ -739,3 +739,87 @@ fn a_last_segment_whose_only_entry_is_damaged_is_marked_not_dropped() {
             .is_some()
     );
 }
+
+/// A write that failed (queued, not yet reported) leaves the active segment
+/// short of what the log counted; the WAL closes a poisoned file without a
+/// sync and without an error. The roll that would seal it fails instead of
+/// starting a successor, so sealed segments stay durable whole and a reopen
+/// after the failure finds a consistent log.
+#[test]
+fn a_roll_after_a_failed_write_seals_nothing_and_the_reopen_is_consistent() {
+    let mut disk = MemoryDisk::new(9);
+    disk.set_manual_turns(true);
+    let (mut partition, _) = open_memory(disk, small_config());
+    append_durable(&mut partition, 2, 2, 1000);
+    persist_commit(&mut partition, 2, 1);
+    let active = segment_path(
+        Path::new(MEMORY_DIR),
+        *partition.segment_offsets().last().expect("a segment"),
+    );
+    partition
+        .disk_mut()
+        .storage_mut()
+        .fail_next_write(&active, libc::ENOSPC)
+        .expect("inject");
+    let refused = (0..20).find_map(|_| {
+        let prepare = next_prepare(&partition, 2, 1000);
+        partition.write_prepare(prepare).err()
+    });
+    assert!(
+        matches!(refused, Some(PartitionError::LogFailed { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(partition.segment_offsets().len(), 1, "no successor started");
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
+    let mut config = small_config();
+    config.drop_unsynced = true;
+    let (mut partition, recovery) = open_memory(disk, config);
+    assert_eq!(
+        recovery.op, 2,
+        "the failed ops are gone, and marked maybe acked"
+    );
+    append_durable(&mut partition, 12, 2, 1000);
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
+    let (_, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, 14);
+}
+
+/// A superblock write whose fsync failed may leave its copy whole in the
+/// page cache, marked clean, where no later sync reaches it. The open in the
+/// same process after the failure writes the chosen copy's bytes again
+/// before it rewrites the other, so a power loss anywhere in that open
+/// leaves a copy to open from.
+#[test]
+fn an_open_after_a_failed_superblock_sync_leaves_a_readable_copy_whatever_the_power_does() {
+    use strand_wal::CrashMode;
+    for ops in 0..8 {
+        let (mut partition, _) = open_memory(MemoryDisk::new(ops), small_config());
+        append_durable(&mut partition, 3, 1, 50);
+        let copy = superblock_path(Path::new(MEMORY_DIR), 1);
+        partition
+            .disk_mut()
+            .storage_mut()
+            .fail_next_sync(&copy, libc::EIO)
+            .expect("inject");
+        partition.persist_state(fields(1, 0), 1).expect("queued");
+        let mut out = Vec::new();
+        partition.flush(&mut out).expect("flush");
+        assert!(
+            out.iter()
+                .any(|done| matches!(done, Completed::StatePersistFailed { .. })),
+            "{out:?}"
+        );
+        let mut disk = partition.abandon();
+        disk.crash(CrashMode::ProcessCrash);
+        disk.lose_power_after(ops, CrashMode::Random);
+        let mut config = small_config();
+        config.drop_unsynced = true;
+        let (partition, _) = open_memory(disk, config);
+        let mut disk = partition.abandon();
+        disk.crash(CrashMode::Random);
+        let opened = Partition::open(disk, Path::new(MEMORY_DIR), small_config());
+        assert!(opened.is_ok(), "power lost after {ops}: {:?}", opened.err());
+    }
+}

@@ -269,3 +269,38 @@ fn an_age_limit_still_drops_old_segments_a_size_limit_would_keep() {
     check_reader_sees(&mut partition, active.first_offset);
     wal.shutdown().expect("shutdown");
 }
+
+/// While a superblock write is in flight, the superblock in memory holds a
+/// commit the disk may never get: a failed write takes it back, with the
+/// client table that went with it. Retention drops segments only below the
+/// commit the disk holds, so no op leaves the log that neither the
+/// persisted client table nor the log still accounts for.
+#[test]
+fn retention_keeps_what_a_failed_persist_of_a_higher_commit_would_have_let_go() {
+    let (mut partition, _) = open_memory(strand_partition::MemoryDisk::new(21), small_config());
+    append_durable(&mut partition, 60, 4, 150);
+    persist_commit(&mut partition, 10, 1);
+    let mut fields = partition.superblock().durable.clone();
+    fields.commit = 55;
+    let copy = partition.superblock().copy() ^ 1;
+    let path = strand_partition::layout::superblock_path(std::path::Path::new(MEMORY_DIR), copy);
+    partition
+        .disk_mut()
+        .storage_mut()
+        .fail_next_sync(&path, libc::EIO)
+        .expect("inject");
+    partition.persist_state(fields, 2).expect("queued");
+    partition
+        .apply_retention(by_size(1), 0, u64::MAX)
+        .expect("retention");
+    assert_eq!(
+        partition.persisted_commit(),
+        10,
+        "the failed write took 55 back"
+    );
+    assert!(
+        partition.head_op() <= 10,
+        "ops above the durable commit stay: head {}",
+        partition.head_op()
+    );
+}

@@ -9,7 +9,9 @@
 //! leave what was not synced unsynced, power losses that keep a random,
 //! possibly torn, part of it, crashes that strike between two storage
 //! operations, a WAL turn's write and its sync included, storage faults on
-//! a minority, the log's newest entry among them) and the clock are
+//! a minority, the log's newest entry among them, I/O faults at running
+//! replicas: failed fsyncs, full disks, failed reads, after which the group
+//! is reopened in the same process as a node does) and the clock are
 //! simulated; clients produce with retries and
 //! store cursors. Half the seeds give the record log a size limit and tiny
 //! segments, so retention drops segments as commits advance and replicas

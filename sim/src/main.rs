@@ -83,6 +83,10 @@ enum Mutation {
     /// syncing the chosen one, which a crashed process may have left in the
     /// page cache only.
     SuperblockUnsynced,
+    /// A group reopened after a failed fsync (or write) trusts what the page
+    /// cache shows instead of dropping its log's tail past the durable
+    /// checkpoint: bytes no fsync made durable are counted durable and acked.
+    PageCacheTrusted,
 }
 
 impl Mutation {
@@ -97,6 +101,7 @@ impl Mutation {
             Mutation::ResumeAnyStop => "resume-any-stop",
             Mutation::TrustDamagedTail => "trust-damaged-tail",
             Mutation::SuperblockUnsynced => "superblock-unsynced",
+            Mutation::PageCacheTrusted => "page-cache-trusted",
         }
     }
 }
@@ -164,7 +169,7 @@ fn summary(outcome: &Outcome) -> String {
         String::new()
     };
     format!(
-        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} quarantines={} accepted_losses={} handovers={} quiet_ticks={}{reassignments}{retention} result={}",
+        "seed={} hash={:016x} E={} {:?} {} ticks={} committed={} acked={} view_changes={} stops={} storage_faults={} io_faults={} reopens={} quarantines={} accepted_losses={} handovers={} quiet_ticks={}{reassignments}{retention} result={}",
         outcome.seed,
         outcome.trace_hash,
         options.replica_count,
@@ -176,6 +181,8 @@ fn summary(outcome: &Outcome) -> String {
         stats.view_changes,
         stats.stops,
         stats.storage_faults,
+        stats.io_faults,
+        stats.reopens,
         stats.quarantines,
         stats.accepted_losses,
         stats.handovers,
@@ -219,6 +226,7 @@ fn main() -> ExitCode {
         mutation_resume_any_stop: args.mutation == Some(Mutation::ResumeAnyStop),
         mutation_trust_damaged_tail: args.mutation == Some(Mutation::TrustDamagedTail),
         mutation_superblock_unsynced: args.mutation == Some(Mutation::SuperblockUnsynced),
+        mutation_page_cache_trusted: args.mutation == Some(Mutation::PageCacheTrusted),
     };
     if let Some(seed) = args.seed {
         let (outcome, trace) =

@@ -65,6 +65,11 @@ pub struct Options {
     /// place of its group's preferred primary, that its driver asks it to
     /// hand over, per million; 0 never asks.
     pub handover_ppm: u64,
+    /// Chance per tick of the faulty phase and running replica that an I/O
+    /// fault is armed on one of its files (a failed fsync, a write that
+    /// finds the disk full, a failed read), per million; only on a minority
+    /// of replicas, within the durability promise. 0: none.
+    pub io_fault_ppm: u64,
     /// The record log's size limit (0: none): retention drops the oldest
     /// segments past it as commits advance, so a replica that falls behind
     /// must catch up by state transfer.
@@ -105,6 +110,9 @@ pub struct Options {
     /// An open after a crash skips syncing the superblock copy it chose
     /// (`mutations` only).
     pub mutation_superblock_unsynced: bool,
+    /// A reopen after a failed write or sync trusts the page cache
+    /// (`mutations` only).
+    pub mutation_page_cache_trusted: bool,
 }
 
 /// Optional fixed choices from the command line; `None` means "draw it".
@@ -134,6 +142,8 @@ pub struct Overrides {
     pub mutation_trust_damaged_tail: bool,
     /// Skip syncing the chosen superblock copy at an open after a crash.
     pub mutation_superblock_unsynced: bool,
+    /// Reopen after a failed write or sync without dropping the unsynced tail.
+    pub mutation_page_cache_trusted: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -204,6 +214,8 @@ impl Options {
             mutation_resume_any_stop: overrides.mutation_resume_any_stop,
             mutation_trust_damaged_tail: overrides.mutation_trust_damaged_tail,
             mutation_superblock_unsynced: overrides.mutation_superblock_unsynced,
+            mutation_page_cache_trusted: overrides.mutation_page_cache_trusted,
+            io_fault_ppm: 0,
         };
         if overrides.reassign {
             options.draw_reassignment(&mut prng);
@@ -214,6 +226,8 @@ impl Options {
         options.handover_ppm = [0, 0, 3_000, 30_000][handover.below(4) as usize];
         let mut retention = Prng::new(seed ^ 0x7e7a_1e57_7e7a_1e57);
         options.retention_bytes = [0, 0, 4 << 10, 12 << 10][retention.below(4) as usize];
+        let mut io_faults = Prng::new(seed ^ 0x10fa_0175_10fa_0175);
+        options.io_fault_ppm = [0, 300, 1_500, 5_000][io_faults.below(4) as usize];
         options
     }
 

@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 23] = [
+const FOUND_BY_SIM: [(u64, &str); 35] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -137,6 +137,65 @@ const FOUND_BY_SIM: [(u64, &str); 23] = [
         "simulator: a power loss armed in the faulty phase struck a quiet primary in the \
          quiet phase",
     ),
+    // Found once I/O faults (failed fsyncs, full disks, failed reads) struck
+    // running replicas:
+    (
+        195,
+        "storage: a failed cursor append stayed in flight; the next cut waited on nothing",
+    ),
+    (
+        225,
+        "storage: a failed superblock write stood as the persisted one",
+    ),
+    (
+        227,
+        "storage: a failed superblock write stood as the persisted one",
+    ),
+    (
+        583,
+        "storage: a truncation failed after closing the active segment; the next append \
+         found none",
+    ),
+    (
+        6_659,
+        "storage: a reopen after a failed fsync honoured this boot's clean mark and resumed \
+         a primary whose log was cut",
+    ),
+    (
+        9_366,
+        "simulator: a replica counted as recovered while its armed fsync fault had not \
+         struck yet",
+    ),
+    (
+        4_911,
+        "storage: a roll sealed a segment whose fsync had failed; the reopen left its \
+         successor empty, later writes made the log unopenable, and a power loss inside \
+         the fence left a fresh partition at view 0",
+    ),
+    (
+        14_986,
+        "storage: a cut whose superblock write failed left the dropped ops on disk; a \
+         later persist of the new log view vouched for them",
+    ),
+    (
+        15_507,
+        "consensus: durable reports of writes a cut had dropped marked their slots stored",
+    ),
+    (
+        17_452,
+        "storage: a cut whose superblock write failed left the dropped ops on disk; a \
+         later persist of the new log view vouched for them",
+    ),
+    (
+        5_000_864,
+        "storage: a failed cut's dropped cursor events came back under a newer view",
+    ),
+    (
+        7_308,
+        "storage: a roll sealed a segment whose write found the disk full; the fence of \
+         the log it left lost its views to a power loss between its rename and its \
+         superblock",
+    ),
 ];
 
 #[test]
@@ -155,7 +214,7 @@ fn seeds_found_by_the_simulator_stay_fixed() {
 /// Seeds that reassign the group while faults run, each covering both
 /// kinds of change, newcomers caught up by state transfer, and removed
 /// replicas retired and dropped; they must hold every checker.
-const REASSIGNING: [(u64, &str); 33] = [
+const REASSIGNING: [(u64, &str); 37] = [
     (
         3,
         "three replicas, majority, persisted: many epochs of both kinds",
@@ -275,6 +334,23 @@ const REASSIGNING: [(u64, &str); 33] = [
     (
         11_471,
         "a transfer brought a newer start; its view once stayed below it",
+    ),
+    (
+        835,
+        "a failed cut's dropped cursor events once came back under a newer view",
+    ),
+    (
+        4_341,
+        "a failed cut's dropped cursor events once came back under a newer view",
+    ),
+    (
+        1_616,
+        "retention once dropped ops past the durable commit while a persist that then \
+         failed was in flight; the client table lost a request",
+    ),
+    (
+        2_849,
+        "a reopen after a failed superblock fsync once lost both copies to a power loss",
     ),
 ];
 
@@ -405,6 +481,7 @@ fn first_caught(
         mutation_resume_any_stop: false,
         mutation_trust_damaged_tail: false,
         mutation_superblock_unsynced: false,
+        mutation_page_cache_trusted: false,
         ..mutated.clone()
     };
     seeds
@@ -535,4 +612,23 @@ fn an_open_that_rewrites_a_superblock_copy_before_syncing_the_chosen_one_is_caug
         "a power loss inside the open after a crash leaves no readable superblock",
     );
     eprintln!("superblock unsynced: seed {seed}: {violation}");
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn page_cache_bytes_trusted_after_a_failed_fsync_are_caught() {
+    let mutated = Overrides {
+        mutation_page_cache_trusted: true,
+        ..Overrides::default()
+    };
+    let (seed, violation) = first_caught(
+        &mutated,
+        &["1 linear history", "2 acked stays"],
+        // A failed fsync taken as done: the replica acks ops the disk never
+        // got, and its reopen keeps what the page cache shows; a restart
+        // or power loss then loses an op it acked. The first is seed 301.
+        0..5_000,
+        "a failed fsync taken as done loses an acked op",
+    );
+    eprintln!("page cache trusted: seed {seed}: {violation}");
 }

@@ -28,9 +28,18 @@
 //!   the WAL and the partition always sync the directory right after them.
 //! - Pages persist in write order; the real-disk case of a later page persisting
 //!   before an earlier one is not modelled (the scan would report it as a fault).
-//! - A failed fdatasync drops the unsynced writes from the crash image while
-//!   reads still see them (Linux's behaviour), and a later successful sync does
-//!   not bring them back: after a crash they read as zeros or are gone.
+//! - A failed fdatasync drops the unsynced writes from the crash image, and a
+//!   later successful sync does not bring them back: after a crash they read
+//!   as zeros or are gone. What reads see of them is Linux's choice per page
+//!   ([`FAILED_SYNC_PAGE_BYTES`]): a page the kernel kept, marked clean, still
+//!   reads the new bytes; a page it dropped reads what the disk holds (the
+//!   synced bytes, zeros past them). A reader may so see some of a failed
+//!   write and not the rest.
+//!
+//! Injected faults ([`MemoryStorage::fail_next_write`],
+//! [`MemoryStorage::fail_next_sync`], [`MemoryStorage::fail_next_read`])
+//! strike the next such call on a file, once; [`MemoryStorage::faults_struck`]
+//! counts those that struck.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -66,6 +75,9 @@ pub enum CrashMode {
     Random,
 }
 
+/// The page size a failed fdatasync keeps or drops as a whole.
+pub const FAILED_SYNC_PAGE_BYTES: u64 = 4096;
+
 /// One write not yet covered by a successful sync.
 #[derive(Debug, Clone)]
 struct PendingWrite {
@@ -81,6 +93,7 @@ struct MemoryFile {
     unsynced: Vec<PendingWrite>,
     fail_next_write: Option<i32>,
     fail_next_sync: Option<i32>,
+    fail_next_read: Option<i32>,
 }
 
 impl MemoryFile {
@@ -88,6 +101,40 @@ impl MemoryFile {
         for write in self.unsynced.drain(..) {
             apply_write(&mut self.synced, write.offset, &write.data);
         }
+    }
+
+    /// A failed fdatasync: the unsynced writes never reach the disk, and each
+    /// page they touched is kept in the cache (reads see the new bytes) or
+    /// dropped from it (reads see the disk's), as `rng` draws.
+    fn fail_sync(&mut self, rng: &mut SplitMix64) {
+        let pages: std::collections::BTreeSet<u64> = self
+            .unsynced
+            .iter()
+            .filter(|write| !write.data.is_empty())
+            .flat_map(|write| {
+                let first = write.offset / FAILED_SYNC_PAGE_BYTES;
+                let last = (write.offset + write.data.len() as u64 - 1) / FAILED_SYNC_PAGE_BYTES;
+                first..=last
+            })
+            .collect();
+        self.unsynced.clear();
+        for page in pages {
+            if rng.below(2) == 0 {
+                continue; // kept, marked clean
+            }
+            let start = (page * FAILED_SYNC_PAGE_BYTES) as usize;
+            let end = (start + FAILED_SYNC_PAGE_BYTES as usize).min(self.current.len());
+            for at in start..end {
+                self.current[at] = self.synced.get(at).copied().unwrap_or(0);
+            }
+        }
+    }
+
+    /// Forgets the faults armed on this file that have not struck.
+    fn clear_faults(&mut self) {
+        self.fail_next_write = None;
+        self.fail_next_sync = None;
+        self.fail_next_read = None;
     }
 
     /// The bytes a crash in `mode` leaves, drawing from `rng`.
@@ -141,6 +188,8 @@ pub struct MemoryStorage {
     rng: SplitMix64,
     /// A crash armed to strike between two storage calls.
     armed: Option<ArmedCrash>,
+    /// Injected faults (failed writes, syncs, reads) that struck.
+    faults_struck: u64,
 }
 
 /// A crash armed to strike after some more storage calls.
@@ -173,6 +222,7 @@ impl MemoryStorage {
             next_inode: 1,
             rng: SplitMix64::new(seed),
             armed: None,
+            faults_struck: 0,
         }
     }
 
@@ -191,8 +241,7 @@ impl MemoryStorage {
             other => other,
         };
         for file in self.inodes.values_mut() {
-            file.fail_next_write = None;
-            file.fail_next_sync = None;
+            file.clear_faults();
             if mode == CrashMode::ProcessCrash {
                 continue;
             }
@@ -368,10 +417,63 @@ impl MemoryStorage {
     }
 
     /// Fault: the next fdatasync of `path` fails with `errno` (e.g. `libc::EIO`),
-    /// dropping the unsynced writes from what a crash keeps.
+    /// dropping the unsynced writes from what a crash keeps and, page by
+    /// page, from what reads see (see the module docs).
     pub fn fail_next_sync(&mut self, path: &Path, errno: i32) -> io::Result<()> {
         self.file_at_mut(path)?.fail_next_sync = Some(errno);
         Ok(())
+    }
+
+    /// Fault: the next read of `path` (through [`Storage::read_all`] or
+    /// [`MemoryStorage::take_read_fault`]) fails with `errno` (e.g.
+    /// `libc::EIO`); the bytes stay as they are.
+    pub fn fail_next_read(&mut self, path: &Path, errno: i32) -> io::Result<()> {
+        self.file_at_mut(path)?.fail_next_read = Some(errno);
+        Ok(())
+    }
+
+    /// A read of `path` is about to run: the read fault armed on it, if any,
+    /// strikes now (an error, once). A disk reading through
+    /// [`MemoryStorage::contents`] calls it first. Absent files read no fault.
+    pub fn take_read_fault(&mut self, path: &Path) -> io::Result<()> {
+        let Ok(file) = self.file_at_mut(path) else {
+            return Ok(());
+        };
+        match file.fail_next_read.take() {
+            Some(number) => {
+                self.faults_struck += 1;
+                Err(errno(number))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Disarms the read fault armed on `path`; true when it had not struck.
+    pub fn disarm_read_fault(&mut self, path: &Path) -> bool {
+        self.file_at_mut(path)
+            .is_ok_and(|file| file.fail_next_read.take().is_some())
+    }
+
+    /// Forgets every injected fault that has not struck (a process that
+    /// stops takes its pending I/O with it).
+    pub fn clear_faults(&mut self) {
+        for file in self.inodes.values_mut() {
+            file.clear_faults();
+        }
+    }
+
+    /// Whether an injected fault is armed and has not struck.
+    pub fn has_armed_faults(&self) -> bool {
+        self.inodes.values().any(|file| {
+            file.fail_next_write.is_some()
+                || file.fail_next_sync.is_some()
+                || file.fail_next_read.is_some()
+        })
+    }
+
+    /// How many injected faults (failed writes, syncs, reads) struck.
+    pub fn faults_struck(&self) -> u64 {
+        self.faults_struck
     }
 
     fn file_at(&self, path: &Path) -> Option<&MemoryFile> {
@@ -442,6 +544,11 @@ impl Storage for MemoryStorage {
     }
 
     fn read_all(&mut self, file: FileId) -> io::Result<Vec<u8>> {
+        let entry = self.handle_file(file)?;
+        if let Some(number) = entry.fail_next_read.take() {
+            self.faults_struck += 1;
+            return Err(errno(number));
+        }
         Ok(self.handle_file(file)?.current.clone())
     }
 
@@ -449,6 +556,7 @@ impl Storage for MemoryStorage {
         self.before_call();
         let entry = self.handle_file(file)?;
         if let Some(number) = entry.fail_next_write.take() {
+            self.faults_struck += 1;
             return Err(errno(number));
         }
         let data = parts.concat();
@@ -474,9 +582,18 @@ impl Storage for MemoryStorage {
 
     fn sync_data(&mut self, file: FileId) -> io::Result<()> {
         self.before_call();
-        let entry = self.handle_file(file)?;
+        let inode = self
+            .handles
+            .get(&file)
+            .ok_or_else(|| errno(libc::EBADF))?
+            .inode;
+        let entry = self
+            .inodes
+            .get_mut(&inode)
+            .expect("every handle points at an inode");
         if let Some(number) = entry.fail_next_sync.take() {
-            entry.unsynced.clear();
+            entry.fail_sync(&mut self.rng);
+            self.faults_struck += 1;
             return Err(errno(number));
         }
         entry.sync();
@@ -589,11 +706,56 @@ mod tests {
             .fail_next_sync(Path::new("a"), libc::EIO)
             .expect("exists");
         assert!(storage.sync_data(file).is_err());
-        assert_eq!(storage.contents(Path::new("a")), Some(&b"gone"[..]));
+        let read = storage.contents(Path::new("a")).expect("exists");
+        assert!(
+            read == b"gone" || read == b"\0\0\0\0",
+            "the page was kept or dropped: {read:?}"
+        );
         storage.write_at(file, 4, &[b"next"]).expect("write");
         storage.sync_data(file).expect("sync");
         storage.crash(CrashMode::LoseUnsynced);
         assert_eq!(storage.contents(Path::new("a")), Some(&b"\0\0\0\0next"[..]));
+    }
+
+    #[test]
+    fn a_failed_sync_keeps_or_drops_each_page_it_covered() {
+        let page = FAILED_SYNC_PAGE_BYTES as usize;
+        let (mut kept, mut dropped) = (0, 0);
+        for seed in 0..40 {
+            let mut storage = MemoryStorage::new(seed);
+            let file = written(&mut storage, "a", &[&vec![1u8; page]]);
+            storage.sync_data(file).expect("sync");
+            storage
+                .write_at(file, 0, &[&vec![2u8; 3 * page]])
+                .expect("write");
+            storage
+                .fail_next_sync(Path::new("a"), libc::EIO)
+                .expect("exists");
+            assert!(storage.sync_data(file).is_err());
+            assert_eq!(storage.faults_struck(), 1);
+            let read = storage.contents(Path::new("a")).expect("exists").to_vec();
+            assert_eq!(read.len(), 3 * page, "the file keeps its length");
+            for (index, chunk) in read.chunks(page).enumerate() {
+                let old = if index == 0 { 1 } else { 0 };
+                assert!(
+                    chunk.iter().all(|&byte| byte == 2) || chunk.iter().all(|&byte| byte == old),
+                    "seed {seed}: page {index} is whole, old or new"
+                );
+                if chunk[0] == 2 {
+                    kept += 1;
+                } else {
+                    dropped += 1;
+                }
+            }
+            storage.sync_data(file).expect("a later sync succeeds");
+            storage.crash(CrashMode::LoseUnsynced);
+            assert_eq!(
+                storage.contents(Path::new("a")),
+                Some(&vec![1u8; page][..]),
+                "seed {seed}: nothing of the failed write is durable"
+            );
+        }
+        assert!(kept > 0 && dropped > 0, "both choices occur");
     }
 
     #[test]

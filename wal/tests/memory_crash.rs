@@ -821,3 +821,39 @@ fn files_synced_by_shared_syncs_earn_no_zero_filled_room() {
         );
     }
 }
+
+#[test]
+fn a_read_fault_strikes_once_and_changes_no_byte() {
+    use strand_wal::Storage;
+    let mut storage = MemoryStorage::new(9);
+    let file = FileId(1);
+    storage
+        .open(file, Path::new("a"), OpenMode::CreateNew)
+        .expect("new file");
+    storage.write_at(file, 0, &[b"bytes"]).expect("write");
+    storage
+        .fail_next_read(Path::new("a"), libc::EIO)
+        .expect("exists");
+    assert!(storage.has_armed_faults());
+    let error = storage.read_all(file).expect_err("the read fails");
+    assert_eq!(error.raw_os_error(), Some(libc::EIO));
+    assert_eq!(storage.read_all(file).expect("once"), b"bytes");
+    storage
+        .fail_next_read(Path::new("a"), libc::EIO)
+        .expect("exists");
+    assert!(storage.take_read_fault(Path::new("a")).is_err());
+    assert!(storage.take_read_fault(Path::new("a")).is_ok());
+    storage
+        .fail_next_read(Path::new("a"), libc::EIO)
+        .expect("exists");
+    assert!(
+        storage.disarm_read_fault(Path::new("a")),
+        "it had not struck"
+    );
+    storage
+        .fail_next_sync(Path::new("a"), libc::EIO)
+        .expect("exists");
+    storage.clear_faults();
+    assert!(!storage.has_armed_faults());
+    assert_eq!(storage.faults_struck(), 2);
+}

@@ -61,6 +61,31 @@ pub struct Mutations {
     /// The partition's open after a crash skips syncing the superblock copy
     /// it chose before it rewrites the other.
     pub superblock_unsynced: bool,
+    /// A failed fsync of a prepare is taken as done (the fsyncgate mistake):
+    /// the host reports the op durable and goes on acking from the page
+    /// cache, and the reopen after the next failure trusts what reads show
+    /// (`PartitionConfig::drop_unsynced` ignored).
+    pub page_cache_trusted: bool,
+}
+
+impl Mutations {
+    /// Whether a prepare write that failed with `error` is taken as durable:
+    /// only a failed fsync, and only under `page_cache_trusted`.
+    pub(super) fn trusts_failed_sync(&self, error: &PartitionError) -> bool {
+        use strand_wal::{IoOp, PoisonCause, WalError};
+        let sync = matches!(
+            error,
+            PartitionError::Wal {
+                error: WalError::SyncFailed { .. }
+                    | WalError::Poisoned {
+                        cause: PoisonCause { op: IoOp::Sync, .. },
+                        ..
+                    },
+                ..
+            }
+        );
+        cfg!(feature = "mutations") && self.page_cache_trusted && sync
+    }
 }
 
 /// Opens (or fences) the group's partition, with the recovery rules a
@@ -145,12 +170,14 @@ impl<D: Disk> GroupHost<D> {
         let newest = spec.newest_epoch();
         // A replica added to a group with history starts empty and must
         // not serve that emptiness: it awaits a state transfer.
-        let joining = newest > 0 && !disk.exists(&spec.dir);
+        let joining = newest > 0 && !strand_partition::partition_present(&mut disk, &spec.dir);
+        let page_cache_trusted = cfg!(feature = "mutations") && mutations.page_cache_trusted;
         let config = PartitionConfig {
             replica: spec.replica.replica,
             durability: spec.replica.durability,
             confirm: spec.confirm,
             create_awaiting_transfer: joining,
+            drop_unsynced: spec.storage.drop_unsynced && !page_cache_trusted,
             ..spec.storage
         };
         // A log that contradicts itself is fenced and awaits a transfer.

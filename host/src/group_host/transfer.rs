@@ -289,12 +289,7 @@ impl<D: Disk> GroupHost<D> {
                 );
                 self.note_log_start();
             }
-            Err(error) => {
-                tracing::error!(%error, "host: installing the transfer failed");
-                if !self.reopen() {
-                    out.push(Output::Stop);
-                }
-            }
+            Err(failed) => self.after_failed_swap("install the state transfer", failed, out),
         }
     }
 

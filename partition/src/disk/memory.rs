@@ -15,7 +15,10 @@
 //! between a turn's write and the fdatasync meant to cover it.
 //!
 //! A process crash leaves written bytes unsynced ([`CrashMode::ProcessCrash`]):
-//! [`Disk::sync_file`] really syncs them.
+//! [`Disk::sync_file`] really syncs them. Faults injected into the storage
+//! strike here too: a failed write or sync of a plain operation, and a read
+//! fault armed on a file fails its next [`Disk::read_file`] or
+//! [`Disk::read_at`] (the bytes stay as they were).
 //!
 //! Names follow the storage's POSIX model, as [`super::FileDisk`] sees a real
 //! file system: a removed file is unlinked (its bytes go with its last name),
@@ -333,10 +336,12 @@ impl Disk for MemoryDisk {
     }
 
     fn read_file(&mut self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        self.storage_mut().take_read_fault(path)?;
         Ok(self.storage().contents(path).map(<[u8]>::to_vec))
     }
 
     fn read_at(&mut self, path: &Path, offset: u64, len: usize) -> io::Result<Bytes> {
+        self.storage_mut().take_read_fault(path)?;
         let contents = self
             .storage()
             .contents(path)

@@ -24,7 +24,7 @@ use super::manifest::{Manifest, ManifestFile, ManifestFileKind};
 use crate::cursor_snapshot::decode_snapshot;
 use crate::disk::Disk;
 use crate::entry::{EntryMeta, carries_records};
-use crate::error::PartitionError;
+use crate::error::{FailedSwap, PartitionError};
 use crate::index::{encode_index, expected_index};
 use crate::layout::{
     cursors_snapshot_path, index_path, install_marker_path, records_dir, replaced_path,
@@ -214,16 +214,22 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Finishes staging, swaps the staged partition in for this one and
-    /// opens it. Nothing is swapped if staging is refused.
-    pub fn install(self, import: Import) -> Result<(Partition<D>, Recovery), PartitionError> {
+    /// opens it. Nothing is swapped if staging is refused. On failure the
+    /// disk comes back; reopening it finds this partition, or finishes the
+    /// swap once its marker is written.
+    pub fn install(self, import: Import) -> Result<(Partition<D>, Recovery), FailedSwap<D>> {
         let (mut disk, dir, config) = self.close_for_swap(&import)?;
         let marker = install_marker_path(&dir);
-        disk.write_at(&marker, 0, b"install")
-            .map_err(|error| PartitionError::io(&marker, "write the install marker", &error))?;
-        finish_interrupted_install(&mut disk, &dir)?;
+        let swapped = disk
+            .write_at(&marker, 0, b"install")
+            .map_err(|error| PartitionError::io(&marker, "write the install marker", &error))
+            .and_then(|()| finish_interrupted_install(&mut disk, &dir));
+        if let Err(error) = swapped {
+            return Err(FailedSwap::with_disk(error, disk));
+        }
         tracing::info!(dir = %dir.display(), frontier_op = import.manifest.frontier_op,
             "partition: state transfer installed");
-        Partition::open(disk, &dir, config)
+        Partition::open_or_hand_back(disk, &dir, config)
     }
 
     /// Finishes staging and closes this partition's files for the swap;
@@ -231,14 +237,13 @@ impl<D: Disk> Partition<D> {
     fn close_for_swap(
         mut self,
         import: &Import,
-    ) -> Result<(D, PathBuf, PartitionConfig), PartitionError> {
-        self.finish_staging(import)?;
+    ) -> Result<(D, PathBuf, PartitionConfig), FailedSwap<D>> {
+        let staged = self.finish_staging(import).and_then(|()| self.settle());
+        if let Err(error) = staged {
+            return Err(FailedSwap::with_disk(error, self.release()));
+        }
         let (dir, config) = (self.dir.clone(), self.config);
-        self.settle()?;
-        self.close_superblock_copies();
-        let _ = self.log.close(&mut self.io);
-        let _ = self.cursors.close(&mut self.io);
-        Ok((self.io.disk, dir, config))
+        Ok((self.release(), dir, config))
     }
 }
 
@@ -250,35 +255,43 @@ impl<D: Disk> Partition<D> {
     pub fn install_unmarked(
         self,
         import: Import,
-    ) -> Result<(Partition<D>, Recovery), PartitionError> {
+    ) -> Result<(Partition<D>, Recovery), FailedSwap<D>> {
         let (mut disk, dir, config) = self.close_for_swap(&import)?;
-        let (staging, replaced) = (staging_path(&dir), replaced_path(&dir));
-        let step = |result: std::io::Result<()>, action| {
-            result.map_err(|error| PartitionError::io(&dir, action, &error))
-        };
-        step(
-            disk.remove_dir_all(&replaced),
-            "remove an old replaced copy",
-        )?;
-        step(
-            disk.rename(&dir, &replaced),
-            "move the replaced partition aside",
-        )?;
-        step(disk.rename(&staging, &dir), "swap the staged partition in")?;
-        step(
-            disk.remove_dir_all(&replaced),
-            "remove the replaced partition",
-        )?;
-        step(
-            disk.remove_file(&staging_manifest_path(&dir)),
-            "remove the transfer manifest",
-        )?;
-        step(
-            disk.remove_file(&staging_progress_path(&dir)),
-            "remove the transfer progress",
-        )?;
-        Partition::open(disk, &dir, config)
+        if let Err(error) = swap_unmarked(&mut disk, &dir) {
+            return Err(FailedSwap::with_disk(error, disk));
+        }
+        Partition::open_or_hand_back(disk, &dir, config)
     }
+}
+
+/// [`Partition::install_unmarked`]'s swap: the renames without a marker.
+#[cfg(feature = "mutations")]
+fn swap_unmarked<D: Disk>(disk: &mut D, dir: &Path) -> Result<(), PartitionError> {
+    let (staging, replaced) = (staging_path(dir), replaced_path(dir));
+    let step = |result: std::io::Result<()>, action| {
+        result.map_err(|error| PartitionError::io(dir, action, &error))
+    };
+    step(
+        disk.remove_dir_all(&replaced),
+        "remove an old replaced copy",
+    )?;
+    step(
+        disk.rename(dir, &replaced),
+        "move the replaced partition aside",
+    )?;
+    step(disk.rename(&staging, dir), "swap the staged partition in")?;
+    step(
+        disk.remove_dir_all(&replaced),
+        "remove the replaced partition",
+    )?;
+    step(
+        disk.remove_file(&staging_manifest_path(dir)),
+        "remove the transfer manifest",
+    )?;
+    step(
+        disk.remove_file(&staging_progress_path(dir)),
+        "remove the transfer progress",
+    )
 }
 
 /// Completes a swap an earlier install started (its marker exists); leaves

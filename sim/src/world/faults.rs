@@ -7,20 +7,33 @@ use crate::checkers::Violation;
 
 impl World {
     pub(super) fn maybe_fault_storage(&mut self, replica: u8) {
-        let minority = usize::from(self.catalog.minority_min());
-        let allowed = (self.storage_faulted.contains(&replica)
-            || self.storage_faulted.len() < minority)
-            && self.within_promise(replica);
-        if !allowed || !self.prng.chance(self.options.storage_fault_percent, 100) {
+        if !self.may_fault_storage(replica)
+            || !self.prng.chance(self.options.storage_fault_percent, 100)
+        {
             return;
         }
-        let head = self.history.head();
         if self.damage_storage(replica) {
-            let previous = self.damaged.get(&replica).copied().unwrap_or(0);
-            self.damaged.insert(replica, head.max(previous));
-            self.storage_faulted.insert(replica);
+            self.storage_fault_struck(replica);
             self.stats.storage_faults += 1;
         }
+    }
+
+    /// Whether a storage fault (at restart, or an I/O fault at a running
+    /// replica) may strike `replica`: faults strike a minority of the
+    /// replicas at most, and only within the durability promise.
+    pub(super) fn may_fault_storage(&self, replica: u8) -> bool {
+        let minority = usize::from(self.catalog.minority_min());
+        (self.storage_faulted.contains(&replica) || self.storage_faulted.len() < minority)
+            && self.within_promise(replica)
+    }
+
+    /// A storage fault struck `replica` (or is armed to): it counts among
+    /// the damaged replicas, missing what it held at the history's head.
+    pub(super) fn storage_fault_struck(&mut self, replica: u8) {
+        let head = self.history.head();
+        let previous = self.damaged.get(&replica).copied().unwrap_or(0);
+        self.damaged.insert(replica, head.max(previous));
+        self.storage_faulted.insert(replica);
     }
 
     pub(super) fn inject_faults(&mut self) -> Result<(), Violation> {
@@ -49,6 +62,7 @@ impl World {
                 continue;
             }
             self.maybe_arm_power_loss(replica);
+            self.maybe_fault_io(replica);
             if !self.prng.chance(self.options.crash_ppm, 1_000_000) {
                 continue;
             }
@@ -129,14 +143,15 @@ impl World {
             .filter(|(replica, head)| {
                 let index = usize::from(**replica);
                 let needed = (**head).min(self.history.head());
-                self.hosts[index].as_ref().is_some_and(|host| {
-                    let live = host.replica();
-                    let partition = host.partition_ref();
-                    live.trusted()
-                        && live.status() == strand_consensus::Status::Normal
-                        && partition.faulty().is_empty()
-                        && partition.durable_op() >= needed
-                })
+                !self.io_fault_outstanding(**replica)
+                    && self.hosts[index].as_ref().is_some_and(|host| {
+                        let live = host.replica();
+                        let partition = host.partition_ref();
+                        live.trusted()
+                            && live.status() == strand_consensus::Status::Normal
+                            && partition.faulty().is_empty()
+                            && partition.durable_op() >= needed
+                    })
             })
             .map(|(replica, _)| *replica)
             .collect();

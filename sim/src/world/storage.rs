@@ -64,6 +64,13 @@ pub(super) struct SlotDisk {
     /// own boot file is), so that a clean mark holds only in the boot after
     /// it.
     pub boots: u64,
+    /// The disk's count of injected faults that struck, when the replica's
+    /// group last opened: a storage failure with none struck since is a bug.
+    pub faults_struck_at_open: u64,
+    /// When the group, its storage failed, is opened again.
+    pub reopen_at: Option<u64>,
+    /// A read fault armed for the replica's next input, on this file.
+    pub read_fault: Option<std::path::PathBuf>,
 }
 
 impl SlotDisk {
@@ -185,12 +192,21 @@ impl World {
             resume_any_stop: self.options.mutation_resume_any_stop,
             trust_damaged_tail: self.options.mutation_trust_damaged_tail,
             superblock_unsynced: self.options.mutation_superblock_unsynced,
+            page_cache_trusted: self.options.mutation_page_cache_trusted,
         }
     }
 
     /// Starts the replica at `replica` over its disk (a fresh one the first
     /// time), as a node opens a group.
     pub(super) fn start(&mut self, replica: u8) {
+        self.disks[usize::from(replica)].boots += 1;
+        self.open_host(replica, false);
+    }
+
+    /// Opens the group at `replica` over its stored disk, as a node does at
+    /// its start or, `after_failed_write`, again in the same process after
+    /// the group's storage failed (see `io_faults`).
+    pub(super) fn open_host(&mut self, replica: u8, after_failed_write: bool) {
         let index = usize::from(replica);
         let seed = self.options.seed ^ (u64::from(replica) << 40) ^ self.now;
         let mut disk = self.disks[index]
@@ -198,13 +214,17 @@ impl World {
             .take()
             .unwrap_or_else(|| MemoryDisk::new(seed));
         disk.set_manual_turns(true);
+        disk.storage_mut().clear_faults();
+        self.disks[index].faults_struck_at_open = disk.storage().faults_struck();
         if self.disks[index].created {
             self.maybe_arm_crash_at_open(replica, &mut disk);
         }
-        self.disks[index].boots += 1;
-        let spec = self.host_spec(replica);
+        let mut spec = self.host_spec(replica);
+        spec.storage.drop_unsynced = after_failed_write;
+        // A failed quarantine or install hands its disk back, and the host
+        // reopens from that: a simulated disk's files live only in it.
         let reopen = Box::new(|| -> MemoryDisk {
-            panic!("a simulated disk is never reopened: its storage lives in the partition")
+            panic!("a simulated disk is never made anew: a failed swap hands it back")
         });
         #[cfg(feature = "mutations")]
         let opened = GroupHost::open_mutated(&spec, disk, reopen, self.mutations());
@@ -234,7 +254,11 @@ impl World {
         self.trace.record(
             self.now,
             u16::from(replica),
-            "start",
+            if after_failed_write {
+                "reopen"
+            } else {
+                "start"
+            },
             &[
                 live.view().packed(),
                 live.op(),
@@ -271,8 +295,24 @@ impl World {
             return;
         }
         self.forget_turns(replica);
+        self.disks[index].reopen_at = None;
+        self.disks[index].read_fault = None;
+        if let Some(disk) = host.disk_mut() {
+            // What was armed and has not struck goes with the process.
+            disk.storage_mut().clear_faults();
+        }
+        // A node that stops while a group's storage has failed closes it
+        // without a mark (the close may fail): its files are left as a
+        // process crash leaves them.
+        let failed = host.storage_failed();
         let op_before = host.partition_ref().op();
-        let disk = if clean {
+        let disk = if clean && failed {
+            host.abandon().map(|mut disk| {
+                disk.restore_power();
+                disk.crash(CrashMode::ProcessCrash);
+                disk
+            })
+        } else if clean {
             match host.close() {
                 // A power loss armed and not yet struck is called off: the
                 // shutdown completed.
@@ -289,6 +329,7 @@ impl World {
                 disk
             })
         };
+        let clean = clean && !failed;
         if !clean && self.options.durability == Durability::Replicated {
             let recovered = disk.as_ref().and_then(|disk| probe(disk, &self.options));
             let lost = recovered
@@ -378,7 +419,12 @@ impl World {
         for host in self.hosts.iter_mut().flatten() {
             if let Some(disk) = host.disk_mut() {
                 disk.restore_power();
+                // I/O faults armed and not struck too.
+                disk.storage_mut().clear_faults();
             }
+        }
+        for disk in &mut self.disks {
+            disk.read_fault = None;
         }
     }
 
