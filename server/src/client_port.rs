@@ -513,14 +513,17 @@ async fn read_requests(
                 ));
             };
             reading.last_request = tokio::time::Instant::now();
-            // Back-pressure: no more requests while the replies wait unread.
-            let (deadline, _) = reading.deadline(shared, peer);
-            if tokio::time::timeout_at(deadline, sender.room())
-                .await
-                .is_err()
-            {
-                metrics::client_connection_refused("idle");
-                return Err("its replies went unread past the idle timeout".to_owned());
+            // Back-pressure: no more requests while the replies wait unread
+            // (no timer unless they do).
+            if sender.queued_bytes() > crate::connection::REPLY_BYTES_PAUSE {
+                let (deadline, _) = reading.deadline(shared, peer);
+                if tokio::time::timeout_at(deadline, sender.room())
+                    .await
+                    .is_err()
+                {
+                    metrics::client_connection_refused("idle");
+                    return Err("its replies went unread past the idle timeout".to_owned());
+                }
             }
             take_request(shared, request, sender, peer, &mut reading).await?;
         }
