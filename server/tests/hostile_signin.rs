@@ -189,19 +189,7 @@ impl Cluster {
 /// (one partition, three replicas) and users alice (produce and consume),
 /// bob (produce), victim and timed (no rights).
 fn start(dir: &Path, runtime: &tokio::runtime::Runtime) -> Cluster {
-    let mut nodes = common::configure_cluster(dir, 3);
-    let certs = common::enable_tls(dir, &nodes);
-    let admin_hash = strand_client::users::hash_password(ADMIN_PASSWORD).expect("hash");
-    for node in &nodes {
-        let mut config = std::fs::read_to_string(&node.config).expect("config");
-        config.push_str(&format!(
-            "\n[auth]\nrequired = true\nadmin_password_hash = {admin_hash:?}\n"
-        ));
-        std::fs::write(&node.config, config).expect("write config");
-    }
-    for node in &mut nodes {
-        node.start();
-    }
+    let (nodes, certs) = common::start_signed_in_cluster(dir, ADMIN_PASSWORD);
     let ca = certs.join("ca.pem");
     let deadline = Instant::now() + Duration::from_secs(120);
     runtime.block_on(async {

@@ -74,17 +74,7 @@ async fn produce_for_the_window(client: Arc<Client>) -> u64 {
 #[test]
 fn a_user_held_to_a_rate_is_delayed_to_it_and_another_user_goes_on() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut nodes = common::configure_cluster(dir.path(), 3);
-    let certs = common::enable_tls(dir.path(), &nodes);
-    let admin_hash = strand_client::users::hash_password("admin password").expect("hash");
-    for node in &mut nodes {
-        let mut config = std::fs::read_to_string(&node.config).expect("config");
-        config.push_str(&format!(
-            "\n[auth]\nrequired = true\nadmin_password_hash = {admin_hash:?}\n"
-        ));
-        std::fs::write(&node.config, config).expect("write config");
-        node.start();
-    }
+    let (nodes, certs) = common::start_signed_in_cluster(dir.path(), "admin password");
     let runtime = common::runtime();
     let (slow, fast) = runtime.block_on(async {
         let admin = signed_in(&nodes, &certs, "admin", "admin password").await;

@@ -371,20 +371,7 @@ async fn connect_as(
 /// the built-in admin's password `admin password`; returns its nodes and
 /// certificate directory.
 fn start_signed_in_cluster(dir: &Path) -> (Vec<Node>, std::path::PathBuf) {
-    let mut nodes = common::configure_cluster(dir, 3);
-    let certs = common::enable_tls(dir, &nodes);
-    let admin_hash = strand_client::users::hash_password("admin password").expect("hash");
-    for node in &nodes {
-        let mut config = std::fs::read_to_string(&node.config).expect("config");
-        config.push_str(&format!(
-            "\n[auth]\nrequired = true\nadmin_password_hash = {admin_hash:?}\n"
-        ));
-        std::fs::write(&node.config, config).expect("write config");
-    }
-    for node in &mut nodes {
-        node.start();
-    }
-    (nodes, certs)
+    common::start_signed_in_cluster(dir, "admin password")
 }
 
 /// The admin's client, once the cluster answers it.
@@ -666,7 +653,14 @@ fn an_access_token_acts_as_its_user_until_revoked_expired_or_its_user_deleted() 
             "{}",
             listed.stderr
         );
-        let listed = admin.list_users().await.expect("users");
+        // Any node answers from its catalog: wait until it applied all three.
+        let listed = loop {
+            let listed = admin.list_users().await.expect("users");
+            if listed.users[0].tokens.len() >= 3 || Instant::now() > deadline {
+                break listed;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         let labels: Vec<&str> = listed.users[0]
             .tokens
             .iter()

@@ -291,6 +291,24 @@ pub fn enable_tls(dir: &Path, nodes: &[Node]) -> PathBuf {
     certs
 }
 
+/// Starts three TLS nodes under `dir` that require signing in, the built-in
+/// admin's password being `admin_password`; returns the nodes and the
+/// certificates' directory.
+pub fn start_signed_in_cluster(dir: &Path, admin_password: &str) -> (Vec<Node>, PathBuf) {
+    let mut nodes = configure_cluster(dir, 3);
+    let certs = enable_tls(dir, &nodes);
+    let admin_hash = strand_client::users::hash_password(admin_password).expect("hash");
+    for node in &mut nodes {
+        let mut config = std::fs::read_to_string(&node.config).expect("config");
+        config.push_str(&format!(
+            "\n[auth]\nrequired = true\nadmin_password_hash = {admin_hash:?}\n"
+        ));
+        std::fs::write(&node.config, config).expect("write config");
+        node.start();
+    }
+    (nodes, certs)
+}
+
 /// An SDK client of a TLS cluster, verifying the nodes with `certs/ca.pem`,
 /// once some node answers.
 pub async fn connect_tls(bootstrap: Vec<String>, certs: &Path, deadline: Instant) -> Client {
