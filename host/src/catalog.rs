@@ -283,6 +283,12 @@ impl Catalog {
         }
     }
 
+    /// The cluster's node ids, sorted: what an empty catalog of this
+    /// cluster starts from.
+    pub fn node_ids(&self) -> &[u32] {
+        &self.nodes
+    }
+
     /// Groups hosted on `node`: those it is a member of (now, or in the
     /// previous epoch while the current has not started) or keeps a retired
     /// copy of.
