@@ -16,6 +16,7 @@
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
 //! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
 //! | [`quotas`] | the catalog's quotas: each user's produce, fetch and request rates |
+//! | [`catalog_image`] | the whole catalog as bytes, for compacting the metadata log: deterministic, every field; decoding refuses any catalog the catalog's rules would not build |
 //! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open (below a damaged committed entry, which consensus repairs) |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //! | [`ticks`] | **pure**: when each of a driver's groups next needs a tick; the ticks between skipped |
@@ -28,6 +29,7 @@
 //!   node in every epoch a replica may still remember.
 
 pub mod catalog;
+pub mod catalog_image;
 mod catalog_limits;
 pub mod consumer_groups;
 pub mod convert;
