@@ -123,13 +123,17 @@ fn decode_prefix(payload: &[u8]) -> Result<(u64, u32, u32), String> {
     Ok((u64::from_le_bytes(op), word(12), word(16)))
 }
 
+/// A copy read from disk: the snapshot and the file's bytes, or why it
+/// does not read.
+pub(crate) type CopyRead = Result<(MachineSnapshot, Vec<u8>), String>;
+
 /// Reads copy `copy`: `None` when absent, `Some(Err(reason))` when present
 /// but unreadable.
 pub(crate) fn read_copy<D: Disk>(
     disk: &mut D,
     dir: &Path,
     copy: u8,
-) -> Result<Option<Result<(MachineSnapshot, Vec<u8>), String>>, PartitionError> {
+) -> Result<Option<CopyRead>, PartitionError> {
     let path = machine_snapshot_path(dir, copy);
     let bytes = disk
         .read_file(&path)

@@ -122,7 +122,10 @@ fn the_metadata_log_is_compacted_and_a_node_behind_it_catches_up_by_transfer() {
     nodes[0].kill();
     nodes[0].start();
     runtime.block_on(async {
-        client.create_stream("after-restart").await.expect("create stream");
+        client
+            .create_stream("after-restart")
+            .await
+            .expect("create stream");
     });
     let mut expected = expected;
     expected.insert("after-restart".to_owned());
@@ -133,11 +136,18 @@ fn the_metadata_log_is_compacted_and_a_node_behind_it_catches_up_by_transfer() {
     // it catches up by a state transfer carrying the snapshot.
     nodes[2].start();
     common::wait_until("node 3 installed a metadata transfer", 60, || {
-        std::fs::read_to_string(&nodes[2].log)
-            .is_ok_and(|log| log.contains("host: state transfer installed"))
+        std::fs::read_to_string(&nodes[2].log).is_ok_and(|log| {
+            log.lines().any(|line| {
+                line.contains("partition: state transfer installed")
+                    && line.contains("node-3/metadata ")
+            })
+        })
     });
     runtime.block_on(async {
-        client.create_stream("after-transfer").await.expect("create stream");
+        client
+            .create_stream("after-transfer")
+            .await
+            .expect("create stream");
     });
     expected.insert("after-transfer".to_owned());
     common::wait_until("node 3 applied every metadata op", 60, || {
@@ -152,7 +162,10 @@ fn the_metadata_log_is_compacted_and_a_node_behind_it_catches_up_by_transfer() {
     nodes[0].kill();
     nodes[1].kill();
     let on_transferred = runtime.block_on(streams_on(&nodes[2]));
-    assert_eq!(on_transferred, expected, "node 3's catalog after its transfer");
+    assert_eq!(
+        on_transferred, expected,
+        "node 3's catalog after its transfer"
+    );
     let log = std::fs::read_to_string(&nodes[2].log).expect("node 3's log");
     assert!(!log.contains("panicked"), "node 3 never panicked");
 }

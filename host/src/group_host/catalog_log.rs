@@ -52,7 +52,10 @@ impl<D: Disk> GroupHost<D> {
             self.replica.persist_commit_now(&mut self.effects);
             return None;
         }
-        assert!(catalog.applied_op <= commit, "the catalog applies committed ops");
+        assert!(
+            catalog.applied_op <= commit,
+            "the catalog applies committed ops"
+        );
         let image = crate::catalog_image::encode(catalog);
         let written = self.partition().write_machine_snapshot(commit, &image);
         if let Err(error) = written {
@@ -121,7 +124,9 @@ mod tests {
     use strand_consensus::{ClientRequest, Config, Timeouts};
     use strand_partition::{Disk, MemoryDisk, PartitionConfig, RetentionPolicy};
     use strand_wire::ops::CreateStream;
-    use strand_wire::{Body, ConfirmPolicy, Durability, Msg, Operation, RequestHeader, ViewId};
+    use strand_wire::{
+        Body, CommandHeader, ConfirmPolicy, Durability, Msg, Operation, RequestHeader, ViewId,
+    };
 
     use super::super::tests::answer_all;
     use super::super::{GroupHost, HostSpec, Output};
@@ -171,8 +176,8 @@ mod tests {
     }
 
     fn open(disk: MemoryDisk) -> GroupHost<MemoryDisk> {
-        let (mut host, _) = GroupHost::open(&catalog_spec(), disk, Box::new(|| MemoryDisk::new(9)))
-            .expect("open");
+        let (mut host, _) =
+            GroupHost::open(&catalog_spec(), disk, Box::new(|| MemoryDisk::new(9))).expect("open");
         let (replica, effects) = host.replica_and_effects();
         replica.start(effects);
         let mut out = Vec::new();
@@ -213,7 +218,10 @@ mod tests {
         let second = host.compact_catalog(20).expect("a second snapshot");
         assert_eq!(second.snapshot_op, 100);
         let log_start = host.partition_ref().head_op();
-        assert!(log_start > 1 && log_start <= 61, "from the older copy on: {log_start}");
+        assert!(
+            log_start > 1 && log_start <= 61,
+            "from the older copy on: {log_start}"
+        );
         assert_eq!(host.replica().log_start(), log_start);
         let expected = streams_of(&host);
         assert_eq!(expected.len(), 100);
@@ -229,11 +237,19 @@ mod tests {
 
         // The newer copy damaged: the older one and the log after it stand in.
         let mut disk = reopened.close().expect("close").disk.expect("the disk");
-        let newer = if snapshot_op_of(&mut disk, 0) > snapshot_op_of(&mut disk, 1) { 0 } else { 1 };
+        let newer = if snapshot_op_of(&mut disk, 0) > snapshot_op_of(&mut disk, 1) {
+            0
+        } else {
+            1
+        };
         let path = Path::new(DIR).join(format!("machine.snapshot.{newer}"));
         disk.write_at(&path, 40, &[0xff; 8]).expect("damage");
         let fallen_back = open(disk);
-        assert_eq!(streams_of(&fallen_back), expected_more, "from the older snapshot");
+        assert_eq!(
+            streams_of(&fallen_back),
+            expected_more,
+            "from the older snapshot"
+        );
     }
 
     /// The op of snapshot copy `copy` (0 when unreadable).

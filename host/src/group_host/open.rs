@@ -201,8 +201,7 @@ impl<D: Disk> GroupHost<D> {
         }
         let (machine, snapshot_op) = match &spec.catalog_nodes {
             Some(nodes) => {
-                let (catalog, snapshot_op) =
-                    crate::machine::catalog_at_open(
+                let (catalog, snapshot_op) = crate::machine::catalog_at_open(
                     nodes.clone(),
                     recovered.state.commit,
                     &mut partition,
