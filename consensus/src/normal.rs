@@ -219,7 +219,10 @@ impl<S: StateMachine> Replica<S> {
         // lookup by time finds one place, whatever the primaries' clocks.
         let after = header.timestamp_ns.get();
         header.timestamp_ns.set(request.timestamp_ns.max(after));
-        header.record_count.set(request.record_count);
+        let operation = request_header.operation();
+        header
+            .record_count
+            .set(operation.offsets_taken(request.record_count));
         header.operation = request_header.operation;
         // The request's body checksum, checked when it arrived, is the
         // prepare's: the batch is not read again.

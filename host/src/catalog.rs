@@ -186,25 +186,39 @@ impl Assignment {
 
     /// The invariants of an assignment.
     fn check(&self) {
-        assert!(
-            self.slots.iter().any(Option::is_some),
-            "at least one member"
-        );
-        assert_eq!(
-            self.previous.is_none(),
-            self.active,
-            "a previous epoch is kept exactly while the current one has not started"
-        );
-        if let Some(previous) = &self.previous {
-            assert_eq!(previous.epoch + 1, self.epoch);
+        if let Some(fault) = self.fault() {
+            panic!("{fault}: {self:?}");
         }
-        assert!(self.retired.windows(2).all(|pair| pair[0] < pair[1]));
-        assert!(
-            self.retired
-                .iter()
-                .all(|node| self.slot_of(*node).is_none()),
-            "a retired node is not a member: {self:?}"
-        );
+    }
+
+    /// The first invariant of an assignment this one breaks, if any: the
+    /// rules `check` asserts, kept in one place so that a decoded catalog
+    /// image ([`crate::catalog_image`]) is held to the same ones.
+    pub(crate) fn fault(&self) -> Option<&'static str> {
+        if !self.slots.iter().any(Option::is_some) {
+            return Some("an assignment has at least one member");
+        }
+        if self.previous.is_none() != self.active {
+            return Some("a previous epoch is kept exactly while the current one has not started");
+        }
+        let next_of_previous = self
+            .previous
+            .as_ref()
+            .map(|previous| previous.epoch.checked_add(1));
+        if next_of_previous.is_some_and(|next| next != Some(self.epoch)) {
+            return Some("the previous epoch is the one before the current");
+        }
+        if !self.retired.windows(2).all(|pair| pair[0] < pair[1]) {
+            return Some("retired nodes are strictly ascending");
+        }
+        if self
+            .retired
+            .iter()
+            .any(|node| self.slot_of(*node).is_some())
+        {
+            return Some("a retired node is not a member");
+        }
+        None
     }
 }
 
@@ -247,12 +261,12 @@ pub struct Catalog {
     pub streams: BTreeMap<String, BTreeMap<String, TopicEntry>>,
     /// Every partition's assignment by group id.
     pub groups: BTreeMap<u64, Assignment>,
-    next_group: u64,
+    pub(crate) next_group: u64,
     /// The last metadata op applied: answers from this catalog reflect every
     /// op up to it (a client that saw a later op asks again).
     pub applied_op: u64,
     /// The cluster's node ids, sorted (placement cycles through them).
-    nodes: Vec<u32>,
+    pub(crate) nodes: Vec<u32>,
     /// Consumer groups by name (see [`crate::consumer_groups`]).
     pub(crate) consumer_groups: BTreeMap<String, ConsumerGroup>,
     /// Users by name (see [`crate::users`]).
@@ -281,6 +295,12 @@ impl Catalog {
             quotas: BTreeMap::new(),
             revoked_certificates: BTreeSet::new(),
         }
+    }
+
+    /// The cluster's node ids, sorted: what an empty catalog of this
+    /// cluster starts from.
+    pub fn node_ids(&self) -> &[u32] {
+        &self.nodes
     }
 
     /// Groups hosted on `node`: those it is a member of (now, or in the

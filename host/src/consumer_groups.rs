@@ -104,18 +104,33 @@ impl ConsumerGroup {
     /// Every partition has an owner exactly while the group has members;
     /// every owner is a member; shares differ by at most one.
     pub fn assert_invariants(&self) {
-        assert!(self.members.len() <= GROUP_MEMBERS_MAX);
+        if let Some(fault) = self.fault() {
+            panic!("{fault}: {self:?}");
+        }
+    }
+
+    /// The first invariant of [`Self::assert_invariants`] this group
+    /// breaks, if any (a decoded catalog image is held to the same rules).
+    pub(crate) fn fault(&self) -> Option<&'static str> {
+        if self.members.len() > GROUP_MEMBERS_MAX {
+            return Some("a group holds at most GROUP_MEMBERS_MAX members");
+        }
         let mut counts: BTreeMap<u128, usize> =
             self.members.keys().map(|member| (*member, 0)).collect();
         for owner in &self.owners {
-            match owner {
-                Some(member) => *counts.get_mut(member).expect("an owner is a member") += 1,
-                None => assert!(self.members.is_empty(), "a member-less partition"),
+            match owner.map(|member| counts.get_mut(&member)) {
+                Some(Some(count)) => *count += 1,
+                Some(None) => return Some("every owner is a member"),
+                None if !self.members.is_empty() => {
+                    return Some("every partition has an owner while the group has members");
+                }
+                None => {}
             }
         }
         let (low, high) = (counts.values().min(), counts.values().max());
-        if let (Some(low), Some(high)) = (low, high) {
-            assert!(high - low <= 1, "uneven shares {counts:?}");
+        match (low, high) {
+            (Some(low), Some(high)) if high - low > 1 => Some("shares differ by at most one"),
+            _ => None,
         }
     }
 }

@@ -13,11 +13,13 @@
 //! carries out the outputs. State transfer (both ends) runs inside, in
 //! `transfer`.
 
+mod catalog_log;
 mod cursors;
 mod open;
 mod swap;
 mod transfer;
 
+pub use catalog_log::CatalogCompaction;
 pub use open::{HostSpec, Mutations, OpenError};
 pub use transfer::EXPORTS_KEPT_MAX;
 

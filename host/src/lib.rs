@@ -10,13 +10,14 @@
 //! | module | owns |
 //! |---|---|
 //! | [`convert`] | consensus's durable state ⇄ the partition's superblock fields, the trust of a recovered log |
-//! | [`group_host`] | `GroupHost`: opening a group (trust, a newcomer's placement, the catalog replayed); the replica over its partition, every effect carried out here; cursor stores and deletes (the door to the bound on consumer names); retention and cursor compaction when the owner asks; both ends of state transfer; outputs for the owner |
+//! | [`group_host`] | `GroupHost`: opening a group (trust, a newcomer's placement, the catalog replayed); the replica over its partition, every effect carried out here; cursor stores and deletes (the door to the bound on consumer names); retention and cursor compaction when the owner asks; the metadata log's compaction (`catalog_log`: catalog snapshots, the log below the older one dropped, the catalog rebuilt after a transfer); both ends of state transfer; outputs for the owner |
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs; their bounds per cluster (`catalog_limits`) |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
 //! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
 //! | [`quotas`] | the catalog's quotas: each user's produce, fetch and request rates |
-//! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt from the log at open (below a damaged committed entry, which consensus repairs) |
+//! | [`catalog_image`] | the whole catalog as bytes, for compacting the metadata log: deterministic, every field; decoding refuses any catalog the catalog's rules would not build |
+//! | [`machine`] | a group's state machine: the catalog (group 0) or a record log; the catalog rebuilt at open from its newest usable snapshot and the log after it (below a damaged committed entry, which consensus repairs) |
 //! | [`transfer`] | **pure**: the receiving side of a state transfer: source, chunks, stalls |
 //! | [`ticks`] | **pure**: when each of a driver's groups next needs a tick; the ticks between skipped |
 //!
@@ -28,6 +29,7 @@
 //!   node in every epoch a replica may still remember.
 
 pub mod catalog;
+pub mod catalog_image;
 mod catalog_limits;
 pub mod consumer_groups;
 pub mod convert;

@@ -28,8 +28,14 @@ pub enum Machine {
 impl Machine {
     /// The machine of the metadata plane, over an empty catalog of `nodes`.
     pub fn catalog_of(nodes: Vec<u32>) -> Machine {
+        Machine::catalog_from(Catalog::new(nodes))
+    }
+
+    /// The machine of the metadata plane over `catalog` (read from a
+    /// snapshot).
+    pub fn catalog_from(catalog: Catalog) -> Machine {
         Machine::Catalog {
-            catalog: Catalog::new(nodes),
+            catalog,
             recovered: RecoveredBodies::default(),
         }
     }
@@ -165,14 +171,18 @@ pub fn keep_uncommitted_bodies<D: Disk>(
 /// above in its journal: the catalog is rebuilt up to there, consensus
 /// repairs the damaged op from a peer (it is listed faulty: never nacked)
 /// and commits it and the rest again as the group's commit number reaches
-/// it. Their bodies are read back by [`keep_uncommitted_bodies`]. Returns
-/// the op rewound to, if any.
+/// it. Their bodies are read back by [`keep_uncommitted_bodies`]. Ops at or
+/// below `snapshot_op` (the snapshot the catalog starts from) are never
+/// applied again, so their damage does not matter here. Returns the op
+/// rewound to, if any.
 pub fn rewind_below_damage<D: Disk>(
     recovered: &mut Recovered,
     partition: &mut Partition<D>,
+    snapshot_op: u64,
 ) -> Result<Option<u64>, PartitionError> {
     let commit = recovered.state.commit;
-    let Some(first) = recovered.faulty.iter().copied().find(|op| *op <= commit) else {
+    let damaged = |op: &u64| *op > snapshot_op && *op <= commit;
+    let Some(first) = recovered.faulty.iter().copied().find(damaged) else {
         return Ok(None);
     };
     assert!(first >= 1, "op 0 is never logged");
@@ -197,13 +207,73 @@ pub fn rewind_below_damage<D: Disk>(
     Ok(Some(first - 1))
 }
 
-/// Rebuilds the catalog by applying every committed metadata op in order.
-pub fn replay_catalog<D: Disk>(
+/// The catalog the metadata plane opens with and the op it reflects: the
+/// newest readable snapshot that the log reaches back to and that the
+/// persisted commit covers (a snapshot is taken only at a persisted
+/// commit, so the newer copy fails this only when the superblock lost its
+/// newest copy), else an empty catalog of `nodes` when the log still starts
+/// at op 1. The committed ops after it are replayed by [`replay_catalog`].
+pub fn catalog_at_open<D: Disk>(
+    nodes: Vec<u32>,
+    commit: u64,
+    partition: &mut Partition<D>,
+) -> Result<(Catalog, u64), PartitionError> {
+    let head_op = partition.head_op();
+    for snapshot in partition.machine_snapshots()? {
+        if snapshot.op + 1 < head_op || snapshot.op > commit {
+            tracing::warn!(
+                op = snapshot.op,
+                head_op,
+                commit,
+                "host: a catalog snapshot does not fit the log; trying an older one"
+            );
+            continue;
+        }
+        match crate::catalog_image::decode(&snapshot.image) {
+            Ok(catalog) => return Ok((catalog, snapshot.op)),
+            Err(error) => tracing::warn!(
+                op = snapshot.op,
+                %error,
+                "host: a catalog snapshot does not decode; trying an older one"
+            ),
+        }
+    }
+    if head_op > 1 {
+        return Err(PartitionError::MachineSnapshotInvalid {
+            reason: format!(
+                "the metadata log starts at op {head_op} and no catalog snapshot it reaches back \
+                 to is readable: the catalog cannot be rebuilt here"
+            ),
+        });
+    }
+    Ok((Catalog::new(nodes), 0))
+}
+
+/// After a state transfer installed a metadata log (the replica's commit
+/// is now its frontier): the catalog rebuilt from the snapshot it carried,
+/// or from nothing when it starts at op 1, and the ops after it.
+pub fn rebuild_catalog<D: Disk>(
     replica: &mut Replica<Machine>,
     partition: &mut Partition<D>,
 ) -> Result<(), PartitionError> {
+    let Some(catalog) = replica.machine().catalog() else {
+        panic!("only the metadata plane rebuilds a catalog");
+    };
+    let nodes = catalog.node_ids().to_vec();
+    let (catalog, snapshot_op) = catalog_at_open(nodes, replica.commit(), partition)?;
+    *replica.machine_mut() = Machine::catalog_from(catalog);
+    replay_catalog(replica, partition, snapshot_op)
+}
+
+/// Rebuilds the catalog by applying every committed metadata op after
+/// `snapshot_op` (the op the catalog it starts from reflects) in order.
+pub fn replay_catalog<D: Disk>(
+    replica: &mut Replica<Machine>,
+    partition: &mut Partition<D>,
+    snapshot_op: u64,
+) -> Result<(), PartitionError> {
     let commit = replica.commit();
-    for op in 1..=commit {
+    for op in snapshot_op + 1..=commit {
         let Some(prepare) = partition.read_prepare(op)? else {
             return Err(PartitionError::EntryDamaged {
                 op,

@@ -64,23 +64,25 @@ pub(crate) fn frame_len_of(header: &PrepareHeader) -> u64 {
     FRAME_HEADER_BYTES as u64 + u64::from(header.prefix.size.get())
 }
 
-/// Where a prepare's records start (only produces carry records).
+/// Where a prepare's offsets start.
 pub(crate) fn record_offset_base(header: &PrepareHeader) -> u64 {
     header.offset_base.get()
 }
 
-/// One past a prepare's last record offset.
+/// One past a prepare's last offset.
 pub(crate) fn record_offset_end(header: &PrepareHeader) -> u64 {
-    if header.operation() == Operation::Produce {
-        header.offset_end()
-    } else {
-        header.offset_base.get()
-    }
+    header.offset_end()
 }
 
-/// True when the prepare carries records.
+/// True when the prepare takes offsets in the log: a produce's records, or
+/// a metadata op's one entry (see `Operation::offsets_taken`).
 pub(crate) fn carries_records(header: &PrepareHeader) -> bool {
     header.record_count.get() > 0
+}
+
+/// True when the prepare's body is record batches a fetch reads.
+pub(crate) fn carries_batches(header: &PrepareHeader) -> bool {
+    header.operation() == Operation::Produce && carries_records(header)
 }
 
 /// The WAL frame for `prepare`: its header then its body, checksummed as one

@@ -159,6 +159,12 @@ pub enum PartitionError {
         /// What is wrong.
         reason: String,
     },
+    /// A state machine snapshot cannot be written or installed as it is.
+    #[error("machine snapshot: {reason}")]
+    MachineSnapshotInvalid {
+        /// What is wrong.
+        reason: String,
+    },
     /// The log's contents contradict themselves (ops out of sequence, a broken
     /// hash chain). The partition needs a state transfer.
     #[error("record log inconsistent at op {op}: {reason}")]

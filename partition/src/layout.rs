@@ -8,6 +8,7 @@
 //!     records/<first-offset>.index      its sparse index
 //!     cursors.log                       cursor event log
 //!     cursors.snapshot                  cursor map + the event sequence it covers
+//!     machine.snapshot.0, .1            the state machine's image (the metadata plane's catalog), two copies
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.fenced.N   quarantined copies
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.rebuilt    a quarantine's rebuild, before its swap
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.staging    a state-transfer import
@@ -149,6 +150,17 @@ pub fn cursors_snapshot_path(dir: &Path) -> PathBuf {
 /// Where a cursor snapshot is written before it is renamed into place.
 pub fn cursors_snapshot_tmp_path(dir: &Path) -> PathBuf {
     dir.join("cursors.snapshot.tmp")
+}
+
+/// Copy `copy` of the state machine's snapshot.
+pub fn machine_snapshot_path(dir: &Path, copy: u8) -> PathBuf {
+    assert!(copy < 2, "two machine snapshot copies");
+    dir.join(format!("machine.snapshot.{copy}"))
+}
+
+/// Where a machine snapshot is written before it is renamed over a copy.
+pub fn machine_snapshot_tmp_path(dir: &Path) -> PathBuf {
+    dir.join("machine.snapshot.tmp")
 }
 
 /// `<dir>.<suffix>`, beside the partition directory.

@@ -27,6 +27,7 @@
 //! | `log_recovery` | opening the log: torn tails vs faults, lost ops, index rebuilds |
 //! | `cursors` | cursor event log (stores and tombstones), map, compaction |
 //! | `cursor_snapshot` | the cursor snapshot file, in bounded pieces, read whole or not at all |
+//! | `machine_snapshot` | the state machine's image after an op (the metadata plane's catalog), two alternating copies, so the log below can go |
 //! | [`recovery`] | the open report, [`Recovery`] |
 //! | `partition` | [`Partition`]: open, close, reads |
 //! | `writes` | prepares, `PersistState`, cursor appends, retention; [`Completed`] |
@@ -92,6 +93,7 @@ mod io;
 mod log_reads;
 mod log_recovery;
 mod log_rewrite;
+mod machine_snapshot;
 mod partition;
 mod quarantine;
 mod record_log;
@@ -105,6 +107,7 @@ pub use disk::{Disk, FileDisk, MemoryDisk, ReadHandles, WaitError};
 pub use error::{FailedSwap, PartitionError};
 pub use log_reads::FetchedBatch;
 pub use log_recovery::{IndexRebuild, SegmentDamage};
+pub use machine_snapshot::{MACHINE_SNAPSHOT_BYTES_MAX, MachineSnapshot};
 pub use partition::{
     EntryLocation, HEADERS_COMMITTED_MAX_DEFAULT, OpenMutations, Partition, PartitionConfig,
     partition_present,

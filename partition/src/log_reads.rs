@@ -10,7 +10,7 @@ use strand_wire::{BatchHeader, CommandHeader, HEADER_SIZE, Msg, PrepareHeader};
 use zerocopy::FromBytes;
 
 use crate::disk::Disk;
-use crate::entry::{EntryMeta, carries_records, prepare_of_payload};
+use crate::entry::{EntryMeta, carries_batches, prepare_of_payload};
 use crate::error::PartitionError;
 use crate::io::Io;
 use crate::record_log::RecordLog;
@@ -50,7 +50,7 @@ impl FetchedBatch {
 fn split_prepare_batches(prepare: &Msg<PrepareHeader>) -> Result<Vec<FetchedBatch>, String> {
     let header = prepare.header();
     let mut batches = Vec::new();
-    if !carries_records(header) {
+    if !carries_batches(header) {
         return Ok(batches);
     }
     let body = prepare.body();

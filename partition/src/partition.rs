@@ -218,6 +218,8 @@ pub struct Partition<D: Disk> {
     pub(crate) superblock: Superblock,
     pub(crate) writer: SuperblockWriter,
     pub(crate) events: VecDeque<Completed>,
+    /// The ops of the readable machine snapshot copies, by copy.
+    pub(crate) machine_snapshot_ops: [Option<u64>; 2],
 }
 
 impl<D: Disk> Partition<D> {
@@ -369,7 +371,17 @@ impl<D: Disk> Partition<D> {
             superblock: superblock.clone(),
             writer: SuperblockWriter::default(),
             events: VecDeque::new(),
+            machine_snapshot_ops: [None, None],
         };
+        match crate::machine_snapshot::copy_ops(&mut partition.io.disk, dir) {
+            Ok(ops) => partition.machine_snapshot_ops = ops,
+            Err(error) => {
+                return Err(FailedOpen {
+                    error,
+                    disk: Some(partition.release()),
+                });
+            }
+        }
         let mut cursor_findings = cursor_findings;
         cursor_findings.cursors_clamped = partition.cursors.clamp(partition.log.offset_end);
         // A reopen after a failed write is never one after a clean stop,

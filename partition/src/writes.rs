@@ -614,7 +614,7 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Waits while `busy` says the superblock writer is.
-    fn wait_for_superblock_writer(
+    pub(crate) fn wait_for_superblock_writer(
         &mut self,
         busy: impl Fn(&SuperblockWriter) -> bool,
     ) -> Result<(), PartitionError> {

@@ -14,6 +14,7 @@
 //! direct_io = true                      # optional: append past the page cache (O_DIRECT)
 //! cursor_consumers_per_partition_max = 10000  # optional: distinct consumer names with a cursor, per partition
 //! cursor_retention_ms = 604800000       # optional: a cursor not stored for this long is deleted (0: never)
+//! metadata_snapshot_ops = 10000         # optional: metadata ops between catalog snapshots (the log below goes)
 //!
 //! [limits]                              # optional: what clients may cost (defaults shown)
 //! client_connections_max = 10000        # client connections at once (also held within the open-files limit)
@@ -223,6 +224,9 @@ pub const CURSOR_CONSUMERS_PER_PARTITION_MAX_LIMIT: u64 = 1_000_000;
 /// `offsets.retention.minutes`.
 pub const CURSOR_RETENTION_MS_DEFAULT: u64 = 7 * 24 * 3_600_000;
 
+/// Default [`NodeConfig::metadata_snapshot_ops`].
+pub const METADATA_SNAPSHOT_OPS_DEFAULT: u64 = 10_000;
+
 /// The file's shape.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -238,6 +242,7 @@ struct FileConfig {
     disk_reserve_bytes: Option<u64>,
     cursor_consumers_per_partition_max: Option<u64>,
     cursor_retention_ms: Option<u64>,
+    metadata_snapshot_ops: Option<u64>,
     #[serde(default)]
     topic_defaults: TopicDefaults,
     tls: Option<TlsFiles>,
@@ -318,6 +323,12 @@ pub struct NodeConfig {
     /// counted by the primary that saw the stores: a failover can delay an
     /// expiry by up to this much, never hasten it.
     pub cursor_retention_ms: Option<u64>,
+    /// Metadata ops committed between two snapshots of the catalog (default
+    /// [`METADATA_SNAPSHOT_OPS_DEFAULT`]): each snapshot lets the metadata
+    /// log below the one before it go, so the log and the replay at open
+    /// stay bounded however long the cluster lives. Checked on the storage
+    /// check's period (`retention_check_ms`).
+    pub metadata_snapshot_ops: u64,
 }
 
 /// Overrides from the environment and the command line.
@@ -461,6 +472,16 @@ impl NodeConfig {
                 None => Some(CURSOR_RETENTION_MS_DEFAULT),
                 Some(0) => None,
                 Some(retention_ms) => Some(retention_ms),
+            },
+            metadata_snapshot_ops: match file.metadata_snapshot_ops {
+                None => METADATA_SNAPSHOT_OPS_DEFAULT,
+                Some(0) => {
+                    return Err(ConfigError::Invalid {
+                        field: "metadata_snapshot_ops",
+                        reason: "must be at least 1".into(),
+                    });
+                }
+                Some(ops) => ops,
             },
         })
     }

@@ -575,6 +575,25 @@ impl Actor {
                 "group: cursor log compacted"
             );
         }
+        self.compact_catalog();
+    }
+
+    /// The metadata plane's log compaction (see
+    /// `strand_host::group_host::CatalogCompaction`); nothing for a
+    /// partition.
+    fn compact_catalog(&mut self) {
+        let ops_between = self.shared.config.metadata_snapshot_ops;
+        if let Some(done) = self.host.compact_catalog(ops_between) {
+            metrics::catalog_compacted(done.image_bytes, done.segments_removed);
+            tracing::info!(
+                snapshot_op = done.snapshot_op,
+                image_bytes = done.image_bytes,
+                segments_removed = done.segments_removed,
+                log_start_op = done.log_start_op,
+                "group: metadata log compacted"
+            );
+        }
+        self.settle_host();
     }
 
     /// Carries out what the host put out.
@@ -610,6 +629,8 @@ impl Actor {
             Output::TransferInstalled { op } => {
                 tracing::info!(op, "group: state transfer installed");
                 metrics::state_transfer_installed(&self.label);
+                // The metadata plane's catalog was rebuilt from the transfer.
+                self.committed_unhandled = true;
             }
             Output::Stop => self.stopping = true,
         }
@@ -1491,9 +1512,15 @@ fn adopt_legacy_dir(spec: &GroupSpec, data_dir: &std::path::Path) -> Result<(), 
     Ok(())
 }
 
+/// Bytes per segment of the metadata plane's log: small, so that the
+/// segments below a catalog snapshot can go soon after it (a segment goes
+/// only whole).
+const METADATA_SEGMENT_BYTES: u64 = 256 << 10;
+
 fn partition_config(spec: &GroupSpec, boot: u64) -> PartitionConfig {
     let defaults = PartitionConfig::default();
     let segment_bytes_max = match spec.segment_bytes {
+        _ if spec.group == 0 => METADATA_SEGMENT_BYTES,
         0 => defaults.log.segment_bytes_max,
         bytes => bytes,
     };

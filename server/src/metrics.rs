@@ -216,6 +216,14 @@ pub fn retention_removed(segments: usize) {
     counter!("partition_retention_segments_removed_total").increment(segments as u64);
 }
 
+/// The metadata plane snapshotted its catalog (`image_bytes` long) and
+/// dropped `segments` of its log below the older snapshot.
+pub fn catalog_compacted(image_bytes: usize, segments: usize) {
+    counter!("metadata_snapshots_total").increment(1);
+    gauge!("metadata_snapshot_bytes").set(image_bytes as f64);
+    counter!("metadata_log_segments_removed_total").increment(segments as u64);
+}
+
 /// Consensus dropped an input.
 pub fn dropped(reason: DropReason) {
     counter!("consensus_dropped_total", "reason" => format!("{reason:?}")).increment(1);

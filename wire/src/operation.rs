@@ -203,6 +203,19 @@ impl Operation {
     pub fn is_internal(self) -> bool {
         self == Operation::Reconfigure
     }
+
+    /// The offsets a prepare of this operation takes in its group's log,
+    /// given the records its request carries: a produce's records; one for a
+    /// metadata op, so that the metadata plane's log is counted in entries
+    /// and its segments roll and are dropped below a catalog snapshot as a
+    /// partition's are below its retention; none otherwise.
+    pub fn offsets_taken(self, record_count: u32) -> u32 {
+        match self {
+            Operation::Produce => record_count,
+            operation if operation.is_metadata() => 1,
+            _ => 0,
+        }
+    }
 }
 
 /// Outcome of a request, in the `Reply` header. Anything but `Ok` comes with an

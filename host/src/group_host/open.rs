@@ -199,20 +199,25 @@ impl<D: Disk> GroupHost<D> {
             // another node in earlier epochs): at the newest epoch at most.
             recovered.joined_epoch = newest;
         }
-        let machine = match &spec.catalog_nodes {
-            Some(nodes) => Machine::catalog_of(nodes.clone()),
-            None => Machine::Records(RecordLog::default()),
+        let (machine, snapshot_op) = match &spec.catalog_nodes {
+            Some(nodes) => {
+                let (catalog, snapshot_op) = crate::machine::catalog_at_open(
+                    nodes.clone(),
+                    recovered.state.commit,
+                    &mut partition,
+                )?;
+                crate::machine::rewind_below_damage(&mut recovered, &mut partition, snapshot_op)?;
+                (Machine::catalog_from(catalog), snapshot_op)
+            }
+            None => (Machine::Records(RecordLog::default()), 0),
         };
-        if spec.catalog_nodes.is_some() {
-            crate::machine::rewind_below_damage(&mut recovered, &mut partition)?;
-        }
         let mut replica = Replica::open(spec.replica.clone(), recovered, machine);
         let mut effects = Effects::new();
         if recovery.retired_epoch > 0 {
             replica.retire(recovery.retired_epoch, &mut effects);
         }
         if spec.catalog_nodes.is_some() {
-            crate::machine::replay_catalog(&mut replica, &mut partition)?;
+            crate::machine::replay_catalog(&mut replica, &mut partition, snapshot_op)?;
             crate::machine::keep_uncommitted_bodies(&mut replica, &mut partition);
         }
         tracing::info!(

@@ -287,6 +287,7 @@ impl<D: Disk> GroupHost<D> {
                     &history_starts,
                     &mut self.effects,
                 );
+                self.rebuild_catalog_after_transfer();
                 self.note_log_start();
             }
             Err(failed) => self.after_failed_swap("install the state transfer", failed, out),

@@ -34,6 +34,7 @@ pub struct Export {
     manifest_bytes: Bytes,
     snapshot_bytes: Bytes,
     client_table: Bytes,
+    machine_snapshot: Bytes,
 }
 
 impl Export {
@@ -91,11 +92,12 @@ impl<D: Disk> Partition<D> {
                 reason: format!("the client table takes {} bytes", client_table.len()),
             });
         }
+        let machine_snapshot = Bytes::from(self.machine_snapshot_to_export(frontier_op)?);
         let (files, chunk_count) = self.layout_files(
             frontier_op,
             &config,
             snapshot_bytes.len(),
-            client_table.len(),
+            [client_table.len(), machine_snapshot.len()],
         );
         let mut durable = self.superblock.durable.clone();
         durable.commit = durable.commit.min(frontier_op);
@@ -134,7 +136,26 @@ impl<D: Disk> Partition<D> {
             manifest_bytes,
             snapshot_bytes,
             client_table,
+            machine_snapshot,
         })
+    }
+
+    /// The machine snapshot the export ships (empty for a partition that
+    /// keeps none): one the importer can rebuild its state machine from,
+    /// replaying the exported log after it.
+    fn machine_snapshot_to_export(&mut self, frontier_op: u64) -> Result<Vec<u8>, PartitionError> {
+        if self.machine_snapshot_ops == [None, None] {
+            return Ok(Vec::new());
+        }
+        self.machine_snapshot_for_export(frontier_op)?
+            .ok_or_else(|| PartitionError::ExportUnavailable {
+                frontier_op,
+                reason: format!(
+                    "no readable machine snapshot at or below the frontier that the log, from op \
+                     {}, reaches back to",
+                    self.log.head_op
+                ),
+            })
     }
 
     /// The frontier must be retained, durable and undamaged.
@@ -162,14 +183,15 @@ impl<D: Disk> Partition<D> {
     }
 
     /// The files of an export at `frontier_op` (segments cut at the frontier,
-    /// then the snapshot, then the client table unless it is empty) and the
-    /// chunks each spans; returns them with the stream's chunk count.
+    /// then the snapshot, then the client table and the machine snapshot
+    /// unless empty) and the chunks each spans; returns them with the
+    /// stream's chunk count.
     fn layout_files(
         &self,
         frontier_op: u64,
         config: &ExportConfig,
         snapshot_len: usize,
-        client_table_len: usize,
+        [client_table_len, machine_snapshot_len]: [usize; 2],
     ) -> (Vec<ManifestFile>, u32) {
         let step = config.chunk_data_bytes_max as u64;
         let mut files = Vec::new();
@@ -204,6 +226,12 @@ impl<D: Disk> Partition<D> {
         if client_table_len > 0 {
             add(ManifestFileKind::ClientTable, client_table_len as u64);
         }
+        if machine_snapshot_len > 0 {
+            add(
+                ManifestFileKind::MachineSnapshot,
+                machine_snapshot_len as u64,
+            );
+        }
         (files, next_chunk)
     }
 
@@ -236,6 +264,9 @@ impl<D: Disk> Partition<D> {
                 .slice(offset as usize..(offset + len) as usize),
             ManifestFileKind::ClientTable => export
                 .client_table
+                .slice(offset as usize..(offset + len) as usize),
+            ManifestFileKind::MachineSnapshot => export
+                .machine_snapshot
                 .slice(offset as usize..(offset + len) as usize),
         };
         Ok(Bytes::from(encode_chunk(chunk, file, offset, &data)))

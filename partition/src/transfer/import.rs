@@ -27,8 +27,8 @@ use crate::entry::{EntryMeta, carries_records};
 use crate::error::{FailedSwap, PartitionError};
 use crate::index::{encode_index, expected_index};
 use crate::layout::{
-    cursors_snapshot_path, index_path, install_marker_path, records_dir, replaced_path,
-    segment_path, staging_client_table_path, staging_manifest_path, staging_path,
+    cursors_snapshot_path, index_path, install_marker_path, machine_snapshot_path, records_dir,
+    replaced_path, segment_path, staging_client_table_path, staging_manifest_path, staging_path,
     staging_progress_path,
 };
 use crate::partition::{Partition, PartitionConfig};
@@ -208,6 +208,7 @@ impl<D: Disk> Partition<D> {
             });
         }
         let sealed = verify_and_index(self, import)?;
+        self.verify_staged_machine_snapshot(import)?;
         let mut staged = staged_superblock(&self.superblock, &import.manifest, sealed);
         staged.durable.client_table = self.staged_client_table(import)?;
         superblock::write_now(&mut self.io.disk, &import.staging, &staged)
@@ -335,6 +336,34 @@ pub fn finish_interrupted_install<D: Disk>(disk: &mut D, dir: &Path) -> Result<(
 }
 
 impl<D: Disk> Partition<D> {
+    /// The machine snapshot the transfer carried, if any, reads whole and
+    /// fits the log it came with: after an op at or below the frontier that
+    /// the exported log reaches back to.
+    fn verify_staged_machine_snapshot(&mut self, import: &Import) -> Result<(), PartitionError> {
+        let manifest = &import.manifest;
+        let listed = manifest
+            .files
+            .iter()
+            .any(|file| file.kind == ManifestFileKind::MachineSnapshot);
+        if !listed {
+            return Ok(());
+        }
+        let rejected = |reason: String| PartitionError::ImportRejected { reason };
+        let snapshot =
+            match crate::machine_snapshot::read_copy(&mut self.io.disk, &import.staging, 0)? {
+                Some(Ok((snapshot, _))) => snapshot,
+                Some(Err(reason)) => return Err(rejected(format!("machine snapshot: {reason}"))),
+                None => return Err(rejected("the machine snapshot is missing".to_owned())),
+            };
+        if snapshot.op > manifest.frontier_op || snapshot.op + 1 < manifest.head_op {
+            return Err(rejected(format!(
+                "a machine snapshot after op {} with a log of ops {}..={}",
+                snapshot.op, manifest.head_op, manifest.frontier_op
+            )));
+        }
+        Ok(())
+    }
+
     /// The client table the transfer carried (empty when it carried none).
     fn staged_client_table(&mut self, import: &Import) -> Result<Bytes, PartitionError> {
         let listed = import
@@ -373,6 +402,7 @@ fn staged_path(import: &Import, file: usize) -> PathBuf {
         }
         ManifestFileKind::CursorSnapshot => cursors_snapshot_path(&import.staging),
         ManifestFileKind::ClientTable => staging_client_table_path(&import.staging),
+        ManifestFileKind::MachineSnapshot => machine_snapshot_path(&import.staging, 0),
     }
 }
 

@@ -13,9 +13,10 @@ use crate::superblock::{
 };
 
 const MAGIC: u32 = 0x4d58_5453; // "STXM"
-/// Version 3: a client table file may be listed; version 2: views carry
-/// their assignment epochs (still read).
-const VERSION: u16 = 3;
+/// Version 4: a machine snapshot file may be listed; version 3: a client
+/// table file may be listed; version 2: views carry their assignment epochs
+/// (all still read).
+const VERSION: u16 = 4;
 const VERSION_WITHOUT_CLIENT_TABLE: u16 = 2;
 
 /// What a manifest file is.
@@ -37,7 +38,15 @@ pub enum ManifestFileKind {
     /// The source's client table (consensus's encoding), at most
     /// [`CLIENT_TABLE_BYTES_MAX`]; absent when the source had none to give.
     ClientTable,
+    /// The state machine's snapshot (the metadata plane's catalog) the log
+    /// reaches back to, as its file is on disk; absent for a partition.
+    MachineSnapshot,
 }
+
+/// The largest machine snapshot file a manifest may list: the largest image
+/// and its pieces' framing, so a peer cannot make a receiver stage more.
+pub const MACHINE_SNAPSHOT_FILE_BYTES_MAX: u64 =
+    crate::machine_snapshot::MACHINE_SNAPSHOT_BYTES_MAX as u64 + (1 << 20);
 
 /// The largest client table a manifest may list: above consensus's bound on
 /// an encoded table, so a peer cannot make a receiver stage an unbounded one.
@@ -168,6 +177,17 @@ impl Manifest {
                 "client table above the bound",
             )?;
         }
+        let machine_snapshots = self
+            .files
+            .iter()
+            .filter(|file| file.kind == ManifestFileKind::MachineSnapshot);
+        for (index, file) in machine_snapshots.enumerate() {
+            ensure(index == 0, "more than one machine snapshot")?;
+            ensure(
+                file.len_bytes <= MACHINE_SNAPSHOT_FILE_BYTES_MAX,
+                "machine snapshot above the bound",
+            )?;
+        }
         let mut next_chunk = 1u32;
         for file in &self.files {
             ensure(
@@ -230,11 +250,13 @@ fn encode_file(writer: &mut BodyWriter, file: &ManifestFile) {
             writer.u64(last_op);
             writer.u32(last_checksum);
         }
-        ManifestFileKind::CursorSnapshot | ManifestFileKind::ClientTable => {
-            writer.u8(if file.kind == ManifestFileKind::CursorSnapshot {
-                2
-            } else {
-                3
+        ManifestFileKind::CursorSnapshot
+        | ManifestFileKind::ClientTable
+        | ManifestFileKind::MachineSnapshot => {
+            writer.u8(match file.kind {
+                ManifestFileKind::CursorSnapshot => 2,
+                ManifestFileKind::ClientTable => 3,
+                _ => 4,
             });
             writer.u64(0);
             writer.u64(0);
@@ -262,6 +284,7 @@ fn decode_file(reader: &mut BodyReader<'_>) -> Result<ManifestFile, BodyError> {
         },
         2 => ManifestFileKind::CursorSnapshot,
         3 => ManifestFileKind::ClientTable,
+        4 => ManifestFileKind::MachineSnapshot,
         other => {
             return Err(BodyError::UnknownValue {
                 field: "file kind",

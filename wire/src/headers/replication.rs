@@ -28,7 +28,10 @@ command_header! {
     timestamp_ns: U64,
     /// Record offset of the first record in the body (produce only).
     offset_base: U64,
-    /// Number of records in the body (produce only).
+    /// Offsets the op takes in its group's log: the records in a produce's
+    /// body; one for a metadata op (the metadata log is counted in entries,
+    /// see [`Operation::offsets_taken`]; prepares written before that took
+    /// none); zero otherwise.
     record_count: U32,
     /// The [`Operation`] byte.
     operation: u8,
@@ -67,7 +70,9 @@ impl PrepareHeader {
             "operation is not replicated",
         )?;
         ensure(
-            self.record_count.get() == 0 || operation == Some(Operation::Produce),
+            self.record_count.get() == 0
+                || operation == Some(Operation::Produce)
+                || (operation.is_some_and(Operation::is_metadata) && self.record_count.get() == 1),
             "records in a prepare that is not a produce",
         )?;
         if operation == Some(Operation::Reconfigure) {

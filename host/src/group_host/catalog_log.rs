@@ -1,0 +1,263 @@
+//! The metadata plane's log, kept bounded: the catalog snapshotted beside
+//! the log (two alternating copies, see the partition's `machine_snapshot`)
+//! once enough ops committed since the last one, and the sealed log
+//! segments below the older copy dropped, as retention drops a partition's.
+//! A replica behind where the log now starts catches up by state transfer,
+//! which carries a snapshot; the catalog is then rebuilt from it and the
+//! ops after it.
+//!
+//! A snapshot is taken only at a commit number the superblock holds on
+//! disk, so a reopen never finds a snapshot ahead of its commit: no op is
+//! applied twice, and none is skipped.
+
+use strand_partition::{Disk, PartitionError, RetentionPolicy};
+
+use super::GroupHost;
+
+/// What one compaction of the metadata log did, for the owner's log and
+/// metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogCompaction {
+    /// The op the new snapshot reflects.
+    pub snapshot_op: u64,
+    /// The catalog image's bytes.
+    pub image_bytes: usize,
+    /// Log segments dropped below the older snapshot.
+    pub segments_removed: usize,
+    /// The first op the log now holds.
+    pub log_start_op: u64,
+}
+
+impl<D: Disk> GroupHost<D> {
+    /// For the metadata plane, on the owner's periodic check: once
+    /// `ops_between` ops committed since the newest catalog snapshot,
+    /// snapshots the catalog at the commit and drops the log below the
+    /// older snapshot. When the commit is not yet persisted, asks consensus
+    /// to persist it and waits for the next check. `None` when nothing was
+    /// done (a partition's host, storage not settled, too few ops); a
+    /// storage failure fails the host like any other.
+    pub fn compact_catalog(&mut self, ops_between: u64) -> Option<CatalogCompaction> {
+        assert!(ops_between > 0, "a snapshot per op at most");
+        let catalog = self.replica.machine().catalog()?;
+        if !self.storage_settled() {
+            return None;
+        }
+        let commit = self.replica.commit();
+        let partition = self.partition_ref();
+        let newest = partition.machine_snapshot_newest().unwrap_or(0);
+        if commit < newest.saturating_add(ops_between) {
+            return None;
+        }
+        if commit > partition.persisted_commit() || commit > partition.durable_op() {
+            self.replica.persist_commit_now(&mut self.effects);
+            return None;
+        }
+        assert!(
+            catalog.applied_op <= commit,
+            "the catalog applies committed ops"
+        );
+        let image = crate::catalog_image::encode(catalog);
+        let written = self.partition().write_machine_snapshot(commit, &image);
+        if let Err(error) = written {
+            self.storage_error("write a catalog snapshot", &error);
+            return None;
+        }
+        let segments_removed = match self.drop_log_below_snapshots() {
+            Ok(removed) => removed,
+            Err(error) => {
+                self.storage_error("drop the metadata log below its snapshots", &error);
+                return None;
+            }
+        };
+        Some(CatalogCompaction {
+            snapshot_op: commit,
+            image_bytes: image.len(),
+            segments_removed,
+            log_start_op: self.partition_ref().head_op(),
+        })
+    }
+
+    /// Drops the sealed segments wholly below the older snapshot's op (each
+    /// copy keeps the log after it), and tells consensus where the log
+    /// starts.
+    fn drop_log_below_snapshots(&mut self) -> Result<usize, PartitionError> {
+        let floor = self
+            .partition_ref()
+            .machine_snapshot_floor()
+            .expect("a snapshot was just written");
+        let everything_below = RetentionPolicy {
+            retention_bytes: Some(0),
+            retention_ms: None,
+        };
+        let outcome = self
+            .partition()
+            .apply_retention(everything_below, 0, floor + 1)?;
+        if outcome.segments_removed > 0 {
+            self.note_log_start();
+        }
+        Ok(outcome.segments_removed)
+    }
+
+    /// After a state transfer installed the metadata log: the catalog
+    /// rebuilt from the snapshot it carried and the ops after it. A catalog
+    /// that cannot be rebuilt fails storage (the owner opens the group
+    /// again, and the open tries the same from disk).
+    pub(super) fn rebuild_catalog_after_transfer(&mut self) {
+        if self.replica.machine().catalog().is_none() {
+            return;
+        }
+        let Some(partition) = self.partition.as_mut() else {
+            return;
+        };
+        if let Err(error) = crate::machine::rebuild_catalog(&mut self.replica, partition) {
+            self.storage_error("rebuild the catalog from the transferred log", &error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use bytes::Bytes;
+    use strand_consensus::epoch::{Membership, SlotSet};
+    use strand_consensus::{ClientRequest, Config, Timeouts};
+    use strand_partition::{Disk, MemoryDisk, PartitionConfig, RetentionPolicy};
+    use strand_wire::ops::CreateStream;
+    use strand_wire::{
+        Body, CommandHeader, ConfirmPolicy, Durability, Msg, Operation, RequestHeader, ViewId,
+    };
+
+    use super::super::tests::answer_all;
+    use super::super::{GroupHost, HostSpec, Output};
+
+    const DIR: &str = "/memory/metadata";
+
+    /// The metadata plane alone on node 1, with small log segments.
+    fn catalog_spec() -> HostSpec {
+        let mut storage = PartitionConfig::default();
+        storage.log.segment_bytes_max = 2048;
+        HostSpec {
+            replica: Config {
+                cluster: 0,
+                group: 0,
+                replica: 0,
+                memberships: vec![Membership::new(
+                    0,
+                    SlotSet::of(&[0]),
+                    ConfirmPolicy::MajorityDurable,
+                )],
+                durability: Durability::Persisted,
+                cursor_durability: Durability::Persisted,
+                timeouts: Timeouts::default(),
+                seed: 7,
+            },
+            confirm: ConfirmPolicy::MajorityDurable,
+            dir: DIR.into(),
+            catalog_nodes: Some(vec![1]),
+            storage,
+            retention: RetentionPolicy::default(),
+        }
+    }
+
+    fn create_stream(request: u64) -> ClientRequest {
+        let mut header = RequestHeader::new(0, 0, ViewId::ZERO, 0);
+        header.client.set(42);
+        header.request.set(request);
+        header.operation = Operation::CreateStream as u8;
+        let body = CreateStream {
+            name: format!("stream-{request}"),
+        };
+        ClientRequest {
+            request: Msg::new(header, Bytes::from(body.to_vec())),
+            record_count: 0,
+            timestamp_ns: 0,
+        }
+    }
+
+    fn open(disk: MemoryDisk) -> GroupHost<MemoryDisk> {
+        let (mut host, _) =
+            GroupHost::open(&catalog_spec(), disk, Box::new(|| MemoryDisk::new(9))).expect("open");
+        let (replica, effects) = host.replica_and_effects();
+        replica.start(effects);
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            host.settle(&mut out);
+        }
+        host
+    }
+
+    /// Creates streams `from..=to`, then persists the commit.
+    fn create_streams(host: &mut GroupHost<MemoryDisk>, from: u64, to: u64) {
+        for request in from..=to {
+            let (replica, effects) = host.replica_and_effects();
+            replica.on_request(create_stream(request), effects);
+            answer_all(host, 1);
+        }
+        host.persist_commit_if_behind();
+        let mut out: Vec<Output> = Vec::new();
+        for _ in 0..10 {
+            host.settle(&mut out);
+        }
+    }
+
+    fn streams_of(host: &GroupHost<MemoryDisk>) -> Vec<String> {
+        let catalog = host.replica().machine().catalog().expect("the catalog");
+        catalog.streams.keys().cloned().collect()
+    }
+
+    #[test]
+    fn the_metadata_log_goes_below_the_older_snapshot_and_reopens_from_either() {
+        let mut host = open(MemoryDisk::new(1));
+        create_streams(&mut host, 1, 60);
+        assert_eq!(host.compact_catalog(100), None, "too few ops yet");
+        let first = host.compact_catalog(20).expect("a snapshot");
+        assert_eq!(first.snapshot_op, 60);
+        assert!(first.segments_removed > 0, "{first:?}");
+        create_streams(&mut host, 61, 100);
+        let second = host.compact_catalog(20).expect("a second snapshot");
+        assert_eq!(second.snapshot_op, 100);
+        let log_start = host.partition_ref().head_op();
+        assert!(
+            log_start > 1 && log_start <= 61,
+            "from the older copy on: {log_start}"
+        );
+        assert_eq!(host.replica().log_start(), log_start);
+        let expected = streams_of(&host);
+        assert_eq!(expected.len(), 100);
+
+        let disk = host.close().expect("close").disk.expect("the disk");
+        let mut reopened = open(disk);
+        assert_eq!(streams_of(&reopened), expected, "from the newer snapshot");
+        create_streams(&mut reopened, 101, 105);
+        let mut expected_more = expected.clone();
+        expected_more.extend((101..=105).map(|request| format!("stream-{request}")));
+        expected_more.sort();
+        assert_eq!(streams_of(&reopened), expected_more);
+
+        // The newer copy damaged: the older one and the log after it stand in.
+        let mut disk = reopened.close().expect("close").disk.expect("the disk");
+        let newer = if snapshot_op_of(&mut disk, 0) > snapshot_op_of(&mut disk, 1) {
+            0
+        } else {
+            1
+        };
+        let path = Path::new(DIR).join(format!("machine.snapshot.{newer}"));
+        disk.write_at(&path, 40, &[0xff; 8]).expect("damage");
+        let fallen_back = open(disk);
+        assert_eq!(
+            streams_of(&fallen_back),
+            expected_more,
+            "from the older snapshot"
+        );
+    }
+
+    /// The op of snapshot copy `copy` (0 when unreadable).
+    fn snapshot_op_of(disk: &mut MemoryDisk, copy: u8) -> u64 {
+        let path = Path::new(DIR).join(format!("machine.snapshot.{copy}"));
+        let bytes = disk.read_file(&path).expect("read").unwrap_or_default();
+        bytes.get(12..20).map_or(0, |op| {
+            u64::from_le_bytes(op.try_into().expect("eight bytes"))
+        })
+    }
+}
