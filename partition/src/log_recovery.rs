@@ -60,7 +60,8 @@ pub struct SegmentDamage {
     pub byte_start: u64,
     /// One past the last.
     pub byte_end: u64,
-    /// The ops whose entries were there (empty range: junk between entries).
+    /// The ops whose entries were there (never empty: bytes between two
+    /// consecutive entries make the log inconsistent).
     pub ops: std::ops::RangeInclusive<u64>,
 }
 
@@ -460,6 +461,21 @@ fn walk_damaged(
             reason: format!("op {until} follows damage after op {first_op} was expected"),
         });
     }
+    if until == first_op {
+        // Entries are appended back to back and rewritten in place, so
+        // bytes between two consecutive ops are never the log's own: a
+        // write landed where it did not belong (a misdirected write), and
+        // the entry after them may itself be out of place. No layout the
+        // walk could infer is trustworthy from here (a rewrite would not
+        // fit the region it guessed): the copy is fenced and rebuilt.
+        return Err(PartitionError::LogInconsistent {
+            op: until,
+            reason: format!(
+                "bytes {start}..{end} hold no entry, yet op {until} follows op {} directly",
+                until.saturating_sub(1)
+            ),
+        });
+    }
     tracing::error!(
         segment = segment.first_offset,
         start,
@@ -474,9 +490,6 @@ fn walk_damaged(
         byte_end: end,
         ops: first_op..=until.saturating_sub(1),
     });
-    if until == first_op {
-        return Ok(()); // junk between two consecutive entries: no op lost
-    }
     // A damaged entry whose header is readable keeps its own records' range
     // (a truncation right after it needs it); an unreadable one spans up to
     // the next readable one's records, or the run's end.

@@ -823,3 +823,39 @@ fn an_open_after_a_failed_superblock_sync_leaves_a_readable_copy_whatever_the_po
         assert!(opened.is_ok(), "power lost after {ops}: {:?}", opened.err());
     }
 }
+
+/// A misdirected write: op 3's entry landed over op 4's place and left zeros
+/// where it belonged. The valid frame of op 3 now follows bytes that hold
+/// no entry; taking it as op 3 would put op 4 in a region too small for it
+/// (its repair could never fit). The open refuses the log as inconsistent,
+/// and the node's open fences the copy and rebuilds it by state transfer.
+#[test]
+fn a_misdirected_write_makes_the_log_inconsistent_never_a_guessed_layout() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(5), small_config());
+    // Bodies of different sizes, so no two frames are alike in length.
+    append_durable(&mut partition, 2, 1, 100);
+    append_durable(&mut partition, 1, 1, 300);
+    append_durable(&mut partition, 1, 1, 600);
+    append_durable(&mut partition, 3, 1, 100);
+    let (three, four) = (
+        partition.entry_location(3).expect("op 3"),
+        partition.entry_location(4).expect("op 4"),
+    );
+    assert!(three.frame_len < four.frame_len);
+    let mut disk = partition.close().expect("close");
+    disk.storage_mut()
+        .misdirect(
+            &three.path,
+            three.position,
+            three.frame_len,
+            &four.path,
+            four.position,
+        )
+        .expect("misdirect");
+    let opened = Partition::open(disk, Path::new(MEMORY_DIR), small_config());
+    assert!(
+        matches!(opened, Err(PartitionError::LogInconsistent { op: 3, .. })),
+        "{:?}",
+        opened.map(|(_, recovery)| recovery.faulty)
+    );
+}

@@ -113,6 +113,9 @@ pub struct Options {
     /// A reopen after a failed write or sync trusts the page cache
     /// (`mutations` only).
     pub mutation_page_cache_trusted: bool,
+    /// Storage faults at restart include misdirected writes (an entry
+    /// written over another's place, zeros where it belonged).
+    pub misdirected_writes: bool,
 }
 
 /// Optional fixed choices from the command line; `None` means "draw it".
@@ -144,6 +147,8 @@ pub struct Overrides {
     pub mutation_superblock_unsynced: bool,
     /// Reopen after a failed write or sync without dropping the unsynced tail.
     pub mutation_page_cache_trusted: bool,
+    /// Add misdirected writes to the storage faults at restart.
+    pub misdirected_writes: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -215,6 +220,7 @@ impl Options {
             mutation_trust_damaged_tail: overrides.mutation_trust_damaged_tail,
             mutation_superblock_unsynced: overrides.mutation_superblock_unsynced,
             mutation_page_cache_trusted: overrides.mutation_page_cache_trusted,
+            misdirected_writes: overrides.misdirected_writes,
             io_fault_ppm: 0,
         };
         if overrides.reassign {

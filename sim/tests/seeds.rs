@@ -198,6 +198,35 @@ const FOUND_BY_SIM: [(u64, &str); 35] = [
     ),
 ];
 
+/// Seeds that broke a checker once misdirected writes joined the storage
+/// faults (`--misdirected-writes`), each with what it found.
+const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 2] = [
+    (
+        401,
+        "storage: a misdirected write left a frame out of place after bytes holding no \
+         entry; the open took it for the op it claims, and the repair of the op it \
+         displaced could never fit the region left",
+    ),
+    (549, "storage: the same, in another segment layout"),
+];
+
+#[test]
+fn seeds_found_with_misdirected_writes_stay_fixed() {
+    let overrides = Overrides {
+        misdirected_writes: true,
+        ..Overrides::default()
+    };
+    for (seed, found) in FOUND_WITH_MISDIRECTED_WRITES {
+        let (outcome, _) = run_seed(seed, &overrides, 0);
+        assert!(
+            outcome.violation.is_none(),
+            "seed {seed} ({found}): {:?} (replay: strand-sim --seed {seed} \
+             --misdirected-writes --trace)",
+            outcome.violation
+        );
+    }
+}
+
 #[test]
 fn seeds_found_by_the_simulator_stay_fixed() {
     let overrides = Overrides::default();

@@ -394,6 +394,30 @@ impl MemoryStorage {
         Ok(())
     }
 
+    /// Fault: a misdirected write. The `len` bytes meant for `from` at
+    /// `from_offset` landed at `to_offset` of `to` instead (within its
+    /// length): `from` holds zeros there, as a fresh or preallocated region
+    /// did before the write, and `to` holds those bytes over what was there.
+    /// Applied in the cache, on "disk" and in the unsynced writes over them.
+    pub fn misdirect(
+        &mut self,
+        from: &Path,
+        from_offset: u64,
+        len: u64,
+        to: &Path,
+        to_offset: u64,
+    ) -> io::Result<()> {
+        let source = self.file_at_mut(from)?;
+        let start = (from_offset as usize).min(source.current.len());
+        let end = (from_offset.saturating_add(len) as usize).min(source.current.len());
+        let data = source.current[start..end].to_vec();
+        overwrite(source, from_offset, &vec![0; data.len()]);
+        let target = self.file_at_mut(to)?;
+        let room = target.current.len().saturating_sub(to_offset as usize);
+        overwrite(target, to_offset, &data[..data.len().min(room)]);
+        Ok(())
+    }
+
     /// Fault: cuts `path` to `len` bytes, in the cache, on "disk" and in the
     /// unsynced writes (what lay past `len` is gone whatever a crash keeps),
     /// as an outside actor or a broken file system might.
@@ -644,6 +668,30 @@ impl Storage for MemoryStorage {
     /// makes less durable than a real `syncfs` would: never more.
     fn shares_syncs(&self) -> bool {
         true
+    }
+}
+
+/// Writes `data` at `offset` of `file` wherever its bytes are (the cache,
+/// "disk", the unsynced writes over them), never growing any of them: a
+/// fault that rewrites bytes in place.
+fn overwrite(file: &mut MemoryFile, offset: u64, data: &[u8]) {
+    for bytes in [&mut file.current, &mut file.synced] {
+        for (at, byte) in data.iter().enumerate() {
+            if let Some(slot) = bytes.get_mut(offset as usize + at) {
+                *slot = *byte;
+            }
+        }
+    }
+    for write in &mut file.unsynced {
+        for (at, byte) in data.iter().enumerate() {
+            let position = offset + at as u64;
+            if let Some(slot) = position
+                .checked_sub(write.offset)
+                .and_then(|within| write.data.get_mut(within as usize))
+            {
+                *slot = *byte;
+            }
+        }
     }
 }
 

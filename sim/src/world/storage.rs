@@ -96,6 +96,9 @@ enum StorageFault {
     /// cut inside it (after its frame header, so that what is left of it is
     /// never zeros alone).
     NewestEntry,
+    /// A misdirected write: one op's entry landed over another's place (in
+    /// its segment or another), leaving zeros where it belonged.
+    Misdirected,
 }
 
 impl World {
@@ -475,17 +478,26 @@ impl World {
         let Some((partition, recovery)) = probe(disk, &self.options) else {
             return false;
         };
-        let fault = match self.prng.below(4) {
+        // Without misdirected writes, the draw is the one seeds were run with
+        // before they existed.
+        let kinds = if self.options.misdirected_writes {
+            5
+        } else {
+            4
+        };
+        let fault = match self.prng.below(kinds) {
             0 => StorageFault::EntryFlip,
             1 => StorageFault::Cut,
             2 => StorageFault::SuperblockCopy,
-            _ => StorageFault::NewestEntry,
+            3 => StorageFault::NewestEntry,
+            _ => StorageFault::Misdirected,
         };
         let damage = match fault {
             StorageFault::EntryFlip => self.entry_flip(&partition, &recovery),
             StorageFault::Cut => self.cut(&partition, &recovery),
             StorageFault::SuperblockCopy => self.superblock_flip(&partition, &recovery),
             StorageFault::NewestEntry => self.newest_entry(&partition, &recovery),
+            StorageFault::Misdirected => self.misdirected(&partition, &recovery),
         };
         let Some((path, action, op)) = damage else {
             return false;
@@ -499,9 +511,15 @@ impl World {
             // The probe's open created it (a copy the replica never wrote).
             return false;
         }
-        let applied = match action {
-            Damage::Flip { offset, bit } => storage.flip_bit(&path, offset, bit),
-            Damage::Cut { len } => storage.cut(&path, len),
+        let applied = match &action {
+            Damage::Flip { offset, bit } => storage.flip_bit(&path, *offset, *bit),
+            Damage::Cut { len } => storage.cut(&path, *len),
+            Damage::Misdirect {
+                offset,
+                len,
+                to,
+                to_offset,
+            } => storage.misdirect(&path, *offset, *len, to, *to_offset),
         };
         assert!(applied.is_ok(), "damaging {}: {applied:?}", path.display());
         self.trace.record(
@@ -599,6 +617,42 @@ impl World {
         ))
     }
 
+    /// A misdirected write: the entry of one op (its whole frame) landed at
+    /// another op's place, in the same segment or another, leaving zeros
+    /// where it belonged. The landing place then holds a valid frame of the
+    /// wrong op, or a torn piece of one. Zeros ending the active segment
+    /// past the durable checkpoint would read as a log that ends earlier, a
+    /// loss no open can see from the bytes (README's known limit), so the
+    /// zeroed entry is one the superblock vouches for, as for a cut.
+    fn misdirected(
+        &mut self,
+        partition: &Partition<MemoryDisk>,
+        recovery: &Recovery,
+    ) -> Option<(std::path::PathBuf, Damage, u64)> {
+        let first = partition.head_op().max(1);
+        if recovery.op <= first {
+            return None;
+        }
+        let span = recovery.op - first + 1;
+        let (op, victim_op) = (first + self.prng.below(span), first + self.prng.below(span));
+        if op == victim_op {
+            return None;
+        }
+        let source = partition.entry_location(op)?;
+        let victim = partition.entry_location(victim_op)?;
+        let last = partition.entry_location(recovery.op)?;
+        if source.path == last.path && recovery.op > recovery.op_checkpoint {
+            return None;
+        }
+        let misdirect = Damage::Misdirect {
+            offset: source.position,
+            len: source.frame_len,
+            to: victim.path,
+            to_offset: victim.position,
+        };
+        Some((source.path, misdirect, op))
+    }
+
     /// A flipped bit in the superblock copy that is not the newest: open
     /// falls back to nothing older than what it had.
     fn superblock_flip(
@@ -620,10 +674,23 @@ impl World {
 }
 
 /// What a storage fault does to a file.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Damage {
-    Flip { offset: u64, bit: u8 },
-    Cut { len: u64 },
+    Flip {
+        offset: u64,
+        bit: u8,
+    },
+    Cut {
+        len: u64,
+    },
+    /// `len` bytes meant for the file at `offset` landed at `to_offset` of
+    /// `to` instead.
+    Misdirect {
+        offset: u64,
+        len: u64,
+        to: std::path::PathBuf,
+        to_offset: u64,
+    },
 }
 
 /// The partition layout the simulator's replicas use: segments of a few
