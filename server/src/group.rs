@@ -16,7 +16,7 @@ mod attention;
 mod cursors;
 mod log_span;
 
-use attention::{attention_reason, storage_failed_attention};
+use attention::storage_failed_attention;
 pub use attention::{down_view, failed_open_view};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -30,9 +30,9 @@ use strand_consensus::{ClientRequest, Config, Event, Status, Timeouts, WaitReaso
 use strand_partition::{FileDisk, LogConfig, PartitionConfig, ReadHandles, RetentionPolicy};
 use strand_wal::Wal;
 use strand_wire::ops::{
-    AcceptLossReply, AttentionEntry, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX, FetchReply,
-    FetchRequest, GetCursor, GetCursorReply, GroupStatus, Heartbeat, OffsetForTime,
-    OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ReplicaStatus,
+    AcceptLossReply, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest,
+    GetCursor, GetCursorReply, GroupStatus, Heartbeat, OffsetForTime, OffsetForTimeReply,
+    PRODUCE_BATCH_BYTES_MAX, ReplicaStatus,
 };
 use strand_wire::{
     Body, ConfirmPolicy, Durability, Message, Msg, Operation, RecordBatch, RequestHeader,
@@ -1404,25 +1404,7 @@ impl Actor {
             });
             return;
         }
-        let attention = self.host.replica().attention().map(|(reason, awaited)| {
-            let awaited_indexes: Vec<u8> = (0..strand_wire::REPLICAS_MAX)
-                .filter(|slot| awaited & (1 << slot) != 0)
-                .collect();
-            AttentionEntry {
-                group: self.spec.group,
-                stream: self.spec.stream.clone(),
-                topic: self.spec.topic.clone(),
-                partition: self.spec.partition,
-                view: self.host.replica().view().view,
-                reason: attention_reason(reason),
-                awaited: awaited_indexes,
-                detail: format!(
-                    "waiting for nodes {:?}; latest history start {:?}",
-                    self.awaited_nodes(awaited),
-                    self.host.replica().durable_state().latest_start()
-                ),
-            }
-        });
+        let attention = self.waiting_attention();
         self.shared.publish(GroupView { status, attention });
     }
 }
