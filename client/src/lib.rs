@@ -89,9 +89,9 @@ pub use records::{ConsumedRecord, FetchedRecords, NewRecord, ProduceAck};
 
 /// The wire types that appear in this crate's API.
 pub use strand_wire::ops::{
-    AcceptLossReply, AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply,
-    DescribeGroupsReply, GroupAssignment, GroupInfo, GroupStatus, MemberInfo, MetadataReply,
-    NodeInfo, PartitionInfo, Reassigned, ReplicaStatus, TopicInfo,
+    AcceptLossReply, AttentionEntry, AttentionReason, AttentionReply, AttentionStart,
+    ClusterStatusReply, DescribeGroupsReply, GroupAssignment, GroupInfo, GroupStatus, MemberInfo,
+    MetadataReply, NodeInfo, PartitionInfo, Reassigned, ReplicaStatus, TopicInfo,
 };
 pub use strand_wire::{ConfirmPolicy, Durability, Operation};
 

@@ -23,6 +23,7 @@
 //! | [`quiet`] | quiescence: an idle group stops its timers and heartbeats; node-level liveness wakes it |
 //! | [`reconfigure`] | new memberships, the log's epoch, the in-place `Reconfigure` op |
 //! | [`merge`] | the canonical-log choice: a pure function of the DoViewChanges |
+//! | [`starts`] | history starts in DoViewChange and StartView frames, with their record offsets; the start a waiting view change names |
 //! | [`repair`] | fetching missing headers and prepares, serving peers; where the log starts after retention (a peer asking below it is told, and a replica that lacks what its peers dropped catches up by state transfer) |
 //! | [`cursors`] | the cursor event log: commits, deletes (tombstones), the bound on consumer names, shipping, cuts |
 //! | [`client_table`] | idempotent requests |
@@ -53,6 +54,7 @@ pub mod quiet;
 pub mod reconfigure;
 pub mod repair;
 pub mod replica;
+pub mod starts;
 pub mod state;
 pub mod state_machine;
 pub mod timeout;

@@ -758,7 +758,7 @@ mod tests {
             op: 10,
             cursor_tail: 0,
             replica: 0,
-            accepted_loss: false,
+            ..HistoryStart::default()
         });
         let decision = decide(&[a, b], params(3));
         assert!(matches!(
@@ -778,7 +778,7 @@ mod tests {
             op: 10,
             cursor_tail: 0,
             replica: 1,
-            accepted_loss: false,
+            ..HistoryStart::default()
         });
         let b = dvc(2, 3, 8, 5);
         let decision = decide(&[a.clone(), b.clone()], params(3));
@@ -863,7 +863,7 @@ mod tests {
             op: 47,
             cursor_tail: 0,
             replica: 1,
-            accepted_loss: false,
+            ..HistoryStart::default()
         });
         // What the two-epoch joint quorum decided: ops 38..=47 are gone.
         let two_epochs = MergeParams::transition(&e7, &e8, false, true);
@@ -934,7 +934,7 @@ mod tests {
             op: 33,
             cursor_tail: 0,
             replica: 2,
-            accepted_loss: false,
+            ..HistoryStart::default()
         };
         let settled = |replica: u8, ops: u64| {
             let mut settled = dvc(replica, 4, ops, 33);

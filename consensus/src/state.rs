@@ -11,11 +11,19 @@ pub const HISTORY_STARTS_MAX: usize = 16;
 const _: () = assert!(HISTORY_STARTS_MAX == strand_wire::START_VIEW_HISTORY_STARTS_MAX);
 
 /// Where the history of one view began: the new primary of `view` started it
-/// with its log at `op` and its cursor event log at `cursor_tail`.
+/// with its log at `op` (its records below `offset_end`) and its cursor
+/// event log at `cursor_tail`.
 ///
 /// Every confirmed record lies at or below the latest start, so no later view
 /// may start from a log that ends below it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+///
+/// A start is identified by where it began: `view`, `op`, `cursor_tail`,
+/// `replica` and `accepted_loss`. Equality, order and hash leave out
+/// `offset_end`, which only describes the start to operators: a list that
+/// does not carry it (a StartView's older starts, a superblock written
+/// before starts recorded it) names the same starts, and the cursor cut
+/// still finds them shared.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct HistoryStart {
     /// The view that started here.
     pub view: ViewId,
@@ -28,6 +36,49 @@ pub struct HistoryStart {
     /// True when the view was started by an operator's accept-loss: records
     /// confirmed above `op` may have been given up.
     pub accepted_loss: bool,
+    /// One past the last record offset of the op the view started with
+    /// (reference A's record tail of the new owner): `attention` names a
+    /// wait below this start by it. `None` when not recorded.
+    pub offset_end: Option<u64>,
+}
+
+impl HistoryStart {
+    /// What identifies the start (everything but `offset_end`).
+    fn identity(&self) -> (ViewId, u64, u64, u8, bool) {
+        (
+            self.view,
+            self.op,
+            self.cursor_tail,
+            self.replica,
+            self.accepted_loss,
+        )
+    }
+}
+
+impl PartialEq for HistoryStart {
+    fn eq(&self, other: &HistoryStart) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for HistoryStart {}
+
+impl core::hash::Hash for HistoryStart {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
+}
+
+impl PartialOrd for HistoryStart {
+    fn partial_cmp(&self, other: &HistoryStart) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for HistoryStart {
+    fn cmp(&self, other: &HistoryStart) -> core::cmp::Ordering {
+        self.identity().cmp(&other.identity())
+    }
 }
 
 /// The replica state that must survive a restart, written atomically by the
@@ -279,7 +330,23 @@ mod tests {
             cursor_tail,
             replica: (view % 3) as u8,
             accepted_loss: false,
+            offset_end: None,
         }
+    }
+
+    #[test]
+    fn a_start_is_the_same_start_with_or_without_its_record_offset() {
+        let recorded = HistoryStart {
+            offset_end: Some(900),
+            ..start(2, 4)
+        };
+        assert_eq!(recorded, start(2, 4));
+        // A history whose older starts came without offsets (a StartView's
+        // list) still shares them with one that recorded them.
+        let ours = [start(1, 2), recorded];
+        let theirs = [start(1, 2), start(2, 4), start(3, 7)];
+        assert_eq!(cursor_divergence(&ours, &theirs), Some(7));
+        assert_ne!(recorded, start(2, 5), "the cursor tail identifies it");
     }
 
     #[test]

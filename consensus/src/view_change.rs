@@ -14,8 +14,8 @@
 use bytes::Bytes;
 use strand_wire::{
     CommandHeader, DVC_SUFFIX_HEADERS_MAX, DoViewChangeFlags, DoViewChangeHeader,
-    HistoryStartFlags, HistoryStartRecord, Message, Msg, PrepareHeader, RequestStartViewHeader,
-    StartViewChangeHeader, StartViewHeader, ViewId,
+    HistoryStartRecord, Message, Msg, PrepareHeader, RequestStartViewHeader, StartViewChangeHeader,
+    StartViewHeader, ViewId,
 };
 use zerocopy::IntoBytes;
 
@@ -24,7 +24,10 @@ use crate::epoch::{SlotSet, Transition, transition};
 use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
 use crate::merge::{Decision, DvcSummary, MergeParams, decide};
 use crate::replica::{Adoption, Replica, Status};
-use crate::state::{HISTORY_STARTS_MAX, HistoryStart, cursor_divergence};
+use crate::starts::{
+    history_start_record, set_dvc_history_start, start_view_history, summary_from_message,
+};
+use crate::state::{HistoryStart, cursor_divergence};
 use crate::state_machine::StateMachine;
 
 impl<S: StateMachine> Replica<S> {
@@ -290,11 +293,8 @@ impl<S: StateMachine> Replica<S> {
         header.flags = summary.flags.bits();
         header.present_bitset.set(summary.present);
         header.nack_bitset.set(summary.nack);
-        if let Some(start) = summary.history_start {
-            header.history_start_op.set(start.op);
-            header.history_start_cursor_tail.set(start.cursor_tail);
-            header.set_history_start_view_id(start.view);
-            header.history_start_replica = start.replica;
+        if let Some(start) = &summary.history_start {
+            set_dvc_history_start(&mut header, start);
         }
         let body = Bytes::copy_from_slice(summary.headers.as_bytes());
         Msg::new(header, body)
@@ -483,6 +483,7 @@ impl<S: StateMachine> Replica<S> {
                     cursor_tail: self.cursors.tail,
                     replica: self.config.replica,
                     accepted_loss: self.view_change.accept_loss,
+                    offset_end: self.start_offset_end(&canonical),
                 };
                 // The view's logs follow this replica's history: its cursor
                 // log is the view's as it stands.
@@ -1075,6 +1076,7 @@ impl<S: StateMachine> Replica<S> {
         header.cursor_tail.set(start.cursor_tail);
         header.nonce.set(nonce);
         header.start_op.set(start.op.min(head));
+        header.set_start_offset_end(start.offset_end);
         let starts: Vec<HistoryStartRecord> = self
             .durable
             .history_starts
@@ -1195,82 +1197,5 @@ impl<S: StateMachine> Replica<S> {
             effects.event(Event::UntrustedLog { untrusted: true });
         }
         effects.push(Effect::StartStateTransfer { from, op_min });
-    }
-}
-
-/// Reads a DoViewChange frame into the merge's summary (None if its headers
-/// are unusable; the frame decoder has already checked them).
-fn summary_from_message(dvc: &Msg<DoViewChangeHeader>) -> Option<DvcSummary> {
-    let header = dvc.header();
-    let headers = strand_wire::headers::prepare_headers(dvc.body())
-        .ok()?
-        .to_vec();
-    let start_view = header.history_start_view_id();
-    let history_start = (start_view != ViewId::ZERO).then(|| HistoryStart {
-        view: start_view,
-        op: header.history_start_op.get(),
-        cursor_tail: header.history_start_cursor_tail.get(),
-        replica: header.history_start_replica,
-        accepted_loss: false,
-    });
-    Some(DvcSummary {
-        replica: header.prefix.replica,
-        log_view: header.log_view_id(),
-        op: header.op.get(),
-        commit: header.commit.get(),
-        ack_op: header.ack_op.get(),
-        cursor_tail: header.cursor_tail.get(),
-        flags: header.flags(),
-        headers,
-        present: header.present_bitset.get(),
-        nack: header.nack_bitset.get(),
-        history_start,
-    })
-}
-
-/// The history a StartView carries, its view's start last (view 0 starts
-/// empty, without a recorded start: one is made from the header).
-fn start_view_history(
-    header: &StartViewHeader,
-    starts: &[HistoryStartRecord],
-) -> Vec<HistoryStart> {
-    let view = header.prefix.view_id();
-    let mut history: Vec<HistoryStart> = starts.iter().map(history_start_of).collect();
-    if history.last().is_none_or(|last| last.view != view) {
-        history.push(HistoryStart {
-            view,
-            op: header.start_op.get(),
-            cursor_tail: header.cursor_tail.get(),
-            replica: header.prefix.replica,
-            accepted_loss: false,
-        });
-        if history.len() > HISTORY_STARTS_MAX {
-            history.remove(0);
-        }
-    }
-    history
-}
-
-/// A history start as a StartView carries it.
-fn history_start_record(start: &HistoryStart) -> HistoryStartRecord {
-    let mut record = HistoryStartRecord::default();
-    record.op.set(start.op);
-    record.cursor_tail.set(start.cursor_tail);
-    record.set_view_id(start.view);
-    record.replica = start.replica;
-    if start.accepted_loss {
-        record.flags = HistoryStartFlags::ACCEPTED_LOSS.bits();
-    }
-    record
-}
-
-/// A StartView's history start (its checks passed).
-fn history_start_of(record: &HistoryStartRecord) -> HistoryStart {
-    HistoryStart {
-        view: record.view_id(),
-        op: record.op.get(),
-        cursor_tail: record.cursor_tail.get(),
-        replica: record.replica,
-        accepted_loss: record.flags().contains(HistoryStartFlags::ACCEPTED_LOSS),
     }
 }

@@ -436,7 +436,7 @@ fn a_replica_never_opens_below_a_history_start_it_knows() {
         op,
         cursor_tail: 0,
         replica: 2,
-        accepted_loss: false,
+        ..HistoryStart::default()
     });
     cluster.restart(2);
     assert!(

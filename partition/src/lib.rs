@@ -19,6 +19,7 @@
 //! | [`disk`] | the [`Disk`] trait: real files over the threaded WAL ([`FileDisk`]) with a node's bounded read descriptors ([`ReadHandles`]), the WAL's in-memory crash-modelling disk ([`MemoryDisk`]) |
 //! | `io` | naming WAL requests, sorting their completions |
 //! | [`superblock`] | the two-copy checksummed superblock |
+//! | `start_codec` | history starts as the superblock and the transfer manifest write them |
 //! | `entry`, `scan` | a log entry (one prepare per frame); scanning a segment past its faults |
 //! | [`index`] | the sparse segment index |
 //! | `record_log` | segments: append, roll, truncate, retention; the log's invariants |
@@ -82,6 +83,7 @@ pub mod fuzzing;
 pub mod index;
 pub mod layout;
 pub mod recovery;
+mod start_codec;
 pub mod superblock;
 pub mod transfer;
 

@@ -83,6 +83,13 @@ impl Recovery {
     /// Consensus's `trusted`: false when the log came back from disk under
     /// `replicated` durability without a clean-shutdown mark (it may lack ops
     /// it acked while they were only queued).
+    ///
+    /// `consumer_offset_durability` is not an input, where reference B
+    /// keeps the plain merge only if both policies are `persisted`: cursor
+    /// events are not ops of the log, no PrepareOk waits for them, and a
+    /// view change counts them in no quorum and no nack (their tail only
+    /// breaks ties), so a cursor log that lost unsynced events cannot make
+    /// a view drop a confirmed record. See `docs/reference-points.md`.
     pub fn log_trusted(&self) -> bool {
         !(self.recovered_from_disk
             && self.durability == Durability::Replicated

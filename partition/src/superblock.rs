@@ -28,6 +28,9 @@ use zerocopy::IntoBytes;
 use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::layout::{superblock_path, superblock_tmp_path};
+use crate::start_codec::{
+    decode_start_list, decode_start_list_without_epochs, encode_start, encode_start_without_offset,
+};
 
 /// Most history starts kept; older ones are dropped first (as consensus does).
 pub const HISTORY_STARTS_MAX: usize = 16;
@@ -48,14 +51,16 @@ pub const FRAME_BYTES_STEP: usize = 4096;
 pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
 
 const MAGIC: u32 = 0x4253_5453; // "STSB"
-/// Version 7 records consensus's client table; version 6 pads each copy's frame to a multiple of [`FRAME_BYTES_STEP`];
+/// Version 8 records each history start's record offset; version 7
+/// consensus's client table; version 6 pads each copy's frame to a multiple of [`FRAME_BYTES_STEP`];
 /// version 5 names the boot of the node its clean-shutdown mark was written
 /// in; version 4 listed each sealed segment's last op; version 3 named every
 /// view with its assignment epoch and recorded the epoch a replica was
 /// retired in; the older ones are still read (a mark without its boot as
 /// boot 0, version 2's views as epoch 0, their sealed segments' last ops
-/// unknown).
-const VERSION: u16 = 7;
+/// unknown, starts before version 8 without their record offsets).
+const VERSION: u16 = 8;
+const VERSION_WITHOUT_START_OFFSETS: u16 = 7;
 const VERSION_WITHOUT_CLIENT_TABLE: u16 = 6;
 const VERSION_WITHOUT_PADDING: u16 = 5;
 const VERSION_WITHOUT_CLEAN_BOOT: u16 = 4;
@@ -84,6 +89,9 @@ pub struct HistoryStart {
     pub replica: u8,
     /// True when an operator's accept-loss started the view.
     pub accepted_loss: bool,
+    /// One past the last record offset of the op the view started with
+    /// (`None`: not recorded, a start written before version 8).
+    pub offset_end: Option<u64>,
 }
 
 /// A sealed segment as the superblock remembers it: open checks the file is
@@ -208,10 +216,18 @@ impl Superblock {
 
     /// The payload of the superblock's frame.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(VERSION)
+    }
+
+    /// The payload in the layout of `version`: the current one, or the one
+    /// before starts carried their record offsets (what an older node
+    /// wrote, which tests read back).
+    fn encode_as(&self, version: u16) -> Vec<u8> {
+        assert!(version == VERSION || version == VERSION_WITHOUT_START_OFFSETS);
         self.assert_invariants();
         let mut writer = BodyWriter::default();
         writer.u32(MAGIC);
-        writer.u16(VERSION);
+        writer.u16(version);
         writer.u64(self.sequence);
         encode_view(&mut writer, self.durable.view);
         encode_view(&mut writer, self.durable.log_view);
@@ -227,7 +243,11 @@ impl Superblock {
         writer.u64(self.head_op);
         writer.u64(self.head_offset);
         writer.u32(self.head_parent_checksum);
-        writer.list(&self.durable.history_starts, encode_start);
+        if version == VERSION {
+            writer.list(&self.durable.history_starts, encode_start);
+        } else {
+            writer.list(&self.durable.history_starts, encode_start_without_offset);
+        }
         writer.list(&self.sealed_segments, |writer, segment| {
             writer.u64(segment.first_op);
             writer.u64(segment.last_op);
@@ -353,40 +373,16 @@ pub(crate) fn decode_view(
     Ok(ViewId::new(epoch, reader.u32(field)?))
 }
 
-/// Bytes of one encoded history start.
-pub(crate) const START_BYTES: usize = 26;
-const START_BYTES_WITHOUT_EPOCHS: usize = 22;
-
-pub(crate) fn encode_start(writer: &mut BodyWriter, start: &HistoryStart) {
-    encode_view(writer, start.view);
-    writer.u64(start.op);
-    writer.u64(start.cursor_tail);
-    writer.u8(start.replica);
-    writer.bool(start.accepted_loss);
-}
-
-pub(crate) fn decode_start(reader: &mut BodyReader<'_>) -> Result<HistoryStart, BodyError> {
-    let view = decode_view(reader, "history start view")?;
-    decode_start_fields(reader, view)
-}
-
-/// A history start of a version 2 superblock (its view has no epoch: 0).
-fn decode_start_without_epoch(reader: &mut BodyReader<'_>) -> Result<HistoryStart, BodyError> {
-    let view = ViewId::new(0, reader.u32("history start view")?);
-    decode_start_fields(reader, view)
-}
-
-fn decode_start_fields(
+/// The history starts as `version` wrote them.
+fn decode_starts(
     reader: &mut BodyReader<'_>,
-    view: ViewId,
-) -> Result<HistoryStart, BodyError> {
-    Ok(HistoryStart {
-        view,
-        op: reader.u64("history start op")?,
-        cursor_tail: reader.u64("history start cursor tail")?,
-        replica: reader.u8("history start replica")?,
-        accepted_loss: reader.bool("history start accepted loss")?,
-    })
+    version: u16,
+) -> Result<Vec<HistoryStart>, BodyError> {
+    if version >= VERSION_WITHOUT_LAST_OPS {
+        decode_start_list(reader, version >= VERSION)
+    } else {
+        decode_start_list_without_epochs(reader)
+    }
 }
 
 fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
@@ -401,6 +397,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let version = reader.u16("version")?;
     if ![
         VERSION,
+        VERSION_WITHOUT_START_OFFSETS,
         VERSION_WITHOUT_CLIENT_TABLE,
         VERSION_WITHOUT_PADDING,
         VERSION_WITHOUT_CLEAN_BOOT,
@@ -449,15 +446,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let head_op = reader.u64("head op")?;
     let head_offset = reader.u64("head offset")?;
     let head_parent_checksum = reader.u32("head parent checksum")?;
-    let history_starts = if with_epochs {
-        reader.list("history starts", START_BYTES, decode_start)?
-    } else {
-        reader.list(
-            "history starts",
-            START_BYTES_WITHOUT_EPOCHS,
-            decode_start_without_epoch,
-        )?
-    };
+    let history_starts = decode_starts(&mut reader, version)?;
     let sealed_bytes = if with_last_ops { 32 } else { 24 };
     let sealed_segments = reader.list("sealed segments", sealed_bytes, |reader| {
         let first_op = reader.u64("segment first op")?;
@@ -490,7 +479,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     } else {
         0
     };
-    let client_table = if version >= VERSION {
+    let client_table = if version >= VERSION_WITHOUT_START_OFFSETS {
         Bytes::copy_from_slice(reader.bytes("client table")?)
     } else {
         Bytes::new()
@@ -646,6 +635,7 @@ mod tests {
                     cursor_tail: 5,
                     replica: 0,
                     accepted_loss: false,
+                    offset_end: Some(300),
                 },
                 HistoryStart {
                     view: ViewId::new(2, 8),
@@ -653,6 +643,7 @@ mod tests {
                     cursor_tail: 44,
                     replica: 2,
                     accepted_loss: true,
+                    offset_end: None,
                 },
             ],
             view_headers: crate::fixtures::chain_from(1230, 0, 0, 3, 2)
@@ -734,8 +725,19 @@ mod tests {
         expected.durable.client_table = Bytes::new();
         for start in &mut expected.durable.history_starts {
             start.view.epoch = 0;
+            start.offset_end = None;
         }
         let decoded = Superblock::decode(&encode_version_2(&sample()));
+        assert_eq!(decoded, Ok(expected));
+    }
+
+    #[test]
+    fn a_version_7_superblock_reads_with_its_starts_record_offsets_unknown() {
+        let mut expected = sample();
+        let decoded = Superblock::decode(&expected.encode_as(VERSION_WITHOUT_START_OFFSETS));
+        for start in &mut expected.durable.history_starts {
+            start.offset_end = None;
+        }
         assert_eq!(decoded, Ok(expected));
     }
 
@@ -768,6 +770,7 @@ mod tests {
             cursor_tail: 50,
             replica: 1,
             accepted_loss: false,
+            offset_end: Some(2480),
         });
         after.durable.view_headers = crate::fixtures::chain_from(1230, 0, 0, 10, 2)
             .iter()

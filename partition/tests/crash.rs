@@ -99,6 +99,7 @@ fn run_until_crash(
                             cursor_tail: 0,
                             replica: 0,
                             accepted_loss: false,
+                            offset_end: Some(0),
                         })
                         .collect(),
                     ..DurableFields::default()

@@ -65,14 +65,16 @@ fn arb_history_starts() -> impl Strategy<Value = Vec<HistoryStart>> {
         any::<u64>(),
         0u8..16,
         any::<bool>(),
+        proptest::option::of(any::<u64>()),
     )
         .prop_map(
-            |(view, op, cursor_tail, replica, accepted_loss)| HistoryStart {
+            |(view, op, cursor_tail, replica, accepted_loss, offset_end)| HistoryStart {
                 view,
                 op,
                 cursor_tail,
                 replica,
                 accepted_loss,
+                offset_end,
             },
         );
     prop::collection::vec(start, 0..=HISTORY_STARTS_MAX).prop_map(|mut starts| {

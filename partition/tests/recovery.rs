@@ -27,6 +27,7 @@ fn fields(view: u32, commit: u64) -> DurableFields {
             cursor_tail: 0,
             replica: 1,
             accepted_loss: false,
+            offset_end: Some(commit * 10),
         }],
         ..DurableFields::default()
     }

@@ -140,6 +140,7 @@ fn failed_attention(
              in {} s",
             pause.as_secs()
         ),
+        history_start: None,
     }
 }
 

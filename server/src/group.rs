@@ -12,7 +12,12 @@
 //! cursors for at most the node's `cursor_consumers_per_partition_max`
 //! consumer names (`cursors`).
 
+mod attention;
 mod cursors;
+mod log_span;
+
+use attention::storage_failed_attention;
+pub use attention::{down_view, failed_open_view};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -25,9 +30,9 @@ use strand_consensus::{ClientRequest, Config, Event, Status, Timeouts, WaitReaso
 use strand_partition::{FileDisk, LogConfig, PartitionConfig, ReadHandles, RetentionPolicy};
 use strand_wal::Wal;
 use strand_wire::ops::{
-    AcceptLossReply, AttentionEntry, AttentionReason, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
-    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, Heartbeat, OffsetForTime,
-    OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ReplicaStatus,
+    AcceptLossReply, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest,
+    GetCursor, GetCursorReply, GroupStatus, Heartbeat, OffsetForTime, OffsetForTimeReply,
+    PRODUCE_BATCH_BYTES_MAX, ReplicaStatus,
 };
 use strand_wire::{
     Body, ConfirmPolicy, Durability, Message, Msg, Operation, RecordBatch, RequestHeader,
@@ -621,12 +626,14 @@ impl Actor {
                 }
             }
             Output::Quarantined { agreed_op } => {
+                let _span = self.span().entered();
                 tracing::warn!(
                     agreed_op,
-                    "group: partition quarantined; a state transfer follows"
-                )
+                    "group: partition quarantined; a transfer follows"
+                );
             }
             Output::TransferInstalled { op } => {
+                let _span = self.span().entered();
                 tracing::info!(op, "group: state transfer installed");
                 metrics::state_transfer_installed(&self.label);
                 // The metadata plane's catalog was rebuilt from the transfer.
@@ -739,11 +746,12 @@ impl Actor {
     }
 
     fn on_event(&mut self, event: Event) {
-        // Events come out of the shard's settle turn, outside the group's
-        // span: every logged one names its group (a dropped frame, the one
-        // frequent event, is only counted).
+        // Events come out of the shard's settle turn, outside any span: every
+        // logged one runs in the group's, with its replica, view and trust
+        // as they stand (a dropped frame, the one frequent event, is only
+        // counted).
         let logged = !matches!(event, Event::Dropped { .. });
-        let _span = logged.then(|| tracing::info_span!("group", group = self.spec.group).entered());
+        let _span = logged.then(|| self.span().entered());
         match event {
             Event::ViewChangeStarted { view } => {
                 metrics::view_change(&self.label);
@@ -1396,92 +1404,8 @@ impl Actor {
             });
             return;
         }
-        let attention = self.host.replica().attention().map(|(reason, awaited)| {
-            let awaited_indexes: Vec<u8> = (0..strand_wire::REPLICAS_MAX)
-                .filter(|slot| awaited & (1 << slot) != 0)
-                .collect();
-            AttentionEntry {
-                group: self.spec.group,
-                stream: self.spec.stream.clone(),
-                topic: self.spec.topic.clone(),
-                partition: self.spec.partition,
-                view: self.host.replica().view().view,
-                reason: attention_reason(reason),
-                awaited: awaited_indexes,
-                detail: format!(
-                    "waiting for nodes {:?}; latest history start {:?}",
-                    self.awaited_nodes(awaited),
-                    self.host.replica().durable_state().latest_start()
-                ),
-            }
-        });
+        let attention = self.waiting_attention();
         self.shared.publish(GroupView { status, attention });
-    }
-}
-
-/// The attention entry of a group whose storage failed on this node.
-fn storage_failed_attention(spec: &GroupSpec, view: u32, failure: &str) -> AttentionEntry {
-    AttentionEntry {
-        group: spec.group,
-        stream: spec.stream.clone(),
-        topic: spec.topic.clone(),
-        partition: spec.partition,
-        view,
-        reason: AttentionReason::StorageFailed,
-        awaited: Vec::new(),
-        detail: format!(
-            "storage failed: {failure}; the node opens it again by itself once the disk has \
-             room (a failing disk: replace it, then restart the node)"
-        ),
-    }
-}
-
-/// What `status` and `attention` show of a group this node could not open
-/// (its storage refused): down, with the reason.
-pub fn failed_open_view(spec: &GroupSpec, me: u32, error: &str) -> GroupView {
-    let attention = storage_failed_attention(spec, 0, error);
-    down_view(spec, me, "storage_failed", attention)
-}
-
-/// What `status` and `attention` show of a group that is down on this node:
-/// `status` names why, `attention` says what to do.
-pub fn down_view(spec: &GroupSpec, me: u32, status: &str, attention: AttentionEntry) -> GroupView {
-    let membership = spec.membership();
-    let rule = membership.rule();
-    let status = GroupStatus {
-        group: spec.group,
-        stream: spec.stream.clone(),
-        topic: spec.topic.clone(),
-        partition: spec.partition,
-        epoch: spec.epoch,
-        confirm: spec.confirm,
-        durability: spec.durability,
-        write_quorum: rule.write,
-        view_change_quorum: rule.view_change,
-        replica: spec.slot_of(me).unwrap_or(0),
-        view: 0,
-        log_view: 0,
-        status: status.to_owned(),
-        primary: 0,
-        op: 0,
-        commit_op: 0,
-        log_start_offset: 0,
-        high_watermark: 0,
-        untrusted_log: false,
-        replicas: Vec::new(),
-    };
-    GroupView {
-        status,
-        attention: Some(attention),
-    }
-}
-
-fn attention_reason(reason: WaitReason) -> AttentionReason {
-    match reason {
-        WaitReason::FewerTrustedThanQuorum => AttentionReason::FewerTrustedThanQuorum,
-        WaitReason::BelowHistoryStart => AttentionReason::BelowHistoryStart,
-        WaitReason::AwaitingStateTransfer => AttentionReason::AwaitingStateTransfer,
-        WaitReason::MissingPrepare => AttentionReason::MissingPrepare,
     }
 }
 
@@ -1593,25 +1517,5 @@ mod tests {
         }
         // A log whose head is unknown (0) still serves up to the watermark.
         assert_eq!(fetch_out_of_range(20, 10, 20, 0), None);
-    }
-
-    #[test]
-    fn a_group_that_cannot_open_shows_in_status_and_attention() {
-        let spec = GroupSpec::metadata(vec![1, 2, 3], std::path::Path::new("/data"));
-        let spec = GroupSpec {
-            group: 7,
-            stream: "s".to_owned(),
-            topic: "t".to_owned(),
-            partition: 2,
-            ..spec
-        };
-        let view = failed_open_view(&spec, 2, "no space left on device");
-        assert_eq!(view.status.group, 7);
-        assert_eq!(view.status.status, "storage_failed");
-        assert_eq!(view.status.replica, 1, "node 2 holds slot 1");
-        let attention = view.attention.expect("an attention entry");
-        assert_eq!(attention.reason, AttentionReason::StorageFailed);
-        assert_eq!((attention.stream.as_str(), attention.partition), ("s", 2));
-        assert!(attention.detail.contains("no space left on device"));
     }
 }

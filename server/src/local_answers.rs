@@ -33,6 +33,7 @@ pub(crate) fn disk_full_attention(shared: &Shared) -> Option<AttentionEntry> {
             shared.config.node,
             shared.config.data_dir.display()
         ),
+        history_start: None,
     })
 }
 

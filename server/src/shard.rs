@@ -122,7 +122,7 @@ fn close_all(shared: &Shared, actors: BTreeMap<u64, Actor>, outbox: &Mutex<Outbo
         for _ in 0..CLOSERS_PER_SHARD {
             scope.spawn(|| {
                 while let Some((group, mut actor)) = next() {
-                    let span = tracing::info_span!("group", group);
+                    let span = actor.span();
                     let _entered = span.enter();
                     if let Err(message) = contain::catch(|| actor.shut_down()) {
                         tracing::error!(group, message, "group: closing it panicked");
@@ -604,8 +604,11 @@ impl Shard {
     fn open(&mut self, start: Start) {
         let Start { spec, wal, hosted } = start;
         let group = spec.group;
+        // The group's own span (with its replica, view and trust) exists once
+        // the actor does: opening runs in one naming the group, starting
+        // outside it, so that the lines of its first events are not nested
+        // in two spans of one group.
         let span = tracing::info_span!("group", group);
-        let _entered = span.enter();
         let inbox = GroupInbox {
             group,
             shard: self.inbox.clone(),
@@ -621,7 +624,8 @@ impl Shard {
         let outbox = Arc::clone(&self.outbox);
         let shared = Arc::clone(&self.shared);
         let opened = contain::catch(|| {
-            let mut actor = Actor::open(shared, wal, spec, inbox, outbox, hosted)?;
+            let opened = span.in_scope(|| Actor::open(shared, wal, spec, inbox, outbox, hosted));
+            let mut actor = opened?;
             actor.start();
             Ok(actor)
         });
@@ -639,6 +643,7 @@ impl Shard {
                 self.touched.push(group);
             }
             Err(error) => {
+                let _entered = span.enter();
                 tracing::error!(%error, "group: cannot open its storage; the group stays down");
                 self.shared.unregister(group);
                 if matches!(error, OpenError::Storage(_)) {
@@ -773,7 +778,10 @@ impl Shard {
                 self.storage_retries.remove(&group);
                 continue;
             }
-            let span = tracing::info_span!("group", group);
+            let span = self
+                .actors
+                .get(&group)
+                .map_or_else(tracing::Span::none, Actor::span);
             let entered = span.enter();
             tracing::warn!("group: storage failed earlier; the disk has room: opening it again");
             let actor = self.remove_actor(group);

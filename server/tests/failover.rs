@@ -1,7 +1,8 @@
 //! Failures of whole nodes, with real processes: SIGKILL of a partition's
 //! primary under load (one view change, nothing lost or doubled, the node
 //! rejoins as a backup); `replicated` replicas that restart untrusted and wait
-//! for a view (the `partitions_untrusted_log` gauge), and a clean restart
+//! for a view (the `partitions_untrusted_log` gauge, and `untrusted_log` in
+//! the span of the lines logged during the view change), and a clean restart
 //! that comes back trusted; a partition stuck after a full-cluster crash that
 //! `attention` names and `accept-loss` unsticks.
 
@@ -210,6 +211,43 @@ fn wait_for_status(
     }
 }
 
+/// The length of `node`'s log so far.
+fn log_len(node: &common::Node) -> usize {
+    std::fs::read_to_string(&node.log).map_or(0, |log| log.len())
+}
+
+/// The lines `node` logged for `group` since byte `from` of its log: each
+/// runs in the group's span, which names the replica, its view and whether
+/// its log is trusted (`docs/reference-points.md`, point 3).
+fn assert_view_change_lines_carry_trust(node: &common::Node, from: usize, group: u64) {
+    let log = std::fs::read_to_string(&node.log).expect("the node's log");
+    let span = format!("group{{group={group} replica=");
+    let lines: Vec<&str> = log[from..]
+        .lines()
+        .filter(|line| line.contains(&span))
+        .collect();
+    let nested = format!("group{{group={group}}}:group{{");
+    assert!(
+        lines.iter().all(|line| !line.contains(&nested)),
+        "one group span per line: {lines:#?}"
+    );
+    let untrusted_view_change = lines
+        .iter()
+        .any(|line| line.contains("untrusted_log=true") && line.contains("group: view change"));
+    assert!(
+        untrusted_view_change,
+        "a view-change line under untrusted_log=true: {lines:#?}"
+    );
+    let trusted_after = lines
+        .iter()
+        .skip_while(|line| !line.contains("untrusted_log=true"))
+        .any(|line| line.contains("untrusted_log=false") && line.contains("view="));
+    assert!(
+        trusted_after,
+        "a line under untrusted_log=false once it adopted a view: {lines:#?}"
+    );
+}
+
 #[test]
 fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -248,6 +286,7 @@ fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
     });
     nodes[primary].kill();
     nodes[backup].kill();
+    let log_before_restart = log_len(&nodes[backup]);
     nodes[backup].start();
     common::wait_until(
         "the restarted backup reporting its untrusted log",
@@ -272,6 +311,7 @@ fn replicated_replicas_restart_untrusted_until_they_adopt_a_view() {
         untrusted_gauge(&nodes[primary]) == Some(0.0)
             && untrusted_gauge(&nodes[backup]) == Some(0.0)
     });
+    assert_view_change_lines_carry_trust(&nodes[backup], log_before_restart, group);
     runtime.block_on(async {
         for batch in 50..60 {
             acked.insert(batch, common::produce_batch(&client, batch, deadline).await);

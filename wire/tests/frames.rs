@@ -248,6 +248,45 @@ fn unknown_do_view_change_flag_bits() {
     ));
 }
 
+#[test]
+fn history_start_record_offsets_ride_in_reserved_bytes_whose_zeros_read_as_unknown() {
+    let mut header = DoViewChangeHeader::new(7, 5, ViewId::new(0, 4), 2);
+    header.log_view.set(3);
+    assert_eq!(
+        header.history_start_offset_end(),
+        None,
+        "zeros: not recorded"
+    );
+    for offset_end in [Some(0), Some(1_234), None] {
+        header.set_history_start_offset_end(offset_end);
+        let frame = encode(&Message::from(Msg::new(header, Bytes::new())));
+        let Ok(Message::DoViewChange(message)) = decode(frame) else {
+            panic!("a valid do-view-change");
+        };
+        assert_eq!(message.header().history_start_offset_end(), offset_end);
+    }
+    header.set_history_start_offset_end(Some(7));
+    let frame = encode(&Message::from(Msg::new(header, Bytes::new())));
+    assert_eq!(
+        frame[165..173],
+        8u64.to_le_bytes(),
+        "bytes 165..173, plus one"
+    );
+
+    let frame = start_view_frame(&mut [own_start()], |_| {});
+    let Ok(Message::StartView(message)) = decode(frame) else {
+        panic!("a valid start-view");
+    };
+    assert_eq!(message.header().start_offset_end(), None);
+    let frame = start_view_frame(&mut [own_start()], |header| {
+        header.set_start_offset_end(Some(0));
+    });
+    let Ok(Message::StartView(message)) = decode(frame) else {
+        panic!("a valid start-view");
+    };
+    assert_eq!(message.header().start_offset_end(), Some(0));
+}
+
 /// A StartView of view 0.4 by replica 1 with `starts` after its (empty)
 /// suffix, each of them as `edit` leaves it.
 fn start_view_frame(

@@ -92,6 +92,23 @@ fn group_status() -> impl Strategy<Value = GroupStatus> {
 }
 
 /// `(slot, node)` members: 1 to 15 distinct slots below 16, ascending.
+fn attention_start() -> impl Strategy<Value = AttentionStart> {
+    (
+        any::<u32>(),
+        any::<u64>(),
+        proptest::option::of(any::<u64>()),
+        any::<u8>(),
+        proptest::option::of(any::<u32>()),
+    )
+        .prop_map(|(view, op, offset_end, replica, node)| AttentionStart {
+            view,
+            op,
+            offset_end,
+            replica,
+            node,
+        })
+}
+
 fn members() -> impl Strategy<Value = Vec<(u8, u32)>> {
     proptest::collection::btree_map(0..REPLICAS_MAX, any::<u32>(), 1..REPLICAS_MAX as usize)
         .prop_map(|members| members.into_iter().collect())
@@ -174,6 +191,44 @@ fn round_trip<T: Body + PartialEq + std::fmt::Debug>(value: &T) -> Result<(), Te
     let mut longer = bytes.clone();
     longer.push(0);
     prop_assert!(T::from_bytes(&longer).is_err());
+    Ok(())
+}
+
+/// Bytes of the list of history starts after an attention reply's entries.
+fn attention_starts_len(reply: &AttentionReply) -> usize {
+    let start = |entry: &AttentionEntry| match entry.history_start {
+        Some(_) => 1 + 4 + 8 + 9 + 1 + 9,
+        None => 1,
+    };
+    4 + reply.entries.iter().map(start).sum::<usize>()
+}
+
+/// [`round_trip`] for an attention reply, whose list of history starts is
+/// optional: without it (a reply from a node before it), the entries
+/// decode without starts; any other prefix is refused.
+fn attention_round_trip(reply: &AttentionReply) -> Result<(), TestCaseError> {
+    let bytes = reply.to_vec();
+    prop_assert_eq!(&AttentionReply::from_bytes(&bytes).expect("decodes"), reply);
+    let older = bytes.len() - attention_starts_len(reply);
+    for length in 0..bytes.len() {
+        let decoded = AttentionReply::from_bytes(&bytes[..length]);
+        if length == older {
+            let entries = reply
+                .entries
+                .iter()
+                .map(|entry| AttentionEntry {
+                    history_start: None,
+                    ..entry.clone()
+                })
+                .collect();
+            prop_assert_eq!(decoded, Ok(AttentionReply { entries }));
+        } else {
+            prop_assert!(decoded.is_err(), "prefix of {} bytes decoded", length);
+        }
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    prop_assert!(AttentionReply::from_bytes(&longer).is_err());
     Ok(())
 }
 
@@ -291,8 +346,9 @@ proptest! {
     #[test]
     fn attention(entries in proptest::collection::vec(
         (any::<u64>(), ".{0,10}", ".{0,10}", any::<u32>(), any::<u32>(), 1..=7u8,
-         proptest::collection::vec(any::<u8>(), 0..5), ".{0,40}"), 0..5)) {
-        let entries = entries.into_iter().map(|(group, stream, topic, partition, view, reason, awaited, detail)| {
+         proptest::collection::vec(any::<u8>(), 0..5), ".{0,40}",
+         proptest::option::of(attention_start())), 0..5)) {
+        let entries = entries.into_iter().map(|(group, stream, topic, partition, view, reason, awaited, detail, history_start)| {
             let reason = match reason {
                 1 => AttentionReason::FewerTrustedThanQuorum,
                 2 => AttentionReason::BelowHistoryStart,
@@ -302,9 +358,9 @@ proptest! {
                 6 => AttentionReason::DiskFull,
                 _ => AttentionReason::GroupFailed,
             };
-            AttentionEntry { group, stream, topic, partition, view, reason, awaited, detail }
+            AttentionEntry { group, stream, topic, partition, view, reason, awaited, detail, history_start }
         }).collect();
-        round_trip(&AttentionReply { entries })?;
+        attention_round_trip(&AttentionReply { entries })?;
     }
 
     #[test]
@@ -614,4 +670,58 @@ fn group_status_carries_the_offsets_right_after_the_commit_number() {
         groups: vec![status_with_offsets(0, 0), status_with_offsets(12, u64::MAX)],
     };
     assert_eq!(ClusterStatusReply::from_bytes(&reply.to_vec()), Ok(reply));
+}
+
+/// An attention entry waiting below a history start, as a node that names
+/// the start writes it.
+fn below_start_entry() -> AttentionEntry {
+    AttentionEntry {
+        group: 9,
+        stream: "s".to_owned(),
+        topic: "t".to_owned(),
+        partition: 0,
+        view: 7,
+        reason: AttentionReason::BelowHistoryStart,
+        awaited: vec![1],
+        detail: "waiting for nodes [2]".to_owned(),
+        history_start: Some(AttentionStart {
+            view: 5,
+            op: 40,
+            offset_end: Some(1_200),
+            replica: 1,
+            node: Some(2),
+        }),
+    }
+}
+
+#[test]
+fn an_attention_entry_names_its_history_start_by_record_offset_and_node() {
+    let reply = AttentionReply {
+        entries: vec![below_start_entry()],
+    };
+    let decoded = AttentionReply::from_bytes(&reply.to_vec()).expect("decodes");
+    let start = decoded.entries[0].history_start.expect("the start");
+    assert_eq!((start.offset_end, start.node), (Some(1_200), Some(2)));
+}
+
+#[test]
+fn an_attention_reply_from_before_history_starts_still_decodes() {
+    let mut entry = below_start_entry();
+    let reply = AttentionReply {
+        entries: vec![entry.clone()],
+    };
+    // What a node from before wrote: the entries, nothing after them.
+    let bytes = reply.to_vec();
+    let older = &bytes[..bytes.len() - attention_starts_len(&reply)];
+    entry.history_start = None;
+    assert_eq!(
+        AttentionReply::from_bytes(older),
+        Ok(AttentionReply {
+            entries: vec![entry]
+        })
+    );
+    // A trailing list that is not one start per entry is refused.
+    let mut short = older.to_vec();
+    short.extend_from_slice(&0u32.to_le_bytes());
+    assert!(AttentionReply::from_bytes(&short).is_err());
 }

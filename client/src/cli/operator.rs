@@ -13,7 +13,9 @@ use super::args::AcceptLossArgs;
 use super::errors::{CliError, client_summary};
 use super::print_json;
 use super::table::Table;
-use crate::{AttentionReason, AttentionReport, Client, MetadataReply, PartitionTarget};
+use crate::{
+    AttentionReason, AttentionReport, AttentionStart, Client, MetadataReply, PartitionTarget,
+};
 
 /// A waiting group as printed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -25,6 +27,36 @@ struct EntryView {
     reason: &'static str,
     awaited: Vec<AwaitedView>,
     detail: String,
+    /// The latest history start its view change knows (the one a
+    /// `below_history_start` wait is below).
+    history_start: Option<StartView>,
+}
+
+/// A history start as printed: by record offset and the node that took
+/// over there (reference A's attention entry).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct StartView {
+    view: u32,
+    op: u64,
+    /// One past the last record offset at the start; `None`: not recorded.
+    offset_end: Option<u64>,
+    replica: u8,
+    node: Option<u32>,
+    /// The same, in words.
+    text: String,
+}
+
+impl StartView {
+    fn of(start: &AttentionStart) -> StartView {
+        StartView {
+            view: start.view,
+            op: start.op,
+            offset_end: start.offset_end,
+            replica: start.replica,
+            node: start.node,
+            text: start.to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -95,6 +127,7 @@ impl AttentionView {
                     })
                     .collect(),
                 detail: entry.detail.clone(),
+                history_start: entry.history_start.as_ref().map(StartView::of),
             })
             .collect();
         let unanswered = report
@@ -156,41 +189,7 @@ impl AttentionView {
                 ]);
             }
             text.push_str(&table.render());
-            let storage = reason_name(AttentionReason::StorageFailed);
-            if self.entries.iter().any(|entry| entry.reason == storage) {
-                text.push_str(
-                    "storage_failed: free space on that node's data disk and it opens the partition \
-                     again by itself (within seconds); a failing disk: replace it, then restart \
-                     the node; the other replicas serve meanwhile if enough remain\n",
-                );
-            }
-            let failed = reason_name(AttentionReason::GroupFailed);
-            if self.entries.iter().any(|entry| entry.reason == failed) {
-                text.push_str(
-                    "group_failed: that node's copy stopped on a bug in the node (its log names \
-                     it: please report it); the other replicas serve meanwhile and the node opens \
-                     the copy again by itself\n",
-                );
-            }
-            let disk_full = reason_name(AttentionReason::DiskFull);
-            if self.entries.iter().any(|entry| entry.reason == disk_full) {
-                text.push_str(
-                    "disk_full: that node refuses produces until its data disk has room again: \
-                     delete topics (`strand topic delete`), lower retention (`strand topic \
-                     alter --retention-bytes`) or grow the disk; it resumes by itself\n",
-                );
-            }
-            if self
-                .entries
-                .iter()
-                .any(|entry| entry.reason != storage && entry.reason != disk_full)
-            {
-                text.push_str(
-                    "bring the awaited replicas back; if they are lost for good, \
-                     `strand accept-loss STREAM/TOPIC/PARTITION --yes` proceeds without them \
-                     (it may lose confirmed records)\n",
-                );
-            }
+            text.push_str(&self.hints());
         }
         for node in &self.unanswered {
             text.push_str(&format!(
@@ -199,6 +198,66 @@ impl AttentionView {
             ));
         }
         text
+    }
+
+    /// What to do, one line per kind of wait shown.
+    fn hints(&self) -> String {
+        let mut text = String::new();
+        let storage = reason_name(AttentionReason::StorageFailed);
+        if self.entries.iter().any(|entry| entry.reason == storage) {
+            text.push_str(
+                "storage_failed: free space on that node's data disk and it opens the partition \
+                 again by itself (within seconds); a failing disk: replace it, then restart \
+                 the node; the other replicas serve meanwhile if enough remain\n",
+            );
+        }
+        let failed = reason_name(AttentionReason::GroupFailed);
+        if self.entries.iter().any(|entry| entry.reason == failed) {
+            text.push_str(
+                "group_failed: that node's copy stopped on a bug in the node (its log names \
+                 it: please report it); the other replicas serve meanwhile and the node opens \
+                 the copy again by itself\n",
+            );
+        }
+        text.push_str(&self.below_start_hints());
+        let disk_full = reason_name(AttentionReason::DiskFull);
+        if self.entries.iter().any(|entry| entry.reason == disk_full) {
+            text.push_str(
+                "disk_full: that node refuses produces until its data disk has room again: \
+                 delete topics (`strand topic delete`), lower retention (`strand topic \
+                 alter --retention-bytes`) or grow the disk; it resumes by itself\n",
+            );
+        }
+        if self
+            .entries
+            .iter()
+            .any(|entry| entry.reason != storage && entry.reason != disk_full)
+        {
+            text.push_str(
+                "bring the awaited replicas back; if they are lost for good, \
+                 `strand accept-loss STREAM/TOPIC/PARTITION --yes` proceeds without them \
+                 (it may lose confirmed records)\n",
+            );
+        }
+        text
+    }
+
+    /// One line per wait below a history start: what the view change needs
+    /// (a log that reaches the start's record offset) and who has one.
+    fn below_start_hints(&self) -> String {
+        let below = reason_name(AttentionReason::BelowHistoryStart);
+        self.entries
+            .iter()
+            .filter(|entry| entry.reason == below)
+            .filter_map(|entry| Some((entry, entry.history_start.as_ref()?)))
+            .map(|(entry, start)| {
+                format!(
+                    "below_history_start: {} needs a log through the history start of {}; \
+                     bring that node back if it is down\n",
+                    entry.name, start.text
+                )
+            })
+            .collect()
     }
 }
 
@@ -334,6 +393,7 @@ mod tests {
             reason: AttentionReason::FewerTrustedThanQuorum,
             awaited: vec![2],
             detail: "1 of 2 trusted".into(),
+            history_start: None,
         };
         let view = AttentionView::from_report(&report(vec![entry]), None);
         assert!(!view.clear);
@@ -359,6 +419,7 @@ mod tests {
             reason: AttentionReason::StorageFailed,
             awaited: Vec::new(),
             detail: "storage failed: no space left on device".into(),
+            history_start: None,
         };
         let view = AttentionView::from_report(&report(vec![entry]), None);
         assert!(!view.clear);
@@ -366,6 +427,40 @@ mod tests {
         assert!(text.contains("storage_failed"), "{text}");
         assert!(text.contains("free space"), "{text}");
         assert!(!text.contains("accept-loss"), "{text}");
+    }
+
+    #[test]
+    fn a_wait_below_a_history_start_names_its_record_offset_and_node() {
+        let entry = AttentionEntry {
+            group: 4,
+            stream: "s".into(),
+            topic: "t".into(),
+            partition: 0,
+            view: 9,
+            reason: AttentionReason::BelowHistoryStart,
+            awaited: vec![1],
+            detail: "waiting for nodes [2]".into(),
+            history_start: Some(AttentionStart {
+                view: 5,
+                op: 40,
+                offset_end: Some(1_200),
+                replica: 1,
+                node: Some(2),
+            }),
+        };
+        let view = AttentionView::from_report(&report(vec![entry]), None);
+        let text = view.text();
+        assert!(
+            text.contains(
+                "below_history_start: s/t/0 needs a log through the history start of view 5 \
+                 at record offset 1200 (op 40), taken over by node 2"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&view).expect("json");
+        let start = &json["entries"][0]["history_start"];
+        assert_eq!(start["offset_end"], 1_200);
+        assert_eq!(start["node"], 2);
     }
 
     #[test]

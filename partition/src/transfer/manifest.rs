@@ -7,16 +7,15 @@ use strand_wire::{CommandHeader, ConfirmPolicy, Durability, HEADER_SIZE, Prepare
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use crate::error::PartitionError;
-use crate::superblock::{
-    DurableFields, HISTORY_STARTS_MAX, START_BYTES, decode_start, decode_view, encode_start,
-    encode_view,
-};
+use crate::start_codec::{decode_start_list, encode_start};
+use crate::superblock::{DurableFields, HISTORY_STARTS_MAX, decode_view, encode_view};
 
 const MAGIC: u32 = 0x4d58_5453; // "STXM"
-/// Version 4: a machine snapshot file may be listed; version 3: a client
+/// Version 5: history starts carry their record offsets; version 4: a
+/// machine snapshot file may be listed; version 3: a client
 /// table file may be listed; version 2: views carry their assignment epochs
 /// (all still read).
-const VERSION: u16 = 4;
+const VERSION: u16 = 5;
 const VERSION_WITHOUT_CLIENT_TABLE: u16 = 2;
 
 /// What a manifest file is.
@@ -327,7 +326,7 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
     let view = decode_view(&mut reader, "view")?;
     let log_view = decode_view(&mut reader, "log view")?;
     let commit = reader.u64("commit")?;
-    let history_starts = reader.list("history starts", START_BYTES, decode_start)?;
+    let history_starts = decode_start_list(&mut reader, version == VERSION)?;
     if history_starts.len() > HISTORY_STARTS_MAX {
         return Err(BodyError::Invalid {
             field: "history starts",

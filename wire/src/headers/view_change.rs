@@ -85,6 +85,11 @@ command_header! {
     log_view_epoch: U32,
     /// The epoch of `history_start_view`.
     history_start_epoch: U32,
+    /// That history start's record offset end, plus one; 0: not recorded
+    /// (a start recorded before starts carried it, or a sender from before
+    /// this field). Read and written through
+    /// [`DoViewChangeHeader::history_start_offset_end`].
+    history_start_offset_end_encoded: U64,
 }
 
 const _: () = {
@@ -95,7 +100,21 @@ const _: () = {
     assert!(core::mem::offset_of!(DoViewChangeHeader, log_view) == 152);
     assert!(core::mem::offset_of!(DoViewChangeHeader, flags) == 156);
     assert!(core::mem::offset_of!(DoViewChangeHeader, log_view_epoch) == 157);
+    assert!(core::mem::offset_of!(DoViewChangeHeader, history_start_offset_end_encoded) == 165);
 };
+
+/// A record offset end as the headers carry it: plus one, so that the zeros
+/// of a reserved field (a sender from before the field) read as unknown.
+fn encode_offset_end(offset_end: Option<u64>) -> u64 {
+    offset_end
+        .and_then(|offset| offset.checked_add(1))
+        .unwrap_or(0)
+}
+
+/// The record offset end an encoded field holds (`None`: not recorded).
+fn decode_offset_end(encoded: u64) -> Option<u64> {
+    encoded.checked_sub(1)
+}
 
 impl DoViewChangeHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
@@ -180,6 +199,19 @@ impl DoViewChangeHeader {
     pub fn set_history_start_view_id(&mut self, view: ViewId) {
         self.history_start_epoch.set(view.epoch);
         self.history_start_view.set(view.view);
+    }
+
+    /// One past the last record offset of the latest history start's op, as
+    /// its new primary recorded it (`None`: not recorded). Operators read a
+    /// wait below that start by it.
+    pub fn history_start_offset_end(&self) -> Option<u64> {
+        decode_offset_end(self.history_start_offset_end_encoded.get())
+    }
+
+    /// Sets [`DoViewChangeHeader::history_start_offset_end`].
+    pub fn set_history_start_offset_end(&mut self, offset_end: Option<u64>) {
+        self.history_start_offset_end_encoded
+            .set(encode_offset_end(offset_end));
     }
 }
 
@@ -269,7 +301,8 @@ impl HistoryStartRecord {
 
 command_header! {
     /// The primary's log for view `prefix.view`. The view's history start is
-    /// `(prefix.view, start_op, cursor_tail, prefix.replica)`. The body is the
+    /// `(prefix.view, start_op, cursor_tail, prefix.replica)`, its record
+    /// offset [`StartViewHeader::start_offset_end`]. The body is the
     /// log's suffix of prepare headers, ending at `op` (equal to `start_op`
     /// when the view has just started; higher when the StartView answers a
     /// later RequestStartView), followed by `history_start_count`
@@ -291,6 +324,11 @@ command_header! {
     /// History starts after the headers in the body, at most
     /// [`START_VIEW_HISTORY_STARTS_MAX`]; at least 1 past view 0.
     history_start_count: u8,
+    /// The record offset end the view started with, plus one; 0: not
+    /// recorded. Read and written through
+    /// [`StartViewHeader::start_offset_end`]; the older starts of the body
+    /// carry none.
+    start_offset_end_encoded: U64,
 }
 
 impl StartViewHeader {
@@ -364,6 +402,19 @@ impl StartViewHeader {
         let starts = <[HistoryStartRecord] as zerocopy::FromBytes>::ref_from_bytes(starts)
             .map_err(|_| FieldError::Invalid("history starts unreadable"))?;
         Ok((headers, starts))
+    }
+
+    /// One past the last record offset of the op the view started with
+    /// (`None`: not recorded): the record offset of the view's own history
+    /// start.
+    pub fn start_offset_end(&self) -> Option<u64> {
+        decode_offset_end(self.start_offset_end_encoded.get())
+    }
+
+    /// Sets [`StartViewHeader::start_offset_end`].
+    pub fn set_start_offset_end(&mut self, offset_end: Option<u64>) {
+        self.start_offset_end_encoded
+            .set(encode_offset_end(offset_end));
     }
 
     /// A checked StartView body's prepare headers and history starts.

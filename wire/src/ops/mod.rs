@@ -75,8 +75,8 @@ pub use group::{
 pub use quota::{Quota, QuotaList, SetQuota};
 pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};
 pub use status::{
-    AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, GroupStatus,
-    MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
+    AttentionEntry, AttentionReason, AttentionReply, AttentionStart, ClusterStatusReply,
+    GroupStatus, MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
 };
 pub use tokens::{
     CreateToken, RevokeToken, TOKENS_MAX, TOKENS_PER_USER_MAX, TokenInfo, parse_token, token_text,

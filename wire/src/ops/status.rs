@@ -257,8 +257,84 @@ pub struct AttentionEntry {
     pub reason: AttentionReason,
     /// Replica indexes it waits for.
     pub awaited: Vec<u8>,
-    /// More for humans: the history start it waits for, and who started it.
+    /// More for humans: the nodes it waits for, the start it waits below.
     pub detail: String,
+    /// The latest history start the view change knows: for
+    /// [`AttentionReason::BelowHistoryStart`], the one no log at hand
+    /// reaches. `None` when there is none, or the answering node is older
+    /// than this field.
+    pub history_start: Option<AttentionStart>,
+}
+
+/// A history start as `attention` names it (reference A: "the start's
+/// record count and the node that took over there").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionStart {
+    /// The view that started there.
+    pub view: u32,
+    /// The op the view started with.
+    pub op: u64,
+    /// One past the last record offset at the start: records below it were
+    /// written before the view started (`None`: not recorded, a start from
+    /// before starts carried it).
+    pub offset_end: Option<u64>,
+    /// The replica (slot) that took over there, as the view's new primary.
+    pub replica: u8,
+    /// The node holding that slot (`None`: the answering node does not know).
+    pub node: Option<u32>,
+}
+
+/// The start for humans, by its record offset and the node that took over
+/// there: "view 5 at record offset 1200 (op 40), taken over by node 2".
+impl core::fmt::Display for AttentionStart {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(formatter, "view {} at record offset ", self.view)?;
+        match self.offset_end {
+            Some(offset) => write!(formatter, "{offset}")?,
+            None => write!(formatter, "unknown")?,
+        }
+        write!(formatter, " (op {}), taken over by ", self.op)?;
+        match self.node {
+            Some(node) => write!(formatter, "node {node}"),
+            None => write!(formatter, "replica {}", self.replica),
+        }
+    }
+}
+
+fn write_start(writer: &mut BodyWriter, start: Option<&AttentionStart>) {
+    writer.bool(start.is_some());
+    let Some(start) = start else {
+        return;
+    };
+    writer.u32(start.view);
+    writer.u64(start.op);
+    writer.option_u64(start.offset_end);
+    writer.u8(start.replica);
+    writer.option_u64(start.node.map(u64::from));
+}
+
+fn read_start(reader: &mut BodyReader<'_>) -> Result<Option<AttentionStart>, BodyError> {
+    if !reader.bool("history start")? {
+        return Ok(None);
+    }
+    let view = reader.u32("history start view")?;
+    let op = reader.u64("history start op")?;
+    let offset_end = reader.option_u64("history start offset end")?;
+    let replica = reader.u8("history start replica")?;
+    let node = match reader.option_u64("history start node")? {
+        Some(node) => Some(u32::try_from(node).map_err(|_| BodyError::Invalid {
+            field: "history start node",
+            reason: "not a node id",
+        })?),
+        None => None,
+    };
+    Ok(Some(AttentionStart {
+        view,
+        op,
+        offset_end,
+        replica,
+        node,
+    }))
 }
 
 /// The reply to Attention.
@@ -280,11 +356,16 @@ impl Body for AttentionReply {
             writer.list(&entry.awaited, |writer, replica| writer.u8(*replica));
             writer.str(&entry.detail);
         });
+        // Last, one per entry, so that a reply from before history starts
+        // were named (nothing after the entries) still decodes.
+        writer.list(&self.entries, |writer, entry| {
+            write_start(writer, entry.history_start.as_ref())
+        });
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<AttentionReply, BodyError> {
         // The smallest entry: empty names, no awaited replica, no detail.
-        let entries = reader.list("attention entries", 27, |reader| {
+        let entries: Vec<AttentionEntry> = reader.list("attention entries", 27, |reader| {
             Ok(AttentionEntry {
                 group: reader.u64("group")?,
                 stream: reader.str("stream")?.to_owned(),
@@ -294,8 +375,27 @@ impl Body for AttentionReply {
                 reason: AttentionReason::from_u8(reader.u8("reason")?)?,
                 awaited: reader.list("awaited", 1, |reader| reader.u8("replica"))?,
                 detail: reader.str("detail")?.to_owned(),
+                history_start: None,
             })
         })?;
+        if reader.remaining() == 0 {
+            return Ok(AttentionReply { entries });
+        }
+        let starts = reader.list("attention history starts", 1, read_start)?;
+        if starts.len() != entries.len() {
+            return Err(BodyError::Invalid {
+                field: "attention history starts",
+                reason: "not one per entry",
+            });
+        }
+        let entries = entries
+            .into_iter()
+            .zip(starts)
+            .map(|(entry, history_start)| AttentionEntry {
+                history_start,
+                ..entry
+            })
+            .collect();
         Ok(AttentionReply { entries })
     }
 }
