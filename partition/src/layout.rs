@@ -9,6 +9,7 @@
 //!     cursors.log                       cursor event log
 //!     cursors.snapshot                  cursor map + the event sequence it covers
 //!     machine.snapshot.0, .1            the state machine's image (the metadata plane's catalog), two copies
+//!     fence.requested                   a repair found the log laid out otherwise than the open inferred: fence at the next open
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.fenced.N   quarantined copies
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.rebuilt    a quarantine's rebuild, before its swap
 //! <data>/partitions/<stream>/<topic>/<partition>-g<group>.staging    a state-transfer import
@@ -150,6 +151,13 @@ pub fn cursors_snapshot_path(dir: &Path) -> PathBuf {
 /// Where a cursor snapshot is written before it is renamed into place.
 pub fn cursors_snapshot_tmp_path(dir: &Path) -> PathBuf {
     dir.join("cursors.snapshot.tmp")
+}
+
+/// The mark a repair leaves when the log is not laid out as the open
+/// inferred (a rewrite that cannot fit its region): the next open fences
+/// the copy and it is rebuilt by state transfer.
+pub fn fence_request_path(dir: &Path) -> PathBuf {
+    dir.join("fence.requested")
 }
 
 /// Copy `copy` of the state machine's snapshot.

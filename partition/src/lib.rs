@@ -109,6 +109,7 @@ pub use disk::{Disk, FileDisk, MemoryDisk, ReadHandles, WaitError};
 pub use error::{FailedSwap, PartitionError};
 pub use log_reads::FetchedBatch;
 pub use log_recovery::{IndexRebuild, SegmentDamage};
+pub use log_rewrite::REWRITE_DOES_NOT_FIT;
 pub use machine_snapshot::{MACHINE_SNAPSHOT_BYTES_MAX, MachineSnapshot};
 pub use partition::{
     EntryLocation, HEADERS_COMMITTED_MAX_DEFAULT, OpenMutations, Partition, PartitionConfig,

@@ -18,8 +18,13 @@ use crate::disk::Disk;
 use crate::entry::{EntryMeta, frame_prepare};
 use crate::error::PartitionError;
 use crate::io::Io;
-use crate::layout::segment_path;
+use crate::layout::{fence_request_path, segment_path};
 use crate::record_log::{Gap, RecordLog, replace_with_prefix};
+
+/// Why a rewrite that cannot fit its damaged region is refused: the copy
+/// is fenced at its next open and rebuilt by state transfer.
+pub const REWRITE_DOES_NOT_FIT: &str =
+    "does not fit the damaged region; the copy is fenced at its next open";
 
 impl RecordLog {
     /// Rewrites a damaged op in place (same bytes, same position), durably.
@@ -100,9 +105,21 @@ impl RecordLog {
             frame_prepare(prepare).map_err(|error| PartitionError::wal(&self.dir, error))?;
         let frame_len = frame.len();
         if !gap.open_ended && gap.cursor + frame_len > gap.end {
+            // The region the open inferred for this run cannot hold it: the
+            // log is not laid out as the open thought (a misdirected write
+            // put a frame out of place behind the damage). No repair in
+            // place can be right; the next open fences the copy.
+            let mark = fence_request_path(&self.dir);
+            io.disk
+                .write_at(&mark, 0, b"a rewrite did not fit its damaged region\n")
+                .map_err(|error| PartitionError::io(&mark, "request a fence", &error))?;
+            tracing::error!(
+                op,
+                "partition: a repair does not fit; the copy is fenced at its next open"
+            );
             return Err(PartitionError::RewriteMismatch {
                 op,
-                reason: "does not fit the damaged region",
+                reason: REWRITE_DOES_NOT_FIT,
             });
         }
         let position = gap.cursor;

@@ -290,6 +290,16 @@ impl<D: Disk> Partition<D> {
         mutations: OpenMutations,
     ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
         let mut io = Io::new(disk);
+        if io.disk.exists(&crate::layout::fence_request_path(dir)) {
+            return Err(FailedOpen {
+                error: PartitionError::LogInconsistent {
+                    op: 0,
+                    reason: "a repair found the log laid out otherwise than its open inferred"
+                        .to_owned(),
+                },
+                disk: Some(io.disk),
+            });
+        }
         let (mut superblock, fresh) =
             match read_or_create_superblock(&mut io, dir, config, mutations) {
                 Ok(read) => read,

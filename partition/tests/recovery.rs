@@ -860,3 +860,55 @@ fn a_misdirected_write_makes_the_log_inconsistent_never_a_guessed_layout() {
         opened.map(|(_, recovery)| recovery.faulty)
     );
 }
+
+/// A misdirected write the walk cannot see: op 1's header is damaged (its
+/// length unknown), and op 3's entry, the log's last, landed over op 2's
+/// place. The open takes the frame there for op 3 and guesses ops 1 and 2
+/// shared op 1's bytes; only the repair learns that op 2 cannot fit. It
+/// refuses, marks the copy, and the node's next open fences it (a state
+/// transfer rebuilds it) instead of failing the same way at every reopen.
+#[test]
+fn a_repair_that_cannot_fit_fences_the_copy_at_its_next_open() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(6), small_config());
+    let mut written = append_durable(&mut partition, 1, 1, 300);
+    written.extend(append_durable(&mut partition, 1, 1, 600));
+    written.extend(append_durable(&mut partition, 1, 1, 100));
+    let locations: Vec<_> = (1..=3)
+        .map(|op| partition.entry_location(op).expect("located"))
+        .collect();
+    let mut disk = partition.close().expect("close");
+    let (one, two, three) = (&locations[0], &locations[1], &locations[2]);
+    disk.storage_mut()
+        .flip_bit(&one.path, one.position + 20, 1)
+        .expect("flip");
+    disk.storage_mut()
+        .misdirect(
+            &three.path,
+            three.position,
+            three.frame_len,
+            &two.path,
+            two.position,
+        )
+        .expect("misdirect");
+    let (mut partition, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.faulty, vec![1, 2], "the guessed layout");
+    partition
+        .write_prepare(written[0].clone())
+        .expect("op 1 fits its bytes");
+    let refused = partition.write_prepare(written[1].clone());
+    assert!(
+        matches!(
+            refused,
+            Err(PartitionError::RewriteMismatch { op: 2, reason }) if reason == strand_partition::REWRITE_DOES_NOT_FIT
+        ),
+        "{refused:?}"
+    );
+    // The node gives the group up and opens it again (a process crash
+    // closes what the partition held open).
+    let mut disk = partition.abandon();
+    disk.crash(strand_wal::CrashMode::ProcessCrash);
+    let (_, recovery, fenced) =
+        Partition::open_or_fence(disk, Path::new(MEMORY_DIR), small_config()).expect("open");
+    assert!(fenced.is_some(), "the copy is fenced");
+    assert!(recovery.awaiting_state_transfer, "and rebuilt by transfer");
+}

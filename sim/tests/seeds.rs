@@ -200,7 +200,7 @@ const FOUND_BY_SIM: [(u64, &str); 35] = [
 
 /// Seeds that broke a checker once misdirected writes joined the storage
 /// faults (`--misdirected-writes`), each with what it found.
-const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 2] = [
+const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 3] = [
     (
         401,
         "storage: a misdirected write left a frame out of place after bytes holding no \
@@ -208,6 +208,12 @@ const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 2] = [
          displaced could never fit the region left",
     ),
     (549, "storage: the same, in another segment layout"),
+    (
+        17_204,
+        "storage: the misplaced frame followed a damaged run of two ops of unknown \
+         length; only the repair learnt that the run's region could not hold them, and \
+         failed at every reopen (now the copy is fenced and rebuilt by transfer)",
+    ),
 ];
 
 #[test]

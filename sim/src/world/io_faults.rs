@@ -160,7 +160,8 @@ impl World {
     }
 
     /// Checker 9 after `replica`'s host settled: its storage refused no
-    /// effect, unless an injected fault struck since the group opened. Then
+    /// effect, unless an injected fault struck since the group opened, or a
+    /// repair found a layout that damage injected at a restart left. Then
     /// the failure is expected, and the group is opened again after the
     /// node's wait.
     pub(super) fn storage_settled(&mut self, replica: u8) -> Result<(), Violation> {
@@ -175,7 +176,12 @@ impl World {
         let Some(failure) = host.storage_failure() else {
             return Ok(());
         };
-        if !struck || !injected_errno(failure) {
+        // A repair that found the log laid out otherwise than its open
+        // inferred (only damage injected at a restart can do that) fences
+        // the copy at its next open.
+        let misplaced = failure.contains(strand_partition::REWRITE_DOES_NOT_FIT)
+            && self.storage_faulted.contains(&replica);
+        if !misplaced && (!struck || !injected_errno(failure)) {
             return self.storage.settled(replica, Some(failure));
         }
         if self.disks[index].reopen_at.is_none() {
