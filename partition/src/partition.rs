@@ -170,28 +170,25 @@ fn read_or_create_superblock<D: Disk>(
         None => create(io, dir, config)?,
     };
     let unsynced = cfg!(feature = "mutations") && mutations.superblock_unsynced;
-    if !fresh && config.drop_unsynced && !unsynced {
-        rewrite_chosen_copy(io, dir, &superblock)?;
-    } else if !fresh && !superblock.clean_shutdown && !unsynced {
+    if !fresh && (config.drop_unsynced || !superblock.clean_shutdown) && !unsynced {
         // A crashed process may have left the chosen copy in the page cache
         // only; the open rewrites the other copy next. Were the chosen one
         // lost to a power loss after that, neither copy would hold this state
-        // (or neither would be whole), so it is made durable first.
-        let path = superblock_path(dir, superblock.copy());
-        io.disk
-            .sync_file(&path)
-            .map_err(|error| PartitionError::io(&path, "sync the superblock", &error))?;
+        // (or neither would be whole), so it is made durable first: written
+        // again, not just synced, since an fsync that failed in this process
+        // or a crashed one may have left it in the page cache marked clean.
+        rewrite_chosen_copy(io, dir, &superblock)?;
     }
     Ok((superblock, fresh))
 }
 
-/// At an open after a failed write or sync in this process: the chosen copy
-/// may be what a failed fsync left in the page cache, marked clean, which no
-/// later sync writes (a power loss then takes it, and with the other copy
-/// rewritten next, neither would be whole). Its bytes are written again and
-/// synced, which makes them durable; a crash in between leaves the other
-/// copy, untouched and durable, whose state the failed write never
-/// reported persisted.
+/// At an open after a crash, or after a failed write or sync in this
+/// process: the chosen copy may be what a failed fsync left in the page
+/// cache, marked clean, which no later sync writes (a power loss then takes
+/// it, and with the other copy rewritten next, neither would be whole). Its
+/// bytes are written again and synced, which makes them durable; a crash in
+/// between leaves the other copy, untouched and durable, whose state the
+/// failed write never reported persisted.
 fn rewrite_chosen_copy<D: Disk>(
     io: &mut Io<D>,
     dir: &Path,

@@ -35,7 +35,7 @@ fn a_fixed_batch_of_seeds_holds_every_checker() {
 
 /// Seeds that once broke a checker, each with what it found; they must
 /// hold every checker for good.
-const FOUND_BY_SIM: [(u64, &str); 35] = [
+const FOUND_BY_SIM: [(u64, &str); 37] = [
     (
         44_837,
         "linear history: an adoption trusted own ops below a gap an earlier adoption left",
@@ -195,6 +195,16 @@ const FOUND_BY_SIM: [(u64, &str); 35] = [
         "storage: a roll sealed a segment whose write found the disk full; the fence of \
          the log it left lost its views to a power loss between its rename and its \
          superblock",
+    ),
+    (
+        54_211,
+        "storage: an fsync of a superblock copy failed, the process crashed, and the \
+         next open chose that copy from the page cache and only synced it; a power loss \
+         in that open took it back to view 0 (the chosen copy is now written again)",
+    ),
+    (
+        55_723,
+        "storage: the same with five replicas: a view persisted, then an older one",
     ),
 ];
 
