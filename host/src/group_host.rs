@@ -753,7 +753,7 @@ mod tests {
     const DIR: &str = "/memory/group-1";
 
     /// The spec of replica 0 of group 1, alone in its membership.
-    fn lone_spec() -> HostSpec {
+    pub(super) fn lone_spec() -> HostSpec {
         HostSpec {
             replica: Config {
                 cluster: 0,

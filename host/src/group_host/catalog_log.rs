@@ -120,44 +120,25 @@ mod tests {
     use std::path::Path;
 
     use bytes::Bytes;
-    use strand_consensus::epoch::{Membership, SlotSet};
-    use strand_consensus::{ClientRequest, Config, Timeouts};
-    use strand_partition::{Disk, MemoryDisk, PartitionConfig, RetentionPolicy};
+    use strand_consensus::ClientRequest;
+    use strand_partition::{Disk, MemoryDisk};
     use strand_wire::ops::CreateStream;
-    use strand_wire::{
-        Body, CommandHeader, ConfirmPolicy, Durability, Msg, Operation, RequestHeader, ViewId,
-    };
+    use strand_wire::{Body, CommandHeader, Msg, Operation, RequestHeader, ViewId};
 
-    use super::super::tests::answer_all;
+    use super::super::tests::{answer_all, lone_spec};
     use super::super::{GroupHost, HostSpec, Output};
 
     const DIR: &str = "/memory/metadata";
 
-    /// The metadata plane alone on node 1, with small log segments.
+    /// The metadata plane alone on node 1, with small log segments: the
+    /// lone replica of the host's tests, as group 0.
     fn catalog_spec() -> HostSpec {
-        let mut storage = PartitionConfig::default();
-        storage.log.segment_bytes_max = 2048;
-        HostSpec {
-            replica: Config {
-                cluster: 0,
-                group: 0,
-                replica: 0,
-                memberships: vec![Membership::new(
-                    0,
-                    SlotSet::of(&[0]),
-                    ConfirmPolicy::MajorityDurable,
-                )],
-                durability: Durability::Persisted,
-                cursor_durability: Durability::Persisted,
-                timeouts: Timeouts::default(),
-                seed: 7,
-            },
-            confirm: ConfirmPolicy::MajorityDurable,
-            dir: DIR.into(),
-            catalog_nodes: Some(vec![1]),
-            storage,
-            retention: RetentionPolicy::default(),
-        }
+        let mut spec = lone_spec();
+        spec.replica.group = 0;
+        spec.dir = DIR.into();
+        spec.catalog_nodes = Some(vec![1]);
+        spec.storage.log.segment_bytes_max = 2048;
+        spec
     }
 
     fn create_stream(request: u64) -> ClientRequest {
