@@ -297,7 +297,7 @@ pub struct NodeConfig {
     /// system allows (the default): the copy into the cache, its writeback
     /// and its reclaim cost a busy node most of its CPU once the cache fills
     /// the machine's memory, and 1,000 partitions appended faster and
-    /// steadier without it (`bench/README.md`). The price: records written
+    /// steadier without it (`docs/bench-history.md`). The price: records written
     /// recently are read back from the disk.
     pub direct_io: bool,
     /// Signing in and rights.

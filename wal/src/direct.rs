@@ -2,7 +2,7 @@
 //!
 //! Why: on the development VM, writing through the page cache took most of a
 //! busy node's CPU once the cache had filled the machine's free memory (see
-//! `bench/README.md`, "a node-wide log and `O_DIRECT` tried"). A direct write
+//! `docs/bench-history.md`, "a node-wide log and `O_DIRECT` tried"). A direct write
 //! skips the cache: the device takes the bytes from our buffer. The price is
 //! alignment: a direct write covers whole blocks of the file
 //! ([`DIRECT_BLOCK_BYTES`]), from memory aligned to a block.
