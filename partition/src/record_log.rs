@@ -239,7 +239,9 @@ impl RecordLog {
         segment_path(&self.dir, segment.first_offset)
     }
 
-    fn refuse_if_failed(&self) -> Result<(), PartitionError> {
+    /// The log's earlier failure, if any, as the error every later change
+    /// of it returns (until the partition is reopened).
+    pub(crate) fn refuse_if_failed(&self) -> Result<(), PartitionError> {
         match &self.failure {
             Some(cause) => Err(PartitionError::LogFailed {
                 cause: Box::new(cause.clone()),

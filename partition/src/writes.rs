@@ -641,6 +641,9 @@ impl<D: Disk> Partition<D> {
     /// The record log's part of [`Partition::cut`]: superblock first (so
     /// open never mistakes the removed ops for lost ones), then the files.
     pub(crate) fn truncate_log(&mut self, op: u64) -> Result<(), PartitionError> {
+        // A log that failed (a write, or a cut that stopped half way: its
+        // segments no longer match its head) changes no more until reopened.
+        self.log.refuse_if_failed()?;
         if op + 1 < self.log.head_op {
             return Err(PartitionError::BelowRetainedHead {
                 op,

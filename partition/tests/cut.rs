@@ -293,3 +293,35 @@ fn after_a_failed_cut_no_superblock_is_written_until_a_reopen() {
         "the reopen finds the ops the cut never removed"
     );
 }
+
+/// Found by the simulator (seed 83337): a cut failed half way (a read of
+/// the segment it keeps failed after the later segments were gone), and a
+/// view change asked for another cut before the group was reopened; the
+/// log's head no longer matched its segments and the second cut panicked.
+/// A log that failed changes no more until it is reopened.
+#[test]
+fn a_cut_after_one_that_failed_half_way_is_refused_not_a_panic() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(12), small_config());
+    append_durable(&mut partition, 120, 1, 200);
+    assert!(partition.segment_count() > 2, "several segments");
+    let keep = partition.entry_location(11).expect("op 11").path;
+    partition
+        .disk_mut()
+        .storage_mut()
+        .fail_next_read(&keep, libc::EIO)
+        .expect("inject");
+    let first = partition.cut(CutPoint {
+        op: 10,
+        cursor_tail: None,
+    });
+    assert!(first.is_err(), "{first:?}");
+    // A later view cuts higher, where the segments the first cut dropped were.
+    let second = partition.cut(CutPoint {
+        op: 100,
+        cursor_tail: None,
+    });
+    assert!(
+        matches!(second, Err(PartitionError::LogFailed { .. })),
+        "{second:?}"
+    );
+}
