@@ -150,6 +150,17 @@ impl<S: StateMachine> Replica<S> {
                     && commit.op.get() <= self.journal.head()
                     && commit.commit.get() <= self.commit
             }
+            // The answer to a RequestStartView this backup sent before it
+            // adopted the view (a state transfer's install asks every peer),
+            // delivered after the quiesce heartbeat: a Normal replica drops a
+            // StartView of its own view, and this one holds nothing new.
+            Message::StartView(start) if !self.is_primary() => {
+                let start = start.header();
+                start.prefix.view_id() == self.view
+                    && start.prefix.replica == self.primary_index()
+                    && start.op.get() <= self.journal.head()
+                    && start.commit.get() <= self.commit
+            }
             // A prepare this backup holds and applied (a repair answer or a
             // retransmission the network delivers after the quiesce
             // heartbeat); below the journal's window, a committed op it

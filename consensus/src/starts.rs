@@ -11,7 +11,8 @@
 //! identity allows (`HistoryStart` leaves the offset out of equality).
 
 use strand_wire::{
-    DoViewChangeHeader, HistoryStartFlags, HistoryStartRecord, Msg, StartViewHeader, ViewId,
+    CommandHeader, DoViewChangeHeader, HistoryStartFlags, HistoryStartRecord, Msg, PrepareHeader,
+    StartViewHeader, ViewId,
 };
 
 use crate::merge::{Canonical, DvcSummary};
@@ -57,6 +58,23 @@ impl<S: StateMachine> Replica<S> {
         if canonical.op == 0 {
             return Some(0);
         }
+        self.start_head(canonical).map(PrepareHeader::offset_end)
+    }
+
+    /// The checksum of the prepare a new primary starts its view on (the
+    /// canonical head): the proof a log is on the view's history that
+    /// outlives every log settled in the view. `None` at op 0 (every log is
+    /// on that history).
+    pub(crate) fn start_checksum(&self, canonical: &Canonical) -> Option<u32> {
+        if canonical.op == 0 {
+            return None;
+        }
+        self.start_head(canonical).map(CommandHeader::checksum)
+    }
+
+    /// The canonical log's header at its head op: the merge's suffix ends
+    /// there; below it, this replica's own, which the commit vouches for.
+    fn start_head<'a>(&'a self, canonical: &'a Canonical) -> Option<&'a PrepareHeader> {
         canonical
             .headers
             .last()
@@ -65,7 +83,6 @@ impl<S: StateMachine> Replica<S> {
                 let own = self.journal.header(canonical.op)?;
                 (canonical.op <= self.commit).then_some(own)
             })
-            .map(|header| header.offset_end())
     }
 }
 
@@ -76,6 +93,7 @@ pub(crate) fn set_dvc_history_start(header: &mut DoViewChangeHeader, start: &His
     header.set_history_start_view_id(start.view);
     header.history_start_replica = start.replica;
     header.set_history_start_offset_end(start.offset_end);
+    header.set_history_start_checksum(start.checksum);
 }
 
 /// Reads a DoViewChange frame into the merge's summary (None if its headers
@@ -93,6 +111,7 @@ pub(crate) fn summary_from_message(dvc: &Msg<DoViewChangeHeader>) -> Option<DvcS
         replica: header.history_start_replica,
         accepted_loss: false,
         offset_end: header.history_start_offset_end(),
+        checksum: header.history_start_checksum(),
     });
     Some(DvcSummary {
         replica: header.prefix.replica,
@@ -119,7 +138,10 @@ pub(crate) fn start_view_history(
     let view = header.prefix.view_id();
     let mut history: Vec<HistoryStart> = starts.iter().map(history_start_of).collect();
     match history.last_mut() {
-        Some(last) if last.view == view => last.offset_end = header.start_offset_end(),
+        Some(last) if last.view == view => {
+            last.offset_end = header.start_offset_end();
+            last.checksum = header.start_checksum();
+        }
         _ => {
             history.push(HistoryStart {
                 view,
@@ -128,6 +150,7 @@ pub(crate) fn start_view_history(
                 replica: header.prefix.replica,
                 accepted_loss: false,
                 offset_end: header.start_offset_end(),
+                checksum: header.start_checksum(),
             });
             if history.len() > HISTORY_STARTS_MAX {
                 history.remove(0);
@@ -159,5 +182,6 @@ fn history_start_of(record: &HistoryStartRecord) -> HistoryStart {
         replica: record.replica,
         accepted_loss: record.flags().contains(HistoryStartFlags::ACCEPTED_LOSS),
         offset_end: None,
+        checksum: None,
     }
 }

@@ -19,10 +19,10 @@ const _: () = assert!(HISTORY_STARTS_MAX == strand_wire::START_VIEW_HISTORY_STAR
 ///
 /// A start is identified by where it began: `view`, `op`, `cursor_tail`,
 /// `replica` and `accepted_loss`. Equality, order and hash leave out
-/// `offset_end`, which only describes the start to operators: a list that
-/// does not carry it (a StartView's older starts, a superblock written
-/// before starts recorded it) names the same starts, and the cursor cut
-/// still finds them shared.
+/// `offset_end` and `checksum`, which describe the start: a list that does
+/// not carry them (a StartView's older starts, a superblock written before
+/// starts recorded them) names the same starts, and the cursor cut still
+/// finds them shared.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HistoryStart {
     /// The view that started here.
@@ -40,10 +40,18 @@ pub struct HistoryStart {
     /// (reference A's record tail of the new owner): `attention` names a
     /// wait below this start by it. `None` when not recorded.
     pub offset_end: Option<u64>,
+    /// The checksum of the prepare at `op` the view started on (the
+    /// canonical log's head). A log whose header at `op` has it is on this
+    /// history through `op`, whatever view it was settled in: the proof
+    /// survives the loss of every log settled in the view itself (a fenced
+    /// primary rebuilt by state transfer keeps its starts, not its log).
+    /// `None` when not recorded (op 0, or a start recorded before starts
+    /// carried it).
+    pub checksum: Option<u32>,
 }
 
 impl HistoryStart {
-    /// What identifies the start (everything but `offset_end`).
+    /// What identifies the start (everything but `offset_end` and `checksum`).
     fn identity(&self) -> (ViewId, u64, u64, u8, bool) {
         (
             self.view,
@@ -331,6 +339,7 @@ mod tests {
             replica: (view % 3) as u8,
             accepted_loss: false,
             offset_end: None,
+            checksum: None,
         }
     }
 
@@ -338,6 +347,7 @@ mod tests {
     fn a_start_is_the_same_start_with_or_without_its_record_offset() {
         let recorded = HistoryStart {
             offset_end: Some(900),
+            checksum: Some(31),
             ..start(2, 4)
         };
         assert_eq!(recorded, start(2, 4));

@@ -344,11 +344,15 @@ impl<S: StateMachine> Replica<S> {
             }
             headers.push(slot.header);
         }
-        let flags = if self.trusted {
+        let mut flags = if self.trusted {
             DoViewChangeFlags::empty()
         } else {
             DoViewChangeFlags::UNTRUSTED_LOG
         };
+        if self.durable.log_unsettled {
+            assert!(!self.trusted, "a transferred prefix is untrusted");
+            flags |= DoViewChangeFlags::LOG_UNSETTLED;
+        }
         DvcSummary {
             replica: self.config.replica,
             log_view: self.log_view,
@@ -484,6 +488,7 @@ impl<S: StateMachine> Replica<S> {
                     replica: self.config.replica,
                     accepted_loss: self.view_change.accept_loss,
                     offset_end: self.start_offset_end(&canonical),
+                    checksum: self.start_checksum(&canonical),
                 };
                 // The view's logs follow this replica's history: its cursor
                 // log is the view's as it stands.
@@ -1077,6 +1082,7 @@ impl<S: StateMachine> Replica<S> {
         header.nonce.set(nonce);
         header.start_op.set(start.op.min(head));
         header.set_start_offset_end(start.offset_end);
+        header.set_start_checksum(start.checksum);
         let starts: Vec<HistoryStartRecord> = self
             .durable
             .history_starts

@@ -9,7 +9,7 @@ use harness::{Cluster, LIVENESS_SUSPECT_TICKS};
 use strand_consensus::*;
 use strand_wire::{
     Command, CommandHeader, Durability, Message, Msg, PrepareOkFlags, PrepareOkHeader,
-    RequestPrepareHeader,
+    RequestPrepareHeader, RequestStartViewHeader,
 };
 
 fn cluster() -> Cluster {
@@ -198,6 +198,42 @@ fn a_late_prepare_the_backup_holds_keeps_it_quiet() {
         .expect("the primary holds op 1")
         .clone();
     cluster.network.push_back((0, 1, Message::Prepare(prepare)));
+    cluster.deliver_all();
+    assert!(cluster.replica(1).is_quiet(), "nothing new: still quiet");
+    assert_eq!(sent_during(&mut cluster, 1000), 0);
+}
+
+/// Found by the simulator: a backup that installed a state transfer asked
+/// every peer for the view (a RequestStartView), adopted the first answer
+/// and went quiet with the group; the primary's answer to an earlier request,
+/// delivered late, woke it. A StartView of the view a Normal backup is in
+/// holds nothing new for it.
+#[test]
+fn a_late_start_view_of_the_backups_own_view_keeps_it_quiet() {
+    let mut cluster = quiet_after_one_write();
+    let view = cluster.replica(1).view();
+    let mut request = RequestStartViewHeader::new(harness::CLUSTER, harness::GROUP, view, 1);
+    request.nonce.set(7);
+    cluster.network.push_back((
+        1,
+        0,
+        Message::RequestStartView(Msg::new(request, Bytes::new())),
+    ));
+    assert!(cluster.deliver_one());
+    let answer = cluster
+        .network
+        .iter()
+        .find_map(|(from, to, message)| match message {
+            Message::StartView(start) if (*from, *to) == (0, 1) => Some(start.clone()),
+            _ => None,
+        })
+        .expect("the primary answers");
+    cluster.deliver_all();
+    cluster.tick(50);
+    assert!(all_quiet(&cluster), "quiet again after the answer");
+    cluster
+        .network
+        .push_back((0, 1, Message::StartView(answer)));
     cluster.deliver_all();
     assert!(cluster.replica(1).is_quiet(), "nothing new: still quiet");
     assert_eq!(sent_during(&mut cluster, 1000), 0);

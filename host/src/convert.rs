@@ -21,6 +21,7 @@ pub fn fields_of(state: &DurableState) -> DurableFields {
                 replica: start.replica,
                 accepted_loss: start.accepted_loss,
                 offset_end: start.offset_end,
+                checksum: start.checksum,
             })
             .collect(),
         view_headers: state.view_headers.clone(),
@@ -46,6 +47,7 @@ pub fn state_of(fields: &DurableFields) -> DurableState {
                 replica: start.replica,
                 accepted_loss: start.accepted_loss,
                 offset_end: start.offset_end,
+                checksum: start.checksum,
             })
             .collect(),
         view_headers: fields.view_headers.clone(),
@@ -114,6 +116,7 @@ mod tests {
                 replica: 2,
                 accepted_loss: true,
                 offset_end: Some(880),
+                checksum: Some(0xfeed),
             }],
             view_headers: Vec::new(),
             maybe_acked_op: 101,
@@ -122,7 +125,9 @@ mod tests {
         };
         let back = state_of(&fields_of(&state));
         assert_eq!(back, state);
-        // A start's equality leaves its record offset out: checked apart.
+        // A start's equality leaves its record offset and head checksum
+        // out: checked apart.
         assert_eq!(back.history_starts[0].offset_end, Some(880));
+        assert_eq!(back.history_starts[0].checksum, Some(0xfeed));
     }
 }

@@ -1,7 +1,9 @@
 //! History starts as the superblock and the state-transfer manifest write
-//! them, in every layout still read: with their record offsets (superblock
-//! version 8, manifest version 5), without (the versions before), and with
-//! views that had no epoch (superblock version 2).
+//! them, in every layout still read: with their head checksums and record
+//! offsets (superblock version 9, manifest version 6), with their record
+//! offsets only (superblock version 8, manifest version 5), with neither
+//! (the versions before), and with views that had no epoch (superblock
+//! version 2).
 
 use strand_wire::ViewId;
 use strand_wire::codec::{BodyReader, BodyWriter};
@@ -9,39 +11,74 @@ use strand_wire::error::BodyError;
 
 use crate::superblock::{HistoryStart, decode_view, encode_view};
 
-/// Bytes of one encoded history start.
-const START_BYTES: usize = 35;
-/// Bytes of one history start before starts carried their record offset.
-const START_BYTES_WITHOUT_OFFSET: usize = 26;
+/// Which fields a version's history starts carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartLayout {
+    /// Views with epochs, no record offset, no head checksum.
+    WithoutOffset,
+    /// And the record offset.
+    WithOffset,
+    /// And the head checksum: the current layout.
+    WithChecksum,
+}
+
+impl StartLayout {
+    /// Bytes of one encoded history start.
+    fn start_bytes(self) -> usize {
+        match self {
+            StartLayout::WithoutOffset => 26,
+            StartLayout::WithOffset => 35,
+            StartLayout::WithChecksum => 40,
+        }
+    }
+}
+
 const START_BYTES_WITHOUT_EPOCHS: usize = 22;
 
 /// A history start as the current versions write it.
 pub(crate) fn encode_start(writer: &mut BodyWriter, start: &HistoryStart) {
-    encode_start_without_offset(writer, start);
-    writer.option_u64(start.offset_end);
+    encode_start_as(writer, start, StartLayout::WithChecksum);
 }
 
-/// A history start as versions before 8 wrote it.
-pub(crate) fn encode_start_without_offset(writer: &mut BodyWriter, start: &HistoryStart) {
+/// A history start in `layout` (older layouts leave fields out).
+pub(crate) fn encode_start_as(writer: &mut BodyWriter, start: &HistoryStart, layout: StartLayout) {
     encode_view(writer, start.view);
     writer.u64(start.op);
     writer.u64(start.cursor_tail);
     writer.u8(start.replica);
     writer.bool(start.accepted_loss);
+    if layout == StartLayout::WithoutOffset {
+        return;
+    }
+    writer.option_u64(start.offset_end);
+    if layout == StartLayout::WithChecksum {
+        writer.bool(start.checksum.is_some());
+        writer.u32(start.checksum.unwrap_or(0));
+    }
 }
 
-fn decode_start(reader: &mut BodyReader<'_>) -> Result<HistoryStart, BodyError> {
-    let start = decode_start_without_offset(reader)?;
-    Ok(HistoryStart {
-        offset_end: reader.option_u64("history start offset end")?,
-        ..start
-    })
-}
-
-/// A history start written before starts carried their record offset.
-fn decode_start_without_offset(reader: &mut BodyReader<'_>) -> Result<HistoryStart, BodyError> {
+fn decode_start(
+    reader: &mut BodyReader<'_>,
+    layout: StartLayout,
+) -> Result<HistoryStart, BodyError> {
     let view = decode_view(reader, "history start view")?;
-    decode_start_fields(reader, view)
+    let mut start = decode_start_fields(reader, view)?;
+    if layout == StartLayout::WithoutOffset {
+        return Ok(start);
+    }
+    start.offset_end = reader.option_u64("history start offset end")?;
+    if layout == StartLayout::WithChecksum {
+        let known = reader.bool("history start checksum known")?;
+        let checksum = reader.u32("history start checksum")?;
+        if !known && checksum != 0 {
+            return Err(BodyError::Invalid {
+                field: "history start checksum",
+                reason: "set but not known",
+            });
+        }
+        start.checksum = known.then_some(checksum);
+    }
+    Ok(start)
 }
 
 /// A history start of a version 2 superblock (its view has no epoch: 0).
@@ -61,21 +98,18 @@ fn decode_start_fields(
         replica: reader.u8("history start replica")?,
         accepted_loss: reader.bool("history start accepted loss")?,
         offset_end: None,
+        checksum: None,
     })
 }
 
-/// A list of history starts with epochs, with their record offsets or
-/// (written before starts carried them) without.
+/// A list of history starts with epochs, as `layout` wrote them.
 pub(crate) fn decode_start_list(
     reader: &mut BodyReader<'_>,
-    with_offsets: bool,
+    layout: StartLayout,
 ) -> Result<Vec<HistoryStart>, BodyError> {
-    if with_offsets {
-        reader.list("history starts", START_BYTES, decode_start)
-    } else {
-        let size = START_BYTES_WITHOUT_OFFSET;
-        reader.list("history starts", size, decode_start_without_offset)
-    }
+    reader.list("history starts", layout.start_bytes(), |reader| {
+        decode_start(reader, layout)
+    })
 }
 
 /// The history starts of a version 2 superblock.

@@ -29,7 +29,7 @@ use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::layout::{superblock_path, superblock_tmp_path};
 use crate::start_codec::{
-    decode_start_list, decode_start_list_without_epochs, encode_start, encode_start_without_offset,
+    StartLayout, decode_start_list, decode_start_list_without_epochs, encode_start_as,
 };
 
 /// Most history starts kept; older ones are dropped first (as consensus does).
@@ -51,15 +51,18 @@ pub const FRAME_BYTES_STEP: usize = 4096;
 pub const SEALED_SEGMENTS_LISTED_MAX: usize = 1024;
 
 const MAGIC: u32 = 0x4253_5453; // "STSB"
-/// Version 8 records each history start's record offset; version 7
+/// Version 9 records each history start's head checksum; version 8 its
+/// record offset; version 7
 /// consensus's client table; version 6 pads each copy's frame to a multiple of [`FRAME_BYTES_STEP`];
 /// version 5 names the boot of the node its clean-shutdown mark was written
 /// in; version 4 listed each sealed segment's last op; version 3 named every
 /// view with its assignment epoch and recorded the epoch a replica was
 /// retired in; the older ones are still read (a mark without its boot as
 /// boot 0, version 2's views as epoch 0, their sealed segments' last ops
-/// unknown, starts before version 8 without their record offsets).
-const VERSION: u16 = 8;
+/// unknown, starts before version 8 without their record offsets, before
+/// version 9 without their head checksums).
+const VERSION: u16 = 9;
+const VERSION_WITHOUT_START_CHECKSUMS: u16 = 8;
 const VERSION_WITHOUT_START_OFFSETS: u16 = 7;
 const VERSION_WITHOUT_CLIENT_TABLE: u16 = 6;
 const VERSION_WITHOUT_PADDING: u16 = 5;
@@ -92,6 +95,9 @@ pub struct HistoryStart {
     /// One past the last record offset of the op the view started with
     /// (`None`: not recorded, a start written before version 8).
     pub offset_end: Option<u64>,
+    /// The checksum of the prepare at `op` the view started on (`None`: not
+    /// recorded, a start at op 0 or written before version 9).
+    pub checksum: Option<u32>,
 }
 
 /// A sealed segment as the superblock remembers it: open checks the file is
@@ -219,11 +225,15 @@ impl Superblock {
         self.encode_as(VERSION)
     }
 
-    /// The payload in the layout of `version`: the current one, or the one
-    /// before starts carried their record offsets (what an older node
-    /// wrote, which tests read back).
+    /// The payload in the layout of `version`: the current one, or one
+    /// before starts carried their head checksums or record offsets (what
+    /// an older node wrote, which tests read back).
     fn encode_as(&self, version: u16) -> Vec<u8> {
-        assert!(version == VERSION || version == VERSION_WITHOUT_START_OFFSETS);
+        assert!(
+            version == VERSION
+                || version == VERSION_WITHOUT_START_CHECKSUMS
+                || version == VERSION_WITHOUT_START_OFFSETS
+        );
         self.assert_invariants();
         let mut writer = BodyWriter::default();
         writer.u32(MAGIC);
@@ -243,11 +253,10 @@ impl Superblock {
         writer.u64(self.head_op);
         writer.u64(self.head_offset);
         writer.u32(self.head_parent_checksum);
-        if version == VERSION {
-            writer.list(&self.durable.history_starts, encode_start);
-        } else {
-            writer.list(&self.durable.history_starts, encode_start_without_offset);
-        }
+        let layout = start_layout(version);
+        writer.list(&self.durable.history_starts, |writer, start| {
+            encode_start_as(writer, start, layout);
+        });
         writer.list(&self.sealed_segments, |writer, segment| {
             writer.u64(segment.first_op);
             writer.u64(segment.last_op);
@@ -373,13 +382,23 @@ pub(crate) fn decode_view(
     Ok(ViewId::new(epoch, reader.u32(field)?))
 }
 
+/// The fields `version` (3 or later) wrote of each history start.
+fn start_layout(version: u16) -> StartLayout {
+    assert!(version >= VERSION_WITHOUT_LAST_OPS);
+    match version {
+        VERSION => StartLayout::WithChecksum,
+        VERSION_WITHOUT_START_CHECKSUMS => StartLayout::WithOffset,
+        _ => StartLayout::WithoutOffset,
+    }
+}
+
 /// The history starts as `version` wrote them.
 fn decode_starts(
     reader: &mut BodyReader<'_>,
     version: u16,
 ) -> Result<Vec<HistoryStart>, BodyError> {
     if version >= VERSION_WITHOUT_LAST_OPS {
-        decode_start_list(reader, version >= VERSION)
+        decode_start_list(reader, start_layout(version))
     } else {
         decode_start_list_without_epochs(reader)
     }
@@ -397,6 +416,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let version = reader.u16("version")?;
     if ![
         VERSION,
+        VERSION_WITHOUT_START_CHECKSUMS,
         VERSION_WITHOUT_START_OFFSETS,
         VERSION_WITHOUT_CLIENT_TABLE,
         VERSION_WITHOUT_PADDING,
@@ -636,6 +656,7 @@ mod tests {
                     replica: 0,
                     accepted_loss: false,
                     offset_end: Some(300),
+                    checksum: Some(0x5eed_0001),
                 },
                 HistoryStart {
                     view: ViewId::new(2, 8),
@@ -644,6 +665,7 @@ mod tests {
                     replica: 2,
                     accepted_loss: true,
                     offset_end: None,
+                    checksum: None,
                 },
             ],
             view_headers: crate::fixtures::chain_from(1230, 0, 0, 3, 2)
@@ -726,6 +748,7 @@ mod tests {
         for start in &mut expected.durable.history_starts {
             start.view.epoch = 0;
             start.offset_end = None;
+            start.checksum = None;
         }
         let decoded = Superblock::decode(&encode_version_2(&sample()));
         assert_eq!(decoded, Ok(expected));
@@ -737,6 +760,17 @@ mod tests {
         let decoded = Superblock::decode(&expected.encode_as(VERSION_WITHOUT_START_OFFSETS));
         for start in &mut expected.durable.history_starts {
             start.offset_end = None;
+            start.checksum = None;
+        }
+        assert_eq!(decoded, Ok(expected));
+    }
+
+    #[test]
+    fn a_version_8_superblock_reads_with_its_starts_head_checksums_unknown() {
+        let mut expected = sample();
+        let decoded = Superblock::decode(&expected.encode_as(VERSION_WITHOUT_START_CHECKSUMS));
+        for start in &mut expected.durable.history_starts {
+            start.checksum = None;
         }
         assert_eq!(decoded, Ok(expected));
     }
@@ -771,6 +805,7 @@ mod tests {
             replica: 1,
             accepted_loss: false,
             offset_end: Some(2480),
+            checksum: Some(7),
         });
         after.durable.view_headers = crate::fixtures::chain_from(1230, 0, 0, 10, 2)
             .iter()

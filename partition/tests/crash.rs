@@ -100,6 +100,7 @@ fn run_until_crash(
                             replica: 0,
                             accepted_loss: false,
                             offset_end: Some(0),
+                            checksum: None,
                         })
                         .collect(),
                     ..DurableFields::default()

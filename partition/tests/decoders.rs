@@ -66,15 +66,17 @@ fn arb_history_starts() -> impl Strategy<Value = Vec<HistoryStart>> {
         0u8..16,
         any::<bool>(),
         proptest::option::of(any::<u64>()),
+        proptest::option::of(any::<u32>()),
     )
         .prop_map(
-            |(view, op, cursor_tail, replica, accepted_loss, offset_end)| HistoryStart {
+            |(view, op, cursor_tail, replica, accepted_loss, offset_end, checksum)| HistoryStart {
                 view,
                 op,
                 cursor_tail,
                 replica,
                 accepted_loss,
                 offset_end,
+                checksum,
             },
         );
     prop::collection::vec(start, 0..=HISTORY_STARTS_MAX).prop_map(|mut starts| {

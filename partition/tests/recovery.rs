@@ -28,6 +28,7 @@ fn fields(view: u32, commit: u64) -> DurableFields {
             replica: 1,
             accepted_loss: false,
             offset_end: Some(commit * 10),
+            checksum: None,
         }],
         ..DurableFields::default()
     }

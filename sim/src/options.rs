@@ -147,8 +147,9 @@ pub struct Overrides {
     pub mutation_superblock_unsynced: bool,
     /// Reopen after a failed write or sync without dropping the unsynced tail.
     pub mutation_page_cache_trusted: bool,
-    /// Add misdirected writes to the storage faults at restart.
-    pub misdirected_writes: bool,
+    /// Leave misdirected writes out of the storage faults at restart: the
+    /// model seeds were found with before they joined the default one.
+    pub without_misdirected_writes: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -220,7 +221,7 @@ impl Options {
             mutation_trust_damaged_tail: overrides.mutation_trust_damaged_tail,
             mutation_superblock_unsynced: overrides.mutation_superblock_unsynced,
             mutation_page_cache_trusted: overrides.mutation_page_cache_trusted,
-            misdirected_writes: overrides.misdirected_writes,
+            misdirected_writes: !overrides.without_misdirected_writes,
             io_fault_ppm: 0,
         };
         if overrides.reassign {

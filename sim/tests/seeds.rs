@@ -209,8 +209,8 @@ const FOUND_BY_SIM: [(u64, &str); 37] = [
 ];
 
 /// Seeds that broke a checker once misdirected writes joined the storage
-/// faults (`--misdirected-writes`), each with what it found.
-const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 3] = [
+/// faults of the default model, each with what it found.
+const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 11] = [
     (
         401,
         "storage: a misdirected write left a frame out of place after bytes holding no \
@@ -224,20 +224,56 @@ const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 3] = [
          length; only the repair learnt that the run's region could not hold them, and \
          failed at every reopen (now the copy is fenced and rebuilt by transfer)",
     ),
+    (
+        34_185,
+        "consensus: a fenced primary rebuilt by state transfer kept its view's start and \
+         log view over a shorter committed prefix; the logs holding the start's head \
+         were settled in an older view, nothing proved them on its history, the view \
+         change waited for good, and accept-loss chose the prefix and lost acked ops \
+         (starts now record their head's checksum)",
+    ),
+    (
+        20_449,
+        "consensus: the same, an acked op lost under a majority rule",
+    ),
+    (
+        16_878,
+        "consensus: the same, stuck until accept-loss, then requests never acked",
+    ),
+    (
+        22_701,
+        "consensus: the same, the rebuilt replica left awaiting a transfer",
+    ),
+    (34_849, "consensus: the same, after four transfers"),
+    (
+        33_483,
+        "consensus: a StartView answering a backup's request from before it adopted \
+         the view, delivered after the group went quiet, woke it",
+    ),
+    (
+        80_145,
+        "consensus: the primary that started a view was fenced and rebuilt by transfer \
+         before anyone adopted the view; the operator accepted the loss, and the merge \
+         ranked the transferred prefix by its log view over a longer log holding a \
+         committed op (transferred prefixes now count as settled in no view)",
+    ),
+    (
+        83_337,
+        "storage: a cut failed half way (a read of the segment it keeps failed after \
+         the later ones were removed); the next cut found no segment for its op and \
+         panicked (a failed log now refuses every change until reopened)",
+    ),
 ];
 
 #[test]
 fn seeds_found_with_misdirected_writes_stay_fixed() {
-    let overrides = Overrides {
-        misdirected_writes: true,
-        ..Overrides::default()
-    };
+    let overrides = Overrides::default();
     for (seed, found) in FOUND_WITH_MISDIRECTED_WRITES {
         let (outcome, _) = run_seed(seed, &overrides, 0);
         assert!(
             outcome.violation.is_none(),
             "seed {seed} ({found}): {:?} (replay: strand-sim --seed {seed} \
-             --misdirected-writes --trace)",
+             --no-misdirected-writes --trace)",
             outcome.violation
         );
     }
@@ -245,7 +281,7 @@ fn seeds_found_with_misdirected_writes_stay_fixed() {
 
 #[test]
 fn seeds_found_by_the_simulator_stay_fixed() {
-    let overrides = Overrides::default();
+    let overrides = legacy();
     for (seed, found) in FOUND_BY_SIM {
         let (outcome, _) = run_seed(seed, &overrides, 0);
         assert!(
@@ -399,10 +435,20 @@ const REASSIGNING: [(u64, &str); 37] = [
     ),
 ];
 
+/// The fault model the pinned seeds and the mutations' searches were found
+/// with: misdirected writes left out, so their schedules stay the ones that
+/// found them.
+fn legacy() -> Overrides {
+    Overrides {
+        without_misdirected_writes: true,
+        ..Overrides::default()
+    }
+}
+
 fn reassigning() -> Overrides {
     Overrides {
         reassign: true,
-        ..Overrides::default()
+        ..legacy()
     }
 }
 
@@ -414,7 +460,8 @@ fn seeds_that_reassign_the_group_hold_every_checker() {
         let (outcome, _) = run_seed(seed, &overrides, 0);
         assert!(
             outcome.violation.is_none(),
-            "seed {seed} ({what}): {:?} (replay: strand-sim --seed {seed} --reassign --trace)",
+            "seed {seed} ({what}): {:?} (replay: strand-sim --seed {seed} --reassign \
+             --no-misdirected-writes --trace)",
             outcome.violation
         );
         in_place += outcome.stats.reassignments_in_place;
@@ -429,7 +476,7 @@ fn seeds_that_reassign_the_group_hold_every_checker() {
 #[test]
 fn reassignment_draws_leave_every_other_option_as_the_seed_drew_it() {
     for seed in 0..200 {
-        let plain = strand_sim::Options::from_seed(seed, &Overrides::default());
+        let plain = strand_sim::Options::from_seed(seed, &legacy());
         let reassigning = strand_sim::Options::from_seed(seed, &reassigning());
         assert!(!plain.reassigns() && reassigning.reassigns());
         let same = strand_sim::Options {
@@ -475,7 +522,7 @@ fn one_seed_run_twice_gives_the_same_trace_hash() {
 fn without_the_trusted_gate_a_batch_finds_a_lost_acknowledged_op() {
     let overrides = Overrides {
         mutation_untrusted_gate: true,
-        ..Overrides::default()
+        ..legacy()
     };
     let found = (0..2_000u64).find_map(|seed| {
         let (outcome, _) = run_seed(seed, &overrides, 0);
@@ -550,7 +597,7 @@ fn first_caught(
 fn a_log_trusted_after_an_unclean_restart_loses_an_acknowledged_op() {
     let mutated = Overrides {
         mutation_trust_unclean: true,
-        ..Overrides::default()
+        ..legacy()
     };
     let (seed, violation) = first_caught(
         &mutated,
@@ -566,7 +613,7 @@ fn a_log_trusted_after_an_unclean_restart_loses_an_acknowledged_op() {
 fn an_adoption_that_skips_the_cut_of_a_longer_tail_is_caught() {
     let mutated = Overrides {
         mutation_skip_cut: true,
-        ..Overrides::default()
+        ..legacy()
     };
     let (seed, violation) = first_caught(
         &mutated,
@@ -606,7 +653,7 @@ fn a_state_transfer_installed_without_its_marker_is_caught() {
 fn resuming_the_view_after_a_clean_stop_that_followed_a_crash_is_caught() {
     let mutated = Overrides {
         mutation_resume_any_stop: true,
-        ..Overrides::default()
+        ..legacy()
     };
     let (seed, violation) = first_caught(
         &mutated,
@@ -622,7 +669,7 @@ fn resuming_the_view_after_a_clean_stop_that_followed_a_crash_is_caught() {
 fn a_damaged_last_entry_cut_as_a_torn_write_is_caught() {
     let mutated = Overrides {
         mutation_trust_damaged_tail: true,
-        ..Overrides::default()
+        ..legacy()
     };
     let (seed, violation) = first_caught(
         &mutated,
@@ -640,7 +687,7 @@ fn a_damaged_last_entry_cut_as_a_torn_write_is_caught() {
 fn an_open_that_rewrites_a_superblock_copy_before_syncing_the_chosen_one_is_caught() {
     let mutated = Overrides {
         mutation_superblock_unsynced: true,
-        ..Overrides::default()
+        ..legacy()
     };
     let (seed, violation) = first_caught(
         &mutated,
@@ -664,7 +711,7 @@ fn an_open_that_rewrites_a_superblock_copy_before_syncing_the_chosen_one_is_caug
 fn page_cache_bytes_trusted_after_a_failed_fsync_are_caught() {
     let mutated = Overrides {
         mutation_page_cache_trusted: true,
-        ..Overrides::default()
+        ..legacy()
     };
     let (seed, violation) = first_caught(
         &mutated,

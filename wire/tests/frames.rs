@@ -287,6 +287,45 @@ fn history_start_record_offsets_ride_in_reserved_bytes_whose_zeros_read_as_unkno
     assert_eq!(message.header().start_offset_end(), Some(0));
 }
 
+#[test]
+fn history_start_head_checksums_ride_in_reserved_bytes_whose_zeros_read_as_unknown() {
+    let mut header = DoViewChangeHeader::new(7, 5, ViewId::new(0, 4), 2);
+    header.log_view.set(3);
+    assert_eq!(header.history_start_checksum(), None, "zeros: not recorded");
+    for checksum in [Some(0), Some(u32::MAX), None] {
+        header.set_history_start_checksum(checksum);
+        let frame = encode(&Message::from(Msg::new(header, Bytes::new())));
+        let Ok(Message::DoViewChange(message)) = decode(frame) else {
+            panic!("a valid do-view-change");
+        };
+        assert_eq!(message.header().history_start_checksum(), checksum);
+    }
+    header.set_history_start_checksum(Some(9));
+    let mut frame = encode(&Message::from(Msg::new(header, Bytes::new())));
+    assert_eq!(
+        frame[173..181],
+        10u64.to_le_bytes(),
+        "bytes 173..181, plus one"
+    );
+    // An encoding no sender writes is refused, not truncated.
+    frame[173..181].copy_from_slice(&(u64::from(u32::MAX) + 2).to_le_bytes());
+    reseal(&mut frame);
+    assert!(decode(frame).is_err(), "a checksum past u32 is refused");
+
+    let frame = start_view_frame(&mut [own_start()], |_| {});
+    let Ok(Message::StartView(message)) = decode(frame) else {
+        panic!("a valid start-view");
+    };
+    assert_eq!(message.header().start_checksum(), None);
+    let frame = start_view_frame(&mut [own_start()], |header| {
+        header.set_start_checksum(Some(0xdead_beef));
+    });
+    let Ok(Message::StartView(message)) = decode(frame) else {
+        panic!("a valid start-view");
+    };
+    assert_eq!(message.header().start_checksum(), Some(0xdead_beef));
+}
+
 /// A StartView of view 0.4 by replica 1 with `starts` after its (empty)
 /// suffix, each of them as `edit` leaves it.
 fn start_view_frame(

@@ -7,15 +7,17 @@ use strand_wire::{CommandHeader, ConfirmPolicy, Durability, HEADER_SIZE, Prepare
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use crate::error::PartitionError;
-use crate::start_codec::{decode_start_list, encode_start};
+use crate::start_codec::{StartLayout, decode_start_list, encode_start};
 use crate::superblock::{DurableFields, HISTORY_STARTS_MAX, decode_view, encode_view};
 
 const MAGIC: u32 = 0x4d58_5453; // "STXM"
-/// Version 5: history starts carry their record offsets; version 4: a
+/// Version 6: history starts carry their head checksums; version 5: their
+/// record offsets; version 4: a
 /// machine snapshot file may be listed; version 3: a client
 /// table file may be listed; version 2: views carry their assignment epochs
 /// (all still read).
-const VERSION: u16 = 5;
+const VERSION: u16 = 6;
+const VERSION_WITHOUT_START_CHECKSUMS: u16 = 5;
 const VERSION_WITHOUT_CLIENT_TABLE: u16 = 2;
 
 /// What a manifest file is.
@@ -326,7 +328,12 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
     let view = decode_view(&mut reader, "view")?;
     let log_view = decode_view(&mut reader, "log view")?;
     let commit = reader.u64("commit")?;
-    let history_starts = decode_start_list(&mut reader, version == VERSION)?;
+    let layout = match version {
+        VERSION => StartLayout::WithChecksum,
+        VERSION_WITHOUT_START_CHECKSUMS => StartLayout::WithOffset,
+        _ => StartLayout::WithoutOffset,
+    };
+    let history_starts = decode_start_list(&mut reader, layout)?;
     if history_starts.len() > HISTORY_STARTS_MAX {
         return Err(BodyError::Invalid {
             field: "history starts",

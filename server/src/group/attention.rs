@@ -177,6 +177,7 @@ mod tests {
             replica: 1,
             accepted_loss: false,
             offset_end: Some(1_200),
+            checksum: None,
         };
         let waiting = Waiting {
             view: 9,

@@ -26,6 +26,12 @@ bitflags::bitflags! {
         /// DoViewChange is empty and only counts toward "every replica reported".
         /// Always set together with `UNTRUSTED_LOG`.
         const AWAITING_STATE_TRANSFER = 2;
+        /// The sender's log is a committed prefix a state transfer installed,
+        /// not the log of its `log_view`: that view vouches for none of it
+        /// (the view's own ops past the prefix are gone), so the merge ranks
+        /// it as a log settled in no view. Always set together with
+        /// `UNTRUSTED_LOG`.
+        const LOG_UNSETTLED = 4;
     }
 }
 
@@ -90,6 +96,9 @@ command_header! {
     /// this field). Read and written through
     /// [`DoViewChangeHeader::history_start_offset_end`].
     history_start_offset_end_encoded: U64,
+    /// That history start's head checksum, plus one; 0: not recorded. Read
+    /// and written through [`DoViewChangeHeader::history_start_checksum`].
+    history_start_checksum_encoded: U64,
 }
 
 const _: () = {
@@ -116,6 +125,26 @@ fn decode_offset_end(encoded: u64) -> Option<u64> {
     encoded.checked_sub(1)
 }
 
+/// A start's head checksum as the headers carry it: plus one, so that the
+/// zeros of a reserved field (a sender from before the field) read as
+/// unknown.
+fn encode_checksum(checksum: Option<u32>) -> u64 {
+    checksum.map_or(0, |checksum| u64::from(checksum) + 1)
+}
+
+/// The head checksum an encoded field holds (`None`: not recorded; the
+/// field checks refuse an encoding past `u32::MAX + 1`).
+fn decode_checksum(encoded: u64) -> Option<u32> {
+    encoded
+        .checked_sub(1)
+        .and_then(|checksum| u32::try_from(checksum).ok())
+}
+
+/// Whether an encoded head checksum is one [`encode_checksum`] writes.
+fn checksum_in_range(encoded: u64) -> bool {
+    encoded <= u64::from(u32::MAX) + 1
+}
+
 impl DoViewChangeHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         let unknown = self.flags & !DoViewChangeFlags::all().bits();
@@ -132,6 +161,10 @@ impl DoViewChangeHeader {
         )?;
         ensure(self.commit.get() <= self.op.get(), "commit > op")?;
         ensure(
+            checksum_in_range(self.history_start_checksum_encoded.get()),
+            "history start checksum out of range",
+        )?;
+        ensure(
             self.history_start_view_id() <= self.log_view_id(),
             "history start after log_view",
         )?;
@@ -145,6 +178,12 @@ impl DoViewChangeHeader {
                 "awaiting state transfer but trusted",
             )?;
             ensure(nack == 0 && present == 0, "empty log with bitsets")?;
+        }
+        if flags.contains(DoViewChangeFlags::LOG_UNSETTLED) {
+            ensure(
+                flags.contains(DoViewChangeFlags::UNTRUSTED_LOG),
+                "unsettled log but trusted",
+            )?;
         }
         Ok(())
     }
@@ -212,6 +251,20 @@ impl DoViewChangeHeader {
     pub fn set_history_start_offset_end(&mut self, offset_end: Option<u64>) {
         self.history_start_offset_end_encoded
             .set(encode_offset_end(offset_end));
+    }
+
+    /// The checksum of the prepare the latest history start's view started
+    /// on, its head (`None`: not recorded). A log whose header at the
+    /// start's op has it is on that history: the checksum chain vouches for
+    /// every op below.
+    pub fn history_start_checksum(&self) -> Option<u32> {
+        decode_checksum(self.history_start_checksum_encoded.get())
+    }
+
+    /// Sets [`DoViewChangeHeader::history_start_checksum`].
+    pub fn set_history_start_checksum(&mut self, checksum: Option<u32>) {
+        self.history_start_checksum_encoded
+            .set(encode_checksum(checksum));
     }
 }
 
@@ -329,12 +382,19 @@ command_header! {
     /// [`StartViewHeader::start_offset_end`]; the older starts of the body
     /// carry none.
     start_offset_end_encoded: U64,
+    /// The checksum of the prepare the view started on, plus one; 0: not
+    /// recorded. Read and written through [`StartViewHeader::start_checksum`].
+    start_checksum_encoded: U64,
 }
 
 impl StartViewHeader {
     fn check_fields(&self) -> Result<(), FieldError> {
         ensure(self.commit.get() <= self.op.get(), "commit > op")?;
         ensure(self.start_op.get() <= self.op.get(), "start_op > op")?;
+        ensure(
+            checksum_in_range(self.start_checksum_encoded.get()),
+            "start checksum out of range",
+        )?;
         let count = usize::from(self.history_start_count);
         ensure(
             count <= START_VIEW_HISTORY_STARTS_MAX,
@@ -415,6 +475,17 @@ impl StartViewHeader {
     pub fn set_start_offset_end(&mut self, offset_end: Option<u64>) {
         self.start_offset_end_encoded
             .set(encode_offset_end(offset_end));
+    }
+
+    /// The checksum of the prepare the view started on (`None`: not
+    /// recorded): the head checksum of the view's own history start.
+    pub fn start_checksum(&self) -> Option<u32> {
+        decode_checksum(self.start_checksum_encoded.get())
+    }
+
+    /// Sets [`StartViewHeader::start_checksum`].
+    pub fn set_start_checksum(&mut self, checksum: Option<u32>) {
+        self.start_checksum_encoded.set(encode_checksum(checksum));
     }
 
     /// A checked StartView body's prepare headers and history starts.
