@@ -64,15 +64,12 @@ impl DvcSummary {
         !self.flags.contains(DoViewChangeFlags::UNTRUSTED_LOG)
     }
 
-    /// The view its log was settled in, as the merge ranks it: none (the
-    /// lowest) for a committed prefix a state transfer installed, whose
-    /// `log_view` vouches for nothing past the prefix.
-    pub fn settled_view(&self) -> ViewId {
-        if self.flags.contains(DoViewChangeFlags::LOG_UNSETTLED) {
-            ViewId::ZERO
-        } else {
-            self.log_view
-        }
+    /// The view its log was settled in, as the merge ranks it: `None`
+    /// (below every view, view 0 included) for a committed prefix a state
+    /// transfer installed, whose `log_view` vouches for nothing past the
+    /// prefix.
+    pub fn settled_view(&self) -> Option<ViewId> {
+        (!self.flags.contains(DoViewChangeFlags::LOG_UNSETTLED)).then_some(self.log_view)
     }
 
     /// Whether the log can be chosen at all (it is not an empty placeholder).
@@ -334,7 +331,7 @@ fn canonical_suffix(
         let settled = source.settled_view();
         let same_view = dvcs
             .iter()
-            .filter(|dvc| settled != ViewId::ZERO && dvc.settled_view() == settled)
+            .filter(|dvc| settled.is_some() && dvc.settled_view() == settled)
             .find_map(|dvc| dvc.header_at(op));
         let parent = canonical.get(&(op + 1)).map(|above| above.parent.get());
         let chained = parent.and_then(|parent| {
@@ -412,7 +409,7 @@ fn walk_suffix(
 /// recorded checksum, or the header a log settled there holds: the
 /// checksum chain vouches for every op below).
 fn on_history_of(start: HistoryStart, dvc: &DvcSummary, dvcs: &[DvcSummary]) -> bool {
-    if dvc.settled_view() >= start.view || dvc.commit >= start.op {
+    if dvc.settled_view() >= Some(start.view) || dvc.commit >= start.op {
         return true;
     }
     let Some(own) = dvc.header_at(start.op) else {
@@ -421,7 +418,7 @@ fn on_history_of(start: HistoryStart, dvc: &DvcSummary, dvcs: &[DvcSummary]) -> 
     start.checksum == Some(own.checksum())
         || dvcs
             .iter()
-            .filter(|settled| settled.settled_view() >= start.view)
+            .filter(|settled| settled.settled_view() >= Some(start.view))
             .filter_map(|settled| settled.header_at(start.op))
             .any(|header| header.checksum() == own.checksum())
 }

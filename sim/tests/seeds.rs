@@ -210,7 +210,7 @@ const FOUND_BY_SIM: [(u64, &str); 37] = [
 
 /// Seeds that broke a checker once misdirected writes joined the storage
 /// faults of the default model, each with what it found.
-const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 11] = [
+const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 13] = [
     (
         401,
         "storage: a misdirected write left a frame out of place after bytes holding no \
@@ -262,6 +262,16 @@ const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 11] = [
         "storage: a cut failed half way (a read of the segment it keeps failed after \
          the later ones were removed); the next cut found no segment for its op and \
          panicked (a failed log now refuses every change until reopened)",
+    ),
+    (
+        53_215,
+        "consensus: once transferred prefixes ranked below every view, logs settled in \
+         view 0 stopped filling each other's gaps; a view waited, and accept-loss forked \
+         the history (an unsettled log now ranks below view 0, which stays a view)",
+    ),
+    (
+        77_346,
+        "consensus: the same, an acknowledged op lost under `persisted`",
     ),
 ];
 
