@@ -202,22 +202,7 @@ impl Run {
     fn wait_group_repaired(&self, client: &Client, victim: usize, group: u64) {
         let victim = self.nodes[victim].node;
         common::wait_until("the damaged replica trusted and caught up", 90, || {
-            let Ok(status) = self.runtime.block_on(client.cluster_status()) else {
-                return false;
-            };
-            let of = |node| {
-                status
-                    .groups()
-                    .find(|(at, s)| *at == node && s.group == group)
-            };
-            let Some((_, mine)) = of(victim) else {
-                return false;
-            };
-            let primary = mine.replicas.get(usize::from(mine.primary)).map(|r| r.node);
-            let Some((_, theirs)) = primary.and_then(of) else {
-                return false;
-            };
-            mine.status == "normal" && !mine.untrusted_log && mine.commit_op == theirs.commit_op
+            common::caught_up(&self.runtime, client, victim, group)
         });
     }
 }

@@ -190,7 +190,7 @@ fn a_damaged_committed_metadata_entry_is_repaired_from_a_peer() {
     // Acknowledged by the other two, the entries may not have reached the
     // victim yet: it must hold them all, committed, before it stops.
     common::wait_until("the victim's metadata replica caught up", 60, || {
-        metadata_caught_up(&runtime, &client, victim_node)
+        common::caught_up(&runtime, &client, victim_node, 0)
     });
     nodes[victim].terminate();
     let log = segment_path(&data_dir(dir.path(), &nodes[victim]).join("metadata"), 0);
@@ -201,7 +201,7 @@ fn a_damaged_committed_metadata_entry_is_repaired_from_a_peer() {
     common::wait_until(
         "the victim's metadata replica repaired and caught up",
         60,
-        || metadata_caught_up(&runtime, &client, victim_node),
+        || common::caught_up(&runtime, &client, victim_node, 0),
     );
     // It serves metadata from a whole catalog, and takes part in new ops.
     let only_victim = runtime.block_on(common::connect(
@@ -222,21 +222,4 @@ fn a_damaged_committed_metadata_entry_is_repaired_from_a_peer() {
     for node in &mut nodes {
         node.assert_alive();
     }
-}
-
-/// Whether `node`'s metadata replica is normal, trusted and committed as far
-/// as its primary.
-fn metadata_caught_up(runtime: &tokio::runtime::Runtime, client: &Client, node: u32) -> bool {
-    let Ok(status) = runtime.block_on(client.cluster_status()) else {
-        return false;
-    };
-    let of = |node| status.groups().find(|(at, s)| *at == node && s.group == 0);
-    let Some((_, mine)) = of(node) else {
-        return false;
-    };
-    let primary = mine.replicas.get(usize::from(mine.primary)).map(|r| r.node);
-    let Some((_, theirs)) = primary.and_then(of) else {
-        return false;
-    };
-    mine.status == "normal" && !mine.untrusted_log && mine.commit_op == theirs.commit_op
 }

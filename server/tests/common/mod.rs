@@ -698,3 +698,29 @@ pub fn wait_until(what: &str, seconds: u64, mut check: impl FnMut() -> bool) {
 pub fn view_changes(node: &Node, group: u64) -> f64 {
     metric_sum(node, &format!("view_changes_total{{group=\"{group}\"}}"))
 }
+
+/// Whether `node`'s replica of `group` is normal, trusted and committed as
+/// far as its primary (false while the status cannot be read).
+pub fn caught_up(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    node: u32,
+    group: u64,
+) -> bool {
+    let Ok(status) = runtime.block_on(client.cluster_status()) else {
+        return false;
+    };
+    let of = |node| {
+        status
+            .groups()
+            .find(|(at, s)| *at == node && s.group == group)
+    };
+    let Some((_, mine)) = of(node) else {
+        return false;
+    };
+    let primary = mine.replicas.get(usize::from(mine.primary)).map(|r| r.node);
+    let Some((_, theirs)) = primary.and_then(of) else {
+        return false;
+    };
+    mine.status == "normal" && !mine.untrusted_log && mine.commit_op == theirs.commit_op
+}
