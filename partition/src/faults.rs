@@ -1,6 +1,6 @@
 //! Damage a stopped node's files the way failing disks do, to try what
 //! recovery makes of it: a flipped byte in a frame's header or payload, a
-//! zeroed 4 KiB block, a file cut short. Real-process tests use it, and so
+//! zeroed 4 KiB block, a file cut short inside a frame or exactly at one. Real-process tests use it, and so
 //! can an operator who wants to see their own disks' faults handled (the
 //! `strand-disk-fault` binary). Never run it on a running node's files.
 //!
@@ -27,15 +27,20 @@ pub enum Fault {
     /// The file cut short a few bytes into a frame's payload (everything
     /// after it goes too).
     Truncate,
+    /// The file cut exactly at a frame's start: the frame and everything
+    /// after it gone without a trace (what a lost write of a tail block
+    /// that held nothing else leaves: the file reads as ending earlier).
+    CutAtFrame,
 }
 
 impl Fault {
     /// Every fault, in the order a campaign tries them.
-    pub const ALL: [Fault; 4] = [
+    pub const ALL: [Fault; 5] = [
         Fault::FlipHeader,
         Fault::FlipPayload,
         Fault::ZeroBlock,
         Fault::Truncate,
+        Fault::CutAtFrame,
     ];
 
     /// The fault's name on the command line.
@@ -45,6 +50,7 @@ impl Fault {
             Fault::FlipPayload => "flip-payload",
             Fault::ZeroBlock => "zero-block",
             Fault::Truncate => "truncate",
+            Fault::CutAtFrame => "cut-at-frame",
         }
     }
 
@@ -122,6 +128,11 @@ pub fn damage_frame(path: &Path, nth: usize, fault: Fault) -> Result<Damage, Fau
             let keep = (payload + 3).min(frame.end() - 1);
             let cut = keep..bytes.len() as u64;
             bytes.truncate(keep as usize);
+            cut
+        }
+        Fault::CutAtFrame => {
+            let cut = frame.offset..bytes.len() as u64;
+            bytes.truncate(frame.offset as usize);
             cut
         }
     };

@@ -30,6 +30,11 @@ pub(crate) enum Pending {
         /// The cursor log's length once this append is in.
         cursor_end: u64,
     },
+    /// An asynchronous durable-mark write.
+    Mark {
+        /// The write's sequence.
+        sequence: u64,
+    },
     /// A step of an asynchronous superblock write.
     Superblock {
         /// Which step.

@@ -133,6 +133,12 @@ pub fn superblock_tmp_path(dir: &Path, copy: u8) -> PathBuf {
     dir.join(format!("superblock.{copy}.tmp"))
 }
 
+/// The durable mark: the highest op a `persisted` record log made durable,
+/// kept apart from the log (see `durable_mark`).
+pub fn durable_mark_path(dir: &Path) -> PathBuf {
+    dir.join("durable.mark")
+}
+
 /// The cursor event log.
 pub fn cursors_log_path(dir: &Path) -> PathBuf {
     dir.join("cursors.log")

@@ -26,6 +26,7 @@
 //! | `log_reads` | reads by op, headers, fetch by offset ([`FetchedBatch`]) |
 //! | `log_rewrite` | rewriting damaged entries in place |
 //! | `log_recovery` | opening the log: torn tails vs faults, lost ops, index rebuilds |
+//! | [`durable_mark`] | the highest op a `persisted` log made durable, in a file of its own: durable completions wait for it, open finds a tail the disk lost without a trace |
 //! | `cursors` | cursor event log (stores and tombstones), map, compaction |
 //! | `cursor_snapshot` | the cursor snapshot file, in bounded pieces, read whole or not at all |
 //! | `machine_snapshot` | the state machine's image after an op (the metadata plane's catalog), two alternating copies, so the log below can go |
@@ -64,7 +65,9 @@
 //!   ops as maybe acked; so does a reopen after a failed write or sync, for
 //!   the tail past the durable checkpoint. Damage anywhere else, ops missing
 //!   from a sealed segment, and ops lost below the superblock's durable
-//!   checkpoint are reported as faulty ops, never dropped.
+//!   checkpoint or the durable mark are reported as faulty ops, never
+//!   dropped. A `persisted` prepare is reported durable only once the mark
+//!   covers it.
 //! - **Superblock order.** An unclean open makes the copy it chose durable
 //!   before it writes the other.
 //! - **Order of durable steps.** A sealed segment is synced before its
@@ -90,6 +93,7 @@ pub mod transfer;
 mod cursor_snapshot;
 mod cursors;
 mod cut;
+pub mod durable_mark;
 mod entry;
 mod io;
 mod log_reads;

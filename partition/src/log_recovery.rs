@@ -84,6 +84,8 @@ pub(crate) struct LogFindings {
     pub damaged_tail_from: Option<u64>,
     /// The first op cut after an earlier failed write or sync.
     pub unsynced_dropped_from: Option<u64>,
+    /// The first op past the log's end that the durable mark names.
+    pub lost_tail_from: Option<u64>,
     pub damage: Vec<SegmentDamage>,
     pub indexes_rebuilt: Vec<IndexRebuild>,
     pub leftovers_removed: Vec<PathBuf>,
@@ -205,7 +207,19 @@ pub(crate) fn recover_log<D: Disk>(
         segments.push(Segment::empty(superblock.head_offset, superblock.head_op));
     }
     let op = segments.last().expect("never empty").last_op();
-    for missing in op + 1..=superblock.op_checkpoint {
+    // Ops the superblock's checkpoint or the durable mark vouch for that
+    // the log lacks: lost (a tail the disk dropped without a trace), never
+    // "never had".
+    let marked = crate::durable_mark::read(&mut io.disk, dir).map_or(0, |slot| slot.op);
+    if marked > op.max(superblock.op_checkpoint) {
+        tracing::error!(
+            op,
+            marked,
+            "partition: the log ends below its durable mark; the missing ops may have been acknowledged and are repaired from peers"
+        );
+        walk.findings.lost_tail_from = Some(op + 1);
+    }
+    for missing in op + 1..=superblock.op_checkpoint.max(marked) {
         walk.faulty.insert(missing);
     }
     for segment in &mut segments {

@@ -10,6 +10,7 @@ use strand_wire::{ConfirmPolicy, Durability, Msg, PrepareHeader};
 
 use crate::cursors::CursorLog;
 use crate::disk::Disk;
+use crate::durable_mark::DurableMark;
 use crate::error::{FailedSwap, PartitionError};
 use crate::io::Io;
 use crate::layout::{
@@ -214,6 +215,8 @@ pub struct Partition<D: Disk> {
     pub(crate) cursors: CursorLog,
     pub(crate) superblock: Superblock,
     pub(crate) writer: SuperblockWriter,
+    /// The durable mark (`persisted` partitions only).
+    pub(crate) mark: DurableMark,
     pub(crate) events: VecDeque<Completed>,
     /// The ops of the readable machine snapshot copies, by copy.
     pub(crate) machine_snapshot_ops: [Option<u64>; 2],
@@ -345,6 +348,7 @@ impl<D: Disk> Partition<D> {
         }
         let _ = self.log.close(&mut self.io);
         let _ = self.cursors.close(&mut self.io);
+        let _ = self.mark.close(&mut self.io);
         self.io.disk
     }
 
@@ -377,6 +381,7 @@ impl<D: Disk> Partition<D> {
             cursors,
             superblock: superblock.clone(),
             writer: SuperblockWriter::default(),
+            mark: DurableMark::default(),
             events: VecDeque::new(),
             machine_snapshot_ops: [None, None],
         };
@@ -406,6 +411,17 @@ impl<D: Disk> Partition<D> {
                 disk: Some(partition.release()),
             });
         }
+        if superblock.durability == Durability::Persisted {
+            match DurableMark::open(&mut partition.io, dir, partition.log.op) {
+                Ok((mark, _)) => partition.mark = mark,
+                Err(error) => {
+                    return Err(FailedOpen {
+                        error,
+                        disk: Some(partition.release()),
+                    });
+                }
+            }
+        }
         let recovery = Recovery {
             fresh,
             recovered_from_disk: !fresh,
@@ -429,6 +445,7 @@ impl<D: Disk> Partition<D> {
             torn_bytes_cut: log_findings.torn_bytes_cut,
             damaged_tail_from: log_findings.damaged_tail_from,
             unsynced_dropped_from: log_findings.unsynced_dropped_from,
+            lost_tail_from: log_findings.lost_tail_from,
             damage: log_findings.damage,
             indexes_rebuilt: log_findings.indexes_rebuilt,
             cursors: cursor_findings,
@@ -515,6 +532,7 @@ impl<D: Disk> Partition<D> {
         self.settle()?;
         self.log.close(&mut self.io)?;
         self.cursors.close(&mut self.io)?;
+        self.mark.close(&mut self.io)?;
         self.settle()?;
         self.write_superblock_now(|superblock| {
             superblock.clean_shutdown = clean_shutdown;
@@ -560,9 +578,10 @@ impl<D: Disk> Partition<D> {
         self.log.op
     }
 
-    /// The highest op reported durable (appends), or the head at open.
+    /// The highest op reported durable (appends: in the log and, under
+    /// `persisted`, covered by the durable mark), or the head at open.
     pub fn durable_op(&self) -> u64 {
-        self.log.durable_op
+        self.log.durable_op.min(self.mark.durable_op())
     }
 
     /// The commit number the latest superblock holds (retention never drops

@@ -12,9 +12,10 @@ use strand_wal::{Ack, Completion, FRAME_HEADER_BYTES, FileId, Frame, OpenMode, R
 use strand_wire::{Msg, PrepareHeader};
 
 use crate::disk::Disk;
+use crate::durable_mark::Admitted;
 use crate::error::PartitionError;
 use crate::io::{Pending, SuperblockStep};
-use crate::layout::superblock_path;
+use crate::layout::{durable_mark_path, superblock_path};
 use crate::partition::Partition;
 use crate::record_log::RetentionPolicy;
 use crate::superblock::{DurableFields, Superblock};
@@ -168,6 +169,8 @@ impl<D: Disk> Partition<D> {
         let checksum = prepare.checksum();
         if op == self.log.op + 1 {
             self.log.append(&mut self.io, prepare)?;
+            // In the same WAL turn: the mark that will let it count durable.
+            self.mark.want(&mut self.io, op)?;
             return Ok(WriteAccepted {
                 op,
                 checksum,
@@ -181,7 +184,7 @@ impl<D: Disk> Partition<D> {
             // The very prepare the log holds intact (a repair its replica
             // asked for before learning the entry was sound): nothing to
             // write; durable once the log's copy is.
-            let stage = if op <= self.log.durable_op {
+            let stage = if op <= self.durable_op() {
                 WriteStage::Durable
             } else {
                 WriteStage::Queued
@@ -252,6 +255,7 @@ impl<D: Disk> Partition<D> {
                     self.prepare_completed(op, checksum, completion)
                 }
                 Pending::Cursors { cursor_end } => self.cursors_completed(cursor_end, completion),
+                Pending::Mark { sequence } => self.mark_completed(sequence, completion),
                 Pending::Superblock { step } => self.superblock_step_completed(step, completion),
                 Pending::Internal | Pending::Ignored => unreachable!("never stashed"),
             }
@@ -260,15 +264,20 @@ impl<D: Disk> Partition<D> {
 
     fn prepare_completed(&mut self, op: u64, checksum: u32, completion: Completion) {
         match completion.result {
-            Ok(_) => {
-                if self.log.on_durable(op, checksum) {
-                    self.events.push_back(Completed::Prepare {
-                        op,
-                        checksum,
-                        stage: WriteStage::Durable,
-                    });
-                }
-            }
+            Ok(_) if self.log.on_durable(op, checksum) => match self.mark.admit(op, checksum) {
+                Admitted::Durable => self.events.push_back(Completed::Prepare {
+                    op,
+                    checksum,
+                    stage: WriteStage::Durable,
+                }),
+                Admitted::Held => {}
+                Admitted::Failed(error) => self.events.push_back(Completed::PrepareFailed {
+                    op,
+                    checksum,
+                    error,
+                }),
+            },
+            Ok(_) => {}
             Err(error) => {
                 let error = PartitionError::wal(&self.io.path_of(completion.file), error);
                 tracing::error!(op, %error, "partition: a prepare write failed");
@@ -277,6 +286,39 @@ impl<D: Disk> Partition<D> {
                     op,
                     checksum,
                     error,
+                });
+            }
+        }
+    }
+
+    /// A durable-mark write completed: the prepares it covers are durable
+    /// now; after a failure, every prepare waiting for it failed (the log
+    /// takes no more appends until the partition is reopened).
+    fn mark_completed(&mut self, sequence: u64, completion: Completion) {
+        let path = durable_mark_path(&self.dir);
+        let result = completion
+            .result
+            .map(|_| ())
+            .map_err(|error| PartitionError::wal(&path, error));
+        let mut released = Vec::new();
+        let outcome = self
+            .mark
+            .on_written(&mut self.io, sequence, result, &mut released);
+        for (op, checksum) in released {
+            self.events.push_back(Completed::Prepare {
+                op,
+                checksum,
+                stage: WriteStage::Durable,
+            });
+        }
+        if let Err(error) = outcome {
+            tracing::error!(%error, "partition: a durable-mark write failed");
+            self.log.failure.get_or_insert(error.clone());
+            for (op, checksum) in self.mark.take_awaiting() {
+                self.events.push_back(Completed::PrepareFailed {
+                    op,
+                    checksum,
+                    error: error.clone(),
                 });
             }
         }
@@ -648,6 +690,17 @@ impl<D: Disk> Partition<D> {
             return Err(PartitionError::BelowRetainedHead {
                 op,
                 head_op: self.log.head_op,
+            });
+        }
+        // The mark first: a crash after the files shrank must not take the
+        // ops the cut removes for ones the disk lost.
+        let mut released = Vec::new();
+        self.mark.lower_now(&mut self.io, op, &mut released)?;
+        for (released_op, checksum) in released {
+            self.events.push_back(Completed::Prepare {
+                op: released_op,
+                checksum,
+                stage: WriteStage::Durable,
             });
         }
         let lowers_checkpoint = self.superblock.op_checkpoint > op;

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `partitions_untrusted_log` | gauge | hosted groups whose log is untrusted (restarted without a clean mark, not yet in a view) |
 //! | `partition_applied_divergence_total{group}` | counter | StartViews that contradicted applied history |
-//! | `partition_storage_damage_total{kind}` | counter | what opening a partition found: `damaged_entry` (entries repaired in place), `damaged_tail` (a log ending in damaged bytes, cut after its ops were marked maybe acked), `unsynced_dropped` (a reopen after a failed write or sync dropped the tail past the durable checkpoint), `index_rebuilt` |
+//! | `partition_storage_damage_total{kind}` | counter | what opening a partition found: `damaged_entry` (entries repaired in place), `damaged_tail` (a log ending in damaged bytes, cut after its ops were marked maybe acked), `unsynced_dropped` (a reopen after a failed write or sync dropped the tail past the durable checkpoint), `lost_tail` (the log ended below its durable mark: the disk lost writes without a trace), `index_rebuilt` |
 //! | `partition_behind_log_start_total` | counter | replicas that lacked ops a peer's retention had dropped, and so caught up by state transfer |
 //! | `partition_retention_segments_removed_total` | counter | record-log segments retention removed |
 //! | `consumer_group_members_expired_total` | counter | consumer group members the coordinator removed after their session timeout |
@@ -199,6 +199,7 @@ pub fn storage_found(recovery: &strand_partition::Recovery) {
         "damaged_tail",
         usize::from(recovery.damaged_tail_from.is_some()),
     );
+    count("lost_tail", usize::from(recovery.lost_tail_from.is_some()));
     count(
         "unsynced_dropped",
         usize::from(recovery.unsynced_dropped_from.is_some()),

@@ -126,11 +126,16 @@ fn the_damaged_newest_entry_of_an_acknowledging_backup(fault: Fault) {
         "no view starts without X while its only holders are down or damaged"
     );
 
+    let kind = if fault == Fault::CutAtFrame {
+        "lost_tail"
+    } else {
+        "damaged_tail"
+    };
     let damage_seen = common::metric_sum(
         &nodes[damaged],
-        "partition_storage_damage_total{kind=\"damaged_tail\"}",
+        &format!("partition_storage_damage_total{{kind=\"{kind}\"}}"),
     );
-    assert_eq!(damage_seen, 1.0, "the damaged tail is counted");
+    assert_eq!(damage_seen, 1.0, "the damaged or lost tail is counted");
     nodes[primary].start();
     let client = runtime.block_on(common::connect(common::bootstrap(&nodes), deadline));
     let read = runtime.block_on(common::read_partition(&client, "s", "t", 0, 4, deadline));
@@ -167,6 +172,14 @@ fn a_flipped_header_byte_in_the_newest_acknowledged_entry_loses_nothing() {
 #[test]
 fn a_log_cut_short_inside_the_newest_acknowledged_entry_loses_nothing() {
     the_damaged_newest_entry_of_an_acknowledging_backup(Fault::Truncate);
+}
+
+/// The disk lost the newest acknowledged entry without a trace: the log
+/// reads as ending one entry earlier. Only the durable mark says the
+/// entry was there.
+#[test]
+fn a_newest_acknowledged_entry_lost_without_a_trace_loses_nothing() {
+    the_damaged_newest_entry_of_an_acknowledging_backup(Fault::CutAtFrame);
 }
 
 /// A committed entry in the middle of one node's metadata log is damaged

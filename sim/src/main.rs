@@ -36,11 +36,12 @@ struct Args {
     /// are replaced, the confirm policy changes.
     #[arg(long)]
     reassign: bool,
-    /// Leave misdirected writes (an entry written over another's place,
-    /// zeros where it belonged) out of the storage faults at restart: the
-    /// fault model seeds were found with before they joined it.
+    /// Leave lost writes out of the storage faults at restart (an entry
+    /// written over another's place, zeros where it belonged; the newest
+    /// entries gone without a trace): the fault model seeds were found with
+    /// before they joined it.
     #[arg(long)]
-    no_misdirected_writes: bool,
+    no_lost_writes: bool,
     /// Run with a protection switched off (needs the `mutations` feature).
     #[arg(long, value_enum)]
     mutation: Option<Mutation>,
@@ -138,8 +139,8 @@ fn replay_command(args: &Args, seed: u64) -> String {
     if args.reassign {
         command.push_str(" --reassign");
     }
-    if args.no_misdirected_writes {
-        command.push_str(" --no-misdirected-writes");
+    if args.no_lost_writes {
+        command.push_str(" --no-lost-writes");
     }
     if let Some(mutation) = args.mutation {
         command.push_str(&format!(" --mutation {}", mutation.name()));
@@ -235,7 +236,7 @@ fn main() -> ExitCode {
         mutation_trust_damaged_tail: args.mutation == Some(Mutation::TrustDamagedTail),
         mutation_superblock_unsynced: args.mutation == Some(Mutation::SuperblockUnsynced),
         mutation_page_cache_trusted: args.mutation == Some(Mutation::PageCacheTrusted),
-        without_misdirected_writes: args.no_misdirected_writes,
+        without_lost_writes: args.no_lost_writes,
     };
     if let Some(seed) = args.seed {
         let (outcome, trace) =

@@ -113,9 +113,12 @@ pub struct Options {
     /// A reopen after a failed write or sync trusts the page cache
     /// (`mutations` only).
     pub mutation_page_cache_trusted: bool,
-    /// Storage faults at restart include misdirected writes (an entry
-    /// written over another's place, zeros where it belonged).
-    pub misdirected_writes: bool,
+    /// Storage faults at restart include writes the disk lost: misdirected
+    /// ones (an entry written over another's place, zeros where it belonged)
+    /// and the newest entries gone without a trace (the active segment cut
+    /// at an entry past the superblock's checkpoint; only the durable mark
+    /// says they were there).
+    pub lost_writes: bool,
 }
 
 /// Optional fixed choices from the command line; `None` means "draw it".
@@ -147,9 +150,10 @@ pub struct Overrides {
     pub mutation_superblock_unsynced: bool,
     /// Reopen after a failed write or sync without dropping the unsynced tail.
     pub mutation_page_cache_trusted: bool,
-    /// Leave misdirected writes out of the storage faults at restart: the
-    /// model seeds were found with before they joined the default one.
-    pub without_misdirected_writes: bool,
+    /// Leave lost writes (misdirected, or gone without a trace) out of the
+    /// storage faults at restart: the model seeds were found with before
+    /// they joined the default one.
+    pub without_lost_writes: bool,
 }
 
 fn between(prng: &mut Prng, low: u64, high: u64) -> u64 {
@@ -221,7 +225,7 @@ impl Options {
             mutation_trust_damaged_tail: overrides.mutation_trust_damaged_tail,
             mutation_superblock_unsynced: overrides.mutation_superblock_unsynced,
             mutation_page_cache_trusted: overrides.mutation_page_cache_trusted,
-            misdirected_writes: !overrides.without_misdirected_writes,
+            lost_writes: !overrides.without_lost_writes,
             io_fault_ppm: 0,
         };
         if overrides.reassign {

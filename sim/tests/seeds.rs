@@ -208,9 +208,10 @@ const FOUND_BY_SIM: [(u64, &str); 37] = [
     ),
 ];
 
-/// Seeds that broke a checker once misdirected writes joined the storage
-/// faults of the default model, each with what it found.
-const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 13] = [
+/// Seeds that broke a checker once lost writes (misdirected, or gone
+/// without a trace) joined the storage faults of the default model, each
+/// with what it found.
+const FOUND_WITH_LOST_WRITES: [(u64, &str); 15] = [
     (
         401,
         "storage: a misdirected write left a frame out of place after bytes holding no \
@@ -273,17 +274,28 @@ const FOUND_WITH_MISDIRECTED_WRITES: [(u64, &str); 13] = [
         77_346,
         "consensus: the same, an acknowledged op lost under `persisted`",
     ),
+    (
+        1_591,
+        "storage: the durable mark's sync failed before the log's completion of the op \
+         it covered arrived; the op waited for a mark that never came, and no failure \
+         reopened the group",
+    ),
+    (
+        11_285,
+        "storage: a crash cut the durable mark's first write after one slot; the next \
+         open kept the short file and the write to its second slot failed",
+    ),
 ];
 
 #[test]
-fn seeds_found_with_misdirected_writes_stay_fixed() {
+fn seeds_found_with_lost_writes_stay_fixed() {
     let overrides = Overrides::default();
-    for (seed, found) in FOUND_WITH_MISDIRECTED_WRITES {
+    for (seed, found) in FOUND_WITH_LOST_WRITES {
         let (outcome, _) = run_seed(seed, &overrides, 0);
         assert!(
             outcome.violation.is_none(),
             "seed {seed} ({found}): {:?} (replay: strand-sim --seed {seed} \
-             --no-misdirected-writes --trace)",
+             --no-lost-writes --trace)",
             outcome.violation
         );
     }
@@ -446,11 +458,11 @@ const REASSIGNING: [(u64, &str); 37] = [
 ];
 
 /// The fault model the pinned seeds and the mutations' searches were found
-/// with: misdirected writes left out, so their schedules stay the ones that
+/// with: lost writes left out, so their schedules stay the ones that
 /// found them.
 fn legacy() -> Overrides {
     Overrides {
-        without_misdirected_writes: true,
+        without_lost_writes: true,
         ..Overrides::default()
     }
 }
@@ -471,7 +483,7 @@ fn seeds_that_reassign_the_group_hold_every_checker() {
         assert!(
             outcome.violation.is_none(),
             "seed {seed} ({what}): {:?} (replay: strand-sim --seed {seed} --reassign \
-             --no-misdirected-writes --trace)",
+             --no-lost-writes --trace)",
             outcome.violation
         );
         in_place += outcome.stats.reassignments_in_place;

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use strand_partition::faults::{Fault, damage_frame, flip_byte};
 
-const USAGE: &str = "usage: strand-disk-fault FILE flip-header|flip-payload|zero-block|truncate \
+const USAGE: &str = "usage: strand-disk-fault FILE flip-header|flip-payload|zero-block|truncate|cut-at-frame \
                      [--nth N] | FILE flip-byte --at BYTE";
 
 fn main() -> ExitCode {

@@ -478,13 +478,9 @@ impl World {
         let Some((partition, recovery)) = probe(disk, &self.options) else {
             return false;
         };
-        // Without misdirected writes, the draw is the one seeds were run with
+        // Without lost writes, the draw is the one seeds were run with
         // before they existed.
-        let kinds = if self.options.misdirected_writes {
-            5
-        } else {
-            4
-        };
+        let kinds = if self.options.lost_writes { 5 } else { 4 };
         let fault = match self.prng.below(kinds) {
             0 => StorageFault::EntryFlip,
             1 => StorageFault::Cut,
@@ -605,8 +601,10 @@ impl World {
         let location = partition.entry_location(op)?;
         let last = partition.entry_location(recovery.op)?;
         let sealed = location.path != last.path;
-        if !sealed && recovery.op > recovery.op_checkpoint {
-            return None; // it would look like a torn tail: a loss nobody sees
+        if !sealed && recovery.op > recovery.op_checkpoint && !self.options.lost_writes {
+            // Newest entries gone without a trace: only the durable mark
+            // (in the model with lost writes) says they were there.
+            return None;
         }
         Some((
             location.path,

@@ -1,0 +1,189 @@
+//! The durable mark: a `persisted` log that the disk cut short without a
+//! trace still knows which ops it may have acknowledged.
+//!
+//! A lost write of the log's tail block leaves a log that simply ends
+//! earlier (cut at an entry's boundary, or zeros after the last whole
+//! entry), which no scan can tell from one that never had the ops. Before
+//! the mark, only ops up to the superblock's checkpoint (written every few
+//! seconds) were known: the others counted as never had, and a view change
+//! could drop an acknowledged op on this replica's word.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use strand_partition::durable_mark::{MarkSlot, decode_file};
+use strand_partition::layout::{durable_mark_path, segment_path};
+use strand_partition::{Completed, CutPoint, Disk, MemoryDisk, PartitionError, WriteStage};
+use strand_wal::CrashMode;
+use strand_wire::Durability;
+
+/// Appends five durable ops, crashes the process, and lets `lose` take the
+/// newest writes from the active segment (the disk lost them); returns the
+/// reopened recovery's op, faulty ops and lost-tail start.
+fn lose_tail(lose: impl Fn(&mut MemoryDisk, &Path, u64, u64)) -> (u64, Vec<u64>, Option<u64>) {
+    let (mut partition, _) = open_memory(MemoryDisk::new(3), small_config());
+    append_durable(&mut partition, 5, 2, 100);
+    let active = segment_path(
+        Path::new(MEMORY_DIR),
+        *partition.segment_offsets().last().expect("a segment"),
+    );
+    let from = partition
+        .entry_location(4)
+        .expect("op 4 is readable")
+        .position;
+    let len = partition
+        .disk()
+        .storage()
+        .contents(&active)
+        .expect("the active segment")
+        .len() as u64;
+    let mut disk = partition.abandon();
+    disk.crash(CrashMode::ProcessCrash);
+    lose(&mut disk, &active, from, len);
+    let (_, recovery) = open_memory(disk, small_config());
+    (recovery.op, recovery.faulty, recovery.lost_tail_from)
+}
+
+#[test]
+fn a_tail_cut_at_an_entry_boundary_is_lost_not_never_had() {
+    let (op, faulty, lost) = lose_tail(|disk, active, from, _| {
+        disk.storage_mut().cut(active, from).expect("cut");
+    });
+    assert_eq!(op, 3, "the log reads as ending at op 3");
+    assert_eq!(faulty, vec![4, 5], "ops 4 and 5 may have been acked");
+    assert_eq!(lost, Some(4));
+}
+
+#[test]
+fn a_tail_block_read_back_as_zeros_is_lost_not_never_had() {
+    let (op, faulty, lost) = lose_tail(|disk, active, from, len| {
+        let zeros = vec![0u8; (len - from) as usize];
+        disk.write_at(active, from, &zeros).expect("zero the tail");
+    });
+    assert_eq!((op, faulty, lost), (3, vec![4, 5], Some(4)));
+}
+
+#[test]
+fn a_prepare_is_durable_only_once_the_mark_covers_it() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(4), small_config());
+    append_durable(&mut partition, 2, 2, 100);
+    let mark = durable_mark_path(Path::new(MEMORY_DIR));
+    partition
+        .disk_mut()
+        .storage_mut()
+        .fail_next_write(&mark, libc::EIO)
+        .expect("inject");
+    let prepare = next_prepare(&partition, 2, 100);
+    partition.write_prepare(prepare).expect("queued");
+    let mut out = Vec::new();
+    partition.flush(&mut out).expect("flush");
+    assert!(
+        matches!(&out[..], [Completed::PrepareFailed { op: 3, .. }]),
+        "the log's copy is durable, the mark's is not: {out:?}"
+    );
+    let next = next_prepare(&partition, 2, 100);
+    assert!(matches!(
+        partition.write_prepare(next),
+        Err(PartitionError::LogFailed { .. })
+    ));
+}
+
+/// Found by the simulator (seed 1591): the mark's sync failed before the
+/// log's completion of the op it covered arrived; the op was then held for
+/// a mark that would never come, no failure was reported, and the group
+/// never reopened. A prepare the log makes durable after a mark write
+/// failed is reported failed.
+#[test]
+fn a_failed_mark_sync_fails_the_prepares_it_would_have_covered() {
+    for seed in 0..8 {
+        let (mut partition, _) = open_memory(MemoryDisk::new(40 + seed), small_config());
+        append_durable(&mut partition, 2, 2, 100);
+        let mark = durable_mark_path(Path::new(MEMORY_DIR));
+        partition
+            .disk_mut()
+            .storage_mut()
+            .fail_next_sync(&mark, libc::EIO)
+            .expect("inject");
+        let prepare = next_prepare(&partition, 2, 100);
+        partition.write_prepare(prepare).expect("queued");
+        let mut out = Vec::new();
+        partition.flush(&mut out).expect("flush");
+        assert!(
+            matches!(&out[..], [Completed::PrepareFailed { op: 3, .. }]),
+            "seed {seed}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn ops_a_cut_removed_are_never_taken_for_lost() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(5), small_config());
+    append_durable(&mut partition, 5, 2, 100);
+    partition
+        .cut(CutPoint {
+            op: 3,
+            cursor_tail: None,
+        })
+        .expect("cut");
+    let mut disk = partition.abandon();
+    disk.crash(CrashMode::LoseUnsynced);
+    let (_, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, 3);
+    assert!(recovery.faulty.is_empty(), "{:?}", recovery.faulty);
+    assert_eq!(recovery.lost_tail_from, None);
+}
+
+#[test]
+fn the_mark_follows_the_log_and_a_replicated_partition_keeps_none() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(6), small_config());
+    append_durable(&mut partition, 3, 2, 100);
+    let mark = durable_mark_path(Path::new(MEMORY_DIR));
+    let bytes = partition.disk().storage().contents(&mark).expect("a mark");
+    assert_eq!(decode_file(bytes).map(|slot: MarkSlot| slot.op), Some(3));
+    let mut out = Vec::new();
+    partition.flush(&mut out).expect("flush");
+
+    let replicated = strand_partition::PartitionConfig {
+        durability: Durability::Replicated,
+        ..small_config()
+    };
+    let (mut partition, _) = open_memory(MemoryDisk::new(7), replicated);
+    append_durable(&mut partition, 3, 2, 100);
+    let stage = partition.write_prepare(next_prepare(&partition, 2, 100));
+    assert_eq!(stage.expect("queued").stage, WriteStage::Queued);
+    assert!(
+        partition.disk().storage().contents(&mark).is_none(),
+        "replicated logs ack before the fsync and reopen untrusted: no mark"
+    );
+}
+
+/// Found by the simulator (seed 11285): a crash left the mark with one
+/// valid slot (its first write cut short, or the other slot torn); the next
+/// open kept the file as it was, the WAL opened it only as long as its
+/// valid frames, and the first write to the other slot failed. An open
+/// writes a mark that is not two valid slots again, whole.
+#[test]
+fn a_mark_with_one_valid_slot_is_written_whole_again_at_open() {
+    use strand_partition::durable_mark::{SLOT_BYTES, encode_slot};
+    for torn_tail in [false, true] {
+        let (mut partition, _) = open_memory(MemoryDisk::new(9), small_config());
+        append_durable(&mut partition, 2, 2, 100);
+        let mark = durable_mark_path(Path::new(MEMORY_DIR));
+        let mut disk = partition.abandon();
+        disk.crash(CrashMode::ProcessCrash);
+        // One valid slot, an even sequence: the next write goes to the
+        // second slot, missing or torn.
+        disk.storage_mut().cut(&mark, 0).expect("cut the mark");
+        let mut bytes = encode_slot(MarkSlot { sequence: 2, op: 2 });
+        if torn_tail {
+            bytes.extend_from_slice(&[7u8; SLOT_BYTES]);
+        }
+        disk.write_at(&mark, 0, &bytes).expect("one valid slot");
+        let (mut partition, recovery) = open_memory(disk, small_config());
+        assert!(recovery.faulty.is_empty());
+        append_durable(&mut partition, 3, 2, 100);
+        assert_eq!(partition.durable_op(), 5, "torn tail: {torn_tail}");
+    }
+}
