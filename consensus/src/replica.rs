@@ -1394,13 +1394,27 @@ impl<S: StateMachine> Replica<S> {
     /// the commit at most.
     fn storage_cut_point(&self, op: u64) -> u64 {
         let mut cut = op;
-        while cut > self.commit
-            && self.faulty_ops.contains(&cut)
-            && self.faulty_ops.contains(&(cut + 1))
+        while cut > self.commit && self.damaged_in_storage(cut) && self.damaged_in_storage(cut + 1)
         {
             cut -= 1;
         }
         cut
+    }
+
+    /// Whether storage will still hold `op` damaged when a cut asked for
+    /// now runs: it is faulty and not being written. Storage runs effects
+    /// in order, so a faulty op whose append or rewrite is already handed
+    /// to it is whole by then (a failed write fails the log, which refuses
+    /// the cut); cutting below it would drop an op it holds readably, and
+    /// maybe committed.
+    fn damaged_in_storage(&self, op: u64) -> bool {
+        self.faulty_ops.contains(&op)
+            && !self.journal.get(op).is_some_and(|slot| {
+                matches!(
+                    slot.state,
+                    SlotState::Writing | SlotState::Queued | SlotState::Durable
+                )
+            })
     }
 
     /// Removes every op above `op` from the journal and from storage.

@@ -211,7 +211,7 @@ const FOUND_BY_SIM: [(u64, &str); 37] = [
 /// Seeds that broke a checker once lost writes (misdirected, or gone
 /// without a trace) joined the storage faults of the default model, each
 /// with what it found.
-const FOUND_WITH_LOST_WRITES: [(u64, &str); 15] = [
+const FOUND_WITH_LOST_WRITES: [(u64, &str); 16] = [
     (
         401,
         "storage: a misdirected write left a frame out of place after bytes holding no \
@@ -285,6 +285,13 @@ const FOUND_WITH_LOST_WRITES: [(u64, &str); 15] = [
         "storage: a crash cut the durable mark's first write after one slot; the next \
          open kept the short file and the write to its second slot failed",
     ),
+    (
+        22_851,
+        "consensus: a cut was placed below a run of ops the lost tail had left faulty \
+         while their appends were already queued; by the time it ran they were whole and \
+         committed, and storage refused it (an op handed to storage is no longer damaged \
+         for the cut)",
+    ),
 ];
 
 #[test]
@@ -294,8 +301,7 @@ fn seeds_found_with_lost_writes_stay_fixed() {
         let (outcome, _) = run_seed(seed, &overrides, 0);
         assert!(
             outcome.violation.is_none(),
-            "seed {seed} ({found}): {:?} (replay: strand-sim --seed {seed} \
-             --no-lost-writes --trace)",
+            "seed {seed} ({found}): {:?} (replay: strand-sim --seed {seed} --trace)",
             outcome.violation
         );
     }
@@ -308,7 +314,8 @@ fn seeds_found_by_the_simulator_stay_fixed() {
         let (outcome, _) = run_seed(seed, &overrides, 0);
         assert!(
             outcome.violation.is_none(),
-            "seed {seed} ({found}): {:?} (replay: strand-sim --seed {seed} --trace)",
+            "seed {seed} ({found}): {:?} (replay: strand-sim --seed {seed} \
+             --no-lost-writes --trace)",
             outcome.violation
         );
     }
