@@ -205,6 +205,11 @@ pub struct Replica<S> {
     pub(crate) commit_max: u64,
     /// The next op to append to storage (all below were handed over).
     pub(crate) write_next: u64,
+    /// Ops from here up to `write_next` were handed to storage as appends
+    /// by this process (those below were read from disk at open, or
+    /// installed): storage holds them whole by the time a later effect
+    /// runs, even while they are still faulty here (not yet durable).
+    pub(crate) appended_from: u64,
     /// Every op from the commit number up to this one was stored (per policy)
     /// when last looked; lowered by every truncation.
     pub(crate) stored_hint: u64,
@@ -439,6 +444,7 @@ impl<S: StateMachine> Replica<S> {
             commit,
             commit_max: commit,
             write_next: log_head + 1,
+            appended_from: log_head + 1,
             stored_hint: commit,
             client_table,
             client_table_persisted: 0,
@@ -1063,6 +1069,7 @@ impl<S: StateMachine> Replica<S> {
         self.durable.commit = op;
         self.commit_persisted = op;
         self.write_next = op + 1;
+        self.appended_from = op + 1;
         self.cursors = CursorState::new(cursor_tail);
         self.durable.take_transferred_history(history_starts);
         if let Some(start) = self
@@ -1401,20 +1408,16 @@ impl<S: StateMachine> Replica<S> {
         cut
     }
 
-    /// Whether storage will still hold `op` damaged when a cut asked for
-    /// now runs: it is faulty and not being written. Storage runs effects
-    /// in order, so a faulty op whose append or rewrite is already handed
-    /// to it is whole by then (a failed write fails the log, which refuses
-    /// the cut); cutting below it would drop an op it holds readably, and
-    /// maybe committed.
+    /// Whether storage may still hold `op` damaged when a cut asked for now
+    /// runs: it is faulty, and not one this process appended. Storage runs
+    /// effects in order, so an op handed to it as an append (a tail the
+    /// disk lost, written again) is whole by then, though it stays faulty
+    /// here until durable (a failed write fails the log, which refuses the
+    /// cut); cutting below it would drop an op storage holds readably, and
+    /// maybe committed. A rewrite in place is not: storage may hold it
+    /// until the damaged ops before it are rewritten.
     fn damaged_in_storage(&self, op: u64) -> bool {
-        self.faulty_ops.contains(&op)
-            && !self.journal.get(op).is_some_and(|slot| {
-                matches!(
-                    slot.state,
-                    SlotState::Writing | SlotState::Queued | SlotState::Durable
-                )
-            })
+        self.faulty_ops.contains(&op) && !(self.appended_from..self.write_next).contains(&op)
     }
 
     /// Removes every op above `op` from the journal and from storage.
@@ -1511,6 +1514,7 @@ impl<S: StateMachine> Replica<S> {
             }
         }
         self.write_next = op + 1;
+        self.appended_from = self.appended_from.min(op + 1);
         self.stored_hint = self.stored_hint.min(op);
         // That knowledge must reach the disk before the ops leave it.
         if let Some(dropped_max) = dropped_max.filter(|max| *max > self.durable.maybe_acked_op) {

@@ -211,7 +211,7 @@ const FOUND_BY_SIM: [(u64, &str); 37] = [
 /// Seeds that broke a checker once lost writes (misdirected, or gone
 /// without a trace) joined the storage faults of the default model, each
 /// with what it found.
-const FOUND_WITH_LOST_WRITES: [(u64, &str); 16] = [
+const FOUND_WITH_LOST_WRITES: [(u64, &str); 17] = [
     (
         401,
         "storage: a misdirected write left a frame out of place after bytes holding no \
@@ -291,6 +291,12 @@ const FOUND_WITH_LOST_WRITES: [(u64, &str); 16] = [
          while their appends were already queued; by the time it ran they were whole and \
          committed, and storage refused it (an op handed to storage is no longer damaged \
          for the cut)",
+    ),
+    (
+        35_814,
+        "consensus: the first form of that rule counted a rewrite in place handed to \
+         storage as whole; storage holds one until the damaged ops before it are \
+         rewritten, and the cut landed inside the damaged run (only appends count)",
     ),
 ];
 
