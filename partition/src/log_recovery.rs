@@ -153,6 +153,8 @@ struct Walk {
     findings: LogFindings,
     /// A mutation run's switch: a damaged tail is cut as a plain torn one.
     trust_damaged_tail: bool,
+    /// A mutation run's switch: the durable mark is not read.
+    ignore_durable_mark: bool,
 }
 
 /// Opens the record log of the partition at `dir` described by `superblock`
@@ -185,6 +187,7 @@ pub(crate) fn recover_log<D: Disk>(
         },
         findings: LogFindings::default(),
         trust_damaged_tail: cfg!(feature = "mutations") && mutations.trust_damaged_tail,
+        ignore_durable_mark: cfg!(feature = "mutations") && mutations.ignore_durable_mark,
     };
     let mut founds = find_segments(io, dir, superblock, &mut walk.findings)?;
     if partition_config.drop_unsynced {
@@ -210,7 +213,11 @@ pub(crate) fn recover_log<D: Disk>(
     // Ops the superblock's checkpoint or the durable mark vouch for that
     // the log lacks: lost (a tail the disk dropped without a trace), never
     // "never had".
-    let marked = crate::durable_mark::read(&mut io.disk, dir).map_or(0, |slot| slot.op);
+    let marked = if walk.ignore_durable_mark {
+        0
+    } else {
+        crate::durable_mark::read(&mut io.disk, dir).map_or(0, |slot| slot.op)
+    };
     if marked > op.max(superblock.op_checkpoint) {
         tracing::error!(
             op,

@@ -116,6 +116,11 @@ pub struct OpenMutations {
     /// first marking its ops maybe acked (a damaged acked entry is then
     /// counted as never had).
     pub trust_damaged_tail: bool,
+    /// The durable mark is not read at open: the ops it names that the log
+    /// lacks count as never had. The mark is a second guard against the
+    /// loss the other switches show (it remembers the ops they make a
+    /// replica forget), so their runs turn it off too.
+    pub ignore_durable_mark: bool,
     /// An open after a crash rewrites the other superblock copy without
     /// first syncing the chosen one (which a crashed process may have left
     /// in the page cache only).

@@ -103,6 +103,7 @@ fn open_partition<D: Disk>(
         config,
         OpenMutations {
             trust_damaged_tail: mutations.trust_damaged_tail,
+            ignore_durable_mark: mutations.trust_damaged_tail || mutations.resume_any_stop,
             superblock_unsynced: mutations.superblock_unsynced,
         },
     );
