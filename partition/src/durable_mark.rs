@@ -1,5 +1,5 @@
-//! The durable mark (`<dir>/durable.mark`): the highest op the record log
-//! made durable, kept in a file of its own.
+//! The durable mark (`<dir>/durable.0.mark`, `durable.1.mark`): the
+//! highest op the record log made durable, kept in files of its own.
 //!
 //! Under `persisted` a replica acknowledges a prepare only once it is
 //! durable. A disk that loses the newest writes without a trace (a tail
@@ -14,17 +14,21 @@
 //! checkpoint. A single lost or misdirected write cannot take both the
 //! entry and the mark: they live in different files.
 //!
-//! The mark is written in the same WAL turn as the appends it covers, so it
-//! costs no extra round: it may name an op whose entry never reached the
-//! disk (a crash between the two writes), which only makes that op "maybe
-//! acked", as a torn tail is. A cut lowers it first (before the log's
-//! files shrink), so ops a view change removed are never taken for lost.
+//! Each append of the log comes with an append of a mark naming it, in the
+//! same WAL turn: the two files' fsyncs run side by side and the marks
+//! pipeline like the log's own appends, so a prepare waits for no extra
+//! round. A mark may name an op whose entry never reached the disk (a
+//! crash between the two writes), which only makes that op "maybe acked",
+//! as a torn tail is. A cut lowers the mark first (before the log's files
+//! shrink), so ops a view change removed are never taken for lost.
 //!
-//! On disk: two slots of [`SLOT_BYTES`], each one WAL frame holding
-//! `magic, sequence, op`; writes alternate between them (the slot is the
-//! sequence's parity) and open takes the valid slot with the higher
-//! sequence. Only `persisted` partitions keep one: `replicated` ones ack
-//! before the fsync, and reopen untrusted after any crash.
+//! On disk: each file is a WAL log of small frames `magic, sequence, op`;
+//! the valid frame with the highest sequence, in either file, is the mark.
+//! Marks go to one file until it holds [`ROTATE_BYTES`]; then the other is
+//! cut to nothing and takes the next ones (only once a mark in the first
+//! is durable, so a newer durable mark always survives the cut). Only
+//! `persisted` partitions keep one: `replicated` ones ack before the
+//! fsync, and reopen untrusted after any crash.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -37,39 +41,65 @@ use crate::error::PartitionError;
 use crate::io::{Io, Pending};
 use crate::layout::durable_mark_path;
 
-/// Bytes of one slot: one frame, padded to a block.
-pub const SLOT_BYTES: usize = 4096;
+/// Bytes of one mark's payload.
+const PAYLOAD_BYTES: usize = 24;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"STDMARK1");
-const PAYLOAD_BYTES: usize = SLOT_BYTES - FRAME_HEADER_BYTES;
+/// Bytes of one mark as appended.
+pub const MARK_BYTES: usize = FRAME_HEADER_BYTES + PAYLOAD_BYTES;
 
-/// A slot's content.
+/// The file taking marks moves to the other once it holds this much (a
+/// mark per append: at a few thousand appends a second, every few
+/// seconds; open reads at most twice this).
+pub const ROTATE_BYTES: u64 = 256 * 1024;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"STDMARK2");
+
+/// One mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkSlot {
-    /// Which write this was (higher is newer).
+    /// Which write this was (higher is newer, across both files).
     pub sequence: u64,
     /// Every op up to this one may have been acknowledged.
     pub op: u64,
 }
 
-/// The frame payload of a slot.
-fn encode(slot: MarkSlot) -> Bytes {
-    let mut payload = vec![0u8; PAYLOAD_BYTES];
-    payload[..8].copy_from_slice(&MAGIC.to_le_bytes());
-    payload[8..16].copy_from_slice(&slot.sequence.to_le_bytes());
-    payload[16..24].copy_from_slice(&slot.op.to_le_bytes());
+/// The frame payload of a mark.
+fn encode(mark: MarkSlot) -> Bytes {
+    let mut payload = Vec::with_capacity(PAYLOAD_BYTES);
+    payload.extend_from_slice(&MAGIC.to_le_bytes());
+    payload.extend_from_slice(&mark.sequence.to_le_bytes());
+    payload.extend_from_slice(&mark.op.to_le_bytes());
     Bytes::from(payload)
 }
 
-/// The slot the bytes of one slot hold, if they are exactly one valid frame
-/// of a mark (pure: the proptests reach the same checks open makes).
-pub fn decode_slot(bytes: &[u8]) -> Option<MarkSlot> {
-    let report = strand_wal::scan(bytes);
-    let [frame] = report.frames[..] else {
-        return None;
-    };
-    let payload = frame.payload(bytes);
-    if !report.is_clean() || payload.len() != PAYLOAD_BYTES {
+/// The newest valid mark among the frames of one file's bytes, if any
+/// (pure: the proptests reach the same checks open makes). Damaged frames
+/// are skipped: the marks after them are newer still.
+pub fn decode_file(bytes: &[u8]) -> Option<MarkSlot> {
+    let mut newest: Option<MarkSlot> = None;
+    let mut rest = bytes;
+    loop {
+        let report = strand_wal::scan(rest);
+        let found = report
+            .frames
+            .iter()
+            .filter_map(|frame| decode_payload(frame.payload(rest)));
+        for mark in found {
+            if newest.is_none_or(|newest| mark.sequence > newest.sequence) {
+                newest = Some(mark);
+            }
+        }
+        match report.tail {
+            strand_wal::Tail::Corrupt {
+                next_valid_offset, ..
+            } => rest = &rest[next_valid_offset as usize..],
+            _ => return newest,
+        }
+    }
+}
+
+fn decode_payload(payload: &[u8]) -> Option<MarkSlot> {
+    if payload.len() != PAYLOAD_BYTES {
         return None;
     }
     let word = |at: usize| u64::from_le_bytes(payload[at..at + 8].try_into().expect("8 bytes"));
@@ -79,41 +109,45 @@ pub fn decode_slot(bytes: &[u8]) -> Option<MarkSlot> {
     })
 }
 
-/// The newest valid slot of the mark file's bytes, if any.
-pub fn decode_file(bytes: &[u8]) -> Option<MarkSlot> {
-    bytes
-        .chunks(SLOT_BYTES)
-        .take(2)
-        .filter_map(decode_slot)
-        .max_by_key(|slot| slot.sequence)
-}
-
-/// The bytes of one slot as written.
-pub fn encode_slot(slot: MarkSlot) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(SLOT_BYTES);
-    strand_wal::encode_frame_into(&encode(slot), &mut bytes).expect("a slot fits a frame");
-    assert_eq!(bytes.len(), SLOT_BYTES);
+/// The bytes of one mark as appended.
+pub fn encode_mark(mark: MarkSlot) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(MARK_BYTES);
+    strand_wal::encode_frame_into(&encode(mark), &mut bytes).expect("a mark fits a frame");
+    assert_eq!(bytes.len(), MARK_BYTES);
     bytes
 }
 
-/// Reads the mark at `dir` (`None`: absent or no valid slot, said in the
-/// log: the checkpoint alone then vouches, as before marks existed).
-pub(crate) fn read<D: Disk>(disk: &mut D, dir: &Path) -> Option<MarkSlot> {
-    let path = durable_mark_path(dir);
+/// The newest mark of file `index` at `dir` (`None`: absent or none valid).
+fn read_one<D: Disk>(disk: &mut D, dir: &Path, index: usize) -> Option<MarkSlot> {
+    let path = durable_mark_path(dir, index);
     match disk.read_file(&path) {
         Ok(Some(bytes)) => {
-            let slot = decode_file(&bytes);
-            if slot.is_none() {
-                tracing::warn!(path = %path.display(), "partition: the durable mark is unreadable");
+            let mark = decode_file(&bytes);
+            if mark.is_none() && !bytes.is_empty() {
+                tracing::warn!(path = %path.display(), "partition: a durable-mark file holds no readable mark");
             }
-            slot
+            mark
         }
         Ok(None) => None,
         Err(error) => {
-            tracing::warn!(path = %path.display(), %error, "partition: the durable mark cannot be read");
+            tracing::warn!(path = %path.display(), %error, "partition: a durable-mark file cannot be read");
             None
         }
     }
+}
+
+/// The newest mark at `dir` and the file holding it (`None`: no valid
+/// mark, said in the log: the checkpoint alone then vouches, as before
+/// marks existed).
+fn read_newest<D: Disk>(disk: &mut D, dir: &Path) -> Option<(MarkSlot, usize)> {
+    (0..2)
+        .filter_map(|index| read_one(disk, dir, index).map(|mark| (mark, index)))
+        .max_by_key(|(mark, _)| mark.sequence)
+}
+
+/// Reads the mark at `dir`.
+pub(crate) fn read<D: Disk>(disk: &mut D, dir: &Path) -> Option<MarkSlot> {
+    read_newest(disk, dir).map(|(mark, _)| mark)
 }
 
 /// What [`DurableMark::admit`] made of a prepare the log made durable.
@@ -121,39 +155,34 @@ pub(crate) fn read<D: Disk>(disk: &mut D, dir: &Path) -> Option<MarkSlot> {
 pub(crate) enum Admitted {
     /// A durable mark covers it: report it durable.
     Durable,
-    /// It waits for the mark write in flight or the next.
+    /// It waits for a mark in flight.
     Held,
     /// A mark write failed: report the prepare failed.
     Failed(PartitionError),
-}
-
-/// Whether the mark file at `path` is exactly two valid slots.
-fn both_slots_valid<D: Disk>(disk: &mut D, path: &Path) -> bool {
-    match disk.read_file(path) {
-        Ok(Some(bytes)) => {
-            bytes.len() == 2 * SLOT_BYTES
-                && bytes
-                    .chunks(SLOT_BYTES)
-                    .all(|slot| decode_slot(slot).is_some())
-        }
-        _ => false,
-    }
 }
 
 /// The mark of an open `persisted` partition: what is durable, what is in
 /// flight, and the prepares waiting for it.
 #[derive(Debug, Default)]
 pub(crate) struct DurableMark {
-    /// The mark's WAL file (`None`: the partition keeps no mark).
-    file: Option<FileId>,
-    /// The newest sequence written or submitted.
+    /// The two files (`None`: the partition keeps no mark).
+    files: Option<[FileId; 2]>,
+    /// Which file takes the next mark.
+    active: usize,
+    /// Bytes in the active file.
+    active_len: u64,
+    /// The sequence of the first mark in the active file.
+    active_first_sequence: u64,
+    /// The newest sequence submitted.
     sequence: u64,
-    /// The op the newest durable slot names.
+    /// The op the newest submitted mark names.
+    submitted_op: u64,
+    /// The sequence of the newest durable mark.
+    durable_sequence: u64,
+    /// The op the newest durable mark names.
     durable_op: u64,
-    /// The write in flight: its sequence and op.
-    in_flight: Option<(u64, u64)>,
-    /// The highest op a mark is due for.
-    wanted_op: u64,
+    /// Marks in flight, in order: sequence and op.
+    in_flight: VecDeque<(u64, u64)>,
     /// Prepares durable in the log that wait for a mark covering them.
     awaiting: VecDeque<(u64, u32)>,
     /// The first failed write: every later prepare fails with it.
@@ -162,55 +191,58 @@ pub(crate) struct DurableMark {
 
 impl DurableMark {
     /// Opens the mark of a `persisted` partition whose log ends at `log_op`:
-    /// writes the file whole (both slots), durably, unless it holds exactly
-    /// two valid slots (a crash may have cut a write short, or torn a
-    /// slot: the WAL opens the file only as long as its valid frames, and
-    /// a write to the other slot would fail), or when it names an op below
-    /// `log_op` (the ops read back at open may have been acknowledged).
-    /// Returns the op the mark named before (0: none).
+    /// both files (created when missing), marks going on in the one holding
+    /// the newest mark; appends a mark durably when none is readable or the
+    /// newest names an op below `log_op` (the ops read back at open may
+    /// have been acknowledged). Returns the op the mark named before (0:
+    /// none).
     pub fn open<D: Disk>(
         io: &mut Io<D>,
         dir: &Path,
         log_op: u64,
     ) -> Result<(DurableMark, u64), PartitionError> {
-        let path = durable_mark_path(dir);
-        let found = read(&mut io.disk, dir);
-        let whole = both_slots_valid(&mut io.disk, &path);
-        let named = found.map_or(0, |slot| slot.op);
-        let mut slot = found.unwrap_or(MarkSlot { sequence: 0, op: 0 });
-        if found.is_none() || slot.op < log_op || !whole {
-            slot = MarkSlot {
-                sequence: slot.sequence + 1,
-                op: slot.op.max(log_op),
-            };
-            let mut bytes = encode_slot(slot);
-            let other = encode_slot(MarkSlot {
-                sequence: slot.sequence.saturating_sub(1),
-                op: slot.op,
-            });
-            if slot.sequence % 2 == 1 {
-                bytes = [other, bytes].concat();
+        let newest = read_newest(&mut io.disk, dir);
+        let (found, active) = newest.map_or((MarkSlot { sequence: 0, op: 0 }, 0), |n| n);
+        let mut files = [FileId(0); 2];
+        let mut active_len = 0;
+        for (index, file) in files.iter_mut().enumerate() {
+            let path = durable_mark_path(dir, index);
+            let exists = io
+                .disk
+                .read_file(&path)
+                .map_err(|error| PartitionError::io(&path, "read the durable mark", &error))?
+                .is_some();
+            let mode = if exists {
+                OpenMode::AppendDamaged
             } else {
-                bytes.extend_from_slice(&other);
+                OpenMode::CreateNew
+            };
+            let opened = io.open(&path, mode)?;
+            *file = opened.file;
+            if index == active {
+                active_len = opened.len;
             }
-            io.disk
-                .write_at(&path, 0, &bytes)
-                .map_err(|error| PartitionError::io(&path, "write the durable mark", &error))?;
         }
-        let opened = io.open(&path, OpenMode::AppendDamaged)?;
-        let mark = DurableMark {
-            file: Some(opened.file),
-            sequence: slot.sequence,
-            durable_op: slot.op,
-            wanted_op: slot.op,
+        let mut mark = DurableMark {
+            files: Some(files),
+            active,
+            active_len,
+            active_first_sequence: found.sequence,
+            sequence: found.sequence,
+            submitted_op: found.op,
+            durable_sequence: found.sequence,
+            durable_op: found.op,
             ..DurableMark::default()
         };
-        Ok((mark, named))
+        if newest.is_none() || found.op < log_op {
+            mark.write_now(io, found.op.max(log_op))?;
+        }
+        Ok((mark, found.op))
     }
 
     /// Whether the partition keeps a mark (durable completions wait for it).
     pub fn kept(&self) -> bool {
-        self.file.is_some()
+        self.files.is_some()
     }
 
     /// The op the newest durable mark names (`u64::MAX` without a mark: no
@@ -223,14 +255,54 @@ impl DurableMark {
         }
     }
 
-    /// A mark for `op` is due (it was just appended): written now unless a
-    /// write is in flight, in which case the next one covers it.
+    /// A mark for `op` is due (it was just appended): appended now, in the
+    /// same WAL turn as the log's entry.
     pub fn want<D: Disk>(&mut self, io: &mut Io<D>, op: u64) -> Result<(), PartitionError> {
-        if !self.kept() {
+        let Some(files) = self.files else {
+            return Ok(());
+        };
+        if op <= self.submitted_op || self.failure.is_some() {
             return Ok(());
         }
-        self.wanted_op = self.wanted_op.max(op);
-        self.submit_if_due(io)
+        self.rotate_if_due(io, files)?;
+        self.sequence += 1;
+        let sequence = self.sequence;
+        let payload = encode(MarkSlot { sequence, op });
+        io.append(
+            files[self.active],
+            payload,
+            Ack::Durable,
+            Pending::Mark { sequence },
+        )?;
+        self.active_len += MARK_BYTES as u64;
+        self.in_flight.push_back((sequence, op));
+        self.submitted_op = op;
+        Ok(())
+    }
+
+    /// Moves the marks to the other file once the active one is full and
+    /// one of its marks is durable: the other is cut to nothing first
+    /// (its marks are all older than that durable one).
+    fn rotate_if_due<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        files: [FileId; 2],
+    ) -> Result<(), PartitionError> {
+        if self.active_len < ROTATE_BYTES || self.durable_sequence < self.active_first_sequence {
+            return Ok(());
+        }
+        let other = 1 - self.active;
+        io.request(files[other], Pending::Ignored, |user_data| {
+            Request::Truncate {
+                file: files[other],
+                len: 0,
+                user_data,
+            }
+        })?;
+        self.active = other;
+        self.active_len = 0;
+        self.active_first_sequence = self.sequence + 1;
+        Ok(())
     }
 
     /// What becomes of a prepare the log made durable: durable now (a mark
@@ -248,25 +320,25 @@ impl DurableMark {
     }
 
     /// A mark write completed: the prepares it covers, in order (to report
-    /// durable), after submitting the next write if one is due.
-    pub fn on_written<D: Disk>(
+    /// durable).
+    pub fn on_written(
         &mut self,
-        io: &mut Io<D>,
         sequence: u64,
         result: Result<(), PartitionError>,
         released: &mut Vec<(u64, u32)>,
     ) -> Result<(), PartitionError> {
-        let Some((in_flight, op)) = self.in_flight else {
+        while self.in_flight.front().is_some_and(|&(s, _)| s < sequence) {
+            self.in_flight.pop_front();
+        }
+        let Some(&(_, op)) = self.in_flight.front().filter(|&&(s, _)| s == sequence) else {
             return Ok(()); // superseded by a synchronous write
         };
-        if in_flight != sequence {
-            return Ok(());
-        }
-        self.in_flight = None;
+        self.in_flight.pop_front();
         if let Err(error) = result {
             self.failure.get_or_insert(error.clone());
             return Err(error);
         }
+        self.durable_sequence = sequence;
         self.durable_op = self.durable_op.max(op);
         while let Some(&(awaiting, checksum)) = self.awaiting.front() {
             if awaiting > self.durable_op {
@@ -275,7 +347,7 @@ impl DurableMark {
             released.push((awaiting, checksum));
             self.awaiting.pop_front();
         }
-        self.submit_if_due(io)
+        Ok(())
     }
 
     /// The prepares still waiting (after a failure: to report them failed).
@@ -293,113 +365,91 @@ impl DurableMark {
         op: u64,
         released: &mut Vec<(u64, u32)>,
     ) -> Result<(), PartitionError> {
-        let Some(file) = self.file else {
-            return Ok(());
-        };
-        self.awaiting.retain(|&(awaiting, _)| awaiting <= op);
-        self.wanted_op = self.wanted_op.min(op);
-        if self.durable_op <= op && self.in_flight.is_none_or(|(_, target)| target <= op) {
+        if !self.kept() {
             return Ok(());
         }
-        self.sequence += 1;
-        let sequence = self.sequence;
-        self.in_flight = None;
-        let frame = slot_frame(MarkSlot { sequence, op })?;
-        io.run(file, |user_data| Request::WriteAt {
-            file,
-            offset: slot_offset(sequence),
-            frame,
-            user_data,
-            ack: Ack::Durable,
-        })?;
-        self.durable_op = op;
+        self.awaiting.retain(|&(awaiting, _)| awaiting <= op);
+        if self.durable_op <= op && self.submitted_op <= op {
+            return Ok(());
+        }
+        self.write_now(io, op)?;
         released.extend(self.awaiting.drain(..));
         Ok(())
     }
 
-    /// Closes the mark's file (nothing in flight).
-    pub fn close<D: Disk>(&mut self, io: &mut Io<D>) -> Result<(), PartitionError> {
-        match self.file.take() {
-            Some(file) => io.close(file),
-            None => Ok(()),
-        }
-    }
-
-    fn submit_if_due<D: Disk>(&mut self, io: &mut Io<D>) -> Result<(), PartitionError> {
-        let Some(file) = self.file else {
-            return Ok(());
-        };
-        if self.in_flight.is_some() || self.wanted_op <= self.durable_op || self.failure.is_some() {
-            return Ok(());
-        }
+    /// Appends a mark naming `op` and waits until it is durable; marks in
+    /// flight before it no longer count.
+    fn write_now<D: Disk>(&mut self, io: &mut Io<D>, op: u64) -> Result<(), PartitionError> {
+        let files = self.files.expect("a kept mark");
+        self.rotate_if_due(io, files)?;
         self.sequence += 1;
-        let (sequence, op) = (self.sequence, self.wanted_op);
-        let frame = slot_frame(MarkSlot { sequence, op })?;
-        io.request(file, Pending::Mark { sequence }, |user_data| {
-            Request::WriteAt {
+        let sequence = self.sequence;
+        let file = files[self.active];
+        io.run(file, |user_data| {
+            Request::append_frame(
                 file,
-                offset: slot_offset(sequence),
-                frame,
+                mark_frame(MarkSlot { sequence, op }),
                 user_data,
-                ack: Ack::Durable,
-            }
+                Ack::Durable,
+            )
         })?;
-        self.in_flight = Some((sequence, op));
+        self.active_len += MARK_BYTES as u64;
+        self.in_flight.clear();
+        self.submitted_op = op;
+        self.durable_sequence = sequence;
+        self.durable_op = op;
         Ok(())
     }
+
+    /// Closes the mark's files (nothing in flight).
+    pub fn close<D: Disk>(&mut self, io: &mut Io<D>) -> Result<(), PartitionError> {
+        let Some(files) = self.files.take() else {
+            return Ok(());
+        };
+        let first = io.close(files[0]);
+        let second = io.close(files[1]);
+        first.and(second)
+    }
 }
 
-/// Where the slot of write `sequence` lies.
-fn slot_offset(sequence: u64) -> u64 {
-    (sequence % 2) * SLOT_BYTES as u64
-}
-
-fn slot_frame(slot: MarkSlot) -> Result<Frame, PartitionError> {
-    Frame::new(encode(slot)).map_err(|error| PartitionError::wal(Path::new("durable.mark"), error))
+fn mark_frame(mark: MarkSlot) -> Frame {
+    Frame::new(encode(mark)).expect("a mark fits a frame")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn marks(range: std::ops::Range<u64>) -> Vec<u8> {
+        range
+            .flat_map(|sequence| {
+                encode_mark(MarkSlot {
+                    sequence,
+                    op: sequence * 10,
+                })
+            })
+            .collect()
+    }
+
     #[test]
-    fn the_newer_valid_slot_wins_and_a_damaged_one_is_skipped() {
-        let older = encode_slot(MarkSlot {
-            sequence: 4,
-            op: 40,
-        });
-        let newer = encode_slot(MarkSlot {
+    fn the_newest_valid_mark_wins_and_a_damaged_or_torn_one_is_skipped() {
+        let file = marks(1..6);
+        let newest = MarkSlot {
             sequence: 5,
-            op: 52,
-        });
-        let file = [older.clone(), newer.clone()].concat();
-        assert_eq!(
-            decode_file(&file),
-            Some(MarkSlot {
-                sequence: 5,
-                op: 52
-            })
-        );
+            op: 50,
+        };
+        assert_eq!(decode_file(&file), Some(newest));
         let mut damaged = file.clone();
-        damaged[SLOT_BYTES + 100] ^= 1;
+        damaged[4 * MARK_BYTES + 20] ^= 1;
+        assert_eq!(decode_file(&damaged).map(|mark| mark.sequence), Some(4));
+        let mut middle = file.clone();
+        middle[2 * MARK_BYTES + 20] ^= 1;
+        assert_eq!(decode_file(&middle), Some(newest), "newer marks follow");
         assert_eq!(
-            decode_file(&damaged),
-            Some(MarkSlot {
-                sequence: 4,
-                op: 40
-            })
+            decode_file(&file[..4 * MARK_BYTES + 10]).map(|mark| mark.sequence),
+            Some(4)
         );
-        assert_eq!(
-            decode_file(&vec![0; 2 * SLOT_BYTES]),
-            None,
-            "zeros: no mark"
-        );
-        assert_eq!(
-            decode_file(&file[..SLOT_BYTES + 10]),
-            Some(MarkSlot {
-                sequence: 4,
-                op: 40
-            })
-        );
+        assert_eq!(decode_file(&[0u8; 4096]), None, "zeros: no mark");
+        assert_eq!(decode_file(&[]), None);
     }
 }

@@ -133,10 +133,11 @@ pub fn superblock_tmp_path(dir: &Path, copy: u8) -> PathBuf {
     dir.join(format!("superblock.{copy}.tmp"))
 }
 
-/// The durable mark: the highest op a `persisted` record log made durable,
-/// kept apart from the log (see `durable_mark`).
-pub fn durable_mark_path(dir: &Path) -> PathBuf {
-    dir.join("durable.mark")
+/// Durable-mark file `index` (0 or 1): the highest op a `persisted` record
+/// log made durable, kept apart from the log (see `durable_mark`).
+pub fn durable_mark_path(dir: &Path, index: usize) -> PathBuf {
+    assert!(index < 2, "two durable-mark files");
+    dir.join(format!("durable.{index}.mark"))
 }
 
 /// The cursor event log.

@@ -26,7 +26,7 @@
 //! | `log_reads` | reads by op, headers, fetch by offset ([`FetchedBatch`]) |
 //! | `log_rewrite` | rewriting damaged entries in place |
 //! | `log_recovery` | opening the log: torn tails vs faults, lost ops, index rebuilds |
-//! | [`durable_mark`] | the highest op a `persisted` log made durable, in a file of its own: durable completions wait for it, open finds a tail the disk lost without a trace |
+//! | [`durable_mark`] | the highest op a `persisted` log made durable, appended beside each append in files of their own: durable completions wait for it, open finds a tail the disk lost without a trace |
 //! | `cursors` | cursor event log (stores and tombstones), map, compaction |
 //! | `cursor_snapshot` | the cursor snapshot file, in bounded pieces, read whole or not at all |
 //! | `machine_snapshot` | the state machine's image after an op (the metadata plane's catalog), two alternating copies, so the log below can go |

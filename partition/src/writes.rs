@@ -15,7 +15,7 @@ use crate::disk::Disk;
 use crate::durable_mark::Admitted;
 use crate::error::PartitionError;
 use crate::io::{Pending, SuperblockStep};
-use crate::layout::{durable_mark_path, superblock_path};
+use crate::layout::superblock_path;
 use crate::partition::Partition;
 use crate::record_log::RetentionPolicy;
 use crate::superblock::{DurableFields, Superblock};
@@ -295,15 +295,13 @@ impl<D: Disk> Partition<D> {
     /// now; after a failure, every prepare waiting for it failed (the log
     /// takes no more appends until the partition is reopened).
     fn mark_completed(&mut self, sequence: u64, completion: Completion) {
-        let path = durable_mark_path(&self.dir);
+        let path = self.io.path_of(completion.file);
         let result = completion
             .result
             .map(|_| ())
             .map_err(|error| PartitionError::wal(&path, error));
         let mut released = Vec::new();
-        let outcome = self
-            .mark
-            .on_written(&mut self.io, sequence, result, &mut released);
+        let outcome = self.mark.on_written(sequence, result, &mut released);
         for (op, checksum) in released {
             self.events.push_back(Completed::Prepare {
                 op,

@@ -69,7 +69,7 @@ fn a_tail_block_read_back_as_zeros_is_lost_not_never_had() {
 fn a_prepare_is_durable_only_once_the_mark_covers_it() {
     let (mut partition, _) = open_memory(MemoryDisk::new(4), small_config());
     append_durable(&mut partition, 2, 2, 100);
-    let mark = durable_mark_path(Path::new(MEMORY_DIR));
+    let mark = durable_mark_path(Path::new(MEMORY_DIR), 0);
     partition
         .disk_mut()
         .storage_mut()
@@ -100,7 +100,7 @@ fn a_failed_mark_sync_fails_the_prepares_it_would_have_covered() {
     for seed in 0..8 {
         let (mut partition, _) = open_memory(MemoryDisk::new(40 + seed), small_config());
         append_durable(&mut partition, 2, 2, 100);
-        let mark = durable_mark_path(Path::new(MEMORY_DIR));
+        let mark = durable_mark_path(Path::new(MEMORY_DIR), 0);
         partition
             .disk_mut()
             .storage_mut()
@@ -139,7 +139,7 @@ fn ops_a_cut_removed_are_never_taken_for_lost() {
 fn the_mark_follows_the_log_and_a_replicated_partition_keeps_none() {
     let (mut partition, _) = open_memory(MemoryDisk::new(6), small_config());
     append_durable(&mut partition, 3, 2, 100);
-    let mark = durable_mark_path(Path::new(MEMORY_DIR));
+    let mark = durable_mark_path(Path::new(MEMORY_DIR), 0);
     let bytes = partition.disk().storage().contents(&mark).expect("a mark");
     assert_eq!(decode_file(bytes).map(|slot: MarkSlot| slot.op), Some(3));
     let mut out = Vec::new();
@@ -159,31 +159,66 @@ fn the_mark_follows_the_log_and_a_replicated_partition_keeps_none() {
     );
 }
 
-/// Found by the simulator (seed 11285): a crash left the mark with one
-/// valid slot (its first write cut short, or the other slot torn); the next
-/// open kept the file as it was, the WAL opened it only as long as its
-/// valid frames, and the first write to the other slot failed. An open
-/// writes a mark that is not two valid slots again, whole.
+/// Found by the simulator (seed 11285, with an earlier layout of the
+/// mark): a crash left the mark's newest write torn, and the next open
+/// could not go on writing it. Whatever a crash left of the newest mark
+/// (torn, or damaged with nothing after it), the mark opens, reads the
+/// newest valid one and takes the next.
 #[test]
-fn a_mark_with_one_valid_slot_is_written_whole_again_at_open() {
-    use strand_partition::durable_mark::{SLOT_BYTES, encode_slot};
-    for torn_tail in [false, true] {
+fn a_mark_whose_newest_write_is_torn_or_damaged_opens_and_goes_on() {
+    for damage in ["torn", "flipped"] {
         let (mut partition, _) = open_memory(MemoryDisk::new(9), small_config());
         append_durable(&mut partition, 2, 2, 100);
-        let mark = durable_mark_path(Path::new(MEMORY_DIR));
+        let mark = durable_mark_path(Path::new(MEMORY_DIR), 0);
         let mut disk = partition.abandon();
         disk.crash(CrashMode::ProcessCrash);
-        // One valid slot, an even sequence: the next write goes to the
-        // second slot, missing or torn.
-        disk.storage_mut().cut(&mark, 0).expect("cut the mark");
-        let mut bytes = encode_slot(MarkSlot { sequence: 2, op: 2 });
-        if torn_tail {
-            bytes.extend_from_slice(&[7u8; SLOT_BYTES]);
+        let len = disk.storage().contents(&mark).expect("a mark").len() as u64;
+        match damage {
+            "torn" => disk.storage_mut().cut(&mark, len - 5).expect("tear"),
+            _ => disk.write_at(&mark, len - 3, &[0xEE]).expect("flip"),
         }
-        disk.write_at(&mark, 0, &bytes).expect("one valid slot");
         let (mut partition, recovery) = open_memory(disk, small_config());
-        assert!(recovery.faulty.is_empty());
+        assert!(
+            recovery.faulty.is_empty(),
+            "{damage}: {:?}",
+            recovery.faulty
+        );
         append_durable(&mut partition, 3, 2, 100);
-        assert_eq!(partition.durable_op(), 5, "torn tail: {torn_tail}");
+        assert_eq!(partition.durable_op(), 5, "{damage}");
+        let bytes = partition.disk().storage().contents(&mark).expect("a mark");
+        assert_eq!(decode_file(bytes).map(|mark| mark.op), Some(5), "{damage}");
     }
+}
+
+/// The marks move to the other file once one holds `ROTATE_BYTES`; the
+/// newest mark is found after a crash whichever file holds it.
+#[test]
+fn the_marks_move_between_two_files_and_the_newest_survives_a_crash() {
+    use strand_partition::durable_mark::{MARK_BYTES, ROTATE_BYTES};
+    let ops = ROTATE_BYTES / MARK_BYTES as u64 + 20;
+    let (mut partition, _) = open_memory(MemoryDisk::new(10), small_config());
+    append_durable(&mut partition, ops, 2, 16);
+    partition.flush(&mut Vec::new()).expect("flush");
+    let dir = Path::new(MEMORY_DIR);
+    let newest = |partition: &strand_partition::Partition<MemoryDisk>, index| {
+        let bytes = partition
+            .disk()
+            .storage()
+            .contents(&durable_mark_path(dir, index));
+        bytes
+            .and_then(decode_file)
+            .map(|mark| mark.op)
+    };
+    assert_eq!(
+        newest(&partition, 1),
+        Some(ops),
+        "the second file took over"
+    );
+    let older = newest(&partition, 0).expect("the first keeps its marks until reused");
+    assert!(older < ops, "{older}");
+    let mut disk = partition.abandon();
+    disk.crash(CrashMode::LoseUnsynced);
+    let (_, recovery) = open_memory(disk, small_config());
+    assert_eq!(recovery.op, ops);
+    assert!(recovery.faulty.is_empty());
 }
