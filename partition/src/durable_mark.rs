@@ -31,7 +31,7 @@
 //! fsync, and reopen untrusted after any crash.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use strand_wal::{Ack, FRAME_HEADER_BYTES, FileId, Frame, OpenMode, Request};
@@ -49,7 +49,8 @@ pub const MARK_BYTES: usize = FRAME_HEADER_BYTES + PAYLOAD_BYTES;
 
 /// The file taking marks moves to the other once it holds this much (a
 /// mark per append: at a few thousand appends a second, every few
-/// seconds; open reads at most twice this).
+/// seconds; open reads at most twice this). The default of
+/// `PartitionConfig::durable_mark_rotate_bytes`.
 pub const ROTATE_BYTES: u64 = 256 * 1024;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"STDMARK2");
@@ -165,8 +166,16 @@ pub(crate) enum Admitted {
 /// flight, and the prepares waiting for it.
 #[derive(Debug, Default)]
 pub(crate) struct DurableMark {
-    /// The two files (`None`: the partition keeps no mark).
-    files: Option<[FileId; 2]>,
+    /// Whether the partition keeps a mark.
+    kept: bool,
+    /// The partition's directory.
+    dir: PathBuf,
+    /// Bytes a file takes before the marks move to the other.
+    rotate_bytes: u64,
+    /// The two files: the active one is open; the other once it exists
+    /// (created at the first move, so a partition that never fills one
+    /// file holds one).
+    files: [Option<FileId>; 2],
     /// Which file takes the next mark.
     active: usize,
     /// Bytes in the active file.
@@ -191,8 +200,8 @@ pub(crate) struct DurableMark {
 
 impl DurableMark {
     /// Opens the mark of a `persisted` partition whose log ends at `log_op`:
-    /// both files (created when missing), marks going on in the one holding
-    /// the newest mark; appends a mark durably when none is readable or the
+    /// the file holding the newest mark (created when missing) and the
+    /// other if it exists, marks going on in the first; appends a mark durably when none is readable or the
     /// newest names an op below `log_op` (the ops read back at open may
     /// have been acknowledged). Returns the op the mark named before (0:
     /// none).
@@ -200,10 +209,12 @@ impl DurableMark {
         io: &mut Io<D>,
         dir: &Path,
         log_op: u64,
+        rotate_bytes: u64,
     ) -> Result<(DurableMark, u64), PartitionError> {
+        assert!(rotate_bytes >= MARK_BYTES as u64, "a file holds a mark");
         let newest = read_newest(&mut io.disk, dir);
         let (found, active) = newest.map_or((MarkSlot { sequence: 0, op: 0 }, 0), |n| n);
-        let mut files = [FileId(0); 2];
+        let mut files = [None; 2];
         let mut active_len = 0;
         for (index, file) in files.iter_mut().enumerate() {
             let path = durable_mark_path(dir, index);
@@ -212,19 +223,22 @@ impl DurableMark {
                 .read_file(&path)
                 .map_err(|error| PartitionError::io(&path, "read the durable mark", &error))?
                 .is_some();
-            let mode = if exists {
-                OpenMode::AppendDamaged
-            } else {
-                OpenMode::CreateNew
+            let mode = match (exists, index == active) {
+                (true, _) => OpenMode::AppendDamaged,
+                (false, true) => OpenMode::CreateNew,
+                (false, false) => continue,
             };
             let opened = io.open(&path, mode)?;
-            *file = opened.file;
+            *file = Some(opened.file);
             if index == active {
                 active_len = opened.len;
             }
         }
         let mut mark = DurableMark {
-            files: Some(files),
+            kept: true,
+            dir: dir.to_path_buf(),
+            rotate_bytes,
+            files,
             active,
             active_len,
             active_first_sequence: found.sequence,
@@ -242,7 +256,7 @@ impl DurableMark {
 
     /// Whether the partition keeps a mark (durable completions wait for it).
     pub fn kept(&self) -> bool {
-        self.files.is_some()
+        self.kept
     }
 
     /// The op the newest durable mark names (`u64::MAX` without a mark: no
@@ -258,51 +272,50 @@ impl DurableMark {
     /// A mark for `op` is due (it was just appended): appended now, in the
     /// same WAL turn as the log's entry.
     pub fn want<D: Disk>(&mut self, io: &mut Io<D>, op: u64) -> Result<(), PartitionError> {
-        let Some(files) = self.files else {
-            return Ok(());
-        };
-        if op <= self.submitted_op || self.failure.is_some() {
+        if !self.kept || op <= self.submitted_op || self.failure.is_some() {
             return Ok(());
         }
-        self.rotate_if_due(io, files)?;
+        let file = self.rotate_if_due(io)?;
         self.sequence += 1;
         let sequence = self.sequence;
         let payload = encode(MarkSlot { sequence, op });
-        io.append(
-            files[self.active],
-            payload,
-            Ack::Durable,
-            Pending::Mark { sequence },
-        )?;
+        io.append(file, payload, Ack::Durable, Pending::Mark { sequence })?;
         self.active_len += MARK_BYTES as u64;
         self.in_flight.push_back((sequence, op));
         self.submitted_op = op;
         Ok(())
     }
 
-    /// Moves the marks to the other file once the active one is full and
-    /// one of its marks is durable: the other is cut to nothing first
-    /// (its marks are all older than that durable one).
-    fn rotate_if_due<D: Disk>(
-        &mut self,
-        io: &mut Io<D>,
-        files: [FileId; 2],
-    ) -> Result<(), PartitionError> {
-        if self.active_len < ROTATE_BYTES || self.durable_sequence < self.active_first_sequence {
-            return Ok(());
+    /// The file the next mark goes to: the active one, or the other once
+    /// the active one is full and one of its marks is durable. The other is
+    /// cut to nothing first (its marks are all older than that durable
+    /// one); it is created the first time, which waits for the create.
+    fn rotate_if_due<D: Disk>(&mut self, io: &mut Io<D>) -> Result<FileId, PartitionError> {
+        let active = self.files[self.active].expect("the active mark file is open");
+        if self.active_len < self.rotate_bytes || self.durable_sequence < self.active_first_sequence
+        {
+            return Ok(active);
         }
         let other = 1 - self.active;
-        io.request(files[other], Pending::Ignored, |user_data| {
-            Request::Truncate {
-                file: files[other],
-                len: 0,
-                user_data,
+        let file = match self.files[other] {
+            Some(file) => {
+                io.request(file, Pending::Ignored, |user_data| Request::Truncate {
+                    file,
+                    len: 0,
+                    user_data,
+                })?;
+                file
             }
-        })?;
+            None => {
+                io.open(&durable_mark_path(&self.dir, other), OpenMode::Truncate)?
+                    .file
+            }
+        };
+        self.files[other] = Some(file);
         self.active = other;
         self.active_len = 0;
         self.active_first_sequence = self.sequence + 1;
-        Ok(())
+        Ok(file)
     }
 
     /// What becomes of a prepare the log made durable: durable now (a mark
@@ -380,11 +393,10 @@ impl DurableMark {
     /// Appends a mark naming `op` and waits until it is durable; marks in
     /// flight before it no longer count.
     fn write_now<D: Disk>(&mut self, io: &mut Io<D>, op: u64) -> Result<(), PartitionError> {
-        let files = self.files.expect("a kept mark");
-        self.rotate_if_due(io, files)?;
+        assert!(self.kept, "a kept mark");
+        let file = self.rotate_if_due(io)?;
         self.sequence += 1;
         let sequence = self.sequence;
-        let file = files[self.active];
         io.run(file, |user_data| {
             Request::append_frame(
                 file,
@@ -403,12 +415,12 @@ impl DurableMark {
 
     /// Closes the mark's files (nothing in flight).
     pub fn close<D: Disk>(&mut self, io: &mut Io<D>) -> Result<(), PartitionError> {
-        let Some(files) = self.files.take() else {
-            return Ok(());
-        };
-        let first = io.close(files[0]);
-        let second = io.close(files[1]);
-        first.and(second)
+        self.kept = false;
+        let mut result = Ok(());
+        for file in self.files.iter_mut().filter_map(Option::take) {
+            result = result.and(io.close(file));
+        }
+        result
     }
 }
 

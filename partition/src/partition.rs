@@ -10,7 +10,7 @@ use strand_wire::{ConfirmPolicy, Durability, Msg, PrepareHeader};
 
 use crate::cursors::CursorLog;
 use crate::disk::Disk;
-use crate::durable_mark::DurableMark;
+use crate::durable_mark::{DurableMark, ROTATE_BYTES};
 use crate::error::{FailedSwap, PartitionError};
 use crate::io::Io;
 use crate::layout::{
@@ -74,6 +74,10 @@ pub struct PartitionConfig {
     /// as maybe acked first (never nacked; the log untrusted until a view
     /// change settles it), and its peers supply them again.
     pub drop_unsynced: bool,
+    /// Bytes a durable-mark file takes before the marks move to the other
+    /// (see `durable_mark`): [`ROTATE_BYTES`], smaller in the simulator so
+    /// that its short runs move them too.
+    pub durable_mark_rotate_bytes: u64,
 }
 
 impl Default for PartitionConfig {
@@ -87,6 +91,7 @@ impl Default for PartitionConfig {
             create_awaiting_transfer: false,
             boot: 0,
             drop_unsynced: false,
+            durable_mark_rotate_bytes: ROTATE_BYTES,
         }
     }
 }
@@ -417,7 +422,12 @@ impl<D: Disk> Partition<D> {
             });
         }
         if superblock.durability == Durability::Persisted {
-            match DurableMark::open(&mut partition.io, dir, partition.log.op) {
+            match DurableMark::open(
+                &mut partition.io,
+                dir,
+                partition.log.op,
+                config.durable_mark_rotate_bytes,
+            ) {
                 Ok((mark, _)) => partition.mark = mark,
                 Err(error) => {
                     return Err(FailedOpen {

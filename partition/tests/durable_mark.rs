@@ -197,7 +197,13 @@ fn the_marks_move_between_two_files_and_the_newest_survives_a_crash() {
     use strand_partition::durable_mark::{MARK_BYTES, ROTATE_BYTES};
     let ops = ROTATE_BYTES / MARK_BYTES as u64 + 20;
     let (mut partition, _) = open_memory(MemoryDisk::new(10), small_config());
-    append_durable(&mut partition, ops, 2, 16);
+    append_durable(&mut partition, 3, 2, 16);
+    let second = durable_mark_path(Path::new(MEMORY_DIR), 1);
+    assert!(
+        partition.disk().storage().contents(&second).is_none(),
+        "one file until it fills"
+    );
+    append_durable(&mut partition, ops - 3, 2, 16);
     partition.flush(&mut Vec::new()).expect("flush");
     let dir = Path::new(MEMORY_DIR);
     let newest = |partition: &strand_partition::Partition<MemoryDisk>, index| {
@@ -205,9 +211,7 @@ fn the_marks_move_between_two_files_and_the_newest_survives_a_crash() {
             .disk()
             .storage()
             .contents(&durable_mark_path(dir, index));
-        bytes
-            .and_then(decode_file)
-            .map(|mark| mark.op)
+        bytes.and_then(decode_file).map(|mark| mark.op)
     };
     assert_eq!(
         newest(&partition, 1),

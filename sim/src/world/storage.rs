@@ -24,6 +24,7 @@ use std::path::Path;
 
 use strand_consensus::{Config, Timeouts};
 use strand_host::group_host::{GroupHost, HostSpec, Mutations};
+use strand_partition::durable_mark::MARK_BYTES;
 use strand_partition::layout::superblock_path;
 use strand_partition::{
     LogConfig, MemoryDisk, Partition, PartitionConfig, Recovery, RetentionPolicy,
@@ -714,6 +715,8 @@ pub(super) fn partition_config(options: &Options) -> PartitionConfig {
             ..LogConfig::default()
         },
         headers_committed_max,
+        // A few marks a file, so that runs of a few dozen ops move them.
+        durable_mark_rotate_bytes: 8 * MARK_BYTES as u64,
         ..PartitionConfig::default()
     }
 }
