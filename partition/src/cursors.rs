@@ -81,9 +81,15 @@ pub(crate) struct CursorLog {
 
 impl CursorLog {
     /// Opens (or creates) the cursor state of the partition at `dir`.
+    /// `trusted_tail`: after a failed write or sync in this process, the
+    /// superblock's cursor checkpoint; the events past it may be page-cache
+    /// bytes the disk never got (a failed sync leaves them readable, marked
+    /// clean), so they are cut (at-least-once: consumers may see records
+    /// again) rather than counted durable.
     pub fn open<D: Disk>(
         io: &mut Io<D>,
         dir: &Path,
+        trusted_tail: Option<u64>,
     ) -> Result<(CursorLog, CursorFindings), PartitionError> {
         let mut findings = CursorFindings::default();
         let (covers, snapshot_map) = match read_snapshot(io, dir)? {
@@ -100,7 +106,19 @@ impl CursorLog {
             .read_file(&path)
             .map_err(|error| PartitionError::io(&path, "read the cursor log", &error))?
             .unwrap_or_default();
-        let (mut frames, events, valid_len) = decode_log(&bytes);
+        let (mut frames, events, mut valid_len) = decode_log(&bytes);
+        if let Some(trusted) = trusted_tail {
+            let kept = frames.partition_point(|frame| frame.end() <= trusted);
+            if let Some(first_cut) = frames.get(kept) {
+                tracing::warn!(
+                    trusted,
+                    cut_from = first_cut.base,
+                    "partition: a write or sync failed earlier; cutting the cursor events past the checkpoint"
+                );
+                valid_len = first_cut.position;
+                frames.truncate(kept);
+            }
+        }
         if valid_len < bytes.len() as u64 {
             tracing::warn!(
                 valid_len,
@@ -109,7 +127,6 @@ impl CursorLog {
             );
             findings.cut_bytes = bytes.len() as u64 - valid_len;
         }
-        let mut valid_len = valid_len;
         let log_end = frames.last().map_or(covers, CursorFrame::end);
         if log_end <= covers && !frames.is_empty() {
             frames.clear();

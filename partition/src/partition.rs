@@ -373,7 +373,8 @@ impl<D: Disk> Partition<D> {
         log_findings: LogFindings,
     ) -> Result<(Partition<D>, Recovery), FailedOpen<D>> {
         let (mut io, mut log) = (io, log);
-        let (cursors, cursor_findings) = match CursorLog::open(&mut io, dir) {
+        let trusted_cursor_tail = config.drop_unsynced.then_some(superblock.cursor_checkpoint);
+        let (cursors, cursor_findings) = match CursorLog::open(&mut io, dir, trusted_cursor_tail) {
             Ok(opened) => opened,
             Err(error) => {
                 let _ = log.close(&mut io);

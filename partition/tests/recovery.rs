@@ -917,3 +917,55 @@ fn a_repair_that_cannot_fit_fences_the_copy_at_its_next_open() {
     assert!(fenced.is_some(), "the copy is fenced");
     assert!(recovery.awaiting_state_transfer, "and rebuilt by transfer");
 }
+
+/// A failed sync of the cursor log may leave its events in the page cache,
+/// marked clean, though they never reached the disk: a reopen in the same
+/// process (after the failure) must not count them durable, or a later
+/// power loss takes events the replica reported durable. Like the record
+/// log's tail, the cursor log is cut back to the superblock's cursor
+/// checkpoint (consumers may see records again: at-least-once).
+#[test]
+fn after_a_failed_cursor_sync_the_events_past_the_checkpoint_are_not_trusted() {
+    for seed in 0..16 {
+        let (mut partition, _) = open_memory(MemoryDisk::new(300 + seed), small_config());
+        append_durable(&mut partition, 1, 1, 50);
+        store_cursors(&mut partition, &[("a", 1)]);
+        persist_commit(&mut partition, 1, 1);
+        let path = strand_partition::layout::cursors_log_path(Path::new(MEMORY_DIR));
+        partition
+            .disk_mut()
+            .storage_mut()
+            .fail_next_sync(&path, libc::EIO)
+            .expect("inject");
+        let base = partition.cursor_tail();
+        partition
+            .append_cursors(base, 1, &events(&[("b", 1)]))
+            .expect("queued");
+        let mut out = Vec::new();
+        partition.flush(&mut out).expect("flush");
+        assert!(
+            !out.iter().any(|completed| matches!(
+                completed,
+                Completed::Cursors {
+                    stage: WriteStage::Durable,
+                    ..
+                }
+            )),
+            "seed {seed}: the sync failed: {out:?}"
+        );
+        // Reopened with every byte as the kernel holds it (a process
+        // crash changes none), as the node reopens a failed group.
+        let mut disk = partition.abandon();
+        disk.crash(strand_wal::CrashMode::ProcessCrash);
+        let mut config = small_config();
+        config.drop_unsynced = true;
+        let (partition, recovery) = open_memory(disk, config);
+        assert_eq!(
+            partition.cursor_durable_tail(),
+            1,
+            "seed {seed}: only the checkpointed event is durable"
+        );
+        assert_eq!(partition.cursor("b"), None, "seed {seed}");
+        assert!(recovery.cursors.cut_bytes > 0 || partition.cursor_tail() == 1);
+    }
+}
