@@ -55,6 +55,10 @@ pub const ROTATE_BYTES: u64 = 256 * 1024;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"STDMARK2");
 
+/// Sequences at or above this are never written (2^62 marks): a frame
+/// claiming one is not a mark, so the next sequence never overflows.
+pub const SEQUENCE_LIMIT: u64 = 1 << 62;
+
 /// One mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkSlot {
@@ -104,7 +108,7 @@ fn decode_payload(payload: &[u8]) -> Option<MarkSlot> {
         return None;
     }
     let word = |at: usize| u64::from_le_bytes(payload[at..at + 8].try_into().expect("8 bytes"));
-    (word(0) == MAGIC).then(|| MarkSlot {
+    (word(0) == MAGIC && word(8) < SEQUENCE_LIMIT).then(|| MarkSlot {
         sequence: word(8),
         op: word(16),
     })

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use strand_wal::{FRAME_HEADER_BYTES, Tail};
 use strand_wire::{HEADER_SIZE, PrepareHeader};
 
+use crate::durable_mark::{self, MarkSlot, SEQUENCE_LIMIT};
 use crate::index::{self, INDEX_ENTRY_BYTES, INDEX_FRAME_BYTES, IndexDamage, IndexEntry};
 use crate::scan::{self, Item, ScannedEntry};
 use crate::superblock::{self, CopyRead, FRAME_BYTES_STEP, Superblock};
@@ -173,6 +174,52 @@ pub fn check_index(bytes: &[u8]) -> Result<Vec<IndexEntry>, IndexDamage> {
         }
     }
     decoded
+}
+
+/// Decodes a durable-mark file: whatever it takes is a mark that can be
+/// written (its sequence below the limit) and round-trips, and a mark
+/// appended after a whole file of marks is the one found.
+pub fn check_durable_mark(bytes: &[u8]) -> Option<MarkSlot> {
+    let found = durable_mark::decode_file(bytes);
+    if let Some(mark) = found {
+        assert!(mark.sequence < SEQUENCE_LIMIT);
+        assert_eq!(
+            durable_mark::decode_file(&durable_mark::encode_mark(mark)),
+            Some(mark)
+        );
+        if strand_wal::scan(bytes).is_clean() && mark.sequence + 1 < SEQUENCE_LIMIT {
+            let newer = MarkSlot {
+                sequence: mark.sequence + 1,
+                op: mark.op,
+            };
+            let mut appended = bytes.to_vec();
+            appended.extend_from_slice(&durable_mark::encode_mark(newer));
+            assert_eq!(durable_mark::decode_file(&appended), Some(newer));
+        }
+    }
+    found
+}
+
+/// A durable-mark file built from `data`: each 16 bytes a mark (sequence
+/// and op, the sequence folded below the limit), so a fuzzer reaches the
+/// checks behind the magic; the last byte of `data`, if any is left over,
+/// names a byte of the file to flip.
+pub fn marks_from(data: &[u8]) -> Vec<u8> {
+    let mut file = Vec::new();
+    let pieces = data.chunks_exact(16);
+    let rest = pieces.remainder();
+    for piece in pieces {
+        let word = |at: usize| u64::from_le_bytes(piece[at..at + 8].try_into().expect("8 bytes"));
+        file.extend_from_slice(&durable_mark::encode_mark(MarkSlot {
+            sequence: word(0) % SEQUENCE_LIMIT,
+            op: word(8),
+        }));
+    }
+    if let (Some(&flip), false) = (rest.last(), file.is_empty()) {
+        let at = usize::from(flip) * 7 % file.len();
+        file[at] ^= 0x5A;
+    }
+    file
 }
 
 /// The bytes of an index file holding `entries`.

@@ -31,6 +31,7 @@ fn decode_everything(bytes: &[u8], copy: u8, chunk: u32) {
     fuzzing::check_cursor_frame(bytes);
     fuzzing::check_cursor_snapshot(bytes);
     fuzzing::check_segment(bytes);
+    fuzzing::check_durable_mark(bytes);
 }
 
 /// Runs every decoder over `data` given valid checksums where its format
@@ -52,6 +53,8 @@ fn decode_everything_sealed(data: &[u8], copy: u8) {
     fuzzing::check_cursor_log(&framed);
     fuzzing::check_cursor_snapshot(&framed);
     fuzzing::check_segment(&framed);
+    fuzzing::check_durable_mark(&framed);
+    fuzzing::check_durable_mark(&fuzzing::marks_from(data));
 }
 
 fn arb_view() -> impl Strategy<Value = ViewId> {
