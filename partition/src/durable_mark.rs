@@ -122,8 +122,9 @@ pub fn encode_mark(mark: MarkSlot) -> Vec<u8> {
     bytes
 }
 
-/// The newest mark of file `index` at `dir` (`None`: absent or none valid).
-fn read_one<D: Disk>(disk: &mut D, dir: &Path, index: usize) -> Option<MarkSlot> {
+/// The newest mark of file `index` at `dir` (`None`: absent; `Some(None)`:
+/// present, but no mark in it is valid).
+fn read_one<D: Disk>(disk: &mut D, dir: &Path, index: usize) -> Option<Option<MarkSlot>> {
     let path = durable_mark_path(dir, index);
     match disk.read_file(&path) {
         Ok(Some(bytes)) => {
@@ -131,28 +132,30 @@ fn read_one<D: Disk>(disk: &mut D, dir: &Path, index: usize) -> Option<MarkSlot>
             if mark.is_none() && !bytes.is_empty() {
                 tracing::warn!(path = %path.display(), "partition: a durable-mark file holds no readable mark");
             }
-            mark
+            Some(mark)
         }
         Ok(None) => None,
         Err(error) => {
             tracing::warn!(path = %path.display(), %error, "partition: a durable-mark file cannot be read");
-            None
+            Some(None)
         }
     }
 }
 
-/// The newest mark at `dir` and the file holding it (`None`: no valid
-/// mark, said in the log: the checkpoint alone then vouches, as before
-/// marks existed).
-fn read_newest<D: Disk>(disk: &mut D, dir: &Path) -> Option<(MarkSlot, usize)> {
-    (0..2)
-        .filter_map(|index| read_one(disk, dir, index).map(|mark| (mark, index)))
-        .max_by_key(|(mark, _)| mark.sequence)
+/// Which of the two files at `dir` exist, and the newest mark with the
+/// file holding it (`None`: no valid mark, said in the log: the checkpoint
+/// alone then vouches, as before marks existed).
+fn read_newest<D: Disk>(disk: &mut D, dir: &Path) -> ([bool; 2], Option<(MarkSlot, usize)>) {
+    let found = [read_one(disk, dir, 0), read_one(disk, dir, 1)];
+    let newest = (0..2)
+        .filter_map(|index| found[index].flatten().map(|mark| (mark, index)))
+        .max_by_key(|(mark, _)| mark.sequence);
+    (found.map(|file| file.is_some()), newest)
 }
 
 /// Reads the mark at `dir`.
 pub(crate) fn read<D: Disk>(disk: &mut D, dir: &Path) -> Option<MarkSlot> {
-    read_newest(disk, dir).map(|(mark, _)| mark)
+    read_newest(disk, dir).1.map(|(mark, _)| mark)
 }
 
 /// What [`DurableMark::admit`] made of a prepare the log made durable.
@@ -205,10 +208,10 @@ pub(crate) struct DurableMark {
 impl DurableMark {
     /// Opens the mark of a `persisted` partition whose log ends at `log_op`:
     /// the file holding the newest mark (created when missing) and the
-    /// other if it exists, marks going on in the first; appends a mark durably when none is readable or the
-    /// newest names an op below `log_op` (the ops read back at open may
-    /// have been acknowledged). Returns the op the mark named before (0:
-    /// none).
+    /// other if it exists, marks going on in the first. Appends a mark
+    /// durably when none is readable or the newest names an op below
+    /// `log_op` (the ops read back at open may have been acknowledged).
+    /// Returns the op the mark named before (0: none).
     pub fn open<D: Disk>(
         io: &mut Io<D>,
         dir: &Path,
@@ -216,18 +219,13 @@ impl DurableMark {
         rotate_bytes: u64,
     ) -> Result<(DurableMark, u64), PartitionError> {
         assert!(rotate_bytes >= MARK_BYTES as u64, "a file holds a mark");
-        let newest = read_newest(&mut io.disk, dir);
+        let (exists, newest) = read_newest(&mut io.disk, dir);
         let (found, active) = newest.map_or((MarkSlot { sequence: 0, op: 0 }, 0), |n| n);
         let mut files = [None; 2];
         let mut active_len = 0;
         for (index, file) in files.iter_mut().enumerate() {
             let path = durable_mark_path(dir, index);
-            let exists = io
-                .disk
-                .read_file(&path)
-                .map_err(|error| PartitionError::io(&path, "read the durable mark", &error))?
-                .is_some();
-            let mode = match (exists, index == active) {
+            let mode = match (exists[index], index == active) {
                 (true, _) => OpenMode::AppendDamaged,
                 (false, true) => OpenMode::CreateNew,
                 (false, false) => continue,
