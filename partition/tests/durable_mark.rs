@@ -65,20 +65,29 @@ fn a_tail_block_read_back_as_zeros_is_lost_not_never_had() {
     assert_eq!((op, faulty, lost), (3, vec![4, 5], Some(4)));
 }
 
-#[test]
-fn a_prepare_is_durable_only_once_the_mark_covers_it() {
-    let (mut partition, _) = open_memory(MemoryDisk::new(4), small_config());
+/// Opens a partition on disk seed `seed` with two durable ops, lets
+/// `inject` arm a fault on the mark's first file, writes op 3 and returns
+/// the partition and what the flush reported.
+fn write_after_mark_fault(
+    seed: u64,
+    inject: impl Fn(&mut strand_wal::MemoryStorage, &Path),
+) -> (strand_partition::Partition<MemoryDisk>, Vec<Completed>) {
+    let (mut partition, _) = open_memory(MemoryDisk::new(seed), small_config());
     append_durable(&mut partition, 2, 2, 100);
     let mark = durable_mark_path(Path::new(MEMORY_DIR), 0);
-    partition
-        .disk_mut()
-        .storage_mut()
-        .fail_next_write(&mark, libc::EIO)
-        .expect("inject");
+    inject(partition.disk_mut().storage_mut(), &mark);
     let prepare = next_prepare(&partition, 2, 100);
     partition.write_prepare(prepare).expect("queued");
     let mut out = Vec::new();
     partition.flush(&mut out).expect("flush");
+    (partition, out)
+}
+
+#[test]
+fn a_prepare_is_durable_only_once_the_mark_covers_it() {
+    let (mut partition, out) = write_after_mark_fault(4, |storage, mark| {
+        storage.fail_next_write(mark, libc::EIO).expect("inject");
+    });
     assert!(
         matches!(&out[..], [Completed::PrepareFailed { op: 3, .. }]),
         "the log's copy is durable, the mark's is not: {out:?}"
@@ -98,18 +107,9 @@ fn a_prepare_is_durable_only_once_the_mark_covers_it() {
 #[test]
 fn a_failed_mark_sync_fails_the_prepares_it_would_have_covered() {
     for seed in 0..8 {
-        let (mut partition, _) = open_memory(MemoryDisk::new(40 + seed), small_config());
-        append_durable(&mut partition, 2, 2, 100);
-        let mark = durable_mark_path(Path::new(MEMORY_DIR), 0);
-        partition
-            .disk_mut()
-            .storage_mut()
-            .fail_next_sync(&mark, libc::EIO)
-            .expect("inject");
-        let prepare = next_prepare(&partition, 2, 100);
-        partition.write_prepare(prepare).expect("queued");
-        let mut out = Vec::new();
-        partition.flush(&mut out).expect("flush");
+        let (_, out) = write_after_mark_fault(40 + seed, |storage, mark| {
+            storage.fail_next_sync(mark, libc::EIO).expect("inject");
+        });
         assert!(
             matches!(&out[..], [Completed::PrepareFailed { op: 3, .. }]),
             "seed {seed}: {out:?}"
