@@ -175,6 +175,19 @@ impl CursorLog {
         Ok((log, findings))
     }
 
+    /// The bytes of the log holding events past `cursor_checkpoint` (what
+    /// a failed sync may have left in the page cache only).
+    pub fn unsynced_span(&self, cursor_checkpoint: u64) -> (u64, u64) {
+        let kept = self
+            .frames
+            .partition_point(|frame| frame.end() <= cursor_checkpoint);
+        let from = self
+            .frames
+            .get(kept)
+            .map_or(self.len, |frame| frame.position);
+        (from, self.len)
+    }
+
     /// Lowers every cursor above `offset_end` to it; returns how many moved.
     pub fn clamp(&mut self, offset_end: u64) -> usize {
         let mut clamped = 0;
@@ -392,6 +405,18 @@ impl CursorLog {
         self.durable_tail = new_tail;
         self.log_start = self.frames.first().map_or(self.covers, |frame| frame.base);
         self.rebuild_map(io)
+    }
+
+    /// The first event a cut to `cursor_tail` writes again: the base of
+    /// the frame it splits (its kept events are appended anew), else the
+    /// cut point itself.
+    pub fn cut_rewrites_from(&self, cursor_tail: u64) -> u64 {
+        let keep = self
+            .frames
+            .partition_point(|frame| frame.end() <= cursor_tail);
+        self.frames
+            .get(keep)
+            .map_or(cursor_tail, |frame| frame.base.min(cursor_tail))
     }
 
     fn cut_log<D: Disk>(&mut self, io: &mut Io<D>, cursor_tail: u64) -> Result<(), PartitionError> {

@@ -101,6 +101,16 @@ impl<D: Disk> Partition<D> {
     /// The cursor log's part of the cut, with the snapshot and clamp rules.
     fn cut_cursors(&mut self, cursor_tail: u64) -> Result<CutOutcome, PartitionError> {
         self.drain_cursor_appends()?;
+        let rewritten_from = self.cursors.cut_rewrites_from(cursor_tail);
+        if self.superblock.cursor_checkpoint > rewritten_from {
+            // The events the cut writes again (the kept part of the frame
+            // it splits) and those appended after it land below the old
+            // checkpoint, which must not vouch for them: an open after a
+            // crash or a failed sync trusts only what lies below it.
+            self.write_superblock_now(|superblock| {
+                superblock.cursor_checkpoint = superblock.cursor_checkpoint.min(rewritten_from);
+            })?;
+        }
         let tail_before = self.cursors.tail;
         let covers_before = self.cursors.snapshot_covers();
         self.cursors.cut(&mut self.io, cursor_tail)?;

@@ -209,14 +209,18 @@ impl DurableMark {
     /// Opens the mark of a `persisted` partition whose log ends at `log_op`:
     /// the file holding the newest mark (created when missing) and the
     /// other if it exists, marks going on in the first. Appends a mark
-    /// durably when none is readable or the newest names an op below
-    /// `log_op` (the ops read back at open may have been acknowledged).
+    /// durably when none is readable, when the newest names an op below
+    /// `log_op` (the ops read back at open may have been acknowledged), or
+    /// `after_crash`: the newest may then be one a failed sync left in the
+    /// page cache only, which no later sync writes, and prepares this
+    /// process reports durable on its word must not rest on it.
     /// Returns the op the mark named before (0: none).
     pub fn open<D: Disk>(
         io: &mut Io<D>,
         dir: &Path,
         log_op: u64,
         rotate_bytes: u64,
+        after_crash: bool,
     ) -> Result<(DurableMark, u64), PartitionError> {
         assert!(rotate_bytes >= MARK_BYTES as u64, "a file holds a mark");
         let (exists, newest) = read_newest(&mut io.disk, dir);
@@ -250,7 +254,7 @@ impl DurableMark {
             durable_op: found.op,
             ..DurableMark::default()
         };
-        if newest.is_none() || found.op < log_op {
+        if newest.is_none() || found.op < log_op || after_crash {
             mark.write_now(io, found.op.max(log_op))?;
         }
         Ok((mark, found.op))

@@ -167,6 +167,14 @@ pub fn fence_request_path(dir: &Path) -> PathBuf {
     dir.join("fence.requested")
 }
 
+/// `<dir>/rewrites.intent`: the byte spans of segments a repair is about
+/// to write in place, each recorded durably before its first write, so an
+/// open after a crash writes them again (a failed sync may have left the
+/// repaired bytes in the page cache only).
+pub fn rewrite_intent_path(dir: &Path) -> PathBuf {
+    dir.join("rewrites.intent")
+}
+
 /// Copy `copy` of the state machine's snapshot.
 pub fn machine_snapshot_path(dir: &Path, copy: u8) -> PathBuf {
     assert!(copy < 2, "two machine snapshot copies");

@@ -32,6 +32,7 @@
 //! | `machine_snapshot` | the state machine's image after an op (the metadata plane's catalog), two alternating copies, so the log below can go |
 //! | [`recovery`] | the open report, [`Recovery`] |
 //! | `partition` | [`Partition`]: open, close, reads |
+//! | `unsynced` | after a crash, writing again what a failed sync may have left in the page cache only |
 //! | `writes` | prepares, `PersistState`, cursor appends, retention; [`Completed`] |
 //! | `cut` | the cut: the one way a log's tail goes (reference A's cut to a history start, a repair's drop) |
 //! | `quarantine` | fencing to `<dir>.fenced.N` and rebuilding from the agreed prefix |
@@ -104,6 +105,7 @@ mod partition;
 mod quarantine;
 mod record_log;
 mod scan;
+mod unsynced;
 mod writes;
 
 pub use cursor_snapshot::SNAPSHOT_PIECE_BYTES_MAX;

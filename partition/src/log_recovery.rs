@@ -247,6 +247,7 @@ pub(crate) fn recover_log<D: Disk>(
         gaps: walk.gaps,
         in_flight: VecDeque::new(),
         failure: None,
+        refill_intent: None,
     };
     log.assert_invariants();
     log.reopen_active(io)?;

@@ -5,7 +5,8 @@
 //! WAL's in-place write (`Request::WriteAt`), ordered after the appends in
 //! flight on that file and acknowledged once an fdatasync covers it; in a
 //! sealed segment (not open in the WAL, and opening it there would re-read it
-//! whole) it is a plain write, synced. A prepare that arrives before the ops
+//! whole) it is a plain write, synced. Each run's span is recorded in
+//! `rewrites.intent` first, durably (see `unsynced`). A prepare that arrives before the ops
 //! ahead of it in its run waits in memory for them.
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ use crate::error::PartitionError;
 use crate::io::Io;
 use crate::layout::{fence_request_path, segment_path};
 use crate::record_log::{Gap, RecordLog, replace_with_prefix};
+use crate::unsynced::record_rewrite_intent;
 
 /// Why a rewrite that cannot fit its damaged region is refused: the copy
 /// is fenced at its next open and rebuilt by state transfer.
@@ -123,6 +125,13 @@ impl RecordLog {
             });
         }
         let position = gap.cursor;
+        if gap.next_op == gap.first_op {
+            // Before the run's first write: were its sync to fail, an open
+            // after a crash writes the run's bytes again (see `unsynced`).
+            let to = if gap.open_ended { u64::MAX } else { gap.end };
+            let intent = (gap.segment_first_offset, position, to);
+            record_rewrite_intent(&mut io.disk, &self.dir, intent)?;
+        }
         self.write_in_place(io, gap.segment_first_offset, position, frame)?;
         let gap = &mut self.gaps[gap_index];
         gap.cursor += frame_len;

@@ -428,6 +428,7 @@ impl<D: Disk> Partition<D> {
                 dir,
                 partition.log.op,
                 config.durable_mark_rotate_bytes,
+                !fresh && !clean_shutdown,
             ) {
                 Ok((mark, _)) => partition.mark = mark,
                 Err(error) => {
@@ -472,7 +473,7 @@ impl<D: Disk> Partition<D> {
     }
 
     /// The open's durable steps: what a crash may have left unsynced is
-    /// synced, and the superblock is rewritten unless the open changed
+    /// written again and synced, and the superblock is rewritten unless the open changed
     /// nothing and a mark left in place expires by itself. A partition
     /// created just now holds nothing a crash could have left unsynced, and
     /// its superblock is the one `create` made durable: opening it writes
@@ -485,36 +486,18 @@ impl<D: Disk> Partition<D> {
     ) -> Result<(), PartitionError> {
         let boot = self.config.boot;
         if !clean_shutdown && !fresh {
-            self.sync_appended_files()?;
+            // Not a sync alone: a failed one may have left bytes a sync no
+            // longer writes (see `unsynced`). Not needed after a clean
+            // shutdown: its close synced every file before it wrote the mark.
+            self.rewrite_unsynced_tails()?;
+        } else if !fresh {
+            self.rewrite_intended_spans(false)?;
         }
         let settled = fresh && untouched;
         let mark_stays =
             clean_shutdown && untouched && mark_expires_by_itself(&self.superblock, boot);
         if !settled && !mark_stays {
             self.write_superblock_now(|_| {})?;
-        }
-        Ok(())
-    }
-
-    /// Makes everything read at open durable (a process crash leaves written
-    /// but unsynced bytes that a later power loss could still take): the
-    /// active segment and the cursor event log, the files appended to
-    /// without a sync before each append (sealed segments were synced before
-    /// their successor got a byte). Not needed after a clean shutdown: its
-    /// close synced every file before it wrote the mark. A sync through the
-    /// WAL would do nothing here (it counts a file's bytes at open as
-    /// durable), so the disk syncs each file itself.
-    fn sync_appended_files(&mut self) -> Result<(), PartitionError> {
-        let active = self.log.active.expect("an open log has an active segment");
-        let paths = [self.io.path_of(active.log), cursors_log_path(&self.dir)];
-        for path in paths {
-            if !self.io.disk.exists(&path) {
-                continue;
-            }
-            self.io
-                .disk
-                .sync_file(&path)
-                .map_err(|error| PartitionError::io(&path, "sync", &error))?;
         }
         Ok(())
     }

@@ -164,6 +164,8 @@ pub(crate) struct RecordLog {
     pub gaps: Vec<Gap>,
     pub in_flight: VecDeque<Msg<PrepareHeader>>,
     pub failure: Option<PartitionError>,
+    /// The segment whose refills of a lost tail a rewrite intent covers.
+    pub refill_intent: Option<u64>,
 }
 
 impl RecordLog {
@@ -235,6 +237,28 @@ impl RecordLog {
         }
     }
 
+    /// The segments holding ops past `op_checkpoint`, each with the bytes
+    /// from the end of the last entry the checkpoint covers (from its start
+    /// when it covers none of them, or that entry is damaged) to its end:
+    /// what a failed sync may have left in the page cache only. Usually the
+    /// active segment's tail; more when a roll followed the last superblock
+    /// write (or happened after a failed sync, the successor still empty).
+    pub(crate) fn unsynced_spans(&self, op_checkpoint: u64) -> Vec<(PathBuf, u64, u64)> {
+        self.segments
+            .iter()
+            .filter(|segment| segment.len > 0 && segment.last_op() > op_checkpoint)
+            .map(|segment| {
+                let from = match segment.entry(op_checkpoint) {
+                    Some(meta) if !meta.damaged && meta.frame_len > 0 => {
+                        meta.position + meta.frame_len
+                    }
+                    _ => 0,
+                };
+                (self.path_of(segment), from.min(segment.len), segment.len)
+            })
+            .collect()
+    }
+
     pub(crate) fn path_of(&self, segment: &Segment) -> PathBuf {
         segment_path(&self.dir, segment.first_offset)
     }
@@ -296,6 +320,7 @@ impl RecordLog {
         let active = self.active.expect("an open log has an active segment");
         let header = *prepare.header();
         let op = header.op.get();
+        self.record_refill_intent(io, op)?;
         let checksum = header.checksum();
         let pending = Pending::Prepare { op, checksum };
         if let Err(error) = io.append_frame(active.log, frame, Ack::Durable, pending) {
@@ -319,6 +344,26 @@ impl RecordLog {
         self.offset_end = meta.offset_end;
         self.faulty.remove(&op);
         self.in_flight.push_back(prepare);
+        Ok(())
+    }
+
+    /// Before the first append that refills a lost tail (an op counted
+    /// faulty, below a checkpoint or mark that vouches for it) in the active
+    /// segment: the bytes from here to the segment's end are recorded as a
+    /// rewrite intent, since the checkpoint already covers them and an open
+    /// after a crash would otherwise not write them again (see `unsynced`).
+    fn record_refill_intent<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        op: u64,
+    ) -> Result<(), PartitionError> {
+        let segment = self.segments.last().expect("never empty");
+        if !self.faulty.contains(&op) || self.refill_intent == Some(segment.first_offset) {
+            return Ok(());
+        }
+        let intent = (segment.first_offset, segment.len, u64::MAX);
+        crate::unsynced::record_rewrite_intent(&mut io.disk, &self.dir, intent)?;
+        self.refill_intent = Some(segment.first_offset);
         Ok(())
     }
 

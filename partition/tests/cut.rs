@@ -325,3 +325,37 @@ fn a_cut_after_one_that_failed_half_way_is_refused_not_a_panic() {
         "{second:?}"
     );
 }
+
+/// A cut of the cursor log lowers the superblock's cursor checkpoint to the
+/// first event it writes again (the base of the frame it splits) before it
+/// touches the file: the events written after the cut land below the old
+/// checkpoint, and an open after a crash trusts, without writing them again,
+/// only the events below the checkpoint.
+#[test]
+fn a_cursor_cut_lowers_the_cursor_checkpoint_to_the_first_event_it_writes_again() {
+    let (mut partition, _) = open_memory(MemoryDisk::new(7), small_config());
+    append_durable(&mut partition, 30, 10, 20);
+    store_cursors(&mut partition, &[("a", 100), ("b", 150)]);
+    store_cursors(&mut partition, &[("a", 250), ("c", 290), ("d", 10)]);
+    persist_commit(&mut partition, 30, 1);
+    assert_eq!(partition.superblock().cursor_checkpoint, 5);
+    partition
+        .cut(CutPoint {
+            op: 30,
+            cursor_tail: Some(3),
+        })
+        .expect("cut");
+    assert_eq!(
+        partition.superblock().cursor_checkpoint,
+        2,
+        "the second frame (events 2..5) is split: its first event is written again"
+    );
+    let before = partition.superblock().cursor_checkpoint;
+    partition
+        .cut(CutPoint {
+            op: 30,
+            cursor_tail: Some(2),
+        })
+        .expect("cut at a frame boundary");
+    assert_eq!(partition.superblock().cursor_checkpoint, before.min(2));
+}
