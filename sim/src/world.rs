@@ -11,6 +11,7 @@
 //! promise, `storage` owns the disks: WAL turns after an fsync latency,
 //! crashes, storage faults, opening a host over a disk.
 
+mod cursor_logs;
 mod faults;
 mod io_faults;
 mod liveness;
@@ -23,7 +24,7 @@ pub use stats::Stats;
 use std::collections::{BTreeMap, BTreeSet};
 
 use strand_consensus::prng::Prng;
-use strand_consensus::{ClientRequest, Event, Status, WaitReason};
+use strand_consensus::{ClientRequest, Event, WaitReason};
 use strand_host::group_host::{GroupHost, Output};
 use strand_partition::MemoryDisk;
 use strand_wire::ops::{DeleteCursor, StoreCursor};
@@ -127,6 +128,8 @@ pub struct World {
     cursor_logs: CursorLogsAgree,
     fence: EpochFence,
     storage: StorageAgrees,
+    /// Checker 11's finding at an open, reported at the next step.
+    opened_violation: Option<Violation>,
     /// The metadata plane's memberships of the group.
     catalog: Catalog,
     /// Catalog actions by (tick, sequence).
@@ -185,6 +188,7 @@ impl World {
             cursor_logs: CursorLogsAgree::default(),
             fence: EpochFence,
             storage: StorageAgrees,
+            opened_violation: None,
             catalog: Catalog::new(initial),
             catalog_events: BTreeMap::new(),
             catalog_sequence: 0,
@@ -473,6 +477,9 @@ impl World {
         self.catalog_step()?;
         self.restart_due()?;
         self.reopen_due();
+        if let Some(violation) = self.opened_violation.take() {
+            return Err(violation);
+        }
         for packet in self.network.due(self.now) {
             self.deliver(packet)?;
         }
@@ -835,33 +842,6 @@ impl World {
                 .stored(replica, consumer, *offset, &self.history)?;
         }
         Ok(())
-    }
-}
-
-impl World {
-    /// Checker 10 over what the replica's partition holds: the durable
-    /// cursor events of a replica settled in its view, read as they grow.
-    fn check_cursor_logs(&mut self, replica: u8) -> Result<(), Violation> {
-        let index = usize::from(replica);
-        let host = self.hosts[index].as_mut().expect("live");
-        let live = host.replica();
-        let view = live.view();
-        if live.status() != Status::Normal || live.log_view() != view {
-            self.cursor_logs.unsettled(replica);
-            return Ok(());
-        }
-        let durable = host.partition_ref().cursor_durable_tail();
-        let Some(from) = self.cursor_logs.unread(replica, view, durable) else {
-            return Ok(());
-        };
-        let first = from.max(host.partition_ref().cursor_log_start());
-        if first >= durable {
-            return self.cursor_logs.events(replica, view, first, &[]);
-        }
-        let Ok(events) = host.partition().read_cursor_events(first, durable) else {
-            return Ok(());
-        };
-        self.cursor_logs.events(replica, view, first, &events)
     }
 }
 

@@ -33,7 +33,7 @@ use strand_wal::{CrashMode, FRAME_HEADER_BYTES};
 use strand_wire::{Durability, HEADER_SIZE, Message};
 
 use super::{CLUSTER, GROUP, World};
-use crate::checkers::Violation;
+use crate::checkers::{OpenDurable, Violation};
 use crate::network::Packet;
 use crate::options::Options;
 
@@ -251,6 +251,12 @@ impl World {
             if self.options.mutation_new_quorum_only {
                 live.disable_old_quorum();
             }
+        }
+        if self.disks[index].created
+            && let Some(disk) = host.disk_mut()
+            && let Err(violation) = OpenDurable.opened(replica, disk.storage(), Path::new(DIR))
+        {
+            self.opened_violation.get_or_insert(violation);
         }
         self.disks[index].created = true;
         self.disks[index].cursor_tail_checked = u64::MAX;
