@@ -169,7 +169,7 @@ impl LocalCluster {
         let certs = dir.join("certs");
         let (ca, admin_password) = if tls {
             make_certificates(&server_bin, &certs, count)?;
-            let password = format!("bench-{:032x}", rand_u128());
+            let password = format!("bench-{:032x}", rand::random::<u128>());
             (Some(certs.join("ca.pem")), Some(password))
         } else {
             (None, None)
@@ -457,15 +457,6 @@ fn make_certificates(server_bin: &Path, certs: &Path, count: u32) -> Result<(), 
         )));
     }
     Ok(())
-}
-
-/// A random number from the OS, for a password.
-fn rand_u128() -> u128 {
-    let mut bytes = [0u8; 16];
-    if let Ok(mut file) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut file, &mut bytes);
-    }
-    u128::from_le_bytes(bytes)
 }
 
 /// Writes `count` node configurations (loopback, free ports) under `dir`;

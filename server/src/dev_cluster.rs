@@ -163,14 +163,15 @@ fn admin_password_hash(path: &Path) -> Result<String, String> {
     let password = match std::fs::read_to_string(path) {
         Ok(text) => text.lines().next().unwrap_or_default().to_owned(),
         Err(_) => {
+            // Uniform over an alphabet without look-alikes (0/O, 1/l/I),
+            // from the thread's OS-seeded CSPRNG: 24 of 57 symbols, 140 bits.
             const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-            let mut random = [0u8; 24];
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut random))
-                .map_err(|error| format!("cannot read /dev/urandom: {error}"))?;
-            let password: String = random
-                .iter()
-                .map(|byte| char::from(ALPHABET[usize::from(*byte) % ALPHABET.len()]))
+            let mut rng = rand::rng();
+            let password: String = (0..24)
+                .map(|_| {
+                    let index = rand::Rng::random_range(&mut rng, 0..ALPHABET.len());
+                    char::from(ALPHABET[index])
+                })
                 .collect();
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
@@ -267,5 +268,34 @@ fn stop(children: Vec<Running>) {
             Ok(status) => println!("node {} stopped ({status})", running.id),
             Err(error) => eprintln!("node {}: {error}", running.id),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_password_is_made_once_private_and_from_its_alphabet() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("admin.password");
+        admin_password_hash(&path).expect("made");
+        let text = std::fs::read_to_string(&path).expect("written");
+        let password = text.trim_end();
+        assert_eq!(password.len(), 24);
+        assert!(
+            password
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() && !b"0O1lI".contains(&byte))
+        );
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "only its owner reads it");
+        admin_password_hash(&path).expect("read back");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("kept"),
+            text,
+            "a second start keeps the password"
+        );
     }
 }
