@@ -759,7 +759,7 @@ pub(crate) fn produce_ack(reply: &Bytes, record_count: usize) -> Result<ProduceA
         });
     }
     Ok(ProduceAck {
-        base_offset: reply.base_offset,
+        offset_base: reply.offset_base,
         record_count: reply.record_count,
     })
 }

@@ -803,7 +803,7 @@ impl Accumulator {
         for (index, delivery) in batch.deliveries.into_iter().enumerate() {
             let offset = acknowledged
                 .as_ref()
-                .map(|ack| ack.base_offset + index as u64)
+                .map(|ack| ack.offset_base + index as u64)
                 .map_err(Clone::clone);
             let report = DeliveryReport {
                 batch: Some(batch.sequence),

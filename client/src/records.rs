@@ -76,8 +76,8 @@ impl NewRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProduceAck {
     /// Offset of the batch's first record.
-    pub base_offset: u64,
-    /// Number of records (offsets `base_offset..base_offset + record_count`).
+    pub offset_base: u64,
+    /// Number of records (offsets `offset_base..offset_base + record_count`).
     pub record_count: u32,
 }
 
@@ -179,11 +179,11 @@ fn append_records(batch: &RecordBatch, from_offset: u64, out: &mut Vec<ConsumedR
 mod tests {
     use super::*;
 
-    /// The batch as a fetch reply carries it: `base_offset` patched in
+    /// The batch as a fetch reply carries it: `offset_base` patched in
     /// (bytes 0..8, outside the batch checksum).
-    fn stored_at(batch: &RecordBatch, base_offset: u64) -> RecordBatch {
+    fn stored_at(batch: &RecordBatch, offset_base: u64) -> RecordBatch {
         let mut bytes = batch.bytes().to_vec();
-        bytes[..8].copy_from_slice(&base_offset.to_le_bytes());
+        bytes[..8].copy_from_slice(&offset_base.to_le_bytes());
         RecordBatch::from_bytes(Bytes::from(bytes)).expect("patched batch is valid")
     }
 

@@ -54,7 +54,7 @@ async fn produce_follows_a_redirect_to_the_primary_with_the_same_number() {
             .produce("shop", "orders", 0, record("a"))
             .await
             .expect("produced");
-        assert_eq!((ack.base_offset, ack.record_count), (0, 1));
+        assert_eq!((ack.offset_base, ack.record_count), (0, 1));
         let seen = cluster.seen(Operation::Produce);
         assert_eq!(
             seen.iter().map(|seen| seen.node).collect::<Vec<_>>(),
@@ -209,7 +209,7 @@ async fn a_lost_reply_is_answered_from_the_client_table_not_applied_twice() {
             .produce("shop", "orders", 0, record("a"))
             .await
             .expect("produced");
-        assert_eq!(ack.base_offset, 0);
+        assert_eq!(ack.offset_base, 0);
         assert_eq!(cluster.high_watermark(groups[0]), 1, "applied once");
         let seen = numbers(&cluster.seen(Operation::Produce));
         assert_eq!(seen[0], seen[1]);

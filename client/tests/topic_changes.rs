@@ -288,7 +288,7 @@ async fn added_partitions_are_returned_and_later_calls_route_to_them() {
             .produce("shop", "orders", 3, record("c"))
             .await
             .expect("the new partition is routed");
-        assert_eq!(ack.base_offset, 0);
+        assert_eq!(ack.offset_base, 0);
         assert_eq!(cluster.high_watermark(added[1]), 1);
 
         let same = client.add_partitions("shop", "orders", 4).await;

@@ -47,7 +47,7 @@ pub fn reply_from_header(header: &PrepareHeader) -> (ResultCode, Bytes) {
     match header.operation() {
         Operation::Produce => {
             let reply = ProduceReply {
-                base_offset: header.offset_base.get(),
+                offset_base: header.offset_base.get(),
                 record_count: header.record_count.get(),
             };
             (ResultCode::Ok, Bytes::from(reply.to_vec()))

@@ -235,7 +235,7 @@ fn sequential_read(partition: &mut Partition<FileDisk>) -> Measured {
         for batch in partition.fetch(offset, 1 << 20).expect("fetch") {
             bytes += batch.bytes.len() as u64;
             batches += 1;
-            offset = batch.base_offset + u64::from(batch.record_count());
+            offset = batch.offset_base + u64::from(batch.record_count());
         }
     }
     Measured {

@@ -16,23 +16,23 @@ use crate::io::Io;
 use crate::record_log::RecordLog;
 
 /// One record batch read back for a fetch: its stored bytes (whose header has
-/// `base_offset` 0, as the producer sent it) and the offset of its first
+/// `offset_base` 0, as the producer sent it) and the offset of its first
 /// record. Zero copy: `bytes` is a slice of a read buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchedBatch {
     /// Offset of the batch's first record.
-    pub base_offset: u64,
+    pub offset_base: u64,
     /// The batch as stored (64-byte header, then records).
     pub bytes: Bytes,
 }
 
 impl FetchedBatch {
-    /// A copy of the batch header with `base_offset` patched in: what a fetch
+    /// A copy of the batch header with `offset_base` patched in: what a fetch
     /// reply sends in front of [`FetchedBatch::records`].
     pub fn patched_header(&self) -> BatchHeader {
         let (header, _) = BatchHeader::read_from_prefix(&self.bytes)
             .expect("fetched batches were checked to hold a header");
-        header.with_base_offset(self.base_offset)
+        header.with_offset_base(self.offset_base)
     }
 
     /// The bytes after the 64-byte batch header.
@@ -55,7 +55,7 @@ fn split_prepare_batches(prepare: &Msg<PrepareHeader>) -> Result<Vec<FetchedBatc
     }
     let body = prepare.body();
     let mut at = 0usize;
-    let mut base_offset = header.offset_base.get();
+    let mut offset_base = header.offset_base.get();
     while at < body.len() {
         let (batch_header, _) = BatchHeader::read_from_prefix(&body[at..])
             .map_err(|_| "a batch header is cut short".to_owned())?;
@@ -65,13 +65,13 @@ fn split_prepare_batches(prepare: &Msg<PrepareHeader>) -> Result<Vec<FetchedBatc
         }
         let record_count = batch_header.record_count.get();
         batches.push(FetchedBatch {
-            base_offset,
+            offset_base,
             bytes: body.slice(at..at + length),
         });
-        base_offset += u64::from(record_count);
+        offset_base += u64::from(record_count);
         at += length;
     }
-    if base_offset != header.offset_end() {
+    if offset_base != header.offset_end() {
         return Err("batch record counts disagree with the prepare".to_owned());
     }
     Ok(batches)
@@ -209,7 +209,7 @@ impl RecordLog {
                     Err(reason) => return Err(self.damaged(op - 1, reason)),
                 };
                 for batch in split {
-                    let end = batch.base_offset + u64::from(batch.record_count());
+                    let end = batch.offset_base + u64::from(batch.record_count());
                     if end <= offset && batch.record_count() > 0 {
                         continue;
                     }

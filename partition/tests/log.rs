@@ -40,11 +40,11 @@ fn appends_roll_segments_and_read_back_by_op_and_by_offset() {
     let fetched = partition.fetch(137, 1).expect("fetch");
     assert_eq!(fetched.len(), 1, "max_bytes 1 still gives one batch");
     let batch = &fetched[0];
-    assert_eq!(batch.base_offset, 135);
+    assert_eq!(batch.offset_base, 135);
     assert_eq!(
         batch.bytes.as_ref(),
         written[27].body().as_ref(),
-        "stored bytes, base_offset 0"
+        "stored bytes, offset_base 0"
     );
     let mut patched = batch.patched_header().as_bytes().to_vec();
     patched.extend_from_slice(&batch.records());

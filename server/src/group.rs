@@ -1163,7 +1163,7 @@ impl Actor {
         };
         let committed: Vec<_> = batches
             .into_iter()
-            .filter(|batch| batch.base_offset + u64::from(batch.record_count()) <= high_watermark)
+            .filter(|batch| batch.offset_base + u64::from(batch.record_count()) <= high_watermark)
             .collect();
         let size = strand_wire::ops::FETCH_REPLY_HEAD_SIZE
             + committed

@@ -267,7 +267,7 @@ async fn check_acknowledged_among(
         );
     }
     for (batch, ack) in acked {
-        for (index, offset) in (batch * BATCH..(batch + 1) * BATCH).zip(ack.base_offset..) {
+        for (index, offset) in (batch * BATCH..(batch + 1) * BATCH).zip(ack.offset_base..) {
             assert_eq!(
                 seen.get(&format!("k{index}")),
                 Some(&offset),

@@ -189,7 +189,7 @@ fn a_three_node_cluster_creates_a_topic_produces_and_fetches() {
             other => panic!("produce failed: {other:?}"),
         }
     });
-    assert_eq!(ack.base_offset, 0);
+    assert_eq!(ack.offset_base, 0);
     assert_eq!(ack.record_count, 1);
 
     let fetch = FetchRequest {
@@ -211,7 +211,7 @@ fn a_three_node_cluster_creates_a_topic_produces_and_fetches() {
         .batches
         .iter()
         .flat_map(|batch| {
-            let base = batch.header().base_offset.get();
+            let base = batch.header().offset_base.get();
             batch
                 .records_from(base)
                 .map(|record| (record.offset, record.value.to_vec()))

@@ -105,10 +105,10 @@ async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAck>) 
         for index in 0..RECORDS_PER_BATCH {
             let key = format!("b{batch}-{index}");
             assert_eq!(
-                by_offset.get(&(ack.base_offset + index)).copied(),
+                by_offset.get(&(ack.offset_base + index)).copied(),
                 Some(key.as_bytes()),
                 "acknowledged record {key} at offset {}",
-                ack.base_offset + index
+                ack.offset_base + index
             );
         }
     }

@@ -287,7 +287,7 @@ async fn produce_and_read_back(client: &Client, round: u32) {
         };
         assert_eq!(ack.record_count, 100);
         let mut read: Vec<(u64, Bytes)> = Vec::new();
-        let mut offset = ack.base_offset;
+        let mut offset = ack.offset_base;
         while read.len() < 100 {
             assert!(
                 Instant::now() < deadline,
@@ -308,7 +308,7 @@ async fn produce_and_read_back(client: &Client, round: u32) {
         read.truncate(100);
         let expected: Vec<(u64, Bytes)> = records
             .into_iter()
-            .zip(ack.base_offset..)
+            .zip(ack.offset_base..)
             .map(|(record, offset)| (offset, record.value))
             .collect();
         assert_eq!(read, expected, "partition {partition} round {round}");

@@ -115,7 +115,7 @@ fn a_batch_larger_than_a_fetch_comes_alone_and_one_too_large_to_fetch_is_refused
                 }
             }
         });
-        assert_eq!(ack.base_offset, index as u64);
+        assert_eq!(ack.offset_base, index as u64);
     }
     // 8 MiB asked: each batch alone, since the next would pass it.
     for (offset, size) in sizes.into_iter().enumerate() {
@@ -290,7 +290,7 @@ fn well_behaved_round(
         }
     });
     let fetched = runtime
-        .block_on(client.fetch("s", "good", 0, ack.base_offset, 1 << 20, 0))
+        .block_on(client.fetch("s", "good", 0, ack.offset_base, 1 << 20, 0))
         .expect("fetch");
     assert_eq!(fetched.records[0].value, value.as_bytes());
     started.elapsed()

@@ -447,7 +447,7 @@ fn confirm_policies_change_in_place_or_through_a_view_change() {
     for (batch, ack) in &acked {
         let first = read
             .iter()
-            .find(|(offset, _, _)| *offset == ack.base_offset)
+            .find(|(offset, _, _)| *offset == ack.offset_base)
             .expect("acknowledged batch present");
         assert_eq!(first.1, format!("k{}", batch * common::BATCH).into_bytes());
     }

@@ -154,7 +154,7 @@ async fn check(client: &Client, partition: u32, acked: &BTreeMap<u64, ProduceAck
         assert!(at.insert(key.clone(), *offset).is_none(), "{key} twice");
     }
     for (batch, ack) in acked {
-        for (index, offset) in (batch * 10..batch * 10 + 10).zip(ack.base_offset..) {
+        for (index, offset) in (batch * 10..batch * 10 + 10).zip(ack.offset_base..) {
             assert_eq!(at.get(&format!("k{index}")), Some(&offset), "k{index}");
         }
     }

@@ -48,7 +48,7 @@ async fn produce(client: &Client, records: Vec<NewRecord>, offset: u64) {
     loop {
         match client.produce("s", "t", 0, records.clone()).await {
             Ok(ack) => {
-                assert_eq!(ack.base_offset, offset, "acknowledged at its offset");
+                assert_eq!(ack.offset_base, offset, "acknowledged at its offset");
                 return;
             }
             Err(error) => {

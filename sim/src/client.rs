@@ -31,7 +31,7 @@ pub struct Ack {
     /// The op it committed at.
     pub op: u64,
     /// Its first record offset.
-    pub base_offset: u64,
+    pub offset_base: u64,
     /// Its record count.
     pub record_count: u32,
 }
@@ -212,14 +212,14 @@ impl Client {
                 );
                 self.offset_end = self
                     .offset_end
-                    .max(body.base_offset + u64::from(body.record_count));
+                    .max(body.offset_base + u64::from(body.record_count));
                 self.timeouts = 0;
                 self.last_send_tick = now;
                 let ack = Ack {
                     client: self.id,
                     request,
                     op: header.op.get(),
-                    base_offset: body.base_offset,
+                    offset_base: body.offset_base,
                     record_count: body.record_count,
                 };
                 (Some(ack), false)

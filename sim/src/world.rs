@@ -575,7 +575,7 @@ impl World {
                 now,
                 CLIENT_BASE + index as u16,
                 "ack",
-                &[ack.op, ack.base_offset],
+                &[ack.op, ack.offset_base],
             );
             self.acked.acked(ack, &self.history)?;
         }

@@ -10,11 +10,11 @@
 //!           header_count u16, { name_length u16, name (UTF-8), value_length u32, value }*
 //! ```
 //!
-//! The batch checksum covers bytes `16..length`: everything but `base_offset`,
-//! `length` and the checksum itself. Producers send `base_offset = 0`; the
+//! The batch checksum covers bytes `16..length`: everything but `offset_base`,
+//! `length` and the checksum itself. Producers send `offset_base = 0`; the
 //! partition's offset for the batch lives in the prepare that carries it, so
 //! the stored bytes (and their checksums) are exactly what the producer sent.
-//! A fetch reply patches `base_offset` into a copy of the 64-byte header and
+//! A fetch reply patches `offset_base` into a copy of the 64-byte header and
 //! hands out the records themselves as slices of the stored bytes.
 
 use bytes::Bytes;
@@ -29,7 +29,7 @@ use crate::header::is_zero;
 pub const BATCH_HEADER_SIZE: usize = 64;
 /// Bytes a record takes besides its key, value and headers.
 pub const RECORD_OVERHEAD: usize = 4 + 8 + 4 + 4 + 2;
-/// Bytes the batch checksum skips at the start (`base_offset`, `length`, `crc`).
+/// Bytes the batch checksum skips at the start (`offset_base`, `length`, `crc`).
 const CHECKSUM_START: usize = 16;
 
 bitflags::bitflags! {
@@ -46,7 +46,7 @@ bitflags::bitflags! {
 #[repr(C)]
 pub struct BatchHeader {
     /// Offset of the first record (0 from producers; assigned by the partition).
-    pub base_offset: U64,
+    pub offset_base: U64,
     /// Size of the whole batch, this header included.
     pub length: U32,
     /// crc32c over bytes `16..length`.
@@ -68,11 +68,11 @@ pub struct BatchHeader {
 const _: () = assert!(size_of::<BatchHeader>() == BATCH_HEADER_SIZE);
 
 impl BatchHeader {
-    /// A copy of this header with `base_offset` set: what a fetch reply sends
+    /// A copy of this header with `offset_base` set: what a fetch reply sends
     /// in front of the stored records. The checksum stays valid.
-    pub fn with_base_offset(&self, base_offset: u64) -> BatchHeader {
+    pub fn with_offset_base(&self, offset_base: u64) -> BatchHeader {
         let mut header = *self;
-        header.base_offset.set(base_offset);
+        header.offset_base.set(offset_base);
         header
     }
 }
@@ -152,20 +152,20 @@ impl RecordBatch {
         self.header().record_count.get()
     }
 
-    /// The records, with offsets counted from `base_offset`.
-    pub fn records_from(&self, base_offset: u64) -> Records<'_> {
+    /// The records, with offsets counted from `offset_base`.
+    pub fn records_from(&self, offset_base: u64) -> Records<'_> {
         let header = self.header();
         Records {
             bytes: &self.bytes[BATCH_HEADER_SIZE..],
-            next_offset: base_offset,
+            next_offset: offset_base,
             remaining: header.record_count.get(),
             first_timestamp_us: header.first_timestamp_us.get(),
         }
     }
 
-    /// The records, with offsets counted from the header's `base_offset`.
+    /// The records, with offsets counted from the header's `offset_base`.
     pub fn records(&self) -> Records<'_> {
-        self.records_from(self.header().base_offset.get())
+        self.records_from(self.header().offset_base.get())
     }
 }
 
@@ -498,10 +498,10 @@ mod tests {
     }
 
     #[test]
-    fn base_offset_is_outside_the_checksum() {
+    fn offset_base_is_outside_the_checksum() {
         let batch = sample();
         let mut bytes = batch.bytes().to_vec();
-        let patched = batch.header().with_base_offset(1 << 40);
+        let patched = batch.header().with_offset_base(1 << 40);
         bytes[..BATCH_HEADER_SIZE].copy_from_slice(patched.as_bytes());
         let patched = RecordBatch::from_bytes(Bytes::from(bytes)).expect("still valid");
         assert_eq!(

@@ -301,8 +301,8 @@ proptest! {
     }
 
     #[test]
-    fn produce_reply(base_offset in 0..u64::MAX / 2, record_count in any::<u32>()) {
-        round_trip(&ProduceReply { base_offset, record_count })?;
+    fn produce_reply(offset_base in 0..u64::MAX / 2, record_count in any::<u32>()) {
+        round_trip(&ProduceReply { offset_base, record_count })?;
     }
 
     #[test]
@@ -427,7 +427,7 @@ proptest! {
         let batches: Vec<RecordBatch> = batches.into_iter().map(|batch| {
             let mut bytes = batch.bytes().to_vec();
             bytes[..BATCH_HEADER_SIZE_FOR_TEST].copy_from_slice(
-                zerocopy::IntoBytes::as_bytes(&batch.header().with_base_offset(next)));
+                zerocopy::IntoBytes::as_bytes(&batch.header().with_offset_base(next)));
             next += u64::from(batch.record_count());
             RecordBatch::from_bytes(Bytes::from(bytes)).expect("patched batch stays valid")
         }).collect();

@@ -854,12 +854,12 @@ impl State {
     fn apply_produce(&mut self, group: u64, body: &Bytes) -> Result<Bytes, ErrorBody> {
         let batch = RecordBatch::from_bytes(body.clone()).map_err(invalid)?;
         let partition = self.partitions.get_mut(&group).expect("checked above");
-        let base_offset = partition.high_watermark;
+        let offset_base = partition.high_watermark;
         let record_count = batch.record_count();
         partition.high_watermark += u64::from(record_count);
-        partition.batches.push((base_offset, batch));
+        partition.batches.push((offset_base, batch));
         let reply = ProduceReply {
-            base_offset,
+            offset_base,
             record_count,
         };
         Ok(Bytes::from(reply.to_vec()))
@@ -932,7 +932,7 @@ impl State {
             } else {
                 usize::MAX
             })
-            .map(|(base, batch)| with_base_offset(batch, *base))
+            .map(|(base, batch)| with_offset_base(batch, *base))
             .collect();
         let fetch = FetchReply {
             high_watermark: partition.high_watermark,
@@ -995,9 +995,9 @@ fn quorums(confirm: ConfirmPolicy, count: usize) -> (u8, u8) {
     (write, count - write + 1)
 }
 
-fn with_base_offset(batch: &RecordBatch, base_offset: u64) -> RecordBatch {
+fn with_offset_base(batch: &RecordBatch, offset_base: u64) -> RecordBatch {
     let mut bytes = batch.bytes().to_vec();
-    bytes[..8].copy_from_slice(&base_offset.to_le_bytes());
+    bytes[..8].copy_from_slice(&offset_base.to_le_bytes());
     RecordBatch::from_bytes(Bytes::from(bytes)).expect("patched batch is valid")
 }
 

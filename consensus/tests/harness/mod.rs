@@ -778,7 +778,7 @@ impl Cluster {
                 continue;
             }
             let body = ProduceReply::from_bytes(reply.body()).expect("produce reply");
-            let value = (header.op.get(), body.base_offset, body.record_count);
+            let value = (header.op.get(), body.offset_base, body.record_count);
             let key = (header.client.get(), header.request.get());
             if let Some(previous) = acked.insert(key, value) {
                 assert_eq!(

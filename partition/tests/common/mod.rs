@@ -163,9 +163,9 @@ pub fn fetch_all<D: Disk>(
         assert!(!fetched.is_empty(), "fetch at {at} returned nothing");
         for batch in fetched {
             let count = batch.record_count();
-            assert!(batch.base_offset + u64::from(count) > at || count == 0);
-            at = batch.base_offset + u64::from(count);
-            batches.push((batch.base_offset, count));
+            assert!(batch.offset_base + u64::from(count) > at || count == 0);
+            at = batch.offset_base + u64::from(count);
+            batches.push((batch.offset_base, count));
         }
     }
     batches

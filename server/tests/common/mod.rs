@@ -663,7 +663,7 @@ pub async fn check_acknowledged(client: &Client, acked: &BTreeMap<u64, ProduceAc
     }
     for (batch, ack) in acked {
         assert_eq!(u64::from(ack.record_count), BATCH);
-        for (index, offset) in (batch * BATCH..(batch + 1) * BATCH).zip(ack.base_offset..) {
+        for (index, offset) in (batch * BATCH..(batch + 1) * BATCH).zip(ack.offset_base..) {
             assert_eq!(
                 seen.get(&format!("k{index}")),
                 Some(&offset),

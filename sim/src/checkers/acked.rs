@@ -69,7 +69,7 @@ impl AckedStays {
 fn matches(ack: &Ack, committed: &CommittedOp) -> Result<(), Violation> {
     let same = committed.client == ack.client
         && committed.request == ack.request
-        && committed.offset_base == ack.base_offset
+        && committed.offset_base == ack.offset_base
         && committed.record_count == ack.record_count;
     if same {
         Ok(())

@@ -13,29 +13,29 @@ use crate::message::FRAME_SIZE_MAX_DEFAULT;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProduceReply {
     /// Offset of the batch's first record.
-    pub base_offset: u64,
-    /// Number of records appended (offsets `base_offset..base_offset + record_count`).
+    pub offset_base: u64,
+    /// Number of records appended (offsets `offset_base..offset_base + record_count`).
     pub record_count: u32,
 }
 
 impl Body for ProduceReply {
     fn encode(&self, writer: &mut BodyWriter) {
-        writer.u64(self.base_offset);
+        writer.u64(self.offset_base);
         writer.u32(self.record_count);
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<ProduceReply, BodyError> {
         let reply = ProduceReply {
-            base_offset: reader.u64("base offset")?,
+            offset_base: reader.u64("offset base")?,
             record_count: reader.u32("record count")?,
         };
         if reply
-            .base_offset
+            .offset_base
             .checked_add(u64::from(reply.record_count))
             .is_none()
         {
             return Err(BodyError::Invalid {
-                field: "base offset",
+                field: "offset base",
                 reason: "offsets overflow",
             });
         }
@@ -107,7 +107,7 @@ pub fn fetch_reply_batch_bytes_max(frame_size_max: u32) -> usize {
 /// The reply to a fetch: the partition's bounds and the batches read.
 ///
 /// On the wire: `high_watermark u64, log_start_offset u64`, then the batches
-/// back to back, each with its `base_offset` filled in. The server writes the
+/// back to back, each with its `offset_base` filled in. The server writes the
 /// head and the batches as separate slices, so record bytes are never copied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchReply {
@@ -163,7 +163,7 @@ impl FetchReply {
         let batches = split_batches(body)?;
         let mut next: Option<u64> = None;
         for batch in &batches {
-            let base = batch.header().base_offset.get();
+            let base = batch.header().offset_base.get();
             let end = base.checked_add(u64::from(batch.record_count()));
             let in_order = next.is_none_or(|next| base == next);
             if !in_order || end.is_none_or(|end| end > high_watermark) {
