@@ -22,7 +22,7 @@ use crate::index::{self, INDEX_ENTRY_BYTES, INDEX_FRAME_BYTES, IndexDamage, Inde
 use crate::scan::{self, Item, ScannedEntry};
 use crate::superblock::{self, CopyRead, FRAME_BYTES_STEP, Superblock};
 use crate::transfer::{self, CHUNK_DATA_BYTES_MAX, CHUNK_HEADER_BYTES, Manifest};
-use crate::{cursor_snapshot, cursors};
+use crate::{cursor_snapshot, cursors, unsynced};
 
 /// Appends the crc32c a superblock payload or a manifest ends in.
 pub fn seal_crc(body: &[u8]) -> Vec<u8> {
@@ -214,6 +214,45 @@ pub fn marks_from(data: &[u8]) -> Vec<u8> {
             sequence: word(0) % SEQUENCE_LIMIT,
             op: word(8),
         }));
+    }
+    if let (Some(&flip), false) = (rest.last(), file.is_empty()) {
+        let at = usize::from(flip) * 7 % file.len();
+        file[at] ^= 0x5A;
+    }
+    file
+}
+
+/// The rewrite intents read from `bytes` (a `rewrites.intent` file): each
+/// re-encodes to itself, and one appended after a clean file is read last.
+pub fn check_rewrite_intents(bytes: &[u8]) -> Vec<(u64, u64, u64)> {
+    let found = unsynced::decode_intents(bytes);
+    for intent in &found {
+        assert_eq!(
+            unsynced::decode_intents(&unsynced::encode_intent(*intent)),
+            vec![*intent]
+        );
+    }
+    if strand_wal::scan(bytes).is_clean() {
+        let newer = (1, 2, 3);
+        let mut appended = bytes.to_vec();
+        appended.extend_from_slice(&unsynced::encode_intent(newer));
+        let mut expected = found.clone();
+        expected.push(newer);
+        assert_eq!(unsynced::decode_intents(&appended), expected);
+    }
+    found
+}
+
+/// A rewrite-intent file built from `data`: each 24 bytes an intent, so a
+/// fuzzer reaches the words behind the checksums; the last byte of `data`,
+/// if any is left over, names a byte of the file to flip.
+pub fn intents_from(data: &[u8]) -> Vec<u8> {
+    let mut file = Vec::new();
+    let pieces = data.chunks_exact(24);
+    let rest = pieces.remainder();
+    for piece in pieces {
+        let word = |at: usize| u64::from_le_bytes(piece[at..at + 8].try_into().expect("8 bytes"));
+        file.extend_from_slice(&unsynced::encode_intent((word(0), word(8), word(16))));
     }
     if let (Some(&flip), false) = (rest.last(), file.is_empty()) {
         let at = usize::from(flip) * 7 % file.len();

@@ -37,7 +37,7 @@ const REWRITE_CHUNK_BYTES: u64 = 8 << 20;
 const INTENT_PAYLOAD_BYTES: usize = 24;
 
 /// Byte spans a repair was about to write: (segment first offset, from, to).
-type Intent = (u64, u64, u64);
+pub(crate) type Intent = (u64, u64, u64);
 
 impl<D: Disk> Partition<D> {
     /// Writes again, durably, the bytes of the record log and of the cursor
@@ -95,18 +95,24 @@ pub(crate) fn record_rewrite_intent<D: Disk>(
     (segment_first_offset, from, to): Intent,
 ) -> Result<(), PartitionError> {
     let path = rewrite_intent_path(dir);
-    let mut payload = Vec::with_capacity(INTENT_PAYLOAD_BYTES);
-    for word in [segment_first_offset, from, to] {
-        payload.extend_from_slice(&word.to_le_bytes());
-    }
-    let mut frame = Vec::new();
-    strand_wal::encode_frame_into(&payload, &mut frame).expect("an intent fits a frame");
+    let frame = encode_intent((segment_first_offset, from, to));
     let at = disk
         .file_len(&path)
         .map_err(|error| PartitionError::io(&path, "stat the rewrite intents", &error))?
         .unwrap_or(0);
     disk.write_at(&path, at, &frame)
         .map_err(|error| PartitionError::io(&path, "record a rewrite intent", &error))
+}
+
+/// One intent as appended: a WAL frame of three little-endian words.
+pub(crate) fn encode_intent((segment_first_offset, from, to): Intent) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(INTENT_PAYLOAD_BYTES);
+    for word in [segment_first_offset, from, to] {
+        payload.extend_from_slice(&word.to_le_bytes());
+    }
+    let mut frame = Vec::new();
+    strand_wal::encode_frame_into(&payload, &mut frame).expect("an intent fits a frame");
+    frame
 }
 
 /// The intents a file holds; damaged or torn frames are skipped (a torn

@@ -32,6 +32,7 @@ fn decode_everything(bytes: &[u8], copy: u8, chunk: u32) {
     fuzzing::check_cursor_snapshot(bytes);
     fuzzing::check_segment(bytes);
     fuzzing::check_durable_mark(bytes);
+    fuzzing::check_rewrite_intents(bytes);
 }
 
 /// Runs every decoder over `data` given valid checksums where its format
@@ -55,6 +56,8 @@ fn decode_everything_sealed(data: &[u8], copy: u8) {
     fuzzing::check_segment(&framed);
     fuzzing::check_durable_mark(&framed);
     fuzzing::check_durable_mark(&fuzzing::marks_from(data));
+    fuzzing::check_rewrite_intents(&framed);
+    fuzzing::check_rewrite_intents(&fuzzing::intents_from(data));
 }
 
 fn arb_view() -> impl Strategy<Value = ViewId> {
