@@ -211,7 +211,7 @@ const FOUND_BY_SIM: [(u64, &str); 37] = [
 /// Seeds that broke a checker once lost writes (misdirected, or gone
 /// without a trace) joined the storage faults of the default model, each
 /// with what it found.
-const FOUND_WITH_LOST_WRITES: [(u64, &str); 20] = [
+const FOUND_WITH_LOST_WRITES: [(u64, &str); 21] = [
     (
         401,
         "storage: a misdirected write left a frame out of place after bytes holding no \
@@ -313,6 +313,11 @@ const FOUND_WITH_LOST_WRITES: [(u64, &str); 20] = [
         9_670,
         "checker 11: the same for the events a cut writes again (the kept part of the \
          frame it splits), whose sync failed",
+    ),
+    (
+        36_272,
+        "the simulator: a misdirected write aimed at a segment only the probe's open had \
+         put in place (an interrupted install it finished), absent from the real disk",
     ),
 ];
 

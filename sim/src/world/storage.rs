@@ -510,8 +510,13 @@ impl World {
             .as_mut()
             .expect("checked above")
             .storage_mut();
-        if storage.contents(&path).is_none() {
-            // The probe's open created it (a copy the replica never wrote).
+        let target = match &action {
+            Damage::Misdirect { to, .. } => to,
+            _ => &path,
+        };
+        if storage.contents(&path).is_none() || storage.contents(target).is_none() {
+            // The probe's open created it (a copy the replica never wrote,
+            // or one an interrupted install it finished put in place).
             return false;
         }
         let applied = match &action {
