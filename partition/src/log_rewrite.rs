@@ -16,7 +16,7 @@ use strand_wal::{Ack, FRAME_HEADER_BYTES, Frame, Request};
 use strand_wire::{CommandHeader, Msg, PrepareHeader};
 
 use crate::disk::Disk;
-use crate::entry::{EntryMeta, frame_prepare};
+use crate::entry::{EntryMeta, carries_records, frame_prepare};
 use crate::error::PartitionError;
 use crate::io::Io;
 use crate::layout::{fence_request_path, segment_path};
@@ -106,24 +106,16 @@ impl RecordLog {
         let frame =
             frame_prepare(prepare).map_err(|error| PartitionError::wal(&self.dir, error))?;
         let frame_len = frame.len();
-        if !gap.open_ended && gap.cursor + frame_len > gap.end {
-            // The region the open inferred for this run cannot hold it: the
-            // log is not laid out as the open thought (a misdirected write
-            // put a frame out of place behind the damage). No repair in
-            // place can be right; the next open fences the copy.
-            let mark = fence_request_path(&self.dir);
-            io.disk
-                .write_at(&mark, 0, b"a rewrite did not fit its damaged region\n")
-                .map_err(|error| PartitionError::io(&mark, "request a fence", &error))?;
-            tracing::error!(
-                op,
-                "partition: a repair does not fit; the copy is fenced at its next open"
-            );
-            return Err(PartitionError::RewriteMismatch {
-                op,
-                reason: REWRITE_DOES_NOT_FIT,
-            });
+        let fits = gap.open_ended || gap.cursor + frame_len <= gap.end;
+        if !fits || !self.chains_into_next(io, &header)? {
+            // The region the open inferred for this run cannot hold it, or
+            // the op after it does not follow from it: the log is not laid
+            // out as the open thought (a misdirected write put a frame out
+            // of place behind the damage), or what follows is another
+            // history's. No repair in place can be right.
+            return Err(self.request_fence(io, op)?);
         }
+        let gap = &self.gaps[gap_index];
         let position = gap.cursor;
         if gap.next_op == gap.first_op {
             // Before the run's first write: were its sync to fail, an open
@@ -144,6 +136,49 @@ impl RecordLog {
         self.faulty.remove(&op);
         tracing::info!(op, position, "partition: rewrote a damaged entry in place");
         Ok((op, header.checksum()))
+    }
+
+    /// Whether the whole op after `header`'s (if the log holds one, read
+    /// or in flight) chains to it: its parent is `header`'s checksum, and
+    /// when both carry records, its records start where `header`'s end.
+    fn chains_into_next<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        header: &PrepareHeader,
+    ) -> Result<bool, PartitionError> {
+        let next_op = header.op.get() + 1;
+        if self.entry(next_op).is_none_or(|(_, meta)| meta.damaged) {
+            return Ok(true);
+        }
+        let Some(next) = self.read_headers(io, next_op, next_op)?.pop() else {
+            return Ok(true);
+        };
+        let records_meet = !carries_records(header)
+            || !carries_records(&next)
+            || next.offset_base.get()
+                == header.offset_base.get() + u64::from(header.record_count.get());
+        Ok(next.parent.get() == header.checksum() && records_meet)
+    }
+
+    /// Marks the copy to be fenced at its next open (a repair in place
+    /// cannot be right) and returns the error that fails the repair.
+    fn request_fence<D: Disk>(
+        &mut self,
+        io: &mut Io<D>,
+        op: u64,
+    ) -> Result<PartitionError, PartitionError> {
+        let mark = fence_request_path(&self.dir);
+        io.disk
+            .write_at(&mark, 0, b"a rewrite did not fit its damaged region\n")
+            .map_err(|error| PartitionError::io(&mark, "request a fence", &error))?;
+        tracing::error!(
+            op,
+            "partition: a repair does not fit; the copy is fenced at its next open"
+        );
+        Ok(PartitionError::RewriteMismatch {
+            op,
+            reason: REWRITE_DOES_NOT_FIT,
+        })
     }
 
     /// Writes `frame` at `position` of the segment starting at
