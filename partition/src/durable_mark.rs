@@ -40,6 +40,7 @@ use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::io::{Io, Pending};
 use crate::layout::durable_mark_path;
+use crate::scan::frame_payloads_past_damage;
 
 /// Bytes of one mark's payload.
 const PAYLOAD_BYTES: usize = 24;
@@ -81,26 +82,13 @@ fn encode(mark: MarkSlot) -> Bytes {
 /// (pure: the proptests reach the same checks open makes). Damaged frames
 /// are skipped: the marks after them are newer still.
 pub fn decode_file(bytes: &[u8]) -> Option<MarkSlot> {
-    let mut newest: Option<MarkSlot> = None;
-    let mut rest = bytes;
-    loop {
-        let report = strand_wal::scan(rest);
-        let found = report
-            .frames
-            .iter()
-            .filter_map(|frame| decode_payload(frame.payload(rest)));
-        for mark in found {
-            if newest.is_none_or(|newest| mark.sequence > newest.sequence) {
-                newest = Some(mark);
-            }
-        }
-        match report.tail {
-            strand_wal::Tail::Corrupt {
-                next_valid_offset, ..
-            } => rest = &rest[next_valid_offset as usize..],
-            _ => return newest,
-        }
-    }
+    let marks = frame_payloads_past_damage(bytes)
+        .into_iter()
+        .filter_map(decode_payload);
+    marks.fold(None, |newest: Option<MarkSlot>, mark| match newest {
+        Some(newest) if mark.sequence <= newest.sequence => Some(newest),
+        _ => Some(mark),
+    })
 }
 
 fn decode_payload(payload: &[u8]) -> Option<MarkSlot> {

@@ -205,15 +205,27 @@ pub fn check_durable_mark(bytes: &[u8]) -> Option<MarkSlot> {
 /// checks behind the magic; the last byte of `data`, if any is left over,
 /// names a byte of the file to flip.
 pub fn marks_from(data: &[u8]) -> Vec<u8> {
+    file_of_records(data, 16, |words| {
+        durable_mark::encode_mark(MarkSlot {
+            sequence: words[0] % SEQUENCE_LIMIT,
+            op: words[1],
+        })
+    })
+}
+
+/// A file of records, each encoded from `width` bytes of `data` read as
+/// little-endian words; the last byte left over, if any, names a byte of
+/// the file to flip.
+fn file_of_records(data: &[u8], width: usize, encode: impl Fn(&[u64]) -> Vec<u8>) -> Vec<u8> {
     let mut file = Vec::new();
-    let pieces = data.chunks_exact(16);
+    let pieces = data.chunks_exact(width);
     let rest = pieces.remainder();
     for piece in pieces {
-        let word = |at: usize| u64::from_le_bytes(piece[at..at + 8].try_into().expect("8 bytes"));
-        file.extend_from_slice(&durable_mark::encode_mark(MarkSlot {
-            sequence: word(0) % SEQUENCE_LIMIT,
-            op: word(8),
-        }));
+        let words: Vec<u64> = piece
+            .chunks_exact(8)
+            .map(|word| u64::from_le_bytes(word.try_into().expect("8 bytes")))
+            .collect();
+        file.extend_from_slice(&encode(&words));
     }
     if let (Some(&flip), false) = (rest.last(), file.is_empty()) {
         let at = usize::from(flip) * 7 % file.len();
@@ -247,18 +259,9 @@ pub fn check_rewrite_intents(bytes: &[u8]) -> Vec<(u64, u64, u64)> {
 /// fuzzer reaches the words behind the checksums; the last byte of `data`,
 /// if any is left over, names a byte of the file to flip.
 pub fn intents_from(data: &[u8]) -> Vec<u8> {
-    let mut file = Vec::new();
-    let pieces = data.chunks_exact(24);
-    let rest = pieces.remainder();
-    for piece in pieces {
-        let word = |at: usize| u64::from_le_bytes(piece[at..at + 8].try_into().expect("8 bytes"));
-        file.extend_from_slice(&unsynced::encode_intent((word(0), word(8), word(16))));
-    }
-    if let (Some(&flip), false) = (rest.last(), file.is_empty()) {
-        let at = usize::from(flip) * 7 % file.len();
-        file[at] ^= 0x5A;
-    }
-    file
+    file_of_records(data, 24, |words| {
+        unsynced::encode_intent((words[0], words[1], words[2]))
+    })
 }
 
 /// The bytes of an index file holding `entries`.

@@ -75,6 +75,25 @@ impl SegmentScan {
     }
 }
 
+/// The payloads of every valid frame in `bytes`, in file order, damaged or
+/// torn frames skipped and the scan run on past them: for the small files
+/// of independent frames (the durable mark, the rewrite intents), where a
+/// damaged frame says nothing about the next.
+pub(crate) fn frame_payloads_past_damage(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut payloads = Vec::new();
+    let mut rest = bytes;
+    loop {
+        let report = scan(rest);
+        payloads.extend(report.frames.iter().map(|frame| frame.payload(rest)));
+        match report.tail {
+            Tail::Corrupt {
+                next_valid_offset, ..
+            } => rest = &rest[next_valid_offset as usize..],
+            _ => return payloads,
+        }
+    }
+}
+
 /// Scans a segment's bytes. See the module docs.
 pub(crate) fn scan_segment(bytes: &[u8]) -> SegmentScan {
     let mut items = Vec::new();

@@ -29,6 +29,7 @@ use crate::disk::Disk;
 use crate::error::PartitionError;
 use crate::layout::{cursors_log_path, rewrite_intent_path, segment_path};
 use crate::partition::Partition;
+use crate::scan::frame_payloads_past_damage;
 
 /// Bytes written again per call (each call ends in an fdatasync).
 const REWRITE_CHUNK_BYTES: u64 = 8 << 20;
@@ -118,25 +119,14 @@ pub(crate) fn encode_intent((segment_first_offset, from, to): Intent) -> Vec<u8>
 /// The intents a file holds; damaged or torn frames are skipped (a torn
 /// one was never followed by its write: the record is synced first).
 pub(crate) fn decode_intents(bytes: &[u8]) -> Vec<Intent> {
-    let mut intents = Vec::new();
-    let mut rest = bytes;
-    loop {
-        let report = strand_wal::scan(rest);
-        for frame in &report.frames {
-            let payload = frame.payload(rest);
-            if payload.len() != INTENT_PAYLOAD_BYTES {
-                continue;
-            }
-            let word = |at: usize| u64::from_le_bytes(payload[at..at + 8].try_into().expect("8"));
-            intents.push((word(0), word(8), word(16)));
-        }
-        match report.tail {
-            strand_wal::Tail::Corrupt {
-                next_valid_offset, ..
-            } => rest = &rest[next_valid_offset as usize..],
-            _ => return intents,
-        }
-    }
+    let word = |payload: &[u8], at: usize| {
+        u64::from_le_bytes(payload[at..at + 8].try_into().expect("8 bytes"))
+    };
+    frame_payloads_past_damage(bytes)
+        .into_iter()
+        .filter(|payload| payload.len() == INTENT_PAYLOAD_BYTES)
+        .map(|payload| (word(payload, 0), word(payload, 8), word(payload, 16)))
+        .collect()
 }
 
 /// Writes bytes `from..to` of `path` again as they read now, in chunks,
