@@ -108,7 +108,7 @@ impl CursorLog {
             .unwrap_or_default();
         let (mut frames, events, mut valid_len) = decode_log(&bytes);
         if let Some(trusted) = trusted_tail {
-            let kept = frames.partition_point(|frame| frame.end() <= trusted);
+            let kept = frames_below(&frames, trusted);
             if let Some(first_cut) = frames.get(kept) {
                 tracing::warn!(
                     trusted,
@@ -178,9 +178,7 @@ impl CursorLog {
     /// The bytes of the log holding events past `cursor_checkpoint` (what
     /// a failed sync may have left in the page cache only).
     pub fn unsynced_span(&self, cursor_checkpoint: u64) -> (u64, u64) {
-        let kept = self
-            .frames
-            .partition_point(|frame| frame.end() <= cursor_checkpoint);
+        let kept = frames_below(&self.frames, cursor_checkpoint);
         let from = self
             .frames
             .get(kept)
@@ -411,18 +409,14 @@ impl CursorLog {
     /// the frame it splits (its kept events are appended anew), else the
     /// cut point itself.
     pub fn cut_rewrites_from(&self, cursor_tail: u64) -> u64 {
-        let keep = self
-            .frames
-            .partition_point(|frame| frame.end() <= cursor_tail);
+        let keep = frames_below(&self.frames, cursor_tail);
         self.frames
             .get(keep)
             .map_or(cursor_tail, |frame| frame.base.min(cursor_tail))
     }
 
     fn cut_log<D: Disk>(&mut self, io: &mut Io<D>, cursor_tail: u64) -> Result<(), PartitionError> {
-        let keep = self
-            .frames
-            .partition_point(|frame| frame.end() <= cursor_tail);
+        let keep = frames_below(&self.frames, cursor_tail);
         let partial = self
             .frames
             .get(keep)
@@ -500,9 +494,7 @@ impl CursorLog {
             "compaction with cursor appends in flight"
         );
         let drop_below = keep_from.min(self.covers);
-        let dropped = self
-            .frames
-            .partition_point(|frame| frame.end() <= drop_below);
+        let dropped = frames_below(&self.frames, drop_below);
         if dropped == 0 {
             return Ok(0);
         }
@@ -545,6 +537,12 @@ impl CursorLog {
             None => Ok(()),
         }
     }
+}
+
+/// How many of `frames` (in event order) end at or below event `event`:
+/// the index of the first that holds an event at or past it.
+fn frames_below(frames: &[CursorFrame], event: u64) -> usize {
+    frames.partition_point(|frame| frame.end() <= event)
 }
 
 /// A cursor log frame's payload.
