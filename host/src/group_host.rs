@@ -5,22 +5,33 @@
 //! clients) and what the host's owner must know (commits, events, a state
 //! transfer to start, write stages to time) come out as [`Output`]s.
 //!
-//! Deterministic: no threads, sockets or clocks. The owner opens the host
-//! ([`GroupHost::open`]), feeds inputs ([`GroupHost::on_message`],
-//! [`GroupHost::on_tick`], cursor stores and deletes through
-//! [`GroupHost::store_cursor`] and [`GroupHost::delete_cursor`], other
-//! client requests through [`GroupHost::replica_and_effects`]), calls [`GroupHost::settle`] and
-//! carries out the outputs. State transfer (both ends) runs inside, in
-//! `transfer`.
+//! Deterministic: no threads, sockets or clocks. The host is the one door
+//! into a group: the owner opens it ([`GroupHost::open`]), feeds every
+//! input through its methods (frames and ticks, [`GroupHost::start`],
+//! requests through [`GroupHost::submit`], cursor stores and deletes,
+//! assignments, retirement, accepted loss: `inputs` and `cursors`), calls
+//! [`GroupHost::settle`] and carries out the outputs. Reads go through it
+//! too (`reads`: the replica's progress, committed records only, cursors),
+//! so the owner never holds the replica or the partition. State transfer
+//! (both ends) runs inside, in `transfer`.
 
 mod catalog_log;
 mod cursors;
+mod inputs;
+#[cfg(feature = "inspect")]
+mod inspect;
 mod open;
+#[cfg(test)]
+mod parent_check_tests;
+mod reads;
 mod swap;
 mod transfer;
+#[cfg(test)]
+mod trust_tests;
 
 pub use catalog_log::CatalogCompaction;
 pub use open::{HostSpec, Mutations, OpenError};
+pub use reads::{Progress, ReadBounds};
 pub use transfer::EXPORTS_KEPT_MAX;
 
 use std::path::PathBuf;
@@ -194,17 +205,6 @@ impl<D: Disk> GroupHost<D> {
         }
     }
 
-    /// The replica.
-    pub fn replica(&self) -> &Replica<Machine> {
-        &self.replica
-    }
-
-    /// The replica and the effects list its calls push to (the owner feeds
-    /// inputs this way, then calls [`GroupHost::settle`]).
-    pub fn replica_and_effects(&mut self) -> (&mut Replica<Machine>, &mut Effects) {
-        (&mut self.replica, &mut self.effects)
-    }
-
     /// A frame from a peer replica of the group: state-transfer frames go
     /// to the transfer's two ends, everything else to the replica.
     pub fn on_message(&mut self, message: Message, out: &mut Vec<Output>) {
@@ -276,36 +276,18 @@ impl<D: Disk> GroupHost<D> {
         self.replica.hand_over_to_preferred(&mut self.effects)
     }
 
-    /// The partition, to read.
-    pub fn partition_ref(&self) -> &Partition<D> {
+    /// The partition, to read; open between operations.
+    fn partition_view(&self) -> &Partition<D> {
         self.partition
             .as_ref()
             .expect("the partition is open between operations")
     }
 
-    /// The partition.
-    pub fn partition(&mut self) -> &mut Partition<D> {
+    /// The partition; open between operations.
+    fn partition_mut(&mut self) -> &mut Partition<D> {
         self.partition
             .as_mut()
             .expect("the partition is open between operations")
-    }
-
-    /// The partition's disk, while the partition is open (the simulator
-    /// runs an in-memory one's WAL turns).
-    pub fn disk_mut(&mut self) -> Option<&mut D> {
-        self.partition.as_mut().map(Partition::disk_mut)
-    }
-
-    /// Takes the partition out for an operation that consumes it; it must
-    /// be put back ([`GroupHost::put_partition`]).
-    pub fn take_partition(&mut self) -> Option<Partition<D>> {
-        self.partition.take()
-    }
-
-    /// Puts the partition (back) in.
-    pub fn put_partition(&mut self, partition: Partition<D>) {
-        assert!(self.partition.is_none(), "two partitions for one group");
-        self.partition = Some(partition);
     }
 
     /// Whether a write or persist failed.
@@ -357,8 +339,8 @@ impl<D: Disk> GroupHost<D> {
             return 0;
         }
         let (policy, commit) = (self.retention, self.replica.commit());
-        let outcome = self.partition().apply_retention(policy, now_ns, commit);
-        let partition = self.partition_ref();
+        let outcome = self.partition_mut().apply_retention(policy, now_ns, commit);
+        let partition = self.partition_view();
         let checked = (partition.segment_count(), partition.persisted_commit());
         let waits = partition.retention_waits_for_commit(policy, now_ns, commit);
         self.retention_checked = checked;
@@ -399,16 +381,16 @@ impl<D: Disk> GroupHost<D> {
         if !self.storage_settled() {
             return 0;
         }
-        let partition = self.partition_ref();
+        let partition = self.partition_view();
         let unfolded = partition.cursor_tail() - partition.cursor_snapshot_covers();
         if unfolded < CURSOR_EVENTS_BEFORE_COMPACTION {
             return 0;
         }
         let keep_from = self.replica.cursor_keep_from();
         let compacted = self
-            .partition()
+            .partition_mut()
             .snapshot_cursors()
-            .and_then(|()| self.partition().compact_cursors(keep_from));
+            .and_then(|()| self.partition_mut().compact_cursors(keep_from));
         match compacted {
             Ok(frames) => frames,
             Err(error) => {
@@ -447,7 +429,7 @@ impl<D: Disk> GroupHost<D> {
 
     /// Tells consensus the first op the partition holds.
     fn note_log_start(&mut self) {
-        let start = self.partition_ref().head_op();
+        let start = self.partition_view().head_op();
         self.replica.note_log_start(start);
     }
 
@@ -502,7 +484,7 @@ impl<D: Disk> GroupHost<D> {
 
     fn poll_storage(&mut self, out: &mut Vec<Output>) {
         let mut completed = std::mem::take(&mut self.completed);
-        self.partition().poll(&mut completed);
+        self.partition_mut().poll(&mut completed);
         for done in completed.drain(..) {
             self.on_completed(done, out);
         }
@@ -562,7 +544,10 @@ impl<D: Disk> GroupHost<D> {
             Effect::WritePrepare { prepare } => self.write_prepare(prepare, out),
             Effect::Cut { op, cursor_tail } => self.cut(CutPoint { op, cursor_tail }),
             Effect::PersistState { state, sequence } => {
-                if let Err(error) = self.partition().persist_state(fields_of(&state), sequence) {
+                if let Err(error) = self
+                    .partition_mut()
+                    .persist_state(fields_of(&state), sequence)
+                {
                     self.storage_error("persist the superblock", &error);
                 }
             }
@@ -576,7 +561,7 @@ impl<D: Disk> GroupHost<D> {
                 event_count,
                 events,
             } => match self
-                .partition()
+                .partition_mut()
                 .append_cursors(cursor_base, event_count, &events)
             {
                 Ok(()) => {
@@ -604,7 +589,7 @@ impl<D: Disk> GroupHost<D> {
             self.replica.on_truncated(at.op, &mut self.effects);
             return;
         }
-        match self.partition().cut(at) {
+        match self.partition_mut().cut(at) {
             Ok(_) => self.replica.on_truncated(at.op, &mut self.effects),
             Err(error) => self.storage_error("cut the log", &error),
         }
@@ -623,7 +608,7 @@ impl<D: Disk> GroupHost<D> {
     }
 
     fn write_prepare(&mut self, prepare: Msg<strand_wire::PrepareHeader>, out: &mut Vec<Output>) {
-        match self.partition().write_prepare(prepare) {
+        match self.partition_mut().write_prepare(prepare) {
             Ok(accepted) => {
                 if accepted.stage == strand_partition::WriteStage::Queued {
                     out.push(Output::WriteStage {
@@ -644,7 +629,7 @@ impl<D: Disk> GroupHost<D> {
 
     fn serve_headers(&mut self, to: u8, op_min: u64, op_max: u64, out: &mut Vec<Output>) {
         let op_max = op_max.min(op_min + HEADERS_PER_MESSAGE_MAX as u64 - 1);
-        let headers = match self.partition().read_headers(op_min, op_max) {
+        let headers = match self.partition_mut().read_headers(op_min, op_max) {
             Ok(headers) => headers,
             Err(error) => return read_failed("headers", &error),
         };
@@ -665,7 +650,7 @@ impl<D: Disk> GroupHost<D> {
     }
 
     fn serve_prepare(&mut self, to: u8, op: u64, checksum: u32, out: &mut Vec<Output>) {
-        let prepare = match self.partition().read_prepare(op) {
+        let prepare = match self.partition_mut().read_prepare(op) {
             Ok(Some(prepare)) => prepare,
             Ok(None) => return,
             Err(error) => return read_failed("a prepare", &error),
@@ -684,13 +669,13 @@ impl<D: Disk> GroupHost<D> {
     }
 
     fn ship_cursors(&mut self, to: u8, cursor_from: u64, out: &mut Vec<Output>) {
-        let durable = self.partition().cursor_durable_tail();
+        let durable = self.partition_mut().cursor_durable_tail();
         let end = durable.min(cursor_from + CURSOR_EVENTS_PER_FRAME_MAX);
         // Events below the log's start were folded into its snapshot (a
         // transferred or compacted log): a peer that truly lacks them
         // cannot get them as events. A primary that does not know a
         // backup's tail yet asks from 0; the backup's next PrepareOk tells.
-        let log_start = self.partition().cursor_log_start();
+        let log_start = self.partition_mut().cursor_log_start();
         if cursor_from < log_start {
             self.replica.note_cursor_log_start(log_start);
             return;
@@ -698,7 +683,7 @@ impl<D: Disk> GroupHost<D> {
         if cursor_from >= end {
             return;
         }
-        let events = match self.partition().read_cursor_events(cursor_from, end) {
+        let events = match self.partition_mut().read_cursor_events(cursor_from, end) {
             Ok(events) => events,
             Err(error) => return read_failed("cursor events", &error),
         };
@@ -724,7 +709,7 @@ impl<D: Disk> GroupHost<D> {
     /// event goes out.
     fn on_event(&mut self, event: Event, out: &mut Vec<Output>) {
         if let Event::Retired { epoch } = event
-            && let Err(error) = self.partition().mark_retired(epoch)
+            && let Err(error) = self.partition_mut().mark_retired(epoch)
         {
             self.storage_error("record the retirement", &error);
         }
@@ -786,8 +771,7 @@ mod tests {
         )
         .expect("open");
         assert!(recovery.fresh);
-        let (replica, effects) = host.replica_and_effects();
-        replica.start(effects);
+        host.start();
         let mut out = Vec::new();
         host.settle(&mut out);
         (host, out)
@@ -835,12 +819,10 @@ mod tests {
             GroupHost::open(&spec, MemoryDisk::new(1), Box::new(|| MemoryDisk::new(2)))
                 .expect("open");
         assert!(recovery.fresh);
-        let (replica, effects) = host.replica_and_effects();
-        replica.start(effects);
+        host.start();
         let value = "v".repeat(200);
         for request in 1..=60 {
-            let (replica, effects) = host.replica_and_effects();
-            replica.on_request(produce(request, &[value.as_str()]), effects);
+            host.submit(produce(request, &[value.as_str()]));
             answer_all(&mut host, 1);
         }
         assert!(host.retention_due(), "segments were sealed");
@@ -858,9 +840,9 @@ mod tests {
         }
         let removed = host.retain(0);
         assert!(removed > 0);
-        let start = host.partition_ref().head_op();
+        let start = host.partition_view().head_op();
         assert!(start > 1 && start <= 60 - 4);
-        assert_eq!(host.replica().log_start(), start);
+        assert_eq!(host.replica.log_start(), start);
         assert!(!host.retention_due(), "looked since the last seal");
         assert!(!host.storage_failed());
     }
@@ -868,8 +850,7 @@ mod tests {
     #[test]
     fn a_long_cursor_log_is_folded_into_its_snapshot() {
         let (mut host, _) = lone_host();
-        let (replica, effects) = host.replica_and_effects();
-        replica.on_request(produce(1, &["a"]), effects);
+        host.submit(produce(1, &["a"]));
         answer_all(&mut host, 1);
         let events = CURSOR_EVENTS_BEFORE_COMPACTION + 10;
         for request in 0..events {
@@ -895,10 +876,10 @@ mod tests {
         };
         host.delete_cursor(&Msg::new(header, bytes::Bytes::new()), delete);
         answer_all(&mut host, 1);
-        assert_eq!(host.partition_ref().cursor_tail(), events + 1);
+        assert_eq!(host.partition_view().cursor_tail(), events + 1);
         assert!(host.compact_cursors() > 0, "frames dropped");
-        assert_eq!(host.partition_ref().cursor_snapshot_covers(), events + 1);
-        assert_eq!(host.partition_ref().cursors().len(), 6, "c0 deleted");
+        assert_eq!(host.partition_view().cursor_snapshot_covers(), events + 1);
+        assert_eq!(host.partition_view().cursors().len(), 6, "c0 deleted");
         assert_eq!(host.compact_cursors(), 0, "nothing new to fold");
         assert!(!host.storage_failed());
     }
@@ -906,9 +887,8 @@ mod tests {
     #[test]
     fn a_produce_is_written_made_durable_committed_and_answered_in_that_order() {
         let (mut host, _) = lone_host();
-        assert!(host.replica().is_serving_primary(), "alone, it serves");
-        let (replica, effects) = host.replica_and_effects();
-        replica.on_request(produce(1, &["a", "b"]), effects);
+        assert!(host.replica.is_serving_primary(), "alone, it serves");
+        host.submit(produce(1, &["a", "b"]));
         let mut out = Vec::new();
         for _ in 0..10 {
             host.settle(&mut out);
@@ -936,8 +916,8 @@ mod tests {
             panic!("no reply");
         };
         assert_eq!(reply.header().result(), ResultCode::Ok);
-        assert_eq!(host.replica().commit(), 1);
-        assert_eq!(host.partition().op(), 1, "the op is in the partition");
+        assert_eq!(host.replica.commit(), 1);
+        assert_eq!(host.partition_mut().op(), 1, "the op is in the partition");
         assert!(!host.storage_failed());
     }
 
@@ -960,16 +940,15 @@ mod tests {
     #[test]
     fn a_copy_that_installed_a_transfer_reopens_in_the_epoch_it_joined() {
         let (mut source, _) = lone_host();
-        let (replica, effects) = source.replica_and_effects();
-        replica.on_request(produce(1, &["a", "b"]), effects);
+        source.submit(produce(1, &["a", "b"]));
         let mut out = Vec::new();
         for _ in 0..10 {
             source.settle(&mut out);
         }
-        let frontier = source.replica().commit();
+        let frontier = source.replica.commit();
         assert_eq!(frontier, 1);
         let export = source
-            .partition()
+            .partition_mut()
             .export(frontier, ExportConfig::default(), bytes::Bytes::new())
             .expect("export");
 
@@ -978,18 +957,18 @@ mod tests {
             GroupHost::open(&spec, MemoryDisk::new(3), Box::new(|| MemoryDisk::new(4)))
                 .expect("open the joining copy");
         assert!(recovery.awaiting_state_transfer);
-        let joined_view = target.replica().view();
+        let joined_view = target.replica.view();
         assert_eq!(joined_view, ViewId::new(1, 0), "a copy placed at epoch 1");
 
-        let mut partition = target.take_partition().expect("the partition");
+        let mut partition = target.partition.take().expect("the partition");
         let manifest = source
-            .partition()
+            .partition_mut()
             .export_chunk(&export, 0)
             .expect("manifest");
         let mut import = partition.import_begin(&manifest).expect("begin");
         for chunk in import.needed_chunks() {
             let body = source
-                .partition()
+                .partition_mut()
                 .export_chunk(&export, chunk)
                 .expect("chunk");
             partition
@@ -997,7 +976,7 @@ mod tests {
                 .expect("import");
         }
         let (installed, _) = partition.install(import).expect("install");
-        target.put_partition(installed);
+        target.partition = Some(installed);
         let mut disk = target.abandon().expect("the disk");
         disk.crash(CrashMode::LoseUnsynced);
 
@@ -1009,7 +988,7 @@ mod tests {
             "the transfer is installed"
         );
         assert_eq!(
-            reopened.replica().view(),
+            reopened.replica.view(),
             joined_view,
             "back in the epoch it joined, not in epoch 0's views"
         );
@@ -1018,8 +997,7 @@ mod tests {
     #[test]
     fn a_closed_trusted_host_leaves_a_clean_mark() {
         let (mut host, _) = lone_host();
-        let (replica, effects) = host.replica_and_effects();
-        replica.on_request(produce(1, &["kept"]), effects);
+        host.submit(produce(1, &["kept"]));
         let mut out = Vec::new();
         for _ in 0..10 {
             host.settle(&mut out);
@@ -1035,14 +1013,13 @@ mod tests {
         let (mut host, _) = lone_host();
         let mut out = Vec::new();
         for request in 1..=3 {
-            let (replica, effects) = host.replica_and_effects();
-            replica.on_request(produce(request, &["kept"]), effects);
+            host.submit(produce(request, &["kept"]));
             for _ in 0..10 {
                 host.settle(&mut out);
             }
         }
-        assert_eq!(host.replica().commit(), 3);
-        let persisted = host.partition_ref().persisted_commit();
+        assert_eq!(host.replica.commit(), 3);
+        let persisted = host.partition_view().persisted_commit();
         assert!(persisted < 3, "the commit persists on a timer: {persisted}");
         let closed = host.close().expect("close");
         assert!(closed.clean_mark);
@@ -1050,6 +1027,6 @@ mod tests {
         let (reopened, recovery) =
             GroupHost::open(&lone_spec(), disk, Box::new(|| MemoryDisk::new(9))).expect("reopen");
         assert_eq!(recovery.durable.commit, 3, "the commit at the stop");
-        assert_eq!(reopened.replica().commit(), 3);
+        assert_eq!(reopened.replica.commit(), 3);
     }
 }

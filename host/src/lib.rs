@@ -10,8 +10,9 @@
 //! | module | owns |
 //! |---|---|
 //! | [`convert`] | consensus's durable state ⇄ the partition's superblock fields, the trust of a recovered log |
-//! | [`group_host`] | `GroupHost`: opening a group (trust, a newcomer's placement, the catalog replayed); the replica over its partition, every effect carried out here; cursor stores and deletes (the door to the bound on consumer names); retention and cursor compaction when the owner asks; the metadata log's compaction (`catalog_log`: catalog snapshots, the log below the older one dropped, the catalog rebuilt after a transfer); both ends of state transfer; outputs for the owner |
+//! | [`group_host`] | `GroupHost`, the one door into a group: opening it (trust, a newcomer's placement, the catalog replayed); every input through its methods (`inputs`: start, requests, assignments, retirement, accepted loss) and every effect carried out here; reads under the committed-only rule and the replica's progress (`reads`); the simulator's read-only look inside behind the `inspect` feature; cursor stores and deletes (the door to the bound on consumer names); retention and cursor compaction when the owner asks; the metadata log's compaction (`catalog_log`: catalog snapshots, the log below the older one dropped, the catalog rebuilt after a transfer); both ends of state transfer; outputs for the owner |
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
+//! | [`move_safety`] | **pure**: whether a reassignment or a drop of a retired copy could lose confirmed records, judged from the primary's status |
 //! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs; their bounds per cluster (`catalog_limits`) |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
 //! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
@@ -35,6 +36,7 @@ pub mod consumer_groups;
 pub mod convert;
 pub mod group_host;
 pub mod machine;
+pub mod move_safety;
 pub mod quotas;
 pub mod reassign;
 pub mod ticks;

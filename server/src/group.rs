@@ -47,7 +47,7 @@ use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
 use crate::shard::GroupInbox;
 use crate::shared::{GroupView, Shared};
 use strand_host::catalog::{Assignment, Role};
-use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output};
+use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output, Progress};
 
 /// Long polls that may wait per group.
 pub const PARKED_FETCHES_MAX: usize = 1024;
@@ -363,7 +363,7 @@ impl Actor {
         metrics::storage_found(&recovery);
         let mut host = host;
         host.set_cursor_consumers_max(shared.config.cursor_consumers_per_partition_max);
-        if let Some(catalog) = host.replica().machine().catalog() {
+        if let Some(catalog) = host.catalog() {
             shared.publish_catalog(catalog.clone());
         }
         let label = spec.group.to_string();
@@ -396,8 +396,7 @@ impl Actor {
     /// Starts the replica (its first timers and probes), tells it which
     /// peer nodes are suspected right now, and publishes.
     pub fn start(&mut self) {
-        let (replica, effects) = self.host.replica_and_effects();
-        replica.start(effects);
+        self.host.start();
         for node in self.shared.suspected_nodes() {
             self.on_peer_liveness(node, false);
         }
@@ -432,14 +431,14 @@ impl Actor {
 
     /// The part of the group's status that is published without delay.
     fn status_shape(&self) -> StatusShape {
-        let replica = self.host.replica();
+        let progress = self.host.progress();
         StatusShape {
-            view: replica.view().view,
-            log_view: replica.log_view().view,
-            status: replica.status(),
-            primary: replica.primary_index(),
-            trusted: replica.trusted(),
-            attention: replica.attention(),
+            view: progress.view.view,
+            log_view: progress.log_view.view,
+            status: progress.status,
+            primary: progress.primary,
+            trusted: progress.trusted,
+            attention: progress.attention,
             storage_failed: self.host.storage_failure().is_some(),
         }
     }
@@ -488,7 +487,7 @@ impl Actor {
 
     /// Whether this node's replica serves as the group's primary.
     pub fn leading(&self) -> bool {
-        self.host.replica().is_serving_primary()
+        self.host.is_serving_primary()
     }
 
     /// The node of the group's preferred primary while this replica leads
@@ -735,7 +734,7 @@ impl Actor {
 
     fn on_commit(&mut self) {
         if self.spec.group == 0 {
-            if let Some(catalog) = self.host.replica().machine().catalog() {
+            if let Some(catalog) = self.host.catalog() {
                 self.shared.publish_catalog(catalog.clone());
             }
             self.publish_catalog_freshness();
@@ -832,7 +831,7 @@ impl Actor {
     /// passes it the change), and says when one is no longer hosted here.
     fn hand_over_hosted(&mut self) {
         let Some(hosted) = &self.hosted else { return };
-        let Some(catalog) = self.host.replica().machine().catalog() else {
+        let Some(catalog) = self.host.catalog() else {
             return;
         };
         let mark = Some(catalog.deletion_mark());
@@ -876,7 +875,7 @@ impl Actor {
         let mut spec = GroupSpec::partition(&assignment, &self.shared.config.data_dir, me);
         spec.dir = self.spec.dir.clone();
         // This replica keeps its own slot in the map, member or not.
-        let own = self.host.replica().config().replica;
+        let own = self.host.progress().slot;
         if spec.node_at(own).is_none() {
             if spec.slots.len() <= usize::from(own) {
                 spec.slots.resize(usize::from(own) + 1, None);
@@ -886,12 +885,10 @@ impl Actor {
         self.shared
             .set_slots(self.spec.group, spec.slots.clone().into());
         for membership in &spec.memberships {
-            let (replica, effects) = self.host.replica_and_effects();
-            replica.on_assignment(*membership, effects);
+            self.host.on_assignment(*membership);
         }
         if spec.retired {
-            let (replica, effects) = self.host.replica_and_effects();
-            replica.retire(spec.epoch, effects);
+            self.host.retire(spec.epoch);
         }
         tracing::info!(epoch = spec.epoch, active = spec.active, retired = spec.retired,
             slots = ?spec.slots, "group: assignment changed");
@@ -912,9 +909,9 @@ impl Actor {
     fn report_epoch_started(&mut self) {
         let epoch = self.spec.epoch;
         let pending = !self.spec.active
-            && self.host.replica().started_epoch() >= epoch
+            && self.host.progress().started_epoch >= epoch
             && self.epoch_reported < epoch;
-        if pending && self.host.replica().is_serving_primary() {
+        if pending && self.host.is_serving_primary() {
             self.epoch_reported = epoch;
             self.shared.report_epoch_started(self.spec.group, epoch);
         }
@@ -1031,9 +1028,7 @@ impl Actor {
             );
         }
         let body_bytes = request.body().len() as u64;
-        if self.host.replica().would_prepare(&header, record_count)
-            && !self.shared.disk.admit(body_bytes)
-        {
+        if self.host.would_prepare(&header, record_count) && !self.shared.disk.admit(body_bytes) {
             metrics::produce_refused_disk_full();
             let (free, reserve) = self.shared.disk.reading();
             return self.refuse(
@@ -1062,8 +1057,7 @@ impl Actor {
             record_count,
             timestamp_ns,
         };
-        let (replica, effects) = self.host.replica_and_effects();
-        replica.on_request(request, effects);
+        self.host.submit(request);
     }
 
     fn refuse(&self, request: &RequestHeader, code: ResultCode, message: impl Into<String>) {
@@ -1082,16 +1076,15 @@ impl Actor {
     /// Answers `NotPrimary` (with the primary's address) unless this replica
     /// serves as primary; returns whether it does.
     fn serving_or_redirect(&self, request: &RequestHeader) -> bool {
-        if self.host.replica().is_serving_primary() {
+        if self.host.is_serving_primary() {
             return true;
         }
-        let error = if self.host.replica().status() == Status::Normal
-            || self.host.replica().status() == Status::Recovering
-        {
-            let primary = self.host.replica().primary_index();
+        let progress = self.host.progress();
+        let error = if progress.status == Status::Normal || progress.status == Status::Recovering {
+            let primary = progress.primary;
             let node = self.spec.node_at(primary).unwrap_or(0);
             ErrorBody::NotPrimary {
-                view: self.host.replica().view().view,
+                view: progress.view.view,
                 primary_replica: primary,
                 primary_node: node,
                 address: self.shared.client_address(node).unwrap_or_default(),
@@ -1119,10 +1112,14 @@ impl Actor {
                 return self.refuse(&header, ResultCode::InvalidRequest, error.to_string());
             }
         };
-        let high_watermark = self.host.replica().machine().high_watermark();
-        let log_start = self.host.partition().head_offset();
-        let log_end = self.host.replica().log_offset_end();
-        if let Some(error) = fetch_out_of_range(fetch.offset, log_start, high_watermark, log_end) {
+        let bounds = self.host.read_bounds();
+        let high_watermark = bounds.high_watermark;
+        if bounds.out_of_range(fetch.offset) {
+            let error = ErrorBody::OffsetOutOfRange {
+                requested: fetch.offset,
+                log_start_offset: bounds.log_start,
+                high_watermark,
+            };
             let _ = self
                 .shared
                 .reply(header.client.get(), error_frame(&header, &error));
@@ -1147,24 +1144,16 @@ impl Actor {
     }
 
     fn serve_fetch(&mut self, request: &RequestHeader, fetch: &FetchRequest) {
-        let high_watermark = self.host.replica().machine().high_watermark();
-        let log_start = self.host.partition().head_offset();
+        let bounds = self.host.read_bounds();
+        let (high_watermark, log_start) = (bounds.high_watermark, bounds.log_start);
         let max_bytes = u64::from(fetch.max_bytes).clamp(1, FETCH_BYTES_MAX);
-        let batches = if fetch.offset < high_watermark {
-            match self.host.partition().fetch(fetch.offset, max_bytes) {
-                Ok(batches) => batches,
-                Err(error) => {
-                    tracing::error!(%error, offset = fetch.offset, "group: fetch failed");
-                    return self.refuse(request, ResultCode::StorageError, error.to_string());
-                }
+        let committed = match self.host.fetch_committed(fetch.offset, max_bytes) {
+            Ok(batches) => batches,
+            Err(error) => {
+                tracing::error!(%error, offset = fetch.offset, "group: fetch failed");
+                return self.refuse(request, ResultCode::StorageError, error.to_string());
             }
-        } else {
-            Vec::new()
         };
-        let committed: Vec<_> = batches
-            .into_iter()
-            .filter(|batch| batch.offset_base + u64::from(batch.record_count()) <= high_watermark)
-            .collect();
         let size = strand_wire::ops::FETCH_REPLY_HEAD_SIZE
             + committed
                 .iter()
@@ -1183,7 +1172,7 @@ impl Actor {
         if self.parked.is_empty() {
             return;
         }
-        let high_watermark = self.host.replica().machine().high_watermark();
+        let high_watermark = self.host.high_watermark();
         let mut waiting = VecDeque::with_capacity(self.parked.len());
         while let Some(parked) = self.parked.pop_front() {
             if parked.fetch.offset < high_watermark {
@@ -1199,7 +1188,7 @@ impl Actor {
         let now = Instant::now();
         let mut waiting = VecDeque::with_capacity(self.parked.len());
         while let Some(parked) = self.parked.pop_front() {
-            if parked.deadline <= now || !self.host.replica().is_serving_primary() {
+            if parked.deadline <= now || !self.host.is_serving_primary() {
                 self.serve_fetch(&parked.request, &parked.fetch);
             } else {
                 waiting.push_back(parked);
@@ -1215,7 +1204,7 @@ impl Actor {
         }
         match GetCursor::from_bytes(request.body()) {
             Ok(query) => {
-                let offset = self.host.partition().cursor(&query.consumer);
+                let offset = self.host.cursor(&query.consumer);
                 let body = Bytes::from(GetCursorReply { offset }.to_vec());
                 self.send_reply(&header, ResultCode::Ok, body);
             }
@@ -1232,12 +1221,7 @@ impl Actor {
         }
         match OffsetForTime::from_bytes(request.body()) {
             Ok(query) => {
-                let high_watermark = self.host.replica().machine().high_watermark();
-                let offset = self
-                    .host
-                    .partition()
-                    .offset_for_timestamp(query.timestamp_ns)
-                    .map_or(high_watermark, |offset| offset.min(high_watermark));
+                let offset = self.host.offset_for_time(query.timestamp_ns);
                 let body = Bytes::from(OffsetForTimeReply { offset }.to_vec());
                 self.send_reply(&header, ResultCode::Ok, body);
             }
@@ -1259,7 +1243,7 @@ impl Actor {
                 return self.refuse(&header, ResultCode::InvalidRequest, error.to_string());
             }
         };
-        let Some(catalog) = self.host.replica().machine().catalog() else {
+        let Some(catalog) = self.host.catalog() else {
             return self.refuse(
                 &header,
                 ResultCode::InvalidRequest,
@@ -1287,11 +1271,11 @@ impl Actor {
 
     fn on_accept_loss(&mut self, request: &Msg<RequestHeader>) {
         let header = *request.header();
-        let (replica, effects) = self.host.replica_and_effects();
-        if replica.accept_loss(effects) {
+        if self.host.accept_loss() {
+            let progress = self.host.progress();
             let body = AcceptLossReply {
-                view: self.host.replica().view().view,
-                op: self.host.replica().op(),
+                view: progress.view.view,
+                op: progress.op,
             };
             tracing::warn!(view = body.view, "group: an operator accepted loss");
             self.send_reply(&header, ResultCode::Ok, Bytes::from(body.to_vec()));
@@ -1302,8 +1286,8 @@ impl Actor {
                 format!(
                     "group {} is not stuck on this node (status {}, view {}): nothing to accept",
                     self.spec.group,
-                    self.host.replica().status().name(),
-                    self.host.replica().view()
+                    self.host.progress().status.name(),
+                    self.host.progress().view
                 ),
             );
         }
@@ -1315,8 +1299,8 @@ impl Actor {
     /// catalog it published is current: in normal status (it heard from its
     /// view's primary, or is it) and every commit it heard of applied.
     fn publish_catalog_freshness(&self) {
-        let current = self.host.replica().status() == Status::Normal
-            && self.host.replica().commit() >= self.host.replica().commit_max();
+        let progress = self.host.progress();
+        let current = progress.status == Status::Normal && progress.commit >= progress.commit_max;
         self.shared.set_catalog_current(current);
     }
 
@@ -1328,34 +1312,39 @@ impl Actor {
         if self.spec.group == 0 {
             self.publish_catalog_freshness();
         }
-        // The membership in effect: the log's epoch (an in-place change
-        // moves it without a view change).
-        let membership = self
-            .host
-            .replica()
-            .memberships()
-            .get(self.host.replica().log_epoch())
-            .copied()
-            .unwrap_or(*self.host.replica().view_membership());
+        let progress = self.host.progress();
+        let status = self.group_status(&progress);
+        if let Some(failure) = self.host.storage_failure() {
+            let attention = storage_failed_attention(&self.spec, status.view, failure);
+            self.shared.publish(GroupView {
+                status,
+                attention: Some(attention),
+            });
+            return;
+        }
+        let attention = self.waiting_attention();
+        self.shared.publish(GroupView { status, attention });
+    }
+
+    /// The group's status as this replica stands (`progress`): its
+    /// membership in effect and rule, and each member's progress as the
+    /// primary knows it.
+    fn group_status(&self, progress: &Progress) -> GroupStatus {
+        let membership = progress.membership;
         let rule = membership.rule();
-        let me = self.host.replica().config().replica;
-        let acks = if self.host.replica().is_primary() {
-            self.host.replica().acks().to_vec()
-        } else {
-            Vec::new()
-        };
-        let commit = self.host.replica().commit();
+        let commit = progress.commit;
         self.commit_gauge.set(commit as f64);
         // The members of the newest membership this replica knows (joining
         // ones included: they show as catching up until they hold the prefix).
-        let members = self.host.replica().memberships().newest().slots;
-        let replicas = members
+        let replicas = progress
+            .newest
+            .slots
             .iter()
             .map(|slot| {
-                let op = if slot == me {
-                    self.host.replica().op()
+                let op = if slot == progress.slot {
+                    progress.op
                 } else {
-                    acks.get(usize::from(slot)).copied().unwrap_or(0)
+                    progress.acks.get(usize::from(slot)).copied().unwrap_or(0)
                 };
                 ReplicaStatus {
                     replica: slot,
@@ -1369,12 +1358,9 @@ impl Actor {
         let (log_start_offset, high_watermark) = if self.spec.group == 0 {
             (0, 0)
         } else {
-            (
-                self.host.log_start_offset(),
-                self.host.replica().machine().high_watermark(),
-            )
+            (self.host.log_start_offset(), self.host.high_watermark())
         };
-        let status = GroupStatus {
+        GroupStatus {
             group: self.spec.group,
             stream: self.spec.stream.clone(),
             topic: self.spec.topic.clone(),
@@ -1384,28 +1370,18 @@ impl Actor {
             durability: self.spec.durability,
             write_quorum: rule.write,
             view_change_quorum: rule.view_change,
-            replica: me,
-            view: self.host.replica().view().view,
-            log_view: self.host.replica().log_view().view,
-            status: self.host.replica().status().name().to_owned(),
-            primary: self.host.replica().primary_index(),
-            op: self.host.replica().op(),
+            replica: progress.slot,
+            view: progress.view.view,
+            log_view: progress.log_view.view,
+            status: progress.status.name().to_owned(),
+            primary: progress.primary,
+            op: progress.op,
             commit_op: commit,
             log_start_offset,
             high_watermark,
-            untrusted_log: !self.host.replica().trusted(),
+            untrusted_log: !progress.trusted,
             replicas,
-        };
-        if let Some(failure) = self.host.storage_failure() {
-            let attention = storage_failed_attention(&self.spec, status.view, failure);
-            self.shared.publish(GroupView {
-                status,
-                attention: Some(attention),
-            });
-            return;
         }
-        let attention = self.waiting_attention();
-        self.shared.publish(GroupView { status, attention });
     }
 }
 
@@ -1467,55 +1443,4 @@ fn disk_for(wal: &Wal, read_handles: &ReadHandles, inbox: &GroupInbox) -> FileDi
         let _ = inbox.try_send(Input::Storage);
     };
     FileDisk::with_notify(wal.clone(), notify).with_read_handles(read_handles.clone())
-}
-
-/// Why a fetch at `offset` is out of range, if it is: below `log_start`
-/// (retention dropped it), or past every record the log holds (`log_end`,
-/// committed or not). An offset past the high watermark but within the log
-/// is not out of range: a consumer may have read up to it from the previous
-/// primary, whose last commits this primary has yet to make; it is answered
-/// empty (or waits, as a long poll at the end does) until they commit.
-fn fetch_out_of_range(
-    offset: u64,
-    log_start: u64,
-    high_watermark: u64,
-    log_end: u64,
-) -> Option<ErrorBody> {
-    let out = offset < log_start || offset > log_end.max(high_watermark);
-    out.then_some(ErrorBody::OffsetOutOfRange {
-        requested: offset,
-        log_start_offset: log_start,
-        high_watermark,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_fetch_past_the_high_watermark_within_the_log_waits_and_past_the_log_is_refused() {
-        // Retained 10.., committed up to 20, the log holds records up to 25.
-        let (log_start, high_watermark, log_end) = (10, 20, 25);
-        for offset in [10, 15, 20, 21, 25] {
-            assert_eq!(
-                fetch_out_of_range(offset, log_start, high_watermark, log_end),
-                None,
-                "offset {offset}"
-            );
-        }
-        for offset in [9, 26] {
-            assert_eq!(
-                fetch_out_of_range(offset, log_start, high_watermark, log_end),
-                Some(ErrorBody::OffsetOutOfRange {
-                    requested: offset,
-                    log_start_offset: log_start,
-                    high_watermark,
-                }),
-                "offset {offset}"
-            );
-        }
-        // A log whose head is unknown (0) still serves up to the watermark.
-        assert_eq!(fetch_out_of_range(20, 10, 20, 0), None);
-    }
 }

@@ -3,7 +3,7 @@
 //! A `ReassignPartition` that changes a partition's replica set, and a
 //! `DropReplica`, are checked on the node that receives them against the
 //! partition's primary's status (asked of the cluster through the node's
-//! own client), by the rules of [`strand_client::safety`]: a set that would
+//! own client), by the rules of [`strand_host::move_safety`]: a set that would
 //! leave `min(W, W')` or more replicas without every acknowledged record,
 //! or a drop while a member catches up or no primary serves, is refused
 //! with `Refused` and nothing is proposed. A request marked `force` skips
@@ -92,10 +92,10 @@ pub fn judge(check: &Check, primary: Option<&GroupStatus>) -> Option<String> {
             if current == wanted {
                 return None;
             }
-            strand_client::safety::shortfall(primary, &request.nodes, request.confirm)
+            strand_host::move_safety::shortfall(primary, &request.nodes, request.confirm)
                 .map(|short| short.refusal(&target(Some(primary), request.group)))
         }
-        Check::Drop(request) => strand_client::safety::drop_too_soon(
+        Check::Drop(request) => strand_host::move_safety::drop_too_soon(
             request.node,
             &target(primary, request.group),
             primary,
@@ -135,7 +135,7 @@ mod tests {
     use strand_wire::ConfirmPolicy;
 
     fn status(caught_up: [bool; 3]) -> GroupStatus {
-        strand_client::safety::fixtures::majority_of_three(caught_up)
+        strand_host::move_safety::fixtures::majority_of_three(caught_up)
     }
 
     fn reassign(nodes: &[u32], confirm: Option<ConfirmPolicy>) -> Check {

@@ -93,6 +93,9 @@ enum Mutation {
     /// cache shows instead of dropping its log's tail past the durable
     /// checkpoint: bytes no fsync made durable are counted durable and acked.
     PageCacheTrusted,
+    /// A read returns what the log holds past the high watermark: records
+    /// not yet committed, which a view change may yet drop.
+    ReadsUncommitted,
 }
 
 impl Mutation {
@@ -108,6 +111,7 @@ impl Mutation {
             Mutation::TrustDamagedTail => "trust-damaged-tail",
             Mutation::SuperblockUnsynced => "superblock-unsynced",
             Mutation::PageCacheTrusted => "page-cache-trusted",
+            Mutation::ReadsUncommitted => "reads-uncommitted",
         }
     }
 }
@@ -236,6 +240,7 @@ fn main() -> ExitCode {
         mutation_trust_damaged_tail: args.mutation == Some(Mutation::TrustDamagedTail),
         mutation_superblock_unsynced: args.mutation == Some(Mutation::SuperblockUnsynced),
         mutation_page_cache_trusted: args.mutation == Some(Mutation::PageCacheTrusted),
+        mutation_reads_uncommitted: args.mutation == Some(Mutation::ReadsUncommitted),
         without_lost_writes: args.no_lost_writes,
     };
     if let Some(seed) = args.seed {

@@ -113,6 +113,8 @@ pub struct Options {
     /// A reopen after a failed write or sync trusts the page cache
     /// (`mutations` only).
     pub mutation_page_cache_trusted: bool,
+    /// Reads return records past the high watermark (`mutations` only).
+    pub mutation_reads_uncommitted: bool,
     /// Storage faults at restart include writes the disk lost: misdirected
     /// ones (an entry written over another's place, zeros where it belonged)
     /// and the newest entries gone without a trace (the active segment cut
@@ -150,6 +152,8 @@ pub struct Overrides {
     pub mutation_superblock_unsynced: bool,
     /// Reopen after a failed write or sync without dropping the unsynced tail.
     pub mutation_page_cache_trusted: bool,
+    /// Let reads return records past the high watermark.
+    pub mutation_reads_uncommitted: bool,
     /// Leave lost writes (misdirected, or gone without a trace) out of the
     /// storage faults at restart: the model seeds were found with before
     /// they joined the default one.
@@ -225,6 +229,7 @@ impl Options {
             mutation_trust_damaged_tail: overrides.mutation_trust_damaged_tail,
             mutation_superblock_unsynced: overrides.mutation_superblock_unsynced,
             mutation_page_cache_trusted: overrides.mutation_page_cache_trusted,
+            mutation_reads_uncommitted: overrides.mutation_reads_uncommitted,
             lost_writes: !overrides.without_lost_writes,
             io_fault_ppm: 0,
         };

@@ -12,9 +12,11 @@
 //! crashes, storage faults, opening a host over a disk.
 
 mod cursor_logs;
+mod device;
 mod faults;
 mod io_faults;
 mod liveness;
+mod reads;
 mod reassign;
 mod stats;
 mod storage;
@@ -26,7 +28,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use strand_consensus::prng::Prng;
 use strand_consensus::{ClientRequest, Event, WaitReason};
 use strand_host::group_host::{GroupHost, Output};
-use strand_partition::MemoryDisk;
 use strand_wire::ops::{DeleteCursor, StoreCursor};
 use strand_wire::{Body, CommandHeader, Message, Msg, Operation, ReplyHeader};
 
@@ -40,6 +41,7 @@ use crate::client::Client;
 use crate::network::{CLIENT_BASE, Network, Packet};
 use crate::options::Options;
 use crate::trace::Trace;
+use device::Device;
 
 const CLUSTER: u64 = 0x5157;
 const GROUP: u64 = 1;
@@ -96,7 +98,7 @@ pub struct World {
     prng: Prng,
     now: u64,
     /// The replica running at each slot, if up.
-    hosts: Vec<Option<GroupHost<MemoryDisk>>>,
+    hosts: Vec<Option<GroupHost<Device>>>,
     /// What each slot holds while its replica is down, and what the world
     /// knows of it.
     disks: Vec<storage::SlotDisk>,
@@ -381,8 +383,8 @@ impl World {
         let stuck = self.hosts.iter().enumerate().position(|(slot, host)| {
             members.contains(slot as u8)
                 && host.as_ref().is_some_and(|host| {
-                    host.replica()
-                        .attention()
+                    host.progress()
+                        .attention
                         .is_some_and(|(reason, _)| reason != WaitReason::AwaitingStateTransfer)
                 })
         });
@@ -391,10 +393,7 @@ impl World {
         };
         let replica = index as u8;
         let mut accepted = false;
-        self.run_host(replica, |host, _| {
-            let (live, effects) = host.replica_and_effects();
-            accepted = live.accept_loss(effects);
-        })?;
+        self.run_host(replica, |host, _| accepted = host.accept_loss())?;
         if accepted {
             self.stats.accepted_losses += 1;
             self.trace
@@ -423,13 +422,13 @@ impl World {
             );
             match host {
                 Some(host) => {
-                    let replica = host.replica();
+                    let replica = host.inspect_replica();
                     let starts = &replica.durable_state().history_starts;
                     let latest: Vec<_> = starts[starts.len().saturating_sub(2)..]
                         .iter()
                         .map(|start| (start.view.to_string(), start.op))
                         .collect();
-                    let partition = host.partition_ref();
+                    let partition = host.inspect_partition().expect("open");
                     out.push_str(&format!(
                         "[{index}: {}{} view {} log_view {} op {} commit {} trusted {} attention {:?} latest starts {latest:?} disk {}/{} faulty {:?} {slot_state}] ",
                         replica.status().name(),
@@ -503,9 +502,9 @@ impl World {
         }
         for replica in self.slots() {
             if let Some(host) = &self.hosts[usize::from(replica)] {
-                let live = host.replica();
+                let live = host.inspect_replica();
                 self.trust.status(replica, live)?;
-                let partition = host.partition_ref();
+                let partition = host.inspect_partition().expect("open");
                 if !partition.superblock_writing() {
                     let durable = &partition.superblock().durable;
                     self.views
@@ -514,6 +513,7 @@ impl World {
                 self.views.running(replica, live.view(), live.log_view())?;
                 self.check_cursors(replica)?;
                 self.check_cursor_logs(replica)?;
+                self.check_reads(replica)?;
             }
         }
         Ok(())
@@ -637,7 +637,7 @@ impl World {
     fn run_host(
         &mut self,
         replica: u8,
-        input: impl FnOnce(&mut GroupHost<MemoryDisk>, &mut Vec<Output>),
+        input: impl FnOnce(&mut GroupHost<Device>, &mut Vec<Output>),
     ) -> Result<(), Violation> {
         let mut outputs = std::mem::take(&mut self.outputs);
         let read_fault = self.arm_read_fault(replica);
@@ -646,7 +646,7 @@ impl World {
             .expect("inputs go to a live replica");
         input(host, &mut outputs);
         host.settle(&mut outputs);
-        host.replica().assert_invariants();
+        host.inspect_replica().assert_invariants();
         self.disarm_read_fault(replica, read_fault);
         if self.power_lost(replica) && self.power_loss_strikes(replica) {
             // The process died at the power loss: what it put out since
@@ -702,7 +702,7 @@ impl World {
         let endpoint = u16::from(replica);
         match output {
             Output::Send { to, message } => {
-                let live = self.hosts[index].as_ref().expect("live").replica();
+                let live = self.hosts[index].as_ref().expect("live").inspect_replica();
                 self.trust.send(replica, live, message.command())?;
                 let speaker = Speaker {
                     slot: replica,
@@ -832,12 +832,12 @@ impl World {
     fn check_cursors(&mut self, replica: u8) -> Result<(), Violation> {
         let index = usize::from(replica);
         let host = self.hosts[index].as_ref().expect("live");
-        let tail = host.partition_ref().cursor_tail();
+        let tail = host.inspect_partition().expect("open").cursor_tail();
         if tail == self.disks[index].cursor_tail_checked {
             return Ok(());
         }
         self.disks[index].cursor_tail_checked = tail;
-        for (consumer, offset) in host.partition_ref().cursors() {
+        for (consumer, offset) in host.inspect_partition().expect("open").cursors() {
             self.cursors
                 .stored(replica, consumer, *offset, &self.history)?;
         }
@@ -847,7 +847,7 @@ impl World {
 
 /// A client's request, as the node's client port hands it to the group.
 fn client_request(
-    host: &mut GroupHost<MemoryDisk>,
+    host: &mut GroupHost<Device>,
     request: Msg<strand_wire::RequestHeader>,
     now: u64,
 ) {
@@ -867,17 +867,13 @@ fn client_request(
         };
         host.delete_cursor(&request, delete);
     } else {
-        let (live, effects) = host.replica_and_effects();
         let record_count = strand_wire::RecordBatch::from_bytes(body)
             .map(|batch| batch.record_count())
             .unwrap_or(0);
-        live.on_request(
-            ClientRequest {
-                request,
-                record_count,
-                timestamp_ns: now,
-            },
-            effects,
-        );
+        host.submit(ClientRequest {
+            request,
+            record_count,
+            timestamp_ns: now,
+        });
     }
 }

@@ -659,6 +659,7 @@ fn first_caught(
         mutation_trust_damaged_tail: false,
         mutation_superblock_unsynced: false,
         mutation_page_cache_trusted: false,
+        mutation_reads_uncommitted: false,
         ..mutated.clone()
     };
     seeds
@@ -814,4 +815,24 @@ fn page_cache_bytes_trusted_after_a_failed_fsync_are_caught() {
         "a failed fsync taken as done loses an acked op",
     );
     eprintln!("page cache trusted: seed {seed}: {violation}");
+}
+
+#[cfg(feature = "mutations")]
+#[test]
+fn reads_past_the_high_watermark_are_caught() {
+    let mutated = Overrides {
+        mutation_reads_uncommitted: true,
+        ..Overrides::default()
+    };
+    let (seed, violation) = first_caught(
+        &mutated,
+        &["13 committed reads"],
+        // A read that returns what the log holds past the high watermark
+        // hands out records no quorum has yet: checker 13 reads the serving
+        // primary through the host's read call as ops commit (the first is
+        // seed 1).
+        0..50,
+        "a read past the high watermark returns uncommitted records",
+    );
+    eprintln!("reads uncommitted: seed {seed}: {violation}");
 }

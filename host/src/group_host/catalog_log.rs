@@ -43,7 +43,7 @@ impl<D: Disk> GroupHost<D> {
             return None;
         }
         let commit = self.replica.commit();
-        let partition = self.partition_ref();
+        let partition = self.partition_view();
         let newest = partition.machine_snapshot_newest().unwrap_or(0);
         if commit < newest.saturating_add(ops_between) {
             return None;
@@ -57,7 +57,7 @@ impl<D: Disk> GroupHost<D> {
             "the catalog applies committed ops"
         );
         let image = crate::catalog_image::encode(catalog);
-        let written = self.partition().write_machine_snapshot(commit, &image);
+        let written = self.partition_mut().write_machine_snapshot(commit, &image);
         if let Err(error) = written {
             self.storage_error("write a catalog snapshot", &error);
             return None;
@@ -73,7 +73,7 @@ impl<D: Disk> GroupHost<D> {
             snapshot_op: commit,
             image_bytes: image.len(),
             segments_removed,
-            log_start_op: self.partition_ref().head_op(),
+            log_start_op: self.partition_view().head_op(),
         })
     }
 
@@ -82,7 +82,7 @@ impl<D: Disk> GroupHost<D> {
     /// starts.
     fn drop_log_below_snapshots(&mut self) -> Result<usize, PartitionError> {
         let floor = self
-            .partition_ref()
+            .partition_view()
             .machine_snapshot_floor()
             .expect("a snapshot was just written");
         let everything_below = RetentionPolicy {
@@ -90,7 +90,7 @@ impl<D: Disk> GroupHost<D> {
             retention_ms: None,
         };
         let outcome = self
-            .partition()
+            .partition_mut()
             .apply_retention(everything_below, 0, floor + 1)?;
         if outcome.segments_removed > 0 {
             self.note_log_start();
@@ -159,8 +159,7 @@ mod tests {
     fn open(disk: MemoryDisk) -> GroupHost<MemoryDisk> {
         let (mut host, _) =
             GroupHost::open(&catalog_spec(), disk, Box::new(|| MemoryDisk::new(9))).expect("open");
-        let (replica, effects) = host.replica_and_effects();
-        replica.start(effects);
+        host.start();
         let mut out = Vec::new();
         for _ in 0..10 {
             host.settle(&mut out);
@@ -171,8 +170,7 @@ mod tests {
     /// Creates streams `from..=to`, then persists the commit.
     fn create_streams(host: &mut GroupHost<MemoryDisk>, from: u64, to: u64) {
         for request in from..=to {
-            let (replica, effects) = host.replica_and_effects();
-            replica.on_request(create_stream(request), effects);
+            host.submit(create_stream(request));
             answer_all(host, 1);
         }
         host.persist_commit_if_behind();
@@ -183,7 +181,7 @@ mod tests {
     }
 
     fn streams_of(host: &GroupHost<MemoryDisk>) -> Vec<String> {
-        let catalog = host.replica().machine().catalog().expect("the catalog");
+        let catalog = host.replica.machine().catalog().expect("the catalog");
         catalog.streams.keys().cloned().collect()
     }
 
@@ -198,12 +196,12 @@ mod tests {
         create_streams(&mut host, 61, 100);
         let second = host.compact_catalog(20).expect("a second snapshot");
         assert_eq!(second.snapshot_op, 100);
-        let log_start = host.partition_ref().head_op();
+        let log_start = host.partition_view().head_op();
         assert!(
             log_start > 1 && log_start <= 61,
             "from the older copy on: {log_start}"
         );
-        assert_eq!(host.replica().log_start(), log_start);
+        assert_eq!(host.replica.log_start(), log_start);
         let expected = streams_of(&host);
         assert_eq!(expected.len(), 100);
 

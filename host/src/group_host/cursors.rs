@@ -149,7 +149,7 @@ impl<D: Disk> GroupHost<D> {
 
     /// What the partition's cursor map says about `consumer`.
     fn cursor_census(&self, consumer: &str) -> CursorCensus {
-        let partition = self.partition_ref();
+        let partition = self.partition_view();
         let map = partition.cursors();
         CursorCensus {
             known: map.contains_key(consumer),
@@ -202,8 +202,7 @@ mod tests {
     #[test]
     fn cursors_idle_past_the_retention_expire_as_tombstones_and_kept_ones_stay() {
         let (mut host, _) = lone_host();
-        let (replica, effects) = host.replica_and_effects();
-        replica.on_request(produce(1, &["a"]), effects);
+        host.submit(produce(1, &["a"]));
         answer_all(&mut host, 1);
         store(&mut host, 1, "idle", 0);
         store(&mut host, 2, "busy", 0);
@@ -214,27 +213,26 @@ mod tests {
         assert_eq!(host.expire_cursors(6 * HOUR_NS - 1, retention_ns, &keep), 0);
         assert_eq!(host.expire_cursors(6 * HOUR_NS, retention_ns, &keep), 1);
         host.settle(&mut Vec::new());
-        let names: Vec<&String> = host.partition_ref().cursors().keys().collect();
+        let names: Vec<&String> = host.partition_view().cursors().keys().collect();
         assert_eq!(
             names,
             ["busy", "group"],
             "idle expired, busy stored since, group kept"
         );
         assert_eq!(
-            host.partition_ref().cursor_tail(),
+            host.partition_view().cursor_tail(),
             5,
             "one tombstone appended"
         );
         assert_eq!(host.expire_cursors(11 * HOUR_NS, retention_ns, &keep), 1);
         host.settle(&mut Vec::new());
-        assert_eq!(host.partition_ref().cursors().len(), 1);
+        assert_eq!(host.partition_view().cursors().len(), 1);
     }
 
     #[test]
     fn a_cursor_never_seen_stored_by_this_primary_starts_its_idle_time_at_the_first_look() {
         let (mut host, _) = lone_host();
-        let (replica, effects) = host.replica_and_effects();
-        replica.on_request(produce(1, &["a"]), effects);
+        host.submit(produce(1, &["a"]));
         answer_all(&mut host, 1);
         store(&mut host, 1, "old", 0);
         // As after a failover: this primary's clock knows nothing.

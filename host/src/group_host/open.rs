@@ -66,6 +66,14 @@ pub struct Mutations {
     /// cache, and the reopen after the next failure trusts what reads show
     /// (`PartitionConfig::drop_unsynced` ignored).
     pub page_cache_trusted: bool,
+    /// The view change's trusted-quorum gate is off (see
+    /// `Replica::disable_trusted_gate`).
+    pub trusted_gate_off: bool,
+    /// A membership change's joint quorum counts only the new membership
+    /// (see `Replica::disable_old_quorum`).
+    pub old_quorum_off: bool,
+    /// A read returns what the log holds past the high watermark.
+    pub reads_uncommitted: bool,
 }
 
 impl Mutations {
@@ -213,6 +221,15 @@ impl<D: Disk> GroupHost<D> {
             None => (Machine::Records(RecordLog::default()), 0),
         };
         let mut replica = Replica::open(spec.replica.clone(), recovered, machine);
+        #[cfg(feature = "mutations")]
+        {
+            if mutations.trusted_gate_off {
+                replica.disable_trusted_gate();
+            }
+            if mutations.old_quorum_off {
+                replica.disable_old_quorum();
+            }
+        }
         let mut effects = Effects::new();
         if recovery.retired_epoch > 0 {
             replica.retire(recovery.retired_epoch, &mut effects);

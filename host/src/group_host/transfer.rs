@@ -179,7 +179,7 @@ impl<D: Disk> GroupHost<D> {
 
     /// Imports a manifest; the session decides whether it reaches far enough.
     fn begin_import(&mut self, body: &Bytes) -> Result<(), PartitionError> {
-        let import = self.partition().import_begin(body)?;
+        let import = self.partition_mut().import_begin(body)?;
         let receiving = self
             .transfers
             .incoming
@@ -227,7 +227,7 @@ impl<D: Disk> GroupHost<D> {
         let result = match (&mut receiving.import, frontier_matches) {
             (Some(import), true) => {
                 let chunk = header.chunk.get();
-                self.partition().import_chunk(import, chunk, body)
+                self.partition_mut().import_chunk(import, chunk, body)
             }
             _ => Ok(()), // an answer from an earlier export: ignore it
         };
@@ -246,7 +246,7 @@ impl<D: Disk> GroupHost<D> {
         let head = import.manifest().frontier_header;
         let cursor_tail = import.manifest().cursor_tail;
         let history_starts = crate::convert::state_of(&import.manifest().durable).history_starts;
-        if let Err(error) = self.partition().finish_staging(&import) {
+        if let Err(error) = self.partition_mut().finish_staging(&import) {
             tracing::warn!(%error, "host: staged transfer refused; starting over");
             let mut actions = Vec::new();
             receiving.session.on_refused(&mut actions);
@@ -318,7 +318,7 @@ impl<D: Disk> GroupHost<D> {
             return;
         };
         let export = self.transfers.exports[index].clone();
-        let body = match self.partition().export_chunk(&export, chunk) {
+        let body = match self.partition_mut().export_chunk(&export, chunk) {
             Ok(body) => body,
             Err(error) => {
                 tracing::warn!(%error, chunk, "host: cannot serve a transfer chunk");
@@ -348,7 +348,7 @@ impl<D: Disk> GroupHost<D> {
     /// first: their requesters find a new manifest, start their import over
     /// and ask again.
     fn export_at(&mut self, frontier_op: u64) -> Option<usize> {
-        let head_op = self.partition_ref().head_op();
+        let head_op = self.partition_view().head_op();
         self.transfers
             .exports
             .retain(|export| export.manifest().head_op >= head_op);
@@ -364,7 +364,7 @@ impl<D: Disk> GroupHost<D> {
         // frontier (one asked at 0 is taken at the commit).
         let client_table = bytes::Bytes::from(self.replica.client_table().encode());
         match self
-            .partition()
+            .partition_mut()
             .export(frontier_op, ExportConfig::default(), client_table)
         {
             Ok(export) => {

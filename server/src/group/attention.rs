@@ -15,13 +15,13 @@ impl Actor {
     /// history start it knows (for a wait below it, reference A's "start's
     /// record count and the node that took over there").
     pub(super) fn waiting_attention(&self) -> Option<AttentionEntry> {
-        let replica = self.host.replica();
-        let (reason, awaited) = replica.attention()?;
+        let progress = self.host.progress();
+        let (reason, awaited) = progress.attention?;
         let waiting = Waiting {
-            view: replica.view().view,
+            view: progress.view.view,
             reason,
             awaited,
-            start: replica.awaited_start(),
+            start: progress.awaited_start,
         };
         Some(waiting_entry(&self.spec, &waiting))
     }

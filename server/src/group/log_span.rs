@@ -13,13 +13,13 @@ impl Actor {
     /// logged after a view change or an adoption names the new view and
     /// trust.
     pub fn span(&self) -> tracing::Span {
-        let replica = self.host.replica();
+        let progress = self.host.progress();
         tracing::info_span!(
             "group",
             group = self.spec.group,
-            replica = replica.config().replica,
-            view = %replica.view(),
-            untrusted_log = !replica.trusted(),
+            replica = progress.slot,
+            view = %progress.view,
+            untrusted_log = !progress.trusted,
         )
     }
 }

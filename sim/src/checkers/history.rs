@@ -40,6 +40,8 @@ impl CommittedOp {
 pub struct LinearHistory {
     ops: BTreeMap<u64, CommittedOp>,
     requests: BTreeMap<(u128, u64), u64>,
+    /// The op of each committed batch, by its first offset.
+    batches: BTreeMap<u64, u64>,
 }
 
 impl LinearHistory {
@@ -60,6 +62,9 @@ impl LinearHistory {
             None => {}
         }
         self.ops.insert(op, committed);
+        if committed.record_count > 0 {
+            self.batches.insert(committed.offset_base, op);
+        }
         if committed.client != 0 {
             if let Some(first) = self
                 .requests
@@ -82,6 +87,13 @@ impl LinearHistory {
     /// The committed prepare at `op`, if any replica committed it.
     pub fn get(&self, op: u64) -> Option<&CommittedOp> {
         self.ops.get(&op)
+    }
+
+    /// The committed op whose batch starts at record offset `offset_base`.
+    pub fn at_offset(&self, offset_base: u64) -> Option<&CommittedOp> {
+        self.batches
+            .get(&offset_base)
+            .and_then(|op| self.ops.get(op))
     }
 
     /// The highest committed op.

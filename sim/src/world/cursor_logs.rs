@@ -11,21 +11,24 @@ impl World {
     pub(super) fn check_cursor_logs(&mut self, replica: u8) -> Result<(), Violation> {
         let index = usize::from(replica);
         let host = self.hosts[index].as_mut().expect("live");
-        let live = host.replica();
+        let live = host.inspect_replica();
         let view = live.view();
         if live.status() != Status::Normal || live.log_view() != view {
             self.cursor_logs.unsettled(replica);
             return Ok(());
         }
-        let durable = host.partition_ref().cursor_durable_tail();
+        let durable = host
+            .inspect_partition()
+            .expect("open")
+            .cursor_durable_tail();
         let Some(from) = self.cursor_logs.unread(replica, view, durable) else {
             return Ok(());
         };
-        let first = from.max(host.partition_ref().cursor_log_start());
+        let first = from.max(host.inspect_partition().expect("open").cursor_log_start());
         if first >= durable {
             return self.cursor_logs.events(replica, view, first, &[]);
         }
-        let Ok(events) = host.partition().read_cursor_events(first, durable) else {
+        let Ok(events) = host.inspect_cursor_events(first, durable) else {
             return Ok(());
         };
         self.cursor_logs.events(replica, view, first, &events)

@@ -145,8 +145,8 @@ impl World {
                 let needed = (**head).min(self.history.head());
                 !self.io_fault_outstanding(**replica)
                     && self.hosts[index].as_ref().is_some_and(|host| {
-                        let live = host.replica();
-                        let partition = host.partition_ref();
+                        let live = host.inspect_replica();
+                        let partition = host.inspect_partition().expect("open");
                         live.trusted()
                             && live.status() == strand_consensus::Status::Normal
                             && partition.faulty().is_empty()

@@ -34,8 +34,8 @@ use std::path::PathBuf;
 use strand_host::group_host::GroupHost;
 use strand_wal::CrashMode;
 
-use super::World;
 use super::storage::DIR;
+use super::{Device, World};
 use crate::checkers::Violation;
 
 /// `EIO`: what a failed fdatasync or read reports.
@@ -72,7 +72,7 @@ impl World {
         let armable = self.hosts[index].as_ref().is_some_and(|host| {
             !host.storage_failed()
                 && !host.receiving_transfer()
-                && host.replica().status() != strand_consensus::Status::AwaitingStateTransfer
+                && host.progress().status != strand_consensus::Status::AwaitingStateTransfer
         });
         if !armable {
             return;
@@ -85,13 +85,18 @@ impl World {
             4..=6 => IoFault::Write,
             _ => IoFault::Read,
         };
-        let disk = self.hosts[index]
-            .as_mut()
-            .and_then(GroupHost::disk_mut)
-            .expect("checked above");
+        let disk = self.device(index).expect("checked above");
         let armed = match fault {
-            IoFault::Sync => disk.storage_mut().fail_next_sync(&path, EIO).is_ok(),
-            IoFault::Write => disk.storage_mut().fail_next_write(&path, ENOSPC).is_ok(),
+            IoFault::Sync => disk
+                .get_mut()
+                .storage_mut()
+                .fail_next_sync(&path, EIO)
+                .is_ok(),
+            IoFault::Write => disk
+                .get_mut()
+                .storage_mut()
+                .fail_next_write(&path, ENOSPC)
+                .is_ok(),
             IoFault::Read => {
                 self.disks[index].read_fault = Some(path);
                 true
@@ -108,12 +113,16 @@ impl World {
     /// The file an I/O fault strikes: the segment holding the newest op
     /// half the time, else any file of the partition.
     fn io_fault_target(&mut self, replica: u8) -> Option<PathBuf> {
-        let partition = self.hosts[usize::from(replica)].as_ref()?.partition_ref();
+        let partition = self.hosts[usize::from(replica)]
+            .as_ref()?
+            .inspect_partition()
+            .expect("open");
         let newest = partition
             .entry_location(partition.op())
             .map(|location| location.path);
-        let paths: Vec<PathBuf> = partition
-            .disk()
+        let paths: Vec<PathBuf> = self
+            .device(usize::from(replica))?
+            .get()
             .storage()
             .paths()
             .into_iter()
@@ -133,8 +142,13 @@ impl World {
     pub(super) fn arm_read_fault(&mut self, replica: u8) -> Option<PathBuf> {
         let index = usize::from(replica);
         let path = self.disks[index].read_fault.clone()?;
-        let disk = self.hosts[index].as_mut().and_then(GroupHost::disk_mut)?;
-        if disk.storage_mut().fail_next_read(&path, EIO).is_err() {
+        let disk = self.device(index)?;
+        if disk
+            .get_mut()
+            .storage_mut()
+            .fail_next_read(&path, EIO)
+            .is_err()
+        {
             // The file is gone (a cut, retention, a quarantine).
             self.disks[index].read_fault = None;
             return None;
@@ -149,10 +163,10 @@ impl World {
             return;
         };
         let index = usize::from(replica);
-        let Some(disk) = self.hosts[index].as_mut().and_then(GroupHost::disk_mut) else {
+        let Some(disk) = self.device(index) else {
             return;
         };
-        if !disk.storage_mut().disarm_read_fault(&path) {
+        if !disk.get_mut().storage_mut().disarm_read_fault(&path) {
             self.disks[index].read_fault = None;
             self.trace
                 .record(self.now, u16::from(replica), "read_failed", &[]);
@@ -166,13 +180,13 @@ impl World {
     /// node's wait.
     pub(super) fn storage_settled(&mut self, replica: u8) -> Result<(), Violation> {
         let index = usize::from(replica);
-        let Some(host) = self.hosts[index].as_mut() else {
+        let at_open = self.disks[index].faults_struck_at_open;
+        let struck = self
+            .device(index)
+            .is_some_and(|disk| disk.get().storage().faults_struck() > at_open);
+        let Some(host) = self.hosts[index].as_ref() else {
             return Ok(());
         };
-        let at_open = self.disks[index].faults_struck_at_open;
-        let struck = host
-            .disk_mut()
-            .is_some_and(|disk| disk.storage().faults_struck() > at_open);
         let Some(failure) = host.storage_failure() else {
             return Ok(());
         };
@@ -204,9 +218,12 @@ impl World {
         let disk = &self.disks[index];
         disk.read_fault.is_some()
             || disk.reopen_at.is_some()
-            || self.hosts[index].as_ref().is_some_and(|host| {
-                host.storage_failed() || host.partition_ref().disk().storage().has_armed_faults()
-            })
+            || self.hosts[index]
+                .as_ref()
+                .is_some_and(GroupHost::storage_failed)
+            || self
+                .device(index)
+                .is_some_and(|disk| disk.get().storage().has_armed_faults())
     }
 
     /// Opens again each group whose storage failed and whose wait is over.
@@ -231,7 +248,8 @@ impl World {
         };
         self.forget_turns(replica);
         self.disks[index].read_fault = None;
-        let Some(mut disk) = host.abandon() else {
+        self.disks[index].device = None;
+        let Some(mut disk) = host.abandon().map(Device::into_disk) else {
             // Given up for good (`Output::Stop` was reported).
             return;
         };

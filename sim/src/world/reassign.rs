@@ -129,10 +129,7 @@ impl World {
         }
         self.trace
             .record(self.now, u16::from(slot), "assign", &[u64::from(epoch)]);
-        self.run_host(slot, |host, _| {
-            let (live, effects) = host.replica_and_effects();
-            live.on_assignment(membership, effects);
-        })
+        self.run_host(slot, |host, _| host.on_assignment(membership))
     }
 
     /// A replica reported `epoch` started: the catalog may plan the next
@@ -171,10 +168,7 @@ impl World {
         if self.hosts[index].is_none() {
             return Ok(()); // told again when it restarts
         }
-        self.run_host(slot, |host, _| {
-            let (live, effects) = host.replica_and_effects();
-            live.retire(epoch, effects);
-        })
+        self.run_host(slot, |host, _| host.retire(epoch))
     }
 
     /// The replica at `replica` retired (`Event::Retired`; its host recorded

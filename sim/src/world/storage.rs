@@ -32,7 +32,7 @@ use strand_partition::{
 use strand_wal::{CrashMode, FRAME_HEADER_BYTES};
 use strand_wire::{Durability, HEADER_SIZE, Message};
 
-use super::{CLUSTER, GROUP, World};
+use super::{CLUSTER, Device, GROUP, World};
 use crate::checkers::{OpenDurable, Violation};
 use crate::network::Packet;
 use crate::options::Options;
@@ -50,8 +50,11 @@ const RETAINED_HEADERS_COMMITTED_MAX: usize = 32;
 /// One slot's storage and what the world knows of the replica there.
 #[derive(Default)]
 pub(super) struct SlotDisk {
-    /// The disk while the replica is down (while it runs, its host has it).
+    /// The disk while the replica is down.
     pub stored: Option<MemoryDisk>,
+    /// The world's handle to the disk while the replica runs (its host
+    /// holds the other).
+    pub device: Option<Device>,
     /// A replica was ever started here (its directory may exist).
     pub created: bool,
     /// The assignment epoch this replica joined the group in (0 for the
@@ -61,6 +64,8 @@ pub(super) struct SlotDisk {
     pub retired_epoch: Option<u32>,
     /// The cursor log's length when checker 6 last looked.
     pub cursor_tail_checked: u64,
+    /// The record offset checker 13 has read through on this replica.
+    pub read_through: u64,
     /// The node's boot count: raised at every start (durable, as a node's
     /// own boot file is), so that a clean mark holds only in the boot after
     /// it.
@@ -124,10 +129,9 @@ impl World {
         if self.turn_pending[index] {
             return;
         }
-        let queued = self.hosts[index]
-            .as_mut()
-            .and_then(GroupHost::disk_mut)
-            .is_some_and(|disk| disk.has_queued());
+        let queued = self
+            .device(index)
+            .is_some_and(|disk| disk.get().has_queued());
         if !queued {
             return;
         }
@@ -148,10 +152,12 @@ impl World {
                 continue; // scheduled for an earlier run of the slot
             }
             self.turn_pending[index] = false;
-            let Some(disk) = self.hosts[index].as_mut().and_then(GroupHost::disk_mut) else {
+            let Some(disk) = self.device(index) else {
                 continue;
             };
-            disk.run_turn();
+            disk.get_mut().run_turn();
+            // The host holds the only other handle while it runs.
+            drop(disk);
             self.run_host(replica, |_, _| {})?;
         }
         Ok(())
@@ -197,6 +203,9 @@ impl World {
             trust_damaged_tail: self.options.mutation_trust_damaged_tail,
             superblock_unsynced: self.options.mutation_superblock_unsynced,
             page_cache_trusted: self.options.mutation_page_cache_trusted,
+            trusted_gate_off: self.options.mutation_untrusted_gate,
+            reads_uncommitted: self.options.mutation_reads_uncommitted,
+            old_quorum_off: self.options.mutation_new_quorum_only,
         }
     }
 
@@ -227,40 +236,33 @@ impl World {
         spec.storage.drop_unsynced = after_failed_write;
         // A failed quarantine or install hands its disk back, and the host
         // reopens from that: a simulated disk's files live only in it.
-        let reopen = Box::new(|| -> MemoryDisk {
+        let device = Device::new(disk);
+        self.disks[index].device = Some(device.clone());
+        let reopen = Box::new(|| -> Device {
             panic!("a simulated disk is never made anew: a failed swap hands it back")
         });
         #[cfg(feature = "mutations")]
-        let opened = GroupHost::open_mutated(&spec, disk, reopen, self.mutations());
+        let opened = GroupHost::open_mutated(&spec, device, reopen, self.mutations());
         #[cfg(not(feature = "mutations"))]
         let opened = {
             let _ = self.mutations();
-            GroupHost::open(&spec, disk, reopen)
+            GroupHost::open(&spec, device, reopen)
         };
-        #[cfg_attr(not(feature = "mutations"), allow(unused_mut))]
-        let (mut host, recovery) = match opened {
+        let (host, recovery) = match opened {
             Ok(opened) => opened,
             Err(error) => panic!("replica {replica} cannot open its partition: {error}"),
         };
-        #[cfg(feature = "mutations")]
-        {
-            let (live, _) = host.replica_and_effects();
-            if self.options.mutation_untrusted_gate {
-                live.disable_trusted_gate();
-            }
-            if self.options.mutation_new_quorum_only {
-                live.disable_old_quorum();
-            }
-        }
         if self.disks[index].created
-            && let Some(disk) = host.disk_mut()
-            && let Err(violation) = OpenDurable.opened(replica, disk.storage(), Path::new(DIR))
+            && let Some(disk) = self.device(index)
+            && let Err(violation) =
+                OpenDurable.opened(replica, disk.get().storage(), Path::new(DIR))
         {
             self.opened_violation.get_or_insert(violation);
         }
         self.disks[index].created = true;
         self.disks[index].cursor_tail_checked = u64::MAX;
-        let live = host.replica();
+        self.disks[index].read_through = 0;
+        let live = host.inspect_replica();
         self.trace.record(
             self.now,
             u16::from(replica),
@@ -283,10 +285,7 @@ impl World {
         self.down_until[index] = None;
         self.liveness.started(replica, self.now);
         // Effects at start cannot break a checker before any traffic; keep going.
-        let _ = self.run_host(replica, |host, _| {
-            let (live, effects) = host.replica_and_effects();
-            live.start(effects);
-        });
+        let _ = self.run_host(replica, |host, _| host.start());
         self.after_start(replica);
     }
 
@@ -300,24 +299,32 @@ impl World {
         // Only a trusted replica may mark its log cleanly shut down: an
         // untrusted one still lacks what it lost in an earlier crash, so it
         // is left running rather than stopped beyond the promise.
-        if clean && !host.replica().trusted() {
+        if clean && !host.progress().trusted {
             self.hosts[index] = Some(host);
             return;
         }
         self.forget_turns(replica);
         self.disks[index].reopen_at = None;
         self.disks[index].read_fault = None;
-        if let Some(disk) = host.disk_mut() {
+        if host.storage_open() {
             // What was armed and has not struck goes with the process.
-            disk.storage_mut().clear_faults();
+            self.disks[index]
+                .device
+                .as_ref()
+                .expect("a running replica's disk")
+                .get_mut()
+                .storage_mut()
+                .clear_faults();
         }
         // A node that stops while a group's storage has failed closes it
         // without a mark (the close may fail): its files are left as a
         // process crash leaves them.
         let failed = host.storage_failed();
-        let op_before = host.partition_ref().op();
+        let op_before = host.inspect_partition().expect("open").op();
+        // The world lets go of its handle: the host hands the disk back.
+        self.disks[index].device = None;
         let disk = if clean && failed {
-            host.abandon().map(|mut disk| {
+            host.abandon().map(Device::into_disk).map(|mut disk| {
                 disk.restore_power();
                 disk.crash(CrashMode::ProcessCrash);
                 disk
@@ -326,14 +333,14 @@ impl World {
             match host.close() {
                 // A power loss armed and not yet struck is called off: the
                 // shutdown completed.
-                Ok(closed) => closed.disk.map(|mut disk| {
+                Ok(closed) => closed.disk.map(Device::into_disk).map(|mut disk| {
                     disk.restore_power();
                     disk
                 }),
                 Err(error) => panic!("replica {replica} could not close its partition: {error}"),
             }
         } else {
-            host.abandon().map(|mut disk| {
+            host.abandon().map(Device::into_disk).map(|mut disk| {
                 self.interrupt_turn(&mut disk);
                 disk.crash(CrashMode::Random);
                 disk
@@ -414,9 +421,8 @@ impl World {
             return;
         }
         let ops = self.prng.below(ops_ahead_max);
-        let host = self.hosts[index].as_mut().expect("checked above");
-        if let Some(disk) = host.disk_mut() {
-            disk.lose_power_after(ops, CrashMode::Random);
+        if let Some(disk) = self.device(index) {
+            disk.get_mut().lose_power_after(ops, CrashMode::Random);
         }
         self.trace
             .record(self.now, u16::from(replica), "power_loss_armed", &[ops]);
@@ -426,11 +432,11 @@ impl World {
     /// has no faults, and one striking there would stop a replica that the
     /// quiescence checker takes for a live, idle one.
     pub(super) fn call_off_power_losses(&mut self) {
-        for host in self.hosts.iter_mut().flatten() {
-            if let Some(disk) = host.disk_mut() {
-                disk.restore_power();
+        for index in 0..self.hosts.len() {
+            if let Some(disk) = self.device(index) {
+                disk.get_mut().restore_power();
                 // I/O faults armed and not struck too.
-                disk.storage_mut().clear_faults();
+                disk.get_mut().storage_mut().clear_faults();
             }
         }
         for disk in &mut self.disks {
@@ -441,10 +447,8 @@ impl World {
     /// Whether the replica's disk lost power during its last input: the
     /// process died at that instant, so nothing it put out since counts.
     pub(super) fn power_lost(&mut self, replica: u8) -> bool {
-        self.hosts[usize::from(replica)]
-            .as_mut()
-            .and_then(GroupHost::disk_mut)
-            .is_some_and(|disk| disk.power_lost())
+        self.device(usize::from(replica))
+            .is_some_and(|disk| disk.get().power_lost())
     }
 
     /// A power loss struck the replica: it crashes with the image the loss
@@ -457,13 +461,20 @@ impl World {
             self.stop(replica, false);
             return true;
         }
-        if let Some(disk) = self.hosts[usize::from(replica)]
-            .as_mut()
-            .and_then(GroupHost::disk_mut)
-        {
-            disk.restore_power();
+        if let Some(disk) = self.device(usize::from(replica)) {
+            disk.get_mut().restore_power();
         }
         false
+    }
+
+    /// The world's handle to the disk of the replica at `index`, while it
+    /// runs with its partition open (a group given up holds none).
+    pub(super) fn device(&self, index: usize) -> Option<Device> {
+        let host = self.hosts[index].as_ref()?;
+        if !host.storage_open() {
+            return None;
+        }
+        self.disks[index].device.clone()
     }
 
     /// WAL turns scheduled for the slot's current run no longer fire.

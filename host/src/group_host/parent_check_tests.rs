@@ -10,9 +10,9 @@
 
 use std::path::PathBuf;
 
+use crate::group_host::{GroupHost, HostSpec, Output};
 use strand_consensus::epoch::{Membership, SlotSet};
 use strand_consensus::{ClientRequest, Config, Effect, Timeouts};
-use strand_host::group_host::{GroupHost, HostSpec, Output};
 use strand_partition::fixtures::produce;
 use strand_partition::{MemoryDisk, PartitionConfig, RetentionPolicy};
 use strand_wire::batch::BatchBuilder;
@@ -53,8 +53,7 @@ fn lone_host(group: u64) -> GroupHost<MemoryDisk> {
         Box::new(move || MemoryDisk::new(group + 100)),
     )
     .expect("open");
-    let (replica, effects) = host.replica_and_effects();
-    replica.start(effects);
+    host.start();
     host
 }
 
@@ -76,8 +75,7 @@ fn produce_request(group: u64, request: u64) -> ClientRequest {
 /// Produces request `request` on `host` and returns how many Ok replies
 /// its settles put out.
 fn produce_and_settle(host: &mut GroupHost<MemoryDisk>, group: u64, request: u64) -> usize {
-    let (replica, effects) = host.replica_and_effects();
-    replica.on_request(produce_request(group, request), effects);
+    host.submit(produce_request(group, request));
     let mut out = Vec::new();
     for _ in 0..50 {
         host.settle(&mut out);
@@ -98,11 +96,12 @@ fn a_prepare_failing_the_parent_check_stops_that_replica_alone() {
 
     // A write that does not chain to op 1 on disk, as a divergence below
     // the headers a view carried would leave it.
-    let head = failing.partition_ref().op();
-    let offset_end = failing.partition_ref().offset_end();
+    let head = failing.partition_view().op();
+    let offset_end = failing.partition_view().offset_end();
     let divergent = produce(head + 1, 0xdead_beef, offset_end, 1, 8);
-    let (_, effects) = failing.replica_and_effects();
-    effects.push(Effect::WritePrepare { prepare: divergent });
+    failing
+        .effects
+        .push(Effect::WritePrepare { prepare: divergent });
     let mut out = Vec::new();
     failing.settle(&mut out);
 
@@ -110,7 +109,7 @@ fn a_prepare_failing_the_parent_check_stops_that_replica_alone() {
     let failure = failing.storage_failure().expect("the failure is kept");
     assert!(failure.contains("does not chain"), "{failure}");
     assert_eq!(
-        failing.partition_ref().op(),
+        failing.partition_view().op(),
         head,
         "nothing that does not chain reaches the log"
     );

@@ -14,10 +14,10 @@
 
 use std::path::PathBuf;
 
+use crate::group_host::{GroupHost, HostSpec};
 use bytes::Bytes;
 use strand_consensus::epoch::{Membership, SlotSet};
 use strand_consensus::{Config, Timeouts};
-use strand_host::group_host::{GroupHost, HostSpec};
 use strand_partition::fixtures::produce;
 use strand_partition::{MemoryDisk, PartitionConfig, RetentionPolicy};
 use strand_wal::CrashMode;
@@ -58,8 +58,8 @@ fn crash_and_reopen(spec: &HostSpec) -> GroupHost<MemoryDisk> {
     let (mut host, recovery) =
         GroupHost::open(spec, MemoryDisk::new(1), Box::new(|| MemoryDisk::new(2))).expect("open");
     assert!(recovery.fresh);
-    assert!(host.replica().trusted(), "a fresh log is trusted");
-    let partition = host.partition();
+    assert!(host.progress().trusted, "a fresh log is trusted");
+    let partition = host.partition_mut();
     partition
         .write_prepare(produce(1, 0, 0, 1, 8))
         .expect("write an op");
@@ -94,7 +94,7 @@ fn crash_and_reopen(spec: &HostSpec) -> GroupHost<MemoryDisk> {
 fn a_persisted_log_reopened_after_a_crash_is_trusted() {
     let host = crash_and_reopen(&spec(Durability::Persisted, Durability::Persisted));
     assert!(
-        host.replica().trusted(),
+        host.progress().trusted,
         "persisted: nothing was acked before its fsync"
     );
 }
@@ -103,7 +103,7 @@ fn a_persisted_log_reopened_after_a_crash_is_trusted() {
 fn a_persisted_log_with_replicated_cursors_is_trusted_after_a_crash() {
     let host = crash_and_reopen(&spec(Durability::Persisted, Durability::Replicated));
     assert!(
-        host.replica().trusted(),
+        host.progress().trusted,
         "trust follows `durability` alone: cursor events are not ops of the log"
     );
 }
@@ -113,7 +113,7 @@ fn a_replicated_log_reopened_after_a_crash_is_untrusted_whatever_its_cursors() {
     for cursor_durability in [Durability::Persisted, Durability::Replicated] {
         let host = crash_and_reopen(&spec(Durability::Replicated, cursor_durability));
         assert!(
-            !host.replica().trusted(),
+            !host.progress().trusted,
             "replicated records, {cursor_durability:?} cursors: it may lack ops it acked"
         );
     }
