@@ -121,15 +121,57 @@ pub enum NodeIo {
 }
 
 impl NodeIo {
-    /// The configuration line that asks for it (none for the default: a
+    /// The `direct_io` value that asks for it (none for the default: a
     /// server older than the key refuses it).
-    fn config_line(self) -> &'static str {
+    fn direct_io(self) -> Option<bool> {
         match self {
-            NodeIo::Default => "",
-            NodeIo::Direct => "direct_io = true\n",
-            NodeIo::PageCache => "direct_io = false\n",
+            NodeIo::Default => None,
+            NodeIo::Direct => Some(true),
+            NodeIo::PageCache => Some(false),
         }
     }
+}
+
+/// A node's configuration file as a local cluster writes it, in the
+/// server's key names: serialized, so any path or string is quoted as TOML
+/// wants. Restated here because the bench does not link the server; the
+/// server refuses unknown keys, so a drift fails the first start.
+#[derive(Serialize)]
+struct NodeFile<'a> {
+    node: u32,
+    cluster: u64,
+    data_dir: &'a Path,
+    metrics_address: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    direct_io: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls: Option<TlsFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth: Option<AuthFile<'a>>,
+    peers: &'a [PeerFile],
+}
+
+/// The server's `[tls]` table: the CA, this node's certificate and key.
+#[derive(Serialize)]
+struct TlsFile {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+/// The server's `[auth]` table: sign-in required, the admin's hash.
+#[derive(Serialize)]
+struct AuthFile<'a> {
+    required: bool,
+    admin_password_hash: &'a str,
+}
+
+/// One of the server's `[[peers]]`.
+#[derive(Serialize)]
+struct PeerFile {
+    id: u32,
+    replica_address: String,
+    client_address: String,
 }
 
 impl LocalCluster {
@@ -473,29 +515,38 @@ fn configure(
         .chunks_exact(3)
         .map(|ports| [ports[0], ports[1], ports[2]].map(|port| format!("127.0.0.1:{port}")))
         .collect();
-    let mut peers = String::new();
-    for (index, [replica, client, _]) in addresses.iter().enumerate() {
-        peers.push_str(&format!(
-            "\n[[peers]]\nid = {}\nreplica_address = \"{replica}\"\nclient_address = \"{client}\"\n",
-            index + 1
-        ));
-    }
+    let peers: Vec<PeerFile> = addresses
+        .iter()
+        .zip(1..=count)
+        .map(|([replica, client, _], id)| PeerFile {
+            id,
+            replica_address: replica.clone(),
+            client_address: client.clone(),
+        })
+        .collect();
     let mut nodes = Vec::new();
     for ([_, client, metrics], node) in addresses.into_iter().zip(1..=count) {
         let data = dir.join(format!("node-{node}"));
-        let tls = secured.map_or_else(String::new, |(certs, admin_hash)| {
-            format!(
-                "\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[auth]\nrequired = true\nadmin_password_hash = {admin_hash:?}\n",
-                certs.join("ca.pem").display().to_string(),
-                certs.join(format!("node-{node}.pem")).display().to_string(),
-                certs.join(format!("node-{node}.key")).display().to_string()
-            )
-        });
-        let direct = io.config_line();
-        let config = format!(
-            "node = {node}\ncluster = {CLUSTER_ID}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n{direct}{tls}{peers}",
-            data.display().to_string()
-        );
+        let file = NodeFile {
+            node,
+            cluster: CLUSTER_ID,
+            data_dir: &data,
+            metrics_address: &metrics,
+            direct_io: io.direct_io(),
+            tls: secured.map(|(certs, _)| TlsFile {
+                ca: certs.join("ca.pem"),
+                cert: certs.join(format!("node-{node}.pem")),
+                key: certs.join(format!("node-{node}.key")),
+            }),
+            auth: secured.map(|(_, admin_password_hash)| AuthFile {
+                required: true,
+                admin_password_hash,
+            }),
+            peers: &peers,
+        };
+        let config = toml::to_string(&file).map_err(|error| {
+            BenchError::Cluster(format!("cannot write node {node}'s configuration: {error}"))
+        })?;
         let path = dir.join(format!("node-{node}.toml"));
         std::fs::write(&path, config).map_err(|error| {
             BenchError::Cluster(format!("cannot write {}: {error}", path.display()))
@@ -648,6 +699,43 @@ mod tests {
             assert!(config.contains(&node.client_address), "{config}");
         }
         assert!(!config.contains("direct_io"), "the server's own default");
+    }
+
+    #[test]
+    fn a_node_file_keeps_quotes_and_backslashes_in_paths() {
+        let temp = tempfile::tempdir().expect("a temp dir");
+        let dir = temp.path().join("a \"quoted\" dir\\with\\backslashes");
+        std::fs::create_dir(&dir).expect("the cluster's dir");
+        let certs = dir.join("certs \"ca\"");
+        let nodes =
+            configure(&dir, 2, Some((&certs, "$argon2id$\"h\\")), NodeIo::Direct).expect("configs");
+        let text = std::fs::read_to_string(&nodes[1].config).expect("node 2's config");
+        let table: toml::Table = toml::from_str(&text).expect("valid TOML");
+        let string =
+            |value: Option<&toml::Value>| value.and_then(toml::Value::as_str).map(str::to_owned);
+        assert_eq!(
+            string(table.get("data_dir")),
+            nodes[1].data_dir.to_str().map(str::to_owned),
+            "{text}"
+        );
+        let tls = table
+            .get("tls")
+            .and_then(toml::Value::as_table)
+            .expect("[tls]");
+        let ca = certs.join("ca.pem");
+        assert_eq!(string(tls.get("ca")), ca.to_str().map(str::to_owned));
+        let auth = table
+            .get("auth")
+            .and_then(toml::Value::as_table)
+            .expect("[auth]");
+        assert_eq!(
+            string(auth.get("admin_password_hash")).as_deref(),
+            Some("$argon2id$\"h\\")
+        );
+        assert_eq!(
+            table.get("direct_io").and_then(toml::Value::as_bool),
+            Some(true)
+        );
     }
 
     #[test]

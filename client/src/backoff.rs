@@ -1,10 +1,11 @@
 //! Bounded exponential backoff with jitter, and the seeded generator the pure
 //! cores draw jitter and client ids from (so they stay deterministic in tests).
 
-/// A small seeded generator (splitmix64): jitter and client ids.
+/// The client's seeded draws: the workspace's one generator
+/// ([`strand_prng::Prng`]) plus the salt its client ids carry.
 #[derive(Debug, Clone)]
 pub struct Prng {
-    state: u64,
+    generator: strand_prng::Prng,
     /// XORed into every client id, so ids carry 128 bits of entropy when the
     /// salt is random (the state alone has 64).
     client_id_salt: u128,
@@ -14,7 +15,7 @@ impl Prng {
     /// A generator seeded with `seed`; the same seed gives the same sequence.
     pub fn new(seed: u64) -> Prng {
         Prng {
-            state: seed,
+            generator: strand_prng::Prng::new(seed),
             client_id_salt: 0,
         }
     }
@@ -29,19 +30,7 @@ impl Prng {
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A value in `0..=bound`.
-    pub fn up_to(&mut self, bound: u64) -> u64 {
-        if bound == u64::MAX {
-            return self.next_u64();
-        }
-        self.next_u64() % (bound + 1)
+        self.generator.next_u64()
     }
 
     /// A fresh client id, never 0 (the wire forbids it); distinct from every
@@ -87,7 +76,10 @@ impl Backoff {
         let factor = 1u64 << retry.min(DOUBLINGS_MAX);
         let full = self.min_ms.saturating_mul(factor).min(self.max_ms);
         let half = full / 2;
-        let delay = half + prng.up_to(full - half);
+        // A value in `0..=full - half` by remainder, not the generator's
+        // multiply-shift `up_to`: the jitter a seed gives stays what it was
+        // (the remainder's bias is below `full / 2^64`).
+        let delay = half + prng.next_u64() % (full - half + 1);
         assert!(delay <= self.max_ms && delay >= self.min_ms / 2);
         delay
     }
@@ -106,6 +98,32 @@ mod tests {
             let delay = backoff.delay_ms(retry, &mut prng);
             assert!(delay >= full / 2 && delay <= full, "retry {retry}: {delay}");
         }
+    }
+
+    /// Delays and ids as the client's own hand-written SplitMix64 gave them
+    /// before it moved onto `strand_prng`: a seed's sequence is unchanged.
+    #[test]
+    fn delays_and_ids_match_the_replaced_generator() {
+        let backoff = Backoff::new(10, 500);
+        let expected_delays: [(u64, [u64; 8]); 3] = [
+            (0, [6, 20, 36, 79, 102, 260, 373, 319]),
+            (1, [10, 18, 35, 42, 155, 295, 499, 349]),
+            (7, [8, 10, 20, 70, 123, 229, 319, 457]),
+        ];
+        for (seed, expected) in expected_delays {
+            let mut prng = Prng::new(seed);
+            let delays: Vec<u64> = (0..8)
+                .map(|retry| backoff.delay_ms(retry, &mut prng))
+                .collect();
+            assert_eq!(delays, expected, "seed {seed}");
+        }
+        let mut prng = Prng::new(1);
+        assert_eq!(prng.client_id(), 0x910a2dec89025cc1beeb8da1658eec67);
+        assert_eq!(prng.client_id(), 0xf893a2eefb32555e71c18690ee42c90b);
+        let mut salted =
+            Prng::new(7).with_client_id_salt(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210);
+        assert_eq!(salted.client_id(), 0x62e8a483d099c038fa90864f8268540c);
+        assert_eq!(salted.client_id(), 0xe7bb05e7331ae7ed6be651e8116a1bdb);
     }
 
     #[test]

@@ -28,7 +28,7 @@
 //! | [`cursors`] | the cursor event log: commits, deletes (tombstones), the bound on consumer names, shipping, cuts |
 //! | [`client_table`] | idempotent requests |
 //! | [`state_machine`] | what a committed op does |
-//! | [`timeout`], [`prng`] | ticks, backoff and seeded jitter |
+//! | [`timeout`] | ticks, backoff and seeded jitter (from `strand_prng`) |
 //!
 //! The invariants that matter most:
 //! - A replica acks nothing in a view before that view is persisted, and
@@ -49,7 +49,6 @@ pub mod handover;
 pub mod journal;
 pub mod merge;
 pub mod normal;
-pub mod prng;
 pub mod quiet;
 pub mod reconfigure;
 pub mod repair;

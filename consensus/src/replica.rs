@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
+use strand_prng::Prng;
 use strand_wire::{
     CommandHeader, CommitFlags, Durability, Message, Msg, PrepareHeader, REPLICAS_MAX,
     RequestHeader, ViewId,
@@ -22,7 +23,6 @@ use crate::effects::{DropReason, Effect, Effects, Event, WaitReason};
 use crate::epoch::{Membership, Memberships, SlotSet};
 use crate::journal::{Journal, SlotState};
 use crate::merge::{Canonical, DvcSummary};
-use crate::prng::Prng;
 use crate::state::{DurableState, HistoryStart, Recovered};
 use crate::state_machine::StateMachine;
 use crate::timeout::Timeout;

@@ -5,7 +5,7 @@
 //! ticks on which no timeout can fire and says how many it skipped
 //! ([`Timeout::skip`]), which counts the same.
 
-use crate::prng::Prng;
+use strand_prng::Prng;
 
 /// One timeout: fires `after_ticks` after it was started, then (if backoff
 /// is used) later each time it is reset after firing.

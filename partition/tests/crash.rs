@@ -11,7 +11,8 @@ use strand_partition::layout::segment_path;
 use strand_partition::{
     Completed, Disk, DurableFields, HistoryStart, MemoryDisk, Partition, WriteStage,
 };
-use strand_wal::{CrashMode, FRAME_HEADER_BYTES, SplitMix64};
+use strand_prng::Prng;
+use strand_wal::{CrashMode, FRAME_HEADER_BYTES};
 use strand_wire::{Msg, PrepareHeader};
 
 /// What the test knows was acknowledged before a crash.
@@ -50,7 +51,7 @@ fn note(acked: &mut Acked, completions: &[Completed], commits: &[(u64, u64)]) {
 /// Random appends, cursor stores, persists and polls, then a crash.
 fn run_until_crash(
     partition: &mut Partition<MemoryDisk>,
-    rng: &mut SplitMix64,
+    rng: &mut Prng,
     written: &mut Vec<Msg<PrepareHeader>>,
     acked: &mut Acked,
 ) {
@@ -191,7 +192,7 @@ fn crashes_at_random_points_recover_a_prefix_holding_every_durable_op() {
     config.log.segment_bytes_max = 8 * 1024;
     let (mut damage_repaired, mut ops_lost, mut rolled) = (0usize, 0u64, 0usize);
     for seed in 0..60 {
-        let mut rng = SplitMix64::new(seed);
+        let mut rng = Prng::new(seed);
         let (mut partition, _) = open_memory(MemoryDisk::new(seed), config);
         let mut written = Vec::new();
         let mut sync_failed = false;
@@ -270,7 +271,7 @@ fn real_files_cut_at_every_kind_of_point_recover_a_prefix_and_report_what_was_du
     let active_len = std::fs::metadata(segment_path(&dir, active))
         .expect("stat")
         .len();
-    let mut rng = SplitMix64::new(99);
+    let mut rng = Prng::new(99);
     for trial in 0..24 {
         let copy = tempfile::tempdir().expect("tempdir");
         let copy_dir = partition_dir(copy.path());

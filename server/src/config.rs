@@ -40,7 +40,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strand_wire::{ConfirmPolicy, Durability};
 
 /// Why a configuration is unusable.
@@ -73,7 +73,7 @@ pub enum ConfigError {
 }
 
 /// One node of the cluster, as every node's configuration lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     /// The node's id (unique, any `u32`).
@@ -85,7 +85,7 @@ pub struct PeerConfig {
 }
 
 /// The certificate files of a node with TLS.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsFiles {
     /// The cluster's CA certificate (PEM): peers' and client certificates
@@ -118,7 +118,7 @@ impl TlsFiles {
 }
 
 /// Who may use the client port.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     /// Every connection must sign in (`Authenticate`) before anything but
@@ -610,7 +610,9 @@ pub fn parse_confirm(text: Option<&str>) -> Result<ConfirmPolicy, ConfigError> {
     }
 }
 
-/// Writes a configuration file for node `node` of a local cluster.
+/// Writes a configuration file for node `node` of a local cluster: the
+/// file's own structs serialized, so any path or string is quoted as TOML
+/// wants (a path that is not UTF-8 cannot be written and is an error).
 pub fn local_cluster_toml(
     node: u32,
     cluster: u64,
@@ -619,34 +621,41 @@ pub fn local_cluster_toml(
     metrics: Option<&str>,
     tls: Option<&TlsFiles>,
     admin_password_hash: Option<&str>,
-) -> String {
-    let mut text = format!(
-        "node = {node}\ncluster = {cluster}\ndata_dir = {:?}\n",
-        data_dir.display().to_string()
+) -> Result<String, ConfigError> {
+    /// The keys of [`FileConfig`] a local cluster sets, tables last.
+    #[derive(Serialize)]
+    struct LocalFile<'a> {
+        node: u32,
+        cluster: u64,
+        data_dir: &'a Path,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metrics_address: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tls: Option<&'a TlsFiles>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auth: Option<AuthConfig>,
+        peers: &'a [PeerConfig],
+    }
+    assert!(
+        peers.iter().any(|peer| peer.id == node),
+        "node {node} is not among its peers"
     );
-    if let Some(metrics) = metrics {
-        text.push_str(&format!("metrics_address = {metrics:?}\n"));
-    }
-    if let Some(tls) = tls {
-        text.push_str(&format!(
-            "\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
-            tls.ca.display().to_string(),
-            tls.cert.display().to_string(),
-            tls.key.display().to_string()
-        ));
-    }
-    if let Some(hash) = admin_password_hash {
-        text.push_str(&format!(
-            "\n[auth]\nrequired = true\nadmin_password_hash = {hash:?}\n"
-        ));
-    }
-    for peer in peers {
-        text.push_str(&format!(
-            "\n[[peers]]\nid = {}\nreplica_address = {:?}\nclient_address = {:?}\n",
-            peer.id, peer.replica_address, peer.client_address
-        ));
-    }
-    text
+    let file = LocalFile {
+        node,
+        cluster,
+        data_dir,
+        metrics_address: metrics,
+        tls,
+        auth: admin_password_hash.map(|hash| AuthConfig {
+            required: true,
+            admin_password_hash: Some(hash.to_owned()),
+        }),
+        peers,
+    };
+    toml::to_string(&file).map_err(|error| ConfigError::Invalid {
+        field: "local cluster file",
+        reason: error.to_string(),
+    })
 }
 
 /// Node 1's configuration in a cluster of nodes `1..=nodes` on loopback,
@@ -805,6 +814,44 @@ mod tests {
         assert_eq!(files.ca, PathBuf::from("/etc/strand/certs/ca.pem"));
         assert_eq!(files.cert, PathBuf::from("/abs/node.pem"));
         assert_eq!(files.key, PathBuf::from("/etc/strand/node.key"));
+    }
+
+    #[test]
+    fn a_local_cluster_file_keeps_quotes_and_backslashes_in_paths() {
+        let data_dir = Path::new("/tmp/a \"quoted\" dir\\with\\backslashes");
+        let tls = TlsFiles {
+            ca: PathBuf::from("/certs/\"ca\".pem"),
+            cert: PathBuf::from("/certs/node\\1.pem"),
+            key: PathBuf::from("/certs/'node' 1.key"),
+        };
+        let peers = [PeerConfig {
+            id: 1,
+            replica_address: "127.0.0.1:7101".into(),
+            client_address: "127.0.0.1:7201".into(),
+        }];
+        let hash = strand_client::users::hash_password("a password").expect("hashed");
+        let text = local_cluster_toml(
+            1,
+            7,
+            data_dir,
+            &peers,
+            Some("127.0.0.1:9101"),
+            Some(&tls),
+            Some(&hash),
+        )
+        .expect("written");
+        let config = NodeConfig::parse(Path::new("/etc/node.toml"), &text, Overrides::default())
+            .expect("read back");
+        assert_eq!(config.data_dir, data_dir, "{text}");
+        assert_eq!(config.tls, Some(tls));
+        assert_eq!(config.peers, peers);
+        assert_eq!((config.node, config.cluster), (1, 7));
+        assert!(config.auth.required);
+        assert_eq!(config.auth.admin_password_hash, Some(hash));
+        assert_eq!(
+            config.metrics_address,
+            Some("127.0.0.1:9101".parse().expect("address"))
+        );
     }
 
     #[test]

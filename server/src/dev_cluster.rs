@@ -50,7 +50,8 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
             Some(&metrics),
             tls.as_ref(),
             admin_hash.as_deref(),
-        );
+        )
+        .map_err(|error| error.to_string())?;
         let config_path = data.join(format!("node-{}.toml", peer.id));
         let log_path = data.join(format!("node-{}.log", peer.id));
         std::fs::write(&config_path, text)
@@ -96,7 +97,7 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
     );
     let cli_config = data.join("cli.toml");
     let secured = (!insecure).then(|| (certs.join("ca.pem"), password_file.clone()));
-    std::fs::write(&cli_config, cli_toml(&bootstrap, secured.as_ref()))
+    std::fs::write(&cli_config, cli_toml(&bootstrap, secured.as_ref())?)
         .map_err(|error| format!("cannot write {}: {error}", cli_config.display()))?;
     if insecure {
         println!("plaintext (--insecure): no TLS");
@@ -135,28 +136,40 @@ fn ensure_certificates(certs: &Path, peers: &[PeerConfig]) -> Result<(), String>
     Ok(())
 }
 
+/// The CLI's configuration file for this cluster (see the CLI's
+/// `--config`): its addresses and, with TLS, the CA and the admin's
+/// password file. Serialized, so any path is quoted as TOML wants.
+fn cli_toml(bootstrap: &[&str], secured: Option<&(PathBuf, PathBuf)>) -> Result<String, String> {
+    /// The keys of the CLI's file this cluster sets.
+    #[derive(serde::Serialize)]
+    struct CliFile<'a> {
+        cluster: String,
+        cluster_id: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ca: Option<&'a Path>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        user: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        password_file: Option<&'a Path>,
+    }
+    assert!(!bootstrap.is_empty(), "a dev cluster has nodes");
+    let file = CliFile {
+        cluster: bootstrap.join(","),
+        cluster_id: DEV_CLUSTER_ID,
+        ca: secured.map(|(ca, _)| ca.as_path()),
+        user: secured.map(|_| "admin"),
+        password_file: secured.map(|(_, password_file)| password_file.as_path()),
+    };
+    let text = toml::to_string(&file)
+        .map_err(|error| format!("cannot write the CLI's configuration: {error}"))?;
+    Ok(format!(
+        "# The strand CLI's settings for this dev cluster: export STRAND_CONFIG=<this file>.\n{text}"
+    ))
+}
+
 /// The hash of the built-in `admin`'s password, made once (random) and kept
 /// in `path` (readable by its owner only) so that a restarted dev cluster
 /// keeps it.
-/// The CLI's configuration file for this cluster (see the CLI's
-/// `--config`): its addresses and, with TLS, the CA and the admin's
-/// password file.
-fn cli_toml(bootstrap: &[&str], secured: Option<&(PathBuf, PathBuf)>) -> String {
-    let mut text = format!(
-        "# The strand CLI's settings for this dev cluster: export STRAND_CONFIG=<this file>.\n\
-         cluster = {:?}\ncluster_id = {DEV_CLUSTER_ID}\n",
-        bootstrap.join(",")
-    );
-    if let Some((ca, password_file)) = secured {
-        text.push_str(&format!(
-            "ca = {:?}\nuser = \"admin\"\npassword_file = {:?}\n",
-            ca.display().to_string(),
-            password_file.display().to_string()
-        ));
-    }
-    text
-}
-
 fn admin_password_hash(path: &Path) -> Result<String, String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -274,6 +287,27 @@ fn stop(children: Vec<Running>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cli_file_keeps_quotes_and_backslashes_in_paths() {
+        let ca = PathBuf::from("/data/\"certs\"/ca.pem");
+        let password_file = PathBuf::from("/data\\dev/admin.password");
+        let text = cli_toml(
+            &["127.0.0.1:7201", "127.0.0.1:7202"],
+            Some(&(ca.clone(), password_file.clone())),
+        )
+        .expect("written");
+        let table: toml::Table = toml::from_str(&text).expect("valid TOML");
+        let string = |key: &str| table.get(key).and_then(toml::Value::as_str);
+        assert_eq!(string("ca"), ca.to_str(), "{text}");
+        assert_eq!(string("password_file"), password_file.to_str());
+        assert_eq!(string("user"), Some("admin"));
+        assert_eq!(string("cluster"), Some("127.0.0.1:7201,127.0.0.1:7202"));
+        let plain: toml::Table =
+            toml::from_str(&cli_toml(&["127.0.0.1:7201"], None).expect("written"))
+                .expect("valid TOML");
+        assert!(!plain.contains_key("ca") && !plain.contains_key("user"));
+    }
 
     #[test]
     fn the_admin_password_is_made_once_private_and_from_its_alphabet() {

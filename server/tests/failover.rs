@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use strand_bench::scrape::http_get;
 use strand_client::{AttentionReason, Client, Durability, GroupStatus, TopicSpec};
 
 use common::BATCH;
@@ -63,7 +64,7 @@ impl Cluster {
 
 /// `partitions_untrusted_log` on `node`, or `None` while it does not answer.
 fn untrusted_gauge(node: &common::Node) -> Option<f64> {
-    let (status, body) = common::http_get(&node.metrics_address, "/metrics").ok()?;
+    let (status, body) = http_get(&node.metrics_address, "/metrics").ok()?;
     (status == 200).then_some(())?;
     body.lines()
         .filter_map(|line| line.strip_prefix("partitions_untrusted_log "))

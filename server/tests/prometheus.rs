@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use strand_bench::scrape::http_get;
+
 /// A Prometheus server process; killed when dropped.
 struct Prometheus {
     child: Child,
@@ -128,7 +130,7 @@ fn prometheus_scrapes_every_node_and_sees_no_untrusted_log() {
     let query = "/api/v1/query?query=partitions_untrusted_log";
     let mut last = String::new();
     let samples = loop {
-        if let Ok((200, body)) = common::http_get(&prometheus.address, query) {
+        if let Ok((200, body)) = http_get(&prometheus.address, query) {
             let samples = samples(&body);
             if samples.len() == targets.len() {
                 break samples;

@@ -13,8 +13,8 @@
 //! learns from the primary's `EpochStarted`).
 
 use strand_consensus::epoch::{MEMBERSHIPS_KNOWN_MAX, Membership, SlotSet, Transition, transition};
-use strand_consensus::prng::Prng;
 use strand_host::reassign::{self, ReassignError, ReassignWish, SlotAssignment};
+use strand_prng::Prng;
 use strand_wire::{ConfirmPolicy, REPLICAS_MAX};
 
 /// Slots (replica indexes, network endpoints) the simulator's replicas may

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use strand_consensus::prng::Prng;
+use strand_prng::Prng;
 use strand_wire::ops::{DeleteCursor, ErrorBody, ProduceReply, StoreCursor};
 use strand_wire::{
     BatchBuilder, Body, CommandHeader, Msg, Operation, ReplyHeader, RequestHeader, ResultCode,

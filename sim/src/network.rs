@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use strand_consensus::prng::Prng;
+use strand_prng::Prng;
 use strand_wire::Message;
 
 use crate::options::Options;

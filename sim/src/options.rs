@@ -1,7 +1,7 @@
 //! Swarm options: every fault rate and cluster shape drawn from the seed, so
 //! that a batch of seeds covers many kinds of runs (swarm testing).
 
-use strand_consensus::prng::Prng;
+use strand_prng::Prng;
 use strand_wire::{ConfirmPolicy, Durability};
 
 /// Probabilities are "per million per tick" unless named otherwise.

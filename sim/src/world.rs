@@ -25,9 +25,9 @@ pub use stats::Stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use strand_consensus::prng::Prng;
 use strand_consensus::{ClientRequest, Event, WaitReason};
 use strand_host::group_host::{GroupHost, Output};
+use strand_prng::Prng;
 use strand_wire::ops::{DeleteCursor, StoreCursor};
 use strand_wire::{Body, CommandHeader, Message, Msg, Operation, ReplyHeader};
 

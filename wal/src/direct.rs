@@ -486,7 +486,7 @@ pub struct ShortTail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::SplitMix64;
+    use strand_prng::Prng;
 
     /// A file as the device holds it: writes land as planned.
     #[derive(Default)]
@@ -654,7 +654,7 @@ mod tests {
     #[test]
     fn random_appends_cuts_and_reopens_keep_the_bytes() {
         for seed in 0..200 {
-            let mut rng = SplitMix64::new(seed);
+            let mut rng = Prng::new(seed);
             let (mut file, mut device, mut pool) =
                 (DirectFile::new(0), Device::default(), BufferPool::default());
             let mut expected: Vec<u8> = Vec::new();

@@ -55,7 +55,6 @@
 //! | [`syncfs`] | shared syncs: one `syncfs` for the bare syncs of many files; the [`syncfs::Syncer`] thread |
 //! | [`uring`] | [`UringStorage`]: the same files, batches pipelined through io_uring; [`Doorbell`] |
 //! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
-//! | [`rng`] | [`SplitMix64`], the seeded generator behind simulated crashes |
 //! | [`preallocate`] | room ahead of appends: zero-filled for files whose fsyncs are small, allocated (then zeroed beside an append) for direct files |
 //! | [`direct`] | appends past the page cache: whole-block writes planned around a kept tail block, pooled aligned buffers (the io_uring backend's, with [`WalConfig::direct_appends`]) |
 //! | [`metrics`] | metric names and recording |
@@ -85,7 +84,6 @@ pub mod memory;
 pub mod metrics;
 pub mod preallocate;
 pub mod request;
-pub mod rng;
 pub mod scan;
 pub mod storage;
 pub mod syncfs;
@@ -103,7 +101,6 @@ pub use request::{
     Ack, Completion, CompletionKind, CompletionSink, FileId, FileRange, OpenMode, OpenedFile,
     Request, TrySubmitError,
 };
-pub use rng::SplitMix64;
 pub use scan::{FrameSpan, ScanReport, Tail, scan};
 pub use storage::{BatchOutcome, FileBatch, IoEvent, IoObserver, NoObserver, Pipeline, Storage};
 pub use uring::{Doorbell, UringStorage};

@@ -9,8 +9,8 @@
 //! a torn piece of the next write. A process crash ([`CrashMode::ProcessCrash`])
 //! changes no byte: the kernel still holds what was written, reads see it, and
 //! it stays unsynced, so a power loss later (before a sync covers it) can still
-//! take it. Randomness comes from a seeded [`SplitMix64`], so a crash replays
-//! exactly from its seed.
+//! take it. Randomness comes from a seeded [`Prng`](strand_prng::Prng) (the
+//! workspace's one generator), so a crash replays exactly from its seed.
 //!
 //! A crash can be armed to strike between two storage calls
 //! ([`MemoryStorage::arm_crash`]), inside a WAL turn: after a write and before
@@ -45,8 +45,9 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use strand_prng::Prng;
+
 use crate::request::{FileId, OpenMode};
-use crate::rng::SplitMix64;
 use crate::storage::Storage;
 
 /// What a simulated crash keeps of the bytes that were written but not synced.
@@ -106,7 +107,7 @@ impl MemoryFile {
     /// A failed fdatasync: the unsynced writes never reach the disk, and each
     /// page they touched is kept in the cache (reads see the new bytes) or
     /// dropped from it (reads see the disk's), as `rng` draws.
-    fn fail_sync(&mut self, rng: &mut SplitMix64) {
+    fn fail_sync(&mut self, rng: &mut Prng) {
         let pages: std::collections::BTreeSet<u64> = self
             .unsynced
             .iter()
@@ -138,7 +139,7 @@ impl MemoryFile {
     }
 
     /// The bytes a crash in `mode` leaves, drawing from `rng`.
-    fn crash_image(&self, mode: CrashMode, rng: &mut SplitMix64) -> Vec<u8> {
+    fn crash_image(&self, mode: CrashMode, rng: &mut Prng) -> Vec<u8> {
         if mode == CrashMode::KeepAll {
             return self.current.clone();
         }
@@ -185,7 +186,7 @@ pub struct MemoryStorage {
     inodes: BTreeMap<u64, MemoryFile>,
     handles: BTreeMap<FileId, OpenHandle>,
     next_inode: u64,
-    rng: SplitMix64,
+    rng: Prng,
     /// A crash armed to strike between two storage calls.
     armed: Option<ArmedCrash>,
     /// Injected faults (failed writes, syncs, reads) that struck.
@@ -220,7 +221,7 @@ impl MemoryStorage {
             inodes: BTreeMap::new(),
             handles: BTreeMap::new(),
             next_inode: 1,
-            rng: SplitMix64::new(seed),
+            rng: Prng::new(seed),
             armed: None,
             faults_struck: 0,
         }
@@ -534,7 +535,7 @@ impl MemoryStorage {
 }
 
 /// What one file keeps in a power loss.
-fn power_loss_mode(rng: &mut SplitMix64) -> CrashMode {
+fn power_loss_mode(rng: &mut Prng) -> CrashMode {
     match rng.below(3) {
         0 => CrashMode::LoseUnsynced,
         1 => CrashMode::KeepPrefix,

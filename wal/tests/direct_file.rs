@@ -7,8 +7,9 @@ use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
+use strand_prng::Prng;
 use strand_wal::direct::{AlignedBuffer, BufferPool, DirectFile, Plan};
-use strand_wal::{SplitMix64, Tail, encode_frame_into, scan};
+use strand_wal::{Tail, encode_frame_into, scan};
 
 /// Opens `path` for direct writes; `None` where the file system refuses
 /// `O_DIRECT` (tmpfs), so the test says so and checks nothing there.
@@ -79,7 +80,7 @@ fn direct_appends_hold_the_frames_and_end_in_a_torn_tail() {
         return;
     };
     let reader = File::open(&path).expect("a buffered reader");
-    let mut rng = SplitMix64::new(7);
+    let mut rng = Prng::new(7);
     let mut pool = BufferPool::default();
     let mut direct = DirectFile::new(0);
     let mut expected = Vec::new();

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use strand_prng::Prng;
 use strand_wal::{
     Ack, Completion, CompletionKind, CrashMode, FileId, IoEvent, IoObserver, IoOp, MemoryStorage,
-    OpenMode, PoisonCause, Request, SplitMix64, Tail, WalCore, WalError, scan,
+    OpenMode, PoisonCause, Request, Tail, WalCore, WalError, scan,
 };
 
 const QUEUE: usize = 1024;
@@ -213,7 +214,7 @@ fn a_torn_write_is_reported_by_the_scan_and_cut_on_open() {
 #[test]
 fn every_durable_ack_survives_any_crash() {
     for seed in 0..200 {
-        let mut rng = SplitMix64::new(seed);
+        let mut rng = Prng::new(seed);
         let mut core = core(seed);
         let paths: Vec<PathBuf> = (0..3).map(|i| PathBuf::from(format!("p{i}"))).collect();
         let files: Vec<FileId> = paths

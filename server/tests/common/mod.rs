@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::BTreeMap;
 
+use strand_bench::scrape::http_get;
 use strand_client::{
     Client, ClientConfig, GroupStatus, NewRecord, ProduceAck, Producer, ProducerConfig,
 };
@@ -478,69 +479,6 @@ pub async fn read_partition(
         offset = fetched.next_offset;
     }
     read
-}
-
-/// A plain HTTP/1.1 GET of `path` from `address` (`host:port`): the status
-/// code and the body (chunked bodies decoded).
-pub fn http_get(address: &str, path: &str) -> Result<(u16, String), String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address)
-        .map_err(|error| format!("connect to {address}: {error}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|error| error.to_string())?;
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nAccept: */*\r\n\r\n"
-    );
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|error| format!("send to {address}: {error}"))?;
-    let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .map_err(|error| format!("read from {address}: {error}"))?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("no end of headers in {text:?}"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse::<u16>().ok())
-        .ok_or_else(|| format!("no status in {head:?}"))?;
-    let chunked = head.lines().any(|line| {
-        let line = line.to_ascii_lowercase();
-        line.starts_with("transfer-encoding:") && line.contains("chunked")
-    });
-    let body = if chunked {
-        dechunk(body)?
-    } else {
-        body.to_owned()
-    };
-    Ok((status, body))
-}
-
-/// Decodes an HTTP/1.1 chunked body.
-fn dechunk(mut body: &str) -> Result<String, String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body
-            .split_once("\r\n")
-            .ok_or_else(|| "chunk size line missing".to_owned())?;
-        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|error| format!("bad chunk size {size:?}: {error}"))?;
-        if size == 0 {
-            return Ok(out);
-        }
-        let chunk = rest
-            .get(..size)
-            .ok_or_else(|| "chunk shorter than its size".to_owned())?;
-        out.push_str(chunk);
-        body = rest
-            .get(size..)
-            .and_then(|rest| rest.strip_prefix("\r\n"))
-            .ok_or_else(|| "chunk not followed by CRLF".to_owned())?;
-    }
 }
 
 /// The value of the unlabelled metric `name` on `node`'s Prometheus
