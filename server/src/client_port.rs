@@ -5,7 +5,7 @@
 //! With TLS ([`crate::tls`]) every connection runs the handshake first; a
 //! connection that presents a node certificate of the cluster is that node,
 //! and only such a connection may send node-internal operations
-//! (`EpochStarted`, a `LeaveGroup` marked expired): anyone else gets
+//! (`EpochStarted`, a `LeaveConsumerGroup` marked expired): anyone else gets
 //! `PermissionDenied`.
 //!
 //! Replies are routed by client id to the connection the client last used,
@@ -300,8 +300,8 @@ fn auth_refusal(
 fn is_node_only(request: &Msg<RequestHeader>) -> bool {
     let operation = request.header().operation();
     operation.info().node_only
-        || (operation == Operation::LeaveGroup
-            && strand_wire::ops::LeaveGroup::from_bytes(request.body())
+        || (operation == Operation::LeaveConsumerGroup
+            && strand_wire::ops::LeaveConsumerGroup::from_bytes(request.body())
                 .is_ok_and(|leave| leave.expired))
 }
 

@@ -5,8 +5,8 @@
 
 use bytes::Bytes;
 use strand_wire::ops::{
-    AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, DescribeGroups, ErrorBody,
-    MetadataReply, MetadataRequest, NodeInfo,
+    AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, DescribeConsumerGroups,
+    ErrorBody, MetadataReply, MetadataRequest, NodeInfo,
 };
 use strand_wire::{Body, Msg, Operation, RequestHeader, ResultCode, Route};
 
@@ -22,7 +22,7 @@ pub(crate) fn local_answer(shared: &Shared, request: &Msg<RequestHeader>) -> Byt
     let ok = |body: Vec<u8>| reply_frame(header, ResultCode::Ok, Bytes::from(body));
     match operation {
         Operation::Metadata => metadata_reply(shared, request),
-        Operation::DescribeGroups => describe_groups_reply(shared, request),
+        Operation::DescribeConsumerGroups => describe_consumer_groups_reply(shared, request),
         Operation::ListUsers => ok(shared.catalog().user_list().to_vec()),
         Operation::ListQuotas => ok(shared.catalog().quota_list().to_vec()),
         Operation::ClusterStatus => ok(cluster_status(shared).to_vec()),
@@ -100,9 +100,9 @@ fn nodes(shared: &Shared) -> Vec<NodeInfo> {
 }
 
 /// Consumer groups as this node's catalog holds them (refused while it loads).
-fn describe_groups_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
+fn describe_consumer_groups_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
     let header = request.header();
-    let query = match DescribeGroups::from_bytes(request.body()) {
+    let query = match DescribeConsumerGroups::from_bytes(request.body()) {
         Ok(query) => query,
         Err(error) => {
             let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());

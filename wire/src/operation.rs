@@ -53,17 +53,17 @@ pub enum Operation {
     /// The first offset appended at or after a time, on one partition.
     OffsetForTime = 19,
     /// Join a consumer group (created by its first join). Metadata plane.
-    JoinGroup = 20,
+    JoinConsumerGroup = 20,
     /// A consumer group member is alive; answered by the metadata plane's
     /// primary (the group coordinator) with the member's assignment. Not
     /// replicated.
-    Heartbeat = 21,
+    ConsumerHeartbeat = 21,
     /// Leave a consumer group (or be removed by the coordinator). Metadata
     /// plane.
-    LeaveGroup = 22,
+    LeaveConsumerGroup = 22,
     /// Consumer groups, their members and assignments: answered by any node
     /// from its catalog.
-    DescribeGroups = 23,
+    DescribeConsumerGroups = 23,
     /// Create a user with a password hash. Metadata plane.
     CreateUser = 24,
     /// Delete a user. Metadata plane.
@@ -115,10 +115,10 @@ impl Operation {
         Operation::AlterTopic,
         Operation::AddPartitions,
         Operation::OffsetForTime,
-        Operation::JoinGroup,
-        Operation::Heartbeat,
-        Operation::LeaveGroup,
-        Operation::DescribeGroups,
+        Operation::JoinConsumerGroup,
+        Operation::ConsumerHeartbeat,
+        Operation::LeaveConsumerGroup,
+        Operation::DescribeConsumerGroups,
         Operation::CreateUser,
         Operation::DeleteUser,
         Operation::GrantPermission,

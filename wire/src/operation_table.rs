@@ -205,42 +205,42 @@ const fn table_row(operation: Operation) -> (Route, RightNeeded, Class) {
     use RightNeeded::*;
     use Route::*;
     match operation {
-        // operation               route                right                   class
-        Op::CreateStream        => (MetadataReplicated,  Named(Manage),          Audited),
-        Op::CreateTopic         => (MetadataReplicated,  Named(Manage),          Audited),
-        Op::Produce             => (PartitionReplicated, Partition(Produce),     Plain),
-        Op::Fetch               => (PartitionGroup,      Partition(Consume),     Plain),
-        Op::StoreCursor         => (PartitionGroup,      Partition(Consume),     Plain),
-        Op::GetCursor           => (PartitionGroup,      Partition(Consume),     Plain),
-        Op::ClusterStatus       => (Local,               SignedIn,               Plain),
-        Op::Attention           => (Local,               SignedIn,               Plain),
-        Op::AcceptLoss          => (LocalReplica,        Admin,                  ClusterAdmin),
-        Op::Metadata            => (Local,               SignedIn,               Plain),
-        Op::Reconfigure         => (Internal,            Admin,                  Plain),
-        Op::ReassignPartition   => (MetadataReplicated,  Admin,                  ClusterAdmin),
-        Op::EpochStarted        => (MetadataReplicated,  Admin,                  NodeOnly),
-        Op::DropReplica         => (MetadataReplicated,  Admin,                  ClusterAdmin),
-        Op::DeleteTopic         => (MetadataReplicated,  Named(Manage),          Audited),
-        Op::DeleteStream        => (MetadataReplicated,  Named(Manage),          Audited),
-        Op::AlterTopic          => (MetadataReplicated,  Named(Manage),          Audited),
-        Op::AddPartitions       => (MetadataReplicated,  Named(Manage),          Audited),
-        Op::OffsetForTime       => (PartitionGroup,      Partition(Consume),     Plain),
-        Op::JoinGroup           => (MetadataReplicated,  Named(Consume),         Plain),
-        Op::Heartbeat           => (MetadataPrimary,     ConsumerGroup(Consume), Plain),
-        Op::LeaveGroup          => (MetadataReplicated,  ConsumerGroup(Consume), Plain),
-        Op::DescribeGroups      => (Local,               SignedIn,               Plain),
-        Op::CreateUser          => (MetadataReplicated,  Admin,                  ClusterAdmin),
-        Op::DeleteUser          => (MetadataReplicated,  Admin,                  ClusterAdmin),
-        Op::GrantPermission     => (MetadataReplicated,  Admin,                  ClusterAdmin),
-        Op::RevokePermission    => (MetadataReplicated,  Admin,                  ClusterAdmin),
-        Op::ListUsers           => (Local,               Admin,                  Plain),
-        Op::Authenticate        => (SignIn,              Anyone,                 Plain),
-        Op::CreateToken         => (MetadataReplicated,  TokenFor,               Audited),
-        Op::RevokeToken         => (MetadataReplicated,  TokenOf,                Audited),
-        Op::DeleteCursor        => (PartitionGroup,      Partition(Consume),     Audited),
-        Op::RevokeCertificate   => (MetadataReplicated,  Admin,                  ClusterAdmin),
-        Op::SetQuota            => (MetadataReplicated,  Admin,                  ClusterAdmin),
-        Op::ListQuotas          => (Local,               Admin,                  ClusterAdmin),
+        // operation                   route                right                   class
+        Op::CreateStream           => (MetadataReplicated,  Named(Manage),          Audited),
+        Op::CreateTopic            => (MetadataReplicated,  Named(Manage),          Audited),
+        Op::Produce                => (PartitionReplicated, Partition(Produce),     Plain),
+        Op::Fetch                  => (PartitionGroup,      Partition(Consume),     Plain),
+        Op::StoreCursor            => (PartitionGroup,      Partition(Consume),     Plain),
+        Op::GetCursor              => (PartitionGroup,      Partition(Consume),     Plain),
+        Op::ClusterStatus          => (Local,               SignedIn,               Plain),
+        Op::Attention              => (Local,               SignedIn,               Plain),
+        Op::AcceptLoss             => (LocalReplica,        Admin,                  ClusterAdmin),
+        Op::Metadata               => (Local,               SignedIn,               Plain),
+        Op::Reconfigure            => (Internal,            Admin,                  Plain),
+        Op::ReassignPartition      => (MetadataReplicated,  Admin,                  ClusterAdmin),
+        Op::EpochStarted           => (MetadataReplicated,  Admin,                  NodeOnly),
+        Op::DropReplica            => (MetadataReplicated,  Admin,                  ClusterAdmin),
+        Op::DeleteTopic            => (MetadataReplicated,  Named(Manage),          Audited),
+        Op::DeleteStream           => (MetadataReplicated,  Named(Manage),          Audited),
+        Op::AlterTopic             => (MetadataReplicated,  Named(Manage),          Audited),
+        Op::AddPartitions          => (MetadataReplicated,  Named(Manage),          Audited),
+        Op::OffsetForTime          => (PartitionGroup,      Partition(Consume),     Plain),
+        Op::JoinConsumerGroup      => (MetadataReplicated,  Named(Consume),         Plain),
+        Op::ConsumerHeartbeat      => (MetadataPrimary,     ConsumerGroup(Consume), Plain),
+        Op::LeaveConsumerGroup     => (MetadataReplicated,  ConsumerGroup(Consume), Plain),
+        Op::DescribeConsumerGroups => (Local,               SignedIn,               Plain),
+        Op::CreateUser             => (MetadataReplicated,  Admin,                  ClusterAdmin),
+        Op::DeleteUser             => (MetadataReplicated,  Admin,                  ClusterAdmin),
+        Op::GrantPermission        => (MetadataReplicated,  Admin,                  ClusterAdmin),
+        Op::RevokePermission       => (MetadataReplicated,  Admin,                  ClusterAdmin),
+        Op::ListUsers              => (Local,               Admin,                  Plain),
+        Op::Authenticate           => (SignIn,              Anyone,                 Plain),
+        Op::CreateToken            => (MetadataReplicated,  TokenFor,               Audited),
+        Op::RevokeToken            => (MetadataReplicated,  TokenOf,                Audited),
+        Op::DeleteCursor           => (PartitionGroup,      Partition(Consume),     Audited),
+        Op::RevokeCertificate      => (MetadataReplicated,  Admin,                  ClusterAdmin),
+        Op::SetQuota               => (MetadataReplicated,  Admin,                  ClusterAdmin),
+        Op::ListQuotas             => (Local,               Admin,                  ClusterAdmin),
     }
 }
 
@@ -359,7 +359,7 @@ mod tests {
             );
             assert_eq!(route.names_group_zero(), !partition, "{operation:?}");
         }
-        assert!(group_zero.contains(&Operation::Heartbeat));
+        assert!(group_zero.contains(&Operation::ConsumerHeartbeat));
         assert!(group_zero.contains(&Operation::AcceptLoss));
         assert!(!group_zero.contains(&Operation::Fetch));
     }

@@ -28,8 +28,8 @@ pub mod hash_policy;
 pub mod sign_in;
 
 use strand_wire::ops::{
-    AddPartitions, AlterTopic, CreateStream, CreateToken, CreateTopic, DeleteStream, DeleteTopic,
-    Heartbeat, JoinGroup, LeaveGroup, RevokeToken, Right,
+    AddPartitions, AlterTopic, ConsumerHeartbeat, CreateStream, CreateToken, CreateTopic,
+    DeleteStream, DeleteTopic, JoinConsumerGroup, LeaveConsumerGroup, RevokeToken, Right,
 };
 use strand_wire::{Body, Msg, Operation, RequestHeader, RightNeeded};
 
@@ -182,8 +182,8 @@ fn named_need(request: &Msg<RequestHeader>, right: Right) -> Option<Need> {
             let add = AddPartitions::from_bytes(body).ok()?;
             (add.stream, Some(add.topic))
         }
-        Operation::JoinGroup => {
-            let join = JoinGroup::from_bytes(body).ok()?;
+        Operation::JoinConsumerGroup => {
+            let join = JoinConsumerGroup::from_bytes(body).ok()?;
             (join.stream, Some(join.topic))
         }
         _ => return None,
@@ -198,8 +198,12 @@ fn named_need(request: &Msg<RequestHeader>, right: Right) -> Option<Need> {
 fn member_need(shared: &Shared, request: &Msg<RequestHeader>, right: Right) -> Need {
     let body = request.body();
     let group = match request.header().operation() {
-        Operation::Heartbeat => Heartbeat::from_bytes(body).ok().map(|beat| beat.group),
-        Operation::LeaveGroup => LeaveGroup::from_bytes(body).ok().map(|leave| leave.group),
+        Operation::ConsumerHeartbeat => ConsumerHeartbeat::from_bytes(body)
+            .ok()
+            .map(|beat| beat.group),
+        Operation::LeaveConsumerGroup => LeaveConsumerGroup::from_bytes(body)
+            .ok()
+            .map(|leave| leave.group),
         // A body not read here yet: the safe answer.
         _ => return Need::Admin,
     };
