@@ -175,6 +175,7 @@ impl Operation {
     pub const fn info(self) -> OperationInfo {
         let (route, right, class) = table_row(self);
         assert!(!matches!(class, Class::ClusterAdmin) || matches!(right, RightNeeded::Admin));
+        assert!(!matches!(class, Class::NodeOnly) || matches!(route, Route::MetadataReplicated));
         OperationInfo {
             route,
             right,
@@ -187,7 +188,8 @@ impl Operation {
     }
 }
 
-// Every row is checked (the class fits the right) when the crate compiles.
+// Every row is checked (the class fits the right and the route) when the
+// crate compiles.
 const _: () = {
     let mut index = 0;
     while index < Operation::ALL.len() {
