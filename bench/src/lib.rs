@@ -28,7 +28,7 @@
 //! | [`run`] | one run start to end: cluster, topic, load, failover or soak sampler, read-back, report |
 //! | [`cluster`] | a local cluster of real server processes: configs, start, SIGKILL, restart |
 //! | [`load`] | producers (send → ack timing per record) and tailing consumers |
-//! | [`group_consume`] | consumers as members of one consumer group (`--group`) |
+//! | [`consumer_group`] | consumers as members of one consumer group (`--group`) |
 //! | [`failover`] | kill the primary, restart it, time the catch-up; view-change scrapes |
 //! | [`soak_sampler`] | the soak's samples: acks per window, each node's disk bytes, earliest offsets |
 //! | [`read_back`] | fetch every partition from its earliest retained offset into the verifier |
@@ -57,9 +57,9 @@
 //!   use `--rate` to measure latency at a set load.
 
 pub mod cluster;
+pub mod consumer_group;
 pub mod error;
 pub mod failover;
-pub mod group_consume;
 pub mod keys;
 pub mod latency;
 pub mod load;

@@ -12,9 +12,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::cluster::{self, LocalCluster};
+use crate::consumer_group;
 use crate::error::BenchError;
 use crate::failover::{self, FailoverEvents};
-use crate::group_consume;
 use crate::latency;
 use crate::load::{self, ConsumerOutcome, Live, Load, ProducerOutcome, Stop};
 use crate::options::Options;
@@ -191,7 +191,7 @@ fn spawn_consumers(
         let group: Arc<str> = Arc::from(group.as_str());
         return (0..options.consumers)
             .map(|member| {
-                tokio::spawn(group_consume::consume_as_member(
+                tokio::spawn(consumer_group::consume_as_member(
                     client.clone(),
                     Arc::clone(load),
                     Arc::clone(&group),

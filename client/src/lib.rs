@@ -34,7 +34,7 @@
 //! | [`users`] | users, permissions and access tokens: Argon2id hashing here, tokens made and shown once |
 //! | `reassign` | moving a partition: reassign, drop a retired copy; [`PartitionTarget`] |
 //! | [`Producer`], [`Consumer`] | batching producer; partition consumer |
-//! | [`GroupConsumer`] (`group`) | consumer groups: join, heartbeat, leave, describe; a member reading what its group gives it |
+//! | [`ConsumerGroupMember`] (`consumer_group`) | consumer groups: join, heartbeat, leave, describe; a member reading what its group gives it |
 //! | `records` | records out (batches) and in (zero-copy from fetch replies) |
 //! | [`cli`] | the `strand` command line as a library (the binary is a thin wrapper) |
 //!
@@ -67,9 +67,9 @@ mod client;
 mod connection;
 mod connections;
 mod consumer;
+mod consumer_group;
 mod driver;
 mod frames;
-mod group;
 mod producer;
 mod reassign;
 mod records;
@@ -80,9 +80,11 @@ pub use config::{
     ClientConfig, ConsumerConfig, Credentials, ProducerConfig, StartFrom, TopicChange, TopicSpec,
 };
 pub use consumer::Consumer;
+pub use consumer_group::{
+    ConsumerGroupEvent, ConsumerGroupMember, ConsumerGroupMemberConfig, ConsumerGroupRecords,
+};
 pub use error::ClientError;
 pub use frames::{ConnectionId, Reply, ReplyBody};
-pub use group::{GroupConsumer, GroupConsumerConfig, GroupEvent, GroupRecords};
 pub use producer::{Delivery, DeliveryReport, Producer};
 pub use reassign::PartitionTarget;
 pub use records::{ConsumedRecord, FetchedRecords, NewRecord, ProduceAck};
@@ -90,8 +92,9 @@ pub use records::{ConsumedRecord, FetchedRecords, NewRecord, ProduceAck};
 /// The wire types that appear in this crate's API.
 pub use strand_wire::ops::{
     AcceptLossReply, AttentionEntry, AttentionReason, AttentionReply, AttentionStart,
-    ClusterStatusReply, DescribeGroupsReply, GroupAssignment, GroupInfo, GroupStatus, MemberInfo,
-    MetadataReply, NodeInfo, PartitionInfo, Reassigned, ReplicaStatus, TopicInfo,
+    ClusterStatusReply, ConsumerGroupAssignment, ConsumerGroupInfo, DescribeConsumerGroupsReply,
+    GroupStatus, MemberInfo, MetadataReply, NodeInfo, PartitionInfo, Reassigned, ReplicaStatus,
+    TopicInfo,
 };
 pub use strand_wire::{ConfirmPolicy, Durability, Operation};
 

@@ -102,7 +102,7 @@ impl Query {
         extra_wait_ms: u64,
     ) -> Query {
         assert!(
-            !operation.is_replicated(),
+            !operation.info().replicated,
             "{operation:?} goes through a session"
         );
         Query {

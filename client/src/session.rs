@@ -231,7 +231,7 @@ impl Session {
     /// Queues a request; it is numbered when the window has room.
     pub fn submit(&mut self, submission: Submission) {
         assert!(
-            submission.operation.is_replicated(),
+            submission.operation.info().replicated,
             "{:?} is not replicated",
             submission.operation
         );

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use strand_wire::ops::ErrorBody;
 use strand_wire::{
     CommandHeader, CommitFlags, CommitHeader, Message, Msg, Operation, PrepareHeader,
-    PrepareOkFlags, PrepareOkHeader, ReplyHeader, ResultCode,
+    PrepareOkFlags, PrepareOkHeader, ReplyHeader, ResultCode, Route,
 };
 
 use crate::quiet::SlotBits;
@@ -122,7 +122,8 @@ impl<S: StateMachine> Replica<S> {
             ));
         }
         let operation = header.operation();
-        if !operation.is_replicated() || operation.is_internal() {
+        let info = operation.info();
+        if !info.replicated || info.route == Route::Internal {
             return Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
                 "operation is not replicated",
@@ -222,7 +223,7 @@ impl<S: StateMachine> Replica<S> {
         let operation = request_header.operation();
         header
             .record_count
-            .set(operation.offsets_taken(request.record_count));
+            .set(operation.info().offsets.count(request.record_count));
         header.operation = request_header.operation;
         // The request's body checksum, checked when it arrived, is the
         // prepare's: the batch is not read again.

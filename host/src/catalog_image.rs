@@ -57,7 +57,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use strand_wire::codec::{Body, BodyReader, BodyWriter};
 use strand_wire::ops::certificates::FINGERPRINT_LENGTH;
 use strand_wire::ops::{
-    ChangePermission, CreateToken, CreateUser, GROUPS_MAX, PARTITIONS_MAX,
+    CONSUMER_GROUPS_MAX, ChangePermission, CreateToken, CreateUser, PARTITIONS_MAX,
     PARTITIONS_PER_TOPIC_MAX, PERMISSIONS_PER_USER_MAX, QuotaList, REVOKED_CERTIFICATES_MAX,
     RevokeCertificate, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN, SESSION_TIMEOUT_MS_MAX,
     SESSION_TIMEOUT_MS_MIN, STREAMS_MAX, TOKENS_MAX, TOKENS_PER_USER_MAX, TOPICS_MAX, USERS_MAX,
@@ -544,7 +544,11 @@ fn check_bounds(catalog: &Catalog) -> Result<(), CatalogImageError> {
         ("streams", catalog.streams.len(), STREAMS_MAX),
         ("topics", topics, TOPICS_MAX),
         ("partitions", catalog.groups.len(), PARTITIONS_MAX),
-        ("consumer groups", catalog.consumer_groups.len(), GROUPS_MAX),
+        (
+            "consumer groups",
+            catalog.consumer_groups.len(),
+            CONSUMER_GROUPS_MAX,
+        ),
         ("users", catalog.users.len(), USERS_MAX),
         ("tokens", catalog.tokens.len(), TOKENS_MAX),
         ("quotas", catalog.quotas.len(), USERS_MAX),

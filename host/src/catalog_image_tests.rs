@@ -3,9 +3,9 @@
 
 use bytes::Bytes;
 use strand_wire::ops::{
-    AddPartitions, AlterTopic, CreateStream, CreateTopic, DeleteTopic, EpochStarted, JoinGroup,
-    LeaveGroup, Permission, Quota, ReassignPartition, Right, Scope, SetQuota,
-    certificate_fingerprint,
+    AddPartitions, AlterTopic, CreateStream, CreateTopic, DeleteTopic, EpochStarted,
+    JoinConsumerGroup, LeaveConsumerGroup, Permission, Quota, ReassignPartition, Right, Scope,
+    SetQuota, certificate_fingerprint,
 };
 use strand_wire::{Operation, ResultCode};
 
@@ -47,14 +47,14 @@ fn reassign(catalog: &mut Catalog, group: u64, nodes: &[u32]) {
 }
 
 fn join(catalog: &mut Catalog, group: &str, member: u128, topic: &str) {
-    let body = JoinGroup {
+    let body = JoinConsumerGroup {
         group: group.to_owned(),
         member,
         stream: "shop".to_owned(),
         topic: topic.to_owned(),
         session_timeout_ms: 10_000 + member as u32,
     };
-    commit(catalog, Operation::JoinGroup, &body);
+    commit(catalog, Operation::JoinConsumerGroup, &body);
 }
 
 /// Streams and topics, one deleted (its group is gone, below
@@ -101,12 +101,12 @@ fn access(catalog: &mut Catalog) {
     join(catalog, "billing", 7, "orders");
     join(catalog, "billing", 9, "orders");
     join(catalog, "audit", 11, "orders");
-    let leave = LeaveGroup {
+    let leave = LeaveConsumerGroup {
         group: "audit".to_owned(),
         member: 11,
         expired: true,
     };
-    commit(catalog, Operation::LeaveGroup, &leave);
+    commit(catalog, Operation::LeaveConsumerGroup, &leave);
     for name in ["reader", "operator"] {
         let body = CreateUser {
             name: name.to_owned(),

@@ -698,7 +698,7 @@ fn added_partitions_take_the_topics_policies_and_new_groups() {
 
 #[test]
 fn consumer_groups_join_rebalance_leave_and_follow_their_topic() {
-    use strand_wire::ops::{GroupAssignment, JoinGroup, LeaveGroup};
+    use strand_wire::ops::{ConsumerGroupAssignment, JoinConsumerGroup, LeaveConsumerGroup};
     let mut catalog = catalog_with_stream_s();
     let (result, _) = catalog.commit(
         &header(2, Operation::CreateTopic),
@@ -707,7 +707,7 @@ fn consumer_groups_join_rebalance_leave_and_follow_their_topic() {
     assert_eq!(result, ResultCode::Ok);
     let join = |member: u128, topic: &str| {
         Bytes::from(
-            JoinGroup {
+            JoinConsumerGroup {
                 group: "g".into(),
                 member,
                 stream: "s".into(),
@@ -717,18 +717,27 @@ fn consumer_groups_join_rebalance_leave_and_follow_their_topic() {
             .to_vec(),
         )
     };
-    let (result, reply) = catalog.commit(&header(3, Operation::JoinGroup), Some(&join(7, "t")));
+    let (result, reply) = catalog.commit(
+        &header(3, Operation::JoinConsumerGroup),
+        Some(&join(7, "t")),
+    );
     assert_eq!(result, ResultCode::Ok);
-    let first = GroupAssignment::from_bytes(&reply).expect("assignment");
+    let first = ConsumerGroupAssignment::from_bytes(&reply).expect("assignment");
     assert_eq!((first.generation, first.partitions.len()), (1, 4));
     // Joining again changes nothing; a second member takes half.
-    let (_, reply) = catalog.commit(&header(4, Operation::JoinGroup), Some(&join(7, "t")));
+    let (_, reply) = catalog.commit(
+        &header(4, Operation::JoinConsumerGroup),
+        Some(&join(7, "t")),
+    );
     assert_eq!(
-        GroupAssignment::from_bytes(&reply).expect("assignment"),
+        ConsumerGroupAssignment::from_bytes(&reply).expect("assignment"),
         first
     );
-    let (_, reply) = catalog.commit(&header(5, Operation::JoinGroup), Some(&join(9, "t")));
-    let second = GroupAssignment::from_bytes(&reply).expect("assignment");
+    let (_, reply) = catalog.commit(
+        &header(5, Operation::JoinConsumerGroup),
+        Some(&join(9, "t")),
+    );
+    let second = ConsumerGroupAssignment::from_bytes(&reply).expect("assignment");
     assert_eq!((second.generation, second.partitions.len()), (2, 2));
     assert_eq!(
         catalog
@@ -739,7 +748,10 @@ fn consumer_groups_join_rebalance_leave_and_follow_their_topic() {
         2
     );
     // A group reads one topic.
-    let (result, _) = catalog.commit(&header(6, Operation::JoinGroup), Some(&join(11, "u")));
+    let (result, _) = catalog.commit(
+        &header(6, Operation::JoinConsumerGroup),
+        Some(&join(11, "u")),
+    );
     assert_ne!(result, ResultCode::Ok);
     // More partitions: a rebalance over all of them.
     let grow = Bytes::from(
@@ -755,14 +767,14 @@ fn consumer_groups_join_rebalance_leave_and_follow_their_topic() {
     let group = catalog.consumer_group("g").expect("group");
     assert_eq!((group.generation, group.owners.len()), (3, 6));
     let leave = Bytes::from(
-        LeaveGroup {
+        LeaveConsumerGroup {
             group: "g".into(),
             member: 9,
             expired: true,
         }
         .to_vec(),
     );
-    let (result, _) = catalog.commit(&header(8, Operation::LeaveGroup), Some(&leave));
+    let (result, _) = catalog.commit(&header(8, Operation::LeaveConsumerGroup), Some(&leave));
     assert_eq!(result, ResultCode::Ok);
     assert_eq!(
         catalog

@@ -1,7 +1,7 @@
 //! Consumer groups in the catalog: members, generations and the sticky
 //! assignment of a topic's partitions among the members.
 //!
-//! A group is created by its first `JoinGroup` and reads one topic. Every
+//! A group is created by its first `JoinConsumerGroup` and reads one topic. Every
 //! change of members (a join, a leave, a removal after a session timeout)
 //! and every change of the topic's partition count raises the generation
 //! and reassigns: members keep the partitions they had as far as the even
@@ -10,16 +10,17 @@
 //! heartbeats and session deadlines are the coordinator's, not the
 //! catalog's (they are not replicated).
 //!
-//! Bounds: [`GROUPS_MAX`] groups (a join creating one more is refused),
-//! [`GROUP_MEMBERS_MAX`] members per group (a join past it is refused).
+//! Bounds: [`CONSUMER_GROUPS_MAX`] groups (a join creating one more is refused),
+//! [`CONSUMER_GROUP_MEMBERS_MAX`] members per group (a join past it is refused).
 //! Deleting a topic forgets the groups that read it.
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use strand_wire::ops::{
-    DescribeGroupsReply, ErrorBody, GROUP_MEMBERS_MAX, GROUPS_MAX, GroupAssignment, GroupFence,
-    GroupInfo, JoinGroup, LeaveGroup, MemberInfo,
+    CONSUMER_GROUP_MEMBERS_MAX, CONSUMER_GROUPS_MAX, ConsumerGroupAssignment, ConsumerGroupFence,
+    ConsumerGroupInfo, DescribeConsumerGroupsReply, ErrorBody, JoinConsumerGroup,
+    LeaveConsumerGroup, MemberInfo,
 };
 use strand_wire::{Body, ResultCode};
 
@@ -57,8 +58,8 @@ impl ConsumerGroup {
     }
 
     /// `member`'s part of the group now.
-    pub fn assignment_of(&self, member: u128) -> GroupAssignment {
-        GroupAssignment {
+    pub fn assignment_of(&self, member: u128) -> ConsumerGroupAssignment {
+        ConsumerGroupAssignment {
             generation: self.generation,
             partitions: self.partitions_of(member),
             member_count: self.members.len() as u32,
@@ -70,7 +71,7 @@ impl ConsumerGroup {
     /// generation; `StaleGeneration` when that generation is over or the
     /// partition is another's; `NotReady` when the fence names a generation
     /// this catalog has not reached yet (the node lags the metadata plane).
-    pub fn check_fence(&self, partition: u32, fence: &GroupFence) -> Result<(), ErrorBody> {
+    pub fn check_fence(&self, partition: u32, fence: &ConsumerGroupFence) -> Result<(), ErrorBody> {
         if fence.generation > self.generation {
             return Err(ErrorBody::message(
                 ResultCode::NotReady,
@@ -112,8 +113,8 @@ impl ConsumerGroup {
     /// The first invariant of [`Self::assert_invariants`] this group
     /// breaks, if any (a decoded catalog image is held to the same rules).
     pub(crate) fn fault(&self) -> Option<&'static str> {
-        if self.members.len() > GROUP_MEMBERS_MAX {
-            return Some("a group holds at most GROUP_MEMBERS_MAX members");
+        if self.members.len() > CONSUMER_GROUP_MEMBERS_MAX {
+            return Some("a group holds at most CONSUMER_GROUP_MEMBERS_MAX members");
         }
         let mut counts: BTreeMap<u128, usize> =
             self.members.keys().map(|member| (*member, 0)).collect();
@@ -200,16 +201,18 @@ fn unknown_group(group: &str) -> ErrorBody {
 }
 
 impl Catalog {
-    /// Applies a `JoinGroup`.
+    /// Applies a `JoinConsumerGroup`.
     pub(crate) fn join_group(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
-        let join = JoinGroup::from_bytes(body).map_err(crate::catalog::invalid)?;
+        let join = JoinConsumerGroup::from_bytes(body).map_err(crate::catalog::invalid)?;
         let partition_count = self.topic_entry(&join.stream, &join.topic)?.groups.len();
         if !self.consumer_groups.contains_key(&join.group)
-            && self.consumer_groups.len() >= GROUPS_MAX
+            && self.consumer_groups.len() >= CONSUMER_GROUPS_MAX
         {
             return Err(ErrorBody::message(
                 ResultCode::InvalidRequest,
-                format!("the cluster holds {GROUPS_MAX} consumer groups, the most it keeps"),
+                format!(
+                    "the cluster holds {CONSUMER_GROUPS_MAX} consumer groups, the most it keeps"
+                ),
             ));
         }
         let group = self
@@ -239,11 +242,11 @@ impl Catalog {
             Some(_) => {
                 group.members.insert(join.member, member);
             }
-            None if group.members.len() >= GROUP_MEMBERS_MAX => {
+            None if group.members.len() >= CONSUMER_GROUP_MEMBERS_MAX => {
                 return Err(ErrorBody::message(
                     ResultCode::InvalidRequest,
                     format!(
-                        "consumer group {} has {GROUP_MEMBERS_MAX} members, the most it holds",
+                        "consumer group {} has {CONSUMER_GROUP_MEMBERS_MAX} members, the most it holds",
                         join.group
                     ),
                 ));
@@ -256,9 +259,9 @@ impl Catalog {
         Ok(Bytes::from(group.assignment_of(join.member).to_vec()))
     }
 
-    /// Applies a `LeaveGroup`.
+    /// Applies a `LeaveConsumerGroup`.
     pub(crate) fn leave_group(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
-        let leave = LeaveGroup::from_bytes(body).map_err(crate::catalog::invalid)?;
+        let leave = LeaveConsumerGroup::from_bytes(body).map_err(crate::catalog::invalid)?;
         let Some(group) = self.consumer_groups.get(&leave.group) else {
             return Ok(Bytes::new());
         };
@@ -300,7 +303,7 @@ impl Catalog {
         &self,
         group: &str,
         member: u128,
-    ) -> Result<GroupAssignment, ErrorBody> {
+    ) -> Result<ConsumerGroupAssignment, ErrorBody> {
         self.consumer_groups
             .get(group)
             .filter(|found| found.members.contains_key(&member))
@@ -308,13 +311,13 @@ impl Catalog {
             .ok_or_else(|| unknown_group(group))
     }
 
-    /// The answer to a `DescribeGroups` for `group` (empty: every group).
-    pub fn describe_groups(&self, group: &str) -> DescribeGroupsReply {
+    /// The answer to a `DescribeConsumerGroups` for `group` (empty: every group).
+    pub fn describe_groups(&self, group: &str) -> DescribeConsumerGroupsReply {
         let groups = self
             .consumer_groups
             .iter()
             .filter(|(name, _)| group.is_empty() || name.as_str() == group)
-            .map(|(name, found)| GroupInfo {
+            .map(|(name, found)| ConsumerGroupInfo {
                 group: name.clone(),
                 stream: found.stream.clone(),
                 topic: found.topic.clone(),
@@ -336,7 +339,7 @@ impl Catalog {
                     .unwrap_or_default(),
             })
             .collect();
-        DescribeGroupsReply {
+        DescribeConsumerGroupsReply {
             applied_op: self.applied_op,
             groups,
         }
@@ -417,7 +420,7 @@ mod tests {
         group.rebalance(4);
         let owner = group.owners[0].expect("owned");
         let other = if owner == 1 { 2 } else { 1 };
-        let fence = |member, generation| GroupFence { member, generation };
+        let fence = |member, generation| ConsumerGroupFence { member, generation };
         assert!(group.check_fence(0, &fence(owner, 1)).is_ok());
         let code = |result: Result<(), ErrorBody>| result.map_err(|error| error.code());
         assert_eq!(

@@ -47,7 +47,7 @@ impl Catalog {
 
 #[cfg(test)]
 mod tests {
-    use strand_wire::Operation;
+    use strand_wire::{Operation, Route};
 
     use super::*;
 
@@ -82,6 +82,6 @@ mod tests {
             .set_quota(&set("slow", Quota::default()))
             .expect("remove");
         assert_eq!(catalog.quota("slow"), None);
-        assert!(Operation::SetQuota.is_metadata());
+        assert_eq!(Operation::SetQuota.info().route, Route::MetadataReplicated);
     }
 }

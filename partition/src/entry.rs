@@ -75,7 +75,7 @@ pub(crate) fn record_offset_end(header: &PrepareHeader) -> u64 {
 }
 
 /// True when the prepare takes offsets in the log: a produce's records, or
-/// a metadata op's one entry (see `Operation::offsets_taken`).
+/// a metadata op's one entry (see `strand_wire::OffsetsTaken`).
 pub(crate) fn carries_records(header: &PrepareHeader) -> bool {
     header.record_count.get() > 0
 }

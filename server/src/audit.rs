@@ -1,6 +1,7 @@
-//! The audit log: every admin action a node receives (user and permission
-//! changes included, and cursor deletes: they destroy a consumer's
-//! position), and every failed sign-in ([`sign_in_failure`]), with who
+//! The audit log: every admin action a node receives (each operation whose
+//! row of [`strand_wire::operation_table`] says audited: user and
+//! permission changes included, and cursor deletes: they destroy a
+//! consumer's position), and every failed sign-in ([`sign_in_failure`]), with who
 //! asked, from where, when, what it named, and how it ended, as one JSON
 //! object per line
 //! in `<data_dir>/audit.log`, and a counter per action and outcome
@@ -66,23 +67,6 @@ pub struct Entry {
     /// The reply's result code (`Ok`, `Refused`, `NotPrimary`, ...), or
     /// `unanswered`.
     pub outcome: String,
-}
-
-/// Whether requests of `operation` are admin actions the log records.
-pub fn is_audited(operation: Operation) -> bool {
-    operation.is_cluster_admin()
-        || matches!(
-            operation,
-            Operation::CreateStream
-                | Operation::CreateTopic
-                | Operation::DeleteTopic
-                | Operation::DeleteStream
-                | Operation::AlterTopic
-                | Operation::AddPartitions
-                | Operation::CreateToken
-                | Operation::RevokeToken
-                | Operation::DeleteCursor
-        )
 }
 
 /// What a request names, and whether it is forced; a body that does not
@@ -222,7 +206,8 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// Opens an entry for `request` if it is an admin action.
+    /// Opens an entry for `request` if its operation is audited (its row
+    /// of [`strand_wire::operation_table`]).
     pub fn open(
         &self,
         request: &RequestHeader,
@@ -231,7 +216,7 @@ impl Pending {
         source: &str,
     ) -> Option<Entry> {
         let operation = request.operation();
-        if !is_audited(operation) {
+        if !operation.info().audited {
             return None;
         }
         let (target, forced) = target_of(operation, body);

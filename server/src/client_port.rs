@@ -5,7 +5,7 @@
 //! With TLS ([`crate::tls`]) every connection runs the handshake first; a
 //! connection that presents a node certificate of the cluster is that node,
 //! and only such a connection may send node-internal operations
-//! (`EpochStarted`, a `LeaveGroup` marked expired): anyone else gets
+//! (`EpochStarted`, a `LeaveConsumerGroup` marked expired): anyone else gets
 //! `PermissionDenied`.
 //!
 //! Replies are routed by client id to the connection the client last used,
@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use strand_wire::message::check_header;
-use strand_wire::ops::{AcceptLoss, AttentionEntry, AttentionReply, ClusterStatusReply, ErrorBody};
+use strand_wire::ops::{AcceptLoss, ErrorBody};
 use strand_wire::{
     Body, CommandHeader, FrameDecoder, FrameError, HEADER_SIZE, Message, Msg, Operation,
-    RequestHeader, ResultCode,
+    RequestHeader, ResultCode, Route,
 };
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -38,7 +38,7 @@ use zerocopy::FromBytes;
 use crate::bus::{gather, write_frames};
 use crate::connection::{ConnectionReceiver, TooMany};
 use crate::group::Input;
-use crate::local_answers::{describe_groups_reply, disk_full_attention, metadata_reply, nodes};
+use crate::local_answers::local_answer;
 use crate::metrics;
 use crate::replies::{error_frame, reply_frame};
 use crate::shared::{ConnectionSender, Refused, Shared};
@@ -294,14 +294,14 @@ fn auth_refusal(
     })
 }
 
-/// Whether only a node may send `request`: a node-internal operation, or a
+/// Whether only a node may send `request`: a node-only operation, or a
 /// consumer group member's removal for an expired session (the
 /// coordinator's, which a member must not forge against another).
-fn is_node_internal(request: &Msg<RequestHeader>) -> bool {
+fn is_node_only(request: &Msg<RequestHeader>) -> bool {
     let operation = request.header().operation();
-    operation.is_node_internal()
-        || (operation == Operation::LeaveGroup
-            && strand_wire::ops::LeaveGroup::from_bytes(request.body())
+    operation.info().node_only
+        || (operation == Operation::LeaveConsumerGroup
+            && strand_wire::ops::LeaveConsumerGroup::from_bytes(request.body())
                 .is_ok_and(|leave| leave.expired))
 }
 
@@ -585,7 +585,7 @@ async fn take_request(
         let _ = sender.try_send(error_frame(request.header(), &error));
         return Ok(());
     }
-    if operation == Operation::Authenticate {
+    if operation.info().route == Route::SignIn {
         let Reading {
             signed_in,
             failures,
@@ -658,7 +658,6 @@ fn refusal(front: &[u8], error: &FrameError) -> Option<Bytes> {
     Some(error_frame(&header, &body))
 }
 
-/// Answers or routes one request.
 /// Holds a produce (and with it the connection's reading) while its group's
 /// shard already holds [`SHARD_REQUEST_BYTES_ADMIT`](crate::shard::SHARD_REQUEST_BYTES_ADMIT) of client requests, or
 /// the bus queues to its group's backups are too full to take another
@@ -701,6 +700,8 @@ fn within_a_client_frame(header: &RequestHeader, frame: Bytes) -> Bytes {
     )
 }
 
+/// Answers or routes one request, by its operation's route (see
+/// [`strand_wire::operation_table`]).
 fn handle(
     shared: &Arc<Shared>,
     request: Msg<RequestHeader>,
@@ -728,7 +729,8 @@ fn handle(
         return answer(error_frame(&header, &error));
     }
     let operation = header.operation();
-    if is_node_internal(&request) && !caller.is_node() {
+    let info = operation.info();
+    if is_node_only(&request) && !caller.is_node() {
         metrics::permission_denied(operation);
         let message = format!("{operation:?} is accepted only from the cluster's nodes");
         let error = ErrorBody::message(ResultCode::PermissionDenied, message);
@@ -736,19 +738,7 @@ fn handle(
     }
     shared.route_client(header.client.get(), sender);
     let group = header.prefix.group.get();
-    let local = matches!(
-        operation,
-        Operation::Metadata
-            | Operation::ClusterStatus
-            | Operation::Attention
-            | Operation::AcceptLoss
-            | Operation::DescribeGroups
-            | Operation::ListUsers
-            | Operation::ListQuotas
-            | Operation::Authenticate
-    );
-    let coordinated = operation == Operation::Heartbeat;
-    if (local || coordinated || operation.is_metadata()) != (group == 0) {
+    if info.route.names_group_zero() != (group == 0) {
         let message = if group == 0 {
             format!("{operation:?} needs a partition's group id, not 0")
         } else {
@@ -760,67 +750,41 @@ fn handle(
     if let Some(check) = crate::guard::Check::of(&request) {
         return check_then_route(Arc::clone(shared), check, request, sender.clone());
     }
-    match operation {
-        Operation::Metadata => answer(metadata_reply(shared, &request)),
-        Operation::DescribeGroups => answer(describe_groups_reply(shared, &request)),
+    match info.route {
+        Route::Local => answer(local_answer(shared, &request)),
         // Signed in by the connection's reader before it gets here.
-        Operation::Authenticate => answer(reply_frame(&header, ResultCode::Ok, Bytes::new())),
-        Operation::ListUsers => {
-            let users = shared.catalog().user_list();
-            answer(reply_frame(
-                &header,
-                ResultCode::Ok,
-                Bytes::from(users.to_vec()),
-            ));
+        Route::SignIn => answer(reply_frame(&header, ResultCode::Ok, Bytes::new())),
+        Route::LocalReplica => to_local_replica(shared, request, answer),
+        // Refused at the door (`check_request`) before it gets here.
+        Route::Internal => {
+            let message = format!("{operation:?} is a group's own operation, not a request");
+            let error = ErrorBody::message(ResultCode::InvalidRequest, message);
+            answer(error_frame(&header, &error));
         }
-        Operation::ListQuotas => {
-            let quotas = shared.catalog().quota_list();
-            answer(reply_frame(
-                &header,
-                ResultCode::Ok,
-                Bytes::from(quotas.to_vec()),
-            ));
+        Route::MetadataReplicated
+        | Route::MetadataPrimary
+        | Route::PartitionReplicated
+        | Route::PartitionGroup => route(shared, group, Input::Request(request), &header, answer),
+    }
+}
+
+/// Hands a request whose route is [`Route::LocalReplica`] (accepting a
+/// loss) to this node's replica of the group its body names.
+fn to_local_replica(shared: &Shared, request: Msg<RequestHeader>, answer: impl Fn(Bytes)) {
+    let header = *request.header();
+    assert_eq!(header.operation(), Operation::AcceptLoss);
+    match AcceptLoss::from_bytes(request.body()) {
+        Ok(accept) => route(
+            shared,
+            accept.group,
+            Input::AcceptLoss(request),
+            &header,
+            answer,
+        ),
+        Err(error) => {
+            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
+            answer(error_frame(&header, &error));
         }
-        Operation::ClusterStatus => {
-            let reply = ClusterStatusReply {
-                node: shared.config.node,
-                nodes: nodes(shared),
-                groups: shared.views().into_iter().map(|view| view.status).collect(),
-            };
-            answer(reply_frame(
-                &header,
-                ResultCode::Ok,
-                Bytes::from(reply.to_vec()),
-            ));
-        }
-        Operation::Attention => {
-            let mut entries: Vec<AttentionEntry> = shared
-                .views()
-                .into_iter()
-                .filter_map(|view| view.attention)
-                .collect();
-            entries.extend(disk_full_attention(shared));
-            let reply = AttentionReply { entries };
-            answer(reply_frame(
-                &header,
-                ResultCode::Ok,
-                Bytes::from(reply.to_vec()),
-            ));
-        }
-        Operation::AcceptLoss => match AcceptLoss::from_bytes(request.body()) {
-            Ok(accept) => route(
-                shared,
-                accept.group,
-                Input::AcceptLoss(request),
-                &header,
-                answer,
-            ),
-            Err(error) => {
-                let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
-                answer(error_frame(&header, &error));
-            }
-        },
-        _ => route(shared, group, Input::Request(request), &header, answer),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The consumer-group coordinator: the node whose metadata replica serves
 //! as primary answers members' heartbeats (the group actor of group 0 does,
 //! from its own catalog) and removes a member that has not been heard for
-//! its session timeout, by a replicated `LeaveGroup { expired }`.
+//! its session timeout, by a replicated `LeaveConsumerGroup { expired }`.
 //!
 //! Session deadlines live here, in memory, and only on the coordinator:
 //! heartbeats are not replicated. A node that becomes the coordinator (the
@@ -117,7 +117,7 @@ pub async fn run(shared: Arc<Shared>) {
             let Some(connected) = &client else {
                 continue;
             };
-            if let Err(error) = connected.leave_group(&group, member, true).await {
+            if let Err(error) = connected.leave_consumer_group(&group, member, true).await {
                 tracing::warn!(%group, %error, "coordinator: removing an expired member failed; retrying");
             }
         }
@@ -129,7 +129,7 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use strand_consensus::StateMachine;
-    use strand_wire::ops::{CreateStream, CreateTopic, JoinGroup};
+    use strand_wire::ops::{CreateStream, CreateTopic, JoinConsumerGroup};
     use strand_wire::{Body, CommandHeader, Operation, PrepareHeader, ViewId};
 
     fn apply(catalog: &mut Catalog, op: u64, operation: Operation, body: Vec<u8>) {
@@ -159,14 +159,14 @@ mod tests {
             segment_bytes: None,
         };
         apply(&mut catalog, 2, Operation::CreateTopic, topic.to_vec());
-        let join = JoinGroup {
+        let join = JoinConsumerGroup {
             group: "g".to_owned(),
             member,
             stream: "s".to_owned(),
             topic: "t".to_owned(),
             session_timeout_ms: 1000,
         };
-        apply(&mut catalog, 3, Operation::JoinGroup, join.to_vec());
+        apply(&mut catalog, 3, Operation::JoinConsumerGroup, join.to_vec());
         catalog
     }
 

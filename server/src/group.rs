@@ -30,8 +30,8 @@ use strand_consensus::{ClientRequest, Config, Event, Status, Timeouts, WaitReaso
 use strand_partition::{FileDisk, LogConfig, PartitionConfig, ReadHandles, RetentionPolicy};
 use strand_wal::Wal;
 use strand_wire::ops::{
-    AcceptLossReply, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest,
-    GetCursor, GetCursorReply, GroupStatus, Heartbeat, OffsetForTime, OffsetForTimeReply,
+    AcceptLossReply, ConsumerHeartbeat, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX, FetchReply,
+    FetchRequest, GetCursor, GetCursorReply, GroupStatus, OffsetForTime, OffsetForTimeReply,
     PRODUCE_BATCH_BYTES_MAX, ReplicaStatus,
 };
 use strand_wire::{
@@ -932,8 +932,8 @@ impl Actor {
             | Operation::DeleteStream
             | Operation::AlterTopic
             | Operation::AddPartitions
-            | Operation::JoinGroup
-            | Operation::LeaveGroup
+            | Operation::JoinConsumerGroup
+            | Operation::LeaveConsumerGroup
             | Operation::CreateUser
             | Operation::DeleteUser
             | Operation::GrantPermission
@@ -942,7 +942,7 @@ impl Actor {
             | Operation::RevokeToken
             | Operation::SetQuota => self.submit(request, 0),
             Operation::RevokeCertificate => self.submit(request, 0),
-            Operation::Heartbeat => self.on_heartbeat(&request),
+            Operation::ConsumerHeartbeat => self.on_heartbeat(&request),
             Operation::CreateTopic => match self.with_topic_defaults(&request) {
                 Ok(request) => self.submit(request, 0),
                 Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
@@ -960,7 +960,7 @@ impl Actor {
             Operation::ClusterStatus
             | Operation::Attention
             | Operation::AcceptLoss
-            | Operation::DescribeGroups
+            | Operation::DescribeConsumerGroups
             | Operation::ListUsers
             | Operation::ListQuotas
             | Operation::Authenticate
@@ -1237,7 +1237,7 @@ impl Actor {
         if !self.serving_or_redirect(&header) {
             return;
         }
-        let heartbeat = match Heartbeat::from_bytes(request.body()) {
+        let heartbeat = match ConsumerHeartbeat::from_bytes(request.body()) {
             Ok(heartbeat) => heartbeat,
             Err(error) => {
                 return self.refuse(&header, ResultCode::InvalidRequest, error.to_string());

@@ -23,8 +23,8 @@
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
 //! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
 //! | [`bus`] | the replica bus: one connection per node pair |
-//! | [`client_port`] | client connections: local answers and routing |
-//! | [`local_answers`] | what a node answers from its own catalog and status: metadata, consumer groups, the full-disk entry |
+//! | [`client_port`] | client connections: routing each request by its operation's row of `strand_wire::operation_table` |
+//! | [`local_answers`] | what a node answers from its own catalog and status (every `Route::Local` operation): metadata, status, attention, consumer groups, users, quotas |
 //! | [`connection`] | what one connection may cost (reply bytes, back-pressure) and how many there may be |
 //! | [`quota`] | per-user produce, fetch and request rates, enforced by delaying |
 //! | [`auth`] | signing in and the right each operation needs; sign-in hardened against hostile clients (fixed Argon2 parameters, a bounded check pool, failure limits, client id owners) |

@@ -26,6 +26,7 @@ use strand_client::{ClientError, NewRecord, TopicSpec};
 use strand_wire::ops::{ErrorBody, PRODUCE_BATCH_BYTES_MAX};
 use strand_wire::{
     BatchBuilder, CommandHeader, FrameDecoder, Message, Msg, Operation, RequestHeader, ResultCode,
+    Route,
 };
 
 /// One record whose value is `bytes` long.
@@ -192,7 +193,8 @@ fn a_body_that_does_not_decode_is_refused_at_the_door_and_never_prepared() {
     }
     let garbage: &[&[u8]] = &[b"", b"\xff", &[0xa5; 300]];
     for (index, operation) in Operation::ALL.into_iter().enumerate() {
-        let group = match operation.is_metadata() {
+        let metadata = operation.info().route == Route::MetadataReplicated;
+        let group = match metadata {
             true => 0,
             false => 1,
         };
@@ -208,7 +210,7 @@ fn a_body_that_does_not_decode_is_refused_at_the_door_and_never_prepared() {
             );
             let result = reply.header().result();
             assert_ne!(result, ResultCode::Ok, "{operation:?} with {body:?}");
-            if operation.is_metadata() {
+            if metadata {
                 assert_eq!(
                     result,
                     ResultCode::InvalidRequest,

@@ -146,7 +146,7 @@ fn clients_verify_nodes_by_the_ca_and_plaintext_or_forged_reports_are_refused() 
     // Nor remove a consumer group member as if its session had expired.
     let forged_expiry = cluster
         .runtime
-        .block_on(cluster.client.leave_group("readers", 7, true));
+        .block_on(cluster.client.leave_consumer_group("readers", 7, true));
     assert!(
         matches!(&forged_expiry, Err(ClientError::PermissionDenied { .. })),
         "{forged_expiry:?}"
@@ -481,7 +481,7 @@ fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights
             "admin may (nothing is stuck, so nothing is lost): {by_admin:?}"
         );
         let joined = reader
-            .join_group("readers", "s", "t", 7, 30_000)
+            .join_consumer_group("readers", "s", "t", 7, 30_000)
             .await
             .expect("a consumer joins a group on its topic");
 
@@ -497,11 +497,15 @@ fn signing_in_is_required_and_each_operation_is_checked_against_the_users_rights
             .await;
         assert!(denied(&elsewhere), "{elsewhere:?}");
         // ... nor act as a member of a group reading s/t.
-        let beat = writer.heartbeat("readers", 7, joined.generation).await;
+        let beat = writer
+            .consumer_heartbeat("readers", 7, joined.generation)
+            .await;
         assert!(denied(&beat), "{beat:?}");
-        let left = writer.leave_group("readers", 7, false).await;
+        let left = writer.leave_consumer_group("readers", 7, false).await;
         assert!(denied(&left), "{left:?}");
-        let still = reader.heartbeat("readers", 7, joined.generation).await;
+        let still = reader
+            .consumer_heartbeat("readers", 7, joined.generation)
+            .await;
         assert!(still.is_ok(), "the member is still in: {still:?}");
 
         // Nothing the refusals named happened; admin sees it all.

@@ -15,6 +15,7 @@
 //! | [`headers`] | one typed header per command and its invariants |
 //! | [`message`] | whole frames: `Msg<H>`, `Message`, the frame decoders |
 //! | [`operation`] | client operations and result codes |
+//! | [`operation_table`] | one row per operation: route, right needed, node-only, cluster-admin, audited, replicated, offsets taken |
 //! | [`policy`] | durability and confirm policies |
 //! | [`codec`] | the body codec and naming rules |
 //! | [`ops`] | client operation bodies and replies |
@@ -36,6 +37,7 @@ pub mod header;
 pub mod headers;
 pub mod message;
 pub mod operation;
+pub mod operation_table;
 pub mod ops;
 pub mod policy;
 
@@ -49,4 +51,5 @@ pub use header::{
 pub use headers::*;
 pub use message::{FRAME_SIZE_MAX_DEFAULT, FrameDecoder, Message, Msg};
 pub use operation::{Operation, ResultCode};
+pub use operation_table::{OffsetsTaken, OperationInfo, RightNeeded, Route};
 pub use policy::{ConfirmPolicy, Durability};

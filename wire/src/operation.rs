@@ -1,4 +1,6 @@
 //! Client operations and result codes: the vocabulary of the client port.
+//! What each operation is (its route, the right it needs, whether it is
+//! audited or replicated) is its row in [`crate::operation_table`].
 
 /// What a client asks for in a `Request` (and what a `Reply` answers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,17 +53,17 @@ pub enum Operation {
     /// The first offset appended at or after a time, on one partition.
     OffsetForTime = 19,
     /// Join a consumer group (created by its first join). Metadata plane.
-    JoinGroup = 20,
+    JoinConsumerGroup = 20,
     /// A consumer group member is alive; answered by the metadata plane's
     /// primary (the group coordinator) with the member's assignment. Not
     /// replicated.
-    Heartbeat = 21,
+    ConsumerHeartbeat = 21,
     /// Leave a consumer group (or be removed by the coordinator). Metadata
     /// plane.
-    LeaveGroup = 22,
+    LeaveConsumerGroup = 22,
     /// Consumer groups, their members and assignments: answered by any node
     /// from its catalog.
-    DescribeGroups = 23,
+    DescribeConsumerGroups = 23,
     /// Create a user with a password hash. Metadata plane.
     CreateUser = 24,
     /// Delete a user. Metadata plane.
@@ -113,10 +115,10 @@ impl Operation {
         Operation::AlterTopic,
         Operation::AddPartitions,
         Operation::OffsetForTime,
-        Operation::JoinGroup,
-        Operation::Heartbeat,
-        Operation::LeaveGroup,
-        Operation::DescribeGroups,
+        Operation::JoinConsumerGroup,
+        Operation::ConsumerHeartbeat,
+        Operation::LeaveConsumerGroup,
+        Operation::DescribeConsumerGroups,
         Operation::CreateUser,
         Operation::DeleteUser,
         Operation::GrantPermission,
@@ -137,84 +139,6 @@ impl Operation {
             .iter()
             .copied()
             .find(|operation| *operation as u8 == value)
-    }
-
-    /// True for operations that become prepares in a group's log (and so are
-    /// ordered, replicated and idempotent through the client table).
-    pub fn is_replicated(self) -> bool {
-        self.is_metadata() || matches!(self, Operation::Produce | Operation::Reconfigure)
-    }
-
-    /// True for the replicated operations of the metadata plane: requests
-    /// that name group 0 and change the catalog.
-    pub fn is_metadata(self) -> bool {
-        matches!(
-            self,
-            Operation::CreateStream
-                | Operation::CreateTopic
-                | Operation::ReassignPartition
-                | Operation::EpochStarted
-                | Operation::DropReplica
-                | Operation::DeleteTopic
-                | Operation::DeleteStream
-                | Operation::AlterTopic
-                | Operation::AddPartitions
-                | Operation::JoinGroup
-                | Operation::LeaveGroup
-                | Operation::CreateUser
-                | Operation::DeleteUser
-                | Operation::GrantPermission
-                | Operation::RevokePermission
-                | Operation::CreateToken
-                | Operation::RevokeToken
-                | Operation::RevokeCertificate
-                | Operation::SetQuota
-        )
-    }
-
-    /// True for operations that change the cluster rather than one
-    /// stream's data: moving partitions, accepting loss, users and their
-    /// permissions. Only a user granted `admin` may send them.
-    pub fn is_cluster_admin(self) -> bool {
-        matches!(
-            self,
-            Operation::ReassignPartition
-                | Operation::DropReplica
-                | Operation::AcceptLoss
-                | Operation::CreateUser
-                | Operation::DeleteUser
-                | Operation::GrantPermission
-                | Operation::RevokePermission
-                | Operation::RevokeCertificate
-                | Operation::SetQuota
-                | Operation::ListQuotas
-        )
-    }
-
-    /// True for reports only the cluster's nodes send (a partition's
-    /// primary saw its assignment epoch start): a node accepts them only
-    /// from a caller that proved it is a node.
-    pub fn is_node_internal(self) -> bool {
-        self == Operation::EpochStarted
-    }
-
-    /// True for operations a group makes itself: a request naming one is
-    /// refused.
-    pub fn is_internal(self) -> bool {
-        self == Operation::Reconfigure
-    }
-
-    /// The offsets a prepare of this operation takes in its group's log,
-    /// given the records its request carries: a produce's records; one for a
-    /// metadata op, so that the metadata plane's log is counted in entries
-    /// and its segments roll and are dropped below a catalog snapshot as a
-    /// partition's are below its retention; none otherwise.
-    pub fn offsets_taken(self, record_count: u32) -> u32 {
-        match self {
-            Operation::Produce => record_count,
-            operation if operation.is_metadata() => 1,
-            _ => 0,
-        }
     }
 }
 
@@ -337,6 +261,7 @@ impl ResultCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operation_table::Route;
 
     #[test]
     fn operations_and_results_round_trip() {
@@ -352,13 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn metadata_operations_are_replicated_requests() {
-        for operation in Operation::ALL {
-            if operation.is_metadata() {
-                assert!(operation.is_replicated(), "{operation:?}");
-                assert!(!operation.is_internal(), "{operation:?}");
-            }
-        }
+    fn metadata_operations_keep_their_bytes() {
         let moves = [
             (Operation::ReassignPartition, 12),
             (Operation::EpochStarted, 13),
@@ -370,9 +289,12 @@ mod tests {
         ];
         for (operation, byte) in moves {
             assert_eq!(operation as u8, byte);
-            assert!(operation.is_metadata());
+            assert_eq!(operation.info().route, Route::MetadataReplicated);
         }
-        assert!(!Operation::Produce.is_metadata());
-        assert!(!Operation::Reconfigure.is_metadata());
+        assert_ne!(Operation::Produce.info().route, Route::MetadataReplicated);
+        assert_ne!(
+            Operation::Reconfigure.info().route,
+            Route::MetadataReplicated
+        );
     }
 }

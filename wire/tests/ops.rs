@@ -319,7 +319,7 @@ proptest! {
         let fenced = StoreCursor {
             consumer: consumer.clone(),
             offset,
-            fence: Some(GroupFence { member: u128::from(offset) + 1, generation: offset }),
+            fence: Some(ConsumerGroupFence { member: u128::from(offset) + 1, generation: offset }),
         };
         let bytes = fenced.to_vec();
         prop_assert_eq!(&StoreCursor::from_bytes(&bytes).expect("decodes"), &fenced);

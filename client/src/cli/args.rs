@@ -153,8 +153,8 @@ pub(crate) enum Command {
     Consume(ConsumeArgs),
     /// Consumer groups: list them, describe one (members, assignment,
     /// offsets and lag), reset a group's offsets.
-    #[command(subcommand)]
-    Group(GroupCommand),
+    #[command(subcommand, visible_alias = "group")]
+    ConsumerGroup(ConsumerGroupCommand),
     /// One consumer's cursor on a partition: get, store, delete.
     #[command(subcommand)]
     Cursor(super::cursor::CursorCommand),
@@ -480,9 +480,9 @@ fn parse_permission_arg(text: &str) -> Result<strand_wire::ops::Permission, Stri
     crate::users::parse_permission(text)
 }
 
-/// `strand group ...`
+/// `strand consumer-group ...` (or `strand group ...`)
 #[derive(Debug, Subcommand)]
-pub(crate) enum GroupCommand {
+pub(crate) enum ConsumerGroupCommand {
     /// Every consumer group: its topic, generation and members.
     List,
     /// One consumer group: members and their partitions, and per partition
@@ -502,7 +502,7 @@ pub(crate) enum GroupCommand {
     },
 }
 
-/// Where `strand group reset` moves a group's offsets.
+/// Where `strand consumer-group reset` moves a group's offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ResetTarget {
     /// Each partition's oldest retained record.
@@ -515,7 +515,7 @@ pub(crate) enum ResetTarget {
     Time(u64),
 }
 
-/// Parses `--to` of `strand group reset`.
+/// Parses `--to` of `strand consumer-group reset`.
 pub(crate) fn parse_reset_target(text: &str) -> Result<ResetTarget, String> {
     match parse_start(text) {
         Ok(Start::Earliest) => Ok(ResetTarget::Earliest),
@@ -758,6 +758,21 @@ mod tests {
     #[test]
     fn the_command_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn consumer_group_answers_to_its_alias_group() {
+        for name in ["consumer-group", "group"] {
+            let cli = parse(&[name, "describe", "g"]).expect("valid");
+            let Command::ConsumerGroup(ConsumerGroupCommand::Describe { name }) = cli.command
+            else {
+                panic!("parsed as {:?}", cli.command);
+            };
+            assert_eq!(name, "g");
+        }
+        let help = Cli::command().render_help().to_string();
+        assert!(help.contains("consumer-group"), "{help}");
+        assert!(help.contains("[alias: group]"), "{help}");
     }
 
     #[test]

@@ -112,7 +112,7 @@ pub(crate) async fn run(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     if let Some(group) = args.group.clone() {
-        return super::group::consume(client, &group, args, json, out).await;
+        return super::consumer_group::consume(client, &group, args, json, out).await;
     }
     let doing = format!("consume from {} partition {}", args.topic, args.partition);
     let at_time = match args.from_time {

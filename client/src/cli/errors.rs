@@ -200,7 +200,7 @@ fn hint(error: &ClientError) -> Option<String> {
              prints where its CA is"
         }
         ClientError::UnknownMember { .. } | ClientError::StaleGeneration { .. } => {
-            "`strand group describe NAME` shows the group's members and who reads what"
+            "`strand consumer-group describe NAME` shows the group's members and who reads what"
         }
         ClientError::PartitionsRefused { .. } => {
             "run the same command again once the refused partitions' reassignments have \

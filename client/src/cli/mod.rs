@@ -28,9 +28,9 @@ mod args;
 mod cert;
 mod config_file;
 mod consume;
+mod consumer_group;
 mod cursor;
 mod errors;
-mod group;
 mod operator;
 mod partition;
 mod produce;
@@ -53,8 +53,8 @@ pub use args::{DEV_CLUSTER_ADDRESS, GENERATED_RECORD_BYTES_MAX, TIMEOUT_MS_DEFAU
 
 use crate::{Client, ClientConfig};
 use args::{
-    Cli, Command, GroupCommand, PartitionCommand, StreamCommand, TokenCommand, TopicCommand,
-    UserCommand,
+    Cli, Command, ConsumerGroupCommand, PartitionCommand, StreamCommand, TokenCommand,
+    TopicCommand, UserCommand,
 };
 use errors::CliError;
 
@@ -223,12 +223,14 @@ async fn dispatch(
         Command::Quota(command) => quota::run(&client, command, json, out).await,
         Command::Consume(consume) => consume::run(&client, consume, json, out).await,
         Command::Cursor(command) => cursor::run(&client, command, json, out).await,
-        Command::Group(GroupCommand::List) => group::list(&client, json, out).await,
-        Command::Group(GroupCommand::Describe { name }) => {
-            group::describe(&client, &name, json, out).await
+        Command::ConsumerGroup(ConsumerGroupCommand::List) => {
+            consumer_group::list(&client, json, out).await
         }
-        Command::Group(GroupCommand::Reset { name, to }) => {
-            group::reset(&client, &name, to, json, out).await
+        Command::ConsumerGroup(ConsumerGroupCommand::Describe { name }) => {
+            consumer_group::describe(&client, &name, json, out).await
+        }
+        Command::ConsumerGroup(ConsumerGroupCommand::Reset { name, to }) => {
+            consumer_group::reset(&client, &name, to, json, out).await
         }
         Command::Status => status::run(&client, json, out).await,
         Command::Attention => operator::attention(&client, json, out).await,

@@ -458,10 +458,10 @@ impl State {
                 )),
             )),
             // Consumer groups and users are tested against real nodes.
-            Operation::JoinGroup
-            | Operation::Heartbeat
-            | Operation::LeaveGroup
-            | Operation::DescribeGroups
+            Operation::JoinConsumerGroup
+            | Operation::ConsumerHeartbeat
+            | Operation::LeaveConsumerGroup
+            | Operation::DescribeConsumerGroups
             | Operation::CreateUser
             | Operation::DeleteUser
             | Operation::GrantPermission

@@ -27,8 +27,11 @@ pub mod failure_limits;
 pub mod hash_policy;
 pub mod sign_in;
 
-use strand_wire::ops::{CreateToken, Heartbeat, JoinGroup, LeaveGroup, RevokeToken, Right};
-use strand_wire::{Body, Msg, Operation, RequestHeader};
+use strand_wire::ops::{
+    AddPartitions, AlterTopic, ConsumerHeartbeat, CreateStream, CreateToken, CreateTopic,
+    DeleteStream, DeleteTopic, JoinConsumerGroup, LeaveConsumerGroup, RevokeToken, Right,
+};
+use strand_wire::{Body, Msg, Operation, RequestHeader, RightNeeded};
 
 use crate::shared::Shared;
 
@@ -118,110 +121,95 @@ pub(crate) fn is_expired(expires_at_ms: Option<u64>) -> bool {
 }
 
 /// What `request` needs of its caller; `None` for what anyone may send
-/// (signing in).
+/// (signing in). The kind of right is its operation's row of the table
+/// ([`Operation::info`]); this reads what the request names.
 pub fn needed(shared: &Shared, request: &Msg<RequestHeader>) -> Option<Need> {
-    let header = request.header();
-    let operation = header.operation();
-    let partition = |right: Right| {
-        let group = header.prefix.group.get();
-        let catalog = shared.catalog();
-        let (stream, topic) = catalog
-            .groups
-            .get(&group)
-            .map_or((String::new(), String::new()), |assignment| {
-                (assignment.stream.clone(), assignment.topic.clone())
-            });
-        Some(Need::Right(right, stream, Some(topic)))
-    };
-    let named = |right: Right| -> Option<Need> {
-        let body = request.body();
-        let (stream, topic) = match operation {
-            Operation::CreateStream => (
-                strand_wire::ops::CreateStream::from_bytes(body).ok()?.name,
-                None,
-            ),
-            Operation::DeleteStream => (
-                strand_wire::ops::DeleteStream::from_bytes(body).ok()?.name,
-                None,
-            ),
-            Operation::CreateTopic => {
-                let create = strand_wire::ops::CreateTopic::from_bytes(body).ok()?;
-                (create.stream, Some(create.topic))
-            }
-            Operation::DeleteTopic => {
-                let delete = strand_wire::ops::DeleteTopic::from_bytes(body).ok()?;
-                (delete.stream, Some(delete.topic))
-            }
-            Operation::AlterTopic => {
-                let alter = strand_wire::ops::AlterTopic::from_bytes(body).ok()?;
-                (alter.stream, Some(alter.topic))
-            }
-            Operation::AddPartitions => {
-                let add = strand_wire::ops::AddPartitions::from_bytes(body).ok()?;
-                (add.stream, Some(add.topic))
-            }
-            Operation::JoinGroup => {
-                let join = JoinGroup::from_bytes(body).ok()?;
-                (join.stream, Some(join.topic))
-            }
-            _ => return Some(Need::Admin),
-        };
-        Some(Need::Right(right, stream, topic))
-    };
-    match operation {
-        Operation::Authenticate => None,
-        Operation::CreateToken => Some(
-            CreateToken::from_bytes(request.body())
-                .map_or(Need::Admin, |create| Need::TokenFor(create.user)),
-        ),
-        Operation::RevokeToken => Some(
-            RevokeToken::from_bytes(request.body())
-                .map_or(Need::Admin, |revoke| Need::TokenOf(revoke.id)),
-        ),
-        Operation::Metadata
-        | Operation::ClusterStatus
-        | Operation::Attention
-        | Operation::DescribeGroups => Some(Need::SignedIn),
-        Operation::Heartbeat | Operation::LeaveGroup => Some(member_need(shared, request)),
-        Operation::Produce => partition(Right::Produce),
-        Operation::Fetch
-        | Operation::GetCursor
-        | Operation::StoreCursor
-        | Operation::DeleteCursor
-        | Operation::OffsetForTime => partition(Right::Consume),
+    let body = request.body();
+    Some(match request.header().operation().info().right {
+        RightNeeded::Anyone => return None,
+        RightNeeded::SignedIn => Need::SignedIn,
+        RightNeeded::Admin => Need::Admin,
+        RightNeeded::Partition(right) => partition_need(shared, request.header(), right),
         // Bodies were decoded at the door (`strand_wire::ops::check_request`):
         // one that still does not decode here needs admin.
-        Operation::JoinGroup => named(Right::Consume).or(Some(Need::Admin)),
-        Operation::CreateStream
-        | Operation::DeleteStream
-        | Operation::CreateTopic
-        | Operation::DeleteTopic
-        | Operation::AlterTopic
-        | Operation::AddPartitions => named(Right::Manage).or(Some(Need::Admin)),
-        // The cluster-admin operations (`Operation::is_cluster_admin`),
-        // listing users, the nodes' own reports, and any operation not
-        // classified here yet: admin only.
-        _ => Some(Need::Admin),
-    }
+        RightNeeded::Named(right) => named_need(request, right).unwrap_or(Need::Admin),
+        RightNeeded::ConsumerGroup(right) => member_need(shared, request, right),
+        RightNeeded::TokenFor => {
+            CreateToken::from_bytes(body).map_or(Need::Admin, |create| Need::TokenFor(create.user))
+        }
+        RightNeeded::TokenOf => {
+            RevokeToken::from_bytes(body).map_or(Need::Admin, |revoke| Need::TokenOf(revoke.id))
+        }
+    })
 }
 
-/// What a consumer group member's heartbeat or leave needs: `consume` on
+/// `right` on the topic of the partition the request's group holds, by
+/// this node's catalog (a group it does not know names the empty stream
+/// and topic).
+fn partition_need(shared: &Shared, header: &RequestHeader, right: Right) -> Need {
+    let group = header.prefix.group.get();
+    let catalog = shared.catalog();
+    let (stream, topic) = catalog
+        .groups
+        .get(&group)
+        .map_or((String::new(), String::new()), |assignment| {
+            (assignment.stream.clone(), assignment.topic.clone())
+        });
+    Need::Right(right, stream, Some(topic))
+}
+
+/// `right` on the stream (and topic) the request's body names; `None` when
+/// the body does not decode, or is not read here yet (the caller then
+/// needs admin).
+fn named_need(request: &Msg<RequestHeader>, right: Right) -> Option<Need> {
+    let body = request.body();
+    let (stream, topic) = match request.header().operation() {
+        Operation::CreateStream => (CreateStream::from_bytes(body).ok()?.name, None),
+        Operation::DeleteStream => (DeleteStream::from_bytes(body).ok()?.name, None),
+        Operation::CreateTopic => {
+            let create = CreateTopic::from_bytes(body).ok()?;
+            (create.stream, Some(create.topic))
+        }
+        Operation::DeleteTopic => {
+            let delete = DeleteTopic::from_bytes(body).ok()?;
+            (delete.stream, Some(delete.topic))
+        }
+        Operation::AlterTopic => {
+            let alter = AlterTopic::from_bytes(body).ok()?;
+            (alter.stream, Some(alter.topic))
+        }
+        Operation::AddPartitions => {
+            let add = AddPartitions::from_bytes(body).ok()?;
+            (add.stream, Some(add.topic))
+        }
+        Operation::JoinConsumerGroup => {
+            let join = JoinConsumerGroup::from_bytes(body).ok()?;
+            (join.stream, Some(join.topic))
+        }
+        _ => return None,
+    };
+    Some(Need::Right(right, stream, topic))
+}
+
+/// What a consumer group member's heartbeat or leave needs: `right` on
 /// the group's topic, by this node's catalog. A group the catalog does not
 /// know needs only a signed-in user: the request is refused anyway
 /// (`UnknownMember`), and no other member's group is touched.
-fn member_need(shared: &Shared, request: &Msg<RequestHeader>) -> Need {
+fn member_need(shared: &Shared, request: &Msg<RequestHeader>, right: Right) -> Need {
     let body = request.body();
     let group = match request.header().operation() {
-        Operation::Heartbeat => Heartbeat::from_bytes(body).ok().map(|beat| beat.group),
-        _ => LeaveGroup::from_bytes(body).ok().map(|leave| leave.group),
+        Operation::ConsumerHeartbeat => ConsumerHeartbeat::from_bytes(body)
+            .ok()
+            .map(|beat| beat.group),
+        Operation::LeaveConsumerGroup => LeaveConsumerGroup::from_bytes(body)
+            .ok()
+            .map(|leave| leave.group),
+        // A body not read here yet: the safe answer.
+        _ => return Need::Admin,
     };
     let catalog = shared.catalog();
     match group.and_then(|name| catalog.consumer_group(&name)) {
-        Some(group) => Need::Right(
-            Right::Consume,
-            group.stream.clone(),
-            Some(group.topic.clone()),
-        ),
+        Some(group) => Need::Right(right, group.stream.clone(), Some(group.topic.clone())),
         None => Need::SignedIn,
     }
 }

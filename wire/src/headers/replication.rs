@@ -5,6 +5,7 @@ use zerocopy::little_endian::{U16, U32, U64, U128};
 use crate::command::Command;
 use crate::header::{FieldError, command_header, ensure};
 use crate::operation::Operation;
+use crate::operation_table::OffsetsTaken;
 use crate::policy::ConfirmPolicy;
 
 command_header! {
@@ -30,7 +31,7 @@ command_header! {
     offset_base: U64,
     /// Offsets the op takes in its group's log: the records in a produce's
     /// body; one for a metadata op (the metadata log is counted in entries,
-    /// see [`Operation::offsets_taken`]; prepares written before that took
+    /// see [`crate::OffsetsTaken`]; prepares written before that took
     /// none); zero otherwise.
     record_count: U32,
     /// The [`Operation`] byte.
@@ -66,13 +67,15 @@ impl PrepareHeader {
         )?;
         let operation = Operation::from_u8(self.operation);
         ensure(
-            operation.is_some_and(Operation::is_replicated),
+            operation.is_some_and(|operation| operation.info().replicated),
             "operation is not replicated",
         )?;
         ensure(
             self.record_count.get() == 0
                 || operation == Some(Operation::Produce)
-                || (operation.is_some_and(Operation::is_metadata) && self.record_count.get() == 1),
+                || (operation
+                    .is_some_and(|operation| operation.info().offsets == OffsetsTaken::One)
+                    && self.record_count.get() == 1),
             "records in a prepare that is not a produce",
         )?;
         if operation == Some(Operation::Reconfigure) {

@@ -2,7 +2,7 @@
 
 use crate::codec::{Body, BodyReader, BodyWriter};
 use crate::error::BodyError;
-use crate::ops::GroupFence;
+use crate::ops::ConsumerGroupFence;
 
 /// Store `consumer`'s cursor on the partition: the next offset it will read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,7 +15,7 @@ pub struct StoreCursor {
     /// store is refused unless the member owns the partition in that
     /// generation. Encoded after the offset only when set, so bodies
     /// without it read as before.
-    pub fence: Option<GroupFence>,
+    pub fence: Option<ConsumerGroupFence>,
 }
 
 impl Body for StoreCursor {
@@ -34,7 +34,7 @@ impl Body for StoreCursor {
         let fence = match reader.remaining() {
             0 => None,
             _ => match reader.u8("fence")? {
-                1 => Some(GroupFence::decode(reader)?),
+                1 => Some(ConsumerGroupFence::decode(reader)?),
                 other => {
                     return Err(BodyError::UnknownValue {
                         field: "fence",

@@ -21,10 +21,10 @@
 //! | AlterTopic | [`AlterTopic`] | [`Empty`] |
 //! | AddPartitions | [`AddPartitions`] | [`TopicCreated`] (the new partitions' groups) |
 //! | OffsetForTime | [`OffsetForTime`] | [`OffsetForTimeReply`] |
-//! | JoinGroup | [`JoinGroup`] | [`GroupAssignment`] |
-//! | Heartbeat | [`Heartbeat`] | [`GroupAssignment`] |
-//! | LeaveGroup | [`LeaveGroup`] | [`Empty`] |
-//! | DescribeGroups | [`DescribeGroups`] | [`DescribeGroupsReply`] |
+//! | JoinConsumerGroup | [`JoinConsumerGroup`] | [`ConsumerGroupAssignment`] |
+//! | ConsumerHeartbeat | [`ConsumerHeartbeat`] | [`ConsumerGroupAssignment`] |
+//! | LeaveConsumerGroup | [`LeaveConsumerGroup`] | [`Empty`] |
+//! | DescribeConsumerGroups | [`DescribeConsumerGroups`] | [`DescribeConsumerGroupsReply`] |
 //! | CreateUser | [`CreateUser`] | [`Empty`] |
 //! | DeleteUser | [`DeleteUser`] | [`Empty`] |
 //! | GrantPermission, RevokePermission | [`ChangePermission`] | [`Empty`] |
@@ -41,10 +41,10 @@
 mod admin;
 pub mod certificates;
 mod check;
+mod consumer_group;
 mod cursor;
 mod error_body;
 mod fetch;
-mod group;
 mod quota;
 mod reassign;
 mod status;
@@ -58,6 +58,12 @@ pub use admin::{
 };
 pub use certificates::{REVOKED_CERTIFICATES_MAX, RevokeCertificate, certificate_fingerprint};
 pub use check::check_request;
+pub use consumer_group::{
+    CONSUMER_GROUP_MEMBERS_MAX, CONSUMER_GROUPS_MAX, ConsumerGroupAssignment, ConsumerGroupFence,
+    ConsumerGroupInfo, ConsumerHeartbeat, DescribeConsumerGroups, DescribeConsumerGroupsReply,
+    JoinConsumerGroup, LeaveConsumerGroup, MemberInfo, SESSION_TIMEOUT_MS_MAX,
+    SESSION_TIMEOUT_MS_MIN,
+};
 pub use cursor::{
     CURSOR_TOMBSTONE_OFFSET, CursorEvent, CursorEvents, DeleteCursor, GetCursor, GetCursorReply,
     StoreCursor,
@@ -66,11 +72,6 @@ pub use error_body::ErrorBody;
 pub use fetch::{
     FETCH_REPLY_HEAD_SIZE, FETCH_WAIT_MS_MAX, FetchReply, FetchRequest, OffsetForTime,
     OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ProduceReply, fetch_reply_batch_bytes_max,
-};
-pub use group::{
-    DescribeGroups, DescribeGroupsReply, GROUP_MEMBERS_MAX, GROUPS_MAX, GroupAssignment,
-    GroupFence, GroupInfo, Heartbeat, JoinGroup, LeaveGroup, MemberInfo, SESSION_TIMEOUT_MS_MAX,
-    SESSION_TIMEOUT_MS_MIN,
 };
 pub use quota::{Quota, QuotaList, SetQuota};
 pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};

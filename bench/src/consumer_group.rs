@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use strand_client::{Client, ClientError, GroupConsumer, GroupConsumerConfig, StartFrom};
+use strand_client::{
+    Client, ClientError, ConsumerGroupMember, ConsumerGroupMemberConfig, StartFrom,
+};
 use tokio::time::Instant;
 
 use crate::load::{
@@ -18,12 +20,12 @@ use crate::load::{
 /// topic is new and producers start with the members, so a member that
 /// joins late still reads every record). Heartbeats, session and
 /// auto-commit keep the SDK's defaults.
-pub fn member_config() -> GroupConsumerConfig {
-    GroupConsumerConfig {
+pub fn member_config() -> ConsumerGroupMemberConfig {
+    ConsumerGroupMemberConfig {
         start_from: StartFrom::Earliest,
         max_bytes: FETCH_BYTES_MAX,
         wait_ms: CONSUMER_WAIT_MS,
-        ..GroupConsumerConfig::default()
+        ..ConsumerGroupMemberConfig::default()
     }
 }
 
@@ -42,7 +44,7 @@ pub async fn consume_as_member(
     let mut outcome = ConsumerOutcome::empty();
     let name = format!("member {member} of group {group}");
     let joined = client
-        .group_consumer(&group, &load.stream, &load.topic, member_config())
+        .consumer_group_member(&group, &load.stream, &load.topic, member_config())
         .await;
     let mut consumer = match joined {
         Ok(consumer) => consumer,
@@ -66,7 +68,7 @@ pub async fn consume_as_member(
 /// has passed since `done`. A rebalance or removal the SDK surfaces is not
 /// an error: it has taken the new assignment, so the member polls on.
 async fn read_until_drained(
-    consumer: &mut GroupConsumer,
+    consumer: &mut ConsumerGroupMember,
     outcome: &mut ConsumerOutcome,
     name: &str,
     start: Instant,

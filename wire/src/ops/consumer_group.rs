@@ -3,16 +3,16 @@
 //! assignment), members heartbeat to the plane's primary (the coordinator)
 //! and leave; a member that stops heartbeating is removed. A group's offsets
 //! are the cursors named after it in its partitions' cursor logs; a member
-//! stores them with a [`GroupFence`], refused once its generation is over.
+//! stores them with a [`ConsumerGroupFence`], refused once its generation is over.
 
 use crate::codec::{Body, BodyReader, BodyWriter};
 use crate::error::BodyError;
 
 /// Most members one group holds; a join past it is refused.
-pub const GROUP_MEMBERS_MAX: usize = 256;
+pub const CONSUMER_GROUP_MEMBERS_MAX: usize = 256;
 
 /// Most consumer groups the cluster keeps; a join creating one more is refused.
-pub const GROUPS_MAX: usize = 4096;
+pub const CONSUMER_GROUPS_MAX: usize = 4096;
 
 /// Shortest session timeout a member may ask for.
 pub const SESSION_TIMEOUT_MS_MIN: u32 = 500;
@@ -34,7 +34,7 @@ fn read_member(reader: &mut BodyReader<'_>) -> Result<u128, BodyError> {
 /// Join `group` (created by its first join) as `member`, reading `stream/topic`.
 /// Metadata plane; idempotent: a member that joins again keeps its place.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JoinGroup {
+pub struct JoinConsumerGroup {
     /// The group's name.
     pub group: String,
     /// The member's id, chosen by the member (random, never 0).
@@ -49,7 +49,7 @@ pub struct JoinGroup {
     pub session_timeout_ms: u32,
 }
 
-impl Body for JoinGroup {
+impl Body for JoinConsumerGroup {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.str(&self.group);
         writer.u128(self.member);
@@ -58,8 +58,8 @@ impl Body for JoinGroup {
         writer.u32(self.session_timeout_ms);
     }
 
-    fn decode(reader: &mut BodyReader<'_>) -> Result<JoinGroup, BodyError> {
-        let join = JoinGroup {
+    fn decode(reader: &mut BodyReader<'_>) -> Result<JoinConsumerGroup, BodyError> {
+        let join = JoinConsumerGroup {
             group: reader.name("group")?,
             member: read_member(reader)?,
             stream: reader.name("stream")?,
@@ -76,10 +76,10 @@ impl Body for JoinGroup {
     }
 }
 
-/// A member's part of its group now: the reply to [`JoinGroup`] and
-/// [`Heartbeat`].
+/// A member's part of its group now: the reply to [`JoinConsumerGroup`] and
+/// [`ConsumerHeartbeat`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct GroupAssignment {
+pub struct ConsumerGroupAssignment {
     /// The assignment's generation: raised by every change of members.
     pub generation: u64,
     /// The partitions this member reads, ascending.
@@ -88,15 +88,15 @@ pub struct GroupAssignment {
     pub member_count: u32,
 }
 
-impl Body for GroupAssignment {
+impl Body for ConsumerGroupAssignment {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.u64(self.generation);
         writer.list(&self.partitions, |writer, partition| writer.u32(*partition));
         writer.u32(self.member_count);
     }
 
-    fn decode(reader: &mut BodyReader<'_>) -> Result<GroupAssignment, BodyError> {
-        Ok(GroupAssignment {
+    fn decode(reader: &mut BodyReader<'_>) -> Result<ConsumerGroupAssignment, BodyError> {
+        Ok(ConsumerGroupAssignment {
             generation: reader.u64("generation")?,
             partitions: reader.list("partitions", 4, |reader| reader.u32("partition"))?,
             member_count: reader.u32("member count")?,
@@ -109,7 +109,7 @@ impl Body for GroupAssignment {
 /// primary, not replicated. `UnknownMember` when the group no longer holds
 /// the member: it must join again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Heartbeat {
+pub struct ConsumerHeartbeat {
     /// The group's name.
     pub group: String,
     /// The member.
@@ -118,15 +118,15 @@ pub struct Heartbeat {
     pub generation: u64,
 }
 
-impl Body for Heartbeat {
+impl Body for ConsumerHeartbeat {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.str(&self.group);
         writer.u128(self.member);
         writer.u64(self.generation);
     }
 
-    fn decode(reader: &mut BodyReader<'_>) -> Result<Heartbeat, BodyError> {
-        Ok(Heartbeat {
+    fn decode(reader: &mut BodyReader<'_>) -> Result<ConsumerHeartbeat, BodyError> {
+        Ok(ConsumerHeartbeat {
             group: reader.name("group")?,
             member: read_member(reader)?,
             generation: reader.u64("generation")?,
@@ -139,7 +139,7 @@ impl Body for Heartbeat {
 /// group without members keeps its offsets and is forgotten only with its
 /// topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaveGroup {
+pub struct LeaveConsumerGroup {
     /// The group's name.
     pub group: String,
     /// The member.
@@ -148,15 +148,15 @@ pub struct LeaveGroup {
     pub expired: bool,
 }
 
-impl Body for LeaveGroup {
+impl Body for LeaveConsumerGroup {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.str(&self.group);
         writer.u128(self.member);
         writer.bool(self.expired);
     }
 
-    fn decode(reader: &mut BodyReader<'_>) -> Result<LeaveGroup, BodyError> {
-        Ok(LeaveGroup {
+    fn decode(reader: &mut BodyReader<'_>) -> Result<LeaveConsumerGroup, BodyError> {
+        Ok(LeaveConsumerGroup {
             group: reader.name("group")?,
             member: read_member(reader)?,
             expired: reader.bool("expired")?,
@@ -167,22 +167,22 @@ impl Body for LeaveGroup {
 /// Describe one group, or every group when `group` is empty. Answered by
 /// any node from its catalog (at least as new as `commit_min`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DescribeGroups {
+pub struct DescribeConsumerGroups {
     /// The group's name; empty for all.
     pub group: String,
 }
 
-impl Body for DescribeGroups {
+impl Body for DescribeConsumerGroups {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.str(&self.group);
     }
 
-    fn decode(reader: &mut BodyReader<'_>) -> Result<DescribeGroups, BodyError> {
+    fn decode(reader: &mut BodyReader<'_>) -> Result<DescribeConsumerGroups, BodyError> {
         let group = reader.str("group")?.to_owned();
         if !group.is_empty() {
             crate::codec::validate_name("group", &group)?;
         }
-        Ok(DescribeGroups { group })
+        Ok(DescribeConsumerGroups { group })
     }
 }
 
@@ -199,7 +199,7 @@ pub struct MemberInfo {
 
 /// One consumer group as the catalog holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupInfo {
+pub struct ConsumerGroupInfo {
     /// The group's name (and the name of its cursors).
     pub group: String,
     /// Its topic's stream.
@@ -215,16 +215,16 @@ pub struct GroupInfo {
     pub partition_groups: Vec<u64>,
 }
 
-/// The reply to [`DescribeGroups`].
+/// The reply to [`DescribeConsumerGroups`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DescribeGroupsReply {
+pub struct DescribeConsumerGroupsReply {
     /// The catalog op the answer reflects.
     pub applied_op: u64,
     /// The groups, by name.
-    pub groups: Vec<GroupInfo>,
+    pub groups: Vec<ConsumerGroupInfo>,
 }
 
-impl Body for DescribeGroupsReply {
+impl Body for DescribeConsumerGroupsReply {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.u64(self.applied_op);
         writer.list(&self.groups, |writer, group| {
@@ -243,10 +243,10 @@ impl Body for DescribeGroupsReply {
         });
     }
 
-    fn decode(reader: &mut BodyReader<'_>) -> Result<DescribeGroupsReply, BodyError> {
+    fn decode(reader: &mut BodyReader<'_>) -> Result<DescribeConsumerGroupsReply, BodyError> {
         let applied_op = reader.u64("applied op")?;
         let groups = reader.list("groups", 16, |reader| {
-            Ok(GroupInfo {
+            Ok(ConsumerGroupInfo {
                 group: reader.name("group")?,
                 stream: reader.name("stream")?,
                 topic: reader.name("topic")?,
@@ -264,7 +264,7 @@ impl Body for DescribeGroupsReply {
                 })?,
             })
         })?;
-        Ok(DescribeGroupsReply { applied_op, groups })
+        Ok(DescribeConsumerGroupsReply { applied_op, groups })
     }
 }
 
@@ -272,21 +272,21 @@ impl Body for DescribeGroupsReply {
 /// The partition's node refuses the store (`StaleGeneration`) unless its
 /// catalog gives the partition to this member in this generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupFence {
+pub struct ConsumerGroupFence {
     /// The member.
     pub member: u128,
     /// Its generation.
     pub generation: u64,
 }
 
-impl GroupFence {
+impl ConsumerGroupFence {
     pub(crate) fn encode(&self, writer: &mut BodyWriter) {
         writer.u128(self.member);
         writer.u64(self.generation);
     }
 
-    pub(crate) fn decode(reader: &mut BodyReader<'_>) -> Result<GroupFence, BodyError> {
-        Ok(GroupFence {
+    pub(crate) fn decode(reader: &mut BodyReader<'_>) -> Result<ConsumerGroupFence, BodyError> {
+        Ok(ConsumerGroupFence {
             member: read_member(reader)?,
             generation: reader.u64("generation")?,
         })
@@ -307,31 +307,31 @@ mod tests {
 
     #[test]
     fn group_bodies_round_trip_and_refuse_what_is_cut() {
-        round_trip(JoinGroup {
+        round_trip(JoinConsumerGroup {
             group: "billing".to_owned(),
             member: u128::MAX - 5,
             stream: "shop".to_owned(),
             topic: "orders".to_owned(),
             session_timeout_ms: 10_000,
         });
-        round_trip(GroupAssignment {
+        round_trip(ConsumerGroupAssignment {
             generation: 7,
             partitions: vec![0, 3, 9],
             member_count: 3,
         });
-        round_trip(Heartbeat {
+        round_trip(ConsumerHeartbeat {
             group: "billing".to_owned(),
             member: 42,
             generation: 7,
         });
-        round_trip(LeaveGroup {
+        round_trip(LeaveConsumerGroup {
             group: "billing".to_owned(),
             member: 42,
             expired: true,
         });
-        round_trip(DescribeGroupsReply {
+        round_trip(DescribeConsumerGroupsReply {
             applied_op: 12,
-            groups: vec![GroupInfo {
+            groups: vec![ConsumerGroupInfo {
                 group: "billing".to_owned(),
                 stream: "shop".to_owned(),
                 topic: "orders".to_owned(),
@@ -348,19 +348,25 @@ mod tests {
 
     #[test]
     fn bad_members_and_timeouts_are_refused() {
-        let join = JoinGroup {
+        let join = JoinConsumerGroup {
             group: "billing".to_owned(),
             member: 0,
             stream: "shop".to_owned(),
             topic: "orders".to_owned(),
             session_timeout_ms: 10_000,
         };
-        assert!(JoinGroup::from_bytes(&join.to_vec()).is_err(), "member 0");
-        let join = JoinGroup {
+        assert!(
+            JoinConsumerGroup::from_bytes(&join.to_vec()).is_err(),
+            "member 0"
+        );
+        let join = JoinConsumerGroup {
             member: 1,
             session_timeout_ms: 10,
             ..join
         };
-        assert!(JoinGroup::from_bytes(&join.to_vec()).is_err(), "10 ms");
+        assert!(
+            JoinConsumerGroup::from_bytes(&join.to_vec()).is_err(),
+            "10 ms"
+        );
     }
 }

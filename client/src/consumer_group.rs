@@ -1,5 +1,5 @@
-//! Consumer groups: the calls ([`Client::join_group`], heartbeat, leave,
-//! describe) and [`GroupConsumer`], which reads every partition the group
+//! Consumer groups: the calls ([`Client::join_consumer_group`], heartbeat, leave,
+//! describe) and [`ConsumerGroupMember`], which reads every partition the group
 //! gives it and stores the group's offsets.
 //!
 //! The cluster keeps the group: its members, a generation raised by every
@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strand_wire::ops::{
-    DescribeGroups, DescribeGroupsReply, Empty, GroupAssignment, GroupFence, Heartbeat, JoinGroup,
-    LeaveGroup, SESSION_TIMEOUT_MS_MAX, SESSION_TIMEOUT_MS_MIN, StoreCursor,
+    ConsumerGroupAssignment, ConsumerGroupFence, ConsumerHeartbeat, DescribeConsumerGroups,
+    DescribeConsumerGroupsReply, Empty, JoinConsumerGroup, LeaveConsumerGroup,
+    SESSION_TIMEOUT_MS_MAX, SESSION_TIMEOUT_MS_MIN, StoreCursor,
 };
 use strand_wire::{Body, Operation};
 
@@ -35,14 +36,14 @@ impl Client {
     /// Joins consumer group `group` (creating it) as `member`, reading
     /// `stream/topic`: returns the member's part of the group. Joining again
     /// with the same id keeps the member's place (safe to retry).
-    pub async fn join_group(
+    pub async fn join_consumer_group(
         &self,
         group: &str,
         stream: &str,
         topic: &str,
         member: u128,
         session_timeout_ms: u32,
-    ) -> Result<GroupAssignment, ClientError> {
+    ) -> Result<ConsumerGroupAssignment, ClientError> {
         check_name("group", group)?;
         check_name("stream", stream)?;
         check_name("topic", topic)?;
@@ -52,7 +53,7 @@ impl Client {
         if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&session_timeout_ms) {
             return Err(invalid("the session timeout must be 500 ms ..= 300 s"));
         }
-        let join = JoinGroup {
+        let join = JoinConsumerGroup {
             group: group.to_owned(),
             member,
             stream: stream.to_owned(),
@@ -62,24 +63,24 @@ impl Client {
         let reply = self
             .replicated(
                 METADATA_GROUP,
-                Operation::JoinGroup,
+                Operation::JoinConsumerGroup,
                 Bytes::from(join.to_vec()),
             )
             .await?;
-        GroupAssignment::from_bytes(&reply)
+        ConsumerGroupAssignment::from_bytes(&reply)
             .map_err(|error| ClientError::from_body_error("join group reply", error))
     }
 
     /// `member` of `group` is alive: returns its part of the group now
     /// (`UnknownMember` once the group no longer holds it).
-    pub async fn heartbeat(
+    pub async fn consumer_heartbeat(
         &self,
         group: &str,
         member: u128,
         generation: u64,
-    ) -> Result<GroupAssignment, ClientError> {
+    ) -> Result<ConsumerGroupAssignment, ClientError> {
         check_name("group", group)?;
-        let body = Heartbeat {
+        let body = ConsumerHeartbeat {
             group: group.to_owned(),
             member,
             generation,
@@ -87,32 +88,32 @@ impl Client {
         let reply = self
             .query(
                 QueryTarget::Group(METADATA_GROUP),
-                Operation::Heartbeat,
+                Operation::ConsumerHeartbeat,
                 Bytes::from(body.to_vec()),
                 0,
             )
             .await?;
-        GroupAssignment::from_bytes(&reply)
+        ConsumerGroupAssignment::from_bytes(&reply)
             .map_err(|error| ClientError::from_body_error("heartbeat reply", error))
     }
 
     /// `member` leaves `group` (`expired`: the coordinator removes a member
     /// whose session ran out). Leaving twice is no error.
-    pub async fn leave_group(
+    pub async fn leave_consumer_group(
         &self,
         group: &str,
         member: u128,
         expired: bool,
     ) -> Result<(), ClientError> {
         check_name("group", group)?;
-        let leave = LeaveGroup {
+        let leave = LeaveConsumerGroup {
             group: group.to_owned(),
             member,
             expired,
         };
         self.replicated(
             METADATA_GROUP,
-            Operation::LeaveGroup,
+            Operation::LeaveConsumerGroup,
             Bytes::from(leave.to_vec()),
         )
         .await?;
@@ -121,36 +122,36 @@ impl Client {
 
     /// Consumer group `group` (every group for `None`): members, generation,
     /// assignment, and each partition's group id, from any node's catalog.
-    pub async fn describe_groups(
+    pub async fn describe_consumer_groups(
         &self,
         group: Option<&str>,
-    ) -> Result<DescribeGroupsReply, ClientError> {
+    ) -> Result<DescribeConsumerGroupsReply, ClientError> {
         if let Some(group) = group {
             check_name("group", group)?;
         }
-        let body = DescribeGroups {
+        let body = DescribeConsumerGroups {
             group: group.unwrap_or_default().to_owned(),
         };
         let reply = self
             .query(
                 QueryTarget::AnyNode,
-                Operation::DescribeGroups,
+                Operation::DescribeConsumerGroups,
                 Bytes::from(body.to_vec()),
                 0,
             )
             .await?;
-        DescribeGroupsReply::from_bytes(&reply)
+        DescribeConsumerGroupsReply::from_bytes(&reply)
             .map_err(|error| ClientError::from_body_error("describe groups reply", error))
     }
 
     /// Stores consumer group `group`'s offset on the partition of group id
     /// `partition_group`, as `fence`'s member in its generation.
-    pub async fn store_group_offset(
+    pub async fn store_consumer_group_offset(
         &self,
         partition_group: u64,
         group: &str,
         offset: u64,
-        fence: GroupFence,
+        fence: ConsumerGroupFence,
     ) -> Result<(), ClientError> {
         let request = StoreCursor {
             consumer: group.to_owned(),
@@ -172,20 +173,20 @@ impl Client {
 
     /// Joins consumer group `group` on `stream/topic` and returns a
     /// consumer of the partitions it is given.
-    pub async fn group_consumer(
+    pub async fn consumer_group_member(
         &self,
         group: &str,
         stream: &str,
         topic: &str,
-        config: GroupConsumerConfig,
-    ) -> Result<GroupConsumer, ClientError> {
-        GroupConsumer::join(self.clone(), group, stream, topic, config).await
+        config: ConsumerGroupMemberConfig,
+    ) -> Result<ConsumerGroupMember, ClientError> {
+        ConsumerGroupMember::join(self.clone(), group, stream, topic, config).await
     }
 }
 
-/// How a [`GroupConsumer`] reads.
+/// How a [`ConsumerGroupMember`] reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupConsumerConfig {
+pub struct ConsumerGroupMemberConfig {
     /// How long the coordinator waits for a heartbeat before it removes the
     /// member and gives its partitions to the others.
     pub session_timeout_ms: u32,
@@ -206,9 +207,9 @@ pub struct GroupConsumerConfig {
     pub auto_commit_interval_ms: u32,
 }
 
-impl Default for GroupConsumerConfig {
-    fn default() -> GroupConsumerConfig {
-        GroupConsumerConfig {
+impl Default for ConsumerGroupMemberConfig {
+    fn default() -> ConsumerGroupMemberConfig {
+        ConsumerGroupMemberConfig {
             session_timeout_ms: 10_000,
             heartbeat_interval_ms: 1_000,
             start_from: StartFrom::Earliest,
@@ -220,9 +221,9 @@ impl Default for GroupConsumerConfig {
     }
 }
 
-/// A change of the partitions a [`GroupConsumer`] reads.
+/// A change of the partitions a [`ConsumerGroupMember`] reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupEvent {
+pub enum ConsumerGroupEvent {
     /// These partitions are now this member's (it reads them from the
     /// group's stored offsets).
     Assigned(Vec<u32>),
@@ -236,9 +237,9 @@ pub enum GroupEvent {
     },
 }
 
-/// Records of one partition from a [`GroupConsumer::poll`].
+/// Records of one partition from a [`ConsumerGroupMember::poll`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupRecords {
+pub struct ConsumerGroupRecords {
     /// The partition.
     pub partition: u32,
     /// Its records, in offset order.
@@ -258,12 +259,12 @@ struct Owned {
 /// A member of a consumer group reading what the group gives it. See the
 /// module docs.
 #[derive(Debug)]
-pub struct GroupConsumer {
+pub struct ConsumerGroupMember {
     client: Client,
     group: String,
     stream: String,
     topic: String,
-    config: GroupConsumerConfig,
+    config: ConsumerGroupMemberConfig,
     member: u128,
     generation: u64,
     owned: BTreeMap<u32, Owned>,
@@ -272,17 +273,17 @@ pub struct GroupConsumer {
     next_commit: Instant,
     /// The partition the next poll starts with (round robin).
     turn: u32,
-    events: VecDeque<GroupEvent>,
+    events: VecDeque<ConsumerGroupEvent>,
 }
 
-impl GroupConsumer {
+impl ConsumerGroupMember {
     async fn join(
         client: Client,
         group: &str,
         stream: &str,
         topic: &str,
-        config: GroupConsumerConfig,
-    ) -> Result<GroupConsumer, ClientError> {
+        config: ConsumerGroupMemberConfig,
+    ) -> Result<ConsumerGroupMember, ClientError> {
         if config.heartbeat_interval_ms == 0
             || config.heartbeat_interval_ms >= config.session_timeout_ms
         {
@@ -300,9 +301,9 @@ impl GroupConsumer {
         }
         let member = new_member_id();
         let assignment = client
-            .join_group(group, stream, topic, member, config.session_timeout_ms)
+            .join_consumer_group(group, stream, topic, member, config.session_timeout_ms)
             .await?;
-        let mut consumer = GroupConsumer {
+        let mut consumer = ConsumerGroupMember {
             client,
             group: group.to_owned(),
             stream: stream.to_owned(),
@@ -341,7 +342,7 @@ impl GroupConsumer {
     }
 
     /// Assignment changes since the last call, oldest first.
-    pub fn take_events(&mut self) -> Vec<GroupEvent> {
+    pub fn take_events(&mut self) -> Vec<ConsumerGroupEvent> {
         self.events.drain(..).collect()
     }
 
@@ -349,7 +350,7 @@ impl GroupConsumer {
     /// heartbeat first when one is due; with `auto_commit`, the offsets of
     /// what the last poll returned are stored first). Waits up to `wait_ms`
     /// when no partition has records; empty when none arrived.
-    pub async fn poll(&mut self) -> Result<Vec<GroupRecords>, ClientError> {
+    pub async fn poll(&mut self) -> Result<Vec<ConsumerGroupRecords>, ClientError> {
         if self.config.auto_commit && Instant::now() >= self.next_commit {
             self.next_commit = Instant::now()
                 + Duration::from_millis(u64::from(self.config.auto_commit_interval_ms));
@@ -373,7 +374,7 @@ impl GroupConsumer {
                 Err(error) => return Err(error),
             };
             if !records.is_empty() {
-                out.push(GroupRecords {
+                out.push(ConsumerGroupRecords {
                     partition: *partition,
                     records,
                 });
@@ -390,7 +391,7 @@ impl GroupConsumer {
             if let Some(partition) = partitions.first() {
                 let records = self.fetch(*partition, wait_ms).await?;
                 if !records.is_empty() {
-                    out.push(GroupRecords {
+                    out.push(ConsumerGroupRecords {
                         partition: *partition,
                         records,
                     });
@@ -406,7 +407,7 @@ impl GroupConsumer {
     /// group was rebalanced (the member took the new assignment: go on
     /// polling); `UnknownMember` when it was removed (it joined again).
     pub async fn commit(&mut self) -> Result<(), ClientError> {
-        let fence = GroupFence {
+        let fence = ConsumerGroupFence {
             member: self.member,
             generation: self.generation,
         };
@@ -419,7 +420,7 @@ impl GroupConsumer {
         for (partition, partition_group, offset) in pending {
             let stored = self
                 .client
-                .store_group_offset(partition_group, &self.group, offset, fence)
+                .store_consumer_group_offset(partition_group, &self.group, offset, fence)
                 .await;
             match stored {
                 Ok(()) => {
@@ -451,7 +452,7 @@ impl GroupConsumer {
             other => other,
         };
         self.client
-            .leave_group(&self.group, self.member, false)
+            .leave_consumer_group(&self.group, self.member, false)
             .await?;
         committed
     }
@@ -480,7 +481,7 @@ impl GroupConsumer {
         self.next_heartbeat = Instant::now() + consumer_interval(&self.config);
         match self
             .client
-            .heartbeat(&self.group, self.member, self.generation)
+            .consumer_heartbeat(&self.group, self.member, self.generation)
             .await
         {
             Ok(assignment) => self.take_assignment(assignment).await,
@@ -496,21 +497,21 @@ impl GroupConsumer {
         // must not wait for its session to run out.
         let _ = self
             .client
-            .leave_group(&self.group, self.member, false)
+            .leave_consumer_group(&self.group, self.member, false)
             .await;
         let revoked = self.partitions();
         self.owned.clear();
         if !revoked.is_empty() {
-            self.events.push_back(GroupEvent::Revoked(revoked));
+            self.events.push_back(ConsumerGroupEvent::Revoked(revoked));
         }
         self.member = new_member_id();
         self.generation = 0;
-        self.events.push_back(GroupEvent::Rejoined {
+        self.events.push_back(ConsumerGroupEvent::Rejoined {
             member: self.member,
         });
         let assignment = self
             .client
-            .join_group(
+            .join_consumer_group(
                 &self.group,
                 &self.stream,
                 &self.topic,
@@ -523,7 +524,10 @@ impl GroupConsumer {
 
     /// Moves to `assignment`'s generation: drops the partitions no longer
     /// this member's, starts the new ones at the group's stored offsets.
-    async fn take_assignment(&mut self, assignment: GroupAssignment) -> Result<(), ClientError> {
+    async fn take_assignment(
+        &mut self,
+        assignment: ConsumerGroupAssignment,
+    ) -> Result<(), ClientError> {
         if assignment.generation == self.generation {
             return Ok(());
         }
@@ -537,7 +541,7 @@ impl GroupConsumer {
             self.owned.remove(partition);
         }
         if !revoked.is_empty() {
-            self.events.push_back(GroupEvent::Revoked(revoked));
+            self.events.push_back(ConsumerGroupEvent::Revoked(revoked));
         }
         self.generation = assignment.generation;
         let info = self.client.known_topic(&self.stream, &self.topic).await?;
@@ -574,7 +578,8 @@ impl GroupConsumer {
             assigned.push(partition);
         }
         if !assigned.is_empty() {
-            self.events.push_back(GroupEvent::Assigned(assigned));
+            self.events
+                .push_back(ConsumerGroupEvent::Assigned(assigned));
         }
         Ok(())
     }
@@ -633,7 +638,7 @@ impl GroupConsumer {
     }
 }
 
-fn consumer_interval(config: &GroupConsumerConfig) -> Duration {
+fn consumer_interval(config: &ConsumerGroupMemberConfig) -> Duration {
     Duration::from_millis(u64::from(config.heartbeat_interval_ms))
 }
 

@@ -1,4 +1,5 @@
-//! `strand group list|describe|reset` and `strand consume --group`.
+//! `strand consumer-group list|describe|reset` (also `strand group`) and
+//! `strand consume --group`.
 //!
 //! `consume --group NAME` joins the group and prints what it is given,
 //! each line prefixed with the partition (`PARTITION<TAB>OFFSET<TAB>VALUE`;
@@ -15,7 +16,10 @@ use super::args::{ConsumeArgs, ResetTarget, Start};
 use super::consume::{record_json_in, record_text};
 use super::errors::CliError;
 use super::table::Table;
-use crate::{Client, ClientError, GroupConsumerConfig, GroupEvent, GroupInfo, StartFrom};
+use crate::{
+    Client, ClientError, ConsumerGroupEvent, ConsumerGroupInfo, ConsumerGroupMemberConfig,
+    StartFrom,
+};
 
 /// Runs `strand consume --group NAME`.
 pub(crate) async fn consume(
@@ -37,17 +41,17 @@ pub(crate) async fn consume(
             ));
         }
     };
-    let config = GroupConsumerConfig {
+    let config = ConsumerGroupMemberConfig {
         session_timeout_ms: args.session_timeout_ms,
         heartbeat_interval_ms: (args.session_timeout_ms / 5).max(100),
         start_from,
         // The offsets after every batch printed: a successor resumes after
         // the last record this member printed.
         auto_commit_interval_ms: 0,
-        ..GroupConsumerConfig::default()
+        ..ConsumerGroupMemberConfig::default()
     };
     let mut consumer = client
-        .group_consumer(group, &args.topic.stream, &args.topic.topic, config)
+        .consumer_group_member(group, &args.topic.stream, &args.topic.topic, config)
         .await
         .map_err(|error| CliError::client(&doing, error))?;
     let mut printed = 0u64;
@@ -107,16 +111,16 @@ fn error_is_passing(error: &ClientError) -> bool {
 }
 
 /// Assignment changes, on stderr.
-fn report_events(events: Vec<GroupEvent>, member: u128) {
+fn report_events(events: Vec<ConsumerGroupEvent>, member: u128) {
     for event in events {
         match event {
-            GroupEvent::Assigned(partitions) => {
+            ConsumerGroupEvent::Assigned(partitions) => {
                 eprintln!("strand: member {member:032x} reads partitions {partitions:?}")
             }
-            GroupEvent::Revoked(partitions) => {
+            ConsumerGroupEvent::Revoked(partitions) => {
                 eprintln!("strand: member {member:032x} no longer reads partitions {partitions:?}")
             }
-            GroupEvent::Rejoined { member } => eprintln!(
+            ConsumerGroupEvent::Rejoined { member } => eprintln!(
                 "strand: the group removed this member (no heartbeat within its session); \
                  joined again as {member:032x}"
             ),
@@ -163,7 +167,7 @@ struct MemberJson {
 }
 
 #[derive(Debug, Serialize)]
-struct GroupJson {
+struct ConsumerGroupJson {
     group: String,
     topic: String,
     generation: u64,
@@ -172,8 +176,8 @@ struct GroupJson {
     partitions: Vec<PartitionJson>,
 }
 
-fn group_json(info: &GroupInfo, partitions: Vec<PartitionJson>) -> GroupJson {
-    GroupJson {
+fn group_json(info: &ConsumerGroupInfo, partitions: Vec<PartitionJson>) -> ConsumerGroupJson {
+    ConsumerGroupJson {
         group: info.group.clone(),
         topic: format!("{}/{}", info.stream, info.topic),
         generation: info.generation,
@@ -190,14 +194,14 @@ fn group_json(info: &GroupInfo, partitions: Vec<PartitionJson>) -> GroupJson {
     }
 }
 
-/// Runs `strand group list`.
+/// Runs `strand consumer-group list`.
 pub(crate) async fn list(client: &Client, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
     let described = client
-        .describe_groups(None)
+        .describe_consumer_groups(None)
         .await
         .map_err(|error| CliError::client("list consumer groups", error))?;
     if json {
-        let groups: Vec<GroupJson> = described
+        let groups: Vec<ConsumerGroupJson> = described
             .groups
             .iter()
             .map(|info| group_json(info, Vec::new()))
@@ -223,19 +227,23 @@ pub(crate) async fn list(client: &Client, json: bool, out: &mut dyn Write) -> Re
 }
 
 /// The one group named `name`, or a clear error.
-async fn one_group(client: &Client, name: &str, doing: &str) -> Result<GroupInfo, CliError> {
+async fn one_group(
+    client: &Client,
+    name: &str,
+    doing: &str,
+) -> Result<ConsumerGroupInfo, CliError> {
     let described = client
-        .describe_groups(Some(name))
+        .describe_consumer_groups(Some(name))
         .await
         .map_err(|error| CliError::client(doing, error))?;
     described.groups.into_iter().next().ok_or_else(|| {
         CliError::Failed(format!(
-            "{doing}: no consumer group {name} (`strand group list` shows the groups)"
+            "{doing}: no consumer group {name} (`strand consumer-group list` shows the groups)"
         ))
     })
 }
 
-/// Runs `strand group describe NAME`.
+/// Runs `strand consumer-group describe NAME`.
 pub(crate) async fn describe(
     client: &Client,
     name: &str,
@@ -300,7 +308,7 @@ pub(crate) async fn describe(
     Ok(())
 }
 
-/// Runs `strand group reset NAME --to ...`.
+/// Runs `strand consumer-group reset NAME --to ...`.
 pub(crate) async fn reset(
     client: &Client,
     name: &str,

@@ -8,8 +8,9 @@
 //!   is consumed (none skipped);
 //! - a member paused past its session timeout is removed; resumed, it learns
 //!   so and joins again; a removed member's offsets are refused;
-//! - `strand group describe` shows each partition's stored offset, end and
-//!   lag; `strand group reset` moves the offsets of an empty group;
+//! - `strand consumer-group describe` shows each partition's stored offset,
+//!   end and lag; `strand group reset` (the alias) moves the offsets of an
+//!   empty group;
 //! - the node coordinating the group (the metadata plane's primary) is
 //!   SIGKILLed: the group keeps its members and assignment, and its stored
 //!   offsets survive.
@@ -24,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use common::{Node, bootstrap, cluster_with_stream_s, wait_until};
 use strand_client::cli::Outcome;
-use strand_client::{Client, ClientError, DescribeGroupsReply, ProducerConfig, TopicSpec};
-use strand_wire::ops::GroupFence;
+use strand_client::{Client, ClientError, DescribeConsumerGroupsReply, ProducerConfig, TopicSpec};
+use strand_wire::ops::ConsumerGroupFence;
 
 /// Set in a member process's environment: the cluster's client addresses.
 const MEMBER_ENV: &str = "STRAND_TEST_GROUP_MEMBER";
@@ -164,8 +165,13 @@ impl Drop for Member {
 }
 
 /// The group as the cluster describes it (None while no node answers).
-fn describe(runtime: &tokio::runtime::Runtime, client: &Client) -> Option<DescribeGroupsReply> {
-    runtime.block_on(client.describe_groups(Some("g"))).ok()
+fn describe(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+) -> Option<DescribeConsumerGroupsReply> {
+    runtime
+        .block_on(client.describe_consumer_groups(Some("g")))
+        .ok()
 }
 
 /// The members' partition counts, ascending (empty without the group).
@@ -292,7 +298,7 @@ fn members_share_the_partitions_and_a_killed_members_move_with_nothing_skipped()
     });
     let run = runtime.block_on(common::strand(
         &cluster,
-        &["--json", "group", "describe", "g"],
+        &["--json", "consumer-group", "describe", "g"],
         b"",
     ));
     assert_eq!(run.outcome, Outcome::Success, "{}", run.stderr);
@@ -327,7 +333,7 @@ fn members_share_the_partitions_and_a_killed_members_move_with_nothing_skipped()
     });
     let run = runtime.block_on(common::strand(
         &cluster,
-        &["--json", "group", "describe", "g"],
+        &["--json", "consumer-group", "describe", "g"],
         b"",
     ));
     let described: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
@@ -351,7 +357,7 @@ fn a_paused_member_is_removed_cannot_store_offsets_and_joins_again() {
     // then cannot store the group's offsets.
     let zombie = 0x5a5a;
     let assignment = runtime
-        .block_on(client.join_group("g", "s", "t", zombie, 1_000))
+        .block_on(client.join_consumer_group("g", "s", "t", zombie, 1_000))
         .expect("join");
     assert_eq!(assignment.partitions.len(), PARTITIONS as usize);
     let partition_group = runtime
@@ -359,12 +365,12 @@ fn a_paused_member_is_removed_cannot_store_offsets_and_joins_again() {
         .expect("topic")
         .partitions[0]
         .group;
-    let fence = GroupFence {
+    let fence = ConsumerGroupFence {
         member: zombie,
         generation: assignment.generation,
     };
     runtime
-        .block_on(client.store_group_offset(partition_group, "g", 0, fence))
+        .block_on(client.store_consumer_group_offset(partition_group, "g", 0, fence))
         .expect("a member stores its group's offset");
     wait_until("the silent member removed", 30, || {
         shares(&runtime, &client).is_empty()
@@ -372,10 +378,11 @@ fn a_paused_member_is_removed_cannot_store_offsets_and_joins_again() {
     // (The partition's node may learn the removal a metadata commit after
     // the node that described it.)
     wait_until("the removed member's store refused", 10, || {
-        let refused = runtime.block_on(client.store_group_offset(partition_group, "g", 0, fence));
+        let refused =
+            runtime.block_on(client.store_consumer_group_offset(partition_group, "g", 0, fence));
         matches!(refused, Err(ClientError::StaleGeneration { .. }))
     });
-    let heartbeat = runtime.block_on(client.heartbeat("g", zombie, assignment.generation));
+    let heartbeat = runtime.block_on(client.consumer_heartbeat("g", zombie, assignment.generation));
     assert!(
         matches!(heartbeat, Err(ClientError::UnknownMember { .. })),
         "{heartbeat:?}"
