@@ -36,7 +36,7 @@ use strand_wire::ops::{
 };
 use strand_wire::{
     Body, ConfirmPolicy, Durability, Message, Msg, Operation, RecordBatch, RequestHeader,
-    ResultCode,
+    ResultCode, Route,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use zerocopy::IntoBytes;
@@ -923,51 +923,36 @@ impl Actor {
         let header = *request.header();
         let operation = header.operation();
         match operation {
-            Operation::Produce => self.on_produce(request),
-            Operation::CreateStream
-            | Operation::ReassignPartition
-            | Operation::EpochStarted
-            | Operation::DropReplica
-            | Operation::DeleteTopic
-            | Operation::DeleteStream
-            | Operation::AlterTopic
-            | Operation::AddPartitions
-            | Operation::JoinConsumerGroup
-            | Operation::LeaveConsumerGroup
-            | Operation::CreateUser
-            | Operation::DeleteUser
-            | Operation::GrantPermission
-            | Operation::RevokePermission
-            | Operation::CreateToken
-            | Operation::RevokeToken
-            | Operation::SetQuota => self.submit(request, 0),
-            Operation::RevokeCertificate => self.submit(request, 0),
-            Operation::ConsumerHeartbeat => self.on_heartbeat(&request),
-            Operation::CreateTopic => match self.with_topic_defaults(&request) {
-                Ok(request) => self.submit(request, 0),
-                Err(error) => self.refuse(&header, ResultCode::InvalidRequest, error.to_string()),
-            },
-            Operation::Fetch => self.on_fetch(&request),
-            Operation::StoreCursor => self.on_store_cursor(&request),
-            Operation::DeleteCursor => self.on_delete_cursor(&request),
-            Operation::GetCursor => self.on_get_cursor(&request),
-            Operation::OffsetForTime => self.on_offset_for_time(&request),
-            Operation::Reconfigure => self.refuse(
+            Operation::Produce => return self.on_produce(request),
+            Operation::CreateTopic => {
+                return match self.with_topic_defaults(&request) {
+                    Ok(request) => self.submit(request, 0),
+                    Err(error) => {
+                        self.refuse(&header, ResultCode::InvalidRequest, error.to_string())
+                    }
+                };
+            }
+            Operation::ConsumerHeartbeat => return self.on_heartbeat(&request),
+            Operation::Fetch => return self.on_fetch(&request),
+            Operation::StoreCursor => return self.on_store_cursor(&request),
+            Operation::DeleteCursor => return self.on_delete_cursor(&request),
+            Operation::GetCursor => return self.on_get_cursor(&request),
+            Operation::OffsetForTime => return self.on_offset_for_time(&request),
+            _ => {}
+        }
+        // Every other operation is handled by its route alone: a metadata
+        // op is prepared as it came; the rest never reach a group's actor.
+        match operation.info().route {
+            Route::MetadataReplicated => self.submit(request, 0),
+            Route::Internal => self.refuse(
                 &header,
                 ResultCode::InvalidRequest,
-                "reconfigure is a group's own operation, not a request".to_owned(),
+                format!("{operation:?} is a group's own operation, not a request"),
             ),
-            Operation::ClusterStatus
-            | Operation::Attention
-            | Operation::AcceptLoss
-            | Operation::DescribeConsumerGroups
-            | Operation::ListUsers
-            | Operation::ListQuotas
-            | Operation::Authenticate
-            | Operation::Metadata => self.refuse(
+            route => self.refuse(
                 &header,
                 ResultCode::InvalidRequest,
-                format!("{operation:?} goes to group 0"),
+                format!("{operation:?} ({route:?}) is not answered by a group's actor"),
             ),
         }
     }

@@ -22,7 +22,7 @@ impl<D: Disk> GroupHost<D> {
     /// a primary prepares it, a backup answers where the primary is.
     pub fn submit(&mut self, request: ClientRequest) {
         debug_assert!(
-            request.request.header().operation().is_replicated(),
+            request.request.header().operation().info().replicated,
             "only replicated operations are submitted"
         );
         self.replica.on_request(request, &mut self.effects);
