@@ -57,6 +57,7 @@ pub mod starts;
 pub mod state;
 pub mod state_machine;
 pub mod timeout;
+mod timers;
 pub mod view_change;
 
 pub use config::{Config, Timeouts};

@@ -269,7 +269,7 @@ impl<S: StateMachine> Replica<S> {
         );
         self.flush_writes(effects);
         self.broadcast(Message::Prepare(prepare), effects);
-        if !self.prepare_timeout.ticking() {
+        if !self.timers.prepare.ticking() {
             self.start_prepare_timeout();
         }
         assert!(self.journal.head() - self.commit <= PIPELINE_PREPARES_MAX);
@@ -540,14 +540,14 @@ impl<S: StateMachine> Replica<S> {
             self.maybe_reconfigure(effects);
         }
         if self.commit == self.journal.head() {
-            self.prepare_timeout.stop();
-            self.progress_timeout.stop();
+            self.timers.prepare.stop();
+            self.timers.progress.stop();
             self.resume_serving();
         } else if self.commit > commit_before {
-            self.progress_timeout.start();
+            self.timers.progress.start();
             self.resume_serving();
-        } else if !self.progress_timeout.ticking() && !self.abdicated {
-            self.progress_timeout.start();
+        } else if !self.timers.progress.ticking() && !self.abdicated {
+            self.timers.progress.start();
         }
     }
 
@@ -722,7 +722,7 @@ impl<S: StateMachine> Replica<S> {
     /// stops, and it gets everything from there at the next timeout.
     pub(crate) fn retransmit_prepares(&mut self, effects: &mut Effects) {
         if !self.is_serving_primary() {
-            self.prepare_timeout.stop();
+            self.timers.prepare.stop();
             return;
         }
         for to in self.others().collect::<Vec<_>>() {
@@ -742,7 +742,7 @@ impl<S: StateMachine> Replica<S> {
     /// Starts the prepare timeout for a pipeline that had none: the acks as
     /// they stand are the marks each backup's progress is measured from.
     fn start_prepare_timeout(&mut self) {
-        self.prepare_timeout.start();
+        self.timers.prepare.start();
         self.acks_at_retransmit = self.acks;
     }
 
@@ -772,10 +772,10 @@ impl<S: StateMachine> Replica<S> {
     /// Backup: the primary is alive; withdraw any vote to leave the view.
     pub(crate) fn heard_from_primary(&mut self) {
         self.start_patience = 0;
-        if self.primary_timeout.ticking() {
-            self.primary_timeout.reset();
+        if self.timers.primary.ticking() {
+            self.timers.primary.reset();
         } else {
-            self.primary_timeout.start_jittered(&mut self.prng);
+            self.timers.primary.start_jittered(&mut self.prng);
         }
         self.withdraw_vote();
     }
@@ -786,7 +786,7 @@ impl<S: StateMachine> Replica<S> {
         if self.suspecting {
             self.suspecting = false;
             self.svc_votes &= !(1 << self.config.replica);
-            self.view_change_retransmit.stop();
+            self.timers.view_change_retransmit.stop();
         }
     }
 
@@ -795,27 +795,27 @@ impl<S: StateMachine> Replica<S> {
         self.end_quiet();
         self.status = Status::Normal;
         self.log_view = self.view;
-        self.view_change_timeout.stop();
-        self.view_change_retransmit.stop();
-        self.probe_timeout.stop();
-        self.warning_timeout.stop();
+        self.timers.view_change.stop();
+        self.timers.view_change_retransmit.stop();
+        self.timers.probe.stop();
+        self.timers.warning.stop();
         self.view_change = Default::default();
-        self.repair_timeout.start();
+        self.timers.repair.start();
         self.acks = [0; strand_wire::REPLICAS_MAX as usize];
         self.acked = 0;
         self.acked_repairing = false;
         self.svc_votes = 0;
         self.suspecting = false;
         self.abdicated = false;
-        self.progress_timeout.stop();
+        self.timers.progress.stop();
         effects.event(Event::Normal {
             view: self.view,
             primary: self.is_primary(),
         });
         self.epoch_started(self.view.epoch, effects);
         if self.is_primary() {
-            self.primary_timeout.stop();
-            self.heartbeat_timeout.start();
+            self.timers.primary.stop();
+            self.timers.heartbeat.start();
             self.commit_max = self.commit_max.max(self.commit);
             self.try_commit(effects);
             if self.journal.head() > self.commit {
@@ -824,9 +824,9 @@ impl<S: StateMachine> Replica<S> {
             self.send_heartbeat(effects);
             self.maybe_reconfigure(effects);
         } else {
-            self.heartbeat_timeout.stop();
-            self.prepare_timeout.stop();
-            self.primary_timeout.start_jittered(&mut self.prng);
+            self.timers.heartbeat.stop();
+            self.timers.prepare.stop();
+            self.timers.primary.start_jittered(&mut self.prng);
             self.commit_stored(effects);
             self.send_ack(true, effects);
             self.schedule_repair();

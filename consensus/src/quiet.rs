@@ -101,18 +101,18 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         self.quiet = false;
-        self.repair_timeout.start();
+        self.timers.repair.start();
         // Paused while quiet, it resumes where it stopped (see `quiesce`).
-        if !self.commit_persist_timeout.ticking() {
-            self.commit_persist_timeout.start();
+        if !self.timers.commit_persist.ticking() {
+            self.timers.commit_persist.start();
         }
         if self.is_primary() {
-            self.heartbeat_timeout.start();
+            self.timers.heartbeat.start();
             if heartbeat_now {
                 self.send_heartbeat(effects);
             }
         } else {
-            self.primary_timeout.start_jittered(&mut self.prng);
+            self.timers.primary.start_jittered(&mut self.prng);
         }
     }
 
@@ -284,11 +284,11 @@ impl<S: StateMachine> Replica<S> {
             "only a Normal replica quiesces"
         );
         self.quiet = true;
-        self.heartbeat_timeout.stop();
-        self.primary_timeout.stop();
-        self.progress_timeout.stop();
-        self.prepare_timeout.stop();
-        self.repair_timeout.stop();
+        self.timers.heartbeat.stop();
+        self.timers.primary.stop();
+        self.timers.progress.stop();
+        self.timers.prepare.stop();
+        self.timers.repair.stop();
         self.repair_due = false;
     }
 

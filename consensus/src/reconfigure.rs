@@ -93,7 +93,7 @@ impl<S: StateMachine> Replica<S> {
         self.adoption = None;
         self.view_change = Default::default();
         self.suspecting = false;
-        for timeout in self.timeouts() {
+        for timeout in self.timers.all_mut() {
             timeout.stop();
         }
         effects.event(Event::Retired { epoch });

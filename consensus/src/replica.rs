@@ -25,7 +25,7 @@ use crate::journal::{Journal, SlotState};
 use crate::merge::{Canonical, DvcSummary};
 use crate::state::{DurableState, HistoryStart, Recovered};
 use crate::state_machine::StateMachine;
-use crate::timeout::Timeout;
+use crate::timers::Timers;
 
 /// Primary timeouts a backup lets pass after it starts, before it votes to
 /// leave the view, while its primary's node lives but the primary has not
@@ -276,16 +276,7 @@ pub struct Replica<S> {
     /// once it heard the primary): see [`START_PATIENCE_TIMEOUTS`].
     pub(crate) start_patience: u32,
 
-    pub(crate) heartbeat_timeout: Timeout,
-    pub(crate) primary_timeout: Timeout,
-    pub(crate) progress_timeout: Timeout,
-    pub(crate) prepare_timeout: Timeout,
-    pub(crate) view_change_timeout: Timeout,
-    pub(crate) view_change_retransmit: Timeout,
-    pub(crate) probe_timeout: Timeout,
-    pub(crate) repair_timeout: Timeout,
-    pub(crate) warning_timeout: Timeout,
-    pub(crate) commit_persist_timeout: Timeout,
+    pub(crate) timers: Timers,
 
     /// `mutations` only: the trusted-quorum gate.
     pub(crate) trusted_gate: bool,
@@ -473,19 +464,7 @@ impl<S: StateMachine> Replica<S> {
             backup_commits: [0; REPLICAS_MAX as usize],
             suspected: 0,
             start_patience: START_PATIENCE_TIMEOUTS,
-            heartbeat_timeout: Timeout::new("heartbeat", timeouts.heartbeat_ticks),
-            primary_timeout: Timeout::new("primary", timeouts.primary_ticks),
-            progress_timeout: Timeout::new("progress", timeouts.primary_ticks * 4),
-            prepare_timeout: Timeout::new("prepare", timeouts.prepare_retransmit_ticks),
-            view_change_timeout: Timeout::new("view_change", timeouts.view_change_ticks),
-            view_change_retransmit: Timeout::new(
-                "view_change_retransmit",
-                timeouts.view_change_retransmit_ticks,
-            ),
-            probe_timeout: Timeout::new("start_view_probe", timeouts.start_view_probe_ticks),
-            repair_timeout: Timeout::new("repair", timeouts.repair_ticks),
-            warning_timeout: Timeout::new("warning", timeouts.warning_ticks),
-            commit_persist_timeout: Timeout::new("commit_persist", timeouts.commit_persist_ticks),
+            timers: Timers::new(&timeouts),
             trusted_gate: true,
             #[cfg(feature = "mutations")]
             old_quorum_gate: true,
@@ -579,7 +558,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Starts the replica's timers and first messages.
     pub fn start(&mut self, effects: &mut Effects) {
-        self.commit_persist_timeout.start();
+        self.timers.commit_persist.start();
         if !self.trusted {
             effects.event(Event::UntrustedLog { untrusted: true });
         }
@@ -748,12 +727,52 @@ impl<S: StateMachine> Replica<S> {
         &self.acks
     }
 
-    /// Checks what the replica keeps counted against what it counts (a full
-    /// pass over the journal's window): the simulator calls it after every
-    /// turn, so a count that drifts fails a seed rather than hiding a gap or
-    /// a body to repair.
+    /// Checks the replica's own invariants (views in order, commit below
+    /// the highest heard of, persists in sequence) and each sub-state's (a
+    /// full pass over the journal's window, the timers): the simulator calls
+    /// it after every turn, and the group host after every input in debug
+    /// builds, so a count that drifts fails a seed or a test rather than
+    /// hiding a gap or a body to repair.
     pub fn assert_invariants(&self) {
         self.journal.assert_invariants();
+        self.timers.assert_invariants();
+        assert!(
+            self.log_view <= self.view,
+            "log view {} past view {}",
+            self.log_view,
+            self.view
+        );
+        assert!(
+            self.view_persisted <= self.view,
+            "persisted view {} past view {}",
+            self.view_persisted,
+            self.view
+        );
+        assert!(
+            self.commit <= self.commit_max,
+            "commit {} past the highest heard of, {}",
+            self.commit,
+            self.commit_max
+        );
+        assert!(self.log_start >= 1, "the log starts at op 1 or later");
+        assert!(
+            self.persist_completed <= self.persist_requested,
+            "persist {} completed before it was asked for ({})",
+            self.persist_completed,
+            self.persist_requested
+        );
+        let mut sequence = self.persist_completed;
+        for (in_flight, ..) in &self.persists_in_flight {
+            assert!(
+                *in_flight > sequence && *in_flight <= self.persist_requested,
+                "persists in flight out of order: {in_flight} after {sequence}"
+            );
+            sequence = *in_flight;
+        }
+        assert!(
+            self.svc_votes >> REPLICAS_MAX == 0,
+            "a view change vote from a slot past the last"
+        );
     }
 
     /// Why the view change waits and for whom (a bitset), if it does.
@@ -835,11 +854,11 @@ impl<S: StateMachine> Replica<S> {
         }
         // Quiet ends with Normal status, whichever way it was left.
         self.quiet = false;
-        for timeout in self.timeouts() {
+        for timeout in self.timers.all_mut() {
             timeout.tick();
         }
-        if self.heartbeat_timeout.fired() {
-            self.heartbeat_timeout.start();
+        if self.timers.heartbeat.fired() {
+            self.timers.heartbeat.start();
             if self.may_quiesce_primary() {
                 self.send_heartbeat_flagged(CommitFlags::QUIESCE, effects);
                 self.quiesce();
@@ -847,45 +866,45 @@ impl<S: StateMachine> Replica<S> {
             }
             self.send_heartbeat(effects);
         }
-        if self.primary_timeout.fired() {
+        if self.timers.primary.fired() {
             if self.waits_for_primary_to_start() {
                 self.start_patience -= 1;
-                self.primary_timeout.start_jittered(&mut self.prng);
+                self.timers.primary.start_jittered(&mut self.prng);
             } else {
-                self.primary_timeout.stop();
+                self.timers.primary.stop();
                 self.vote_leave_view(crate::effects::LeaveReason::PrimarySilent, effects);
             }
         }
-        if self.progress_timeout.fired() {
-            self.progress_timeout.stop();
+        if self.timers.progress.fired() {
+            self.timers.progress.stop();
             if self.is_serving_primary() && self.journal.head() > self.commit {
                 // Stalled: stop heartbeating and vote to leave the view too.
                 self.abdicated = true;
                 self.vote_leave_view(crate::effects::LeaveReason::Stalled, effects);
             }
         }
-        if self.prepare_timeout.fired() {
-            self.prepare_timeout.start();
+        if self.timers.prepare.fired() {
+            self.timers.prepare.start();
             self.retransmit_prepares(effects);
         }
         self.tick_handover(effects);
-        if self.view_change_timeout.fired() {
+        if self.timers.view_change.fired() {
             self.on_view_change_timeout(effects);
         }
-        if self.view_change_retransmit.fired() {
-            self.view_change_retransmit.start();
+        if self.timers.view_change_retransmit.fired() {
+            self.timers.view_change_retransmit.start();
             self.retransmit_view_change(effects);
         }
-        if self.probe_timeout.fired() {
+        if self.timers.probe.fired() {
             self.on_probe_timeout(effects);
         }
-        if self.repair_timeout.fired() || self.repair_due {
-            self.repair_timeout.start();
+        if self.timers.repair.fired() || self.repair_due {
+            self.timers.repair.start();
             self.repair_due = false;
             self.repair(effects);
         }
-        if self.commit_persist_timeout.fired() {
-            self.commit_persist_timeout.start();
+        if self.timers.commit_persist.fired() {
+            self.timers.commit_persist.start();
             if self.commit > self.commit_persisted && self.status == Status::Normal {
                 self.durable.commit = self.commit;
                 self.request_persist(effects);
@@ -906,7 +925,8 @@ impl<S: StateMachine> Replica<S> {
         if self.quiet || self.repair_due || self.handover.is_some() {
             return Some(1);
         }
-        self.timeouts_ref()
+        self.timers
+            .all()
             .iter()
             .filter_map(|timeout| timeout.ticks_left())
             .min()
@@ -924,7 +944,7 @@ impl<S: StateMachine> Replica<S> {
             self.ticks_until_due().is_none_or(|due| ticks < due),
             "skipping {ticks} ticks past one that is due"
         );
-        for timeout in self.timeouts() {
+        for timeout in self.timers.all_mut() {
             timeout.skip(ticks);
         }
     }
@@ -1175,38 +1195,6 @@ impl<S: StateMachine> Replica<S> {
             self.view,
             self.config.replica,
         )
-    }
-
-    /// Every timeout the replica runs.
-    pub(crate) fn timeouts(&mut self) -> [&mut Timeout; 10] {
-        [
-            &mut self.heartbeat_timeout,
-            &mut self.primary_timeout,
-            &mut self.progress_timeout,
-            &mut self.prepare_timeout,
-            &mut self.view_change_timeout,
-            &mut self.view_change_retransmit,
-            &mut self.probe_timeout,
-            &mut self.repair_timeout,
-            &mut self.warning_timeout,
-            &mut self.commit_persist_timeout,
-        ]
-    }
-
-    /// Every timeout, to read (the same list as [`Replica::timeouts`]).
-    fn timeouts_ref(&self) -> [&Timeout; 10] {
-        [
-            &self.heartbeat_timeout,
-            &self.primary_timeout,
-            &self.progress_timeout,
-            &self.prepare_timeout,
-            &self.view_change_timeout,
-            &self.view_change_retransmit,
-            &self.probe_timeout,
-            &self.repair_timeout,
-            &self.warning_timeout,
-            &self.commit_persist_timeout,
-        ]
     }
 
     /// Sends `message` to replica `to`: a peer, or a replica of an older

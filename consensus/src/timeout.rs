@@ -105,6 +105,21 @@ impl Timeout {
             .then(|| self.deadline_ticks.saturating_sub(self.ticks))
     }
 
+    /// A stopped timeout has counted nothing and backed off nothing; a
+    /// deadline is never shorter than the timeout's length.
+    pub fn assert_invariants(&self) {
+        assert!(
+            self.ticking || (self.ticks == 0 && self.attempts == 0),
+            "stopped timeout {} still counts",
+            self.name
+        );
+        assert!(
+            self.deadline_ticks >= self.after_ticks,
+            "timeout {} due before its length",
+            self.name
+        );
+    }
+
     /// Advances `ticks` ticks at once, none of which it may fire on (the
     /// driver skipped them because nothing was due).
     pub fn skip(&mut self, ticks: u64) {

@@ -53,17 +53,17 @@ impl<S: StateMachine> Replica<S> {
         self.handover = None;
         self.start_patience = 0;
         self.acks = [0; strand_wire::REPLICAS_MAX as usize];
-        self.heartbeat_timeout.stop();
-        self.primary_timeout.stop();
-        self.progress_timeout.stop();
-        self.prepare_timeout.stop();
-        self.probe_timeout.stop();
-        if self.view_change_timeout.ticking() {
-            self.view_change_timeout.backoff(&mut self.prng);
+        self.timers.heartbeat.stop();
+        self.timers.primary.stop();
+        self.timers.progress.stop();
+        self.timers.prepare.stop();
+        self.timers.probe.stop();
+        if self.timers.view_change.ticking() {
+            self.timers.view_change.backoff(&mut self.prng);
         } else {
-            self.view_change_timeout.start_jittered(&mut self.prng);
+            self.timers.view_change.start_jittered(&mut self.prng);
         }
-        self.view_change_retransmit.start();
+        self.timers.view_change_retransmit.start();
         self.durable.view = new_view;
         self.request_persist(effects);
         effects.event(Event::ViewChangeStarted { view: new_view });
@@ -85,8 +85,8 @@ impl<S: StateMachine> Replica<S> {
             Message::StartViewChange(Msg::new(svc, Bytes::new())),
             effects,
         );
-        if !self.view_change_retransmit.ticking() {
-            self.view_change_retransmit.start();
+        if !self.timers.view_change_retransmit.ticking() {
+            self.timers.view_change_retransmit.start();
         }
         self.check_svc_quorum(effects);
     }
@@ -180,10 +180,10 @@ impl<S: StateMachine> Replica<S> {
             Status::ViewChange | Status::AwaitingStateTransfer
         ) || self.adoption.is_some()
         {
-            self.view_change_timeout.backoff(&mut self.prng);
+            self.timers.view_change.backoff(&mut self.prng);
             self.vote_leave_view(LeaveReason::ViewChangeStuck, effects);
         } else {
-            self.view_change_timeout.stop();
+            self.timers.view_change.stop();
         }
     }
 
@@ -202,7 +202,7 @@ impl<S: StateMachine> Replica<S> {
             Status::ViewChange | Status::AwaitingStateTransfer
         ) {
             if !self.suspecting {
-                self.view_change_retransmit.stop();
+                self.timers.view_change_retransmit.stop();
             }
             return;
         }
@@ -456,9 +456,9 @@ impl<S: StateMachine> Replica<S> {
             Decision::Wait { reason, awaited } => {
                 self.view_change.waiting = Some((reason, awaited));
                 if self.is_primary()
-                    && (!self.warning_timeout.ticking() || self.warning_timeout.fired())
+                    && (!self.timers.warning.ticking() || self.timers.warning.fired())
                 {
-                    self.warning_timeout.start();
+                    self.timers.warning.start();
                     effects.event(Event::ViewChangeWaiting {
                         view: self.view,
                         reason,
@@ -606,13 +606,13 @@ impl<S: StateMachine> Replica<S> {
             self.durable.view = view;
         }
         self.status = Status::ViewChange;
-        self.heartbeat_timeout.stop();
-        self.primary_timeout.stop();
-        self.prepare_timeout.stop();
-        self.probe_timeout.stop();
+        self.timers.heartbeat.stop();
+        self.timers.primary.stop();
+        self.timers.prepare.stop();
+        self.timers.probe.stop();
         self.view_change = Default::default();
-        if !self.view_change_timeout.ticking() {
-            self.view_change_timeout.start_jittered(&mut self.prng);
+        if !self.timers.view_change.ticking() {
+            self.timers.view_change.start_jittered(&mut self.prng);
         }
         let op = header.op.get();
         self.begin_adoption(
@@ -1111,7 +1111,7 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn start_probing(&mut self, effects: &mut Effects) {
         self.status = Status::Recovering;
         self.probes = 0;
-        self.probe_timeout.start_jittered(&mut self.prng);
+        self.timers.probe.start_jittered(&mut self.prng);
         self.broadcast_probe(effects);
     }
 
@@ -1128,17 +1128,17 @@ impl<S: StateMachine> Replica<S> {
     /// No answer to the probe: ask again, and after enough tries elect.
     pub(crate) fn on_probe_timeout(&mut self, effects: &mut Effects) {
         if self.status != Status::Recovering {
-            self.probe_timeout.stop();
+            self.timers.probe.stop();
             self.join_unanswered_higher_view(effects);
             return;
         }
         self.probes += 1;
         if self.probes >= self.config.timeouts.start_view_probes_max {
-            self.probe_timeout.start_jittered(&mut self.prng);
+            self.timers.probe.start_jittered(&mut self.prng);
             self.broadcast_probe(effects);
             self.vote_leave_view(LeaveReason::Unanswered, effects);
         } else {
-            self.probe_timeout.start_jittered(&mut self.prng);
+            self.timers.probe.start_jittered(&mut self.prng);
             self.broadcast_probe(effects);
         }
     }
@@ -1163,10 +1163,10 @@ impl<S: StateMachine> Replica<S> {
     /// Asks replica `to` (the primary of a view this replica has not
     /// adopted) for its StartView, at most once per probe period.
     pub(crate) fn request_start_view(&mut self, to: u8, effects: &mut Effects) {
-        if self.status == Status::Recovering || self.probe_timeout.ticking() {
+        if self.status == Status::Recovering || self.timers.probe.ticking() {
             return;
         }
-        self.probe_timeout.start();
+        self.timers.probe.start();
         if !self.is_peer(to) {
             return;
         }

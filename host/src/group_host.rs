@@ -307,6 +307,9 @@ impl<D: Disk> GroupHost<D> {
         loop {
             self.poll_storage(out);
             if self.effects.is_empty() {
+                if cfg!(debug_assertions) {
+                    self.replica.assert_invariants();
+                }
                 return;
             }
             // One buffer for the host's life: no allocation per turn.

@@ -355,6 +355,10 @@ impl Cluster {
             self.execute_one(index, effect, &mut more);
             queue.extend(more.as_slice().iter().cloned());
         }
+        // After every input and the effects it led to, as the host checks.
+        if let Some(replica) = self.replicas[usize::from(index)].as_ref() {
+            replica.assert_invariants();
+        }
     }
 
     fn execute_one(&mut self, index: u8, effect: Effect, more: &mut Effects) {
