@@ -17,6 +17,10 @@
 //! | [`effects`] | effects and events the driver executes |
 //! | [`journal`] | the in-memory window of the log's headers and bodies, with its gaps and bodiless slots counted |
 //! | [`replica`] | the `Replica` state and input dispatch |
+//! | `open` | the replica built from what storage recovered, as named steps |
+//! | `observe` | read-only accessors and the replica's invariants, checked after every input |
+//! | `storage` | the persistence order: persists, writes handed to storage, cuts of the log's tail |
+//! | `timers` | every timeout of a replica, one sub-state with its invariants |
 //! | [`normal`] | request → prepare → ack → commit, heartbeats |
 //! | [`view_change`] | timeouts, StartViewChange, DoViewChange, StartView, installing a view |
 //! | [`handover`] | a primary gives its role back to the group's preferred primary |
@@ -49,6 +53,8 @@ pub mod handover;
 pub mod journal;
 pub mod merge;
 pub mod normal;
+mod observe;
+mod open;
 pub mod quiet;
 pub mod reconfigure;
 pub mod repair;
@@ -56,6 +62,7 @@ pub mod replica;
 pub mod starts;
 pub mod state;
 pub mod state_machine;
+mod storage;
 pub mod timeout;
 mod timers;
 pub mod view_change;

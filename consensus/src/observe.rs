@@ -1,0 +1,246 @@
+//! What the replica shows of itself: read-only accessors for its owner
+//! (status reports, routing, the simulator's checkers) and the check of its
+//! invariants.
+
+use strand_wire::{PrepareHeader, REPLICAS_MAX, ViewId};
+
+use crate::client_table::ClientTable;
+use crate::config::Config;
+use crate::effects::WaitReason;
+use crate::epoch::{Membership, Memberships, SlotSet};
+use crate::replica::{Replica, Status};
+use crate::state::DurableState;
+use crate::state_machine::StateMachine;
+
+impl<S: StateMachine> Replica<S> {
+    /// The highest commit number this replica has heard of (from a primary's
+    /// prepare or commit, or a view it adopted): once `commit()` reaches it
+    /// in normal status, the replica has applied what its primary told it.
+    pub fn commit_max(&self) -> u64 {
+        self.commit_max
+    }
+
+    /// The replica's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The membership of the current view's epoch.
+    pub fn view_membership(&self) -> &Membership {
+        &self.view_membership
+    }
+
+    /// The replicas a state transfer may come from: this view's peers and,
+    /// until the view's epoch has started here, the previous epoch's members.
+    /// While a group moves to new replicas, the old ones may be the only
+    /// ones holding the log (the new ones may all await a transfer).
+    pub fn transfer_sources(&self) -> SlotSet {
+        self.peer_slots(self.view.epoch)
+    }
+
+    /// Every membership this replica knows.
+    pub fn memberships(&self) -> &Memberships {
+        &self.memberships
+    }
+
+    /// The highest assignment epoch this replica knows to have started (a
+    /// view of it became normal, or the op that moved to it committed).
+    pub fn started_epoch(&self) -> u32 {
+        self.started_epoch
+    }
+
+    /// The current view.
+    pub fn view(&self) -> ViewId {
+        self.view
+    }
+
+    /// The view the log was last settled in.
+    pub fn log_view(&self) -> ViewId {
+        self.log_view
+    }
+
+    /// The replica's status.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// The log's head op.
+    pub fn op(&self) -> u64 {
+        self.journal.head()
+    }
+
+    /// One past the last record offset of the log's head op: the records
+    /// the log holds, committed or not. A primary in a new view holds every
+    /// record its predecessor committed, but its commit may trail this until
+    /// a backup acks the view.
+    pub fn log_offset_end(&self) -> u64 {
+        let head = self.journal.head();
+        self.journal
+            .header(head)
+            .map_or(0, PrepareHeader::offset_end)
+    }
+
+    /// Ops up to here are applied.
+    pub fn commit(&self) -> u64 {
+        self.commit
+    }
+
+    /// Whether the log is trusted.
+    pub fn trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// The primary of the current view.
+    pub fn primary_index(&self) -> u8 {
+        self.view_membership.primary_of(self.view.view)
+    }
+
+    /// The primary of `view`, under the membership of its epoch (which the
+    /// caller made sure is known: a frame's epoch is checked on arrival).
+    pub(crate) fn primary_of(&self, view: ViewId) -> u8 {
+        self.memberships
+            .get(view.epoch)
+            .unwrap_or_else(|| panic!("no membership for view {view}"))
+            .primary_of(view.view)
+    }
+
+    /// Moves the replica to `view` (whose epoch's membership is known).
+    pub(crate) fn set_view(&mut self, view: ViewId) {
+        assert!(view >= self.view, "view {view} below {}", self.view);
+        self.view_membership = *self
+            .memberships
+            .get(view.epoch)
+            .unwrap_or_else(|| panic!("no membership for view {view}"));
+        if view != self.view {
+            // What an earlier view's primary had says nothing of this
+            // view's log (its uncommitted ops may be gone).
+            self.primary_op = 0;
+        }
+        self.view = view;
+    }
+
+    /// Whether this replica is the primary of its view (in any status).
+    pub fn is_primary(&self) -> bool {
+        self.primary_index() == self.config.replica
+    }
+
+    /// Whether this replica serves as primary right now.
+    pub fn is_serving_primary(&self) -> bool {
+        self.status == Status::Normal && self.is_primary()
+    }
+
+    /// The journal's header of `op`, if in memory.
+    pub fn header(&self, op: u64) -> Option<&PrepareHeader> {
+        self.journal.header(op)
+    }
+
+    /// The state machine.
+    pub fn machine(&self) -> &S {
+        &self.machine
+    }
+
+    /// The state machine, for the driver to restore application state at
+    /// open (replaying the committed log up to [`Replica::commit`]) before
+    /// the replica handles any input.
+    pub fn machine_mut(&mut self) -> &mut S {
+        &mut self.machine
+    }
+
+    /// The cursor event log's length.
+    pub fn cursor_tail(&self) -> u64 {
+        self.cursors.tail
+    }
+
+    /// The client table: a state transfer carries it to the receiver.
+    pub fn client_table(&self) -> &ClientTable {
+        &self.client_table
+    }
+
+    /// The durable state as last asked to be persisted.
+    pub fn durable_state(&self) -> &DurableState {
+        &self.durable
+    }
+
+    /// The highest op each replica acked in this view (primary only; index
+    /// by slot; slots that are no member read 0).
+    pub fn acks(&self) -> &[u64; REPLICAS_MAX as usize] {
+        &self.acks
+    }
+
+    /// Checks the replica's own invariants (views in order, commit below
+    /// the highest heard of, persists in sequence) and each sub-state's (a
+    /// full pass over the journal's window, the timers): the simulator calls
+    /// it after every turn, and the group host after every input in debug
+    /// builds, so a count that drifts fails a seed or a test rather than
+    /// hiding a gap or a body to repair.
+    pub fn assert_invariants(&self) {
+        self.journal.assert_invariants();
+        self.timers.assert_invariants();
+        assert!(
+            self.log_view <= self.view,
+            "log view {} past view {}",
+            self.log_view,
+            self.view
+        );
+        assert!(
+            self.view_persisted <= self.view,
+            "persisted view {} past view {}",
+            self.view_persisted,
+            self.view
+        );
+        assert!(
+            self.commit <= self.commit_max,
+            "commit {} past the highest heard of, {}",
+            self.commit,
+            self.commit_max
+        );
+        assert!(self.log_start >= 1, "the log starts at op 1 or later");
+        assert!(
+            self.persist_completed <= self.persist_requested,
+            "persist {} completed before it was asked for ({})",
+            self.persist_completed,
+            self.persist_requested
+        );
+        let mut sequence = self.persist_completed;
+        for (in_flight, ..) in &self.persists_in_flight {
+            assert!(
+                *in_flight > sequence && *in_flight <= self.persist_requested,
+                "persists in flight out of order: {in_flight} after {sequence}"
+            );
+            sequence = *in_flight;
+        }
+        assert!(
+            self.svc_votes >> REPLICAS_MAX == 0,
+            "a view change vote from a slot past the last"
+        );
+    }
+
+    /// Why the view change waits and for whom (a bitset), if it does.
+    pub fn attention(&self) -> Option<(WaitReason, u32)> {
+        if self.status == Status::Retired {
+            return None;
+        }
+        if self.status == Status::AwaitingStateTransfer {
+            return Some((WaitReason::AwaitingStateTransfer, 0));
+        }
+        if self.status != Status::ViewChange {
+            return None;
+        }
+        self.view_change.waiting
+    }
+
+    /// `mutations` only: switches the trusted-quorum gate of the view change
+    /// off, to show that the simulator's checkers catch the loss it prevents.
+    #[cfg(feature = "mutations")]
+    pub fn disable_trusted_gate(&mut self) {
+        self.trusted_gate = false;
+    }
+
+    /// `mutations` only: a view change into a new epoch hears only the new
+    /// membership's quorum, to show that the simulator's checkers catch the
+    /// loss the old membership's half of the joint quorum prevents.
+    #[cfg(feature = "mutations")]
+    pub fn disable_old_quorum(&mut self) {
+        self.old_quorum_gate = false;
+    }
+}
