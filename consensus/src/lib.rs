@@ -22,7 +22,8 @@
 //! | `storage` | the persistence order: persists, writes handed to storage, cuts of the log's tail |
 //! | `timers` | every timeout of a replica, one sub-state with its invariants |
 //! | [`normal`] | request → prepare → ack → commit, heartbeats |
-//! | [`view_change`] | timeouts, StartViewChange, DoViewChange, StartView, installing a view |
+//! | [`view_change`] | timeouts, StartViewChange, DoViewChange, the candidate's merge, StartView sent and probed |
+//! | `adoption` | a view's log adopted: a backup's StartView, verification below the view's headers, cuts, the persist after which it serves |
 //! | [`handover`] | a primary gives its role back to the group's preferred primary |
 //! | [`quiet`] | quiescence: an idle group stops its timers and heartbeats; node-level liveness wakes it |
 //! | [`reconfigure`] | new memberships, the log's epoch, the in-place `Reconfigure` op |
@@ -43,6 +44,7 @@
 //! - Ops at or below the commit number are never truncated; a contradiction
 //!   with them quarantines the partition instead.
 
+mod adoption;
 pub mod client_table;
 pub mod config;
 pub mod confirm;

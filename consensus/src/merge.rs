@@ -458,11 +458,74 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
     let all = u32::from(params.members.bits());
     assert_eq!(reported & !all, 0, "DoViewChanges come from members only");
     let not_reported = all & !reported;
+    let wait = |reason| Decision::Wait {
+        reason,
+        awaited: not_reported,
+    };
     let counts = |dvc: &DvcSummary| !params.trusted_gate || dvc.trusted();
-    let trusted = slots_where(dvcs, counts);
-
     let history_start = latest_start(dvcs);
     let everyone_reported = not_reported == 0 || params.accept_loss;
+    let candidates = match candidates_of(dvcs, &params, everyone_reported) {
+        Ok(candidates) => candidates,
+        Err(reason) => return wait(reason),
+    };
+    let following = match on_latest_history(
+        dvcs,
+        candidates,
+        history_start,
+        everyone_reported,
+        params.accept_loss,
+    ) {
+        Ok(following) => following,
+        Err(reason) => return wait(reason),
+    };
+    let source = choose_source(&following);
+    let commit = dvcs
+        .iter()
+        .map(|dvc| dvc.commit)
+        .max()
+        .unwrap_or(0)
+        .min(source.op);
+    let keep_floor = commit.max(history_start.map_or(0, |start| start.op));
+    let walked = walk_suffix(
+        dvcs,
+        source,
+        commit,
+        keep_floor,
+        &params,
+        &counts,
+        not_reported == 0,
+    );
+    let (headers, op) = match walked {
+        Ok(walked) => walked,
+        Err(reason) => return wait(reason),
+    };
+    if history_start.is_some_and(|start| op < start.op) && !params.accept_loss {
+        return wait(WaitReason::BelowHistoryStart);
+    }
+    assert!(op <= source.op, "the canonical log ends within its source");
+    Decision::Ready(Canonical {
+        source: source.replica,
+        log_view: source.log_view,
+        op,
+        commit: commit.min(op),
+        headers,
+        history_start,
+        dropped: source.op - op,
+        cursor_tail: source.cursor_tail,
+    })
+}
+
+/// The logs the view may start from: the usable trusted ones once R
+/// trusted logs reported (every log counts as trusted with the gate off),
+/// any usable one once everyone reported; otherwise the merge waits.
+fn candidates_of<'a>(
+    dvcs: &'a [DvcSummary],
+    params: &MergeParams,
+    everyone_reported: bool,
+) -> Result<Vec<&'a DvcSummary>, WaitReason> {
+    let counts = |dvc: &DvcSummary| !params.trusted_gate || dvc.trusted();
+    let trusted = slots_where(dvcs, counts);
     let candidates: Vec<&DvcSummary> = if params.met_by(trusted, slots_where(dvcs, |_| true)) {
         dvcs.iter()
             .filter(|dvc| counts(dvc) && dvc.usable())
@@ -470,23 +533,28 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
     } else if everyone_reported {
         dvcs.iter().filter(|dvc| dvc.usable()).collect()
     } else {
-        return Decision::Wait {
-            reason: WaitReason::FewerTrustedThanQuorum,
-            awaited: not_reported,
-        };
+        return Err(WaitReason::FewerTrustedThanQuorum);
     };
     if candidates.is_empty() {
-        return Decision::Wait {
-            reason: WaitReason::AwaitingStateTransfer,
-            awaited: not_reported,
-        };
+        return Err(WaitReason::AwaitingStateTransfer);
     }
-    // Only a log on the latest start's history can start the view: one
-    // settled in an older view may leave it at or below the start (an old
-    // primary's unconfirmed suffix) where the start's own logs hold ops
-    // confirmed before it. A quorum whose every log left that history is
-    // waited past as one of fewer than R trusted logs is: once everyone
-    // reported, any usable log on the history (trusted or not) is chosen.
+    Ok(candidates)
+}
+
+/// The candidates on the latest start's history, narrowed to those that
+/// reach the start if any does. Only a log on that history can start the
+/// view: one settled in an older view may leave it at or below the start
+/// (an old primary's unconfirmed suffix) where the start's own logs hold ops
+/// confirmed before it. A quorum whose every log left that history is
+/// waited past as one of fewer than R trusted logs is: once everyone
+/// reported, any usable log on the history (trusted or not) is chosen.
+fn on_latest_history<'a>(
+    dvcs: &'a [DvcSummary],
+    candidates: Vec<&'a DvcSummary>,
+    history_start: Option<HistoryStart>,
+    everyone_reported: bool,
+    accept_loss: bool,
+) -> Result<Vec<&'a DvcSummary>, WaitReason> {
     let follows =
         |dvc: &DvcSummary| history_start.is_none_or(|start| on_history_of(start, dvc, dvcs));
     let mut following: Vec<&DvcSummary> = candidates
@@ -501,11 +569,8 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
             .collect();
     }
     if following.is_empty() {
-        if !params.accept_loss {
-            return Decision::Wait {
-                reason: WaitReason::BelowHistoryStart,
-                awaited: not_reported,
-            };
+        if !accept_loss {
+            return Err(WaitReason::BelowHistoryStart);
         }
         following = candidates;
     }
@@ -525,7 +590,14 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
     if following.iter().any(|dvc| reaching(dvc)) {
         following.retain(|dvc| reaching(dvc));
     }
-    let source = following
+    assert!(!following.is_empty(), "a log to choose from");
+    Ok(following)
+}
+
+/// The log the view starts from: the latest settled view, then the
+/// longest log, then the longest cursor log, then the lowest slot.
+fn choose_source<'a>(following: &[&'a DvcSummary]) -> &'a DvcSummary {
+    following
         .iter()
         .copied()
         .max_by(|a, b| {
@@ -542,52 +614,7 @@ pub fn decide(dvcs: &[DvcSummary], params: MergeParams) -> Decision {
                     core::cmp::Reverse(b.replica),
                 ))
         })
-        .expect("a log to choose from");
-
-    let commit = dvcs
-        .iter()
-        .map(|dvc| dvc.commit)
-        .max()
-        .unwrap_or(0)
-        .min(source.op);
-    let keep_floor = commit.max(history_start.map_or(0, |start| start.op));
-
-    let (headers, op) = match walk_suffix(
-        dvcs,
-        source,
-        commit,
-        keep_floor,
-        &params,
-        &counts,
-        not_reported == 0,
-    ) {
-        Ok(walked) => walked,
-        Err(reason) => {
-            return Decision::Wait {
-                reason,
-                awaited: not_reported,
-            };
-        }
-    };
-    let dropped = source.op - op;
-    if let Some(start) = history_start {
-        if op < start.op && !params.accept_loss {
-            return Decision::Wait {
-                reason: WaitReason::BelowHistoryStart,
-                awaited: not_reported,
-            };
-        }
-    }
-    Decision::Ready(Canonical {
-        source: source.replica,
-        log_view: source.log_view,
-        op,
-        commit: commit.min(op),
-        headers,
-        history_start,
-        dropped,
-        cursor_tail: source.cursor_tail,
-    })
+        .expect("a log to choose from")
 }
 
 #[cfg(test)]
