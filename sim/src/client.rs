@@ -185,6 +185,35 @@ impl Client {
         Msg::new(header, Bytes::from(cursor.to_vec()))
     }
 
+    /// A produce answered `Ok`: its pending batch is done, and the ack the
+    /// durability checker holds the group to.
+    fn on_produced(&mut self, reply: &Msg<ReplyHeader>, now: u64) -> Option<Ack> {
+        let header = reply.header();
+        let request = header.request.get();
+        let body = ProduceReply::from_bytes(reply.body()).ok()?;
+        let position = self
+            .pending
+            .iter()
+            .position(|pending| pending.request == request)?;
+        let pending = self.pending.remove(position).expect("position exists");
+        assert_eq!(
+            pending.records, body.record_count,
+            "reply for another batch"
+        );
+        self.offset_end = self
+            .offset_end
+            .max(body.offset_base + u64::from(body.record_count));
+        self.timeouts = 0;
+        self.last_send_tick = now;
+        Some(Ack {
+            client: self.id,
+            request,
+            op: header.op.get(),
+            offset_base: body.offset_base,
+            record_count: body.record_count,
+        })
+    }
+
     /// Handles a reply; returns the acked produce, if this reply acks one,
     /// and whether everything pending must be resent now.
     pub fn on_reply(&mut self, reply: &Msg<ReplyHeader>, now: u64) -> (Option<Ack>, bool) {
@@ -194,36 +223,7 @@ impl Client {
         }
         let request = header.request.get();
         match header.result() {
-            ResultCode::Ok => {
-                let Ok(body) = ProduceReply::from_bytes(reply.body()) else {
-                    return (None, false);
-                };
-                let Some(position) = self
-                    .pending
-                    .iter()
-                    .position(|pending| pending.request == request)
-                else {
-                    return (None, false);
-                };
-                let pending = self.pending.remove(position).expect("position exists");
-                assert_eq!(
-                    pending.records, body.record_count,
-                    "reply for another batch"
-                );
-                self.offset_end = self
-                    .offset_end
-                    .max(body.offset_base + u64::from(body.record_count));
-                self.timeouts = 0;
-                self.last_send_tick = now;
-                let ack = Ack {
-                    client: self.id,
-                    request,
-                    op: header.op.get(),
-                    offset_base: body.offset_base,
-                    record_count: body.record_count,
-                };
-                (Some(ack), false)
-            }
+            ResultCode::Ok => (self.on_produced(reply, now), false),
             ResultCode::NotPrimary => {
                 if let Ok(ErrorBody::NotPrimary {
                     primary_replica, ..

@@ -4,8 +4,8 @@
 
 use std::ops::Range;
 use std::process::ExitCode;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
@@ -266,46 +266,20 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let next = Arc::new(AtomicU64::new(seeds.start));
-    let failures = Arc::new(Mutex::new(Vec::new()));
-    let totals = Arc::new(Mutex::new(Stats::default()));
-    let ticks = Arc::new(AtomicU64::new(0));
-    let quiet_ticks_max = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
+    let batch = Batch::default();
+    batch.next.store(seeds.start, Ordering::Relaxed);
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
-            let (next, failures, ticks) = (next.clone(), failures.clone(), ticks.clone());
-            let (totals, quiet_ticks_max) = (totals.clone(), quiet_ticks_max.clone());
-            let seeds = seeds.clone();
-            scope.spawn(move || {
-                loop {
-                    let seed = next.fetch_add(1, Ordering::Relaxed);
-                    if seed >= seeds.end {
-                        break;
-                    }
-                    let (outcome, _) = run_seed(seed, overrides, 0);
-                    ticks.fetch_add(outcome.ticks, Ordering::Relaxed);
-                    quiet_ticks_max.fetch_max(outcome.stats.quiet_ticks, Ordering::Relaxed);
-                    totals
-                        .lock()
-                        .expect("no thread panics holding it")
-                        .add(&outcome.stats);
-                    if outcome.violation.is_some() {
-                        println!("{}", summary(&outcome));
-                        failures
-                            .lock()
-                            .expect("no thread panics holding it")
-                            .push(seed);
-                    }
-                }
-            });
+            let (batch, seeds) = (&batch, seeds.clone());
+            scope.spawn(move || batch.run(overrides, seeds.end));
         }
     });
     let elapsed = started.elapsed().as_secs_f64();
-    let mut failures = failures.lock().expect("threads joined").clone();
+    let mut failures = batch.failures.lock().expect("threads joined").clone();
     failures.sort_unstable();
     let total = seeds.end - seeds.start;
-    let ticks = ticks.load(Ordering::Relaxed);
+    let ticks = batch.ticks.load(Ordering::Relaxed);
     println!(
         "seeds {}..{}: {} run, {} failed, {:.1} s, {:.0} seeds/s, {:.0} simulated ticks/s",
         seeds.start,
@@ -317,25 +291,7 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
         ticks as f64 / elapsed
     );
     if args.reassign {
-        let totals = totals.lock().expect("threads joined");
-        println!(
-            "quiescence: {} of {total} runs ended with the idle, healed group not quiet (counted; STRAND_SIM_QUIET_STRICT=1 fails them)",
-            totals.not_quiet
-        );
-    }
-    if args.reassign {
-        let totals = totals.lock().expect("threads joined");
-        println!(
-            "reassignments: {} in place, {} by view change; {} epochs started; {} joins, {} state transfers, {} retirements, {} drops; longest quiet phase {} ticks",
-            totals.reassignments_in_place,
-            totals.reassignments_view_change,
-            totals.epochs_started,
-            totals.joins,
-            totals.transfers,
-            totals.retirements,
-            totals.drops,
-            quiet_ticks_max.load(Ordering::Relaxed),
-        );
+        batch.print_reassignments(total);
     }
     if failures.is_empty() {
         return ExitCode::SUCCESS;
@@ -345,6 +301,64 @@ fn run_batch(args: &Args, overrides: &Overrides, seeds: Range<u64>) -> ExitCode 
         println!("replay: {}", replay_command(args, *seed));
     }
     ExitCode::FAILURE
+}
+
+/// What the threads of a batch share: the next seed, the failing seeds and
+/// the totals.
+#[derive(Default)]
+struct Batch {
+    next: AtomicU64,
+    failures: Mutex<Vec<u64>>,
+    totals: Mutex<Stats>,
+    ticks: AtomicU64,
+    quiet_ticks_max: AtomicU64,
+}
+
+impl Batch {
+    /// Runs seeds until none below `end` is left, adding up what they did.
+    fn run(&self, overrides: &Overrides, end: u64) {
+        loop {
+            let seed = self.next.fetch_add(1, Ordering::Relaxed);
+            if seed >= end {
+                break;
+            }
+            let (outcome, _) = run_seed(seed, overrides, 0);
+            self.ticks.fetch_add(outcome.ticks, Ordering::Relaxed);
+            self.quiet_ticks_max
+                .fetch_max(outcome.stats.quiet_ticks, Ordering::Relaxed);
+            self.totals
+                .lock()
+                .expect("no thread panics holding it")
+                .add(&outcome.stats);
+            if outcome.violation.is_some() {
+                println!("{}", summary(&outcome));
+                self.failures
+                    .lock()
+                    .expect("no thread panics holding it")
+                    .push(seed);
+            }
+        }
+    }
+
+    /// The reassignment runs' totals: groups left not quiet, and the changes.
+    fn print_reassignments(&self, total: u64) {
+        let totals = self.totals.lock().expect("threads joined");
+        println!(
+            "quiescence: {} of {total} runs ended with the idle, healed group not quiet (counted; STRAND_SIM_QUIET_STRICT=1 fails them)",
+            totals.not_quiet
+        );
+        println!(
+            "reassignments: {} in place, {} by view change; {} epochs started; {} joins, {} state transfers, {} retirements, {} drops; longest quiet phase {} ticks",
+            totals.reassignments_in_place,
+            totals.reassignments_view_change,
+            totals.epochs_started,
+            totals.joins,
+            totals.transfers,
+            totals.retirements,
+            totals.drops,
+            self.quiet_ticks_max.load(Ordering::Relaxed),
+        );
+    }
 }
 
 /// Trace lines a single run keeps (`STRAND_SIM_TRACE_LINES`, default 400).

@@ -169,21 +169,7 @@ impl Options {
     /// Draws every option from `seed`, then applies the overrides.
     pub fn from_seed(seed: u64, overrides: &Overrides) -> Options {
         let mut prng = Prng::new(seed ^ 0x5eed_5eed_5eed_5eed);
-        let replica_count = overrides.replica_count.unwrap_or(match prng.below(10) {
-            0 => 1,
-            1..=6 => 3,
-            _ => 5,
-        });
-        let confirm = match prng.below(6) {
-            0..=2 => ConfirmPolicy::MajorityDurable,
-            3 => ConfirmPolicy::LocalDurable,
-            _ => ConfirmPolicy::Count(1 + prng.below(u64::from(replica_count) + 1) as u8),
-        };
-        let durability = overrides.durability.unwrap_or(if prng.chance(1, 2) {
-            Durability::Persisted
-        } else {
-            Durability::Replicated
-        });
+        let (replica_count, confirm, durability) = draw_group(&mut prng, overrides);
         let latency_min_ticks = between(&mut prng, 0, 2);
         let fsync_min_ticks = between(&mut prng, 0, 3);
         let down_min_ticks = between(&mut prng, 1, 50);
@@ -236,15 +222,21 @@ impl Options {
         if overrides.reassign {
             options.draw_reassignment(&mut prng);
         }
-        // From its own stream: every other option is drawn as before it
-        // existed, and a seed hands over alike with and without reassignment.
-        let mut handover = Prng::new(seed ^ 0x4a4d_0ff0_4a4d_0ff0);
-        options.handover_ppm = [0, 0, 3_000, 30_000][handover.below(4) as usize];
-        let mut retention = Prng::new(seed ^ 0x7e7a_1e57_7e7a_1e57);
-        options.retention_bytes = [0, 0, 4 << 10, 12 << 10][retention.below(4) as usize];
-        let mut io_faults = Prng::new(seed ^ 0x10fa_0175_10fa_0175);
-        options.io_fault_ppm = [0, 300, 1_500, 5_000][io_faults.below(4) as usize];
+        options.draw_own_streams();
         options
+    }
+
+    /// The options drawn each from a stream of its own, so that every other
+    /// option is drawn as before they existed (and a seed hands over alike
+    /// with and without reassignment): handovers, retention, I/O faults.
+    fn draw_own_streams(&mut self) {
+        let seed = self.seed;
+        let mut handover = Prng::new(seed ^ 0x4a4d_0ff0_4a4d_0ff0);
+        self.handover_ppm = [0, 0, 3_000, 30_000][handover.below(4) as usize];
+        let mut retention = Prng::new(seed ^ 0x7e7a_1e57_7e7a_1e57);
+        self.retention_bytes = [0, 0, 4 << 10, 12 << 10][retention.below(4) as usize];
+        let mut io_faults = Prng::new(seed ^ 0x10fa_0175_10fa_0175);
+        self.io_fault_ppm = [0, 300, 1_500, 5_000][io_faults.below(4) as usize];
     }
 
     /// Draws the reassignment options, after every other draw (so a seed
@@ -261,4 +253,25 @@ impl Options {
     pub fn reassigns(&self) -> bool {
         self.reassign_ppm > 0
     }
+}
+
+/// The group's shape, the first draws of a seed: its replica count, confirm
+/// policy and durability (each unless fixed by `overrides`).
+fn draw_group(prng: &mut Prng, overrides: &Overrides) -> (u8, ConfirmPolicy, Durability) {
+    let replica_count = overrides.replica_count.unwrap_or(match prng.below(10) {
+        0 => 1,
+        1..=6 => 3,
+        _ => 5,
+    });
+    let confirm = match prng.below(6) {
+        0..=2 => ConfirmPolicy::MajorityDurable,
+        3 => ConfirmPolicy::LocalDurable,
+        _ => ConfirmPolicy::Count(1 + prng.below(u64::from(replica_count) + 1) as u8),
+    };
+    let durability = overrides.durability.unwrap_or(if prng.chance(1, 2) {
+        Durability::Persisted
+    } else {
+        Durability::Replicated
+    });
+    (replica_count, confirm, durability)
 }

@@ -29,7 +29,7 @@ use strand_consensus::{ClientRequest, Event, WaitReason};
 use strand_host::group_host::{GroupHost, Output};
 use strand_prng::Prng;
 use strand_wire::ops::{DeleteCursor, StoreCursor};
-use strand_wire::{Body, CommandHeader, Message, Msg, Operation, ReplyHeader};
+use strand_wire::{Body, CommandHeader, Message, Msg, Operation, PrepareHeader, ReplyHeader};
 
 use crate::catalog::{Catalog, SLOT_POOL};
 use crate::checkers::{
@@ -696,60 +696,73 @@ impl World {
         Ok(())
     }
 
+    /// A frame the host at `replica` sends, under checkers 4 and 8, onto
+    /// the network.
+    fn on_send(&mut self, replica: u8, to: u8, message: Message) -> Result<(), Violation> {
+        let index = usize::from(replica);
+        let live = self.hosts[index].as_ref().expect("live").inspect_replica();
+        self.trust.send(replica, live, message.command())?;
+        let speaker = Speaker {
+            slot: replica,
+            joined: self.disks[index].joined_epoch,
+            retired: self.disks[index].retired_epoch.is_some()
+                || live.status() == strand_consensus::Status::Retired,
+            view: live.view(),
+            serving_primary: live.is_serving_primary(),
+        };
+        self.fence.send(speaker, &message, &self.catalog)?;
+        self.trace.record(
+            self.now,
+            u16::from(replica),
+            "send",
+            &[
+                u64::from(to),
+                message.command() as u64,
+                u64::from(message.prefix().checksum.get()),
+            ],
+        );
+        self.post(u16::from(replica), u16::from(to), message);
+        Ok(())
+    }
+
+    /// A reply the host at `endpoint` sends to its client (a producer, or
+    /// the same client's cursor half).
+    fn on_reply_out(&mut self, endpoint: u16, reply: Msg<ReplyHeader>) {
+        let client = reply.header().client.get();
+        let cursor_client = client ^ (1 << 100);
+        let target = self
+            .clients
+            .iter()
+            .position(|candidate| candidate.id == client || candidate.id == cursor_client);
+        if let Some(target) = target {
+            self.post(endpoint, CLIENT_BASE + target as u16, Message::Reply(reply));
+        }
+    }
+
+    /// An op the host at `replica` committed, under checkers 1 and 2.
+    fn on_committed(&mut self, replica: u8, header: &PrepareHeader) -> Result<(), Violation> {
+        self.trace.record(
+            self.now,
+            u16::from(replica),
+            "commit",
+            &[header.op.get(), u64::from(header.checksum())],
+        );
+        // An acked op replaced is the loss checker 2 exists for: check it
+        // before the history (checker 1) reports the same event.
+        let committed = crate::checkers::CommittedOp::of(header);
+        self.acked.committed(header.op.get(), &committed)?;
+        self.history.commit(replica, header)?;
+        self.catalog.note_committed(header.membership_epoch.get());
+        Ok(())
+    }
+
     /// Carries out one output of the host at `replica`, under the checkers.
     fn on_output(&mut self, replica: u8, output: Output) -> Result<(), Violation> {
-        let index = usize::from(replica);
         let endpoint = u16::from(replica);
         match output {
-            Output::Send { to, message } => {
-                let live = self.hosts[index].as_ref().expect("live").inspect_replica();
-                self.trust.send(replica, live, message.command())?;
-                let speaker = Speaker {
-                    slot: replica,
-                    joined: self.disks[index].joined_epoch,
-                    retired: self.disks[index].retired_epoch.is_some()
-                        || live.status() == strand_consensus::Status::Retired,
-                    view: live.view(),
-                    serving_primary: live.is_serving_primary(),
-                };
-                self.fence.send(speaker, &message, &self.catalog)?;
-                self.trace.record(
-                    self.now,
-                    endpoint,
-                    "send",
-                    &[
-                        u64::from(to),
-                        message.command() as u64,
-                        u64::from(message.prefix().checksum.get()),
-                    ],
-                );
-                self.post(endpoint, u16::from(to), message);
-            }
-            Output::Reply(reply) => {
-                let client = reply.header().client.get();
-                let cursor_client = client ^ (1 << 100);
-                let target = self
-                    .clients
-                    .iter()
-                    .position(|candidate| candidate.id == client || candidate.id == cursor_client);
-                if let Some(target) = target {
-                    self.post(endpoint, CLIENT_BASE + target as u16, Message::Reply(reply));
-                }
-            }
-            Output::Committed { header } => {
-                self.trace.record(
-                    self.now,
-                    endpoint,
-                    "commit",
-                    &[header.op.get(), u64::from(header.checksum())],
-                );
-                // An acked op replaced is the loss checker 2 exists for: check
-                // it before the history (checker 1) reports the same event.
-                let committed = crate::checkers::CommittedOp::of(&header);
-                self.acked.committed(header.op.get(), &committed)?;
-                self.history.commit(replica, &header)?;
-                self.catalog.note_committed(header.membership_epoch.get());
-            }
+            Output::Send { to, message } => self.on_send(replica, to, message)?,
+            Output::Reply(reply) => self.on_reply_out(endpoint, reply),
+            Output::Committed { header } => self.on_committed(replica, &header)?,
             Output::WriteStage { op, durable } => {
                 let stage = if durable { "durable" } else { "write" };
                 self.trace.record(self.now, endpoint, stage, &[op]);

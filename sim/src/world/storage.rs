@@ -293,7 +293,7 @@ impl World {
     /// the clean mark written) or a crash of its disk.
     pub(super) fn stop(&mut self, replica: u8, clean: bool) {
         let index = usize::from(replica);
-        let Some(mut host) = self.hosts[index].take() else {
+        let Some(host) = self.hosts[index].take() else {
             return;
         };
         // Only a trusted replica may mark its log cleanly shut down: an
@@ -323,38 +323,10 @@ impl World {
         let op_before = host.inspect_partition().expect("open").op();
         // The world lets go of its handle: the host hands the disk back.
         self.disks[index].device = None;
-        let disk = if clean && failed {
-            host.abandon().map(Device::into_disk).map(|mut disk| {
-                disk.restore_power();
-                disk.crash(CrashMode::ProcessCrash);
-                disk
-            })
-        } else if clean {
-            match host.close() {
-                // A power loss armed and not yet struck is called off: the
-                // shutdown completed.
-                Ok(closed) => closed.disk.map(Device::into_disk).map(|mut disk| {
-                    disk.restore_power();
-                    disk
-                }),
-                Err(error) => panic!("replica {replica} could not close its partition: {error}"),
-            }
-        } else {
-            host.abandon().map(Device::into_disk).map(|mut disk| {
-                self.interrupt_turn(&mut disk);
-                disk.crash(CrashMode::Random);
-                disk
-            })
-        };
+        let disk = self.close_host(replica, host, clean, failed);
         let clean = clean && !failed;
         if !clean && self.options.durability == Durability::Replicated {
-            let recovered = disk.as_ref().and_then(|disk| probe(disk, &self.options));
-            let lost = recovered
-                .is_none_or(|(_, recovery)| recovery.op < op_before || !recovery.faulty.is_empty());
-            if lost {
-                let previous = self.damaged.get(&replica).copied().unwrap_or(0);
-                self.damaged.insert(replica, op_before.max(previous));
-            }
+            self.note_loss_at_stop(replica, disk.as_ref(), op_before);
         }
         self.disks[index].stored = disk;
         self.network.forget(u16::from(replica));
@@ -370,6 +342,58 @@ impl World {
             if clean { "shutdown" } else { "crash" },
             &[],
         );
+    }
+
+    /// Closes the host of the stopping replica as its process ends: a clean
+    /// shutdown closes it (a power loss armed and not yet struck is called
+    /// off: the shutdown completed), one whose storage failed is left as a
+    /// process crash leaves it, a crash maybe inside a WAL turn. The disk
+    /// as the next process finds it.
+    fn close_host(
+        &mut self,
+        replica: u8,
+        mut host: GroupHost<Device>,
+        clean: bool,
+        failed: bool,
+    ) -> Option<MemoryDisk> {
+        assert!(
+            self.disks[usize::from(replica)].device.is_none(),
+            "the world let go of the disk first"
+        );
+        if clean && failed {
+            return host.abandon().map(Device::into_disk).map(|mut disk| {
+                disk.restore_power();
+                disk.crash(CrashMode::ProcessCrash);
+                disk
+            });
+        }
+        if clean {
+            return match host.close() {
+                Ok(closed) => closed.disk.map(Device::into_disk).map(|mut disk| {
+                    disk.restore_power();
+                    disk
+                }),
+                Err(error) => panic!("replica {replica} could not close its partition: {error}"),
+            };
+        }
+        host.abandon().map(Device::into_disk).map(|mut disk| {
+            self.interrupt_turn(&mut disk);
+            disk.crash(CrashMode::Random);
+            disk
+        })
+    }
+
+    /// After an unclean stop under `replicated`: the replica counts as
+    /// damaged up to the op it held if a restart would find less, or
+    /// damaged entries.
+    fn note_loss_at_stop(&mut self, replica: u8, disk: Option<&MemoryDisk>, op_before: u64) {
+        let recovered = disk.and_then(|disk| probe(disk, &self.options));
+        let lost = recovered
+            .is_none_or(|(_, recovery)| recovery.op < op_before || !recovery.faulty.is_empty());
+        if lost {
+            let previous = self.damaged.get(&replica).copied().unwrap_or(0);
+            self.damaged.insert(replica, op_before.max(previous));
+        }
     }
 
     /// A replica that crashes with WAL requests queued may die while its
