@@ -157,6 +157,60 @@ struct Walk {
     ignore_durable_mark: bool,
 }
 
+/// Walks every segment found, in order; creates the first (empty) segment
+/// at the superblock's head when none holds anything.
+fn walk_segments<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    walk: &mut Walk,
+    founds: &[Found],
+    superblock: &mut Superblock,
+) -> Result<Vec<Segment>, PartitionError> {
+    let mut segments = Vec::with_capacity(founds.len().max(1));
+    for (index, found) in founds.iter().enumerate() {
+        let is_last = index + 1 == founds.len();
+        let next = founds.get(index + 1);
+        segments.push(walk_segment(io, walk, found, is_last, next, superblock)?);
+    }
+    if segments.is_empty() {
+        let path = segment_path(dir, superblock.head_offset);
+        io.disk
+            .write_at(&path, 0, &[])
+            .map_err(|error| PartitionError::io(&path, "create a segment", &error))?;
+        segments.push(Segment::empty(superblock.head_offset, superblock.head_op));
+    }
+    assert!(!segments.is_empty(), "a log has a segment");
+    Ok(segments)
+}
+
+/// Ops the superblock's checkpoint or the durable mark vouch for that the
+/// log (ending at `op`) lacks: lost (a tail the disk dropped without a
+/// trace), never "never had": each counts as damaged.
+fn mark_lost_tail<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    superblock: &Superblock,
+    op: u64,
+    walk: &mut Walk,
+) {
+    let marked = if walk.ignore_durable_mark {
+        0
+    } else {
+        crate::durable_mark::read(&mut io.disk, dir).map_or(0, |slot| slot.op)
+    };
+    if marked > op.max(superblock.op_checkpoint) {
+        tracing::error!(
+            op,
+            marked,
+            "partition: the log ends below its durable mark; the missing ops may have been acknowledged and are repaired from peers"
+        );
+        walk.findings.lost_tail_from = Some(op + 1);
+    }
+    for missing in op + 1..=superblock.op_checkpoint.max(marked) {
+        walk.faulty.insert(missing);
+    }
+}
+
 /// Opens the record log of the partition at `dir` described by `superblock`
 /// (rewritten, durably, when a damaged tail must be marked before its cut).
 pub(crate) fn recover_log<D: Disk>(
@@ -194,41 +248,9 @@ pub(crate) fn recover_log<D: Disk>(
         walk.findings.unsynced_dropped_from = drop_unsynced_tail(io, dir, superblock, &mut founds)?;
         remove_empty_trailing(io, dir, &mut founds)?;
     }
-    let mut segments = Vec::with_capacity(founds.len().max(1));
-    for (index, found) in founds.iter().enumerate() {
-        let is_last = index + 1 == founds.len();
-        let next = founds.get(index + 1);
-        segments.push(walk_segment(
-            io, &mut walk, found, is_last, next, superblock,
-        )?);
-    }
-    if segments.is_empty() {
-        let path = segment_path(dir, superblock.head_offset);
-        io.disk
-            .write_at(&path, 0, &[])
-            .map_err(|error| PartitionError::io(&path, "create a segment", &error))?;
-        segments.push(Segment::empty(superblock.head_offset, superblock.head_op));
-    }
+    let mut segments = walk_segments(io, dir, &mut walk, &founds, superblock)?;
     let op = segments.last().expect("never empty").last_op();
-    // Ops the superblock's checkpoint or the durable mark vouch for that
-    // the log lacks: lost (a tail the disk dropped without a trace), never
-    // "never had".
-    let marked = if walk.ignore_durable_mark {
-        0
-    } else {
-        crate::durable_mark::read(&mut io.disk, dir).map_or(0, |slot| slot.op)
-    };
-    if marked > op.max(superblock.op_checkpoint) {
-        tracing::error!(
-            op,
-            marked,
-            "partition: the log ends below its durable mark; the missing ops may have been acknowledged and are repaired from peers"
-        );
-        walk.findings.lost_tail_from = Some(op + 1);
-    }
-    for missing in op + 1..=superblock.op_checkpoint.max(marked) {
-        walk.faulty.insert(missing);
-    }
+    mark_lost_tail(io, dir, superblock, op, &mut walk);
     for segment in &mut segments {
         check_index(io, dir, config, segment, &mut walk.findings)?;
     }
@@ -466,6 +488,50 @@ fn walk_entry(
     Ok(())
 }
 
+/// The entries of the damaged ops `first_op..until`, each marked damaged
+/// and faulty. A damaged entry whose header is readable keeps its own
+/// records' range (a truncation right after it needs it); an unreadable one
+/// spans up to the next readable one's records, or the run's end.
+fn push_damaged_entries(
+    walk: &mut Walk,
+    segment: &mut Segment,
+    (first_op, until): (u64, u64),
+    start: u64,
+    offset_end: u64,
+    readable: &[ScannedEntry],
+) {
+    assert!(first_op < until, "a damaged run holds an op");
+    let mut records_at = walk.expected_offset;
+    for op in first_op..until {
+        let known = readable.iter().find(|entry| entry.header.op.get() == op);
+        let mut meta = match known {
+            Some(entry) => {
+                walk.window.push(entry.header);
+                EntryMeta::of(&entry.header, entry.position, records_at)
+            }
+            None => {
+                let records_end = readable
+                    .iter()
+                    .find(|entry| entry.header.op.get() > op && carries_records(&entry.header))
+                    .map_or(offset_end, |entry| record_offset_base(&entry.header));
+                EntryMeta {
+                    position: start,
+                    frame_len: 0,
+                    checksum: 0,
+                    offset_base: records_at,
+                    offset_end: records_end.max(records_at),
+                    timestamp_ns: 0,
+                    damaged: true,
+                }
+            }
+        };
+        meta.damaged = true;
+        records_at = meta.offset_end;
+        segment.entries.push(meta);
+        walk.faulty.insert(op);
+    }
+}
+
 /// A damaged run: ops `expected_op..until` lived in bytes `start..end`, their
 /// records ending at `offset_end`.
 fn walk_damaged(
@@ -512,38 +578,14 @@ fn walk_damaged(
         byte_end: end,
         ops: first_op..=until.saturating_sub(1),
     });
-    // A damaged entry whose header is readable keeps its own records' range
-    // (a truncation right after it needs it); an unreadable one spans up to
-    // the next readable one's records, or the run's end.
-    let mut records_at = walk.expected_offset;
-    for op in first_op..until {
-        let known = readable.iter().find(|entry| entry.header.op.get() == op);
-        let mut meta = match known {
-            Some(entry) => {
-                walk.window.push(entry.header);
-                EntryMeta::of(&entry.header, entry.position, records_at)
-            }
-            None => {
-                let records_end = readable
-                    .iter()
-                    .find(|entry| entry.header.op.get() > op && carries_records(&entry.header))
-                    .map_or(offset_end, |entry| record_offset_base(&entry.header));
-                EntryMeta {
-                    position: start,
-                    frame_len: 0,
-                    checksum: 0,
-                    offset_base: records_at,
-                    offset_end: records_end.max(records_at),
-                    timestamp_ns: 0,
-                    damaged: true,
-                }
-            }
-        };
-        meta.damaged = true;
-        records_at = meta.offset_end;
-        segment.entries.push(meta);
-        walk.faulty.insert(op);
-    }
+    push_damaged_entries(
+        walk,
+        segment,
+        (first_op, until),
+        start,
+        offset_end,
+        readable,
+    );
     walk.gaps.push(Gap {
         segment_first_offset: segment.first_offset,
         first_op,
@@ -565,6 +607,39 @@ fn walk_damaged(
     Ok(())
 }
 
+/// A segment whose ops run on into the next one (or the last segment)
+/// ends where its readable entries do: a torn tail is cut (after marking
+/// its ops maybe acked, if it held data of the log's last one), and a
+/// missing last segment file is created.
+fn end_segment<D: Disk>(
+    io: &mut Io<D>,
+    walk: &mut Walk,
+    segment: &mut Segment,
+    found: &Found,
+    is_last: bool,
+    superblock: &mut Superblock,
+) -> Result<(), PartitionError> {
+    let path = segment_path(&walk.dir, found.first_offset);
+    if let Some(torn_from) = found.scan.torn_from {
+        if is_last && found.scan.torn_has_data && !walk.trust_damaged_tail {
+            mark_tail_maybe_acked(io, walk, found, superblock)?;
+        }
+        let torn = found.scan.total_len - torn_from;
+        tracing::warn!(path = %path.display(), torn_from, torn, "partition: cutting a torn tail");
+        io.disk
+            .set_len(&path, torn_from)
+            .map_err(|error| PartitionError::io(&path, "cut a torn tail", &error))?;
+        walk.findings.torn_bytes_cut += torn;
+        segment.len = torn_from;
+    }
+    if found.file_len.is_none() && is_last {
+        io.disk
+            .write_at(&path, 0, &[])
+            .map_err(|error| PartitionError::io(&path, "create a segment", &error))?;
+    }
+    Ok(())
+}
+
 /// The end of a segment: cut a torn tail of the last one; ops missing at the
 /// end of a sealed one are damage.
 fn walk_tail<D: Disk>(
@@ -578,7 +653,6 @@ fn walk_tail<D: Disk>(
     let next_first_op = next.and_then(Found::known_first_op);
     let next_first_offset = next.map(|next| next.first_offset);
     let valid_end = found.scan.valid_end();
-    let path = segment_path(&walk.dir, found.first_offset);
     segment.len = segment.len.max(valid_end);
     // The segment after says where this one ends; failing that (its first
     // entry is unreadable too), the superblock's listing of this one does.
@@ -604,24 +678,7 @@ fn walk_tail<D: Disk>(
         None => walk.expected_op,
     };
     if is_last || next_first == walk.expected_op {
-        if let Some(torn_from) = found.scan.torn_from {
-            if is_last && found.scan.torn_has_data && !walk.trust_damaged_tail {
-                mark_tail_maybe_acked(io, walk, found, superblock)?;
-            }
-            let torn = found.scan.total_len - torn_from;
-            tracing::warn!(path = %path.display(), torn_from, torn, "partition: cutting a torn tail");
-            io.disk
-                .set_len(&path, torn_from)
-                .map_err(|error| PartitionError::io(&path, "cut a torn tail", &error))?;
-            walk.findings.torn_bytes_cut += torn;
-            segment.len = torn_from;
-        }
-        if found.file_len.is_none() && is_last {
-            io.disk
-                .write_at(&path, 0, &[])
-                .map_err(|error| PartitionError::io(&path, "create a segment", &error))?;
-        }
-        return Ok(());
+        return end_segment(io, walk, segment, found, is_last, superblock);
     }
     if next_first < walk.expected_op {
         return Err(PartitionError::LogInconsistent {

@@ -362,6 +362,66 @@ impl<D: Disk> Partition<D> {
         self.io.disk
     }
 
+    /// Under `persisted`, the durable mark: appended again after an
+    /// unclean stop (its newest frame may be page-cache-only bytes).
+    fn open_durable_mark(
+        &mut self,
+        fresh: bool,
+        clean_shutdown: bool,
+    ) -> Result<(), PartitionError> {
+        if self.superblock.durability != Durability::Persisted {
+            return Ok(());
+        }
+        let (mark, _) = DurableMark::open(
+            &mut self.io,
+            &self.dir,
+            self.log.op,
+            self.config.durable_mark_rotate_bytes,
+            !fresh && !clean_shutdown,
+        )?;
+        self.mark = mark;
+        Ok(())
+    }
+
+    /// What the open found and left, for the replica and the operator.
+    fn recovery_of(
+        &self,
+        superblock: &Superblock,
+        fresh: bool,
+        clean_shutdown: bool,
+        log_findings: LogFindings,
+        cursor_findings: crate::CursorFindings,
+    ) -> Recovery {
+        Recovery {
+            fresh,
+            recovered_from_disk: !fresh,
+            clean_shutdown,
+            stopped_in_view: clean_shutdown && superblock.stopped_in_view,
+            durable: superblock.durable.clone(),
+            replica: superblock.replica,
+            durability: superblock.durability,
+            confirm: superblock.confirm,
+            superblock_sequence: superblock.sequence,
+            op_checkpoint: superblock.op_checkpoint,
+            headers: log_findings.headers,
+            faulty: self.log.faulty.iter().copied().collect(),
+            op: self.log.op,
+            head_op: self.log.head_op,
+            head_offset: self.log.head_offset,
+            offset_end: self.log.offset_end,
+            cursor_tail: self.cursors.tail,
+            awaiting_state_transfer: superblock.awaiting_state_transfer,
+            retired_epoch: superblock.retired_epoch,
+            torn_bytes_cut: log_findings.torn_bytes_cut,
+            damaged_tail_from: log_findings.damaged_tail_from,
+            unsynced_dropped_from: log_findings.unsynced_dropped_from,
+            lost_tail_from: log_findings.lost_tail_from,
+            damage: log_findings.damage,
+            indexes_rebuilt: log_findings.indexes_rebuilt,
+            cursors: cursor_findings,
+        }
+    }
+
     /// The rest of the open, once the record log is recovered.
     fn finish_open(
         io: Io<D>,
@@ -416,57 +476,22 @@ impl<D: Disk> Partition<D> {
         let untouched = log_findings.torn_bytes_cut == 0
             && log_findings.damage.is_empty()
             && partition.log.faulty.is_empty();
-        if let Err(error) = partition.make_open_durable(fresh, clean_shutdown, untouched) {
+        let durable = partition
+            .make_open_durable(fresh, clean_shutdown, untouched)
+            .and_then(|()| partition.open_durable_mark(fresh, clean_shutdown));
+        if let Err(error) = durable {
             return Err(FailedOpen {
                 error,
                 disk: Some(partition.release()),
             });
         }
-        if superblock.durability == Durability::Persisted {
-            match DurableMark::open(
-                &mut partition.io,
-                dir,
-                partition.log.op,
-                config.durable_mark_rotate_bytes,
-                !fresh && !clean_shutdown,
-            ) {
-                Ok((mark, _)) => partition.mark = mark,
-                Err(error) => {
-                    return Err(FailedOpen {
-                        error,
-                        disk: Some(partition.release()),
-                    });
-                }
-            }
-        }
-        let recovery = Recovery {
+        let recovery = partition.recovery_of(
+            &superblock,
             fresh,
-            recovered_from_disk: !fresh,
             clean_shutdown,
-            stopped_in_view: clean_shutdown && superblock.stopped_in_view,
-            durable: superblock.durable.clone(),
-            replica: superblock.replica,
-            durability: superblock.durability,
-            confirm: superblock.confirm,
-            superblock_sequence: superblock.sequence,
-            op_checkpoint: superblock.op_checkpoint,
-            headers: log_findings.headers,
-            faulty: partition.log.faulty.iter().copied().collect(),
-            op: partition.log.op,
-            head_op: partition.log.head_op,
-            head_offset: partition.log.head_offset,
-            offset_end: partition.log.offset_end,
-            cursor_tail: partition.cursors.tail,
-            awaiting_state_transfer: superblock.awaiting_state_transfer,
-            retired_epoch: superblock.retired_epoch,
-            torn_bytes_cut: log_findings.torn_bytes_cut,
-            damaged_tail_from: log_findings.damaged_tail_from,
-            unsynced_dropped_from: log_findings.unsynced_dropped_from,
-            lost_tail_from: log_findings.lost_tail_from,
-            damage: log_findings.damage,
-            indexes_rebuilt: log_findings.indexes_rebuilt,
-            cursors: cursor_findings,
-        };
+            log_findings,
+            cursor_findings,
+        );
         tracing::info!(dir = %dir.display(), fresh, op = recovery.op, faulty = recovery.faulty.len(),
             clean_shutdown = recovery.clean_shutdown, "partition: opened");
         Ok((partition, recovery))

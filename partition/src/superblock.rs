@@ -406,6 +406,61 @@ fn decode_starts(
 
 fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
     let mut reader = BodyReader::new(body);
+    let version = decode_version(&mut reader)?;
+    let with_epochs = version >= VERSION_WITHOUT_LAST_OPS;
+    let sequence = reader.u64("sequence")?;
+    let (view, log_view) = decode_views(&mut reader, with_epochs)?;
+    let commit = reader.u64("commit")?;
+    let replica = reader.u8("replica")?;
+    let durability = Durability::from_u8(reader.u8("durability")?)?;
+    let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
+    let flags = decode_flags(&mut reader)?;
+    let op_checkpoint = reader.u64("op checkpoint")?;
+    let cursor_checkpoint = reader.u64("cursor checkpoint")?;
+    let head_op = reader.u64("head op")?;
+    let head_offset = reader.u64("head offset")?;
+    let head_parent_checksum = reader.u32("head parent checksum")?;
+    let history_starts = decode_starts(&mut reader, version)?;
+    let sealed_segments = decode_sealed(&mut reader, version >= VERSION_WITHOUT_CLEAN_BOOT)?;
+    let view_headers = strand_wire::prepare_headers(reader.bytes("view headers")?)
+        .map_err(|_| BodyError::Invalid {
+            field: "view headers",
+            reason: "not a run of valid, ascending prepare headers",
+        })?
+        .to_vec();
+    let tail = decode_tail(&mut reader, version)?;
+    reader.finish()?;
+    Ok(Superblock {
+        sequence,
+        durable: DurableFields {
+            view,
+            log_view,
+            commit,
+            history_starts,
+            view_headers,
+            maybe_acked_op: tail.maybe_acked_op,
+            log_unsettled: flags & FLAG_LOG_UNSETTLED != 0,
+            client_table: tail.client_table,
+        },
+        replica,
+        durability,
+        confirm,
+        clean_shutdown: flags & FLAG_CLEAN_SHUTDOWN != 0,
+        stopped_in_view: flags & FLAG_STOPPED_IN_VIEW != 0,
+        clean_boot: tail.clean_boot,
+        awaiting_state_transfer: flags & FLAG_AWAITING_STATE_TRANSFER != 0,
+        retired_epoch: tail.retired_epoch,
+        op_checkpoint,
+        cursor_checkpoint,
+        head_op,
+        head_offset,
+        head_parent_checksum,
+        sealed_segments,
+    })
+}
+
+/// The body's magic and layout version: one this build reads, or an error.
+fn decode_version(reader: &mut BodyReader<'_>) -> Result<u16, BodyError> {
     let magic = reader.u32("magic")?;
     if magic != MAGIC {
         return Err(BodyError::UnknownValue {
@@ -414,7 +469,7 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         });
     }
     let version = reader.u16("version")?;
-    if ![
+    let known = [
         VERSION,
         VERSION_WITHOUT_START_CHECKSUMS,
         VERSION_WITHOUT_START_OFFSETS,
@@ -423,33 +478,36 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
         VERSION_WITHOUT_CLEAN_BOOT,
         VERSION_WITHOUT_LAST_OPS,
         VERSION_WITHOUT_EPOCHS,
-    ]
-    .contains(&version)
-    {
+    ];
+    if !known.contains(&version) {
         return Err(BodyError::UnknownValue {
             field: "superblock version",
             value: u64::from(version),
         });
     }
-    let with_epochs = version >= VERSION_WITHOUT_LAST_OPS;
-    let with_last_ops = version >= VERSION_WITHOUT_CLEAN_BOOT;
-    let with_clean_boot = version >= VERSION_WITHOUT_PADDING;
-    let sequence = reader.u64("sequence")?;
-    let (view, log_view) = if with_epochs {
-        (
-            decode_view(&mut reader, "view")?,
-            decode_view(&mut reader, "log view")?,
-        )
-    } else {
-        (
-            ViewId::new(0, reader.u32("view")?),
-            ViewId::new(0, reader.u32("log view")?),
-        )
-    };
-    let commit = reader.u64("commit")?;
-    let replica = reader.u8("replica")?;
-    let durability = Durability::from_u8(reader.u8("durability")?)?;
-    let confirm = ConfirmPolicy::from_bytes([reader.u8("confirm")?, reader.u8("confirm")?])?;
+    Ok(version)
+}
+
+/// The view and log view: with their epochs, or (older layouts) plain
+/// view numbers of epoch 0.
+fn decode_views(
+    reader: &mut BodyReader<'_>,
+    with_epochs: bool,
+) -> Result<(ViewId, ViewId), BodyError> {
+    if with_epochs {
+        return Ok((
+            decode_view(reader, "view")?,
+            decode_view(reader, "log view")?,
+        ));
+    }
+    Ok((
+        ViewId::new(0, reader.u32("view")?),
+        ViewId::new(0, reader.u32("log view")?),
+    ))
+}
+
+/// The flags byte, none but the known ones set.
+fn decode_flags(reader: &mut BodyReader<'_>) -> Result<u8, BodyError> {
     let flags = reader.u8("flags")?;
     let known = FLAG_CLEAN_SHUTDOWN
         | FLAG_AWAITING_STATE_TRANSFER
@@ -461,14 +519,17 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
             bits: u64::from(flags),
         });
     }
-    let op_checkpoint = reader.u64("op checkpoint")?;
-    let cursor_checkpoint = reader.u64("cursor checkpoint")?;
-    let head_op = reader.u64("head op")?;
-    let head_offset = reader.u64("head offset")?;
-    let head_parent_checksum = reader.u32("head parent checksum")?;
-    let history_starts = decode_starts(&mut reader, version)?;
+    Ok(flags)
+}
+
+/// The sealed segments (with their last ops, from the layout that added
+/// them).
+fn decode_sealed(
+    reader: &mut BodyReader<'_>,
+    with_last_ops: bool,
+) -> Result<Vec<SealedSegment>, BodyError> {
     let sealed_bytes = if with_last_ops { 32 } else { 24 };
-    let sealed_segments = reader.list("sealed segments", sealed_bytes, |reader| {
+    reader.list("sealed segments", sealed_bytes, |reader| {
         let first_op = reader.u64("segment first op")?;
         let last_op = if with_last_ops {
             reader.u64("segment last op")?
@@ -481,20 +542,26 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
             first_offset: reader.u64("segment first offset")?,
             len_bytes: reader.u64("segment length")?,
         })
-    })?;
-    let view_headers = strand_wire::prepare_headers(reader.bytes("view headers")?)
-        .map_err(|_| BodyError::Invalid {
-            field: "view headers",
-            reason: "not a run of valid, ascending prepare headers",
-        })?
-        .to_vec();
+    })
+}
+
+/// The fields after the view headers, each from the layout that added it.
+struct BodyTail {
+    maybe_acked_op: u64,
+    retired_epoch: u32,
+    clean_boot: u64,
+    client_table: Bytes,
+}
+
+/// The fields after the view headers, then the zero padding.
+fn decode_tail(reader: &mut BodyReader<'_>, version: u16) -> Result<BodyTail, BodyError> {
     let maybe_acked_op = reader.u64("maybe acked op")?;
-    let retired_epoch = if with_epochs {
+    let retired_epoch = if version >= VERSION_WITHOUT_LAST_OPS {
         reader.u32("retired epoch")?
     } else {
         0
     };
-    let clean_boot = if with_clean_boot {
+    let clean_boot = if version >= VERSION_WITHOUT_PADDING {
         reader.u64("clean boot")?
     } else {
         0
@@ -513,33 +580,11 @@ fn decode_body(body: &[u8]) -> Result<Superblock, BodyError> {
             });
         }
     }
-    reader.finish()?;
-    Ok(Superblock {
-        sequence,
-        durable: DurableFields {
-            view,
-            log_view,
-            commit,
-            history_starts,
-            view_headers,
-            maybe_acked_op,
-            log_unsettled: flags & FLAG_LOG_UNSETTLED != 0,
-            client_table,
-        },
-        replica,
-        durability,
-        confirm,
-        clean_shutdown: flags & FLAG_CLEAN_SHUTDOWN != 0,
-        stopped_in_view: flags & FLAG_STOPPED_IN_VIEW != 0,
-        clean_boot,
-        awaiting_state_transfer: flags & FLAG_AWAITING_STATE_TRANSFER != 0,
+    Ok(BodyTail {
+        maybe_acked_op,
         retired_epoch,
-        op_checkpoint,
-        cursor_checkpoint,
-        head_op,
-        head_offset,
-        head_parent_checksum,
-        sealed_segments,
+        clean_boot,
+        client_table,
     })
 }
 
