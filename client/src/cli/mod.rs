@@ -7,7 +7,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `args` | the clap definitions; parsers of `STREAM/TOPIC`, confirm policies, targets |
+//! | `args` | the clap definitions, a file per command family; parsers of `STREAM/TOPIC`, confirm policies, targets |
 //! | `errors` | `CliError`: messages that say what to do, and exit codes |
 //! | `table` | **pure**: aligned tables, one-line escaping of record bytes |
 //! | `topic` | `stream create/list`, `topic create/list/describe` |
