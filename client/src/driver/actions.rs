@@ -89,7 +89,8 @@ impl Driver {
     }
 
     /// Whether the node behind `connection` committed a replicated request
-    /// of ours within its attempt timeout (see [`Session::on_tick`]).
+    /// of ours within its attempt timeout (see
+    /// [`Session::on_tick`](crate::session::Session::on_tick)).
     fn committing(&self, connection: ConnectionId) -> bool {
         let Some(address) = self.connections.address_of(connection) else {
             return false;

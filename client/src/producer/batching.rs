@@ -17,7 +17,7 @@ use super::{
 };
 
 impl Accumulator {
-    /// Handles one command (`None`: every [`Producer`] handle is gone);
+    /// Handles one command (`None`: every [`Producer`](super::Producer) handle is gone);
     /// true once the producer is closing.
     pub(super) fn on_command(&mut self, command: Option<Command>) -> bool {
         match command {

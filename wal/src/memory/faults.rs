@@ -84,7 +84,7 @@ impl MemoryStorage {
         Ok(())
     }
 
-    /// Fault: the next read of `path` (through [`Storage::read_all`] or
+    /// Fault: the next read of `path` (through [`Storage::read_all`](crate::Storage::read_all) or
     /// [`MemoryStorage::take_read_fault`]) fails with `errno` (e.g.
     /// `libc::EIO`); the bytes stay as they are.
     pub fn fail_next_read(&mut self, path: &Path, errno: i32) -> io::Result<()> {
