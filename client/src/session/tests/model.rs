@@ -1,7 +1,8 @@
-//! Property: a model of the group's client table under random faults (lost,
-//! duplicated and reordered messages, evictions, timeouts): a request number
-//! is never reused for another batch, no gap blocks a client, acks keep
-//! their order; with the faults a healthy cluster has, nothing is lost.
+//! Property: a model of the group's client table under random faults (lost
+//! requests, Busy answers, dropped connections, failovers, evictions, time
+//! passing): a request number is never reused for another batch, no gap is
+//! left, acks keep their order; with the faults a healthy cluster has,
+//! nothing is lost.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
