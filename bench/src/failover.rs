@@ -172,51 +172,17 @@ pub async fn control(
     announce: impl Fn(String),
 ) -> Result<FailoverEvents, BenchError> {
     tokio::time::sleep_until(start + plan.kill_at).await;
-    let (killed_node, view_before) = find_primary(&client, group, Duration::from_secs(10)).await?;
-    let view_changes_before = view_changes(&metrics, group).await;
-    match plan.fault {
-        Fault::Kill => lock(&cluster)?.kill_node(killed_node)?,
-        Fault::Stop => lock(&cluster)?.signal_node(killed_node, "STOP")?,
-    }
-    let killed_at_ms = start.elapsed().as_millis() as u64;
-    announce(format!(
-        "{:.1} s: {} node {killed_node} (primary of group {group}, view {view_before})",
-        killed_at_ms as f64 / 1e3,
-        plan.fault.signal()
-    ));
-    let mut events = FailoverEvents {
-        fault: plan.fault,
-        killed_node,
-        view_before,
-        killed_at_ms,
-        restarted_at_ms: None,
-        catch_up_ms: None,
-        log_catch_up_ms: None,
-        catch_up_last_seen: None,
-        view_changes_before,
-    };
+    let mut events = strike(&plan, &cluster, &client, group, &metrics, start, &announce).await?;
     let Some(restart_after) = plan.restart_after else {
         return Ok(events);
     };
     tokio::time::sleep_until(start + plan.kill_at + restart_after).await;
-    match plan.fault {
-        Fault::Kill => lock(&cluster)?.start_node(killed_node)?,
-        Fault::Stop => lock(&cluster)?.signal_node(killed_node, "CONT")?,
-    }
-    let restarted = Instant::now();
+    let restarted = bring_back(plan.fault, &cluster, events.killed_node, start, &announce)?;
     events.restarted_at_ms = Some(restarted.duration_since(start).as_millis() as u64);
-    let how = match plan.fault {
-        Fault::Kill => "restarted",
-        Fault::Stop => "SIGCONT to",
-    };
-    announce(format!(
-        "{:.1} s: {how} node {killed_node}",
-        restarted.duration_since(start).as_secs_f64()
-    ));
     let catch_up = wait_for_catch_up(
         &client,
         group,
-        killed_node,
+        events.killed_node,
         restarted,
         plan.catch_up_timeout,
     )
@@ -226,6 +192,7 @@ pub async fn control(
     if catch_up.commit_ms.is_none() {
         events.catch_up_last_seen = catch_up.last_seen;
     }
+    let killed_node = events.killed_node;
     match events.catch_up_ms {
         Some(ms) => announce(format!(
             "node {killed_node} caught up {ms} ms after its restart"
@@ -237,6 +204,66 @@ pub async fn control(
         )),
     }
     Ok(events)
+}
+
+/// Finds `group`'s primary and kills (or stops) its node; the events so
+/// far: which node, in which view, when, and the view changes before.
+async fn strike(
+    plan: &FailoverPlan,
+    cluster: &Mutex<LocalCluster>,
+    client: &Client,
+    group: u64,
+    metrics: &[(u32, String)],
+    start: Instant,
+    announce: &impl Fn(String),
+) -> Result<FailoverEvents, BenchError> {
+    let (killed_node, view_before) = find_primary(client, group, Duration::from_secs(10)).await?;
+    let view_changes_before = view_changes(metrics, group).await;
+    match plan.fault {
+        Fault::Kill => lock(cluster)?.kill_node(killed_node)?,
+        Fault::Stop => lock(cluster)?.signal_node(killed_node, "STOP")?,
+    }
+    let killed_at_ms = start.elapsed().as_millis() as u64;
+    announce(format!(
+        "{:.1} s: {} node {killed_node} (primary of group {group}, view {view_before})",
+        killed_at_ms as f64 / 1e3,
+        plan.fault.signal()
+    ));
+    Ok(FailoverEvents {
+        fault: plan.fault,
+        killed_node,
+        view_before,
+        killed_at_ms,
+        restarted_at_ms: None,
+        catch_up_ms: None,
+        log_catch_up_ms: None,
+        catch_up_last_seen: None,
+        view_changes_before,
+    })
+}
+
+/// Restarts the killed node (or continues the stopped one); when it did.
+fn bring_back(
+    fault: Fault,
+    cluster: &Mutex<LocalCluster>,
+    killed_node: u32,
+    start: Instant,
+    announce: &impl Fn(String),
+) -> Result<Instant, BenchError> {
+    match fault {
+        Fault::Kill => lock(cluster)?.start_node(killed_node)?,
+        Fault::Stop => lock(cluster)?.signal_node(killed_node, "CONT")?,
+    }
+    let restarted = Instant::now();
+    let how = match fault {
+        Fault::Kill => "restarted",
+        Fault::Stop => "SIGCONT to",
+    };
+    announce(format!(
+        "{:.1} s: {how} node {killed_node}",
+        restarted.duration_since(start).as_secs_f64()
+    ));
+    Ok(restarted)
 }
 
 fn lock(

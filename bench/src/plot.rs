@@ -218,14 +218,30 @@ fn panel(svg: &mut String, top: f64, seconds: f64, panel: &Panel) {
         .chain(panel.limit.iter().map(|limit| limit.value))
         .fold(0.0, f64::max);
     let y_max = nice_ceiling(highest);
-    let y_of = |value: f64| top + PANEL_HEIGHT - PANEL_HEIGHT * value / y_max;
     let _ = writeln!(
         svg,
         r##"<rect x="{MARGIN_LEFT}" y="{top}" width="{plot_width}" height="{PANEL_HEIGHT}" fill="none" stroke="#999"/>"##
     );
+    y_axis(svg, top, y_max, &panel.unit);
+    if let Some(limit) = &panel.limit {
+        limit_line(svg, top, y_max, limit);
+    }
+    for (index, series) in (0..).zip(&panel.series) {
+        series_line(svg, top, seconds, y_max, index, series);
+    }
+}
+
+/// The y of `value` in a panel at `top` whose axis ends at `y_max`.
+fn y_of(top: f64, y_max: f64, value: f64) -> f64 {
+    top + PANEL_HEIGHT - PANEL_HEIGHT * value / y_max
+}
+
+/// A panel's y axis: five grid lines with their values up to `y_max`, and
+/// the unit written up its side.
+fn y_axis(svg: &mut String, top: f64, y_max: f64, unit: &str) {
     for step in 0..=4 {
         let value = y_max * f64::from(step) / 4.0;
-        let y = y_of(value);
+        let y = y_of(top, y_max, value);
         let _ = writeln!(
             svg,
             r##"<line x1="{MARGIN_LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
@@ -240,46 +256,57 @@ fn panel(svg: &mut String, top: f64, seconds: f64, panel: &Panel) {
         r#"<text x="14" y="{:.1}" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
         top + PANEL_HEIGHT / 2.0,
         top + PANEL_HEIGHT / 2.0,
-        escape(&panel.unit)
+        escape(unit)
     );
-    if let Some(limit) = &panel.limit {
-        let y = y_of(limit.value);
+}
+
+/// A panel's bound: a dotted line across it, labelled.
+fn limit_line(svg: &mut String, top: f64, y_max: f64, limit: &Limit) {
+    let y = y_of(top, y_max, limit.value);
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{MARGIN_LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#000" stroke-dasharray="2 3"/><text x="{:.1}" y="{:.1}">{}</text>"##,
+        WIDTH - MARGIN_RIGHT,
+        MARGIN_LEFT + 4.0,
+        y - 4.0,
+        escape(&limit.label)
+    );
+}
+
+/// One series as a polyline, with its legend entry (the `index`th of the
+/// panel's) when it has a label.
+fn series_line(svg: &mut String, top: f64, seconds: f64, y_max: f64, index: i32, series: &Series) {
+    let points: Vec<String> = series
+        .points
+        .iter()
+        .map(|(secs, value)| {
+            format!(
+                "{:.1},{:.1}",
+                x_of(*secs, seconds),
+                y_of(top, y_max, *value)
+            )
+        })
+        .collect();
+    let dash = if series.dashed {
+        r#" stroke-dasharray="5 3""#
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        svg,
+        r#"<polyline fill="none" stroke="{}" stroke-width="2"{dash} points="{}"/>"#,
+        series.colour,
+        points.join(" ")
+    );
+    if !series.label.is_empty() {
         let _ = writeln!(
             svg,
-            r##"<line x1="{MARGIN_LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#000" stroke-dasharray="2 3"/><text x="{:.1}" y="{:.1}">{}</text>"##,
-            WIDTH - MARGIN_RIGHT,
-            MARGIN_LEFT + 4.0,
-            y - 4.0,
-            escape(&limit.label)
-        );
-    }
-    for (index, series) in (0..).zip(&panel.series) {
-        let points: Vec<String> = series
-            .points
-            .iter()
-            .map(|(secs, value)| format!("{:.1},{:.1}", x_of(*secs, seconds), y_of(*value)))
-            .collect();
-        let dash = if series.dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            svg,
-            r#"<polyline fill="none" stroke="{}" stroke-width="2"{dash} points="{}"/>"#,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}">{}</text>"#,
+            WIDTH - MARGIN_RIGHT - 6.0,
+            top + 14.0 + 14.0 * f64::from(index),
             series.colour,
-            points.join(" ")
+            escape(&series.label)
         );
-        if !series.label.is_empty() {
-            let _ = writeln!(
-                svg,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}">{}</text>"#,
-                WIDTH - MARGIN_RIGHT - 6.0,
-                top + 14.0 + 14.0 * f64::from(index),
-                series.colour,
-                escape(&series.label)
-            );
-        }
     }
 }
 

@@ -5,14 +5,18 @@
 //! rule of its own: how long an attempt waits comes from [`Health`], where
 //! it goes from [`Routing`] (a question any node can answer goes first to a
 //! node that did not lately fail to answer).
+//!
+//! This file holds the driver's state, its loop and the inputs it takes
+//! (commands, connection events, replies, time); `transmit` sends what the
+//! sessions and queries may send, `actions` carries out what they decided,
+//! and `shared_routing` is the state the API reads without asking.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use strand_wire::ops::{MetadataReply, MetadataRequest, TopicInfo};
-use strand_wire::{Body, Msg, Operation, ReplyHeader};
+use strand_wire::{Msg, Operation, ReplyHeader};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -23,10 +27,16 @@ use crate::connections::Connections;
 use crate::error::ClientError;
 use crate::frames::{self, ConnectionId, ReplyBody};
 use crate::health::Health;
-use crate::query::{Query, QueryAction, QueryTarget};
+use crate::query::{Query, QueryTarget};
 use crate::routing::Routing;
-use crate::session::{Action, Session, SessionConfig, Submission, Token};
+use crate::session::{Session, SessionConfig, Submission, Token};
 use crate::tls::Connector;
+
+mod actions;
+mod shared_routing;
+mod transmit;
+
+pub(crate) use shared_routing::SharedRouting;
 
 /// Shortest time between two routing refreshes the driver starts itself.
 const REFRESH_INTERVAL_MIN_MS: u64 = 50;
@@ -93,70 +103,6 @@ fn sign_in_frame(config: &ClientConfig) -> Option<Bytes> {
         )
         .to_bytes(),
     )
-}
-
-/// State the API reads without asking the driver: topics by name.
-#[derive(Debug, Default)]
-pub(crate) struct SharedRouting {
-    topics: Mutex<HashMap<(String, String), TopicInfo>>,
-    /// Why the last sign-in a node refused was refused (the cluster
-    /// requires signing in and the credentials do not hold).
-    sign_in_refused: Mutex<Option<String>>,
-}
-
-impl SharedRouting {
-    /// Why a node refused this client's sign-in, if one did.
-    pub(crate) fn sign_in_refused(&self) -> Option<String> {
-        self.sign_in_refused
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-
-    /// The topic as the last metadata described it.
-    pub(crate) fn topic(&self, stream: &str, topic: &str) -> Option<TopicInfo> {
-        self.lock()
-            .get(&(stream.to_owned(), topic.to_owned()))
-            .cloned()
-    }
-
-    /// Takes in the answer to `request`: every topic the request asked
-    /// about is replaced by what the answer says, so a topic deleted since
-    /// (absent from the answer) is forgotten too.
-    fn learn(&self, request: &MetadataRequest, reply: &MetadataReply) {
-        let mut topics = self.lock();
-        topics.retain(|(stream, topic), _| !asked_about(request, stream, topic));
-        for topic in &reply.topics {
-            topics.insert((topic.stream.clone(), topic.topic.clone()), topic.clone());
-        }
-    }
-
-    /// Forgets a topic (deleted, or its partitions changed): the next call
-    /// that needs it looks it up again.
-    pub(crate) fn forget_topic(&self, stream: &str, topic: &str) {
-        self.lock().remove(&(stream.to_owned(), topic.to_owned()));
-    }
-
-    /// Forgets every topic of a deleted stream.
-    pub(crate) fn forget_stream(&self, stream: &str) {
-        self.lock().retain(|(known, _), _| known != stream);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), TopicInfo>> {
-        self.topics
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// Whether a Metadata `request` covers `stream/topic` (its answer lists the
-/// topic if, and only if, the topic exists).
-fn asked_about(request: &MetadataRequest, stream: &str, topic: &str) -> bool {
-    request
-        .stream
-        .as_deref()
-        .is_none_or(|asked| asked == stream)
-        && request.topic.as_deref().is_none_or(|asked| asked == topic)
 }
 
 struct QueryEntry {
@@ -512,299 +458,6 @@ impl Driver {
         }
     }
 
-    /// Sends everything that can go now.
-    fn pump(&mut self, now_ms: u64) {
-        for group in std::mem::take(&mut self.ready) {
-            self.pump_session(group, now_ms);
-        }
-        if self.refresh_wanted {
-            self.start_refresh(now_ms);
-        }
-        let tokens: Vec<Token> = self
-            .queries
-            .iter()
-            .filter(|(_, entry)| entry.query.wants_transmit())
-            .map(|(token, _)| *token)
-            .collect();
-        for token in tokens {
-            self.pump_query(token, now_ms);
-        }
-        // A route was missing above: ask for one now rather than at the next wakeup.
-        if self.refresh_wanted {
-            if let Some(token) = self.start_refresh(now_ms) {
-                self.pump_query(token, now_ms);
-            }
-        }
-    }
-
-    /// Transmits what the group's session may send now. Without a route or
-    /// a connection the group stays ready for the next turn.
-    fn pump_session(&mut self, group: u64, now_ms: u64) {
-        if !self
-            .sessions
-            .get(&group)
-            .is_some_and(Session::wants_transmit)
-        {
-            return;
-        }
-        let Some(address) = self.routing.primary_address(group) else {
-            self.refresh_wanted = true; // no route yet (a new topic's group)
-            self.ready.insert(group);
-            return;
-        };
-        let Some(connection) = self.connections.ensure(&address, now_ms) else {
-            self.ready.insert(group);
-            return; // reconnecting later; the wakeup covers it
-        };
-        let attempt_timeout_ms = self.health.attempt_timeout_ms(&address);
-        let mut actions = Vec::new();
-        if let Some(session) = self.sessions.get_mut(&group) {
-            session.poll_transmit(now_ms, connection, attempt_timeout_ms, &mut actions);
-        }
-        self.touched_after_transmit(group);
-        for action in actions {
-            let Action::Transmit {
-                client,
-                request,
-                operation,
-                body,
-                ..
-            } = action
-            else {
-                unreachable!("poll_transmit only transmits");
-            };
-            let frame = frames::request_frame(
-                self.config.cluster,
-                group,
-                client,
-                request,
-                operation,
-                &body,
-            );
-            self.connections.send(connection, frame);
-        }
-    }
-
-    fn pump_query(&mut self, token: Token, now_ms: u64) {
-        let Some(entry) = self.queries.get(&token) else {
-            return;
-        };
-        let target = entry.query.target().clone();
-        let health = &self.health;
-        let address = match &target {
-            QueryTarget::AnyNode => self
-                .routing
-                .any_address_where(|address| !health.is_suspect(address, now_ms)),
-            QueryTarget::Group(group) => self.routing.primary_address(*group),
-            QueryTarget::Node(address) => Some(address.clone()),
-        };
-        let Some(address) = address else {
-            self.refresh_wanted |= matches!(target, QueryTarget::Group(_));
-            return;
-        };
-        let Some(connection) = self.connections.ensure(&address, now_ms) else {
-            if let QueryTarget::Node(address) = target {
-                let reason = self.connections.last_failure(&address);
-                let error = ClientError::Unreachable { address, reason };
-                self.apply_query_actions(token, vec![QueryAction::Finish(Err(error))]);
-            }
-            return;
-        };
-        let group = match target {
-            QueryTarget::Group(group) => group,
-            QueryTarget::AnyNode | QueryTarget::Node(_) => crate::routing::METADATA_GROUP,
-        };
-        let request = self.next_query_request;
-        self.next_query_request += 1;
-        let Some(entry) = self.queries.get_mut(&token) else {
-            return;
-        };
-        // A question any node can answer moves on soon; so does one for a
-        // node that lately did not answer (it gets a round trip's chance).
-        let short = entry.query.is_hedged()
-            || (matches!(target, QueryTarget::Node(_)) && self.health.is_suspect(&address, now_ms));
-        let attempt_timeout_ms = if short {
-            self.health.hedge_ms(&address)
-        } else {
-            self.health.attempt_timeout_ms(&address)
-        };
-        let frame = frames::request_frame(
-            self.config.cluster,
-            group,
-            self.query_client,
-            request,
-            entry.query.operation(),
-            entry.query.body(),
-        );
-        entry
-            .query
-            .transmitted(connection, request, now_ms, attempt_timeout_ms);
-        entry.requests.push(request);
-        self.query_by_request.insert(request, token);
-        self.connections.send(connection, frame);
-    }
-
-    fn apply_session_actions(&mut self, group: u64, actions: Vec<Action>) {
-        let mut suspects = Vec::new();
-        for action in actions {
-            match action {
-                Action::Complete { token, outcome } => {
-                    if let Some(waiter) = self.waiters.remove(&token) {
-                        let _ = waiter.send(outcome); // the caller may have stopped waiting
-                    }
-                }
-                Action::Redirect {
-                    view,
-                    primary_replica,
-                    primary_node,
-                    address,
-                } => {
-                    tracing::debug!(group, view, primary_replica, %address, "redirected");
-                    self.routing.on_not_primary(
-                        group,
-                        view,
-                        primary_replica,
-                        primary_node,
-                        &address,
-                    );
-                }
-                Action::RefreshRouting => self.refresh_wanted = true,
-                Action::SuspectConnection { connection } => suspects.push(connection),
-                Action::Transmit { .. } => unreachable!("transmits come from poll_transmit"),
-            }
-        }
-        for connection in suspects {
-            self.close_connection(connection, "no answer within request_timeout_ms");
-        }
-    }
-
-    fn apply_query_actions(&mut self, token: Token, actions: Vec<QueryAction>) {
-        let mut suspects = Vec::new();
-        for action in actions {
-            match action {
-                QueryAction::Finish(outcome) => self.finish_query(token, outcome),
-                QueryAction::Redirect {
-                    group,
-                    view,
-                    primary_replica,
-                    primary_node,
-                    address,
-                } => self.routing.on_not_primary(
-                    group,
-                    view,
-                    primary_replica,
-                    primary_node,
-                    &address,
-                ),
-                QueryAction::Silent(connection) => {
-                    if let Some(address) = self.connections.address_of(connection) {
-                        self.health.on_silent(address, self.now_ms());
-                    }
-                }
-                QueryAction::RefreshRouting => self.refresh_wanted = true,
-                QueryAction::NextNode => self.routing.next_any_node(),
-                QueryAction::SuspectConnection(connection) => suspects.push(connection),
-            }
-        }
-        for connection in suspects {
-            // A query that waited behind a node's queue while the node kept
-            // committing is asked again there: closing the connection would
-            // resend every produce of every group on it.
-            if self.committing(connection) {
-                continue;
-            }
-            self.close_connection(connection, "no answer within request_timeout_ms");
-        }
-    }
-
-    /// Whether the node behind `connection` committed a replicated request
-    /// of ours within its attempt timeout (see [`Session::on_tick`]).
-    fn committing(&self, connection: ConnectionId) -> bool {
-        let Some(address) = self.connections.address_of(connection) else {
-            return false;
-        };
-        let timeout_ms = self.health.attempt_timeout_ms(address);
-        self.connections
-            .progress_ms(connection)
-            .is_some_and(|committed| committed + timeout_ms > self.now_ms())
-    }
-
-    fn finish_query(&mut self, token: Token, mut outcome: Result<Bytes, ClientError>) {
-        let Some(entry) = self.queries.remove(&token) else {
-            return;
-        };
-        for request in &entry.requests {
-            self.query_by_request.remove(request);
-        }
-        if entry.query.operation() == Operation::Metadata {
-            if let Ok(body) = &outcome {
-                match MetadataReply::from_bytes(body) {
-                    Ok(metadata) => {
-                        self.health.set_failover_ms(u64::from(metadata.failover_ms));
-                        self.routing.apply_metadata(&metadata);
-                        // Our own request: it decoded when it was built.
-                        if let Ok(request) = MetadataRequest::from_bytes(entry.query.body()) {
-                            self.shared.learn(&request, &metadata);
-                        }
-                    }
-                    Err(error) => {
-                        outcome = Err(ClientError::from_body_error("metadata reply", error))
-                    }
-                }
-            }
-        }
-        match entry.reply {
-            Some(reply) => {
-                let _ = reply.send(outcome);
-            }
-            None => {
-                self.refresh_in_flight = false;
-                if let Err(error) = outcome {
-                    tracing::debug!(%error, "routing refresh failed");
-                }
-            }
-        }
-    }
-
-    /// Starts a routing refresh unless one runs or one ran very recently.
-    fn start_refresh(&mut self, now_ms: u64) -> Option<Token> {
-        if self.refresh_in_flight || now_ms < self.refresh_not_before_ms {
-            return None;
-        }
-        self.refresh_wanted = false;
-        self.refresh_in_flight = true;
-        self.refresh_not_before_ms = now_ms + REFRESH_INTERVAL_MIN_MS;
-        let body = Bytes::from(MetadataRequest::default().to_vec());
-        let query = Query::new(
-            Operation::Metadata,
-            body,
-            QueryTarget::AnyNode,
-            now_ms,
-            self.config.request_timeout_ms,
-            0,
-        );
-        let query = self.read_your_writes(query);
-        Some(self.add_query(query, None))
-    }
-
-    /// A metadata query must see every metadata op this client has seen.
-    fn read_your_writes(&self, query: Query) -> Query {
-        match query.operation() {
-            Operation::Metadata => query.with_commit_min(self.metadata_seen),
-            _ => query,
-        }
-    }
-
-    /// Files the session's new deadline after a transmit; what it could not
-    /// send (a full window) waits for a reply, which marks it ready again.
-    fn touched_after_transmit(&mut self, group: u64) {
-        let ready_before = self.ready.contains(&group);
-        self.touched(group);
-        if !ready_before {
-            self.ready.remove(&group);
-        }
-    }
-
     fn next_wakeup_ms(&self, now_ms: u64) -> u64 {
         let sessions = self.timers.first().map(|&(wake_ms, _)| wake_ms).into_iter();
         let queries = self
@@ -821,96 +474,5 @@ impl Driver {
             .chain(reconnect)
             .min()
             .unwrap_or(u64::MAX)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use strand_wire::ops::PartitionInfo;
-
-    use super::*;
-
-    fn topic(stream: &str, topic: &str, group: u64) -> TopicInfo {
-        TopicInfo {
-            stream: stream.into(),
-            topic: topic.into(),
-            confirm: Default::default(),
-            durability: Default::default(),
-            consumer_offset_durability: Default::default(),
-            retention_bytes: 0,
-            retention_ms: 0,
-            segment_bytes: 0,
-            partitions: vec![PartitionInfo {
-                partition: 0,
-                group,
-                epoch: 1,
-                replicas: vec![1],
-                view: 0,
-            }],
-        }
-    }
-
-    fn answer(topics: Vec<TopicInfo>) -> MetadataReply {
-        MetadataReply {
-            nodes: Vec::new(),
-            streams: Vec::new(),
-            topics,
-            failover_ms: 0,
-        }
-    }
-
-    fn asking(stream: Option<&str>, topic: Option<&str>) -> MetadataRequest {
-        MetadataRequest {
-            stream: stream.map(str::to_owned),
-            topic: topic.map(str::to_owned),
-        }
-    }
-
-    #[test]
-    fn an_answer_without_a_topic_it_was_asked_about_forgets_it() {
-        let shared = SharedRouting::default();
-        let everything = asking(None, None);
-        shared.learn(
-            &everything,
-            &answer(vec![
-                topic("s", "a", 1),
-                topic("s", "b", 2),
-                topic("t", "c", 3),
-            ]),
-        );
-        // Asked about s/a only, which is gone: s/b and t/c stay.
-        shared.learn(&asking(Some("s"), Some("a")), &answer(Vec::new()));
-        assert_eq!(shared.topic("s", "a"), None);
-        assert!(shared.topic("s", "b").is_some() && shared.topic("t", "c").is_some());
-        // A whole-cluster answer is the whole truth.
-        shared.learn(&everything, &answer(vec![topic("t", "c", 3)]));
-        assert_eq!(shared.topic("s", "b"), None);
-        // Created again: the new groups replace the old.
-        shared.learn(&asking(Some("s"), None), &answer(vec![topic("s", "a", 9)]));
-        let groups: Vec<u64> = shared
-            .topic("s", "a")
-            .iter()
-            .flat_map(|info| info.partitions.iter().map(|partition| partition.group))
-            .collect();
-        assert_eq!(groups, vec![9]);
-    }
-
-    #[test]
-    fn a_deleted_topic_or_stream_is_forgotten() {
-        let shared = SharedRouting::default();
-        shared.learn(
-            &asking(None, None),
-            &answer(vec![
-                topic("s", "a", 1),
-                topic("s", "b", 2),
-                topic("t", "c", 3),
-            ]),
-        );
-        shared.forget_topic("s", "a");
-        assert_eq!(shared.topic("s", "a"), None);
-        assert!(shared.topic("s", "b").is_some());
-        shared.forget_stream("s");
-        assert_eq!(shared.topic("s", "b"), None);
-        assert!(shared.topic("t", "c").is_some());
     }
 }

@@ -348,19 +348,7 @@ impl Session {
             let error = ClientError::from_error_body(operation, error);
             return self.fail(index, op, error, actions);
         }
-        let retriable = matches!(
-            error,
-            ErrorBody::NotPrimary { .. } | ErrorBody::Busy { .. } | ErrorBody::OutOfOrder { .. }
-        ) || matches!(
-            error,
-            ErrorBody::Message {
-                code: ResultCode::Unavailable
-                    | ResultCode::UnknownGroup
-                    | ResultCode::SessionEvicted,
-                ..
-            }
-        );
-        if retriable && !current_attempt {
+        if is_retriable(&error) && !current_attempt {
             return; // about an attempt already superseded; the newer one will answer
         }
         match error {
@@ -378,12 +366,7 @@ impl Session {
                 });
                 self.on_redirect(index, now_ms, actions);
             }
-            ErrorBody::Busy { retry_after_ms } => {
-                let wait_ms = u64::from(retry_after_ms).clamp(1, BUSY_RETRY_AFTER_MS_MAX);
-                self.pending[index].state = State::Delayed {
-                    until_ms: now_ms + wait_ms,
-                };
-            }
+            ErrorBody::Busy { retry_after_ms } => self.on_busy(index, retry_after_ms, now_ms),
             ErrorBody::OutOfOrder { expected } => {
                 self.on_out_of_order(index, expected, now_ms, actions)
             }
@@ -408,6 +391,15 @@ impl Session {
                 );
             }
         }
+    }
+
+    /// Busy: the same number goes again once the group's hint has passed
+    /// (bounded by [`BUSY_RETRY_AFTER_MS_MAX`]).
+    fn on_busy(&mut self, index: usize, retry_after_ms: u32, now_ms: u64) {
+        let wait_ms = u64::from(retry_after_ms).clamp(1, BUSY_RETRY_AFTER_MS_MAX);
+        self.pending[index].state = State::Delayed {
+            until_ms: now_ms + wait_ms,
+        };
     }
 
     /// NotPrimary: resend at once after the first redirect, then back off
@@ -848,6 +840,21 @@ fn deadline_error(operation: Operation, deadline_ms: u64) -> ClientError {
     }
 }
 
+/// Whether `error` asks for the same number again (elsewhere, later or
+/// after others): such an answer about an attempt already superseded is
+/// ignored, since the newer attempt will be answered.
+fn is_retriable(error: &ErrorBody) -> bool {
+    matches!(
+        error,
+        ErrorBody::NotPrimary { .. } | ErrorBody::Busy { .. } | ErrorBody::OutOfOrder { .. }
+    ) || matches!(
+        error,
+        ErrorBody::Message {
+            code: ResultCode::Unavailable | ResultCode::UnknownGroup | ResultCode::SessionEvicted,
+            ..
+        }
+    )
+}
+
 #[cfg(test)]
-#[path = "session_tests.rs"]
 mod tests;

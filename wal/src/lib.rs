@@ -49,12 +49,12 @@
 //! | [`error`] | [`WalError`], poisoning causes |
 //! | [`storage`] | the [`Storage`] backend trait, [`Pipeline`], [`FileBatch`], [`IoObserver`] |
 //! | `group_commit` | per-file watermarks of writes and fsyncs in flight; batching a turn; acks in order |
-//! | [`engine`] | [`WalCore`]: the writer logic, single-threaded, deterministic |
+//! | [`engine`] | [`WalCore`]: the writer logic, single-threaded, deterministic; rooms: the turn, the file table, settling batches |
 //! | [`writer`] | [`Wal`]: the writer thread, the bounded queue, backend choice |
 //! | [`disk`] | [`DiskStorage`]: std files, `pwrite` + `fdatasync` (the fallback) |
 //! | [`syncfs`] | shared syncs: one `syncfs` for the bare syncs of many files; the [`syncfs::Syncer`] thread |
-//! | [`uring`] | [`UringStorage`]: the same files, batches pipelined through io_uring; [`Doorbell`] |
-//! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults |
+//! | [`uring`] | [`UringStorage`]: the same files, batches pipelined through io_uring; rooms: submission, completion, the [`Doorbell`] |
+//! | [`memory`] | [`MemoryStorage`]: in-memory disk with crashes and faults; rooms: one file's bytes, names, faults |
 //! | [`preallocate`] | room ahead of appends: zero-filled for files whose fsyncs are small, allocated (then zeroed beside an append) for direct files |
 //! | [`direct`] | appends past the page cache: whole-block writes planned around a kept tail block, pooled aligned buffers (the io_uring backend's, with [`WalConfig::direct_appends`]) |
 //! | [`metrics`] | metric names and recording |

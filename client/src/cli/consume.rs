@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::args::{ConsumeArgs, Start};
 use super::errors::CliError;
 use super::table::{escape_bytes, hex};
-use crate::{Client, ConsumedRecord, ConsumerConfig, StartFrom};
+use crate::{Client, ConsumedRecord, Consumer, ConsumerConfig, StartFrom};
 
 /// Bytes asked for per fetch.
 const FETCH_BYTES_MAX: u32 = 1024 * 1024;
@@ -115,6 +115,32 @@ pub(crate) async fn run(
         return super::consumer_group::consume(client, &group, args, json, out).await;
     }
     let doing = format!("consume from {} partition {}", args.topic, args.partition);
+    let start_from = start_from(client, &args, &doing).await?;
+    let config = ConsumerConfig {
+        name: args.cursor.clone(),
+        start_from,
+        max_bytes: FETCH_BYTES_MAX,
+        wait_ms: if args.follow { FOLLOW_WAIT_MS } else { 0 },
+    };
+    let consumer = client
+        .consumer(
+            &args.topic.stream,
+            &args.topic.topic,
+            args.partition,
+            config,
+        )
+        .await
+        .map_err(|error| CliError::client(&doing, error))?;
+    print_records(consumer, &args, json, &doing, out).await
+}
+
+/// Where the consumer starts: the offset of `--from-time` (asked of the
+/// cluster), `--from`, the stored cursor, or the earliest record.
+async fn start_from(
+    client: &Client,
+    args: &ConsumeArgs,
+    doing: &str,
+) -> Result<StartFrom, CliError> {
     let at_time = match args.from_time {
         Some(timestamp_ns) => Some(
             client
@@ -125,33 +151,29 @@ pub(crate) async fn run(
                     timestamp_ns,
                 )
                 .await
-                .map_err(|error| CliError::client(&doing, error))?,
+                .map_err(|error| CliError::client(doing, error))?,
         ),
         None => None,
     };
-    let start_from = match (at_time, args.from, &args.cursor) {
+    Ok(match (at_time, args.from, &args.cursor) {
         (Some(offset), _, _) | (None, Some(Start::Offset(offset)), _) => StartFrom::Offset(offset),
         (None, Some(Start::Latest), _) => StartFrom::Latest,
         (None, Some(Start::Earliest), _) => StartFrom::Earliest,
         (None, None, Some(_)) => StartFrom::StoredCursor,
         (None, None, None) => StartFrom::Earliest,
-    };
+    })
+}
 
-    let config = ConsumerConfig {
-        name: args.cursor.clone(),
-        start_from,
-        max_bytes: FETCH_BYTES_MAX,
-        wait_ms: if args.follow { FOLLOW_WAIT_MS } else { 0 },
-    };
-    let mut consumer = client
-        .consumer(
-            &args.topic.stream,
-            &args.topic.topic,
-            args.partition,
-            config,
-        )
-        .await
-        .map_err(|error| CliError::client(&doing, error))?;
+/// Polls and prints records until `--count` are printed or, without
+/// `--follow`, the partition is caught up; stores the cursor after each
+/// poll when one is named.
+async fn print_records(
+    mut consumer: Consumer,
+    args: &ConsumeArgs,
+    json: bool,
+    doing: &str,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let mut printed = 0u64;
     loop {
         if args.count.is_some_and(|count| printed >= count) {
@@ -160,7 +182,7 @@ pub(crate) async fn run(
         let records = consumer
             .poll()
             .await
-            .map_err(|error| CliError::client(&doing, error))?;
+            .map_err(|error| CliError::client(doing, error))?;
         let mut next_offset = consumer.position();
         for record in &records {
             if args.count.is_some_and(|count| printed >= count) {

@@ -18,7 +18,7 @@ use super::errors::CliError;
 use super::table::Table;
 use crate::{
     Client, ClientError, ConsumerGroupEvent, ConsumerGroupInfo, ConsumerGroupMemberConfig,
-    StartFrom,
+    ConsumerGroupRecords, StartFrom,
 };
 
 /// Runs `strand consume --group NAME`.
@@ -30,26 +30,7 @@ pub(crate) async fn consume(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let doing = format!("consume {} as consumer group {group}", args.topic);
-    let start_from = match args.from {
-        Some(Start::Latest) => StartFrom::Latest,
-        Some(Start::Earliest) | None => StartFrom::Earliest,
-        Some(Start::Offset(_)) => {
-            return Err(CliError::Usage(
-                "--group starts each partition at the group's offset; --from takes only \
-                 `earliest` or `latest` (for partitions the group never stored an offset on)"
-                    .to_owned(),
-            ));
-        }
-    };
-    let config = ConsumerGroupMemberConfig {
-        session_timeout_ms: args.session_timeout_ms,
-        heartbeat_interval_ms: (args.session_timeout_ms / 5).max(100),
-        start_from,
-        // The offsets after every batch printed: a successor resumes after
-        // the last record this member printed.
-        auto_commit_interval_ms: 0,
-        ..ConsumerGroupMemberConfig::default()
-    };
+    let config = member_config(&args)?;
     let mut consumer = client
         .consumer_group_member(group, &args.topic.stream, &args.topic.topic, config)
         .await
@@ -78,21 +59,7 @@ pub(crate) async fn consume(
             }
             Err(error) => return Err(CliError::client(&doing, error)),
         };
-        for batch in &batches {
-            for record in &batch.records {
-                let line = if json {
-                    record_json_in(Some(batch.partition), record)
-                } else {
-                    format!(
-                        "{}\t{}",
-                        batch.partition,
-                        record_text(record, args.key_sep.as_deref())
-                    )
-                };
-                writeln!(out, "{line}")?;
-                printed += 1;
-            }
-        }
+        printed += print_batches(&batches, &args, json, out)?;
         out.flush()?;
     }
     report_events(consumer.take_events(), consumer.member());
@@ -100,6 +67,59 @@ pub(crate) async fn consume(
         .leave()
         .await
         .map_err(|error| CliError::client(format!("{doing}: leave the group"), error))
+}
+
+/// The member's settings: where partitions without a stored offset start
+/// (`--from` takes only `earliest` or `latest` here), its session timeout,
+/// and offsets stored after every batch printed.
+fn member_config(args: &ConsumeArgs) -> Result<ConsumerGroupMemberConfig, CliError> {
+    let start_from = match args.from {
+        Some(Start::Latest) => StartFrom::Latest,
+        Some(Start::Earliest) | None => StartFrom::Earliest,
+        Some(Start::Offset(_)) => {
+            return Err(CliError::Usage(
+                "--group starts each partition at the group's offset; --from takes only \
+                 `earliest` or `latest` (for partitions the group never stored an offset on)"
+                    .to_owned(),
+            ));
+        }
+    };
+    Ok(ConsumerGroupMemberConfig {
+        session_timeout_ms: args.session_timeout_ms,
+        heartbeat_interval_ms: (args.session_timeout_ms / 5).max(100),
+        start_from,
+        // The offsets after every batch printed: a successor resumes after
+        // the last record this member printed.
+        auto_commit_interval_ms: 0,
+        ..ConsumerGroupMemberConfig::default()
+    })
+}
+
+/// Prints every record of `batches`, each line naming its partition;
+/// returns how many were printed.
+fn print_batches(
+    batches: &[ConsumerGroupRecords],
+    args: &ConsumeArgs,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<u64, CliError> {
+    let mut printed = 0u64;
+    for batch in batches {
+        for record in &batch.records {
+            let line = if json {
+                record_json_in(Some(batch.partition), record)
+            } else {
+                format!(
+                    "{}\t{}",
+                    batch.partition,
+                    record_text(record, args.key_sep.as_deref())
+                )
+            };
+            writeln!(out, "{line}")?;
+            printed += 1;
+        }
+    }
+    Ok(printed)
 }
 
 /// Errors a long-running member rides out (the cluster fails over).

@@ -134,14 +134,47 @@ pub(crate) fn client_summary(error: &ClientError) -> String {
     }
 }
 
-/// What to do about `error`, in `strand` commands.
+/// What to do about `error`, in `strand` commands: every error the
+/// client reports is named here once, by what the hint is about.
 fn hint(error: &ClientError) -> Option<String> {
     let hint = match error {
-        ClientError::Connect { .. } => {
-            "check --cluster (or STRAND_CLUSTER) and --cluster-id, that the nodes run \
-             (`strand-server dev-cluster` starts a local cluster on 127.0.0.1:7201..), and \
-             for a cluster with TLS, --ca (or STRAND_CA)"
-        }
+        ClientError::UnknownStream { .. }
+        | ClientError::UnknownTopic { .. }
+        | ClientError::UnknownPartition { .. }
+        | ClientError::UnknownGroup { .. }
+        | ClientError::AlreadyExists { .. }
+        | ClientError::OffsetOutOfRange { .. }
+        | ClientError::TooLarge { .. }
+        | ClientError::Deleted { .. }
+        | ClientError::UnknownMember { .. }
+        | ClientError::StaleGeneration { .. } => naming_hint(error),
+        ClientError::Connect { .. }
+        | ClientError::AuthenticationFailed { .. }
+        | ClientError::PermissionDenied { .. }
+        | ClientError::Tls(_) => access_hint(error),
+        ClientError::Timeout { .. }
+        | ClientError::Unavailable { .. }
+        | ClientError::OutcomeUnknown { .. }
+        | ClientError::DiskFull { .. }
+        | ClientError::NotSent { .. }
+        | ClientError::Refused { .. }
+        | ClientError::LimitExceeded { .. }
+        | ClientError::PartitionsRefused { .. } => cluster_hint(error),
+        ClientError::InvalidArgument { .. }
+        | ClientError::Unreachable { .. }
+        | ClientError::InvalidRequest { .. }
+        | ClientError::Storage { .. }
+        | ClientError::Internal { .. }
+        | ClientError::Protocol { .. }
+        | ClientError::Closed => return None,
+    };
+    Some(hint.to_owned())
+}
+
+/// Hints for what the command named: a stream, topic, partition, group or
+/// offset that is not there (or is already), a record too large.
+fn naming_hint(error: &ClientError) -> &'static str {
+    match error {
         ClientError::UnknownStream { .. } => {
             "create it with `strand stream create NAME` (or `strand topic create STREAM/TOPIC`, \
              which creates the stream too); `strand stream list` shows the streams"
@@ -158,13 +191,6 @@ fn hint(error: &ClientError) -> Option<String> {
         ClientError::AlreadyExists { .. } => {
             "use the existing one (`strand topic describe STREAM/TOPIC`) or pick another name"
         }
-        ClientError::Timeout { .. } | ClientError::Unavailable { .. } => {
-            "retry once the cluster is reachable; `strand attention` shows partitions that wait, \
-             `strand status` which nodes answer (--timeout-ms waits longer)"
-        }
-        ClientError::OutcomeUnknown { .. } => {
-            "read back with `strand consume` before producing again, or records may be duplicated"
-        }
         ClientError::OffsetOutOfRange { .. } => {
             "use --from earliest or --from latest, or an offset inside the range"
         }
@@ -173,49 +199,70 @@ fn hint(error: &ClientError) -> Option<String> {
             "the topic was deleted while the request was on its way; `strand topic list` shows \
              what exists now"
         }
+        ClientError::UnknownMember { .. } | ClientError::StaleGeneration { .. } => {
+            "`strand consumer-group describe NAME` shows the group's members and who reads what"
+        }
+        other => unreachable!("hint() names the naming errors: {other:?}"),
+    }
+}
+
+/// Hints for reaching and signing in to the cluster: addresses, TLS,
+/// credentials, rights.
+fn access_hint(error: &ClientError) -> &'static str {
+    match error {
+        ClientError::Connect { .. } => {
+            "check --cluster (or STRAND_CLUSTER) and --cluster-id, that the nodes run \
+             (`strand-server dev-cluster` starts a local cluster on 127.0.0.1:7201..), and \
+             for a cluster with TLS, --ca (or STRAND_CA)"
+        }
+        ClientError::AuthenticationFailed { .. } => {
+            "give the user and password (--user and --password-file, or STRAND_USER and \
+             STRAND_PASSWORD), or a token that is not revoked or expired (--token-file or \
+             STRAND_TOKEN)"
+        }
+        ClientError::PermissionDenied { .. } => {
+            "the node allows this only to the cluster's own nodes or to a user granted it"
+        }
+        ClientError::Tls(_) => {
+            "--ca (or STRAND_CA) names the cluster's CA certificate; `strand-server dev-cluster` \
+             prints where its CA is"
+        }
+        other => unreachable!("hint() names the access errors: {other:?}"),
+    }
+}
+
+/// Hints for the cluster's state: unavailable, full, refusing, or an
+/// outcome it could not report.
+fn cluster_hint(error: &ClientError) -> &'static str {
+    match error {
+        ClientError::Timeout { .. } | ClientError::Unavailable { .. } => {
+            "retry once the cluster is reachable; `strand attention` shows partitions that wait, \
+             `strand status` which nodes answer (--timeout-ms waits longer)"
+        }
+        ClientError::OutcomeUnknown { .. } => {
+            "read back with `strand consume` before producing again, or records may be duplicated"
+        }
         ClientError::DiskFull { .. } => {
             "free space on the node's data disk (`strand topic delete`, `strand topic alter \
              --retention-bytes`, or a bigger disk); writes resume by themselves, \
              `strand attention` lists the nodes that are full"
         }
         ClientError::NotSent { .. } => "send those records again once the cluster is reachable",
-        ClientError::AuthenticationFailed { .. } => {
-            "give the user and password (--user and --password-file, or STRAND_USER and \
-             STRAND_PASSWORD), or a token that is not revoked or expired (--token-file or \
-             STRAND_TOKEN)"
-        }
         ClientError::Refused { .. } => {
             "`strand status` shows which replicas are caught up; --force overrides the check"
-        }
-        ClientError::PermissionDenied { .. } => {
-            "the node allows this only to the cluster's own nodes or to a user granted it"
         }
         ClientError::LimitExceeded { .. } => {
             "delete cursors no longer used (`strand cursor delete STREAM/TOPIC NAME \
              --partition N`), or raise cursor_consumers_per_partition_max in every node's \
              configuration"
         }
-        ClientError::Tls(_) => {
-            "--ca (or STRAND_CA) names the cluster's CA certificate; `strand-server dev-cluster` \
-             prints where its CA is"
-        }
-        ClientError::UnknownMember { .. } | ClientError::StaleGeneration { .. } => {
-            "`strand consumer-group describe NAME` shows the group's members and who reads what"
-        }
         ClientError::PartitionsRefused { .. } => {
             "run the same command again once the refused partitions' reassignments have \
              started (`strand status` shows each partition's epoch); the partitions already \
              changed are left as they are"
         }
-        ClientError::InvalidArgument { .. }
-        | ClientError::Unreachable { .. }
-        | ClientError::InvalidRequest { .. }
-        | ClientError::Storage { .. }
-        | ClientError::Internal { .. }
-        | ClientError::Protocol { .. }
-        | ClientError::Closed => return None,
-    };
-    Some(hint.to_owned())
+        other => unreachable!("hint() names the cluster errors: {other:?}"),
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `args` | the clap definitions; parsers of `STREAM/TOPIC`, confirm policies, targets |
+//! | `args` | the clap definitions, a file per command family; parsers of `STREAM/TOPIC`, confirm policies, targets |
 //! | `errors` | `CliError`: messages that say what to do, and exit codes |
 //! | `table` | **pure**: aligned tables, one-line escaping of record bytes |
 //! | `topic` | `stream create/list`, `topic create/list/describe` |
@@ -157,91 +157,163 @@ async fn dispatch(
     stdin: impl AsyncBufRead + Unpin,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let json = cli.json;
     if let Command::Completions { shell } = cli.command {
-        let mut command = Cli::command();
-        let mut script = Vec::new(); // generate() panics on a failed write; a Vec never fails
-        clap_complete::generate(shell, &mut command, "strand", &mut script);
-        out.write_all(&script)?;
-        return Ok(());
+        return print_completions(shell, out);
     }
-    if let Command::AcceptLoss(accept) = &cli.command {
-        if !accept.yes {
-            return Err(operator::refusal(&accept.target)); // before anything is sent
-        }
-    }
-    if let Command::Partition(PartitionCommand::DropReplica(dropping)) = &cli.command {
-        if !dropping.yes {
-            return Err(partition::drop_refusal(dropping)); // before anything is sent
-        }
-    }
-    if let Command::User(UserCommand::Delete { name, yes: false }) = &cli.command {
-        return Err(CliError::Usage(format!(
-            "user delete removes user {name} and its permissions; nothing was done. Re-run with --yes"
-        )));
-    }
+    refuse_unconfirmed(&cli.command)?; // before anything is sent
     if let Some(refusal) = delete_refusal(&cli).await {
         return Err(refusal); // nothing deleted; the refusal says what would be
     }
     let client = connect(&cli).await?;
-    match cli.command {
-        Command::Stream(StreamCommand::Create { name }) => {
-            topic::stream_create(&client, &name, json, out).await
+    run_command(&client, cli.command, stdin, cli.json, out).await
+}
+
+/// `strand completions SHELL`: the shell's completion script, no cluster
+/// needed.
+fn print_completions(shell: clap_complete::Shell, out: &mut dyn Write) -> Result<(), CliError> {
+    let mut command = Cli::command();
+    let mut script = Vec::new(); // generate() panics on a failed write; a Vec never fails
+    clap_complete::generate(shell, &mut command, "strand", &mut script);
+    out.write_all(&script)?;
+    Ok(())
+}
+
+/// Refuses a command that needs `--yes` and was run without it (deletes of
+/// topics and streams are refused by `delete_refusal`, which asks the
+/// cluster what they would delete).
+fn refuse_unconfirmed(command: &Command) -> Result<(), CliError> {
+    if let Command::AcceptLoss(accept) = command {
+        if !accept.yes {
+            return Err(operator::refusal(&accept.target));
         }
-        Command::Stream(StreamCommand::List) => topic::stream_list(&client, json, out).await,
-        Command::Stream(StreamCommand::Delete(deleting)) => {
-            topic_change::stream_delete(&client, deleting, json, out).await
+    }
+    if let Command::Partition(PartitionCommand::DropReplica(dropping)) = command {
+        if !dropping.yes {
+            return Err(partition::drop_refusal(dropping));
         }
-        Command::Topic(TopicCommand::Create(create)) => {
-            topic::topic_create(&client, create, json, out).await
+    }
+    if let Command::User(UserCommand::Delete { name, yes: false }) = command {
+        return Err(CliError::Usage(format!(
+            "user delete removes user {name} and its permissions; nothing was done. Re-run with --yes"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs one command against the cluster: each command family's runner.
+async fn run_command(
+    client: &Client,
+    command: Command,
+    stdin: impl AsyncBufRead + Unpin,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    match command {
+        Command::Stream(command) => run_stream(client, command, json, out).await,
+        Command::Topic(command) => run_topic(client, command, json, out).await,
+        Command::Produce(produce) => produce::run(client, produce, stdin, json, out).await,
+        Command::User(command) => user::run(client, command, stdin, json, out).await,
+        Command::Token(command) => run_token(client, command, json, out).await,
+        Command::Cert(command) => cert::run(client, command, json, out).await,
+        Command::Quota(command) => quota::run(client, command, json, out).await,
+        Command::Consume(consume) => consume::run(client, consume, json, out).await,
+        Command::Cursor(command) => cursor::run(client, command, json, out).await,
+        Command::ConsumerGroup(command) => run_consumer_group(client, command, json, out).await,
+        Command::Status => status::run(client, json, out).await,
+        Command::Attention => operator::attention(client, json, out).await,
+        Command::AcceptLoss(accept) => operator::accept_loss(client, accept, json, out).await,
+        Command::Partition(command) => run_partition(client, command, json, out).await,
+        Command::Completions { .. } => unreachable!("answered before connecting"),
+    }
+}
+
+/// `strand stream ...`
+async fn run_stream(
+    client: &Client,
+    command: StreamCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    match command {
+        StreamCommand::Create { name } => topic::stream_create(client, &name, json, out).await,
+        StreamCommand::List => topic::stream_list(client, json, out).await,
+        StreamCommand::Delete(deleting) => {
+            topic_change::stream_delete(client, deleting, json, out).await
         }
-        Command::Topic(TopicCommand::List) => topic::topic_list(&client, json, out).await,
-        Command::Topic(TopicCommand::Describe { topic }) => {
-            topic::topic_describe(&client, &topic, json, out).await
+    }
+}
+
+/// `strand topic ...`
+async fn run_topic(
+    client: &Client,
+    command: TopicCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    match command {
+        TopicCommand::Create(create) => topic::topic_create(client, create, json, out).await,
+        TopicCommand::List => topic::topic_list(client, json, out).await,
+        TopicCommand::Describe { topic } => topic::topic_describe(client, &topic, json, out).await,
+        TopicCommand::Alter(alter) => topic_change::topic_alter(client, alter, json, out).await,
+        TopicCommand::AddPartitions(adding) => {
+            topic_change::add_partitions(client, adding, json, out).await
         }
-        Command::Topic(TopicCommand::Alter(alter)) => {
-            topic_change::topic_alter(&client, alter, json, out).await
+        TopicCommand::Delete(deleting) => {
+            topic_change::topic_delete(client, deleting, json, out).await
         }
-        Command::Topic(TopicCommand::AddPartitions(adding)) => {
-            topic_change::add_partitions(&client, adding, json, out).await
-        }
-        Command::Topic(TopicCommand::Delete(deleting)) => {
-            topic_change::topic_delete(&client, deleting, json, out).await
-        }
-        Command::Produce(produce) => produce::run(&client, produce, stdin, json, out).await,
-        Command::User(command) => user::run(&client, command, stdin, json, out).await,
-        Command::Token(TokenCommand::Create {
+    }
+}
+
+/// `strand token ...`
+async fn run_token(
+    client: &Client,
+    command: TokenCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    match command {
+        TokenCommand::Create {
             owner,
             label,
             expires_in,
-        }) => token::create(&client, &owner, &label, expires_in, json, out).await,
-        Command::Token(TokenCommand::List) => token::list(&client, json, out).await,
-        Command::Token(TokenCommand::Revoke { token }) => {
-            token::revoke(&client, &token, json, out).await
+        } => token::create(client, &owner, &label, expires_in, json, out).await,
+        TokenCommand::List => token::list(client, json, out).await,
+        TokenCommand::Revoke { token } => token::revoke(client, &token, json, out).await,
+    }
+}
+
+/// `strand consumer-group ...`
+async fn run_consumer_group(
+    client: &Client,
+    command: ConsumerGroupCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    match command {
+        ConsumerGroupCommand::List => consumer_group::list(client, json, out).await,
+        ConsumerGroupCommand::Describe { name } => {
+            consumer_group::describe(client, &name, json, out).await
         }
-        Command::Cert(command) => cert::run(&client, command, json, out).await,
-        Command::Quota(command) => quota::run(&client, command, json, out).await,
-        Command::Consume(consume) => consume::run(&client, consume, json, out).await,
-        Command::Cursor(command) => cursor::run(&client, command, json, out).await,
-        Command::ConsumerGroup(ConsumerGroupCommand::List) => {
-            consumer_group::list(&client, json, out).await
+        ConsumerGroupCommand::Reset { name, to } => {
+            consumer_group::reset(client, &name, to, json, out).await
         }
-        Command::ConsumerGroup(ConsumerGroupCommand::Describe { name }) => {
-            consumer_group::describe(&client, &name, json, out).await
+    }
+}
+
+/// `strand partition ...`
+async fn run_partition(
+    client: &Client,
+    command: PartitionCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    match command {
+        PartitionCommand::Reassign(reassign) => {
+            partition::reassign(client, reassign, json, out).await
         }
-        Command::ConsumerGroup(ConsumerGroupCommand::Reset { name, to }) => {
-            consumer_group::reset(&client, &name, to, json, out).await
+        PartitionCommand::DropReplica(dropping) => {
+            partition::drop_replica(client, dropping, json, out).await
         }
-        Command::Status => status::run(&client, json, out).await,
-        Command::Attention => operator::attention(&client, json, out).await,
-        Command::AcceptLoss(accept) => operator::accept_loss(&client, accept, json, out).await,
-        Command::Partition(PartitionCommand::Reassign(reassign)) => {
-            partition::reassign(&client, reassign, json, out).await
-        }
-        Command::Partition(PartitionCommand::DropReplica(dropping)) => {
-            partition::drop_replica(&client, dropping, json, out).await
-        }
-        Command::Completions { .. } => unreachable!("answered before connecting"),
     }
 }
 

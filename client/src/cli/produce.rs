@@ -29,7 +29,7 @@ use super::args::{ProduceArgs, TopicPath};
 use super::errors::CliError;
 use super::print_json;
 use super::table::bytes_human;
-use crate::{Client, ClientError, Delivery, DeliveryReport, ProducerConfig};
+use crate::{Client, ClientError, Delivery, DeliveryReport, Producer, ProducerConfig};
 
 /// Longest stdin line taken as one record (the server's default frame
 /// limit is 8 MiB and a record travels in one batch).
@@ -256,22 +256,7 @@ pub(crate) async fn run(
         Some(partition) => format!("produce to {path} partition {partition}"),
         None => format!("produce to {path}"),
     };
-    if args.key_sep.as_deref() == Some("") {
-        return Err(CliError::Usage("--key-sep must not be empty".to_owned()));
-    }
-    let info = client
-        .topic(&path.stream, &path.topic)
-        .await
-        .map_err(|error| CliError::client(&doing, error))?;
-    if let Some(partition) = args.partition {
-        crate::client::partition_group_of(&info, partition)
-            .map_err(|error| CliError::client(&doing, error))?;
-    }
-    let producer = client
-        .producer(&path.stream, &path.topic, ProducerConfig::default())
-        .await
-        .map_err(|error| CliError::client(&doing, error))?;
-
+    let producer = open_producer(client, &args, &doing).await?;
     let started = Instant::now();
     let (deliveries, queued) = mpsc::channel(DELIVERIES_QUEUED_MAX);
     let failed = Arc::new(AtomicBool::new(false));
@@ -320,6 +305,37 @@ pub(crate) async fn run(
     }
     sent.map(drop)?;
     closed.map_err(|error| CliError::client(&doing, error))?;
+    first_failure(summary, &doing)
+}
+
+/// Checks the arguments the parser cannot, looks the topic (and the
+/// partition, if one is named) up, and makes the producer.
+async fn open_producer(
+    client: &Client,
+    args: &ProduceArgs,
+    doing: &str,
+) -> Result<Producer, CliError> {
+    let path = &args.topic;
+    if args.key_sep.as_deref() == Some("") {
+        return Err(CliError::Usage("--key-sep must not be empty".to_owned()));
+    }
+    let info = client
+        .topic(&path.stream, &path.topic)
+        .await
+        .map_err(|error| CliError::client(doing, error))?;
+    if let Some(partition) = args.partition {
+        crate::client::partition_group_of(&info, partition)
+            .map_err(|error| CliError::client(doing, error))?;
+    }
+    client
+        .producer(&path.stream, &path.topic, ProducerConfig::default())
+        .await
+        .map_err(|error| CliError::client(doing, error))
+}
+
+/// The run's outcome once its summary is printed: an error naming the
+/// first failed record's cause when any failed.
+fn first_failure(mut summary: ProduceSummary, doing: &str) -> Result<(), CliError> {
     match summary.first_error.take() {
         Some(error) => Err(CliError::client(
             format!("{doing}: {} record(s) failed; the first", summary.failed),

@@ -153,6 +153,14 @@ impl StatusView {
 
     /// The human tables.
     pub(crate) fn text(&self) -> String {
+        let nodes = self.nodes_table();
+        let replicas = self.replicas_table();
+        let untrusted = self.untrusted_line();
+        format!("{}\n{}\n{untrusted}", nodes.render(), replicas.render())
+    }
+
+    /// One row per node: its answer, its groups, the peers it cannot reach.
+    fn nodes_table(&self) -> Table {
         let mut nodes = Table::new(&["NODE", "ADDRESS", "ANSWER", "GROUPS", "UNREACHABLE PEERS"]);
         for node in &self.nodes {
             let peers: Vec<String> = node.unreachable_peers.iter().map(u32::to_string).collect();
@@ -172,6 +180,11 @@ impl StatusView {
                 },
             ]);
         }
+        nodes
+    }
+
+    /// One row per replica of every partition, side by side by partition.
+    fn replicas_table(&self) -> Table {
         let mut replicas = Table::new(&[
             "PARTITION",
             "GROUP",
@@ -189,74 +202,77 @@ impl StatusView {
             "COPY",
             "LOG",
         ]);
-        let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
         for partition in &self.partitions {
             let policy = format!(
                 "{} W{}/R{}",
                 partition.durability, partition.write_quorum, partition.view_change_quorum
             );
             for replica in &partition.replicas {
-                replicas.row(vec![
-                    partition.name.clone(),
-                    partition.group.to_string(),
-                    partition.epoch.to_string(),
-                    policy.clone(),
-                    replica.replica.to_string(),
-                    replica.node.to_string(),
-                    replica
-                        .status
-                        .clone()
-                        .unwrap_or_else(|| "no answer".to_owned()),
-                    or_dash(replica.view.map(|view| view.to_string())),
-                    or_dash(replica.primary_node.map(|node| format!("node {node}"))),
-                    or_dash(replica.commit_op.map(|commit| commit.to_string())),
-                    or_dash(replica.lag.map(|lag| lag.to_string())),
-                    or_dash(replica.log_start_offset.map(|offset| offset.to_string())),
-                    or_dash(replica.high_watermark.map(|offset| offset.to_string())),
-                    or_dash(replica.caught_up.map(|caught_up| {
-                        if caught_up {
-                            "caught up"
-                        } else {
-                            "catching up"
-                        }
-                        .to_owned()
-                    })),
-                    or_dash(replica.untrusted_log.map(|untrusted| {
-                        if untrusted { "UNTRUSTED" } else { "trusted" }.to_owned()
-                    })),
-                ]);
+                replicas.row(replica_row(partition, &policy, replica));
             }
         }
-        let untrusted = if self.untrusted.is_empty() {
-            "untrusted logs: none\n".to_owned()
-        } else {
-            let list: Vec<String> = self
-                .untrusted
-                .iter()
-                .map(|entry| {
-                    format!(
-                        "{} (group {}) replica {} on node {}",
-                        entry.name, entry.group, entry.replica, entry.node
-                    )
-                })
-                .collect();
-            format!("untrusted logs: {}\n", list.join("; "))
-        };
-        format!("{}\n{}\n{untrusted}", nodes.render(), replicas.render())
+        replicas
     }
+
+    /// The line naming every untrusted log, or saying there is none.
+    fn untrusted_line(&self) -> String {
+        if self.untrusted.is_empty() {
+            return "untrusted logs: none\n".to_owned();
+        }
+        let list: Vec<String> = self
+            .untrusted
+            .iter()
+            .map(|entry| {
+                format!(
+                    "{} (group {}) replica {} on node {}",
+                    entry.name, entry.group, entry.replica, entry.node
+                )
+            })
+            .collect();
+        format!("untrusted logs: {}\n", list.join("; "))
+    }
+}
+
+/// One replica's row of the replicas table (`-` where it did not answer).
+fn replica_row(partition: &PartitionView, policy: &str, replica: &ReplicaView) -> Vec<String> {
+    let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+    vec![
+        partition.name.clone(),
+        partition.group.to_string(),
+        partition.epoch.to_string(),
+        policy.to_owned(),
+        replica.replica.to_string(),
+        replica.node.to_string(),
+        replica
+            .status
+            .clone()
+            .unwrap_or_else(|| "no answer".to_owned()),
+        or_dash(replica.view.map(|view| view.to_string())),
+        or_dash(replica.primary_node.map(|node| format!("node {node}"))),
+        or_dash(replica.commit_op.map(|commit| commit.to_string())),
+        or_dash(replica.lag.map(|lag| lag.to_string())),
+        or_dash(replica.log_start_offset.map(|offset| offset.to_string())),
+        or_dash(replica.high_watermark.map(|offset| offset.to_string())),
+        or_dash(replica.caught_up.map(|caught_up| {
+            if caught_up {
+                "caught up"
+            } else {
+                "catching up"
+            }
+            .to_owned()
+        })),
+        or_dash(
+            replica
+                .untrusted_log
+                .map(|untrusted| if untrusted { "UNTRUSTED" } else { "trusted" }.to_owned()),
+        ),
+    ]
 }
 
 /// One group from its replicas' reports (at least one).
 fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
     let (_, first) = reports[0];
-    // Every replica the reports name, by index.
-    let mut replica_nodes: BTreeMap<u8, u32> = BTreeMap::new();
-    for (node, report) in reports {
-        replica_nodes.insert(report.replica, *node);
-        for replica in &report.replicas {
-            replica_nodes.entry(replica.replica).or_insert(replica.node);
-        }
-    }
+    let replica_nodes = replica_nodes(reports);
     // The metadata plane holds no records: it has no offsets to show.
     let records = first.group != crate::routing::METADATA_GROUP;
     let commit_max = reports
@@ -264,22 +280,7 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
         .map(|(_, report)| report.commit_op)
         .max()
         .unwrap_or(0);
-    // The primary's view of each copy: only a primary in normal status
-    // tracks which replicas hold every committed op.
-    let primary_report = reports
-        .iter()
-        .map(|(_, report)| *report)
-        .filter(|report| report.replica == report.primary && report.status == "normal")
-        .max_by_key(|report| report.view);
-    let caught_up = |replica: u8| {
-        primary_report.and_then(|report| {
-            report
-                .replicas
-                .iter()
-                .find(|copy| copy.replica == replica)
-                .map(|copy| copy.caught_up)
-        })
-    };
+    let primary_report = primary_report(reports);
     let replicas = replica_nodes
         .iter()
         .map(|(&replica, &node)| {
@@ -287,6 +288,7 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
                 .iter()
                 .find(|(_, report)| report.replica == replica)
                 .map(|(_, report)| *report);
+            let caught_up = caught_up(primary_report, replica);
             match report {
                 Some(report) => ReplicaView {
                     replica,
@@ -302,24 +304,9 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
                     log_start_offset: records.then_some(report.log_start_offset),
                     high_watermark: records.then_some(report.high_watermark),
                     untrusted_log: Some(report.untrusted_log),
-                    caught_up: caught_up(replica),
+                    caught_up,
                 },
-                None => ReplicaView {
-                    replica,
-                    node,
-                    answered: false,
-                    status: None,
-                    view: None,
-                    log_view: None,
-                    primary_node: None,
-                    op: None,
-                    commit_op: None,
-                    lag: None,
-                    log_start_offset: None,
-                    high_watermark: None,
-                    untrusted_log: None,
-                    caught_up: caught_up(replica),
-                },
+                None => unanswered(replica, node, caught_up),
             }
         })
         .collect();
@@ -339,6 +326,60 @@ fn partition(reports: &[(u32, &GroupStatus)]) -> PartitionView {
         write_quorum: newest.write_quorum,
         view_change_quorum: newest.view_change_quorum,
         replicas,
+    }
+}
+
+/// Every replica the reports name, by index, and the node it is on.
+fn replica_nodes(reports: &[(u32, &GroupStatus)]) -> BTreeMap<u8, u32> {
+    let mut replica_nodes: BTreeMap<u8, u32> = BTreeMap::new();
+    for (node, report) in reports {
+        replica_nodes.insert(report.replica, *node);
+        for replica in &report.replicas {
+            replica_nodes.entry(replica.replica).or_insert(replica.node);
+        }
+    }
+    replica_nodes
+}
+
+/// The primary's report, whose view of each copy counts: only a primary in
+/// normal status tracks which replicas hold every committed op.
+fn primary_report<'a>(reports: &[(u32, &'a GroupStatus)]) -> Option<&'a GroupStatus> {
+    reports
+        .iter()
+        .map(|(_, report)| *report)
+        .filter(|report| report.replica == report.primary && report.status == "normal")
+        .max_by_key(|report| report.view)
+}
+
+/// Whether `replica`'s copy holds every committed op, as the primary sees it.
+fn caught_up(primary_report: Option<&GroupStatus>, replica: u8) -> Option<bool> {
+    primary_report.and_then(|report| {
+        report
+            .replicas
+            .iter()
+            .find(|copy| copy.replica == replica)
+            .map(|copy| copy.caught_up)
+    })
+}
+
+/// A replica that did not answer: where it is, and what the primary says
+/// of its copy.
+fn unanswered(replica: u8, node: u32, caught_up: Option<bool>) -> ReplicaView {
+    ReplicaView {
+        replica,
+        node,
+        answered: false,
+        status: None,
+        view: None,
+        log_view: None,
+        primary_node: None,
+        op: None,
+        commit_op: None,
+        lag: None,
+        log_start_offset: None,
+        high_watermark: None,
+        untrusted_log: None,
+        caught_up,
     }
 }
 
