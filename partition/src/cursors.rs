@@ -92,33 +92,15 @@ impl CursorLog {
         trusted_tail: Option<u64>,
     ) -> Result<(CursorLog, CursorFindings), PartitionError> {
         let mut findings = CursorFindings::default();
-        let (covers, snapshot_map) = match read_snapshot(io, dir)? {
-            Ok(snapshot) => snapshot,
-            Err(reason) => {
-                tracing::error!(%reason, "partition: cursor snapshot unreadable; ignoring it");
-                findings.snapshot_damaged = true;
-                (0, BTreeMap::new())
-            }
-        };
+        let (covers, snapshot_map) = CursorLog::snapshot_at_open(io, dir, &mut findings)?;
         let path = cursors_log_path(dir);
         let bytes = io
             .disk
             .read_file(&path)
             .map_err(|error| PartitionError::io(&path, "read the cursor log", &error))?
             .unwrap_or_default();
-        let (mut frames, events, mut valid_len) = decode_log(&bytes);
-        if let Some(trusted) = trusted_tail {
-            let kept = frames_below(&frames, trusted);
-            if let Some(first_cut) = frames.get(kept) {
-                tracing::warn!(
-                    trusted,
-                    cut_from = first_cut.base,
-                    "partition: a write or sync failed earlier; cutting the cursor events past the checkpoint"
-                );
-                valid_len = first_cut.position;
-                frames.truncate(kept);
-            }
-        }
+        let (mut frames, events, valid_len) = decode_log(&bytes);
+        let mut valid_len = valid_prefix(&mut frames, valid_len, trusted_tail);
         if valid_len < bytes.len() as u64 {
             tracing::warn!(
                 valid_len,
@@ -173,6 +155,24 @@ impl CursorLog {
             failure: None,
         };
         Ok((log, findings))
+    }
+
+    /// The cursor snapshot and the event it covers up to; an unreadable
+    /// one is ignored (reported in `findings`): the log's events rebuild
+    /// what they can.
+    fn snapshot_at_open<D: Disk>(
+        io: &mut Io<D>,
+        dir: &Path,
+        findings: &mut CursorFindings,
+    ) -> Result<(u64, BTreeMap<String, u64>), PartitionError> {
+        Ok(match read_snapshot(io, dir)? {
+            Ok(snapshot) => snapshot,
+            Err(reason) => {
+                tracing::error!(%reason, "partition: cursor snapshot unreadable; ignoring it");
+                findings.snapshot_damaged = true;
+                (0, BTreeMap::new())
+            }
+        })
     }
 
     /// The bytes of the log holding events past `cursor_checkpoint` (what
@@ -598,4 +598,26 @@ pub(crate) fn decode_frame(payload: &[u8]) -> Option<(u64, u32, Vec<CursorEvent>
         .ok()?
         .events;
     (events.len() as u64 == u64::from(count) && count > 0).then_some((base, count, events))
+}
+
+/// The length of the log's valid prefix, `frames` cut to it: past the
+/// trusted tail (the superblock's cursor checkpoint, after a failed write or
+/// sync) nothing is counted durable.
+fn valid_prefix(frames: &mut Vec<CursorFrame>, valid_len: u64, trusted_tail: Option<u64>) -> u64 {
+    let Some(trusted) = trusted_tail else {
+        return valid_len;
+    };
+    let kept = frames_below(frames, trusted);
+    let Some(first_cut) = frames.get(kept) else {
+        return valid_len;
+    };
+    tracing::warn!(
+        trusted,
+        cut_from = first_cut.base,
+        "partition: a write or sync failed earlier; cutting the cursor events past the checkpoint"
+    );
+    let cut_at = first_cut.position;
+    frames.truncate(kept);
+    assert!(cut_at <= valid_len, "a frame within the valid prefix");
+    cut_at
 }

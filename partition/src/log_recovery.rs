@@ -287,13 +287,10 @@ fn initial_parent(superblock: &Superblock) -> Option<u32> {
     }
 }
 
-/// Lists, cleans up and scans the segment files.
-fn find_segments<D: Disk>(
-    io: &mut Io<D>,
-    dir: &Path,
-    superblock: &Superblock,
-    findings: &mut LogFindings,
-) -> Result<Vec<Found>, PartitionError> {
+/// The first offsets of the segments in the records directory, after
+/// removing what a crash left half done: temp files, and an index whose
+/// segment is gone (it would block a new segment at its offset).
+fn segment_offsets<D: Disk>(io: &mut Io<D>, dir: &Path) -> Result<BTreeSet<u64>, PartitionError> {
     let records = records_dir(dir);
     let names = io
         .disk
@@ -305,12 +302,10 @@ fn find_segments<D: Disk>(
             .remove_file(&path)
             .map_err(|error| PartitionError::io(&path, "remove a temp file", &error))?;
     }
-    let mut offsets: BTreeSet<u64> = names
+    let offsets: BTreeSet<u64> = names
         .iter()
         .filter_map(|name| parse_segment_name(name))
         .collect();
-    // An index whose segment is gone (a crash between removing a segment's
-    // two files) would block a new segment at its offset.
     for name in &names {
         let Some(offset) = parse_index_name(name) else {
             continue;
@@ -323,6 +318,17 @@ fn find_segments<D: Disk>(
                 .map_err(|error| PartitionError::io(&path, "remove an orphan index", &error))?;
         }
     }
+    Ok(offsets)
+}
+
+/// Lists, cleans up and scans the segment files.
+fn find_segments<D: Disk>(
+    io: &mut Io<D>,
+    dir: &Path,
+    superblock: &Superblock,
+    findings: &mut LogFindings,
+) -> Result<Vec<Found>, PartitionError> {
+    let mut offsets = segment_offsets(io, dir)?;
     for &leftover in offsets
         .iter()
         .filter(|&&offset| offset < superblock.head_offset)
@@ -532,17 +538,14 @@ fn push_damaged_entries(
     }
 }
 
-/// A damaged run: ops `expected_op..until` lived in bytes `start..end`, their
-/// records ending at `offset_end`.
-fn walk_damaged(
-    walk: &mut Walk,
-    segment: &mut Segment,
-    (start, end): (u64, u64),
+/// Whether a damaged run from `first_op` may be numbered up to `until`
+/// (the next readable op): `until` follows it, and the run holds at least
+/// one op.
+fn damaged_run_numbered(
+    first_op: u64,
     until: u64,
-    offset_end: u64,
-    readable: &[ScannedEntry],
+    (start, end): (u64, u64),
 ) -> Result<(), PartitionError> {
-    let first_op = walk.expected_op;
     if until < first_op {
         return Err(PartitionError::LogInconsistent {
             op: until,
@@ -564,6 +567,21 @@ fn walk_damaged(
             ),
         });
     }
+    Ok(())
+}
+
+/// A damaged run: ops `expected_op..until` lived in bytes `start..end`, their
+/// records ending at `offset_end`.
+fn walk_damaged(
+    walk: &mut Walk,
+    segment: &mut Segment,
+    (start, end): (u64, u64),
+    until: u64,
+    offset_end: u64,
+    readable: &[ScannedEntry],
+) -> Result<(), PartitionError> {
+    let first_op = walk.expected_op;
+    damaged_run_numbered(first_op, until, (start, end))?;
     tracing::error!(
         segment = segment.first_offset,
         start,

@@ -456,15 +456,6 @@ impl<D: Disk> Partition<D> {
             events: VecDeque::new(),
             machine_snapshot_ops: [None, None],
         };
-        match crate::machine_snapshot::copy_ops(&mut partition.io.disk, dir) {
-            Ok(ops) => partition.machine_snapshot_ops = ops,
-            Err(error) => {
-                return Err(FailedOpen {
-                    error,
-                    disk: Some(partition.release()),
-                });
-            }
-        }
         let mut cursor_findings = cursor_findings;
         cursor_findings.cursors_clamped = partition.cursors.clamp(partition.log.offset_end);
         // A reopen after a failed write is never one after a clean stop,
@@ -476,8 +467,9 @@ impl<D: Disk> Partition<D> {
         let untouched = log_findings.torn_bytes_cut == 0
             && log_findings.damage.is_empty()
             && partition.log.faulty.is_empty();
-        let durable = partition
-            .make_open_durable(fresh, clean_shutdown, untouched)
+        let durable = crate::machine_snapshot::copy_ops(&mut partition.io.disk, dir)
+            .map(|ops| partition.machine_snapshot_ops = ops)
+            .and_then(|()| partition.make_open_durable(fresh, clean_shutdown, untouched))
             .and_then(|()| partition.open_durable_mark(fresh, clean_shutdown));
         if let Err(error) = durable {
             return Err(FailedOpen {

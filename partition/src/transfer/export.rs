@@ -1,7 +1,7 @@
 //! Exporting a partition at a frontier op.
 
 use bytes::Bytes;
-use strand_wire::STATE_TRANSFER_CHUNK_SIZE_MAX;
+use strand_wire::{PrepareHeader, STATE_TRANSFER_CHUNK_SIZE_MAX};
 
 use super::manifest::{CLIENT_TABLE_BYTES_MAX, Manifest, ManifestFile, ManifestFileKind};
 use super::{CHUNK_DATA_BYTES_MAX, encode_chunk};
@@ -67,20 +67,7 @@ impl<D: Disk> Partition<D> {
             config.chunk_data_bytes_max
         );
         self.check_exportable(frontier_op)?;
-        let frontier_header = match frontier_op >= self.log.head_op {
-            true => self
-                .read_headers(frontier_op, frontier_op)?
-                .first()
-                .copied(),
-            false => None,
-        };
-        let frontier_offset = match frontier_header {
-            Some(_) => self
-                .log
-                .entry(frontier_op)
-                .map_or(0, |(_, meta)| meta.offset_end),
-            None => self.log.head_offset,
-        };
+        let (frontier_header, frontier_offset) = self.frontier_of(frontier_op)?;
         let mut map = self.cursors.map.clone();
         for offset in map.values_mut() {
             *offset = (*offset).min(frontier_offset);
@@ -116,16 +103,7 @@ impl<D: Disk> Partition<D> {
             chunk_count,
             files,
         };
-        let manifest_bytes = Bytes::from(manifest.encode());
-        if manifest_bytes.len() > STATE_TRANSFER_CHUNK_SIZE_MAX {
-            return Err(PartitionError::ExportUnavailable {
-                frontier_op,
-                reason: format!(
-                    "the manifest takes {} bytes, more than a chunk",
-                    manifest_bytes.len()
-                ),
-            });
-        }
+        let manifest_bytes = manifest_bytes_of(&manifest)?;
         tracing::info!(
             frontier_op,
             chunks = manifest.chunk_count,
@@ -138,6 +116,29 @@ impl<D: Disk> Partition<D> {
             client_table,
             machine_snapshot,
         })
+    }
+
+    /// The frontier op's header (none below the log's head: retention
+    /// dropped it) and the record offset it ends at.
+    fn frontier_of(
+        &mut self,
+        frontier_op: u64,
+    ) -> Result<(Option<PrepareHeader>, u64), PartitionError> {
+        let frontier_header = match frontier_op >= self.log.head_op {
+            true => self
+                .read_headers(frontier_op, frontier_op)?
+                .first()
+                .copied(),
+            false => None,
+        };
+        let frontier_offset = match frontier_header {
+            Some(_) => self
+                .log
+                .entry(frontier_op)
+                .map_or(0, |(_, meta)| meta.offset_end),
+            None => self.log.head_offset,
+        };
+        Ok((frontier_header, frontier_offset))
     }
 
     /// The machine snapshot the export ships (empty for a partition that
@@ -271,4 +272,20 @@ impl<D: Disk> Partition<D> {
         };
         Ok(Bytes::from(encode_chunk(chunk, file, offset, &data)))
     }
+}
+
+/// The manifest encoded, as long as it fits in one chunk (the importer
+/// reads it first, whole).
+fn manifest_bytes_of(manifest: &Manifest) -> Result<Bytes, PartitionError> {
+    let manifest_bytes = Bytes::from(manifest.encode());
+    if manifest_bytes.len() > STATE_TRANSFER_CHUNK_SIZE_MAX {
+        return Err(PartitionError::ExportUnavailable {
+            frontier_op: manifest.frontier_op,
+            reason: format!(
+                "the manifest takes {} bytes, more than a chunk",
+                manifest_bytes.len()
+            ),
+        });
+    }
+    Ok(manifest_bytes)
 }

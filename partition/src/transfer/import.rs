@@ -470,6 +470,37 @@ fn verify_and_index<D: Disk>(
     Ok(sealed)
 }
 
+/// The staged segment's entries, each following the one before on
+/// `chain` (op, parent checksum, record offset), which they advance.
+fn chain_entries(
+    scan: &crate::scan::SegmentScan,
+    chain: &mut Chain,
+    first_offset: u64,
+) -> Result<Vec<EntryMeta>, PartitionError> {
+    let mut entries = Vec::with_capacity(scan.items.len());
+    for item in &scan.items {
+        let Item::Entry(entry) = item else {
+            unreachable!("checked for faults above");
+        };
+        let header = &entry.header;
+        let chained = chain
+            .parent
+            .is_none_or(|parent| header.parent.get() == parent);
+        let contiguous = !carries_records(header) || header.offset_base.get() == chain.offset;
+        if header.op.get() != chain.op || !chained || !contiguous {
+            return Err(PartitionError::ImportRejected {
+                reason: format!("op {} does not follow in segment {first_offset}", chain.op),
+            });
+        }
+        let meta = EntryMeta::of(header, entry.position, chain.offset);
+        entries.push(meta);
+        chain.op += 1;
+        chain.offset = meta.offset_end;
+        chain.parent = Some(header.checksum());
+    }
+    Ok(entries)
+}
+
 /// Checks one staged segment against the chain so far and writes its index.
 fn verify_segment<D: Disk>(
     partition: &mut Partition<D>,
@@ -506,28 +537,7 @@ fn verify_segment<D: Disk>(
             chain.op
         )));
     }
-    let mut entries = Vec::new();
-    for item in &scan.items {
-        let Item::Entry(entry) = item else {
-            unreachable!("checked for faults above");
-        };
-        let header = &entry.header;
-        let chained = chain
-            .parent
-            .is_none_or(|parent| header.parent.get() == parent);
-        let contiguous = !carries_records(header) || header.offset_base.get() == chain.offset;
-        if header.op.get() != chain.op || !chained || !contiguous {
-            return Err(reject(format!(
-                "op {} does not follow in segment {first_offset}",
-                chain.op
-            )));
-        }
-        let meta = EntryMeta::of(header, entry.position, chain.offset);
-        entries.push(meta);
-        chain.op += 1;
-        chain.offset = meta.offset_end;
-        chain.parent = Some(header.checksum());
-    }
+    let entries = chain_entries(&scan, chain, first_offset)?;
     if chain.op != last_op + 1 || chain.parent != Some(last_checksum) {
         return Err(reject(format!(
             "segment {first_offset} does not end at op {last_op} as announced"

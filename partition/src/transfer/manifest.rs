@@ -301,18 +301,9 @@ fn decode_file(reader: &mut BodyReader<'_>) -> Result<ManifestFile, BodyError> {
     })
 }
 
-fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
-    let mut reader = BodyReader::new(content);
-    let magic = reader.u32("magic")?;
-    let version = reader.u16("version")?;
-    if magic != MAGIC || !(VERSION_WITHOUT_CLIENT_TABLE..=VERSION).contains(&version) {
-        return Err(BodyError::UnknownValue {
-            field: "manifest magic or version",
-            value: u64::from(magic),
-        });
-    }
-    let frontier_op = reader.u64("frontier op")?;
-    let frontier_offset = reader.u64("frontier offset")?;
+/// The frontier op's header, if the manifest carries one (always 256
+/// bytes on the wire, zeros when it does not).
+fn decode_frontier_header(reader: &mut BodyReader<'_>) -> Result<Option<PrepareHeader>, BodyError> {
     let has_header = reader.bool("has header")?;
     let header_bytes = reader.bytes("frontier header")?;
     if header_bytes.len() != HEADER_SIZE {
@@ -325,6 +316,22 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
         field: "frontier header",
         reason: "unreadable",
     })?;
+    Ok(has_header.then_some(header))
+}
+
+fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
+    let mut reader = BodyReader::new(content);
+    let magic = reader.u32("magic")?;
+    let version = reader.u16("version")?;
+    if magic != MAGIC || !(VERSION_WITHOUT_CLIENT_TABLE..=VERSION).contains(&version) {
+        return Err(BodyError::UnknownValue {
+            field: "manifest magic or version",
+            value: u64::from(magic),
+        });
+    }
+    let frontier_op = reader.u64("frontier op")?;
+    let frontier_offset = reader.u64("frontier offset")?;
+    let frontier_header = decode_frontier_header(&mut reader)?;
     let view = decode_view(&mut reader, "view")?;
     let log_view = decode_view(&mut reader, "log view")?;
     let commit = reader.u64("commit")?;
@@ -345,7 +352,7 @@ fn decode_content(content: &[u8]) -> Result<Manifest, BodyError> {
     let manifest = Manifest {
         frontier_op,
         frontier_offset,
-        frontier_header: has_header.then_some(header),
+        frontier_header,
         durable: DurableFields {
             view,
             log_view,
