@@ -1,7 +1,7 @@
 //! A group's actor: the state around the group's
 //! `strand_host::group_host::GroupHost` (the replica over its partition,
 //! where every effect is carried out and storage completions go back to the
-//! replica), hosted on one of the node's shards (`crate::shard`). The shard
+//! replica), hosted on one of the node's shards (`crate::runtime::shard`). The shard
 //! hands it inputs in order (peer frames, client requests, storage
 //! wakeups, ticks); the actor hands them to the replica, settles the host,
 //! and carries out its outputs: frames to the bus, replies to clients,
@@ -42,9 +42,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use zerocopy::IntoBytes;
 
 use crate::metrics;
-use crate::outbox::Outbox;
-use crate::replies::{error_frame, frame_of, reply_frame, with_redirect};
-use crate::shard::GroupInbox;
+use crate::net::outbox::Outbox;
+use crate::net::replies::{error_frame, frame_of, reply_frame, with_redirect};
+use crate::runtime::shard::GroupInbox;
 use crate::shared::{GroupView, Shared};
 use strand_host::catalog::{Assignment, Role};
 use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output, Progress};
@@ -97,7 +97,7 @@ pub enum Input {
     /// Stop: finish in-flight work, close storage, exit.
     Shutdown,
     /// A peer node's ping stopped or started vouching for its replica of
-    /// this group (see [`crate::vouch`]).
+    /// this group (see [`crate::runtime::vouch`]).
     PeerVouch {
         /// The peer.
         node: u32,
@@ -105,7 +105,7 @@ pub enum Input {
         vouches: bool,
     },
     /// A test asked this group's code to panic (see
-    /// `crate::contain::INJECTION_FILE`).
+    /// `crate::runtime::contain::INJECTION_FILE`).
     #[cfg(feature = "fault-injection")]
     InjectPanic,
 }

@@ -2,6 +2,20 @@
 //! replica bus and the client port, open the metadata plane, start every
 //! partition the catalog places here (now and as topics are created), and on
 //! SIGTERM or SIGINT shut down cleanly.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
+//! | [`disk`] | the data disk's room: the reserve, produces refused while it is used up |
+//! | [`limits`] | the open-files limit: raised at start, partitions it allows |
+//! | [`boot`] | the boot count, raised at start: which clean marks still hold |
+//! | [`dev_cluster`] | `strand-server dev-cluster` |
+
+pub mod boot;
+pub mod config;
+pub mod dev_cluster;
+pub mod disk;
+pub mod limits;
 
 use std::fs::File;
 use std::sync::Arc;
@@ -10,13 +24,13 @@ use strand_wal::{Wal, WalConfig};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::bus;
-use crate::client_port;
-use crate::config::NodeConfig;
 use crate::group::{GroupSpec, Hosted, Input};
-use crate::limits::DescriptorBudget;
 use crate::metrics::{self, WalMetrics};
-use crate::shard::Shards;
+use crate::net::bus;
+use crate::net::client_port;
+use crate::node::config::NodeConfig;
+use crate::node::limits::DescriptorBudget;
+use crate::runtime::shard::Shards;
 use crate::shared::{EpochReport, Shared};
 use strand_host::catalog::Assignment;
 use strand_partition::ReadHandles;
@@ -34,7 +48,7 @@ pub enum NodeError {
     },
     /// The boot count could not be raised.
     #[error(transparent)]
-    Boot(#[from] crate::boot::BootError),
+    Boot(#[from] crate::node::boot::BootError),
     /// A listener could not be bound.
     #[error("cannot listen on {address} ({what}): {source}")]
     Bind {
@@ -108,7 +122,7 @@ async fn bind(address: &str, what: &'static str) -> Result<TcpListener, NodeErro
 /// its log says "Too many open files").
 /// Raises the open-files limit and splits it between the WAL and reads.
 fn descriptor_budget(connections_wanted: usize) -> DescriptorBudget {
-    let limit = crate::limits::raise_open_files_limit();
+    let limit = crate::node::limits::raise_open_files_limit();
     let budget = DescriptorBudget::within(limit, connections_wanted);
     tracing::info!(
         limit = ?limit,
@@ -128,7 +142,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let tls = config
         .tls
         .as_ref()
-        .map(crate::tls::NodeTls::load)
+        .map(crate::net::tls::NodeTls::load)
         .transpose()?;
     let me = config.me().clone();
     let bus_listener = bind(&me.replica_address, "replica bus").await?;
@@ -148,14 +162,16 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let data_dir = config.data_dir.clone();
     // Before any partition opens: the clean marks of the last boot hold in
     // this one only.
-    let boot = crate::boot::count_boot(&data_dir)?;
+    let boot = crate::node::boot::count_boot(&data_dir)?;
     tracing::info!(boot, "node: boot counted");
-    let audit = crate::audit::AuditLog::start(&data_dir).map_err(|source| NodeError::DataDir {
-        path: data_dir
-            .join(crate::audit::AUDIT_LOG_FILE)
-            .display()
-            .to_string(),
-        reason: format!("cannot open the audit log: {source}"),
+    let audit = crate::security::audit::AuditLog::start(&data_dir).map_err(|source| {
+        NodeError::DataDir {
+            path: data_dir
+                .join(crate::security::audit::AUDIT_LOG_FILE)
+                .display()
+                .to_string(),
+            reason: format!("cannot open the audit log: {source}"),
+        }
     })?;
     let shared = Arc::new(
         Shared::new(config, senders, ReadHandles::new(budget.reads), boot)
@@ -165,17 +181,19 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     );
     // Made before the first sign-in for an unknown user, so that the
     // first such refusal takes no longer than the next.
-    tokio::task::spawn_blocking(crate::auth::hash_policy::dummy_hash);
+    tokio::task::spawn_blocking(crate::security::auth::hash_policy::dummy_hash);
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
-    tokio::spawn(crate::disk::watch(Arc::clone(&shared)));
+    tokio::spawn(crate::node::disk::watch(Arc::clone(&shared)));
     #[cfg(feature = "fault-injection")]
-    tokio::spawn(crate::contain::watch_injections(Arc::clone(&shared)));
+    tokio::spawn(crate::runtime::contain::watch_injections(Arc::clone(
+        &shared,
+    )));
     let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();
     let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
     shared.set_epoch_reporter(epoch_sender);
     tokio::spawn(report_epochs(Arc::clone(&shared), epoch_reports));
-    tokio::spawn(crate::coordinator::run(Arc::clone(&shared)));
+    tokio::spawn(crate::metadata::coordinator::run(Arc::clone(&shared)));
     let shards = Shards::start(&shared, shared.config.shards).map_err(NodeError::Runtime)?;
     tokio::spawn(bus::watch_liveness(
         Arc::clone(&shared),
@@ -399,7 +417,10 @@ pub(crate) fn own_client_config(shared: &Shared) -> strand_client::ClientConfig 
         .collect();
     let mut config = strand_client::ClientConfig::new(bootstrap);
     config.cluster = shared.config.cluster;
-    config.tls = shared.tls.as_ref().map(crate::tls::NodeTls::own_client);
+    config.tls = shared
+        .tls
+        .as_ref()
+        .map(crate::net::tls::NodeTls::own_client);
     config
 }
 

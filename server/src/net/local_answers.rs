@@ -10,7 +10,7 @@ use strand_wire::ops::{
 };
 use strand_wire::{Body, Msg, Operation, RequestHeader, ResultCode, Route};
 
-use crate::replies::{error_frame, reply_frame, reply_frame_as_of};
+use crate::net::replies::{error_frame, reply_frame, reply_frame_as_of};
 use crate::shared::{CatalogFreshness, Shared};
 
 /// The answer to a request whose route is [`Route::Local`]: what this node
@@ -220,8 +220,8 @@ mod tests {
     use strand_wire::{CommandHeader, FrameDecoder, Message, Operation, ViewId};
 
     use super::*;
-    use crate::client_port::CLIENT_FRAME_SIZE_MAX;
-    use crate::config::loopback_test_config;
+    use crate::net::client_port::CLIENT_FRAME_SIZE_MAX;
+    use crate::node::config::loopback_test_config;
 
     fn shared() -> Shared {
         let config = loopback_test_config(1);

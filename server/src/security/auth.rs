@@ -9,7 +9,7 @@
 //! deleted, refuses the connections signed in with it from their next
 //! request. A connection that presented a user certificate in its TLS
 //! handshake is signed in as that user from the start (see
-//! [`crate::tls::user_of`]).
+//! [`crate::net::tls::user_of`]).
 //!
 //! Signing in must not be a weapon against the node or other users:
 //!

@@ -2,7 +2,7 @@
 //! answers what the node knows itself (routing, status, attention), and hands
 //! everything else to the group it names.
 //!
-//! With TLS ([`crate::tls`]) every connection runs the handshake first; a
+//! With TLS ([`crate::net::tls`]) every connection runs the handshake first; a
 //! connection that presents a node certificate of the cluster is that node,
 //! and only such a connection may send node-internal operations
 //! (`EpochStarted`, a `LeaveConsumerGroup` marked expired): anyone else gets
@@ -35,14 +35,14 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use zerocopy::FromBytes;
 
-use crate::bus::{gather, write_frames};
-use crate::connection::{ConnectionReceiver, TooMany};
 use crate::group::Input;
-use crate::local_answers::local_answer;
 use crate::metrics;
-use crate::replies::{error_frame, reply_frame};
+use crate::net::bus::{gather, write_frames};
+use crate::net::connection::{ConnectionReceiver, TooMany};
+use crate::net::local_answers::local_answer;
+use crate::net::replies::{error_frame, reply_frame};
+use crate::net::tls::{NodeTls, ReadStream, WriteStream, split_plain};
 use crate::shared::{ConnectionSender, Refused, Shared};
-use crate::tls::{NodeTls, ReadStream, WriteStream, split_plain};
 
 /// How long a new connection may take over its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -91,8 +91,8 @@ struct Peer {
     source: String,
     /// Its IP address, for the failed sign-in limits.
     ip: std::net::IpAddr,
-    /// Its admin requests awaiting replies (see [`crate::audit`]).
-    audit: crate::audit::Pending,
+    /// Its admin requests awaiting replies (see [`crate::security::audit`]).
+    audit: crate::security::audit::Pending,
 }
 
 /// How often a produce held for bus room looks again.
@@ -141,13 +141,13 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                         }
                     };
                     let (sender, receiver) =
-                        crate::connection::reply_queue(CONNECTION_QUEUE_CAPACITY);
+                        crate::net::connection::reply_queue(CONNECTION_QUEUE_CAPACITY);
                     let peer = Peer {
                         caller,
                         certificate_user,
                         source: address.to_string(),
                         ip: address.ip().to_canonical(),
-                        audit: crate::audit::Pending::default(),
+                        audit: crate::security::audit::Pending::default(),
                     };
                     let audit = shared.audit.clone().map(|log| (log, peer.audit.clone()));
                     sender.set_user(peer.certificate_user.clone().map(|(user, _)| user));
@@ -190,17 +190,18 @@ fn refuse_connection(shared: &Shared, address: std::net::SocketAddr, too_many: T
 }
 
 /// Signs the connection in (or refuses, audits the refusal, and closes
-/// the connection after [`crate::auth::SIGN_IN_FAILURES_MAX`] refusals).
+/// the connection after [`crate::security::auth::SIGN_IN_FAILURES_MAX`] refusals).
 async fn sign_in(
     shared: &Arc<Shared>,
     request: &Msg<RequestHeader>,
     sender: &ConnectionSender,
     peer: &Peer,
-    signed_in: &mut Option<crate::auth::Identity>,
+    signed_in: &mut Option<crate::security::auth::Identity>,
     failures: &mut u32,
 ) -> Result<(), String> {
     let header = request.header();
-    let (attempt, result) = crate::auth::sign_in::sign_in(shared, request.body(), peer.ip).await;
+    let (attempt, result) =
+        crate::security::auth::sign_in::sign_in(shared, request.body(), peer.ip).await;
     let refused = match result {
         Ok(identity) => {
             tracing::debug!(user = identity.user, proof = ?identity.proof, "client: signed in");
@@ -215,7 +216,7 @@ async fn sign_in(
     let error = refused.error_body();
     if let Some(log) = &shared.audit {
         let target = attempt.user.as_deref().unwrap_or_default();
-        let entry = crate::audit::sign_in_failure(
+        let entry = crate::security::audit::sign_in_failure(
             &attempt.audit_name(),
             &peer.source,
             target,
@@ -224,24 +225,24 @@ async fn sign_in(
         log.record(entry).await;
     }
     let _ = sender.try_send(error_frame(header, &error));
-    if *failures >= crate::auth::SIGN_IN_FAILURES_MAX {
+    if *failures >= crate::security::auth::SIGN_IN_FAILURES_MAX {
         return Err(format!("{failures} failed sign-ins"));
     }
     Ok(())
 }
 
 /// Why `request` is refused before it is handled, beyond its rights: its
-/// client id belongs to another user (see [`crate::auth::client_ids`]), or
+/// client id belongs to another user (see [`crate::security::auth::client_ids`]), or
 /// it would store a credential hash the node does not accept (see
-/// [`crate::auth::hash_policy`]). A node is exempt from the first.
+/// [`crate::security::auth::hash_policy`]). A node is exempt from the first.
 fn request_refusal(
     shared: &Shared,
     request: &Msg<RequestHeader>,
     caller: Caller,
-    signed_in: Option<&crate::auth::Identity>,
+    signed_in: Option<&crate::security::auth::Identity>,
 ) -> Option<ErrorBody> {
     if !matches!(caller, Caller::Node(_)) {
-        let user = signed_in.map_or(crate::auth::client_ids::ANONYMOUS, |identity| {
+        let user = signed_in.map_or(crate::security::auth::client_ids::ANONYMOUS, |identity| {
             identity.user.as_str()
         });
         let client = request.header().client.get();
@@ -259,7 +260,7 @@ fn request_refusal(
             return Some(ErrorBody::message(ResultCode::PermissionDenied, message));
         }
     }
-    crate::auth::hash_policy::refusal_before_prepare(request)
+    crate::security::auth::hash_policy::refusal_before_prepare(request)
 }
 
 /// Why `request` is refused to its caller under `[auth] required`, if it is:
@@ -268,12 +269,12 @@ fn auth_refusal(
     shared: &Shared,
     request: &Msg<RequestHeader>,
     caller: Caller,
-    signed_in: Option<&crate::auth::Identity>,
+    signed_in: Option<&crate::security::auth::Identity>,
 ) -> Option<ErrorBody> {
     if !shared.config.auth.required || matches!(caller, Caller::Node(_)) {
         return None;
     }
-    let need = crate::auth::needed(shared, request)?;
+    let need = crate::security::auth::needed(shared, request)?;
     let operation = request.header().operation();
     let Some(identity) = signed_in else {
         metrics::permission_denied(operation);
@@ -282,13 +283,13 @@ fn auth_refusal(
             "this cluster requires signing in first",
         ));
     };
-    let refused = crate::auth::check(shared, identity, &need).err()?;
+    let refused = crate::security::auth::check(shared, identity, &need).err()?;
     metrics::permission_denied(operation);
     Some(match refused {
-        crate::auth::Refusal::Credentials(message) => {
+        crate::security::auth::Refusal::Credentials(message) => {
             ErrorBody::message(ResultCode::AuthenticationFailed, message)
         }
-        crate::auth::Refusal::Rights(message) => {
+        crate::security::auth::Refusal::Rights(message) => {
             ErrorBody::message(ResultCode::PermissionDenied, message)
         }
     })
@@ -328,7 +329,7 @@ async fn open(
     if let Some(node) = NodeTls::node_of(&certificate, nodes) {
         return Ok((read, write, Caller::Node(node), None));
     }
-    let user = crate::tls::user_of(&certificate).map(|user| {
+    let user = crate::net::tls::user_of(&certificate).map(|user| {
         let fingerprint = strand_wire::ops::certificate_fingerprint(certificate.as_ref());
         (user, fingerprint)
     });
@@ -341,7 +342,10 @@ async fn write_replies(
     shared: Arc<Shared>,
     mut write: WriteStream,
     mut receiver: ConnectionReceiver,
-    audit: Option<(crate::audit::AuditLog, crate::audit::Pending)>,
+    audit: Option<(
+        crate::security::audit::AuditLog,
+        crate::security::audit::Pending,
+    )>,
 ) {
     let mut frames = VecDeque::new();
     while let Some(frame) = receiver.frames().recv().await {
@@ -378,7 +382,7 @@ async fn write_replies(
 /// A connection's reading state: who it signed in as, its failed
 /// sign-ins, and when it last sent a request.
 struct Reading {
-    signed_in: Option<crate::auth::Identity>,
+    signed_in: Option<crate::security::auth::Identity>,
     failures: u32,
     opened: tokio::time::Instant,
     last_request: tokio::time::Instant,
@@ -442,14 +446,14 @@ fn charge_fetch_replies(shared: &Shared, receiver: &ConnectionReceiver, frames: 
     if fetched > 0 {
         shared
             .quotas
-            .charge(&user, quota, crate::quota::Rate::Fetch, fetched);
+            .charge(&user, quota, crate::security::quota::Rate::Fetch, fetched);
     }
 }
 
 /// How long `request` must wait for its user's quotas, if it has any: one
 /// request, a produce's bytes, and any fetch debt.
 fn quota_delay(shared: &Shared, user: &str, request: &Msg<RequestHeader>) -> Duration {
-    use crate::quota::Rate;
+    use crate::security::quota::Rate;
     let catalog = shared.catalog();
     let Some(quota) = catalog.quota(user) else {
         return Duration::ZERO;
@@ -475,13 +479,12 @@ async fn read_requests(
 ) -> Result<(), String> {
     let now = tokio::time::Instant::now();
     let mut reading = Reading {
-        signed_in: peer
-            .certificate_user
-            .clone()
-            .map(|(user, fingerprint)| crate::auth::Identity {
+        signed_in: peer.certificate_user.clone().map(|(user, fingerprint)| {
+            crate::security::auth::Identity {
                 user,
-                proof: crate::auth::Proof::Certificate(fingerprint),
-            }),
+                proof: crate::security::auth::Proof::Certificate(fingerprint),
+            }
+        }),
         failures: 0,
         opened: now,
         last_request: now,
@@ -515,7 +518,7 @@ async fn read_requests(
             reading.last_request = tokio::time::Instant::now();
             // Back-pressure: no more requests while the replies wait unread
             // (no timer unless they do).
-            if sender.queued_bytes() > crate::connection::REPLY_BYTES_PAUSE {
+            if sender.queued_bytes() > crate::net::connection::REPLY_BYTES_PAUSE {
                 let (deadline, _) = reading.deadline(shared, peer);
                 if tokio::time::timeout_at(deadline, sender.room())
                     .await
@@ -659,7 +662,7 @@ fn refusal(front: &[u8], error: &FrameError) -> Option<Bytes> {
 }
 
 /// Holds a produce (and with it the connection's reading) while its group's
-/// shard already holds [`SHARD_REQUEST_BYTES_ADMIT`](crate::shard::SHARD_REQUEST_BYTES_ADMIT) of client requests, or
+/// shard already holds [`SHARD_REQUEST_BYTES_ADMIT`](crate::runtime::shard::SHARD_REQUEST_BYTES_ADMIT) of client requests, or
 /// the bus queues to its group's backups are too full to take another
 /// prepare (see [`Shared::produce_congested`]): the producer is slowed by
 /// TCP instead of queueing seconds of work ahead of the peers' frames. Gives
@@ -747,7 +750,7 @@ fn handle(
         let error = ErrorBody::message(ResultCode::InvalidRequest, message);
         return answer(error_frame(&header, &error));
     }
-    if let Some(check) = crate::guard::Check::of(&request) {
+    if let Some(check) = crate::metadata::guard::Check::of(&request) {
         return check_then_route(Arc::clone(shared), check, request, sender.clone());
     }
     match info.route {
@@ -793,7 +796,7 @@ fn to_local_replica(shared: &Shared, request: Msg<RequestHeader>, answer: impl F
 /// cluster, so it runs beside the connection's reading.
 fn check_then_route(
     shared: Arc<Shared>,
-    check: crate::guard::Check,
+    check: crate::metadata::guard::Check,
     request: Msg<RequestHeader>,
     sender: ConnectionSender,
 ) {
@@ -802,7 +805,7 @@ fn check_then_route(
         let answer = |frame: Bytes| {
             let _ = sender.try_send(frame);
         };
-        match crate::guard::refusal(&shared, &check).await {
+        match crate::metadata::guard::refusal(&shared, &check).await {
             Some(message) => {
                 metrics::refused_unsafe(header.operation());
                 tracing::warn!(?check, message, "guard: refused a partition move");

@@ -4,13 +4,13 @@
 //! The node with the lower id dials, with backoff, and opens with a `Ping`
 //! naming itself; the higher id accepts and checks that ping (cluster, a
 //! known lower node) before using the connection. With TLS
-//! ([`crate::tls`]) both sides first present node certificates of the
+//! ([`crate::net::tls`]) both sides first present node certificates of the
 //! cluster's CA: the dialer's must name the node its ping claims, the
 //! acceptor's the node dialed. A connection that fails any check is closed
 //! and counted; it never replaces the peer's current one. Each peer has one bounded
 //! outbound queue ([`PEER_QUEUE_CAPACITY`] entries, [`PEER_QUEUE_BYTES_MAX`]
 //! bytes): a group's actor never waits on the network, a shard hands its
-//! groups' frames to a peer once per turn ([`crate::outbox`]), and a batch
+//! groups' frames to a peer once per turn ([`crate::net::outbox`]), and a batch
 //! that finds the queue full is dropped whole (consensus retransmits). A writer task drains the queue with vectored
 //! writes of many frames at once; a reader task decodes frames and hands
 //! each to its group's actor, after checking that the frame's replica index
@@ -33,14 +33,14 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::group::Input;
 use crate::metrics;
-use crate::replies::frame_of;
-use crate::shard::LivenessNotifier;
+use crate::net::replies::frame_of;
+use crate::net::tls::{NodeTls, ReadStream, WriteStream, certificate_names_node, split_plain};
+use crate::runtime::shard::LivenessNotifier;
 use crate::shared::{GroupHandle, Refused, Shared};
-use crate::tls::{NodeTls, ReadStream, WriteStream, certificate_names_node, split_plain};
 use strand_consensus::Timeouts;
 
 /// Entries queued to one peer at most: a frame, or a shard's batch of
-/// frames of one turn ([`crate::outbox`]).
+/// frames of one turn ([`crate::net::outbox`]).
 pub const PEER_QUEUE_CAPACITY: usize = 16 * 1024;
 
 /// Bytes queued to one peer at most: a frame or batch that would go past it
@@ -88,7 +88,7 @@ const STABLE_CONNECTION: Duration = Duration::from_secs(1);
 /// the frames wait here until the peer's writer takes them, and the count
 /// is what a primary checks before it admits more work for that peer. An
 /// entry is a batch of slices (a shard's frames to the peer in one turn,
-/// [`crate::outbox`]), written in order.
+/// [`crate::net::outbox`]), written in order.
 #[derive(Debug, Clone)]
 pub struct PeerSender {
     sender: mpsc::Sender<Vec<Bytes>>,
@@ -665,7 +665,7 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<Dispatched, 
 
 /// Holds this peer's reading while the shard of the group it last sent to is
 /// backed up with peer frames
-/// ([`SHARD_PEER_BYTES_ADMIT`](crate::shard::SHARD_PEER_BYTES_ADMIT)): TCP then pushes
+/// ([`SHARD_PEER_BYTES_ADMIT`](crate::runtime::shard::SHARD_PEER_BYTES_ADMIT)): TCP then pushes
 /// back on the peer's writer, its bus queue to this node fills, and its
 /// primaries stop admitting produces, instead of this shard's inbox growing
 /// past what its backups' timers can wait for. Waits [`PEER_BACKLOG_WAIT`] at

@@ -155,8 +155,8 @@ mod tests {
     /// at the flush; a batch that reaches the flush size goes at once.
     #[test]
     fn a_turn_of_many_groups_is_one_queue_entry_per_peer() {
-        let config = crate::config::loopback_test_config(3);
-        let (senders, mut receivers) = crate::bus::queues(1, [1, 2, 3].into_iter());
+        let config = crate::node::config::loopback_test_config(3);
+        let (senders, mut receivers) = crate::net::bus::queues(1, [1, 2, 3].into_iter());
         let shared = Shared::new(config, senders, strand_partition::ReadHandles::new(16), 1);
         let mut outbox = Outbox::default();
         for group in 1..=50 {

@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::TlsFiles;
+use crate::node::config::TlsFiles;
 
 /// The reading side of a connection, plaintext or TLS.
 pub type ReadStream = Box<dyn AsyncRead + Send + Unpin>;

@@ -3,7 +3,7 @@
 //! life, so its inputs are handled in order; a shard drains a batch of
 //! inputs, then lets each group it touched settle its host once (batching
 //! at the shard), and its groups' frames to each peer leave as one batch
-//! ([`crate::outbox`]). On the node's tick it visits only the groups due on
+//! ([`crate::net::outbox`]). On the node's tick it visits only the groups due on
 //! that tick ([`strand_host::ticks`]): a group whose next timeout is five
 //! ticks away is visited once, told of the four it skipped, and a quiet
 //! group (idle, its replica's timers stopped) is due on no tick until its
@@ -38,12 +38,12 @@ use std::time::{Duration, Instant};
 use strand_wal::Wal;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::balance::{Balancer, HANDOVERS_PER_ROUND_MAX, LeadingChange};
-use crate::contain::{self, Failed};
 use crate::group::{Actor, GroupSpec, Hosted, Input};
 use crate::metrics;
-use crate::outbox::Outbox;
-use crate::replies::error_frame;
+use crate::net::outbox::Outbox;
+use crate::net::replies::error_frame;
+use crate::runtime::balance::{Balancer, HANDOVERS_PER_ROUND_MAX, LeadingChange};
+use crate::runtime::contain::{self, Failed};
 use crate::shared::{GroupHandle, Refused, Shared};
 use strand_host::group_host::OpenError;
 use strand_host::ticks::TickSchedule;
@@ -448,7 +448,7 @@ struct Shard {
     /// Groups opened this turn because an input came for them.
     opens_on_input_this_turn: usize,
     /// Where its groups lead, and which hand over to their preferred
-    /// primary ([`crate::balance`]).
+    /// primary ([`crate::runtime::balance`]).
     balancer: Balancer,
     tick: Duration,
     /// How often each group's age limits are applied (and its commit
@@ -831,7 +831,7 @@ impl Shard {
     }
 
     /// Asks a few groups that lead in place of their preferred primary to
-    /// hand over, when a round is due ([`crate::balance`]).
+    /// hand over, when a round is due ([`crate::runtime::balance`]).
     fn balance(&mut self, now: Instant) {
         let mut started = 0;
         for group in self.balancer.round(now) {
@@ -856,9 +856,7 @@ fn storage_checks_per_tick(groups: usize, period: Duration, tick: Duration) -> u
     groups.div_ceil(ticks)
 }
 
-#[path = "shard_guard.rs"]
 mod guard;
 
 #[cfg(test)]
-#[path = "shard_tests.rs"]
 mod tests;

@@ -1,5 +1,5 @@
 //! A shard's calls into its groups' code, each under
-//! [`crate::contain::catch`]: a panic fails that group alone.
+//! [`crate::runtime::contain::catch`]: a panic fails that group alone.
 
 use super::*;
 
@@ -37,7 +37,7 @@ impl Shard {
     }
 
     /// `group`'s code panicked: its actor is dropped without a clean mark,
-    /// and the group waits to be opened again ([`crate::contain`]).
+    /// and the group waits to be opened again ([`crate::runtime::contain`]).
     pub(super) fn fail(&mut self, group: u64, message: &str) {
         let actor = self.remove_actor(group);
         self.storage_retries.remove(&group);

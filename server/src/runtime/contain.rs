@@ -4,7 +4,7 @@
 //! stops that group alone on this node. The shard drops its actor without a
 //! clean mark, as a crash would, shows it as `failed` in `status` and
 //! `attention`, counts it, and stops vouching for it in its pings (see
-//! [`crate::vouch`]), so its other replicas fail over as for a dead node.
+//! [`crate::runtime::vouch`]), so its other replicas fail over as for a dead node.
 //! The shard, the node and every other group, the metadata plane's replica
 //! included, go on. After a pause that doubles with each failure of the
 //! group ([`REOPEN_AFTER`] up to [`REOPEN_AFTER_MAX`]) the shard opens the

@@ -11,7 +11,7 @@
 //!   and `client_connections_per_address_max` from one address; one more
 //!   is closed at once and counted. The node's open-files limit is split
 //!   so that these sockets never take the WAL's descriptors
-//!   ([`crate::limits::DescriptorBudget`]).
+//!   ([`crate::node::limits::DescriptorBudget`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -294,7 +294,7 @@ mod tests {
         request.client.set(9);
         request.request.set(4);
         request.operation = strand_wire::Operation::Fetch as u8;
-        crate::replies::reply_frame(&request, ResultCode::Ok, Bytes::from(vec![1u8; bytes]))
+        crate::net::replies::reply_frame(&request, ResultCode::Ok, Bytes::from(vec![1u8; bytes]))
     }
 
     #[tokio::test]

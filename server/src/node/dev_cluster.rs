@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::config::{PeerConfig, local_cluster_toml};
+use crate::node::config::{PeerConfig, local_cluster_toml};
 
 /// The cluster id a dev cluster uses (the SDK's default).
 pub const DEV_CLUSTER_ID: u64 = 0;
@@ -41,7 +41,7 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
     for peer in &peers {
         let node_dir = data.join(format!("node-{}", peer.id));
         let metrics = format!("127.0.0.1:{}", u32::from(port) + 200 + peer.id);
-        let tls = (!insecure).then(|| crate::tls::node_files(&certs, peer.id));
+        let tls = (!insecure).then(|| crate::net::tls::node_files(&certs, peer.id));
         let text = local_cluster_toml(
             peer.id,
             DEV_CLUSTER_ID,
@@ -125,13 +125,13 @@ fn ensure_certificates(certs: &Path, peers: &[PeerConfig]) -> Result<(), String>
     let complete = certs.join("ca.pem").exists()
         && peers
             .iter()
-            .all(|peer| crate::tls::node_files(certs, peer.id).cert.exists());
+            .all(|peer| crate::net::tls::node_files(certs, peer.id).cert.exists());
     if complete {
         return Ok(());
     }
     let nodes: Vec<u32> = peers.iter().map(|peer| peer.id).collect();
     let hosts = ["127.0.0.1".to_owned(), "localhost".to_owned()];
-    crate::tls::generate(certs, &nodes, &hosts)?;
+    crate::net::tls::generate(certs, &nodes, &hosts)?;
     println!("made a CA and node certificates in {}", certs.display());
     Ok(())
 }

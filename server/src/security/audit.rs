@@ -316,7 +316,7 @@ mod tests {
             "not audited"
         );
         let error = strand_wire::ops::ErrorBody::message(ResultCode::Refused, "no");
-        let reply = crate::replies::error_frame(&header, &error);
+        let reply = crate::net::replies::error_frame(&header, &error);
         let entry = pending.close(&reply).expect("closed");
         assert_eq!(entry.action, "DropReplica");
         assert_eq!(entry.target, "group 4 on node 2");

@@ -92,7 +92,7 @@ pub struct TlsFiles {
     /// must chain to it.
     pub ca: PathBuf,
     /// This node's certificate chain (PEM). It must name
-    /// [`crate::tls::node_name`] of this node (the replica bus checks it),
+    /// [`crate::net::tls::node_name`] of this node (the replica bus checks it),
     /// and the hosts clients dial.
     pub cert: PathBuf,
     /// This node's private key (PEM).
@@ -132,7 +132,7 @@ pub struct AuthConfig {
     pub admin_password_hash: Option<String>,
 }
 
-/// What clients may cost the node (see `crate::connection`).
+/// What clients may cost the node (see `crate::net::connection`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -278,7 +278,7 @@ pub struct NodeConfig {
     pub metrics_address: Option<SocketAddr>,
     /// Milliseconds per consensus tick.
     pub tick_ms: u64,
-    /// Shard threads hosting the groups (`crate::shard`).
+    /// Shard threads hosting the groups (`crate::runtime::shard`).
     pub shards: usize,
     /// How often each shard applies its partitions' age limits (size
     /// limits are applied as segments fill). Records past a topic's
@@ -286,7 +286,7 @@ pub struct NodeConfig {
     pub retention_check_ms: u64,
     /// Free space the node keeps on its data disk: below it, produces are
     /// refused with `DiskFull` (`None`: 5% of the file system, at most 1
-    /// GiB; see [`crate::disk`]).
+    /// GiB; see [`crate::node::disk`]).
     pub disk_reserve_bytes: Option<u64>,
     /// TLS on the client port and mutual TLS on the replica bus (`None`:
     /// plaintext, allowed on loopback or with [`NodeConfig::insecure`]).
@@ -405,10 +405,10 @@ impl NodeConfig {
         let shards = file.shards.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
-        if !(1..=crate::shard::SHARDS_MAX).contains(&shards) {
+        if !(1..=crate::runtime::shard::SHARDS_MAX).contains(&shards) {
             return Err(ConfigError::Invalid {
                 field: "shards",
-                reason: format!("must be 1..={}", crate::shard::SHARDS_MAX),
+                reason: format!("must be 1..={}", crate::runtime::shard::SHARDS_MAX),
             });
         }
         let tls = file
@@ -426,7 +426,7 @@ impl NodeConfig {
             });
         }
         if let Some(hash) = &file.auth.admin_password_hash
-            && let Err(refusal) = crate::auth::hash_policy::check(hash)
+            && let Err(refusal) = crate::security::auth::hash_policy::check(hash)
         {
             // Checked at sign-in too; refused here so that the operator
             // learns it at start, not when admin cannot sign in.

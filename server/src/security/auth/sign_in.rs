@@ -1,13 +1,13 @@
 //! One sign-in, from the `Authenticate` body to who signed in or why not.
 //!
 //! In order: the address and the user name are looked up in the failure
-//! limits ([`crate::auth::failure_limits`]; throttled: refused at once);
+//! limits ([`crate::security::auth::failure_limits`]; throttled: refused at once);
 //! then the credential is checked:
 //! - a password against the user's stored Argon2id hash (the built-in
 //!   `admin`'s from the configuration), on the bounded pool
-//!   ([`crate::auth::check_pool`]; full: refused `Busy`). A stored hash
+//!   ([`crate::security::auth::check_pool`]; full: refused `Busy`). A stored hash
 //!   outside the node's fixed parameters is refused without computing it
-//!   ([`crate::auth::hash_policy`]); an unknown user's password is checked
+//!   ([`crate::security::auth::hash_policy`]); an unknown user's password is checked
 //!   against the dummy hash, so that it takes as long as a known user's.
 //! - a token's secret against its keyed hash (HMAC-SHA-256, microseconds,
 //!   on the caller's thread); a token from an older catalog with an
@@ -256,7 +256,7 @@ mod tests {
     use strand_partition::ReadHandles;
 
     use super::*;
-    use crate::config::loopback_test_config;
+    use crate::node::config::loopback_test_config;
 
     fn node_with_admin_hash(hash: String) -> Arc<Shared> {
         let mut config = loopback_test_config(1);
@@ -336,7 +336,7 @@ mod tests {
         let shared = node_with_admin_hash(sdk);
         let address = IpAddr::from([10, 0, 0, 9]);
         let now = Instant::now();
-        for _ in 0..crate::auth::failure_limits::ADDRESS_FAILURES_MAX {
+        for _ in 0..crate::security::auth::failure_limits::ADDRESS_FAILURES_MAX {
             shared.sign_ins.limits.record_failure(address, None, now);
         }
         let (_, result) = sign_in(&shared, &admin("admin password"), address).await;

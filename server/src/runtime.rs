@@ -1,0 +1,14 @@
+//! The runtime room: the shard threads that host the node's groups, and
+//! what keeps one group's failure or backlog from reaching its neighbours.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks, the periodic storage check (age retention, cursor compaction) |
+//! | [`contain`] | a panic in a group's code stops that group alone: dropped as by a crash, shown, reopened after a pause |
+//! | [`vouch`] | which groups a node's liveness ping vouches for (not those failed there) |
+//! | [`balance`] | per shard: which groups hand leadership back to their preferred primary, paced |
+
+pub mod balance;
+pub mod contain;
+pub mod shard;
+pub mod vouch;
