@@ -12,41 +12,38 @@
 //! cursors for at most the node's `cursor_consumers_per_partition_max`
 //! consumer names (`cursors`).
 
-mod attention;
+pub mod attention;
 mod cursors;
 mod log_span;
-
-use attention::storage_failed_attention;
-pub use attention::{down_view, failed_open_view};
+pub mod spec;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use strand_consensus::epoch::Membership;
 use strand_consensus::{ClientRequest, Config, Event, Status, Timeouts, WaitReason};
 use strand_partition::{FileDisk, LogConfig, PartitionConfig, ReadHandles, RetentionPolicy};
 use strand_wal::Wal;
 use strand_wire::ops::{
-    AcceptLossReply, ConsumerHeartbeat, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX, FetchReply,
-    FetchRequest, GetCursor, GetCursorReply, GroupStatus, OffsetForTime, OffsetForTimeReply,
-    PRODUCE_BATCH_BYTES_MAX, ReplicaStatus,
+    AcceptLossReply, AttentionEntry, ConsumerHeartbeat, CreateTopic, ErrorBody, FETCH_WAIT_MS_MAX,
+    FetchReply, FetchRequest, GetCursor, GetCursorReply, GroupStatus, OffsetForTime,
+    OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ReplicaStatus,
 };
-use strand_wire::{
-    Body, ConfirmPolicy, Durability, Message, Msg, Operation, RecordBatch, RequestHeader,
-    ResultCode, Route,
-};
+use strand_wire::{Body, Message, Msg, Operation, RecordBatch, RequestHeader, ResultCode, Route};
 use tokio::sync::mpsc::UnboundedSender;
 use zerocopy::IntoBytes;
 
+use crate::group::attention::{Waiting, storage_failed_attention, waiting_entry};
+use crate::group::spec::GroupSpec;
+use crate::metadata::hosted::Hosted;
 use crate::metrics;
 use crate::net::outbox::Outbox;
 use crate::net::replies::{error_frame, frame_of, reply_frame, with_redirect};
-use crate::runtime::shard::GroupInbox;
+use crate::runtime::inbox::GroupInbox;
+use crate::runtime::input::Input;
 use crate::shared::{GroupView, Shared};
-use strand_host::catalog::{Assignment, Role};
+use strand_host::catalog::Assignment;
 use strand_host::group_host::{GroupHost, HostSpec, OpenError, Output, Progress};
 
 /// Long polls that may wait per group.
@@ -78,191 +75,6 @@ struct StatusShape {
     trusted: bool,
     attention: Option<(WaitReason, u32)>,
     storage_failed: bool,
-}
-
-/// What a group's actor receives.
-#[derive(Debug)]
-pub enum Input {
-    /// A frame from a peer replica of this group.
-    Peer(Message),
-    /// A client request addressed to this group.
-    Request(Msg<RequestHeader>),
-    /// An operator's accept-loss for this group (the request came to group 0).
-    AcceptLoss(Msg<RequestHeader>),
-    /// The WAL completed something: poll storage.
-    Storage,
-    /// The metadata plane changed the group's assignment (taken from the
-    /// handle's placement mailbox).
-    Placement,
-    /// Stop: finish in-flight work, close storage, exit.
-    Shutdown,
-    /// A peer node's ping stopped or started vouching for its replica of
-    /// this group (see [`crate::runtime::vouch`]).
-    PeerVouch {
-        /// The peer.
-        node: u32,
-        /// Whether it vouches for it now.
-        vouches: bool,
-    },
-    /// A test asked this group's code to panic (see
-    /// `crate::runtime::contain::INJECTION_FILE`).
-    #[cfg(feature = "fault-injection")]
-    InjectPanic,
-}
-
-/// What the metadata plane's actor tells the node about the partitions
-/// this node hosts.
-#[derive(Debug, Clone)]
-pub enum Hosted {
-    /// A partition hosted here, new or changed: start its actor, or hand it
-    /// the change.
-    Placed(Assignment),
-    /// A partition no longer hosted here (its topic was deleted, or its
-    /// retired copy dropped): stop its actor and remove its data.
-    Dropped(Assignment),
-    /// The metadata plane's catalog is loaded, or learned of deleted
-    /// partitions (sent before any placement, then whenever its deletion
-    /// mark changes): the node removes what deleted partitions left. A node
-    /// that was down while a topic was deleted opens a catalog behind its
-    /// peers and learns of the deletion only as it catches up.
-    CatalogLoaded,
-}
-
-/// Everything about one hosted group, as its latest assignment says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupSpec {
-    /// The group id (0: the metadata plane).
-    pub group: u64,
-    /// Stream name (empty for the metadata plane).
-    pub stream: String,
-    /// Topic name (empty for the metadata plane).
-    pub topic: String,
-    /// Partition index.
-    pub partition: u32,
-    /// The newest assignment epoch the metadata plane made.
-    pub epoch: u32,
-    /// The node in each slot (replica index) across `memberships`: a slot
-    /// names one node in every epoch of the window.
-    pub slots: Vec<Option<u32>>,
-    /// The memberships the group is in now, ascending by epoch: the
-    /// previous one while a reassignment has not started, and the newest.
-    pub memberships: Vec<Membership>,
-    /// The newest confirm policy.
-    pub confirm: ConfirmPolicy,
-    /// Durability of records.
-    pub durability: Durability,
-    /// Durability of cursor commits.
-    pub cursor_durability: Durability,
-    /// The partition directory.
-    pub dir: PathBuf,
-    /// Whether the newest assignment has started in the group (the
-    /// metadata plane heard `EpochStarted`).
-    pub active: bool,
-    /// This node was removed from the group by a started reassignment: its
-    /// replica serves no more, its data stays.
-    pub retired: bool,
-    /// How much of the record log to keep.
-    pub retention: RetentionPolicy,
-    /// Bytes per record-log segment (0: the partition's default).
-    pub segment_bytes: u64,
-    /// The group is opened again after a write or sync of its storage failed
-    /// in this process: its unsynced tail is not trusted
-    /// (`PartitionConfig::drop_unsynced`).
-    pub after_failed_write: bool,
-}
-
-impl GroupSpec {
-    /// The metadata plane: every node, in id order, always `persisted`.
-    pub fn metadata(nodes: Vec<u32>, data_dir: &std::path::Path) -> GroupSpec {
-        GroupSpec {
-            group: 0,
-            stream: String::new(),
-            topic: String::new(),
-            partition: 0,
-            epoch: 0,
-            memberships: vec![Membership::initial(
-                nodes.len() as u8,
-                ConfirmPolicy::MajorityDurable,
-            )],
-            slots: nodes.into_iter().map(Some).collect(),
-            confirm: ConfirmPolicy::MajorityDurable,
-            durability: Durability::Persisted,
-            cursor_durability: Durability::Persisted,
-            dir: data_dir.join("metadata"),
-            active: true,
-            retired: false,
-            retention: RetentionPolicy::default(),
-            segment_bytes: 0,
-            after_failed_write: false,
-        }
-    }
-
-    /// A partition as the catalog places it, seen from node `me`.
-    pub fn partition(assignment: &Assignment, data_dir: &std::path::Path, me: u32) -> GroupSpec {
-        let mut slots = assignment.slots.clone();
-        let mut memberships = Vec::new();
-        if let Some(previous) = &assignment.previous {
-            for (slot, node) in previous.members() {
-                let slot = usize::from(slot);
-                if slots.len() <= slot {
-                    slots.resize(slot + 1, None);
-                }
-                assert!(
-                    slots[slot].is_none_or(|held| held == node),
-                    "slot {slot} names two nodes across epochs: {assignment:?}"
-                );
-                slots[slot] = Some(node);
-            }
-            memberships.push(previous.membership());
-        }
-        memberships.push(assignment.membership());
-        GroupSpec {
-            group: assignment.group,
-            stream: assignment.stream.clone(),
-            topic: assignment.topic.clone(),
-            partition: assignment.partition,
-            epoch: assignment.epoch,
-            slots,
-            memberships,
-            confirm: assignment.confirm,
-            durability: assignment.durability,
-            cursor_durability: assignment.consumer_offset_durability,
-            dir: strand_partition::layout::partition_dir(
-                data_dir,
-                &assignment.stream,
-                &assignment.topic,
-                assignment.partition,
-                assignment.group,
-            ),
-            active: assignment.active,
-            retired: assignment.role_of(me) == Some(Role::Retired),
-            retention: RetentionPolicy {
-                retention_bytes: (assignment.retention_bytes > 0)
-                    .then_some(assignment.retention_bytes),
-                retention_ms: (assignment.retention_ms > 0).then_some(assignment.retention_ms),
-            },
-            segment_bytes: assignment.segment_bytes,
-            after_failed_write: false,
-        }
-    }
-
-    /// The node in `slot`, if any.
-    pub fn node_at(&self, slot: u8) -> Option<u32> {
-        self.slots.get(usize::from(slot)).copied().flatten()
-    }
-
-    /// The slot `node` holds, if any.
-    pub fn slot_of(&self, node: u32) -> Option<u8> {
-        self.slots
-            .iter()
-            .position(|held| *held == Some(node))
-            .map(|slot| slot as u8)
-    }
-
-    /// The newest membership.
-    pub fn membership(&self) -> Membership {
-        *self.memberships.last().expect("a group has a membership")
-    }
 }
 
 /// A long poll waiting for records to commit.
@@ -1309,6 +1121,22 @@ impl Actor {
         }
         let attention = self.waiting_attention();
         self.shared.publish(GroupView { status, attention });
+    }
+
+    /// The attention entry of this group's waiting view change, if it
+    /// waits: why, the replicas and nodes it waits for, and the latest
+    /// history start it knows (for a wait below it, reference A's "start's
+    /// record count and the node that took over there").
+    fn waiting_attention(&self) -> Option<AttentionEntry> {
+        let progress = self.host.progress();
+        let (reason, awaited) = progress.attention?;
+        let waiting = Waiting {
+            view: progress.view.view,
+            reason,
+            awaited,
+            start: progress.awaited_start,
+        };
+        Some(waiting_entry(&self.spec, &waiting))
     }
 
     /// The group's status as this replica stands (`progress`): its

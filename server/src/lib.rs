@@ -12,7 +12,8 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`shared`] | the group registry, published status, reply routing, bus queues |
+//! | [`refused`] | why a hand-off to a bounded queue failed (full, gone) |
+//! | [`shared`] | the group registry, published status, reply routing, bus queues: handles only, below every room that uses them |
 //! | [`runtime`] | shard threads hosting many groups each; containment of a group's failure; vouching; leadership balance |
 //! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
 //! | [`net`] | the replica bus, the per-shard outbox, the client port, connection bounds, TLS, reply frames |
@@ -37,6 +38,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod net;
 pub mod node;
+pub mod refused;
 pub mod runtime;
 pub mod security;
 pub mod shared;

@@ -4,7 +4,15 @@
 //! | module | owns |
 //! |---|---|
 //! | [`guard`] | the node's safety checks of partition moves (reassign, drop-replica) before it proposes them |
-//! | [`coordinator`] | consumer groups: session deadlines on the metadata primary, expired members removed |
+//! | [`hosted`] | what the metadata plane's replica tells its node about the partitions placed there |
+//! | [`coordinator`] | consumer groups: session deadlines on the metadata primary |
+//! | [`session_sweep`] | the coordinator's task: expired members removed |
+//! | [`epoch_reports`] | the task that tells the plane a partition's new epoch started |
+//! | [`own_client`] | the node's own client of its cluster, for the duties above |
 
 pub mod coordinator;
+pub mod epoch_reports;
 pub mod guard;
+pub mod hosted;
+pub mod own_client;
+pub mod session_sweep;

@@ -4,6 +4,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`peer_queue`] | each peer's outbound bus queue, bounded in entries and bytes, counted for admission |
 //! | [`outbox`] | per shard: its groups' frames to each peer, one batch per peer per turn |
 //! | [`bus`] | the replica bus: one connection per node pair |
 //! | [`client_port`] | client connections: routing each request by its operation's row of `strand_wire::operation_table` |
@@ -17,5 +18,6 @@ pub mod client_port;
 pub mod connection;
 pub mod local_answers;
 pub mod outbox;
+pub mod peer_queue;
 pub mod replies;
 pub mod tls;

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
 //! | [`disk`] | the data disk's room: the reserve, produces refused while it is used up |
+//! | [`disk_watch`] | the task that reads the data disk's free space into its room |
 //! | [`limits`] | the open-files limit: raised at start, partitions it allows |
 //! | [`boot`] | the boot count, raised at start: which clean marks still hold |
 //! | [`dev_cluster`] | `strand-server dev-cluster` |
@@ -15,6 +16,7 @@ pub mod boot;
 pub mod config;
 pub mod dev_cluster;
 pub mod disk;
+pub mod disk_watch;
 pub mod limits;
 
 use std::fs::File;
@@ -24,12 +26,14 @@ use strand_wal::{Wal, WalConfig};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::group::{GroupSpec, Hosted, Input};
+use crate::group::spec::GroupSpec;
+use crate::metadata::hosted::Hosted;
 use crate::metrics::{self, WalMetrics};
 use crate::net::bus;
 use crate::net::client_port;
 use crate::node::config::NodeConfig;
 use crate::node::limits::DescriptorBudget;
+use crate::runtime::input::Input;
 use crate::runtime::shard::Shards;
 use crate::shared::{EpochReport, Shared};
 use strand_host::catalog::Assignment;
@@ -157,7 +161,8 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
         ..WalConfig::default()
     })
     .map_err(|error| NodeError::Wal(error.to_string()))?;
-    let (senders, receivers) = bus::queues(config.node, config.peers.iter().map(|peer| peer.id));
+    let (senders, receivers) =
+        crate::net::peer_queue::queues(config.node, config.peers.iter().map(|peer| peer.id));
     let nodes: Vec<u32> = config.peers.iter().map(|peer| peer.id).collect();
     let data_dir = config.data_dir.clone();
     // Before any partition opens: the clean marks of the last boot hold in
@@ -184,7 +189,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     tokio::task::spawn_blocking(crate::security::auth::hash_policy::dummy_hash);
     tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
     tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
-    tokio::spawn(crate::node::disk::watch(Arc::clone(&shared)));
+    tokio::spawn(crate::node::disk_watch::watch(Arc::clone(&shared)));
     #[cfg(feature = "fault-injection")]
     tokio::spawn(crate::runtime::contain::watch_injections(Arc::clone(
         &shared,
@@ -192,8 +197,11 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();
     let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
     shared.set_epoch_reporter(epoch_sender);
-    tokio::spawn(report_epochs(Arc::clone(&shared), epoch_reports));
-    tokio::spawn(crate::metadata::coordinator::run(Arc::clone(&shared)));
+    tokio::spawn(crate::metadata::epoch_reports::run(
+        Arc::clone(&shared),
+        epoch_reports,
+    ));
+    tokio::spawn(crate::metadata::session_sweep::run(Arc::clone(&shared)));
     let shards = Shards::start(&shared, shared.config.shards).map_err(NodeError::Runtime)?;
     tokio::spawn(bus::watch_liveness(
         Arc::clone(&shared),
@@ -350,78 +358,6 @@ fn remove_group_data(data_dir: &std::path::Path, groups: &[u64]) {
             }
         }
     }
-}
-
-/// Tells the metadata plane, as its client, about every epoch a partition
-/// led here started; retried until it answers (the operation is
-/// idempotent, and a report the catalog already reflects is skipped).
-async fn report_epochs(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<EpochReport>) {
-    let mut client: Option<strand_client::Client> = None;
-    while let Some(report) = reports.recv().await {
-        loop {
-            let done = shared
-                .catalog()
-                .groups
-                .get(&report.group)
-                .is_none_or(|assignment| assignment.epoch != report.epoch || assignment.active);
-            if done || shared.stopping() {
-                break;
-            }
-            let attempt = match &client {
-                Some(client) => client
-                    .report_epoch_started(report.group, report.epoch)
-                    .await
-                    .map_err(|error| error.to_string()),
-                None => match metadata_client(&shared).await {
-                    Ok(connected) => {
-                        client = Some(connected);
-                        continue;
-                    }
-                    Err(error) => Err(error.to_string()),
-                },
-            };
-            match attempt {
-                Ok(()) => {
-                    tracing::info!(
-                        group = report.group,
-                        epoch = report.epoch,
-                        "node: reported a started epoch"
-                    );
-                    break;
-                }
-                Err(error) => {
-                    tracing::debug!(group = report.group, %error, "node: epoch report failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-            }
-        }
-    }
-}
-
-/// A client of this cluster's metadata plane, bootstrapped from the peers.
-pub(crate) async fn metadata_client(
-    shared: &Shared,
-) -> Result<strand_client::Client, strand_client::ClientError> {
-    strand_client::Client::connect(own_client_config(shared)).await
-}
-
-/// The configuration of the node's own clients: every peer to bootstrap
-/// from, and (with TLS) the node certificate to present, so that the nodes
-/// it calls know it is a node.
-pub(crate) fn own_client_config(shared: &Shared) -> strand_client::ClientConfig {
-    let bootstrap: Vec<String> = shared
-        .config
-        .peers
-        .iter()
-        .map(|peer| peer.client_address.clone())
-        .collect();
-    let mut config = strand_client::ClientConfig::new(bootstrap);
-    config.cluster = shared.config.cluster;
-    config.tls = shared
-        .tls
-        .as_ref()
-        .map(crate::net::tls::NodeTls::own_client);
-    config
 }
 
 /// Stops taking requests, lets every group finish and close its storage

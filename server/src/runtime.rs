@@ -3,6 +3,8 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`input`] | what a group's actor receives: the one input type every sender hands a group |
+//! | [`inbox`] | a shard's queues and a group's inbox in them: bounded, counted in bytes, with a control queue that loses nothing |
 //! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks, the periodic storage check (age retention, cursor compaction) |
 //! | [`contain`] | a panic in a group's code stops that group alone: dropped as by a crash, shown, reopened after a pause |
 //! | [`vouch`] | which groups a node's liveness ping vouches for (not those failed there) |
@@ -10,5 +12,7 @@
 
 pub mod balance;
 pub mod contain;
+pub mod inbox;
+pub mod input;
 pub mod shard;
 pub mod vouch;

@@ -13,10 +13,12 @@ use bytes::Bytes;
 use strand_wire::ops::{AttentionEntry, GroupStatus};
 use tokio::sync::mpsc;
 
-use crate::group::Input;
-use crate::net::bus::{PEER_QUEUE_BYTES_ADMIT, PeerSender};
+use crate::net::connection::ConnectionSender;
+use crate::net::peer_queue::{PEER_QUEUE_BYTES_ADMIT, PeerSender};
 use crate::node::config::NodeConfig;
-use crate::runtime::shard::GroupInbox;
+use crate::refused::Refused;
+use crate::runtime::inbox::GroupInbox;
+use crate::runtime::input::Input;
 use strand_host::catalog::{Assignment, Catalog};
 use strand_partition::ReadHandles;
 
@@ -71,18 +73,6 @@ pub enum CatalogFreshness {
     Current = 2,
 }
 
-/// Outbound frames to one client connection (bounded in frames and bytes).
-pub type ConnectionSender = crate::net::connection::ConnectionSender;
-
-/// Why a frame could not be handed to a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// The queue is at its bound.
-    Full,
-    /// Nobody listens there (closed, unknown).
-    Gone,
-}
-
 /// The node's shared state. See the module docs.
 pub struct Shared {
     /// This node's configuration.
@@ -123,7 +113,7 @@ pub struct Shared {
     /// Every user's quota buckets on this node (see [`crate::security::quota`]).
     pub quotas: crate::security::quota::Quotas,
     /// The password-check pool and the failed sign-in limits.
-    pub sign_ins: crate::security::auth::sign_in::SignIns,
+    pub sign_ins: crate::security::auth::defenses::SignIns,
     /// Which user each client id belongs to.
     pub client_owners: crate::security::auth::client_ids::ClientOwners,
 }
@@ -178,7 +168,7 @@ impl Shared {
                 config_limits.client_connections_per_address_max,
             ),
             quotas: crate::security::quota::Quotas::default(),
-            sign_ins: crate::security::auth::sign_in::SignIns::default(),
+            sign_ins: crate::security::auth::defenses::SignIns::default(),
             client_owners: crate::security::auth::client_ids::ClientOwners::default(),
         }
     }
@@ -548,12 +538,12 @@ mod tests {
     use strand_wire::{ConfirmPolicy, Durability};
 
     use super::*;
-    use crate::net::bus::{self, PeerReceiver};
+    use crate::net::peer_queue::{self, PeerReceiver};
     use crate::node::config::loopback_test_config;
 
     fn shared() -> (Shared, BTreeMap<u32, PeerReceiver>) {
         let config = loopback_test_config(3);
-        let (senders, receivers) = bus::queues(1, [1, 2, 3].into_iter());
+        let (senders, receivers) = peer_queue::queues(1, [1, 2, 3].into_iter());
         let shared = Shared::new(config, senders, ReadHandles::new(16), 1);
         (shared, receivers)
     }
@@ -599,7 +589,7 @@ mod tests {
 
     fn fill(shared: &Shared, node: u32) {
         let frame = Bytes::from(vec![0u8; 1024 * 1024]);
-        while shared.queued_bytes_to(node) < bus::PEER_QUEUE_BYTES_ADMIT {
+        while shared.queued_bytes_to(node) < peer_queue::PEER_QUEUE_BYTES_ADMIT {
             shared.send_to_node(node, frame.clone()).expect("room");
         }
     }

@@ -8,15 +8,13 @@
 //! metadata plane failed over to it) starts every member's deadline afresh,
 //! so a failover removes nobody who keeps heartbeating; the group keeps its
 //! assignment. Work per sweep is one look per member of every group, on
-//! the coordinator only.
+//! the coordinator only. This is the pure table; the node's task that
+//! sweeps it and proposes removals is `session_sweep`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strand_host::catalog::Catalog;
-
-use crate::shared::Shared;
 
 /// How often the coordinator looks for expired members.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(200);
@@ -84,43 +82,6 @@ impl Coordinator {
         self.deadlines.retain(|key, _| present.contains(key));
         self.proposed.retain(|key, _| present.contains(key));
         expired
-    }
-}
-
-/// The node's coordinator task: every [`SWEEP_INTERVAL`], while this node's
-/// metadata replica serves as primary, proposes the removal of members
-/// whose session expired (through the node's own client, retried on the
-/// next sweeps until the catalog no longer holds them).
-pub async fn run(shared: Arc<Shared>) {
-    let mut client: Option<strand_client::Client> = None;
-    let mut ticker = tokio::time::interval(SWEEP_INTERVAL);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        if shared.stopping() {
-            return;
-        }
-        let leading = shared.leads_metadata_plane();
-        let catalog = shared.catalog();
-        let expired = shared.coordinator.lock().expect("coordinator lock").sweep(
-            &catalog,
-            leading,
-            Instant::now(),
-        );
-        for (group, member) in expired {
-            tracing::info!(%group, member = %format!("{member:032x}"),
-                "coordinator: a member's session expired; removing it");
-            crate::metrics::group_member_expired();
-            if client.is_none() {
-                client = crate::node::metadata_client(&shared).await.ok();
-            }
-            let Some(connected) = &client else {
-                continue;
-            };
-            if let Err(error) = connected.leave_consumer_group(&group, member, true).await {
-                tracing::warn!(%group, %error, "coordinator: removing an expired member failed; retrying");
-            }
-        }
     }
 }
 

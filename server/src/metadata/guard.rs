@@ -115,7 +115,7 @@ const STATUS_DEADLINE_MS: u64 = strand_client::safety::NODE_CHECK_MS_MAX;
 /// The partition's status as its serving primary reports it; `None` when
 /// no primary answers within [`STATUS_DEADLINE_MS`].
 async fn primary_status(shared: &Shared, group: u64) -> Option<GroupStatus> {
-    let mut config = crate::node::own_client_config(shared);
+    let mut config = crate::metadata::own_client::own_client_config(shared);
     config.request_timeout_ms = STATUS_REQUEST_TIMEOUT_MS;
     config.deadline_ms = STATUS_DEADLINE_MS;
     let asked = async {

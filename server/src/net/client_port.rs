@@ -35,14 +35,16 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use zerocopy::FromBytes;
 
-use crate::group::Input;
 use crate::metrics;
 use crate::net::bus::{gather, write_frames};
+use crate::net::connection::ConnectionSender;
 use crate::net::connection::{ConnectionReceiver, TooMany};
 use crate::net::local_answers::local_answer;
 use crate::net::replies::{error_frame, reply_frame};
 use crate::net::tls::{NodeTls, ReadStream, WriteStream, split_plain};
-use crate::shared::{ConnectionSender, Refused, Shared};
+use crate::refused::Refused;
+use crate::runtime::input::Input;
+use crate::shared::Shared;
 
 /// How long a new connection may take over its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -662,7 +664,7 @@ fn refusal(front: &[u8], error: &FrameError) -> Option<Bytes> {
 }
 
 /// Holds a produce (and with it the connection's reading) while its group's
-/// shard already holds [`SHARD_REQUEST_BYTES_ADMIT`](crate::runtime::shard::SHARD_REQUEST_BYTES_ADMIT) of client requests, or
+/// shard already holds [`SHARD_REQUEST_BYTES_ADMIT`](crate::runtime::inbox::SHARD_REQUEST_BYTES_ADMIT) of client requests, or
 /// the bus queues to its group's backups are too full to take another
 /// prepare (see [`Shared::produce_congested`]): the producer is slowed by
 /// TCP instead of queueing seconds of work ahead of the peers' frames. Gives

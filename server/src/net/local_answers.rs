@@ -220,7 +220,6 @@ mod tests {
     use strand_wire::{CommandHeader, FrameDecoder, Message, Operation, ViewId};
 
     use super::*;
-    use crate::net::client_port::CLIENT_FRAME_SIZE_MAX;
     use crate::node::config::loopback_test_config;
 
     fn shared() -> Shared {
@@ -241,7 +240,7 @@ mod tests {
         header.operation = Operation::Metadata as u8;
         let request = Msg::new(header, Bytes::from(query.to_vec()));
         let mut frame = BytesMut::from(&metadata_reply(shared, &request)[..]);
-        let decoded = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX)
+        let decoded = FrameDecoder::new(strand_wire::FRAME_SIZE_MAX_DEFAULT)
             .decode(&mut frame)
             .expect("a valid frame")
             .expect("a whole frame");
@@ -265,7 +264,7 @@ mod tests {
             header.operation = operation as u8;
             let request = Msg::new(header, Bytes::new());
             let mut frame = BytesMut::from(&local_answer(&shared, &request)[..]);
-            let decoded = FrameDecoder::new(CLIENT_FRAME_SIZE_MAX)
+            let decoded = FrameDecoder::new(strand_wire::FRAME_SIZE_MAX_DEFAULT)
                 .decode(&mut frame)
                 .expect("a valid frame")
                 .expect("a whole frame");

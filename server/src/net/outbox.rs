@@ -156,7 +156,7 @@ mod tests {
     #[test]
     fn a_turn_of_many_groups_is_one_queue_entry_per_peer() {
         let config = crate::node::config::loopback_test_config(3);
-        let (senders, mut receivers) = crate::net::bus::queues(1, [1, 2, 3].into_iter());
+        let (senders, mut receivers) = crate::net::peer_queue::queues(1, [1, 2, 3].into_iter());
         let shared = Shared::new(config, senders, strand_partition::ReadHandles::new(16), 1);
         let mut outbox = Outbox::default();
         for group in 1..=50 {

@@ -205,6 +205,9 @@ pub struct TopicDefaults {
     pub confirm: Option<String>,
 }
 
+/// Shards a node may run at most ([`NodeConfig::shards`]).
+pub const SHARDS_MAX: usize = 256;
+
 /// Default [`NodeConfig::retention_check_ms`]: 30 s. Each check visits
 /// every partition of the shard once, so it is cheap at any interval a
 /// person would pick; the bounds keep a typo from making it a busy loop or
@@ -405,10 +408,10 @@ impl NodeConfig {
         let shards = file.shards.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
-        if !(1..=crate::runtime::shard::SHARDS_MAX).contains(&shards) {
+        if !(1..=SHARDS_MAX).contains(&shards) {
             return Err(ConfigError::Invalid {
                 field: "shards",
-                reason: format!("must be 1..={}", crate::runtime::shard::SHARDS_MAX),
+                reason: format!("must be 1..={}", SHARDS_MAX),
             });
         }
         let tls = file

@@ -2,9 +2,9 @@
 //! less free space than its reserve, and takes them again by itself once
 //! space is freed.
 //!
-//! A watcher reads the file system's free space (`statvfs`) every
-//! [`DISK_CHECK_MS`]; between readings each admitted produce spends its
-//! bytes from the room left above the reserve, so a burst cannot write far
+//! A watcher (the node's `disk_watch` task) reads the file system's free
+//! space (`statvfs`) every [`DISK_CHECK_MS`]; between readings each
+//! admitted produce spends its bytes from the room left above the reserve, so a burst cannot write far
 //! past the last reading. The reserve is what the node still writes while
 //! it refuses produces: backups appending what their primaries accepted,
 //! cursor commits, the metadata plane, superblocks. A full disk takes
@@ -12,12 +12,8 @@
 //! that still finds the disk full fails its replica's storage, which the
 //! shard opens again once the disk has room (see `crate::runtime::shard`).
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::time::Duration;
-
-use crate::shared::Shared;
 
 /// How often the watcher reads the free space.
 pub const DISK_CHECK_MS: u64 = 100;
@@ -122,38 +118,6 @@ pub fn space(path: &Path) -> std::io::Result<(u64, u64)> {
 /// 5% of it up to 1 GiB.
 pub fn reserve_for(configured: Option<u64>, total_bytes: u64) -> u64 {
     configured.unwrap_or((total_bytes / DISK_RESERVE_FRACTION).min(DISK_RESERVE_DEFAULT_MAX))
-}
-
-/// Reads the data disk's free space every [`DISK_CHECK_MS`] until the node
-/// stops, updating the shared [`DiskRoom`] and the metrics, and logging
-/// each change between full and not.
-pub async fn watch(shared: Arc<Shared>) {
-    let path: PathBuf = shared.config.data_dir.clone();
-    let mut full = false;
-    let mut interval = tokio::time::interval(Duration::from_millis(DISK_CHECK_MS));
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while !shared.stopping() {
-        interval.tick().await;
-        let (free, total) = match space(&path) {
-            Ok(space) => space,
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "disk: cannot read free space");
-                continue;
-            }
-        };
-        let reserve = reserve_for(shared.config.disk_reserve_bytes, total);
-        let now_full = shared.disk.observe(free, reserve);
-        crate::metrics::disk(free, now_full);
-        if now_full != full {
-            full = now_full;
-            match full {
-                true => tracing::error!(free, reserve, path = %path.display(),
-                    "disk: the data disk is full; refusing produces until space is freed"),
-                false => tracing::warn!(free, reserve, path = %path.display(),
-                    "disk: the data disk has room again; taking produces"),
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use strand_wire::ops::{AttentionEntry, AttentionReason};
 
-use crate::group::GroupSpec;
+use crate::group::spec::GroupSpec;
 use crate::shared::Shared;
 
 /// The first pause before a failed group is opened again.
@@ -76,7 +76,8 @@ impl<T> Failed<T> {
         shared.vouching.withdraw(group);
         crate::metrics::group_failed();
         let attention = failed_attention(spec, message, *failures, pause);
-        let view = crate::group::down_view(spec, shared.config.node, "failed", attention);
+        let view =
+            crate::group::attention::down_view(spec, shared.config.node, "failed", attention);
         shared.publish(view);
         self.waiting.insert(group, (start, Instant::now() + pause));
     }
@@ -175,7 +176,9 @@ pub async fn watch_injections(shared: std::sync::Arc<Shared>) {
                 "contain: injecting a panic into the group (a test asked)"
             );
             shared.with_group(group, |handle| {
-                handle.inbox.send_control(crate::group::Input::InjectPanic)
+                handle
+                    .inbox
+                    .send_control(crate::runtime::input::Input::InjectPanic)
             });
         }
     }

@@ -13,24 +13,17 @@
 //! liveness changes of a peer reach every group of the shard once, through
 //! the control queue (quiet groups rely on them to notice a dead primary).
 //!
-//! Bounds: a shard's inbox holds [`SHARD_INBOX_CAPACITY`] inputs for all
-//! its groups together (peer frames beyond it are dropped, consensus
-//! retransmits; client requests beyond it are answered `Busy` by the
-//! caller); nothing is allocated per group up front. Starting and stopping
-//! groups goes through an unbounded control queue, polled on every turn
-//! and at least once per tick, so neither is ever lost to a full inbox;
-//! groups waiting to open are opened [`OPENS_PER_TURN_MAX`] per turn in order
-//! and [`OPENS_ON_INPUT_PER_TURN_MAX`] more on a frame or request for them,
-//! and at the node's stop they are closed [`CLOSERS_PER_SHARD`] at a time.
-//! The inbox's backlog is counted in bytes, requests and peer frames apart,
-//! for the client port and the bus readers to push back on.
+//! Bounds: a shard's inbox is bounded ([`crate::runtime::inbox`]); nothing
+//! is allocated per group up front. Starting and stopping groups goes
+//! through the unbounded control queue, polled on every turn and at least
+//! once per tick, so neither is ever lost to a full inbox; groups waiting
+//! to open are opened [`OPENS_PER_TURN_MAX`] per turn in order and
+//! [`OPENS_ON_INPUT_PER_TURN_MAX`] more on a frame or request for them, and
+//! at the node's stop they are closed [`CLOSERS_PER_SHARD`] at a time.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{
-    Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
-};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -38,37 +31,21 @@ use std::time::{Duration, Instant};
 use strand_wal::Wal;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::group::{Actor, GroupSpec, Hosted, Input};
+use crate::group::Actor;
+use crate::group::spec::GroupSpec;
+use crate::metadata::hosted::Hosted;
 use crate::metrics;
 use crate::net::outbox::Outbox;
 use crate::net::replies::error_frame;
+use crate::node::config::SHARDS_MAX;
 use crate::runtime::balance::{Balancer, HANDOVERS_PER_ROUND_MAX, LeadingChange};
 use crate::runtime::contain::{self, Failed};
-use crate::shared::{GroupHandle, Refused, Shared};
+use crate::runtime::inbox::{Control, GroupInbox, LivenessNotifier, ShardQueues, Start};
+use crate::runtime::input::Input;
+use crate::shared::{GroupHandle, Shared};
 use strand_host::group_host::OpenError;
 use strand_host::ticks::TickSchedule;
 use strand_wire::ops::ErrorBody;
-
-/// Inputs one shard's inbox holds at most, for all its groups.
-pub const SHARD_INBOX_CAPACITY: usize = 16_384;
-
-/// Shards a node may run at most.
-pub const SHARDS_MAX: usize = 256;
-
-/// Bytes of client requests a shard's inbox may hold before the client port
-/// stops reading the connections that send it more: peer frames (prepares,
-/// acks, commits) share the inbox, and a backup that found its primary's
-/// prepare behind a gigabyte of requests for its own groups took the primary
-/// for silent. Held below it, a turn's backlog is tens of milliseconds.
-pub const SHARD_REQUEST_BYTES_ADMIT: u64 = 8 * 1024 * 1024;
-
-/// Bytes of peer frames a shard's inbox may hold before the bus readers stop
-/// reading the peers that send it more (TCP then pushes back on their
-/// writers, their bus queues fill, and their primaries stop admitting
-/// produces): prepares from other nodes' primaries would otherwise pile up
-/// here faster than this shard writes them, and the backups' timers would
-/// run out behind the pile.
-pub const SHARD_PEER_BYTES_ADMIT: u64 = 16 * 1024 * 1024;
 
 /// A turn that takes this long is logged: every group of the shard waited
 /// for it, and a backup's primary timeout is a few of them.
@@ -149,96 +126,6 @@ fn caught_up<'a>(
     Some(actor)
 }
 
-/// A group's inbox: its shard's, addressed to the group.
-#[derive(Clone)]
-pub struct GroupInbox {
-    group: u64,
-    shard: SyncSender<(u64, Input)>,
-    control: Sender<Control>,
-    /// Bytes of client requests and of peer frames in the shard's inbox
-    /// (all its groups).
-    backlog: Arc<Backlog>,
-}
-
-/// Bytes waiting in one shard's inbox, by where they came from.
-#[derive(Debug, Default)]
-pub struct Backlog {
-    requests: AtomicU64,
-    peers: AtomicU64,
-}
-
-impl Backlog {
-    fn add(&self, input: &Input) {
-        let (requests, peers) = input_bytes(input);
-        self.requests.fetch_add(requests, Ordering::Relaxed);
-        self.peers.fetch_add(peers, Ordering::Relaxed);
-    }
-
-    fn remove(&self, input: &Input) {
-        let (requests, peers) = input_bytes(input);
-        self.requests.fetch_sub(requests, Ordering::Relaxed);
-        self.peers.fetch_sub(peers, Ordering::Relaxed);
-    }
-}
-
-impl GroupInbox {
-    /// Tells the group its placement mailbox holds a new assignment, on the
-    /// control queue: no full inbox loses it (the group may be quiet, with
-    /// no tick to look for it).
-    pub fn placement_changed(&self) {
-        let _ = self
-            .control
-            .send(Control::Deliver(self.group, Input::Placement));
-        let _ = self.shard.try_send((self.group, Input::Storage));
-    }
-
-    /// Hands `input` to the group on the control queue: never lost to a
-    /// full inbox (for rare inputs that must arrive).
-    pub fn send_control(&self, input: Input) {
-        let _ = self.control.send(Control::Deliver(self.group, input));
-        let _ = self.shard.try_send((self.group, Input::Storage));
-    }
-
-    /// Hands `input` to the group without blocking.
-    pub fn try_send(&self, input: Input) -> Result<(), Refused> {
-        self.backlog.add(&input);
-        self.shard
-            .try_send((self.group, input))
-            .map_err(|error| match error {
-                TrySendError::Full((_, input)) => {
-                    self.backlog.remove(&input);
-                    Refused::Full
-                }
-                TrySendError::Disconnected((_, input)) => {
-                    self.backlog.remove(&input);
-                    Refused::Gone
-                }
-            })
-    }
-
-    /// Whether the shard's inbox holds more client request bytes than
-    /// [`SHARD_REQUEST_BYTES_ADMIT`].
-    pub fn requests_backed_up(&self) -> bool {
-        self.backlog.requests.load(Ordering::Relaxed) > SHARD_REQUEST_BYTES_ADMIT
-    }
-
-    /// Whether the shard's inbox holds more peer frame bytes than
-    /// [`SHARD_PEER_BYTES_ADMIT`].
-    pub fn peers_backed_up(&self) -> bool {
-        self.backlog.peers.load(Ordering::Relaxed) > SHARD_PEER_BYTES_ADMIT
-    }
-}
-
-/// The bytes `input` counts toward its shard's backlog: (client requests,
-/// peer frames).
-fn input_bytes(input: &Input) -> (u64, u64) {
-    match input {
-        Input::Request(request) => (request.body().len() as u64, 0),
-        Input::Peer(message) => (0, u64::from(message.prefix().size.get())),
-        _ => (0, 0),
-    }
-}
-
 /// Whether an input for a group still waiting to open opens it now, when
 /// `opened_this_turn` groups were opened on input this turn. A wakeup does
 /// not (each group hosted sends one: at a restart of thousands, opening each
@@ -255,49 +142,6 @@ fn opens_on_input(input: &Input, opened_this_turn: usize) -> bool {
     }
 }
 
-/// What a shard is told outside its inbox.
-enum Control {
-    /// Open a group's actor and host it.
-    Start(Box<Start>),
-    /// An input that must not be lost to a full inbox.
-    Deliver(u64, Input),
-    /// A peer node's liveness changed.
-    Liveness { node: u32, alive: bool },
-    /// Close every group and exit.
-    Stop,
-}
-
-/// Tells every shard of a peer node's liveness changes.
-#[derive(Clone)]
-pub struct LivenessNotifier {
-    queues: Vec<ShardQueues>,
-}
-
-impl LivenessNotifier {
-    /// Peer `node` is suspected (`alive` false) or heard again.
-    pub fn liveness(&self, node: u32, alive: bool) {
-        for queues in &self.queues {
-            let _ = queues.control.send(Control::Liveness { node, alive });
-            let _ = queues.inbox.try_send((u64::MAX, Input::Storage));
-        }
-    }
-}
-
-/// A group to open on a shard.
-struct Start {
-    spec: GroupSpec,
-    wal: Wal,
-    hosted: Option<UnboundedSender<Hosted>>,
-}
-
-/// One shard's queues, as the node holds them.
-#[derive(Clone)]
-struct ShardQueues {
-    inbox: SyncSender<(u64, Input)>,
-    control: Sender<Control>,
-    backlog: Arc<Backlog>,
-}
-
 /// A node's shards.
 pub struct Shards {
     queues: Vec<ShardQueues>,
@@ -311,14 +155,10 @@ impl Shards {
         let mut queues = Vec::with_capacity(count);
         let mut threads = Vec::with_capacity(count);
         for index in 0..count {
-            let (inbox, inputs) = sync_channel(SHARD_INBOX_CAPACITY);
-            let (control, controls) = channel();
-            let backlog = Arc::new(Backlog::default());
+            let (shard_queues, inputs, controls) = ShardQueues::new();
             let mut shard = Shard {
                 shared: Arc::clone(shared),
-                inbox: inbox.clone(),
-                control: control.clone(),
-                backlog: Arc::clone(&backlog),
+                queues: shard_queues.clone(),
                 inputs,
                 controls,
                 actors: BTreeMap::new(),
@@ -342,11 +182,7 @@ impl Shards {
                     let _entered = span.enter();
                     shard.run();
                 })?;
-            queues.push(ShardQueues {
-                inbox,
-                control,
-                backlog,
-            });
+            queues.push(shard_queues);
             threads.push(thread);
         }
         Ok(Shards { queues, threads })
@@ -365,12 +201,7 @@ impl Shards {
     ) -> bool {
         let group = spec.group;
         let queues = &self.queues[self.shard_of(group)];
-        let inbox = GroupInbox {
-            group,
-            shard: queues.inbox.clone(),
-            control: queues.control.clone(),
-            backlog: Arc::clone(&queues.backlog),
-        };
+        let inbox = GroupInbox::new(group, queues);
         let handle = GroupHandle {
             inbox: inbox.clone(),
             slots: spec.slots.clone().into(),
@@ -396,16 +227,13 @@ impl Shards {
 
     /// What tells every shard of a peer node's liveness.
     pub fn liveness_notifier(&self) -> LivenessNotifier {
-        LivenessNotifier {
-            queues: self.queues.clone(),
-        }
+        LivenessNotifier::new(self.queues.clone())
     }
 
     /// Closes every group (clean marks where trusted) and joins the shards.
     pub fn stop(self) {
         for queues in &self.queues {
-            let _ = queues.control.send(Control::Stop);
-            let _ = queues.inbox.try_send((u64::MAX, Input::Storage));
+            queues.send_control(Control::Stop);
         }
         for thread in self.threads {
             if thread.join().is_err() {
@@ -428,12 +256,9 @@ impl Shards {
 /// One shard thread's state.
 struct Shard {
     shared: Arc<Shared>,
-    /// Its own inbox's sending side, for the groups it opens.
-    inbox: SyncSender<(u64, Input)>,
-    /// Its own control queue's sending side, for the groups it opens.
-    control: Sender<Control>,
-    /// Bytes waiting in its inbox (see [`GroupInbox`]).
-    backlog: Arc<Backlog>,
+    /// Its own queues' sending sides, for the groups it opens, and the
+    /// bytes waiting in its inbox (see [`GroupInbox`]).
+    queues: ShardQueues,
     inputs: Receiver<(u64, Input)>,
     controls: Receiver<Control>,
     actors: BTreeMap<u64, Actor>,
@@ -609,12 +434,7 @@ impl Shard {
         // outside it, so that the lines of its first events are not nested
         // in two spans of one group.
         let span = tracing::info_span!("group", group);
-        let inbox = GroupInbox {
-            group,
-            shard: self.inbox.clone(),
-            control: self.control.clone(),
-            backlog: Arc::clone(&self.backlog),
-        };
+        let inbox = GroupInbox::new(group, &self.queues);
         let down = spec.clone();
         let again = Start {
             spec: spec.clone(),
@@ -648,7 +468,8 @@ impl Shard {
                 self.shared.unregister(group);
                 if matches!(error, OpenError::Storage(_)) {
                     let me = self.shared.config.node;
-                    let view = crate::group::failed_open_view(&down, me, &error.to_string());
+                    let view =
+                        crate::group::attention::failed_open_view(&down, me, &error.to_string());
                     self.shared.publish(view);
                 }
             }
@@ -656,7 +477,7 @@ impl Shard {
     }
 
     fn deliver(&mut self, group: u64, input: Input) {
-        self.backlog.remove(&input);
+        self.queues.backlog.remove(&input);
         if self.take_for_failed(group, &input) {
             return;
         }

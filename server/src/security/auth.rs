@@ -18,11 +18,13 @@
 //! | [`sign_in`] | one sign-in: throttle, check, count the failure |
 //! | [`hash_policy`] | the node's fixed Argon2 parameters, the dummy hash for unknown users |
 //! | [`check_pool`] | the bounded pool password checks run on |
+//! | [`defenses`] | the node's pool and failure limits, held for every sign-in |
 //! | [`failure_limits`] | failed sign-ins limited per address and per user name |
 //! | [`client_ids`] | which user a client id belongs to |
 
 pub mod check_pool;
 pub mod client_ids;
+pub mod defenses;
 pub mod failure_limits;
 pub mod hash_policy;
 pub mod sign_in;

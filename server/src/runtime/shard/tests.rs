@@ -1,4 +1,4 @@
-//! The shard's unit tests: inbox accounting, opens on input, storage-check spreading.
+//! The shard's unit tests: opens on input, storage-check spreading.
 
 use bytes::Bytes;
 use strand_wire::{CommandHeader, Msg, Operation, RequestHeader, ViewId};
@@ -34,36 +34,6 @@ fn produce(body_bytes: usize) -> Input {
     Input::Request(Msg::new(header, Bytes::from(vec![0u8; body_bytes])))
 }
 
-fn inbox(capacity: usize) -> (GroupInbox, Receiver<(u64, Input)>) {
-    let (shard, inputs) = sync_channel(capacity);
-    let (control, _controls) = channel();
-    let inbox = GroupInbox {
-        group: 9,
-        shard,
-        control,
-        backlog: Arc::new(Backlog::default()),
-    };
-    (inbox, inputs)
-}
-
-/// A shard's inbox counts the client request bytes it holds, so the
-/// client port can stop reading before a backlog of requests delays the
-/// peers' frames behind it; frames from peers do not count.
-#[test]
-fn a_shard_inbox_counts_the_request_bytes_it_holds() {
-    let (inbox, inputs) = inbox(64);
-    let half = SHARD_REQUEST_BYTES_ADMIT as usize / 2;
-    inbox.try_send(produce(half)).expect("room");
-    inbox.try_send(Input::Storage).expect("room");
-    assert!(!inbox.requests_backed_up());
-    inbox.try_send(produce(half + 1)).expect("room");
-    assert!(inbox.requests_backed_up());
-    let (_, first) = inputs.recv().expect("an input");
-    inbox.backlog.remove(&first);
-    assert!(!inbox.requests_backed_up());
-    assert!(!inbox.peers_backed_up());
-}
-
 /// Groups waiting to open are opened on a frame or a request a few per
 /// turn, never on a wakeup, and always on what must not be lost.
 #[test]
@@ -79,13 +49,4 @@ fn inputs_open_a_waiting_group_a_few_per_turn() {
         &Input::Shutdown,
         OPENS_ON_INPUT_PER_TURN_MAX
     ));
-}
-
-/// A request refused by a full inbox is not counted.
-#[test]
-fn a_refused_request_is_not_counted() {
-    let (inbox, _inputs) = inbox(1);
-    inbox.try_send(produce(10)).expect("room");
-    assert!(matches!(inbox.try_send(produce(20)), Err(Refused::Full)));
-    assert_eq!(inbox.backlog.requests.load(Ordering::Relaxed), 10);
 }

@@ -23,8 +23,8 @@ use strand_wire::ops::tokens::{SecretHashKind, secret_hash_kind, token_secret_ma
 use strand_wire::ops::{Authenticate, ErrorBody, parse_token};
 use strand_wire::{Body, ResultCode};
 
-use super::check_pool::{BUSY_RETRY_AFTER_MS, CheckPool, PoolBusy, QUEUE_MAX, checks_default};
-use super::failure_limits::{FailureLimits, Throttled};
+use super::check_pool::{BUSY_RETRY_AFTER_MS, CheckPool, PoolBusy};
+use super::failure_limits::Throttled;
 use super::{ADMIN_USER, Identity, Proof, hash_policy, is_expired};
 use crate::metrics;
 use crate::shared::Shared;
@@ -32,24 +32,6 @@ use crate::shared::Shared;
 /// What an unknown token's secret is checked against (no secret's hash).
 const NO_TOKEN_HASH: &str =
     "$hmac-sha256$0000000000000000000000000000000000000000000000000000000000000000";
-
-/// The node's sign-in state: the check pool and the failure limits.
-#[derive(Debug)]
-pub struct SignIns {
-    /// Where password checks run.
-    pub pool: CheckPool,
-    /// Failed sign-ins per address and per user name.
-    pub limits: FailureLimits,
-}
-
-impl Default for SignIns {
-    fn default() -> SignIns {
-        SignIns {
-            pool: CheckPool::new(checks_default(), QUEUE_MAX),
-            limits: FailureLimits::default(),
-        }
-    }
-}
 
 /// Why a sign-in was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
