@@ -15,4 +15,5 @@ pub mod epoch_reports;
 pub mod guard;
 pub mod hosted;
 pub mod own_client;
+pub mod plane;
 pub mod session_sweep;

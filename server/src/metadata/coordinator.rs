@@ -12,9 +12,13 @@
 //! sweeps it and proposes removals is `session_sweep`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use strand_host::catalog::Catalog;
+use strand_wire::ops::ConsumerHeartbeat;
+use strand_wire::{Body, ResultCode};
 
 /// How often the coordinator looks for expired members.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(200);
@@ -82,6 +86,36 @@ impl Coordinator {
         self.deadlines.retain(|key, _| present.contains(key));
         self.proposed.retain(|key, _| present.contains(key));
         expired
+    }
+}
+
+/// The answer to a member's heartbeat at the metadata plane's primary (the
+/// coordinator), from its replica's `catalog`: the member's part of its
+/// group, or why it has none (`UnknownMember`: join again). A member the
+/// catalog holds has its deadline moved to `now` plus its session.
+pub fn answer_heartbeat(
+    coordinator: &Mutex<Coordinator>,
+    catalog: &Catalog,
+    heartbeat: &ConsumerHeartbeat,
+    now: Instant,
+) -> (ResultCode, Bytes) {
+    let session = catalog
+        .consumer_group(&heartbeat.group)
+        .and_then(|group| group.members.get(&heartbeat.member))
+        .map(|member| Duration::from_millis(u64::from(member.session_timeout_ms)));
+    match catalog.member_assignment(&heartbeat.group, heartbeat.member) {
+        Ok(assignment) => {
+            if let Some(session) = session {
+                coordinator.lock().expect("coordinator lock").heard(
+                    &heartbeat.group,
+                    heartbeat.member,
+                    session,
+                    now,
+                );
+            }
+            (ResultCode::Ok, Bytes::from(assignment.to_vec()))
+        }
+        Err(error) => (error.code(), Bytes::from(error.to_vec())),
     }
 }
 
