@@ -34,7 +34,7 @@ use crate::net::client_port;
 use crate::node::config::NodeConfig;
 use crate::node::limits::DescriptorBudget;
 use crate::runtime::input::Input;
-use crate::runtime::shard::Shards;
+use crate::runtime::shards::Shards;
 use crate::shared::{EpochReport, Shared};
 use strand_host::catalog::Assignment;
 use strand_partition::ReadHandles;
@@ -203,7 +203,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     ));
     tokio::spawn(crate::metadata::session_sweep::run(Arc::clone(&shared)));
     let shards = Shards::start(&shared, shared.config.shards).map_err(NodeError::Runtime)?;
-    tokio::spawn(bus::watch_liveness(
+    tokio::spawn(crate::net::liveness::watch_liveness(
         Arc::clone(&shared),
         shards.liveness_notifier(),
     ));

@@ -1,6 +1,7 @@
-//! Shards: a fixed set of threads per node (default one per core), each
-//! hosting many groups' actors. A group lives on one shard for its whole
-//! life, so its inputs are handled in order; a shard drains a batch of
+//! A shard: one of a fixed set of threads per node (default one per core;
+//! the node holds them as [`crate::runtime::shards`]), hosting many groups'
+//! actors. A group lives on one shard for its whole life, so its inputs are
+//! handled in order; a shard drains a batch of
 //! inputs, then lets each group it touched settle its host once (batching
 //! at the shard), and its groups' frames to each peer leave as one batch
 //! ([`crate::net::outbox`]). On the node's tick it visits only the groups due on
@@ -25,24 +26,18 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use strand_wal::Wal;
-use tokio::sync::mpsc::UnboundedSender;
-
 use crate::group::Actor;
-use crate::group::spec::GroupSpec;
-use crate::metadata::hosted::Hosted;
 use crate::metrics;
 use crate::net::outbox::Outbox;
 use crate::net::replies::error_frame;
-use crate::node::config::SHARDS_MAX;
 use crate::runtime::balance::{Balancer, HANDOVERS_PER_ROUND_MAX, LeadingChange};
 use crate::runtime::contain::{self, Failed};
-use crate::runtime::inbox::{Control, GroupInbox, LivenessNotifier, ShardQueues, Start};
+use crate::runtime::inbox::{Control, GroupInbox, ShardQueues, Start};
 use crate::runtime::input::Input;
-use crate::shared::{GroupHandle, Shared};
+use crate::runtime::storage_retries::StorageRetries;
+use crate::shared::Shared;
 use strand_host::group_host::OpenError;
 use strand_host::ticks::TickSchedule;
 use strand_wire::ops::ErrorBody;
@@ -70,19 +65,6 @@ const OPENS_ON_INPUT_PER_TURN_MAX: usize = 16;
 
 /// The retry hint to a request for a group still waiting to open.
 const UNOPENED_RETRY_AFTER_MS: u32 = 20;
-
-/// How long a group whose storage failed waits before the shard opens it
-/// again from disk (doubled after each reopen that failed again, up to
-/// 64 times this); never while the data disk is full.
-const STORAGE_REOPEN_AFTER: Duration = Duration::from_secs(2);
-
-/// A group whose storage failed: when it is opened again, and how often it
-/// was.
-#[derive(Debug, Default)]
-struct StorageRetry {
-    due: Option<Instant>,
-    reopens: u32,
-}
 
 /// Threads a shard closes its groups on when the node stops. Closing one
 /// waits for its syncs and its clean mark's write: thousands closed one after
@@ -142,119 +124,8 @@ fn opens_on_input(input: &Input, opened_this_turn: usize) -> bool {
     }
 }
 
-/// A node's shards.
-pub struct Shards {
-    queues: Vec<ShardQueues>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl Shards {
-    /// Starts `count` shard threads.
-    pub fn start(shared: &Arc<Shared>, count: usize) -> std::io::Result<Shards> {
-        assert!((1..=SHARDS_MAX).contains(&count), "1..={SHARDS_MAX} shards");
-        let mut queues = Vec::with_capacity(count);
-        let mut threads = Vec::with_capacity(count);
-        for index in 0..count {
-            let (shard_queues, inputs, controls) = ShardQueues::new();
-            let mut shard = Shard {
-                shared: Arc::clone(shared),
-                queues: shard_queues.clone(),
-                inputs,
-                controls,
-                actors: BTreeMap::new(),
-                ticks: TickSchedule::new(),
-                touched: Vec::new(),
-                opening: VecDeque::new(),
-                opens_on_input_this_turn: 0,
-                balancer: Balancer::new(Instant::now()),
-                tick: Duration::from_millis(shared.config.tick_ms),
-                retention_check: Duration::from_millis(shared.config.retention_check_ms),
-                checked_last: None,
-                storage_retries: BTreeMap::new(),
-                failed: Failed::default(),
-                outbox: Arc::default(),
-                stop_requested: false,
-            };
-            let thread = std::thread::Builder::new()
-                .name(format!("shard-{index}"))
-                .spawn(move || {
-                    let span = tracing::info_span!("shard", index);
-                    let _entered = span.enter();
-                    shard.run();
-                })?;
-            queues.push(shard_queues);
-            threads.push(thread);
-        }
-        Ok(Shards { queues, threads })
-    }
-
-    /// Hosts a group on its shard: registers its handle (so frames and
-    /// requests reach it from now on) and has the shard open it. False if
-    /// the group is hosted already. `hosted` receives, from the metadata
-    /// plane's actor only, every partition assignment this node hosts.
-    pub fn host(
-        &self,
-        shared: &Shared,
-        wal: Wal,
-        spec: GroupSpec,
-        hosted: Option<UnboundedSender<Hosted>>,
-    ) -> bool {
-        let group = spec.group;
-        let queues = &self.queues[self.shard_of(group)];
-        let inbox = GroupInbox::new(group, queues);
-        let handle = GroupHandle {
-            inbox: inbox.clone(),
-            slots: spec.slots.clone().into(),
-            placement: Arc::new(std::sync::Mutex::new(None)),
-        };
-        if !shared.register(group, handle) {
-            return false;
-        }
-        let start = Start { spec, wal, hosted };
-        if queues
-            .control
-            .send(Control::Start(Box::new(start)))
-            .is_err()
-        {
-            tracing::error!(group, "shard: gone; the group stays down");
-            shared.unregister(group);
-            return false;
-        }
-        // A wakeup only: the shard also looks at its control queue every tick.
-        let _ = inbox.try_send(Input::Storage);
-        true
-    }
-
-    /// What tells every shard of a peer node's liveness.
-    pub fn liveness_notifier(&self) -> LivenessNotifier {
-        LivenessNotifier::new(self.queues.clone())
-    }
-
-    /// Closes every group (clean marks where trusted) and joins the shards.
-    pub fn stop(self) {
-        for queues in &self.queues {
-            queues.send_control(Control::Stop);
-        }
-        for thread in self.threads {
-            if thread.join().is_err() {
-                tracing::error!("shard: a shard thread panicked");
-            }
-        }
-    }
-
-    /// The shard a group lives on: spread by a mix of its id (ids are
-    /// handed out in order, topic by topic).
-    fn shard_of(&self, group: u64) -> usize {
-        let mut mixed = group.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        mixed ^= mixed >> 31;
-        (mixed % self.queues.len() as u64) as usize
-    }
-}
-
 /// One shard thread's state.
-struct Shard {
+pub(crate) struct Shard {
     shared: Arc<Shared>,
     /// Its own queues' sending sides, for the groups it opens, and the
     /// bytes waiting in its inbox (see [`GroupInbox`]).
@@ -282,7 +153,7 @@ struct Shard {
     retention_check: Duration,
     checked_last: Option<u64>,
     /// Groups whose storage failed, to be opened again from disk.
-    storage_retries: BTreeMap<u64, StorageRetry>,
+    storage_retries: StorageRetries,
     /// Groups whose code panicked, to be opened again from disk.
     failed: Failed<Start>,
     /// Its groups' frames to peers this turn, handed on at the turn's end.
@@ -291,7 +162,37 @@ struct Shard {
 }
 
 impl Shard {
-    fn run(&mut self) {
+    /// A shard over `queues`, reading `inputs` and `controls`, hosting
+    /// nothing yet.
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        queues: ShardQueues,
+        inputs: Receiver<(u64, Input)>,
+        controls: Receiver<Control>,
+    ) -> Shard {
+        Shard {
+            shared: Arc::clone(shared),
+            queues,
+            inputs,
+            controls,
+            actors: BTreeMap::new(),
+            ticks: TickSchedule::new(),
+            touched: Vec::new(),
+            opening: VecDeque::new(),
+            opens_on_input_this_turn: 0,
+            balancer: Balancer::new(Instant::now()),
+            tick: Duration::from_millis(shared.config.tick_ms),
+            retention_check: Duration::from_millis(shared.config.retention_check_ms),
+            checked_last: None,
+            storage_retries: StorageRetries::default(),
+            failed: Failed::default(),
+            outbox: Arc::default(),
+            stop_requested: false,
+        }
+    }
+
+    /// Runs turns until told to stop, then closes every group.
+    pub(crate) fn run(&mut self) {
         let mut next_tick = Instant::now() + self.tick;
         loop {
             if self.take_controls() {
@@ -303,25 +204,10 @@ impl Shard {
             } else {
                 Duration::ZERO
             };
-            let mut inputs = 0usize;
             self.opens_on_input_this_turn = 0;
-            let turn_started;
-            match self.inputs.recv_timeout(wait) {
-                Ok((group, input)) => {
-                    turn_started = Instant::now();
-                    self.deliver(group, input);
-                    inputs += 1;
-                    for _ in 1..INPUTS_PER_TURN_MAX {
-                        let Ok((group, input)) = self.inputs.try_recv() else {
-                            break;
-                        };
-                        self.deliver(group, input);
-                        inputs += 1;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => turn_started = Instant::now(),
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
+            let Some((turn_started, inputs)) = self.take_inputs(wait) else {
+                break;
+            };
             let delivered = turn_started.elapsed();
             // Settled before the tick, so that the tick finds each group
             // scheduled by what its inputs did.
@@ -332,22 +218,7 @@ impl Shard {
                 if next_tick < now {
                     next_tick = now + self.tick;
                 }
-                for (group, skipped) in self.ticks.tick() {
-                    let ticked = self.guarded(group, |actor| {
-                        actor.skip_ticks(skipped);
-                        actor.on_tick();
-                    });
-                    if ticked {
-                        self.touched.push(group);
-                    }
-                }
-                self.balance(now);
-                self.reopen_failed_storage(now);
-                for start in self.failed.due(now) {
-                    self.open(start);
-                }
-                self.check_storage_slice();
-                self.settle_touched();
+                self.on_tick(now);
             }
             self.flush_outbox();
             let turn = turn_started.elapsed();
@@ -360,6 +231,58 @@ impl Shard {
                 );
             }
         }
+        self.close();
+    }
+
+    /// Waits up to `wait` for an input, then delivers it and up to
+    /// [`INPUTS_PER_TURN_MAX`] in all: when the turn started, and how many
+    /// inputs it took. `None` once the inbox is gone.
+    fn take_inputs(&mut self, wait: Duration) -> Option<(Instant, usize)> {
+        match self.inputs.recv_timeout(wait) {
+            Ok((group, input)) => {
+                let turn_started = Instant::now();
+                self.deliver(group, input);
+                let mut inputs = 1;
+                for _ in 1..INPUTS_PER_TURN_MAX {
+                    let Ok((group, input)) = self.inputs.try_recv() else {
+                        break;
+                    };
+                    self.deliver(group, input);
+                    inputs += 1;
+                }
+                Some((turn_started, inputs))
+            }
+            Err(RecvTimeoutError::Timeout) => Some((Instant::now(), 0)),
+            Err(RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    /// The node's tick: the groups due on it ticked (told first of the
+    /// ticks they skipped), a balance round, failed groups reopened when
+    /// due, the next slice of storage checks, and every group touched
+    /// settled.
+    fn on_tick(&mut self, now: Instant) {
+        for (group, skipped) in self.ticks.tick() {
+            let ticked = self.guarded(group, |actor| {
+                actor.skip_ticks(skipped);
+                actor.on_tick();
+            });
+            if ticked {
+                self.touched.push(group);
+            }
+        }
+        self.balance(now);
+        self.reopen_failed_storage(now);
+        for start in self.failed.due(now) {
+            self.open(start);
+        }
+        self.check_storage_slice();
+        self.settle_touched();
+    }
+
+    /// The shard stops: groups waiting to open (or to reopen after a
+    /// panic) are forgotten, every open one is closed.
+    fn close(&mut self) {
         for start in std::mem::take(&mut self.opening)
             .into_iter()
             .chain(self.failed.drain())
@@ -527,16 +450,12 @@ impl Shard {
                 if let Err(message) = contain::catch(|| actor.shut_down()) {
                     tracing::error!(group, message, "group: closing it panicked");
                 }
-                self.storage_retries.remove(&group);
+                self.storage_retries.forget(group);
                 self.shared.unregister(group);
                 continue;
             }
             if actor.storage_failed() {
-                let retry = self.storage_retries.entry(group).or_default();
-                if retry.due.is_none() {
-                    let backoff = 1u32 << retry.reopens.min(6);
-                    retry.due = Some(now + STORAGE_REOPEN_AFTER * backoff);
-                }
+                self.storage_retries.failed(group, now);
             }
             match self
                 .balancer
@@ -584,19 +503,9 @@ impl Shard {
         if self.storage_retries.is_empty() || self.shared.disk.is_full() {
             return;
         }
-        let due: Vec<u64> = self
-            .storage_retries
-            .iter()
-            .filter(|(_, retry)| retry.due.is_some_and(|due| due <= now))
-            .map(|(group, _)| *group)
-            .collect();
-        for group in due {
-            if let Some(retry) = self.storage_retries.get_mut(&group) {
-                retry.due = None;
-                retry.reopens += 1;
-            }
+        for group in self.storage_retries.take_due(now) {
             if !self.actors.contains_key(&group) {
-                self.storage_retries.remove(&group);
+                self.storage_retries.forget(group);
                 continue;
             }
             let span = self

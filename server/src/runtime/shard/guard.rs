@@ -40,7 +40,7 @@ impl Shard {
     /// and the group waits to be opened again ([`crate::runtime::contain`]).
     pub(super) fn fail(&mut self, group: u64, message: &str) {
         let actor = self.remove_actor(group);
-        self.storage_retries.remove(&group);
+        self.storage_retries.forget(group);
         let (spec, wal, hosted) = actor.parts();
         if let Err(message) = contain::catch(move || drop(actor.abandon())) {
             tracing::error!(group, message, "group: dropping it panicked too");
