@@ -19,6 +19,7 @@ pub mod disk;
 pub mod disk_watch;
 pub mod limits;
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::sync::Arc;
 
@@ -31,6 +32,7 @@ use crate::metadata::hosted::Hosted;
 use crate::metrics::{self, WalMetrics};
 use crate::net::bus;
 use crate::net::client_port;
+use crate::net::peer_queue::{PeerReceiver, PeerSender};
 use crate::node::config::NodeConfig;
 use crate::node::limits::DescriptorBudget;
 use crate::runtime::input::Input;
@@ -149,8 +151,10 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
         .map(crate::net::tls::NodeTls::load)
         .transpose()?;
     let me = config.me().clone();
-    let bus_listener = bind(&me.replica_address, "replica bus").await?;
-    let client_listener = bind(&me.client_address, "client port").await?;
+    let listeners = Listeners {
+        bus: bind(&me.replica_address, "replica bus").await?,
+        client: bind(&me.client_address, "client port").await?,
+    };
     if let Some(address) = config.metrics_address {
         metrics::install(address).map_err(NodeError::Metrics)?;
     }
@@ -163,10 +167,37 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     .map_err(|error| NodeError::Wal(error.to_string()))?;
     let (senders, receivers) =
         crate::net::peer_queue::queues(config.node, config.peers.iter().map(|peer| peer.id));
-    let nodes: Vec<u32> = config.peers.iter().map(|peer| peer.id).collect();
+    let shared = Arc::new(shared_state(config, senders, &budget, tls)?);
+    let (shards, hosted) = start_tasks(&shared, listeners, receivers, &wal)?;
+    tracing::info!(
+        node = shared.config.node,
+        replica_address = %me.replica_address,
+        client_address = %me.client_address,
+        "node: serving"
+    );
+    let outcome = host_until_signal(&shared, &shards, &wal, hosted, &mut signals).await;
+    shut_down(&shared, shards, &wal).await;
+    outcome
+}
+
+/// The node's listeners, bound before anything starts.
+struct Listeners {
+    /// The replica bus's.
+    bus: TcpListener,
+    /// The client port's.
+    client: TcpListener,
+}
+
+/// The node's shared state: its boot counted (before any partition opens:
+/// the clean marks of the last boot hold in this one only) and its audit
+/// log opened.
+fn shared_state(
+    config: NodeConfig,
+    senders: BTreeMap<u32, PeerSender>,
+    budget: &DescriptorBudget,
+    tls: Option<crate::net::tls::NodeTls>,
+) -> Result<Shared, NodeError> {
     let data_dir = config.data_dir.clone();
-    // Before any partition opens: the clean marks of the last boot hold in
-    // this one only.
     let boot = crate::node::boot::count_boot(&data_dir)?;
     tracing::info!(boot, "node: boot counted");
     let audit = crate::security::audit::AuditLog::start(&data_dir).map_err(|source| {
@@ -178,68 +209,83 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
             reason: format!("cannot open the audit log: {source}"),
         }
     })?;
-    let shared = Arc::new(
+    Ok(
         Shared::new(config, senders, ReadHandles::new(budget.reads), boot)
             .with_connections_max(budget.connections)
             .with_tls(tls)
             .with_audit(audit),
-    );
+    )
+}
+
+/// Starts the node's tasks (the bus, the client port, the disk watcher,
+/// the metadata duties, liveness) and its shards, and hosts the metadata
+/// plane's replica: the shards, and where that replica tells the node of
+/// the partitions hosted here.
+fn start_tasks(
+    shared: &Arc<Shared>,
+    listeners: Listeners,
+    receivers: BTreeMap<u32, PeerReceiver>,
+    wal: &Wal,
+) -> Result<(Shards, mpsc::UnboundedReceiver<Hosted>), NodeError> {
     // Made before the first sign-in for an unknown user, so that the
     // first such refusal takes no longer than the next.
     tokio::task::spawn_blocking(crate::security::auth::hash_policy::dummy_hash);
-    tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
-    tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
-    tokio::spawn(crate::node::disk_watch::watch(Arc::clone(&shared)));
+    tokio::spawn(bus::run(Arc::clone(shared), listeners.bus, receivers));
+    tokio::spawn(client_port::run(Arc::clone(shared), listeners.client));
+    tokio::spawn(crate::node::disk_watch::watch(Arc::clone(shared)));
     #[cfg(feature = "fault-injection")]
     tokio::spawn(crate::runtime::contain::watch_injections(Arc::clone(
-        &shared,
+        shared,
     )));
-    let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();
+    let (hosted_sender, hosted) = mpsc::unbounded_channel::<Hosted>();
     let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
     shared.set_epoch_reporter(epoch_sender);
     tokio::spawn(crate::metadata::epoch_reports::run(
-        Arc::clone(&shared),
+        Arc::clone(shared),
         epoch_reports,
     ));
-    tokio::spawn(crate::metadata::session_sweep::run(Arc::clone(&shared)));
-    let shards = Shards::start(&shared, shared.config.shards).map_err(NodeError::Runtime)?;
+    tokio::spawn(crate::metadata::session_sweep::run(Arc::clone(shared)));
+    let shards = Shards::start(shared, shared.config.shards).map_err(NodeError::Runtime)?;
     tokio::spawn(crate::net::liveness::watch_liveness(
-        Arc::clone(&shared),
+        Arc::clone(shared),
         shards.liveness_notifier(),
     ));
-    let metadata = GroupSpec::metadata(nodes, &data_dir);
-    shards.host(&shared, wal.clone(), metadata, Some(hosted_sender));
-    tracing::info!(
-        node = shared.config.node,
-        replica_address = %me.replica_address,
-        client_address = %me.client_address,
-        "node: serving"
-    );
-    let mut outcome = Ok(());
+    let nodes: Vec<u32> = shared.config.peers.iter().map(|peer| peer.id).collect();
+    let metadata = GroupSpec::metadata(nodes, &shared.config.data_dir);
+    shards.host(shared, wal.clone(), metadata, Some(hosted_sender));
+    Ok((shards, hosted))
+}
+
+/// Hosts, stops and removes partitions as the metadata plane's replica
+/// says, until a signal (or until that replica stops: an error).
+async fn host_until_signal(
+    shared: &Arc<Shared>,
+    shards: &Shards,
+    wal: &Wal,
+    mut hosted: mpsc::UnboundedReceiver<Hosted>,
+    signals: &mut Signals,
+) -> Result<(), NodeError> {
+    let data_dir = shared.config.data_dir.clone();
     loop {
         tokio::select! {
             hosted = hosted.recv() => {
                 let Some(hosted) = hosted else {
                     tracing::error!("node: the metadata plane stopped; shutting down");
-                    outcome = Err(NodeError::MetadataStopped);
-                    break;
+                    return Err(NodeError::MetadataStopped);
                 };
                 match hosted {
-                    Hosted::Placed(assignment) => place(&shared, &shards, &wal, &data_dir, assignment),
-                    Hosted::Dropped(assignment) => drop_copy(&shared, &data_dir, &assignment),
-                    Hosted::CatalogLoaded => sweep_deleted(&shared, &data_dir),
+                    Hosted::Placed(assignment) => place(shared, shards, wal, &data_dir, assignment),
+                    Hosted::Dropped(assignment) => drop_copy(shared, &data_dir, &assignment),
+                    Hosted::CatalogLoaded => sweep_deleted(shared, &data_dir),
                 }
             }
             signal = signals.next() => {
                 tracing::info!(signal, "node: shutting down");
-                break;
+                return Ok(());
             }
         }
     }
-    shut_down(&shared, shards, &wal).await;
-    outcome
 }
-
 /// Hosts a partition placed on this node, or hands its running actor the
 /// changed assignment. A copy this node retired from is not started (its
 /// data stays until dropped).

@@ -390,66 +390,17 @@ impl NodeConfig {
         let mut peers = file.peers;
         peers.sort_by_key(|peer| peer.id);
         validate_peers(&peers, node)?;
-        let metrics_address = metrics_address
-            .map(|address| {
-                address.parse().map_err(|_| ConfigError::Invalid {
-                    field: "metrics_address",
-                    reason: format!("{address:?} is not host:port"),
-                })
-            })
-            .transpose()?;
-        let tick_ms = file.tick_ms.unwrap_or(10);
-        if !(1..=1000).contains(&tick_ms) {
-            return Err(ConfigError::Invalid {
-                field: "tick_ms",
-                reason: "must be 1..=1000".into(),
-            });
-        }
-        let shards = file.shards.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-        });
-        if !(1..=SHARDS_MAX).contains(&shards) {
-            return Err(ConfigError::Invalid {
-                field: "shards",
-                reason: format!("must be 1..={}", SHARDS_MAX),
-            });
-        }
+        let metrics_address = parse_metrics_address(metrics_address)?;
+        let tick_ms = checked_tick_ms(file.tick_ms)?;
+        let shards = checked_shards(file.shards)?;
         let tls = file
             .tls
             .map(|tls| tls.resolved(path.parent().unwrap_or(Path::new("."))));
         if (tls.is_none() || !file.auth.required) && !file.insecure {
             refuse_open_off_loopback(&peers, node)?;
         }
-        if file.auth.required && tls.is_none() {
-            return Err(ConfigError::Invalid {
-                field: "auth.required",
-                reason: "needs [tls]: on a plaintext port nothing tells a node's own client \
-                         from a user"
-                    .into(),
-            });
-        }
-        if let Some(hash) = &file.auth.admin_password_hash
-            && let Err(refusal) = crate::security::auth::hash_policy::check(hash)
-        {
-            // Checked at sign-in too; refused here so that the operator
-            // learns it at start, not when admin cannot sign in.
-            return Err(ConfigError::Invalid {
-                field: "auth.admin_password_hash",
-                reason: format!(
-                    "{refusal}: an Argon2id hash in PHC form within the node's fixed parameters \
-                     (as the strand SDK makes it) is needed"
-                ),
-            });
-        }
-        let retention_check_ms = file
-            .retention_check_ms
-            .unwrap_or(RETENTION_CHECK_MS_DEFAULT);
-        if !(RETENTION_CHECK_MS_MIN..=RETENTION_CHECK_MS_MAX).contains(&retention_check_ms) {
-            return Err(ConfigError::Invalid {
-                field: "retention_check_ms",
-                reason: format!("must be {RETENTION_CHECK_MS_MIN}..={RETENTION_CHECK_MS_MAX}"),
-            });
-        }
+        check_auth(&file.auth, tls.is_some())?;
+        let retention_check_ms = checked_retention_check_ms(file.retention_check_ms)?;
         check_limits(&file.limits)?;
         Ok(NodeConfig {
             node,
@@ -476,19 +427,9 @@ impl NodeConfig {
                 Some(0) => None,
                 Some(retention_ms) => Some(retention_ms),
             },
-            metadata_snapshot_ops: match file.metadata_snapshot_ops {
-                None => METADATA_SNAPSHOT_OPS_DEFAULT,
-                Some(0) => {
-                    return Err(ConfigError::Invalid {
-                        field: "metadata_snapshot_ops",
-                        reason: "must be at least 1".into(),
-                    });
-                }
-                Some(ops) => ops,
-            },
+            metadata_snapshot_ops: checked_metadata_snapshot_ops(file.metadata_snapshot_ops)?,
         })
     }
-
     /// This node's own entry.
     pub fn me(&self) -> &PeerConfig {
         self.peers
@@ -500,6 +441,96 @@ impl NodeConfig {
     /// A peer by id.
     pub fn peer(&self, id: u32) -> Option<&PeerConfig> {
         self.peers.iter().find(|peer| peer.id == id)
+    }
+}
+
+/// `metrics_address`, if given, as a socket address.
+fn parse_metrics_address(address: Option<String>) -> Result<Option<SocketAddr>, ConfigError> {
+    address
+        .map(|address| {
+            address.parse().map_err(|_| ConfigError::Invalid {
+                field: "metrics_address",
+                reason: format!("{address:?} is not host:port"),
+            })
+        })
+        .transpose()
+}
+
+/// `tick_ms`, checked (default: 10).
+fn checked_tick_ms(value: Option<u64>) -> Result<u64, ConfigError> {
+    let tick_ms = value.unwrap_or(10);
+    if !(1..=1000).contains(&tick_ms) {
+        return Err(ConfigError::Invalid {
+            field: "tick_ms",
+            reason: "must be 1..=1000".into(),
+        });
+    }
+    Ok(tick_ms)
+}
+
+/// `shards`, checked (default: one per core).
+fn checked_shards(value: Option<usize>) -> Result<usize, ConfigError> {
+    let shards = value.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    if !(1..=SHARDS_MAX).contains(&shards) {
+        return Err(ConfigError::Invalid {
+            field: "shards",
+            reason: format!("must be 1..={}", SHARDS_MAX),
+        });
+    }
+    Ok(shards)
+}
+
+/// `[auth]`, checked: required sign-in needs TLS (`with_tls`), and the
+/// admin's hash must be one the node accepts.
+fn check_auth(auth: &AuthConfig, with_tls: bool) -> Result<(), ConfigError> {
+    if auth.required && !with_tls {
+        return Err(ConfigError::Invalid {
+            field: "auth.required",
+            reason: "needs [tls]: on a plaintext port nothing tells a node's own client \
+                     from a user"
+                .into(),
+        });
+    }
+    if let Some(hash) = &auth.admin_password_hash
+        && let Err(refusal) = crate::security::auth::hash_policy::check(hash)
+    {
+        // Checked at sign-in too; refused here so that the operator
+        // learns it at start, not when admin cannot sign in.
+        return Err(ConfigError::Invalid {
+            field: "auth.admin_password_hash",
+            reason: format!(
+                "{refusal}: an Argon2id hash in PHC form within the node's fixed parameters \
+                 (as the strand SDK makes it) is needed"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `retention_check_ms`, checked (default [`RETENTION_CHECK_MS_DEFAULT`]).
+fn checked_retention_check_ms(value: Option<u64>) -> Result<u64, ConfigError> {
+    let retention_check_ms = value.unwrap_or(RETENTION_CHECK_MS_DEFAULT);
+    if !(RETENTION_CHECK_MS_MIN..=RETENTION_CHECK_MS_MAX).contains(&retention_check_ms) {
+        return Err(ConfigError::Invalid {
+            field: "retention_check_ms",
+            reason: format!("must be {RETENTION_CHECK_MS_MIN}..={RETENTION_CHECK_MS_MAX}"),
+        });
+    }
+    Ok(retention_check_ms)
+}
+
+/// `metadata_snapshot_ops`, checked (default
+/// [`METADATA_SNAPSHOT_OPS_DEFAULT`]).
+fn checked_metadata_snapshot_ops(value: Option<u64>) -> Result<u64, ConfigError> {
+    match value {
+        None => Ok(METADATA_SNAPSHOT_OPS_DEFAULT),
+        Some(0) => Err(ConfigError::Invalid {
+            field: "metadata_snapshot_ops",
+            reason: "must be at least 1".into(),
+        }),
+        Some(ops) => Ok(ops),
     }
 }
 
@@ -678,192 +709,4 @@ pub(crate) fn loopback_test_config(nodes: u32) -> NodeConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-        node = 2
-        cluster = 9
-        data_dir = "/tmp/strand"
-        [[peers]]
-        id = 2
-        replica_address = "127.0.0.1:7102"
-        client_address = "127.0.0.1:7202"
-        [[peers]]
-        id = 1
-        replica_address = "127.0.0.1:7101"
-        client_address = "127.0.0.1:7201"
-    "#;
-
-    #[test]
-    fn a_good_file_parses_and_sorts_peers() {
-        let config =
-            NodeConfig::parse(Path::new("x.toml"), GOOD, Overrides::default()).expect("valid");
-        assert_eq!(config.node, 2);
-        assert_eq!(
-            config.peers.iter().map(|peer| peer.id).collect::<Vec<_>>(),
-            vec![1, 2]
-        );
-        assert_eq!(config.me().replica_address, "127.0.0.1:7102");
-        assert_eq!(config.default_durability, Durability::Persisted);
-        assert_eq!(config.default_confirm, ConfirmPolicy::MajorityDurable);
-        assert!(config.direct_io, "past the page cache unless told");
-        let cached = GOOD.replacen("cluster = 9", "cluster = 9\n        direct_io = false", 1);
-        let config =
-            NodeConfig::parse(Path::new("x.toml"), &cached, Overrides::default()).expect("valid");
-        assert!(!config.direct_io);
-        assert_eq!(config.cursor_consumers_per_partition_max, 10_000);
-        let bounded = GOOD.replacen(
-            "cluster = 9",
-            "cluster = 9\n        cursor_consumers_per_partition_max = 50",
-            1,
-        );
-        let config =
-            NodeConfig::parse(Path::new("x.toml"), &bounded, Overrides::default()).expect("valid");
-        assert_eq!(config.cursor_consumers_per_partition_max, 50);
-        assert_eq!(
-            config.cursor_retention_ms,
-            Some(CURSOR_RETENTION_MS_DEFAULT),
-            "absent: 7 days"
-        );
-        for (value, expected) in [(0, None), (60_000, Some(60_000))] {
-            let text = GOOD.replacen(
-                "cluster = 9",
-                &format!("cluster = 9\n        cursor_retention_ms = {value}"),
-                1,
-            );
-            let config =
-                NodeConfig::parse(Path::new("x.toml"), &text, Overrides::default()).expect("valid");
-            assert_eq!(config.cursor_retention_ms, expected, "{value}");
-        }
-    }
-
-    #[test]
-    fn errors_name_the_field() {
-        let cases = [
-            (GOOD.replace("node = 2", "node = 3"), "node"),
-            (
-                GOOD.replace("127.0.0.1:7101", "nowhere"),
-                "peers.replica_address",
-            ),
-            (GOOD.replace("cluster = 9", "cluster = -1"), "cluster"),
-            (GOOD.replace("id = 1", "id = 2"), "peers.id"),
-            (
-                GOOD.replace(
-                    "cluster = 9",
-                    "cluster = 9\ncursor_consumers_per_partition_max = 0",
-                ),
-                "cursor_consumers_per_partition_max",
-            ),
-        ];
-        for (text, field) in cases {
-            let error = NodeConfig::parse(Path::new("x.toml"), &text, Overrides::default())
-                .expect_err("invalid");
-            assert!(
-                error.to_string().contains(field),
-                "{error} should name {field}"
-            );
-        }
-        let unknown = GOOD.replace("cluster = 9", "cluster = 9\nclusterr = 1");
-        let error = NodeConfig::parse(Path::new("x.toml"), &unknown, Overrides::default())
-            .expect_err("unknown field");
-        assert!(error.to_string().contains("clusterr"), "{error}");
-    }
-
-    #[test]
-    fn overrides_win() {
-        let overrides = Overrides {
-            node: Some(1),
-            data_dir: Some("/elsewhere".into()),
-            metrics_address: None,
-        };
-        let config = NodeConfig::parse(Path::new("x.toml"), GOOD, overrides).expect("valid");
-        assert_eq!(config.node, 1);
-        assert_eq!(config.data_dir, PathBuf::from("/elsewhere"));
-    }
-
-    #[test]
-    fn plaintext_off_loopback_needs_insecure_and_tls_paths_resolve_from_the_file() {
-        let public = GOOD.replace("127.0.0.1:7202", "0.0.0.0:7202");
-        let error = NodeConfig::parse(Path::new("x.toml"), &public, Overrides::default())
-            .expect_err("plaintext on 0.0.0.0");
-        assert!(
-            error.to_string().contains("peers.client_address")
-                && error.to_string().contains("insecure"),
-            "{error}"
-        );
-        let insecure = public.replace("cluster = 9", "cluster = 9\ninsecure = true");
-        let config = NodeConfig::parse(Path::new("x.toml"), &insecure, Overrides::default())
-            .expect("insecure allows it");
-        assert!(config.insecure && config.tls.is_none());
-        let tls = format!(
-            "{public}\n[tls]\nca = \"certs/ca.pem\"\ncert = \"/abs/node.pem\"\nkey = \"node.key\"\n"
-        );
-        let error = NodeConfig::parse(
-            Path::new("/etc/strand/node.toml"),
-            &tls,
-            Overrides::default(),
-        )
-        .expect_err("TLS without sign-in");
-        assert!(error.to_string().contains("sign-in"), "{error}");
-        let tls = format!("{tls}\n[auth]\nrequired = true\n");
-        let config = NodeConfig::parse(
-            Path::new("/etc/strand/node.toml"),
-            &tls,
-            Overrides::default(),
-        )
-        .expect("TLS and sign-in allow it");
-        let files = config.tls.expect("tls");
-        assert_eq!(files.ca, PathBuf::from("/etc/strand/certs/ca.pem"));
-        assert_eq!(files.cert, PathBuf::from("/abs/node.pem"));
-        assert_eq!(files.key, PathBuf::from("/etc/strand/node.key"));
-    }
-
-    #[test]
-    fn a_local_cluster_file_keeps_quotes_and_backslashes_in_paths() {
-        let data_dir = Path::new("/tmp/a \"quoted\" dir\\with\\backslashes");
-        let tls = TlsFiles {
-            ca: PathBuf::from("/certs/\"ca\".pem"),
-            cert: PathBuf::from("/certs/node\\1.pem"),
-            key: PathBuf::from("/certs/'node' 1.key"),
-        };
-        let peers = [PeerConfig {
-            id: 1,
-            replica_address: "127.0.0.1:7101".into(),
-            client_address: "127.0.0.1:7201".into(),
-        }];
-        let hash = strand_client::users::hash_password("a password").expect("hashed");
-        let text = local_cluster_toml(
-            1,
-            7,
-            data_dir,
-            &peers,
-            Some("127.0.0.1:9101"),
-            Some(&tls),
-            Some(&hash),
-        )
-        .expect("written");
-        let config = NodeConfig::parse(Path::new("/etc/node.toml"), &text, Overrides::default())
-            .expect("read back");
-        assert_eq!(config.data_dir, data_dir, "{text}");
-        assert_eq!(config.tls, Some(tls));
-        assert_eq!(config.peers, peers);
-        assert_eq!((config.node, config.cluster), (1, 7));
-        assert!(config.auth.required);
-        assert_eq!(config.auth.admin_password_hash, Some(hash));
-        assert_eq!(
-            config.metrics_address,
-            Some("127.0.0.1:9101".parse().expect("address"))
-        );
-    }
-
-    #[test]
-    fn policies_parse() {
-        assert_eq!(
-            parse_confirm(Some("3")).expect("count"),
-            ConfirmPolicy::Count(3)
-        );
-        assert!(parse_confirm(Some("0")).is_err());
-        assert!(parse_durability(Some("fast")).is_err());
-    }
-}
+mod tests;

@@ -37,19 +37,64 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
         ensure_certificates(&certs, &peers)?;
         Some(admin_password_hash(&password_file)?)
     };
+    let cluster = Cluster {
+        exe,
+        data,
+        certs,
+        password_file,
+        port,
+        insecure,
+        admin_hash,
+        peers,
+    };
     let mut children: Vec<Running> = Vec::new();
-    for peer in &peers {
+    for peer in &cluster.peers {
+        children.push(cluster.start_node(peer)?);
+    }
+    cluster.tell_how_to_connect()?;
+    println!("Ctrl-C stops every node cleanly.");
+    wait_for_signal(&mut children, &cluster.exe)?;
+    stop(children);
+    Ok(())
+}
+
+/// A dev cluster being started: where its files go and what its nodes
+/// share.
+struct Cluster {
+    /// This program, run once per node.
+    exe: PathBuf,
+    /// The cluster's directory (canonical).
+    data: PathBuf,
+    /// Its CA and node certificates.
+    certs: PathBuf,
+    /// The admin's password, for the CLI.
+    password_file: PathBuf,
+    /// The first port: replica and client ports follow it.
+    port: u16,
+    /// Plaintext, no sign-in.
+    insecure: bool,
+    /// The admin's password hash, with TLS.
+    admin_hash: Option<String>,
+    /// Every node.
+    peers: Vec<PeerConfig>,
+}
+
+impl Cluster {
+    /// Writes `peer`'s configuration and starts its process, logging to a
+    /// file beside it; says where it listens.
+    fn start_node(&self, peer: &PeerConfig) -> Result<Running, String> {
+        let data = &self.data;
         let node_dir = data.join(format!("node-{}", peer.id));
-        let metrics = format!("127.0.0.1:{}", u32::from(port) + 200 + peer.id);
-        let tls = (!insecure).then(|| crate::net::tls::node_files(&certs, peer.id));
+        let metrics = format!("127.0.0.1:{}", u32::from(self.port) + 200 + peer.id);
+        let tls = (!self.insecure).then(|| crate::net::tls::node_files(&self.certs, peer.id));
         let text = local_cluster_toml(
             peer.id,
             DEV_CLUSTER_ID,
             &node_dir,
-            &peers,
+            &self.peers,
             Some(&metrics),
             tls.as_ref(),
-            admin_hash.as_deref(),
+            self.admin_hash.as_deref(),
         )
         .map_err(|error| error.to_string())?;
         let config_path = data.join(format!("node-{}.toml", peer.id));
@@ -61,7 +106,7 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
         let log_err = log
             .try_clone()
             .map_err(|error| format!("cannot share {}: {error}", log_path.display()))?;
-        let child = Command::new(&exe)
+        let child = Command::new(&self.exe)
             .arg("run")
             .arg("--config")
             .arg(&config_path)
@@ -79,44 +124,48 @@ pub fn run(nodes: u32, data: &Path, port: u16, insecure: bool) -> Result<(), Str
             metrics,
             log_path.display()
         );
-        children.push(Running {
+        Ok(Running {
             id: peer.id,
             child,
             config: config_path,
             log: log_path,
             exited: false,
-        });
+        })
     }
-    let bootstrap: Vec<&str> = peers
-        .iter()
-        .map(|peer| peer.client_address.as_str())
-        .collect();
-    println!(
-        "cluster id {DEV_CLUSTER_ID}; connect to {}",
-        bootstrap.join(",")
-    );
-    let cli_config = data.join("cli.toml");
-    let secured = (!insecure).then(|| (certs.join("ca.pem"), password_file.clone()));
-    std::fs::write(&cli_config, cli_toml(&bootstrap, secured.as_ref())?)
-        .map_err(|error| format!("cannot write {}: {error}", cli_config.display()))?;
-    if insecure {
-        println!("plaintext (--insecure): no TLS");
-    } else {
+
+    /// Says how to reach the cluster, and writes the CLI's configuration
+    /// file for it.
+    fn tell_how_to_connect(&self) -> Result<(), String> {
+        let bootstrap: Vec<&str> = self
+            .peers
+            .iter()
+            .map(|peer| peer.client_address.as_str())
+            .collect();
         println!(
-            "TLS and sign-in: the CLI verifies the nodes with the cluster's CA and signs in as admin:\n  \
-             export STRAND_CA={} STRAND_USER=admin STRAND_PASSWORD_FILE={}",
-            certs.join("ca.pem").display(),
-            password_file.display()
+            "cluster id {DEV_CLUSTER_ID}; connect to {}",
+            bootstrap.join(",")
         );
+        let cli_config = self.data.join("cli.toml");
+        let secured =
+            (!self.insecure).then(|| (self.certs.join("ca.pem"), self.password_file.clone()));
+        std::fs::write(&cli_config, cli_toml(&bootstrap, secured.as_ref())?)
+            .map_err(|error| format!("cannot write {}: {error}", cli_config.display()))?;
+        if self.insecure {
+            println!("plaintext (--insecure): no TLS");
+        } else {
+            println!(
+                "TLS and sign-in: the CLI verifies the nodes with the cluster's CA and signs in as admin:\n  \
+                 export STRAND_CA={} STRAND_USER=admin STRAND_PASSWORD_FILE={}",
+                self.certs.join("ca.pem").display(),
+                self.password_file.display()
+            );
+        }
+        println!(
+            "or point the CLI at its configuration file (addresses, CA, sign-in):\n  export STRAND_CONFIG={}",
+            cli_config.display()
+        );
+        Ok(())
     }
-    println!(
-        "or point the CLI at its configuration file (addresses, CA, sign-in):\n  export STRAND_CONFIG={}",
-        cli_config.display()
-    );
-    println!("Ctrl-C stops every node cleanly.");
-    wait_for_signal(&mut children, &exe)?;
-    stop(children);
-    Ok(())
 }
 
 /// Makes the CA and node certificates under `certs` unless a CA is there
