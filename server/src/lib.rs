@@ -4,23 +4,31 @@
 //! metadata plane (group 0, a VSR group over every node) and one actor per
 //! hosted partition, each driving a `consensus::Replica` over its partition
 //! storage and the node's WAL writer, many actors to each of a few shard
-//! threads. The state machines (the catalog, a
-//! record log), the reassignment plan and the superblock mapping live in
-//! `strand-host`.
+//! threads. The state machines (the catalog, a record log), the
+//! reassignment plan and the superblock mapping live in `strand-host`.
 //!
-//! Rooms, in reading order (each room's own map lists its modules):
+//! Rooms, in reading order, each with its modules (each room's own map says
+//! more):
 //!
 //! | module | owns |
 //! |---|---|
 //! | [`refused`] | why a hand-off to a bounded queue failed (full, gone) |
-//! | [`shared`] | the group registry, published status, reply routing, bus queues: handles only, below every room that uses them |
-//! | [`runtime`] | shard threads hosting many groups each; containment of a group's failure; vouching; leadership balance |
-//! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
-//! | [`net`] | the replica bus, the per-shard outbox, the client port, connection bounds, TLS, reply frames |
-//! | [`security`] | signing in and rights, the audit log, quotas |
-//! | [`metadata`] | the metadata plane's node duties: partition-move checks, the consumer-group coordinator |
+//! | [`shared`] | the group registry, published status, the catalog as last committed, reply routing, bus queues: handles only |
+//! | [`runtime`] | the shard threads hosting many groups each: `input`, `inbox`, `shards`, `shard`, `storage_retries`, `contain` (a group's panic stops that group alone), `vouch`, `balance` |
+//! | [`group`] | a group's actor around its `GroupHost`: `spec`, `open`, `output`, `events`, `requests`, `reads`, `parked`, `cursors`, `storage`, `placement`, `status`, `publishing`, `attention`, `log_span` |
+//! | [`net`] | the replica bus and the client port: `peer_queue`, `outbox`, `bus`, `ping`, `liveness`, `frame_writer`, `client_port`, `routing` (by each operation's row of `strand_wire::operation_table`), `local_answers`, `connection`, `tls`, `replies` |
+//! | [`security`] | who calls and what it may do: `caller`, `request_checks`, `auth` (sign-in hardened against hostile clients), `audit`, `quota` |
+//! | [`metadata`] | the metadata plane's node duties: `hosted`, `plane` (its replica's duties, outside the partition actor), `coordinator`, `session_sweep`, `epoch_reports`, `guard` (partition-move checks), `own_client` |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
-//! | [`node`] | a node's lifetime: start, host partitions, shut down; its configuration, disk, limits, boot count, the dev cluster |
+//! | [`node`] | a node's lifetime (start, host partitions, shut down): `config`, `disk`, `disk_watch`, `limits`, `boot`, `dev_cluster` |
+//!
+//! Arrows run one way: [`shared`] holds handles and values only, and
+//! depends on nothing that uses it (the handle types it holds live in low
+//! modules: `runtime::input`, `runtime::inbox`, `net::peer_queue`,
+//! `metadata::coordinator`, `node::disk`, ...); the group actor sits above
+//! it, the shards above the actor, the network tasks beside the shards, and
+//! `node` at the top starts them all. No two files import each other in a
+//! circle.
 //!
 //! Invariants that matter most:
 //! - Consensus decides; the group's host executes its effects and reports

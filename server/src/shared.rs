@@ -477,7 +477,7 @@ impl Shared {
     }
 
     /// Queues a batch of slices to node `node` on the replica bus, written in
-    /// order ([`crate::net::outbox`]); at the queue's bound the whole batch is
+    /// order (a shard's outbox); at the queue's bound the whole batch is
     /// dropped.
     pub fn send_chunks_to_node(&self, node: u32, chunks: Vec<Bytes>) -> Result<(), Refused> {
         let Some(queue) = self.peers.get(&node) else {

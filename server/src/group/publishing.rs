@@ -1,5 +1,5 @@
 //! When a group publishes its status: a change of what other threads act
-//! on at once ([`StatusShape`]) at the next tick, and its progress (ops,
+//! on at once (`StatusShape`) at the next tick, and its progress (ops,
 //! commit, acks, offsets) once in [`PUBLISH_PROGRESS_TICKS`]. The actor
 //! builds and publishes the status itself; this is the bookkeeping of when.
 
@@ -7,7 +7,7 @@ use strand_consensus::{Status, WaitReason};
 
 /// A busy group republishes its progress (ops, commit, acks, offsets) once
 /// in this many ticks (100 ms at the default 10 ms tick); a change of its
-/// [`StatusShape`] is published at the next tick. Publishing builds the
+/// `StatusShape` is published at the next tick. Publishing builds the
 /// whole status and takes the node's views lock: done every tick by a
 /// thousand busy groups, it cost a fifth of their shards' time.
 pub const PUBLISH_PROGRESS_TICKS: u32 = 10;

@@ -52,7 +52,7 @@ impl Coordinator {
     }
 
     /// Looks at every member of `catalog`'s groups: returns the members
-    /// whose deadline passed (each once per [`PROPOSAL_RETRY`]). A member
+    /// whose deadline passed (each once per `PROPOSAL_RETRY`). A member
     /// not seen before gets a full session from `now`; deadlines of members
     /// the catalog no longer holds are forgotten. While this node does not
     /// coordinate (`leading` false) it keeps nothing.

@@ -1,9 +1,9 @@
 //! Node-level liveness: one signal per peer node for all groups. A `Ping`
 //! goes to every peer each heartbeat interval, so a peer hears this node
 //! even when every group is quiet; a peer silent past its
-//! [`SilenceLimit`] is suspected, and every shard hears of each change.
+//! `SilenceLimit` is suspected, and every shard hears of each change.
 //! Quiet groups rely on it to notice a dead primary. The watcher never
-//! blames a peer for this node's own stall ([`StallGuard`]).
+//! blames a peer for this node's own stall (`StallGuard`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use crate::shared::Shared;
 /// Node-level liveness, one signal per peer for all groups: a `Ping` to
 /// every peer each heartbeat interval (so a peer hears this node even when
 /// every group is quiet), and a peer silent for longer than its
-/// [`SilenceLimit`] (any frame counts) is suspected; the shards hear of
+/// `SilenceLimit` (any frame counts) is suspected; the shards hear of
 /// every change. Quiet groups rely on it to notice a dead primary.
 pub async fn watch_liveness(shared: Arc<Shared>, shards: LivenessNotifier) {
     let timeouts = Timeouts::default();

@@ -1,7 +1,7 @@
 //! The replica bus's outbound queues, one per peer: bounded in entries and
 //! bytes, and counted, so that a group's actor never waits on the network
 //! and a primary can see how much waits for a backup before it admits more
-//! work for it. The bus's writers drain them ([`crate::net::bus`]).
+//! work for it. The bus's writers drain them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use crate::refused::Refused;
 
 /// Entries queued to one peer at most: a frame, or a shard's batch of
-/// frames of one turn ([`crate::net::outbox`]).
+/// frames of one turn (the shard's outbox).
 pub const PEER_QUEUE_CAPACITY: usize = 16 * 1024;
 
 /// Bytes queued to one peer at most: a frame or batch that would go past it
@@ -34,7 +34,7 @@ pub const PEER_QUEUE_BYTES_ADMIT: u64 = 8 * 1024 * 1024;
 /// the frames wait here until the peer's writer takes them, and the count
 /// is what a primary checks before it admits more work for that peer. An
 /// entry is a batch of slices (a shard's frames to the peer in one turn,
-/// [`crate::net::outbox`]), written in order.
+/// the shard's outbox), written in order.
 #[derive(Debug, Clone)]
 pub struct PeerSender {
     sender: mpsc::Sender<Vec<Bytes>>,

@@ -91,9 +91,9 @@ pub struct TlsFiles {
     /// The cluster's CA certificate (PEM): peers' and client certificates
     /// must chain to it.
     pub ca: PathBuf,
-    /// This node's certificate chain (PEM). It must name
-    /// [`crate::net::tls::node_name`] of this node (the replica bus checks it),
-    /// and the hosts clients dial.
+    /// This node's certificate chain (PEM). It must name this node's
+    /// `node_name` (of the `tls` module; the replica bus checks it), and the
+    /// hosts clients dial.
     pub cert: PathBuf,
     /// This node's private key (PEM).
     pub key: PathBuf,
@@ -281,7 +281,7 @@ pub struct NodeConfig {
     pub metrics_address: Option<SocketAddr>,
     /// Milliseconds per consensus tick.
     pub tick_ms: u64,
-    /// Shard threads hosting the groups (`crate::runtime::shard`).
+    /// Shard threads hosting the groups.
     pub shards: usize,
     /// How often each shard applies its partitions' age limits (size
     /// limits are applied as segments fill). Records past a topic's

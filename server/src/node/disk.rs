@@ -10,7 +10,7 @@
 //! cursor commits, the metadata plane, superblocks. A full disk takes
 //! produces again once a quarter of the reserve is free above it. A write
 //! that still finds the disk full fails its replica's storage, which the
-//! shard opens again once the disk has room (see `crate::runtime::shard`).
+//! shard opens again once the disk has room.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};

@@ -29,7 +29,7 @@ pub enum Input {
         vouches: bool,
     },
     /// A test asked this group's code to panic (see
-    /// `crate::runtime::contain::INJECTION_FILE`).
+    /// the injection file of the runtime's `contain`).
     #[cfg(feature = "fault-injection")]
     InjectPanic,
 }

@@ -1,5 +1,5 @@
 //! A shard: one of a fixed set of threads per node (default one per core;
-//! the node holds them as [`crate::runtime::shards`]), hosting many groups'
+//! the node holds them as its `shards`), hosting many groups'
 //! actors. A group lives on one shard for its whole life, so its inputs are
 //! handled in order; a shard drains a batch of
 //! inputs, then lets each group it touched settle its host once (batching
@@ -18,9 +18,9 @@
 //! is allocated per group up front. Starting and stopping groups goes
 //! through the unbounded control queue, polled on every turn and at least
 //! once per tick, so neither is ever lost to a full inbox; groups waiting
-//! to open are opened [`OPENS_PER_TURN_MAX`] per turn in order and
-//! [`OPENS_ON_INPUT_PER_TURN_MAX`] more on a frame or request for them, and
-//! at the node's stop they are closed [`CLOSERS_PER_SHARD`] at a time.
+//! to open are opened `OPENS_PER_TURN_MAX` per turn in order and
+//! `OPENS_ON_INPUT_PER_TURN_MAX` more on a frame or request for them, and
+//! at the node's stop they are closed `CLOSERS_PER_SHARD` at a time.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -55,11 +55,11 @@ const INPUTS_PER_TURN_MAX: usize = 1024;
 /// timers and answer their peers in between, rather than waiting seconds
 /// and being replaced by view changes. A group that gets a peer's frame or a
 /// client's request while it waits is opened at once, up to
-/// [`OPENS_ON_INPUT_PER_TURN_MAX`] per turn.
+/// `OPENS_ON_INPUT_PER_TURN_MAX` per turn.
 const OPENS_PER_TURN_MAX: usize = 4;
 
 /// Groups a shard opens per turn at most because an input came for them
-/// (a peer's frame or a client's request), beyond the [`OPENS_PER_TURN_MAX`]
+/// (a peer's frame or a client's request), beyond the `OPENS_PER_TURN_MAX`
 /// it opens in order.
 const OPENS_ON_INPUT_PER_TURN_MAX: usize = 16;
 
@@ -113,7 +113,7 @@ fn caught_up<'a>(
 /// not (each group hosted sends one: at a restart of thousands, opening each
 /// on its wakeup made turns of seconds, during which the shard's open groups
 /// heard nothing and left their views); a peer's frame or a client's request
-/// does, [`OPENS_ON_INPUT_PER_TURN_MAX`] per turn; anything else always does.
+/// does, `OPENS_ON_INPUT_PER_TURN_MAX` per turn; anything else always does.
 fn opens_on_input(input: &Input, opened_this_turn: usize) -> bool {
     match input {
         Input::Storage => false,

@@ -1,7 +1,7 @@
 //! Which groups a node vouches for. A node's liveness ping says "I am alive"
 //! for every group it hosts at once; a group whose code panicked here (see
-//! [`crate::runtime::contain`]) is down on this node while the node lives on, so the
-//! ping also lists the groups this node does *not* vouch for. A peer treats
+//! the runtime's `contain`) is down on this node while the node lives on, so
+//! the ping also lists the groups this node does *not* vouch for. A peer treats
 //! the listed groups' replicas on this node as dead, exactly as if the node
 //! were: their backups elsewhere fail over, and the other groups carry on.
 //!
