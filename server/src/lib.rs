@@ -4,39 +4,31 @@
 //! metadata plane (group 0, a VSR group over every node) and one actor per
 //! hosted partition, each driving a `consensus::Replica` over its partition
 //! storage and the node's WAL writer, many actors to each of a few shard
-//! threads. The state machines (the catalog, a
-//! record log), the reassignment plan and the superblock mapping live in
-//! `strand-host`.
+//! threads. The state machines (the catalog, a record log), the
+//! reassignment plan and the superblock mapping live in `strand-host`.
 //!
-//! Modules, in reading order:
+//! Rooms, in reading order, each with its modules (each room's own map says
+//! more):
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
-//! | [`shared`] | the group registry, published status, reply routing, bus queues |
-//! | [`shard`] | shard threads: many groups each, inputs in order per group, ticks, the periodic storage check (age retention, cursor compaction) |
-//! | [`contain`] | a panic in a group's code stops that group alone: dropped as by a crash, shown, reopened after a pause |
-//! | [`vouch`] | which groups a node's liveness ping vouches for (not those failed there) |
-//! | [`balance`] | per shard: which groups hand leadership back to their preferred primary, paced |
-//! | [`group`] | a group's actor around its `GroupHost`: client API, outputs out, status |
-//! | [`outbox`] | per shard: its groups' frames to each peer, one batch per peer per turn |
-//! | [`replies`] | reply frames the node builds itself; redirects with addresses |
-//! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
-//! | [`bus`] | the replica bus: one connection per node pair |
-//! | [`client_port`] | client connections: routing each request by its operation's row of `strand_wire::operation_table` |
-//! | [`local_answers`] | what a node answers from its own catalog and status (every `Route::Local` operation): metadata, status, attention, consumer groups, users, quotas |
-//! | [`connection`] | what one connection may cost (reply bytes, back-pressure) and how many there may be |
-//! | [`quota`] | per-user produce, fetch and request rates, enforced by delaying |
-//! | [`auth`] | signing in and the right each operation needs; sign-in hardened against hostile clients (fixed Argon2 parameters, a bounded check pool, failure limits, client id owners) |
-//! | [`audit`] | the audit log: every admin action with identity, source, time, target and outcome |
-//! | [`guard`] | the node's safety checks of partition moves (reassign, drop-replica) before it proposes them |
-//! | [`coordinator`] | consumer groups: session deadlines on the metadata primary, expired members removed |
+//! | [`refused`] | why a hand-off to a bounded queue failed (full, gone) |
+//! | [`shared`] | the group registry, published status, the catalog as last committed, reply routing, bus queues: handles only |
+//! | [`runtime`] | the shard threads hosting many groups each: `input`, `inbox`, `shards`, `shard`, `storage_retries`, `contain` (a group's panic stops that group alone), `vouch`, `balance` |
+//! | [`group`] | a group's actor around its `GroupHost`: `spec`, `open`, `output`, `events`, `requests`, `reads`, `parked`, `cursors`, `storage`, `placement`, `status`, `publishing`, `attention`, `log_span` |
+//! | [`net`] | the replica bus and the client port: `peer_queue`, `outbox`, `bus`, `ping`, `liveness`, `frame_writer`, `client_port`, `routing` (by each operation's row of `strand_wire::operation_table`), `local_answers`, `connection`, `tls`, `replies` |
+//! | [`security`] | who calls and what it may do: `caller`, `request_checks`, `auth` (sign-in hardened against hostile clients), `audit`, `quota` |
+//! | [`metadata`] | the metadata plane's node duties: `hosted`, `plane` (its replica's duties, outside the partition actor), `coordinator`, `session_sweep`, `epoch_reports`, `guard` (partition-move checks), `own_client` |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
-//! | [`node`] | a node's lifetime: start, host partitions, shut down |
-//! | [`disk`] | the data disk's room: the reserve, produces refused while it is used up |
-//! | [`limits`] | the open-files limit: raised at start, partitions it allows |
-//! | [`boot`] | the boot count, raised at start: which clean marks still hold |
-//! | [`dev_cluster`] | `strand-server dev-cluster` |
+//! | [`node`] | a node's lifetime (start, host partitions, shut down): `config`, `disk`, `disk_watch`, `limits`, `boot`, `dev_cluster` |
+//!
+//! Arrows run one way: [`shared`] holds handles and values only, and
+//! depends on nothing that uses it (the handle types it holds live in low
+//! modules: `runtime::input`, `runtime::inbox`, `net::peer_queue`,
+//! `metadata::coordinator`, `node::disk`, ...); the group actor sits above
+//! it, the shards above the actor, the network tasks beside the shards, and
+//! `node` at the top starts them all. No two files import each other in a
+//! circle.
 //!
 //! Invariants that matter most:
 //! - Consensus decides; the group's host executes its effects and reports
@@ -49,28 +41,12 @@
 //!   while the shard it feeds does.
 //! - A clean-shutdown mark is written only for a replica whose log is trusted.
 
-pub mod audit;
-pub mod auth;
-pub mod balance;
-pub mod boot;
-pub mod bus;
-pub mod client_port;
-pub mod config;
-pub mod connection;
-pub mod contain;
-pub mod coordinator;
-pub mod dev_cluster;
-pub mod disk;
 pub mod group;
-pub mod guard;
-pub mod limits;
-pub mod local_answers;
+pub mod metadata;
 pub mod metrics;
+pub mod net;
 pub mod node;
-pub mod outbox;
-pub mod quota;
-pub mod replies;
-pub mod shard;
+pub mod refused;
+pub mod runtime;
+pub mod security;
 pub mod shared;
-pub mod tls;
-pub mod vouch;

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strand_server::config::{NodeConfig, Overrides};
-use strand_server::{dev_cluster, node};
+use strand_server::node::config::{NodeConfig, Overrides};
+use strand_server::node::{self, dev_cluster};
 
 #[derive(Parser)]
 #[command(name = "strand-server", version, about = "The Strand streaming server")]
@@ -101,7 +101,7 @@ fn main() -> ExitCode {
             insecure,
         } => dev_cluster::run(nodes, &data, port, insecure),
         Command::UserCert { dir, name } => {
-            strand_server::tls::generate_user(&dir, &name).map(|(cert, key)| {
+            strand_server::net::tls::generate_user(&dir, &name).map(|(cert, key)| {
                 println!("wrote {} and {}", cert.display(), key.display());
                 // What `strand cert revoke` takes, to revoke it later.
                 if let Ok(fingerprint) =
@@ -111,13 +111,14 @@ fn main() -> ExitCode {
                 }
             })
         }
-        Command::Certs { dir, nodes, hosts } => strand_server::tls::generate(&dir, &nodes, &hosts)
-            .map(|()| {
+        Command::Certs { dir, nodes, hosts } => {
+            strand_server::net::tls::generate(&dir, &nodes, &hosts).map(|()| {
                 println!(
                     "wrote ca.pem, ca.key and node certificates to {}",
                     dir.display()
                 );
-            }),
+            })
+        }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,7 +2,24 @@
 //! replica bus and the client port, open the metadata plane, start every
 //! partition the catalog places here (now and as topics are created), and on
 //! SIGTERM or SIGINT shut down cleanly.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | the TOML file, env and CLI overrides, field-named errors |
+//! | [`disk`] | the data disk's room: the reserve, produces refused while it is used up |
+//! | [`disk_watch`] | the task that reads the data disk's free space into its room |
+//! | [`limits`] | the open-files limit: raised at start, partitions it allows |
+//! | [`boot`] | the boot count, raised at start: which clean marks still hold |
+//! | [`dev_cluster`] | `strand-server dev-cluster` |
 
+pub mod boot;
+pub mod config;
+pub mod dev_cluster;
+pub mod disk;
+pub mod disk_watch;
+pub mod limits;
+
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::sync::Arc;
 
@@ -10,13 +27,16 @@ use strand_wal::{Wal, WalConfig};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::bus;
-use crate::client_port;
-use crate::config::NodeConfig;
-use crate::group::{GroupSpec, Hosted, Input};
-use crate::limits::DescriptorBudget;
+use crate::group::spec::GroupSpec;
+use crate::metadata::hosted::Hosted;
 use crate::metrics::{self, WalMetrics};
-use crate::shard::Shards;
+use crate::net::bus;
+use crate::net::client_port;
+use crate::net::peer_queue::{PeerReceiver, PeerSender};
+use crate::node::config::NodeConfig;
+use crate::node::limits::DescriptorBudget;
+use crate::runtime::input::Input;
+use crate::runtime::shards::Shards;
 use crate::shared::{EpochReport, Shared};
 use strand_host::catalog::Assignment;
 use strand_partition::ReadHandles;
@@ -34,7 +54,7 @@ pub enum NodeError {
     },
     /// The boot count could not be raised.
     #[error(transparent)]
-    Boot(#[from] crate::boot::BootError),
+    Boot(#[from] crate::node::boot::BootError),
     /// A listener could not be bound.
     #[error("cannot listen on {address} ({what}): {source}")]
     Bind {
@@ -108,7 +128,7 @@ async fn bind(address: &str, what: &'static str) -> Result<TcpListener, NodeErro
 /// its log says "Too many open files").
 /// Raises the open-files limit and splits it between the WAL and reads.
 fn descriptor_budget(connections_wanted: usize) -> DescriptorBudget {
-    let limit = crate::limits::raise_open_files_limit();
+    let limit = crate::node::limits::raise_open_files_limit();
     let budget = DescriptorBudget::within(limit, connections_wanted);
     tracing::info!(
         limit = ?limit,
@@ -128,11 +148,13 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let tls = config
         .tls
         .as_ref()
-        .map(crate::tls::NodeTls::load)
+        .map(crate::net::tls::NodeTls::load)
         .transpose()?;
     let me = config.me().clone();
-    let bus_listener = bind(&me.replica_address, "replica bus").await?;
-    let client_listener = bind(&me.client_address, "client port").await?;
+    let listeners = Listeners {
+        bus: bind(&me.replica_address, "replica bus").await?,
+        client: bind(&me.client_address, "client port").await?,
+    };
     if let Some(address) = config.metrics_address {
         metrics::install(address).map_err(NodeError::Metrics)?;
     }
@@ -143,77 +165,127 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
         ..WalConfig::default()
     })
     .map_err(|error| NodeError::Wal(error.to_string()))?;
-    let (senders, receivers) = bus::queues(config.node, config.peers.iter().map(|peer| peer.id));
-    let nodes: Vec<u32> = config.peers.iter().map(|peer| peer.id).collect();
-    let data_dir = config.data_dir.clone();
-    // Before any partition opens: the clean marks of the last boot hold in
-    // this one only.
-    let boot = crate::boot::count_boot(&data_dir)?;
-    tracing::info!(boot, "node: boot counted");
-    let audit = crate::audit::AuditLog::start(&data_dir).map_err(|source| NodeError::DataDir {
-        path: data_dir
-            .join(crate::audit::AUDIT_LOG_FILE)
-            .display()
-            .to_string(),
-        reason: format!("cannot open the audit log: {source}"),
-    })?;
-    let shared = Arc::new(
-        Shared::new(config, senders, ReadHandles::new(budget.reads), boot)
-            .with_connections_max(budget.connections)
-            .with_tls(tls)
-            .with_audit(audit),
-    );
-    // Made before the first sign-in for an unknown user, so that the
-    // first such refusal takes no longer than the next.
-    tokio::task::spawn_blocking(crate::auth::hash_policy::dummy_hash);
-    tokio::spawn(bus::run(Arc::clone(&shared), bus_listener, receivers));
-    tokio::spawn(client_port::run(Arc::clone(&shared), client_listener));
-    tokio::spawn(crate::disk::watch(Arc::clone(&shared)));
-    #[cfg(feature = "fault-injection")]
-    tokio::spawn(crate::contain::watch_injections(Arc::clone(&shared)));
-    let (hosted_sender, mut hosted) = mpsc::unbounded_channel::<Hosted>();
-    let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
-    shared.set_epoch_reporter(epoch_sender);
-    tokio::spawn(report_epochs(Arc::clone(&shared), epoch_reports));
-    tokio::spawn(crate::coordinator::run(Arc::clone(&shared)));
-    let shards = Shards::start(&shared, shared.config.shards).map_err(NodeError::Runtime)?;
-    tokio::spawn(bus::watch_liveness(
-        Arc::clone(&shared),
-        shards.liveness_notifier(),
-    ));
-    let metadata = GroupSpec::metadata(nodes, &data_dir);
-    shards.host(&shared, wal.clone(), metadata, Some(hosted_sender));
+    let (senders, receivers) =
+        crate::net::peer_queue::queues(config.node, config.peers.iter().map(|peer| peer.id));
+    let shared = Arc::new(shared_state(config, senders, &budget, tls)?);
+    let (shards, hosted) = start_tasks(&shared, listeners, receivers, &wal)?;
     tracing::info!(
         node = shared.config.node,
         replica_address = %me.replica_address,
         client_address = %me.client_address,
         "node: serving"
     );
-    let mut outcome = Ok(());
+    let outcome = host_until_signal(&shared, &shards, &wal, hosted, &mut signals).await;
+    shut_down(&shared, shards, &wal).await;
+    outcome
+}
+
+/// The node's listeners, bound before anything starts.
+struct Listeners {
+    /// The replica bus's.
+    bus: TcpListener,
+    /// The client port's.
+    client: TcpListener,
+}
+
+/// The node's shared state: its boot counted (before any partition opens:
+/// the clean marks of the last boot hold in this one only) and its audit
+/// log opened.
+fn shared_state(
+    config: NodeConfig,
+    senders: BTreeMap<u32, PeerSender>,
+    budget: &DescriptorBudget,
+    tls: Option<crate::net::tls::NodeTls>,
+) -> Result<Shared, NodeError> {
+    let data_dir = config.data_dir.clone();
+    let boot = crate::node::boot::count_boot(&data_dir)?;
+    tracing::info!(boot, "node: boot counted");
+    let audit = crate::security::audit::AuditLog::start(&data_dir).map_err(|source| {
+        NodeError::DataDir {
+            path: data_dir
+                .join(crate::security::audit::AUDIT_LOG_FILE)
+                .display()
+                .to_string(),
+            reason: format!("cannot open the audit log: {source}"),
+        }
+    })?;
+    Ok(
+        Shared::new(config, senders, ReadHandles::new(budget.reads), boot)
+            .with_connections_max(budget.connections)
+            .with_tls(tls)
+            .with_audit(audit),
+    )
+}
+
+/// Starts the node's tasks (the bus, the client port, the disk watcher,
+/// the metadata duties, liveness) and its shards, and hosts the metadata
+/// plane's replica: the shards, and where that replica tells the node of
+/// the partitions hosted here.
+fn start_tasks(
+    shared: &Arc<Shared>,
+    listeners: Listeners,
+    receivers: BTreeMap<u32, PeerReceiver>,
+    wal: &Wal,
+) -> Result<(Shards, mpsc::UnboundedReceiver<Hosted>), NodeError> {
+    // Made before the first sign-in for an unknown user, so that the
+    // first such refusal takes no longer than the next.
+    tokio::task::spawn_blocking(crate::security::auth::hash_policy::dummy_hash);
+    tokio::spawn(bus::run(Arc::clone(shared), listeners.bus, receivers));
+    tokio::spawn(client_port::run(Arc::clone(shared), listeners.client));
+    tokio::spawn(crate::node::disk_watch::watch(Arc::clone(shared)));
+    #[cfg(feature = "fault-injection")]
+    tokio::spawn(crate::runtime::contain::watch_injections(Arc::clone(
+        shared,
+    )));
+    let (hosted_sender, hosted) = mpsc::unbounded_channel::<Hosted>();
+    let (epoch_sender, epoch_reports) = mpsc::unbounded_channel::<EpochReport>();
+    shared.set_epoch_reporter(epoch_sender);
+    tokio::spawn(crate::metadata::epoch_reports::run(
+        Arc::clone(shared),
+        epoch_reports,
+    ));
+    tokio::spawn(crate::metadata::session_sweep::run(Arc::clone(shared)));
+    let shards = Shards::start(shared, shared.config.shards).map_err(NodeError::Runtime)?;
+    tokio::spawn(crate::net::liveness::watch_liveness(
+        Arc::clone(shared),
+        shards.liveness_notifier(),
+    ));
+    let nodes: Vec<u32> = shared.config.peers.iter().map(|peer| peer.id).collect();
+    let metadata = GroupSpec::metadata(nodes, &shared.config.data_dir);
+    shards.host(shared, wal.clone(), metadata, Some(hosted_sender));
+    Ok((shards, hosted))
+}
+
+/// Hosts, stops and removes partitions as the metadata plane's replica
+/// says, until a signal (or until that replica stops: an error).
+async fn host_until_signal(
+    shared: &Arc<Shared>,
+    shards: &Shards,
+    wal: &Wal,
+    mut hosted: mpsc::UnboundedReceiver<Hosted>,
+    signals: &mut Signals,
+) -> Result<(), NodeError> {
+    let data_dir = shared.config.data_dir.clone();
     loop {
         tokio::select! {
             hosted = hosted.recv() => {
                 let Some(hosted) = hosted else {
                     tracing::error!("node: the metadata plane stopped; shutting down");
-                    outcome = Err(NodeError::MetadataStopped);
-                    break;
+                    return Err(NodeError::MetadataStopped);
                 };
                 match hosted {
-                    Hosted::Placed(assignment) => place(&shared, &shards, &wal, &data_dir, assignment),
-                    Hosted::Dropped(assignment) => drop_copy(&shared, &data_dir, &assignment),
-                    Hosted::CatalogLoaded => sweep_deleted(&shared, &data_dir),
+                    Hosted::Placed(assignment) => place(shared, shards, wal, &data_dir, assignment),
+                    Hosted::Dropped(assignment) => drop_copy(shared, &data_dir, &assignment),
+                    Hosted::CatalogLoaded => sweep_deleted(shared, &data_dir),
                 }
             }
             signal = signals.next() => {
                 tracing::info!(signal, "node: shutting down");
-                break;
+                return Ok(());
             }
         }
     }
-    shut_down(&shared, shards, &wal).await;
-    outcome
 }
-
 /// Hosts a partition placed on this node, or hands its running actor the
 /// changed assignment. A copy this node retired from is not started (its
 /// data stays until dropped).
@@ -332,75 +404,6 @@ fn remove_group_data(data_dir: &std::path::Path, groups: &[u64]) {
             }
         }
     }
-}
-
-/// Tells the metadata plane, as its client, about every epoch a partition
-/// led here started; retried until it answers (the operation is
-/// idempotent, and a report the catalog already reflects is skipped).
-async fn report_epochs(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<EpochReport>) {
-    let mut client: Option<strand_client::Client> = None;
-    while let Some(report) = reports.recv().await {
-        loop {
-            let done = shared
-                .catalog()
-                .groups
-                .get(&report.group)
-                .is_none_or(|assignment| assignment.epoch != report.epoch || assignment.active);
-            if done || shared.stopping() {
-                break;
-            }
-            let attempt = match &client {
-                Some(client) => client
-                    .report_epoch_started(report.group, report.epoch)
-                    .await
-                    .map_err(|error| error.to_string()),
-                None => match metadata_client(&shared).await {
-                    Ok(connected) => {
-                        client = Some(connected);
-                        continue;
-                    }
-                    Err(error) => Err(error.to_string()),
-                },
-            };
-            match attempt {
-                Ok(()) => {
-                    tracing::info!(
-                        group = report.group,
-                        epoch = report.epoch,
-                        "node: reported a started epoch"
-                    );
-                    break;
-                }
-                Err(error) => {
-                    tracing::debug!(group = report.group, %error, "node: epoch report failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-            }
-        }
-    }
-}
-
-/// A client of this cluster's metadata plane, bootstrapped from the peers.
-pub(crate) async fn metadata_client(
-    shared: &Shared,
-) -> Result<strand_client::Client, strand_client::ClientError> {
-    strand_client::Client::connect(own_client_config(shared)).await
-}
-
-/// The configuration of the node's own clients: every peer to bootstrap
-/// from, and (with TLS) the node certificate to present, so that the nodes
-/// it calls know it is a node.
-pub(crate) fn own_client_config(shared: &Shared) -> strand_client::ClientConfig {
-    let bootstrap: Vec<String> = shared
-        .config
-        .peers
-        .iter()
-        .map(|peer| peer.client_address.clone())
-        .collect();
-    let mut config = strand_client::ClientConfig::new(bootstrap);
-    config.cluster = shared.config.cluster;
-    config.tls = shared.tls.as_ref().map(crate::tls::NodeTls::own_client);
-    config
 }
 
 /// Stops taking requests, lets every group finish and close its storage

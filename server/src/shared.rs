@@ -13,10 +13,12 @@ use bytes::Bytes;
 use strand_wire::ops::{AttentionEntry, GroupStatus};
 use tokio::sync::mpsc;
 
-use crate::bus::{PEER_QUEUE_BYTES_ADMIT, PeerSender};
-use crate::config::NodeConfig;
-use crate::group::Input;
-use crate::shard::GroupInbox;
+use crate::net::connection::ConnectionSender;
+use crate::net::peer_queue::{PEER_QUEUE_BYTES_ADMIT, PeerSender};
+use crate::node::config::NodeConfig;
+use crate::refused::Refused;
+use crate::runtime::inbox::GroupInbox;
+use crate::runtime::input::Input;
 use strand_host::catalog::{Assignment, Catalog};
 use strand_partition::ReadHandles;
 
@@ -71,23 +73,11 @@ pub enum CatalogFreshness {
     Current = 2,
 }
 
-/// Outbound frames to one client connection (bounded in frames and bytes).
-pub type ConnectionSender = crate::connection::ConnectionSender;
-
-/// Why a frame could not be handed to a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// The queue is at its bound.
-    Full,
-    /// Nobody listens there (closed, unknown).
-    Gone,
-}
-
 /// The node's shared state. See the module docs.
 pub struct Shared {
     /// This node's configuration.
     pub config: NodeConfig,
-    /// This process's boot count (see [`crate::boot`]).
+    /// This process's boot count (see [`crate::node::boot`]).
     pub boot: u64,
     groups: RwLock<BTreeMap<u64, GroupHandle>>,
     views: RwLock<BTreeMap<u64, GroupView>>,
@@ -107,25 +97,25 @@ pub struct Shared {
     suspected: Mutex<BTreeSet<u32>>,
     /// The read descriptors of every partition on the node, under one bound.
     pub read_handles: ReadHandles,
-    /// The data disk's room (see [`crate::disk`]).
-    pub disk: crate::disk::DiskRoom,
-    /// Consumer groups' session deadlines (see [`crate::coordinator`]).
-    pub coordinator: Mutex<crate::coordinator::Coordinator>,
+    /// The data disk's room (see [`crate::node::disk`]).
+    pub disk: crate::node::disk::DiskRoom,
+    /// Consumer groups' session deadlines (see [`crate::metadata::coordinator`]).
+    pub coordinator: Mutex<crate::metadata::coordinator::Coordinator>,
     /// TLS of the client port and the bus (`None`: plaintext).
-    pub tls: Option<crate::tls::NodeTls>,
+    pub tls: Option<crate::net::tls::NodeTls>,
     /// Where admin actions are recorded (`None` in unit tests).
-    pub audit: Option<crate::audit::AuditLog>,
-    /// Which groups this node and its peers vouch for (see [`crate::vouch`]).
-    pub vouching: crate::vouch::Vouching,
+    pub audit: Option<crate::security::audit::AuditLog>,
+    /// Which groups this node and its peers vouch for (see [`crate::runtime::vouch`]).
+    pub vouching: crate::runtime::vouch::Vouching,
     /// The client connections open, under their bounds (see
-    /// [`crate::connection`]).
-    pub connections: Arc<crate::connection::Connections>,
-    /// Every user's quota buckets on this node (see [`crate::quota`]).
-    pub quotas: crate::quota::Quotas,
+    /// [`crate::net::connection`]).
+    pub connections: Arc<crate::net::connection::Connections>,
+    /// Every user's quota buckets on this node (see [`crate::security::quota`]).
+    pub quotas: crate::security::quota::Quotas,
     /// The password-check pool and the failed sign-in limits.
-    pub sign_ins: crate::auth::sign_in::SignIns,
+    pub sign_ins: crate::security::auth::defenses::SignIns,
     /// Which user each client id belongs to.
-    pub client_owners: crate::auth::client_ids::ClientOwners,
+    pub client_owners: crate::security::auth::client_ids::ClientOwners,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -168,18 +158,18 @@ impl Shared {
             suspected: Mutex::new(BTreeSet::new()),
             peers,
             read_handles,
-            disk: crate::disk::DiskRoom::default(),
-            coordinator: Mutex::new(crate::coordinator::Coordinator::default()),
+            disk: crate::node::disk::DiskRoom::default(),
+            coordinator: Mutex::new(crate::metadata::coordinator::Coordinator::default()),
             tls: None,
             audit: None,
-            vouching: crate::vouch::Vouching::default(),
-            connections: crate::connection::Connections::new(
+            vouching: crate::runtime::vouch::Vouching::default(),
+            connections: crate::net::connection::Connections::new(
                 config_limits.client_connections_max,
                 config_limits.client_connections_per_address_max,
             ),
-            quotas: crate::quota::Quotas::default(),
-            sign_ins: crate::auth::sign_in::SignIns::default(),
-            client_owners: crate::auth::client_ids::ClientOwners::default(),
+            quotas: crate::security::quota::Quotas::default(),
+            sign_ins: crate::security::auth::defenses::SignIns::default(),
+            client_owners: crate::security::auth::client_ids::ClientOwners::default(),
         }
     }
 
@@ -187,18 +177,18 @@ impl Shared {
     /// descriptor budget's share).
     pub fn with_connections_max(mut self, max: usize) -> Shared {
         let per_address = self.config.limits.client_connections_per_address_max;
-        self.connections = crate::connection::Connections::new(max, per_address);
+        self.connections = crate::net::connection::Connections::new(max, per_address);
         self
     }
 
     /// The same, serving TLS with `tls`.
-    pub fn with_tls(mut self, tls: Option<crate::tls::NodeTls>) -> Shared {
+    pub fn with_tls(mut self, tls: Option<crate::net::tls::NodeTls>) -> Shared {
         self.tls = tls;
         self
     }
 
     /// The same, recording admin actions in `audit`.
-    pub fn with_audit(mut self, audit: crate::audit::AuditLog) -> Shared {
+    pub fn with_audit(mut self, audit: crate::security::audit::AuditLog) -> Shared {
         self.audit = Some(audit);
         self
     }
@@ -487,7 +477,7 @@ impl Shared {
     }
 
     /// Queues a batch of slices to node `node` on the replica bus, written in
-    /// order ([`crate::outbox`]); at the queue's bound the whole batch is
+    /// order (a shard's outbox); at the queue's bound the whole batch is
     /// dropped.
     pub fn send_chunks_to_node(&self, node: u32, chunks: Vec<Bytes>) -> Result<(), Refused> {
         let Some(queue) = self.peers.get(&node) else {
@@ -548,12 +538,12 @@ mod tests {
     use strand_wire::{ConfirmPolicy, Durability};
 
     use super::*;
-    use crate::bus::{self, PeerReceiver};
-    use crate::config::loopback_test_config;
+    use crate::net::peer_queue::{self, PeerReceiver};
+    use crate::node::config::loopback_test_config;
 
     fn shared() -> (Shared, BTreeMap<u32, PeerReceiver>) {
         let config = loopback_test_config(3);
-        let (senders, receivers) = bus::queues(1, [1, 2, 3].into_iter());
+        let (senders, receivers) = peer_queue::queues(1, [1, 2, 3].into_iter());
         let shared = Shared::new(config, senders, ReadHandles::new(16), 1);
         (shared, receivers)
     }
@@ -599,7 +589,7 @@ mod tests {
 
     fn fill(shared: &Shared, node: u32) {
         let frame = Bytes::from(vec![0u8; 1024 * 1024]);
-        while shared.queued_bytes_to(node) < bus::PEER_QUEUE_BYTES_ADMIT {
+        while shared.queued_bytes_to(node) < peer_queue::PEER_QUEUE_BYTES_ADMIT {
             shared.send_to_node(node, frame.clone()).expect("room");
         }
     }

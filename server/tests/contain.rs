@@ -5,7 +5,7 @@
 //! for the metadata plane's replica on that node.
 //!
 //! Panics are injected through the `fault-injection` feature's file (see
-//! `strand_server::contain`), which the test suite builds with.
+//! `strand_server::runtime::contain`), which the test suite builds with.
 
 mod common;
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use strand_client::{Client, NewRecord, TopicSpec};
-use strand_server::bus::BUS_FRAME_SIZE_MAX;
-use strand_server::client_port::CLIENT_FRAME_SIZE_MAX;
+use strand_server::net::bus::BUS_FRAME_SIZE_MAX;
+use strand_server::net::client_port::CLIENT_FRAME_SIZE_MAX;
 use strand_wire::checksum::checksum;
 use strand_wire::ops::{ClusterStatusReply, ErrorBody};
 use strand_wire::{

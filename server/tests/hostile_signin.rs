@@ -630,8 +630,8 @@ async fn with_certificate(
 /// users' certificates keep working.
 async fn an_admin_certificate_can_be_revoked(cluster: &Cluster) {
     let certs = cluster.ca.parent().expect("the certificates' directory");
-    let admin_files = strand_server::tls::generate_user(certs, "admin").expect("admin cert");
-    let alice_files = strand_server::tls::generate_user(certs, "alice").expect("alice cert");
+    let admin_files = strand_server::net::tls::generate_user(certs, "admin").expect("admin cert");
+    let alice_files = strand_server::net::tls::generate_user(certs, "alice").expect("alice cert");
     let admin = with_certificate(cluster, admin_files.clone())
         .await
         .expect("admin's certificate signs in");

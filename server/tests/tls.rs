@@ -201,7 +201,7 @@ async fn fake_peer(certs: &Path, node: &Node, identity: Option<u32>, claimed: u3
         ca: certs.join("ca.pem"),
         server_name: None,
         identity: identity.map(|id| {
-            let files = strand_server::tls::node_files(certs, id);
+            let files = strand_server::net::tls::node_files(certs, id);
             (files.cert, files.key)
         }),
     };
@@ -209,7 +209,7 @@ async fn fake_peer(certs: &Path, node: &Node, identity: Option<u32>, claimed: u3
     let stream = tokio::net::TcpStream::connect(&node.replica_address)
         .await
         .expect("connect");
-    let name = strand_server::tls::node_name(node.node);
+    let name = strand_server::net::tls::node_name(node.node);
     let Ok(mut stream) = connector
         .connect(&node.replica_address, Some(&name), stream)
         .await
@@ -768,7 +768,7 @@ fn a_user_certificate_signs_in_as_the_user_it_names() {
     let service = user_cert(&certs, "service");
     let ghost = user_cert(&certs, "ghost");
     let stranger_ca = dir.path().join("stranger");
-    strand_server::tls::generate(&stranger_ca, &[1], &["127.0.0.1".to_owned()])
+    strand_server::net::tls::generate(&stranger_ca, &[1], &["127.0.0.1".to_owned()])
         .expect("another CA");
     let stranger = user_cert(&stranger_ca, "service");
     let cluster = common::bootstrap(&nodes).join(",");

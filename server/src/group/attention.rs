@@ -1,48 +1,31 @@
 //! What `status` and `attention` show of a group on this node besides its
 //! replica's own status: why a view change waits, a group whose storage
 //! failed or could not open, a group that is down. Kept apart from the
-//! actor so that what an operator reads is built in one place.
+//! actor so that what an operator reads is built in one place; pure
+//! functions of the group's spec and its replica's report.
 
 use strand_consensus::{HistoryStart, WaitReason};
 use strand_wire::ops::{AttentionEntry, AttentionReason, AttentionStart, GroupStatus};
 
-use super::{Actor, GroupSpec};
+use crate::group::spec::GroupSpec;
 use crate::shared::GroupView;
-
-impl Actor {
-    /// The attention entry of this group's waiting view change, if it
-    /// waits: why, the replicas and nodes it waits for, and the latest
-    /// history start it knows (for a wait below it, reference A's "start's
-    /// record count and the node that took over there").
-    pub(super) fn waiting_attention(&self) -> Option<AttentionEntry> {
-        let progress = self.host.progress();
-        let (reason, awaited) = progress.attention?;
-        let waiting = Waiting {
-            view: progress.view.view,
-            reason,
-            awaited,
-            start: progress.awaited_start,
-        };
-        Some(waiting_entry(&self.spec, &waiting))
-    }
-}
 
 /// A view change's wait as the replica reports it.
 #[derive(Debug, Clone, Copy)]
-struct Waiting {
+pub(crate) struct Waiting {
     /// The view it tries to start.
-    view: u32,
+    pub(crate) view: u32,
     /// Why it waits.
-    reason: WaitReason,
+    pub(crate) reason: WaitReason,
     /// The replicas it waits for (a bitset of slots).
-    awaited: u32,
+    pub(crate) awaited: u32,
     /// The latest history start its view change knows.
-    start: Option<HistoryStart>,
+    pub(crate) start: Option<HistoryStart>,
 }
 
 /// The entry `attention` shows for `waiting`, the slots named by the nodes
 /// `spec` places in them.
-fn waiting_entry(spec: &GroupSpec, waiting: &Waiting) -> AttentionEntry {
+pub(crate) fn waiting_entry(spec: &GroupSpec, waiting: &Waiting) -> AttentionEntry {
     let awaited: Vec<u8> = (0..strand_wire::REPLICAS_MAX)
         .filter(|slot| waiting.awaited & (1 << slot) != 0)
         .collect();
@@ -81,7 +64,7 @@ fn waiting_entry(spec: &GroupSpec, waiting: &Waiting) -> AttentionEntry {
 }
 
 /// The attention entry of a group whose storage failed on this node.
-pub(super) fn storage_failed_attention(
+pub(crate) fn storage_failed_attention(
     spec: &GroupSpec,
     view: u32,
     failure: &str,

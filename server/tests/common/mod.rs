@@ -274,9 +274,10 @@ pub fn audit_entries(dir: &Path, nodes: &[Node]) -> Vec<serde_json::Value> {
 pub fn enable_tls(dir: &Path, nodes: &[Node]) -> PathBuf {
     let certs = dir.join("certs");
     let ids: Vec<u32> = nodes.iter().map(|node| node.node).collect();
-    strand_server::tls::generate(&certs, &ids, &["127.0.0.1".to_owned()]).expect("certificates");
+    strand_server::net::tls::generate(&certs, &ids, &["127.0.0.1".to_owned()])
+        .expect("certificates");
     for node in nodes {
-        let files = strand_server::tls::node_files(&certs, node.node);
+        let files = strand_server::net::tls::node_files(&certs, node.node);
         let mut config = std::fs::read_to_string(&node.config).expect("read config");
         // Top-level keys end where the first table starts.
         let tls = format!(

@@ -1,0 +1,185 @@
+//! The node's own safety checks of partition moves, before it proposes them.
+//!
+//! A `ReassignPartition` that changes a partition's replica set, and a
+//! `DropReplica`, are checked on the node that receives them against the
+//! partition's primary's status (asked of the cluster through the node's
+//! own client), by the rules of [`strand_host::move_safety`]: a set that would
+//! leave `min(W, W')` or more replicas without every acknowledged record,
+//! or a drop while a member catches up or no primary serves, is refused
+//! with `Refused` and nothing is proposed. A request marked `force` skips
+//! the check (and says so in the log). A reassignment onto the same
+//! replicas (a confirm-policy change) has nothing to check here.
+
+use std::time::Duration;
+
+use strand_wire::ops::{DropReplica, GroupStatus, ReassignPartition};
+use strand_wire::{Body, Msg, Operation, RequestHeader};
+
+use crate::shared::Shared;
+
+/// A request the node checks before proposing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// A new replica set (or policy) for a partition.
+    Reassign(ReassignPartition),
+    /// Forgetting a removed replica's retired copy (its data is deleted).
+    Drop(DropReplica),
+}
+
+impl Check {
+    /// The check `request` needs, if any: `None` for other operations, a
+    /// forced request, or a body that does not decode (the metadata plane
+    /// refuses that one itself).
+    pub fn of(request: &Msg<RequestHeader>) -> Option<Check> {
+        let check = match request.header().operation() {
+            Operation::ReassignPartition => {
+                Check::Reassign(ReassignPartition::from_bytes(request.body()).ok()?)
+            }
+            Operation::DropReplica => Check::Drop(DropReplica::from_bytes(request.body()).ok()?),
+            _ => return None,
+        };
+        if check.forced() {
+            tracing::warn!(
+                ?check,
+                "guard: a forced partition move skips the safety check"
+            );
+            return None;
+        }
+        Some(check)
+    }
+
+    fn forced(&self) -> bool {
+        match self {
+            Check::Reassign(request) => request.force,
+            Check::Drop(request) => request.force,
+        }
+    }
+
+    fn group(&self) -> u64 {
+        match self {
+            Check::Reassign(request) => request.group,
+            Check::Drop(request) => request.group,
+        }
+    }
+}
+
+/// Why the node refuses `check` now, if it does.
+pub async fn refusal(shared: &Shared, check: &Check) -> Option<String> {
+    let primary = primary_status(shared, check.group()).await;
+    judge(check, primary.as_ref())
+}
+
+/// The rule itself, given what the primary reports (`None`: no primary
+/// serves, or none answered).
+pub fn judge(check: &Check, primary: Option<&GroupStatus>) -> Option<String> {
+    let target = |status: Option<&GroupStatus>, group: u64| match status {
+        Some(status) => format!("{}/{}/{}", status.stream, status.topic, status.partition),
+        None => format!("group {group}"),
+    };
+    match check {
+        Check::Reassign(request) => {
+            // No primary to judge by: the move that revives a partition
+            // whose replicas are gone must stay possible.
+            let primary = primary?;
+            let mut current: Vec<u32> = primary
+                .replicas
+                .iter()
+                .map(|replica| replica.node)
+                .collect();
+            let mut wanted = request.nodes.clone();
+            current.sort_unstable();
+            wanted.sort_unstable();
+            if current == wanted {
+                return None;
+            }
+            strand_host::move_safety::shortfall(primary, &request.nodes, request.confirm)
+                .map(|short| short.refusal(&target(Some(primary), request.group)))
+        }
+        Check::Drop(request) => strand_host::move_safety::drop_too_soon(
+            request.node,
+            &target(primary, request.group),
+            primary,
+        ),
+    }
+}
+
+/// How long a node waiting on a peer's status answer waits at most: a
+/// node that is down or stopped must not hold an operator's command for
+/// the SDK's default timeouts.
+const STATUS_REQUEST_TIMEOUT_MS: u64 = 1_000;
+
+/// How long the whole status question may take: the SDK waits this much
+/// longer for a checked operation's answer.
+const STATUS_DEADLINE_MS: u64 = strand_client::safety::NODE_CHECK_MS_MAX;
+
+/// The partition's status as its serving primary reports it; `None` when
+/// no primary answers within [`STATUS_DEADLINE_MS`].
+async fn primary_status(shared: &Shared, group: u64) -> Option<GroupStatus> {
+    let mut config = crate::metadata::own_client::own_client_config(shared);
+    config.request_timeout_ms = STATUS_REQUEST_TIMEOUT_MS;
+    config.deadline_ms = STATUS_DEADLINE_MS;
+    let asked = async {
+        let client = strand_client::Client::connect(config).await.ok()?;
+        strand_client::safety::primary_status(&client, group).await
+    };
+    let status = tokio::time::timeout(Duration::from_millis(STATUS_DEADLINE_MS), asked).await;
+    if status.is_err() {
+        tracing::warn!(group, "guard: no primary's status within the deadline");
+    }
+    status.ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_wire::ConfirmPolicy;
+
+    fn status(caught_up: [bool; 3]) -> GroupStatus {
+        strand_host::move_safety::fixtures::majority_of_three(caught_up)
+    }
+
+    fn reassign(nodes: &[u32], confirm: Option<ConfirmPolicy>) -> Check {
+        Check::Reassign(ReassignPartition {
+            group: 1,
+            nodes: nodes.to_vec(),
+            confirm,
+            force: false,
+        })
+    }
+
+    #[test]
+    fn a_set_short_of_good_copies_is_refused_a_policy_change_in_place_is_not() {
+        let lagging = status([true, true, false]);
+        let refusal = judge(&reassign(&[1, 3, 4], None), Some(&lagging)).expect("refused");
+        assert!(
+            refusal.contains("shop/orders/0") && refusal.contains("--force"),
+            "{refusal}"
+        );
+        assert_eq!(judge(&reassign(&[1, 2, 4], None), Some(&lagging)), None);
+        assert_eq!(
+            judge(
+                &reassign(&[3, 2, 1], Some(ConfirmPolicy::Count(1))),
+                Some(&lagging)
+            ),
+            None,
+            "the same replicas: a policy change, not a move"
+        );
+        assert_eq!(
+            judge(&reassign(&[1, 3, 4], None), None),
+            None,
+            "nobody to judge by"
+        );
+    }
+
+    #[test]
+    fn a_drop_waits_for_every_member_and_for_a_primary() {
+        let drop = Check::Drop(DropReplica {
+            group: 1,
+            node: 4,
+            force: false,
+        });
+        assert!(judge(&drop, Some(&status([true, true, false]))).is_some());
+        assert!(judge(&drop, None).is_some(), "no primary serves");
+        assert_eq!(judge(&drop, Some(&status([true; 3]))), None);
+    }
+}
