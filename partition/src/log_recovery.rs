@@ -198,15 +198,17 @@ fn mark_lost_tail<D: Disk>(
     } else {
         crate::durable_mark::read(&mut io.disk, dir).map_or(0, |slot| slot.op)
     };
-    if marked > op.max(superblock.op_checkpoint) {
+    let vouched = superblock.op_checkpoint.max(marked);
+    if vouched > op {
         tracing::error!(
             op,
             marked,
-            "partition: the log ends below its durable mark; the missing ops may have been acknowledged and are repaired from peers"
+            checkpoint = superblock.op_checkpoint,
+            "partition: the log ends below what its checkpoint or durable mark vouch for; the missing ops may have been acknowledged and are repaired from peers"
         );
         walk.findings.lost_tail_from = Some(op + 1);
     }
-    for missing in op + 1..=superblock.op_checkpoint.max(marked) {
+    for missing in op + 1..=vouched {
         walk.faulty.insert(missing);
     }
 }

@@ -67,9 +67,9 @@ pub struct Recovery {
     /// the superblock marked them as maybe acked, so the log is untrusted
     /// until a view change settles it and its peers supply them again.
     pub damaged_tail_from: Option<u64>,
-    /// The durable mark named ops past the log's end, from this one on: the
-    /// disk lost writes the replica may have acknowledged (they are faulty,
-    /// repaired from peers).
+    /// The superblock's checkpoint or the durable mark named ops past the
+    /// log's end, from this one on: the disk lost writes the replica may have
+    /// acknowledged (they are faulty, repaired from peers).
     pub lost_tail_from: Option<u64>,
     /// Opened after a write or sync failed earlier in this process
     /// (`PartitionConfig::drop_unsynced`): the ops from this one on were past

@@ -23,8 +23,18 @@ use strand_wire::Durability;
 /// newest writes from the active segment (the disk lost them); returns the
 /// reopened recovery's op, faulty ops and lost-tail start.
 fn lose_tail(lose: impl Fn(&mut MemoryDisk, &Path, u64, u64)) -> (u64, Vec<u64>, Option<u64>) {
+    lose_tail_after(|_| {}, lose)
+}
+
+/// [`lose_tail`], with `before` run on the partition once the ops are
+/// durable (a superblock write, say).
+fn lose_tail_after(
+    before: impl Fn(&mut strand_partition::Partition<MemoryDisk>),
+    lose: impl Fn(&mut MemoryDisk, &Path, u64, u64),
+) -> (u64, Vec<u64>, Option<u64>) {
     let (mut partition, _) = open_memory(MemoryDisk::new(3), small_config());
     append_durable(&mut partition, 5, 2, 100);
+    before(&mut partition);
     let active = segment_path(
         Path::new(MEMORY_DIR),
         *partition.segment_offsets().last().expect("a segment"),
@@ -225,4 +235,20 @@ fn the_marks_move_between_two_files_and_the_newest_survives_a_crash() {
     let (_, recovery) = open_memory(disk, small_config());
     assert_eq!(recovery.op, ops);
     assert!(recovery.faulty.is_empty());
+}
+
+#[test]
+fn a_tail_the_checkpoint_vouches_for_is_lost_too() {
+    // The superblock's checkpoint caught up with the newest ops before the
+    // disk lost them: the mark vouches for no more than the checkpoint, and
+    // the loss is the same loss, reported the same way (it used to count
+    // only when the mark reached past the checkpoint, so whether it showed
+    // depended on when the superblock was last written).
+    let (op, faulty, lost) = lose_tail_after(
+        |partition| persist_commit(partition, 5, 1),
+        |disk, active, from, _| disk.storage_mut().cut(active, from).expect("cut"),
+    );
+    assert_eq!(op, 3, "the log reads as ending at op 3");
+    assert_eq!(faulty, vec![4, 5], "ops 4 and 5 may have been acked");
+    assert_eq!(lost, Some(4), "a lost tail below the checkpoint is counted");
 }
