@@ -369,9 +369,15 @@ fn a_paused_member_is_removed_cannot_store_offsets_and_joins_again() {
         member: zombie,
         generation: assignment.generation,
     };
-    runtime
-        .block_on(client.store_consumer_group_offset(partition_group, "g", 0, fence))
-        .expect("a member stores its group's offset");
+    // The partition's node may apply the join a metadata commit after the
+    // coordinator answered it (`Unavailable` until then: retry).
+    wait_until("a member stores its group's offset", 10, || {
+        match runtime.block_on(client.store_consumer_group_offset(partition_group, "g", 0, fence)) {
+            Ok(_) => true,
+            Err(ClientError::Unavailable { .. }) => false,
+            Err(error) => panic!("a member stores its group's offset: {error}"),
+        }
+    });
     wait_until("the silent member removed", 30, || {
         shares(&runtime, &client).is_empty()
     });
