@@ -179,9 +179,11 @@ impl ConnectionReceiver {
 
     /// The writer sent `bytes` of queued frames: room for more.
     pub fn written(&self, bytes: u64) {
-        self.outbound
+        let before = self
+            .outbound
             .queued_bytes
             .fetch_sub(bytes, Ordering::Relaxed);
+        assert!(before >= bytes, "written {bytes} bytes of {before} queued");
         self.outbound.room.notify_waiters();
     }
 }
@@ -255,7 +257,12 @@ impl Connections {
             return Err(TooMany::Address);
         }
         *from_address += 1;
-        self.open.fetch_add(1, Ordering::Relaxed);
+        let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        assert!(
+            open <= self.max,
+            "{open} connections open past the bound {}",
+            self.max
+        );
         crate::metrics::client_connections(self.open.load(Ordering::Relaxed));
         Ok(Admitted {
             connections: Arc::clone(self),

@@ -79,6 +79,11 @@ impl PeerBatch {
     /// The batch's slices, in order; the batch is left empty.
     fn take(&mut self) -> Vec<Bytes> {
         self.cut();
+        debug_assert_eq!(
+            self.chunks.iter().map(Bytes::len).sum::<usize>(),
+            self.bytes,
+            "a batch's slices hold exactly the bytes it counted"
+        );
         self.bytes = 0;
         std::mem::take(&mut self.chunks)
     }

@@ -68,8 +68,12 @@ impl Backlog {
     /// `input` left the inbox (the shard took it, or the inbox refused it).
     pub(crate) fn remove(&self, input: &Input) {
         let (requests, peers) = input_bytes(input);
-        self.requests.fetch_sub(requests, Ordering::Relaxed);
-        self.peers.fetch_sub(peers, Ordering::Relaxed);
+        let requests_before = self.requests.fetch_sub(requests, Ordering::Relaxed);
+        let peers_before = self.peers.fetch_sub(peers, Ordering::Relaxed);
+        assert!(
+            requests_before >= requests && peers_before >= peers,
+            "an input left the inbox that was never counted in it"
+        );
     }
 }
 

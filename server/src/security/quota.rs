@@ -73,6 +73,10 @@ impl Bucket {
         self.tokens -= amount as f64;
         let floor = -rate * THROTTLE_MAX.as_secs_f64();
         self.tokens = self.tokens.max(floor);
+        assert!(
+            self.tokens >= floor && self.tokens <= rate,
+            "a bucket holds at most a second and owes at most the longest throttle"
+        );
         match self.tokens < 0.0 {
             true => Duration::from_secs_f64(-self.tokens / rate),
             false => Duration::ZERO,
@@ -105,6 +109,7 @@ impl Quotas {
             at: now,
         });
         let delay = bucket.take(amount, per_sec, now);
+        assert!(delay <= THROTTLE_MAX, "a throttle never exceeds its bound");
         if delay > Duration::ZERO {
             crate::metrics::quota_throttled(user, rate.name(), delay);
         }
