@@ -125,6 +125,10 @@ impl<S: StateMachine> Replica<S> {
     /// Installs the canonical suffix from the top down while it stays
     /// contiguous with what is verified.
     fn install_contiguous_suffix(&mut self, headers: &[PrepareHeader], effects: &mut Effects) {
+        assert!(
+            self.adoption.is_some(),
+            "a view's suffix installed outside an adoption"
+        );
         for header in headers.iter().rev() {
             let header_op = header.op.get();
             let upper = self
@@ -174,6 +178,15 @@ impl<S: StateMachine> Replica<S> {
     ) {
         assert!(headers.last().is_none_or(|last| last.op.get() == op));
         assert_eq!(history.last().map(|start| start.view), Some(view));
+        assert_eq!(
+            view, self.view,
+            "adopting a view other than the current one"
+        );
+        assert_eq!(
+            self.status,
+            Status::ViewChange,
+            "adopting view {view} outside a view change"
+        );
         if let Some(diverged) = self.applied_divergence(headers) {
             self.quarantine(diverged, effects);
             return;
@@ -346,9 +359,11 @@ impl<S: StateMachine> Replica<S> {
     }
 
     pub(crate) fn set_verified_from(&mut self, op: u64) {
-        if let Some(adoption) = &mut self.adoption {
-            adoption.verified_from = op;
-        }
+        let adoption = self
+            .adoption
+            .as_mut()
+            .expect("a verified boundary belongs to an adoption");
+        adoption.verified_from = op;
     }
 
     /// Asks the adoption's source for the canonical headers just below the
@@ -509,6 +524,13 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn finish_adoption(&mut self, effects: &mut Effects) {
         let adoption = self.adoption.take().expect("finishing an adoption");
         assert_eq!(self.view, adoption.view);
+        assert!(
+            adoption
+                .persisting
+                .is_some_and(|sequence| sequence <= self.persist_completed),
+            "serving view {} before the persist that settles its log",
+            adoption.view
+        );
         if !self.trusted {
             // Before its crash this replica may have acked any op above what
             // it recovered, up to this view's head (anything acked above that

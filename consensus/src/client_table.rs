@@ -263,10 +263,43 @@ impl ClientTable {
         if entry.replies.len() > REPLIES_PER_CLIENT {
             entry.replies.pop_front();
         }
+        assert!(
+            self.clients.len() <= CLIENTS_MAX,
+            "{} clients in the table",
+            self.clients.len()
+        );
     }
 
     /// The table as the superblock and a state transfer keep it.
     pub fn encode(&self) -> Vec<u8> {
+        // What `decode` refuses must never be written: a restarted replica
+        // would rebuild the table from the log's headers alone.
+        assert!(
+            self.clients.len() <= CLIENTS_MAX,
+            "{} clients in the table",
+            self.clients.len()
+        );
+        assert!(
+            self.evicted.len() == self.evicted_order.len()
+                && self.evicted_order.len() <= EVICTED_REMEMBERED_MAX,
+            "evicted clients: {} remembered, {} in order",
+            self.evicted.len(),
+            self.evicted_order.len()
+        );
+        debug_assert!(
+            self.clients.iter().all(|(client, entry)| {
+                let replies = &entry.replies;
+                *client != 0
+                    && (1..=REPLIES_PER_CLIENT).contains(&replies.len())
+                    && replies.iter().all(|reply| reply.op <= self.through)
+                    && replies
+                        .iter()
+                        .zip(replies.iter().skip(1))
+                        .all(|(a, b)| a.request < b.request && a.op < b.op)
+            }),
+            "a client's replies out of order, out of bounds or past the table's op {}",
+            self.through
+        );
         let mut writer = BodyWriter::default();
         writer.u32(MAGIC);
         writer.u16(VERSION);
@@ -340,6 +373,10 @@ impl ClientTable {
     }
 
     fn evict_oldest(&mut self) {
+        assert!(
+            self.clients.len() >= CLIENTS_MAX,
+            "evicting a client from a table with room"
+        );
         let oldest = self
             .clients
             .iter()
@@ -354,6 +391,11 @@ impl ClientTable {
             let forgotten = self.evicted_order.pop_front().expect("non-empty");
             self.evicted.remove(&forgotten);
         }
+        assert_eq!(
+            self.evicted.len(),
+            self.evicted_order.len(),
+            "the evicted clients and their order disagree"
+        );
     }
 }
 

@@ -129,6 +129,7 @@ impl CursorState {
     }
 
     fn events_from(&self, from: u64, end: u64) -> Option<Vec<CursorEvent>> {
+        assert!(from <= end, "cursor events {from}..{end} run backwards");
         if from < self.recent_base || end > self.recent_base + self.recent.len() as u64 {
             return None;
         }
@@ -142,6 +143,54 @@ impl CursorState {
                 .cloned()
                 .collect(),
         )
+    }
+
+    /// The log's positions in order (fsynced, queued, appended), the
+    /// events kept in memory ending at the tail, commits waiting for their
+    /// ack in order and within the log, every reported tail and every
+    /// unapplied event within it, and each bound held.
+    pub(crate) fn assert_invariants(&self) {
+        assert!(
+            self.durable <= self.queued && self.queued <= self.tail,
+            "cursor log positions out of order: durable {}, queued {}, tail {}",
+            self.durable,
+            self.queued,
+            self.tail
+        );
+        assert_eq!(
+            self.recent_base + self.recent.len() as u64,
+            self.tail,
+            "the cursor events kept in memory do not end at the tail"
+        );
+        assert!(
+            self.recent.len() <= CURSOR_EVENTS_KEPT
+                && self.pending.len() <= CURSOR_COMMITS_PENDING_MAX,
+            "cursor bounds passed: {} events kept, {} commits pending",
+            self.recent.len(),
+            self.pending.len()
+        );
+        assert!(
+            self.replica_tails.iter().all(|tail| *tail <= self.tail),
+            "a reported cursor tail past this log's {}: {:?}",
+            self.tail,
+            self.replica_tails
+        );
+        debug_assert!(
+            self.pending
+                .iter()
+                .zip(self.pending.iter().skip(1))
+                .all(|((earlier, _), (later, _))| earlier < later)
+                && self.pending.back().is_none_or(|(end, _)| *end <= self.tail),
+            "cursor commits pending out of order or past the tail {}",
+            self.tail
+        );
+        debug_assert!(
+            self.unapplied
+                .iter()
+                .all(|event| event.sequence < self.tail),
+            "an unapplied cursor event past the tail {}",
+            self.tail
+        );
     }
 }
 

@@ -264,6 +264,18 @@ impl Memberships {
         {
             self.known.remove(0);
         }
+        assert!(
+            self.known
+                .windows(2)
+                .all(|pair| pair[0].epoch < pair[1].epoch),
+            "memberships out of epoch order: {:?}",
+            self.known
+        );
+        assert!(
+            self.known.len() <= MEMBERSHIPS_HELD_MAX,
+            "{} memberships held",
+            self.known.len()
+        );
         Ok(true)
     }
 

@@ -141,6 +141,11 @@ impl<S: StateMachine> Replica<S> {
 
     /// The lowest view above the current one, in its epoch, that `slot` leads.
     pub(crate) fn lowest_view_led_by(&self, slot: u8) -> ViewId {
+        assert!(
+            self.view_membership.slots.contains(slot),
+            "slot {slot} is no member of epoch {}",
+            self.view_membership.epoch
+        );
         let count = u32::from(self.view_membership.replica_count());
         let mut view = self.view.next();
         for _ in 0..count {

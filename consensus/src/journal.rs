@@ -132,6 +132,10 @@ impl Journal {
             "op {op}: a header changes only by truncating"
         );
         let lacks = slot.lacks_body();
+        assert!(
+            self.bodiless >= usize::from(lacked),
+            "op {op} lacked a body the journal did not count"
+        );
         self.bodiless = self.bodiless + usize::from(lacks) - usize::from(lacked);
         Some(result)
     }
@@ -174,6 +178,12 @@ impl Journal {
             op >= self.base,
             "op {op} below the journal base {}",
             self.base
+        );
+        assert!(
+            prepare
+                .as_ref()
+                .is_none_or(|prepare| prepare.header().checksum() == header.checksum()),
+            "op {op}: a body held under another header"
         );
         while self.head() < op {
             self.slots.push_back(None);
@@ -226,8 +236,19 @@ impl Journal {
     /// Takes a slot leaving the window out of the counts.
     fn uncount(&mut self, slot: Option<&Slot>) {
         match slot {
-            None => self.unknown -= 1,
-            Some(slot) => self.bodiless -= usize::from(slot.lacks_body()),
+            None => {
+                assert!(self.unknown > 0, "a gap the journal did not count");
+                self.unknown -= 1;
+            }
+            Some(slot) => {
+                let lacks = usize::from(slot.lacks_body());
+                assert!(
+                    self.bodiless >= lacks,
+                    "op {}: a bodiless slot the journal did not count",
+                    slot.header.op.get()
+                );
+                self.bodiless -= lacks;
+            }
         }
     }
 
@@ -235,9 +256,12 @@ impl Journal {
     /// canonical header is not known yet), leaving a gap.
     pub fn forget(&mut self, op: u64) {
         assert!(op < self.head(), "forgetting the head op {op}");
-        let Some(index) = op.checked_sub(self.base) else {
-            return;
-        };
+        assert!(
+            op >= self.base,
+            "forgetting op {op}, below the journal base {}",
+            self.base
+        );
+        let index = op - self.base;
         let Some(slot) = self.slots.get_mut(index as usize) else {
             return;
         };
@@ -332,6 +356,20 @@ impl Journal {
             self.slots.back().is_none_or(Option::is_some),
             "the head slot has a header"
         );
+        for (op, slot) in self.slots_from(self.base) {
+            let Some(slot) = slot else { continue };
+            assert_eq!(
+                slot.header.op.get(),
+                op,
+                "the journal's slot {op} holds another op's header"
+            );
+            assert!(
+                slot.prepare
+                    .as_ref()
+                    .is_none_or(|prepare| prepare.checksum() == slot.header.checksum()),
+                "op {op}: the body held is not the header's prepare"
+            );
+        }
     }
 
     /// Slots from `op_min` to the head, with their ops.
@@ -476,7 +514,7 @@ mod tests {
                 });
             }
             Change::Forget { op } => {
-                if op < journal.head() {
+                if op >= journal.base() && op < journal.head() {
                     journal.forget(op);
                 }
             }

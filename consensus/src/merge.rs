@@ -391,6 +391,10 @@ fn walk_suffix(
         // is unknown counts as held while any reporter has a header there.)
         let unheld = checksum.is_some() || dvcs.iter().all(|dvc| dvc.header_at(op).is_none());
         if params.nack.is_met_by(nackers) || params.accept_loss || (everyone_reported && unheld) {
+            assert!(
+                op > commit || params.accept_loss,
+                "the merge drops committed op {op} (commit {commit})"
+            );
             let headers = canonical
                 .range(first..op)
                 .map(|(_, header)| *header)

@@ -211,6 +211,10 @@ impl<S: StateMachine> Replica<S> {
 
     /// Turns an admitted request into the next prepare.
     fn prepare(&mut self, request: ClientRequest, effects: &mut Effects) {
+        assert!(
+            self.journal.head() - self.commit < PIPELINE_PREPARES_MAX,
+            "a request admitted into a full pipeline"
+        );
         let request_header = *request.request.header();
         let mut header = self.next_prepare_header();
         header.client = request_header.client;
@@ -401,6 +405,16 @@ impl<S: StateMachine> Replica<S> {
     /// storage never truncates what its superblock records as committed.
     pub(crate) fn fill_slot(&mut self, header: &PrepareHeader, effects: &mut Effects) {
         let op = header.op.get();
+        assert!(
+            op >= self.journal.base() && self.journal.header(op).is_none(),
+            "op {op} is no gap of the journal's window from {}",
+            self.journal.base()
+        );
+        assert!(
+            op <= self.commit + JOURNAL_SLOTS_MAX,
+            "op {op} beyond the journal's window above commit {}",
+            self.commit
+        );
         let committed = op <= self.commit.max(self.durable.commit);
         if op <= self.commit {
             // The client table could not learn this op at open; it does now.
@@ -431,6 +445,10 @@ impl<S: StateMachine> Replica<S> {
 
     /// Backup: applies ops up to the known commit number that are stored.
     pub(crate) fn commit_stored(&mut self, effects: &mut Effects) {
+        assert!(
+            !self.is_primary(),
+            "a primary commits on its backups' acks, not on a commit number"
+        );
         while self.commit < self.commit_max {
             let op = self.commit + 1;
             let Some(slot) = self.journal.get(op) else {
@@ -742,12 +760,21 @@ impl<S: StateMachine> Replica<S> {
     /// Starts the prepare timeout for a pipeline that had none: the acks as
     /// they stand are the marks each backup's progress is measured from.
     fn start_prepare_timeout(&mut self) {
+        assert!(
+            self.is_serving_primary(),
+            "prepares retransmitted by a replica that does not serve as primary"
+        );
         self.timers.prepare.start();
         self.acks_at_retransmit = self.acks;
     }
 
     /// Sends the prepare at `op` to `to`, from memory or from storage.
     pub(crate) fn send_prepare(&self, to: u8, op: u64, effects: &mut Effects) {
+        assert!(
+            op <= self.journal.head(),
+            "sending prepare {op} past the log's head {}",
+            self.journal.head()
+        );
         let Some(slot) = self.journal.get(op) else {
             effects.push(Effect::ServePrepare {
                 to,
@@ -771,6 +798,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Backup: the primary is alive; withdraw any vote to leave the view.
     pub(crate) fn heard_from_primary(&mut self) {
+        assert!(!self.is_primary(), "a primary heard from itself");
         self.start_patience = 0;
         if self.timers.primary.ticking() {
             self.timers.primary.reset();
@@ -792,6 +820,13 @@ impl<S: StateMachine> Replica<S> {
 
     /// Enters Normal status in the current view (timers, first messages).
     pub(crate) fn enter_normal(&mut self, effects: &mut Effects) {
+        assert!(self.adoption.is_none(), "serving while adopting a view");
+        assert!(
+            self.view_persisted >= self.view,
+            "serving in view {} before it is persisted ({})",
+            self.view,
+            self.view_persisted
+        );
         self.end_quiet();
         self.status = Status::Normal;
         self.log_view = self.view;

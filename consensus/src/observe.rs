@@ -189,6 +189,12 @@ impl<S: StateMachine> Replica<S> {
             self.view
         );
         assert!(
+            self.view_persisted <= self.durable.view,
+            "persisted view {} never asked for (durable view {})",
+            self.view_persisted,
+            self.durable.view
+        );
+        assert!(
             self.commit <= self.commit_max,
             "commit {} past the highest heard of, {}",
             self.commit,
@@ -213,6 +219,122 @@ impl<S: StateMachine> Replica<S> {
             self.svc_votes >> REPLICAS_MAX == 0,
             "a view change vote from a slot past the last"
         );
+        self.assert_log_invariants();
+        self.assert_role_invariants();
+        self.cursors.assert_invariants();
+    }
+
+    /// The journal, storage and client table against the commit number:
+    /// the window reaches the op after the commit, the log holds every
+    /// applied op, appends continue where storage was handed ops, the
+    /// client table knows every applied request, and a cut waits for a
+    /// persist in flight.
+    fn assert_log_invariants(&self) {
+        assert!(
+            self.journal.base() <= self.commit + 1,
+            "the journal starts at {}, past the op after commit {}",
+            self.journal.base(),
+            self.commit
+        );
+        assert!(
+            self.journal.head() >= self.commit,
+            "the log's head {} below commit {}",
+            self.journal.head(),
+            self.commit
+        );
+        assert!(
+            self.appended_from <= self.write_next,
+            "appends from {} past the next write {}",
+            self.appended_from,
+            self.write_next
+        );
+        assert!(
+            self.client_table.through() >= self.commit,
+            "the client table stops at {}, below commit {}",
+            self.client_table.through(),
+            self.commit
+        );
+        if let Some(deferred) = self.deferred_cut {
+            assert!(
+                deferred.gate > self.persist_completed && deferred.gate <= self.persist_requested,
+                "a cut waits for persist {} that is not in flight ({}..={})",
+                deferred.gate,
+                self.persist_completed + 1,
+                self.persist_requested
+            );
+        }
+        debug_assert!(
+            self.rewriting_below_window
+                .iter()
+                .all(|op| *op <= self.commit && self.faulty_ops.contains(op)),
+            "a rewrite below the window of an op that is not a damaged committed one"
+        );
+    }
+
+    /// What the replica's role and status imply: the view's membership is
+    /// at hand, acks stay within the log, a vote to leave is this
+    /// replica's own exactly while it suspects, a serving log is trusted,
+    /// and an adoption belongs to the view change of the current view.
+    fn assert_role_invariants(&self) {
+        assert_eq!(
+            self.view_membership.epoch, self.view.epoch,
+            "the membership at hand is not the view's"
+        );
+        if self.is_serving_primary() {
+            let head = self.journal.head();
+            assert!(
+                self.acks.iter().all(|ack| *ack <= head),
+                "an ack above the primary's head {head}: {:?}",
+                self.acks
+            );
+        } else if self.status == Status::Normal {
+            assert!(
+                self.acked <= self.journal.head(),
+                "acked {} above the log's head {}",
+                self.acked,
+                self.journal.head()
+            );
+        }
+        if self.status != Status::Retired {
+            let voted = self.svc_votes & (1 << self.config.replica) != 0;
+            assert_eq!(
+                voted, self.suspecting,
+                "this replica's own vote to leave the view and its suspicion disagree"
+            );
+        }
+        assert!(
+            self.status != Status::Normal || self.trusted,
+            "serving on an untrusted log"
+        );
+        if self.status == Status::AwaitingStateTransfer {
+            assert!(!self.trusted, "awaiting a state transfer on a trusted log");
+            assert!(
+                self.durable.log_unsettled,
+                "awaiting a state transfer with the log marked settled"
+            );
+        }
+        assert!(
+            self.handover.is_none_or(|drain| drain.ticks_left > 0),
+            "a handover drain that ran out is still on"
+        );
+        assert!(
+            self.start_patience <= crate::replica::START_PATIENCE_TIMEOUTS,
+            "patience {} past its start",
+            self.start_patience
+        );
+        if let Some(adoption) = &self.adoption {
+            assert_eq!(
+                self.status,
+                Status::ViewChange,
+                "adopting view {} outside a view change",
+                adoption.view
+            );
+            assert_eq!(
+                adoption.view, self.view,
+                "adopting view {} while in view {}",
+                adoption.view, self.view
+            );
+        }
     }
 
     /// Why the view change waits and for whom (a bitset), if it does.

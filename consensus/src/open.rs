@@ -313,6 +313,7 @@ fn view_at_open(
     memberships: &Memberships,
     joined_epoch: u32,
 ) -> DurableState {
+    let persisted = state.view;
     if let Some(start) = state.latest_start().filter(|start| start.view > state.view) {
         // A state transfer brought the start of a view this replica never
         // entered: that view began, so every view below it is over. Taking
@@ -337,6 +338,11 @@ fn view_at_open(
             state.view = ViewId::new(epoch, 0);
         }
     }
+    assert!(
+        state.view >= persisted,
+        "opening in view {}, below the persisted {persisted}",
+        state.view
+    );
     state
 }
 

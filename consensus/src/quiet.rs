@@ -224,6 +224,7 @@ impl<S: StateMachine> Replica<S> {
     /// holds every op and cursor event this primary holds and repairs
     /// nothing (it may not have learned the latest commit yet).
     pub(crate) fn holds_everything(&self, slot: u8) -> bool {
+        assert!(slot < REPLICAS_MAX, "slot {slot} out of range");
         let index = usize::from(slot);
         let bit: SlotBits = 1 << slot;
         self.reported & bit != 0
@@ -282,6 +283,10 @@ impl<S: StateMachine> Replica<S> {
             self.status,
             Status::Normal,
             "only a Normal replica quiesces"
+        );
+        assert!(
+            self.deferred_cut.is_none(),
+            "quiet with a cut waiting for its persist"
         );
         self.quiet = true;
         self.timers.heartbeat.stop();

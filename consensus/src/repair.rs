@@ -364,6 +364,15 @@ impl<S: StateMachine> Replica<S> {
     /// that begins there. Peers asking for ops below it are told so, and
     /// damaged ops below it need no repair any more.
     pub fn note_log_start(&mut self, start: u64) {
+        // Retention drops committed ops only; a transfer's install may
+        // leave a log that starts past what this replica applied until it
+        // takes it in.
+        assert!(
+            start <= self.commit + 1 || self.status == Status::AwaitingStateTransfer,
+            "storage dropped ops up to {}, past commit {}",
+            start.saturating_sub(1),
+            self.commit
+        );
         self.log_start = start.max(1);
         let rewriting = &self.rewriting_below_window;
         self.faulty_ops

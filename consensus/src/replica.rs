@@ -550,6 +550,12 @@ impl<S: StateMachine> Replica<S> {
         }
         if let Some(deferred) = self.deferred_cut {
             if deferred.gate <= sequence {
+                assert!(
+                    deferred.op >= self.commit,
+                    "a deferred cut to op {} would drop committed ops up to {}",
+                    deferred.op,
+                    self.commit
+                );
                 self.deferred_cut = None;
                 effects.push(Effect::Cut {
                     op: deferred.op,
@@ -680,6 +686,11 @@ impl<S: StateMachine> Replica<S> {
             self.start_view_change(view, effects);
             self.view_change.dvcs = at_hand;
         }
+        assert_eq!(
+            self.status,
+            Status::ViewChange,
+            "loss is accepted only for a view change"
+        );
         self.view_change.accept_loss = true;
         self.try_merge(effects);
         true
@@ -738,6 +749,14 @@ impl<S: StateMachine> Replica<S> {
 
     /// Sends `message` to every other replica.
     pub(crate) fn broadcast(&self, message: Message, effects: &mut Effects) {
+        let prefix = message.prefix();
+        assert!(
+            prefix.replica == self.config.replica && prefix.view_id() == self.view,
+            "a broadcast speaks for replica {} in view {}, not this one in {}",
+            prefix.replica,
+            prefix.view_id(),
+            self.view
+        );
         for to in self.others() {
             effects.push(Effect::Send {
                 to,

@@ -32,6 +32,18 @@ impl<S: StateMachine> Replica<S> {
     /// Asks for the durable state to be persisted (coalescing: only the
     /// newest matters), with the client table as of the commit.
     pub(crate) fn request_persist(&mut self, effects: &mut Effects) -> u64 {
+        assert!(
+            self.durable.log_view <= self.durable.view,
+            "persisting log view {} past view {}",
+            self.durable.log_view,
+            self.durable.view
+        );
+        assert!(
+            self.durable.view <= self.view,
+            "persisting view {}, past the replica's {}",
+            self.durable.view,
+            self.view
+        );
         self.persist_requested += 1;
         self.persists_in_flight.push_back((
             self.persist_requested,
@@ -172,6 +184,11 @@ impl<S: StateMachine> Replica<S> {
     /// Removes every op above `op` from the journal and from storage, and
     /// the cursor events from `cursor_tail` if given.
     fn cut_log(&mut self, op: u64, cursor_tail: Option<u64>, effects: &mut Effects) {
+        assert!(
+            op >= self.commit,
+            "cutting the log to op {op}, below commit {}",
+            self.commit
+        );
         // Where storage can cut depends on what is damaged above `op` too.
         let cut = self.storage_cut_point(op);
         self.journal.truncate(op);
@@ -269,6 +286,11 @@ impl<S: StateMachine> Replica<S> {
 
     /// Asks storage for a cut, or folds it into the one waiting for a persist.
     fn push_cut(&mut self, op: u64, cursor_tail: Option<u64>, effects: &mut Effects) {
+        assert!(
+            op >= self.commit,
+            "a cut to op {op} would drop committed ops up to {}",
+            self.commit
+        );
         match self.deferred_cut {
             Some(earlier) => {
                 let merged = earlier.merged(op, cursor_tail);

@@ -118,6 +118,11 @@ impl Timeout {
             "timeout {} due before its length",
             self.name
         );
+        assert!(
+            self.deadline_ticks < self.after_ticks * (BACKOFF_MULTIPLE_MAX + 1),
+            "timeout {} backed off past its cap",
+            self.name
+        );
     }
 
     /// Advances `ticks` ticks at once, none of which it may fire on (the

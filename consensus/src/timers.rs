@@ -95,5 +95,9 @@ impl Timers {
             !(self.heartbeat.ticking() && self.primary.ticking()),
             "a replica heartbeats as primary and waits for one as backup at once"
         );
+        assert!(
+            !self.prepare.ticking() || self.heartbeat.ticking(),
+            "prepares retransmitted by a replica that does not heartbeat"
+        );
     }
 }

@@ -36,6 +36,10 @@ impl<S: StateMachine> Replica<S> {
             "view {new_view} is not above {}",
             self.view
         );
+        assert!(
+            self.status != Status::Retired,
+            "a retired replica moves to view {new_view}"
+        );
         let awaiting = self.status == Status::AwaitingStateTransfer;
         self.end_quiet();
         self.set_view(new_view);
@@ -222,6 +226,11 @@ impl<S: StateMachine> Replica<S> {
         if self.log_view >= self.view {
             return;
         }
+        assert!(
+            self.view_persisted >= self.view,
+            "a DoViewChange for view {} before the view is persisted",
+            self.view
+        );
         if self.adoption.is_none() {
             let dvc = self.do_view_change();
             self.broadcast(Message::DoViewChange(dvc), effects);
@@ -341,6 +350,11 @@ impl<S: StateMachine> Replica<S> {
             }
             headers.push(slot.header);
         }
+        assert!(
+            headers.len() <= DVC_SUFFIX_HEADERS_MAX,
+            "{} headers in a DoViewChange",
+            headers.len()
+        );
         let mut flags = if self.trusted {
             DoViewChangeFlags::empty()
         } else {
@@ -543,6 +557,11 @@ impl<S: StateMachine> Replica<S> {
 
     /// This primary's StartView (none before its view's start is recorded).
     pub(crate) fn start_view_message(&self, nonce: u64) -> Option<Message> {
+        assert!(
+            self.is_primary(),
+            "a StartView of view {} from a replica that is not its primary",
+            self.view
+        );
         let start = match self
             .durable
             .latest_start()
@@ -577,6 +596,11 @@ impl<S: StateMachine> Replica<S> {
             .iter()
             .map(history_start_record)
             .collect();
+        assert!(
+            starts.len() <= crate::state::HISTORY_STARTS_MAX,
+            "{} history starts in a StartView",
+            starts.len()
+        );
         header.history_start_count = starts.len() as u8;
         let mut body = Vec::with_capacity(headers.as_bytes().len() + starts.as_bytes().len());
         body.extend_from_slice(headers.as_bytes());
@@ -671,6 +695,11 @@ impl<S: StateMachine> Replica<S> {
     /// The partition diverged from history it applied: move it aside and
     /// rebuild it by state transfer.
     pub(crate) fn quarantine(&mut self, diverged_op: u64, effects: &mut Effects) {
+        assert!(
+            diverged_op >= 1 && diverged_op <= self.commit,
+            "quarantining at op {diverged_op}, which is not applied (commit {})",
+            self.commit
+        );
         effects.event(Event::AppliedDivergence { op: diverged_op });
         effects.push(Effect::Quarantine {
             agreed_op: diverged_op - 1,
@@ -683,6 +712,10 @@ impl<S: StateMachine> Replica<S> {
     /// installed log is a committed prefix no view vouches for: untrusted
     /// until a view is adopted.
     pub(crate) fn await_state_transfer(&mut self, from: u8, op_min: u64, effects: &mut Effects) {
+        assert!(
+            self.status != Status::Retired,
+            "a retired replica awaits a state transfer"
+        );
         self.status = Status::AwaitingStateTransfer;
         self.adoption = None;
         self.durable.log_unsettled = true;

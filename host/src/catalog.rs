@@ -283,6 +283,10 @@ impl Catalog {
     /// An empty catalog for a cluster of `nodes`.
     pub fn new(nodes: Vec<u32>) -> Catalog {
         assert!(!nodes.is_empty());
+        assert!(
+            nodes.windows(2).all(|pair| pair[0] < pair[1]),
+            "cluster nodes not sorted and distinct: {nodes:?}"
+        );
         Catalog {
             streams: BTreeMap::new(),
             groups: BTreeMap::new(),
@@ -463,7 +467,8 @@ impl Catalog {
             retired: Vec::new(),
         };
         assignment.check();
-        self.groups.insert(group, assignment);
+        let reused = self.groups.insert(group, assignment);
+        assert!(reused.is_none(), "group id {group} given twice");
         group
     }
 
@@ -502,7 +507,11 @@ impl Catalog {
             .and_then(|topics| topics.remove(topic))
             .unwrap_or_default();
         for group in &entry.groups {
-            self.groups.remove(group);
+            let removed = self.groups.remove(group);
+            assert!(
+                removed.is_some(),
+                "topic {stream}/{topic} names group {group}, which the catalog lacks"
+            );
         }
         self.forget_consumer_groups(stream, topic);
         entry.groups
@@ -685,7 +694,13 @@ impl StateMachine for Catalog {
             // plane (`needs_bodies`); a missing one is a bug.
             panic!("metadata op {} committed without its body", header.op.get());
         };
-        self.applied_op = self.applied_op.max(header.op.get());
+        assert!(
+            header.op.get() > self.applied_op,
+            "metadata op {} applied after op {}",
+            header.op.get(),
+            self.applied_op
+        );
+        self.applied_op = header.op.get();
         let result = match header.operation() {
             Operation::CreateStream => self.create_stream(body),
             Operation::CreateTopic => self.create_topic(body),
@@ -711,6 +726,7 @@ impl StateMachine for Catalog {
                 format!("{other:?} is not a metadata operation"),
             )),
         };
+        self.assert_invariants();
         match result {
             Ok(reply) => (ResultCode::Ok, reply),
             Err(error) => (error.code(), Bytes::from(error.to_vec())),
@@ -742,9 +758,17 @@ pub fn placement(nodes: &[u32], group: u64, replicas: usize) -> Vec<u32> {
         .get((index / count) % steps.len().max(1))
         .copied()
         .unwrap_or(1);
-    (0..replicas)
+    let placed: Vec<u32> = (0..replicas)
         .map(|slot| nodes[(start + slot * step) % count])
-        .collect()
+        .collect();
+    debug_assert!(
+        placed
+            .iter()
+            .enumerate()
+            .all(|(slot, node)| !placed[..slot].contains(node)),
+        "group {group} placed twice on one node: {placed:?}"
+    );
+    placed
 }
 
 fn gcd(a: usize, b: usize) -> usize {

@@ -352,6 +352,7 @@ fn read_count(
     field: &'static str,
     entry_bytes_min: usize,
 ) -> Result<usize, BodyError> {
+    assert!(entry_bytes_min > 0, "{field}: an entry takes some bytes");
     let count = reader.u32(field)? as usize;
     if count > reader.remaining() / entry_bytes_min {
         return Err(BodyError::Invalid {

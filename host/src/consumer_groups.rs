@@ -170,6 +170,11 @@ pub fn assign(
         larger -= extra;
         share.insert(member, base + extra);
     }
+    assert_eq!(
+        share.values().sum::<usize>(),
+        partition_count,
+        "the members' shares do not add up to the partitions"
+    );
     let mut owners = vec![None; partition_count];
     for (member, partitions) in &kept {
         for partition in partitions.iter().take(share[member]) {
@@ -286,6 +291,11 @@ impl Catalog {
     ) {
         for group in self.consumer_groups.values_mut() {
             if (group.stream.as_str(), group.topic.as_str()) == (stream, topic) {
+                assert!(
+                    partition_count >= group.owners.len(),
+                    "topic {stream}/{topic} shrank from {} partitions to {partition_count}",
+                    group.owners.len()
+                );
                 group.rebalance(partition_count);
             }
         }

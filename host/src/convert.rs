@@ -6,7 +6,25 @@ use strand_partition::recovery::Recovery;
 use strand_partition::superblock::{self, DurableFields};
 
 /// Consensus's state as the superblock stores it.
+///
+/// What a superblock read back refuses is never written: the starts within
+/// their bound and ascending by view, the view headers within theirs.
 pub fn fields_of(state: &DurableState) -> DurableFields {
+    let starts = &state.history_starts;
+    assert!(
+        starts.len() <= superblock::HISTORY_STARTS_MAX,
+        "{} history starts to persist",
+        starts.len()
+    );
+    assert!(
+        starts.windows(2).all(|pair| pair[0].view < pair[1].view),
+        "history starts to persist out of view order: {starts:?}"
+    );
+    assert!(
+        state.view_headers.len() <= superblock::VIEW_HEADERS_MAX,
+        "{} view headers to persist",
+        state.view_headers.len()
+    );
     DurableFields {
         view: state.view,
         log_view: state.log_view,

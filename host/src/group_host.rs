@@ -185,6 +185,13 @@ impl<D: Disk> GroupHost<D> {
         cluster: u64,
         group: u64,
     ) -> GroupHost<D> {
+        let config = replica.config();
+        assert!(
+            config.cluster == cluster && config.group == group,
+            "a host for group {group} of cluster {cluster} over replica {}/{}",
+            config.group,
+            config.cluster
+        );
         GroupHost {
             replica,
             partition: Some(partition),
@@ -310,6 +317,7 @@ impl<D: Disk> GroupHost<D> {
                 if cfg!(debug_assertions) {
                     self.replica.assert_invariants();
                 }
+                self.assert_invariants();
                 return;
             }
             // One buffer for the host's life: no allocation per turn.
@@ -320,6 +328,27 @@ impl<D: Disk> GroupHost<D> {
             }
             self.batch = batch;
         }
+    }
+
+    /// The host's own invariants, after every settle: a storage failure is
+    /// described exactly when there was one, the partition is open unless
+    /// one took it, the bound on consumer names keeps some, and both ends
+    /// of state transfer hold theirs.
+    fn assert_invariants(&self) {
+        assert_eq!(
+            self.storage_failed,
+            self.storage_failure.is_some(),
+            "a storage failure without its description, or the reverse"
+        );
+        assert!(
+            self.partition.is_some() || self.storage_failed,
+            "the partition is gone with no storage failure"
+        );
+        assert!(
+            self.cursor_consumers_max > 0,
+            "a partition that keeps no cursor"
+        );
+        self.assert_transfer_invariants();
     }
 
     /// Persists the replica's commit number if it is ahead of the persisted
@@ -353,6 +382,11 @@ impl<D: Disk> GroupHost<D> {
         }
         match outcome {
             Ok(outcome) => {
+                assert!(
+                    self.partition_view().head_op() <= commit + 1,
+                    "retention dropped ops up to {}, past commit {commit}",
+                    self.partition_view().head_op() - 1
+                );
                 if outcome.segments_removed > 0 {
                     self.note_log_start();
                 }
@@ -385,11 +419,22 @@ impl<D: Disk> GroupHost<D> {
             return 0;
         }
         let partition = self.partition_view();
+        assert!(
+            partition.cursor_snapshot_covers() <= partition.cursor_tail(),
+            "the cursor snapshot covers {} events of a log of {}",
+            partition.cursor_snapshot_covers(),
+            partition.cursor_tail()
+        );
         let unfolded = partition.cursor_tail() - partition.cursor_snapshot_covers();
         if unfolded < CURSOR_EVENTS_BEFORE_COMPACTION {
             return 0;
         }
         let keep_from = self.replica.cursor_keep_from();
+        assert!(
+            keep_from <= partition.cursor_tail(),
+            "compaction keeps events from {keep_from}, past the log's tail {}",
+            partition.cursor_tail()
+        );
         let compacted = self
             .partition_mut()
             .snapshot_cursors()
@@ -611,8 +656,14 @@ impl<D: Disk> GroupHost<D> {
     }
 
     fn write_prepare(&mut self, prepare: Msg<strand_wire::PrepareHeader>, out: &mut Vec<Output>) {
+        let (op, checksum) = (prepare.header().op.get(), prepare.checksum());
         match self.partition_mut().write_prepare(prepare) {
             Ok(accepted) => {
+                assert!(
+                    accepted.op == op && accepted.checksum == checksum,
+                    "storage took op {} for the write of op {op}",
+                    accepted.op
+                );
                 if accepted.stage == strand_partition::WriteStage::Queued {
                     out.push(Output::WriteStage {
                         op: accepted.op,
@@ -631,6 +682,10 @@ impl<D: Disk> GroupHost<D> {
     }
 
     fn serve_headers(&mut self, to: u8, op_min: u64, op_max: u64, out: &mut Vec<Output>) {
+        assert!(
+            op_min <= op_max,
+            "serving headers {op_min}..={op_max}, an empty range"
+        );
         let op_max = op_max.min(op_min + HEADERS_PER_MESSAGE_MAX as u64 - 1);
         let headers = match self.partition_mut().read_headers(op_min, op_max) {
             Ok(headers) => headers,
@@ -639,6 +694,11 @@ impl<D: Disk> GroupHost<D> {
         if headers.is_empty() {
             return;
         }
+        assert!(
+            headers.len() <= HEADERS_PER_MESSAGE_MAX,
+            "{} headers read for one frame",
+            headers.len()
+        );
         let header = HeadersHeader::new(
             self.cluster,
             self.group,
@@ -693,6 +753,11 @@ impl<D: Disk> GroupHost<D> {
         if events.is_empty() {
             return;
         }
+        assert!(
+            events.len() as u64 <= end - cursor_from,
+            "{} cursor events read for {cursor_from}..{end}",
+            events.len()
+        );
         let mut header = CursorsHeader::new(
             self.cluster,
             self.group,
@@ -711,10 +776,13 @@ impl<D: Disk> GroupHost<D> {
     /// Storage's part of an event (a retirement is recorded), then the
     /// event goes out.
     fn on_event(&mut self, event: Event, out: &mut Vec<Output>) {
-        if let Event::Retired { epoch } = event
-            && let Err(error) = self.partition_mut().mark_retired(epoch)
-        {
-            self.storage_error("record the retirement", &error);
+        if let Event::Retired { epoch } = event {
+            // Epoch 0 on disk means "not retired": nobody retires in the
+            // epoch a group was created with.
+            assert!(epoch > 0, "a retirement recorded at epoch 0");
+            if let Err(error) = self.partition_mut().mark_retired(epoch) {
+                self.storage_error("record the retirement", &error);
+            }
         }
         out.push(Output::Event(event));
     }

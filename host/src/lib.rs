@@ -13,7 +13,7 @@
 //! | [`group_host`] | `GroupHost`, the one door into a group: opening it (trust, a newcomer's placement, the catalog replayed); every input through its methods (`inputs`: start, requests, assignments, retirement, accepted loss) and every effect carried out here; reads under the committed-only rule and the replica's progress (`reads`); the simulator's read-only look inside behind the `inspect` feature; cursor stores and deletes (the door to the bound on consumer names); retention and cursor compaction when the owner asks; the metadata log's compaction (`catalog_log`: catalog snapshots, the log below the older one dropped, the catalog rebuilt after a transfer); both ends of state transfer; outputs for the owner |
 //! | [`reassign`] | **pure**: planning a reassignment: stable slots, in place or by view change |
 //! | [`move_safety`] | **pure**: whether a reassignment or a drop of a retired copy could lose confirmed records, judged from the primary's status |
-//! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs; their bounds per cluster (`catalog_limits`) |
+//! | [`catalog`] | the metadata plane's state machine: streams, topics, placements, epochs; their bounds per cluster (`catalog_limits`); its own rules, asserted after every op (`catalog_invariants`) |
 //! | [`consumer_groups`] | the catalog's consumer groups: members, generations, the sticky assignment, offset fences |
 //! | [`users`] | the catalog's users and access tokens: hashes, permissions, expiry |
 //! | [`quotas`] | the catalog's quotas: each user's produce, fetch and request rates |
@@ -31,6 +31,7 @@
 
 pub mod catalog;
 pub mod catalog_image;
+mod catalog_invariants;
 mod catalog_limits;
 pub mod consumer_groups;
 pub mod convert;

@@ -72,7 +72,8 @@ impl RecoveredBodies {
     pub fn insert(&mut self, prepare: Msg<PrepareHeader>) {
         let op = prepare.header().op.get();
         assert!(op > 0, "op 0 is the root, never a prepare");
-        self.by_op.insert(op, prepare);
+        let earlier = self.by_op.insert(op, prepare);
+        assert!(earlier.is_none(), "the body of op {op} read twice");
     }
 
     /// How many bodies are kept.

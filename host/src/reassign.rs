@@ -36,6 +36,14 @@ pub struct SlotAssignment {
 impl SlotAssignment {
     /// Slots `0..nodes.len()` holding `nodes` in order: a partition as created.
     pub fn dense(epoch: u32, nodes: &[u32], confirm: ConfirmPolicy) -> SlotAssignment {
+        assert!(
+            nodes.len() <= usize::from(REPLICAS_MAX)
+                && nodes
+                    .iter()
+                    .enumerate()
+                    .all(|(slot, node)| !nodes[..slot].contains(node)),
+            "nodes {nodes:?} are not one per slot"
+        );
         SlotAssignment {
             epoch,
             slots: nodes.iter().copied().map(Some).collect(),
@@ -139,6 +147,18 @@ pub fn plan(
         slots: next_slots(current, &wanted, &joining)?,
         confirm,
     };
+    debug_assert!(
+        current.members().all(|(slot, node)| {
+            let kept = next.slots.get(usize::from(slot)).copied().flatten();
+            kept.is_none() || kept == Some(node)
+        }),
+        "a slot changes hands: {current:?} to {next:?}"
+    );
+    debug_assert!(
+        next.members()
+            .all(|(slot, node)| current.slot_of(node).is_none_or(|held| held == slot)),
+        "a staying node moved slots: {current:?} to {next:?}"
+    );
     let transition = transition(&current.membership(), &next.membership());
     if transition == Transition::ViewChange && wanted.is_disjoint(&current_nodes) {
         return Err(ReassignError::KeepsNoMember);
@@ -199,6 +219,11 @@ fn next_slots(
     while slots.last() == Some(&None) {
         slots.pop();
     }
+    assert!(
+        slots.len() <= usize::from(REPLICAS_MAX),
+        "{} slots past the {REPLICAS_MAX} there are",
+        slots.len()
+    );
     Ok(slots)
 }
 

@@ -75,6 +75,10 @@ impl TickSchedule {
         {
             self.due.remove(&(due, group));
         }
+        debug_assert!(
+            self.due.iter().all(|(_, due_group)| *due_group != group),
+            "group {group} removed but still due"
+        );
     }
 
     /// Whether `group` is in the schedule.

@@ -107,6 +107,10 @@ impl Incoming {
     }
 
     fn request(&self, chunk: u32) -> TransferAction {
+        assert!(
+            chunk == 0 || self.frontier.is_some(),
+            "chunk {chunk} asked for before the manifest"
+        );
         let (frontier_op, frontier_offset) = self.frontier.unwrap_or((0, 0));
         TransferAction::Request {
             to: self.source,
@@ -188,6 +192,10 @@ impl Incoming {
     /// (`needed`, ascending), up to [`CHUNKS_IN_FLIGHT_MAX`] in flight; once
     /// nothing is missing and nothing is in flight, install.
     pub fn request_more(&mut self, needed: &[u32], actions: &mut Vec<TransferAction>) {
+        debug_assert!(
+            needed.windows(2).all(|pair| pair[0] < pair[1]) && needed.first() != Some(&0),
+            "chunks needed out of order, or the manifest among them: {needed:?}"
+        );
         if self.frontier.is_none() {
             return; // still waiting for a manifest that reaches op_min
         }
@@ -217,6 +225,11 @@ impl Incoming {
             self.in_flight.len()
         );
         assert!(self.idle_ticks < STALL_TICKS, "a stall not acted on");
+        assert!(
+            self.stalls <= STALLS_PER_SOURCE_MAX,
+            "{} stalls from one source",
+            self.stalls
+        );
         if self.frontier.is_none() {
             assert!(
                 self.in_flight.iter().all(|chunk| *chunk == 0),

@@ -154,6 +154,12 @@ impl Catalog {
             ));
         }
         user.permissions.insert(request.permission);
+        assert!(
+            user.permissions.len() <= PERMISSIONS_PER_USER_MAX,
+            "user {} holds {} permissions",
+            request.user,
+            user.permissions.len()
+        );
         Ok(Bytes::new())
     }
 
@@ -239,12 +245,20 @@ impl Catalog {
         Ok(Bytes::new())
     }
 
-    /// Every token belongs to a user that exists, within the bound.
+    /// Every token belongs to a user that exists, within the bounds (in
+    /// all and per user).
     fn assert_token_invariants(&self) {
         assert!(
             self.tokens.len() <= TOKENS_MAX,
             "{} tokens",
             self.tokens.len()
+        );
+        debug_assert!(
+            self.users.keys().all(|user| {
+                let held = self.tokens.values().filter(|token| token.user == *user);
+                held.count() <= TOKENS_PER_USER_MAX
+            }),
+            "a user holds more than {TOKENS_PER_USER_MAX} tokens"
         );
         for (id, token) in &self.tokens {
             assert!(

@@ -57,11 +57,20 @@ impl<D: Disk> GroupHost<D> {
             "the catalog applies committed ops"
         );
         let image = crate::catalog_image::encode(catalog);
+        debug_assert!(
+            crate::catalog_image::decode(&image).as_ref() == Ok(catalog),
+            "the catalog's image does not read back as the catalog"
+        );
         let written = self.partition_mut().write_machine_snapshot(commit, &image);
         if let Err(error) = written {
             self.storage_error("write a catalog snapshot", &error);
             return None;
         }
+        assert_eq!(
+            self.partition_view().machine_snapshot_newest(),
+            Some(commit),
+            "the snapshot just written is not the newest"
+        );
         let segments_removed = match self.drop_log_below_snapshots() {
             Ok(removed) => removed,
             Err(error) => {
@@ -85,6 +94,11 @@ impl<D: Disk> GroupHost<D> {
             .partition_view()
             .machine_snapshot_floor()
             .expect("a snapshot was just written");
+        assert!(
+            floor <= self.replica.commit(),
+            "the older snapshot at op {floor} is past commit {}",
+            self.replica.commit()
+        );
         let everything_below = RetentionPolicy {
             retention_bytes: Some(0),
             retention_ms: None,
@@ -92,6 +106,12 @@ impl<D: Disk> GroupHost<D> {
         let outcome = self
             .partition_mut()
             .apply_retention(everything_below, 0, floor + 1)?;
+        assert!(
+            self.partition_view().head_op() <= floor + 1,
+            "the log starts at op {}, past the older snapshot's next op {}",
+            self.partition_view().head_op(),
+            floor + 1
+        );
         if outcome.segments_removed > 0 {
             self.note_log_start();
         }

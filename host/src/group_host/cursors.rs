@@ -54,6 +54,10 @@ impl<D: Disk> GroupHost<D> {
             &mut self.effects,
         );
         if outcome == CursorOutcome::Accepted {
+            assert!(
+                self.replica.is_serving_primary(),
+                "a cursor store accepted by a replica that is not the serving primary"
+            );
             self.cursor_clock_in_view()
                 .stored_ns
                 .insert(consumer, now_ns);
@@ -74,6 +78,10 @@ impl<D: Disk> GroupHost<D> {
             .replica
             .on_delete_cursor(request, delete, census, &mut self.effects);
         if outcome == CursorOutcome::Accepted {
+            assert!(
+                self.replica.is_serving_primary(),
+                "a cursor delete accepted by a replica that is not the serving primary"
+            );
             self.cursor_clock.stored_ns.remove(&consumer);
         }
         outcome
@@ -113,6 +121,11 @@ impl<D: Disk> GroupHost<D> {
         let count = self
             .replica
             .expire_cursors(expired.clone(), &mut self.effects);
+        assert!(
+            count <= expired.len(),
+            "{count} cursors expired of {} asked",
+            expired.len()
+        );
         for consumer in expired.iter().take(count) {
             self.cursor_clock.stored_ns.remove(consumer);
         }
@@ -123,6 +136,11 @@ impl<D: Disk> GroupHost<D> {
     /// than the replica's: only this view's stores reached this primary.
     fn cursor_clock_in_view(&mut self) -> &mut CursorClock {
         let view = self.replica.view();
+        assert!(
+            self.cursor_clock.view.is_none_or(|clock| clock <= view),
+            "the cursor clock's view {:?} is past the replica's {view}",
+            self.cursor_clock.view
+        );
         if self.cursor_clock.view != Some(view) {
             self.cursor_clock = CursorClock {
                 view: Some(view),

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use strand_consensus::{Config, Effects, RecordLog, Replica};
+use strand_consensus::{Config, Effects, RecordLog, Recovered, Replica, Status};
 #[cfg(feature = "mutations")]
 use strand_partition::OpenMutations;
 use strand_partition::{
@@ -170,70 +170,38 @@ impl<D: Disk> GroupHost<D> {
         GroupHost::open_with(spec, disk, new_disk, mutations)
     }
 
+    /// Opens the group in named steps: its storage, what consensus
+    /// recovers from it, the state machine, the replica, then (for the
+    /// metadata plane) the catalog replayed up to the commit.
     fn open_with(
         spec: &HostSpec,
-        mut disk: D,
+        disk: D,
         new_disk: Box<dyn FnMut() -> D + Send>,
         mutations: Mutations,
     ) -> Result<(GroupHost<D>, Recovery), OpenError> {
-        let newest = spec.newest_epoch();
-        // A replica added to a group with history starts empty and must
-        // not serve that emptiness: it awaits a state transfer.
-        let joining = newest > 0 && !strand_partition::partition_present(&mut disk, &spec.dir);
-        let page_cache_trusted = cfg!(feature = "mutations") && mutations.page_cache_trusted;
-        let config = PartitionConfig {
-            replica: spec.replica.replica,
-            durability: spec.replica.durability,
-            confirm: spec.confirm,
-            create_awaiting_transfer: joining,
-            drop_unsynced: spec.storage.drop_unsynced && !page_cache_trusted,
-            ..spec.storage
-        };
-        // A log that contradicts itself is fenced and awaits a transfer.
-        let (mut partition, recovery, _fenced) = open_partition(disk, spec, config, mutations)?;
-        if recovery.durable.view.epoch > newest {
-            // This node's catalog is behind the group: wait for it (the next
-            // placement reopens the group).
-            return Err(OpenError::NotPlaced(format!(
-                "the partition is at epoch {} but this node's catalog only knows {newest}",
-                recovery.durable.view.epoch
-            )));
-        }
-        let mut recovered = recovered_of(&recovery);
-        if cfg!(feature = "mutations") && mutations.trust_unclean {
-            recovered.trusted = true;
-        }
-        if joining || never_entered_a_view(&recovery) {
-            // A copy placed by a reassignment (its slot may have named
-            // another node in earlier epochs): at the newest epoch at most.
-            recovered.joined_epoch = newest;
-        }
-        let (machine, snapshot_op) = match &spec.catalog_nodes {
-            Some(nodes) => {
-                let (catalog, snapshot_op) = crate::machine::catalog_at_open(
-                    nodes.clone(),
-                    recovered.state.commit,
-                    &mut partition,
-                )?;
-                crate::machine::rewind_below_damage(&mut recovered, &mut partition, snapshot_op)?;
-                (Machine::catalog_from(catalog), snapshot_op)
-            }
-            None => (Machine::Records(RecordLog::default()), 0),
-        };
-        let mut replica = Replica::open(spec.replica.clone(), recovered, machine);
-        #[cfg(feature = "mutations")]
-        {
-            if mutations.trusted_gate_off {
-                replica.disable_trusted_gate();
-            }
-            if mutations.old_quorum_off {
-                replica.disable_old_quorum();
-            }
-        }
+        assert_eq!(
+            spec.catalog_nodes.is_some(),
+            spec.replica.group == 0,
+            "group {}: the metadata plane's group (0), and it alone, keeps a catalog",
+            spec.replica.group
+        );
+        let (mut partition, recovery, config, joining) = open_storage(spec, disk, mutations)?;
+        let mut recovered = recovered_at_open(spec, &recovery, joining, mutations);
+        let (machine, snapshot_op) = machine_at_open(spec, &mut recovered, &mut partition)?;
+        let mut replica = replica_at_open(spec, recovered, machine, mutations);
         let mut effects = Effects::new();
         if recovery.retired_epoch > 0 {
             replica.retire(recovery.retired_epoch, &mut effects);
         }
+        assert!(
+            !joining
+                || matches!(
+                    replica.status(),
+                    Status::AwaitingStateTransfer | Status::Retired
+                ),
+            "a newly placed copy opens {:?}, not awaiting its state transfer",
+            replica.status()
+        );
         if spec.catalog_nodes.is_some() {
             crate::machine::replay_catalog(&mut replica, &mut partition, snapshot_op)?;
             crate::machine::keep_uncommitted_bodies(&mut replica, &mut partition);
@@ -260,6 +228,105 @@ impl<D: Disk> GroupHost<D> {
         host.note_log_start();
         Ok((host, recovery))
     }
+}
+
+/// The group's partition, opened (or, if its log contradicts itself, fenced
+/// to await a transfer) with the configuration it was opened with, and
+/// whether this copy is joining: a replica added to a group with history
+/// starts empty and must not serve that emptiness, so its partition is
+/// created awaiting a state transfer. Refused while this node's catalog is
+/// behind the group (the next placement reopens it).
+fn open_storage<D: Disk>(
+    spec: &HostSpec,
+    mut disk: D,
+    mutations: Mutations,
+) -> Result<(Partition<D>, Recovery, PartitionConfig, bool), OpenError> {
+    let newest = spec.newest_epoch();
+    let joining = newest > 0 && !strand_partition::partition_present(&mut disk, &spec.dir);
+    let page_cache_trusted = cfg!(feature = "mutations") && mutations.page_cache_trusted;
+    let config = PartitionConfig {
+        replica: spec.replica.replica,
+        durability: spec.replica.durability,
+        confirm: spec.confirm,
+        create_awaiting_transfer: joining,
+        drop_unsynced: spec.storage.drop_unsynced && !page_cache_trusted,
+        ..spec.storage
+    };
+    let (partition, recovery, _fenced) = open_partition(disk, spec, config, mutations)?;
+    if recovery.durable.view.epoch > newest {
+        return Err(OpenError::NotPlaced(format!(
+            "the partition is at epoch {} but this node's catalog only knows {newest}",
+            recovery.durable.view.epoch
+        )));
+    }
+    Ok((partition, recovery, config, joining))
+}
+
+/// What consensus opens from: what the partition found, trusted as a
+/// mutation run forces, and placed at the newest epoch at most when this
+/// copy was placed by a reassignment (its slot may have named another node
+/// in earlier epochs).
+fn recovered_at_open(
+    spec: &HostSpec,
+    recovery: &Recovery,
+    joining: bool,
+    mutations: Mutations,
+) -> Recovered {
+    let mut recovered = recovered_of(recovery);
+    if cfg!(feature = "mutations") && mutations.trust_unclean {
+        recovered.trusted = true;
+    }
+    if joining || never_entered_a_view(recovery) {
+        recovered.joined_epoch = spec.newest_epoch();
+    }
+    recovered
+}
+
+/// The state machine the replica commits into and the op it already
+/// reflects: for the metadata plane, the catalog from its newest usable
+/// snapshot, the commit rewound below a damaged committed op after it; a
+/// partition's record log otherwise (from op 0).
+fn machine_at_open<D: Disk>(
+    spec: &HostSpec,
+    recovered: &mut Recovered,
+    partition: &mut Partition<D>,
+) -> Result<(Machine, u64), PartitionError> {
+    let Some(nodes) = &spec.catalog_nodes else {
+        return Ok((Machine::Records(RecordLog::default()), 0));
+    };
+    let commit = recovered.state.commit;
+    let (catalog, snapshot_op) = crate::machine::catalog_at_open(nodes.clone(), commit, partition)?;
+    crate::machine::rewind_below_damage(recovered, partition, snapshot_op)?;
+    assert!(
+        snapshot_op <= recovered.state.commit,
+        "the catalog opens at op {snapshot_op}, past the commit {}",
+        recovered.state.commit
+    );
+    Ok((Machine::catalog_from(catalog), snapshot_op))
+}
+
+/// The replica over what storage recovered, with the protections a
+/// mutation run switches off.
+fn replica_at_open(
+    spec: &HostSpec,
+    recovered: Recovered,
+    machine: Machine,
+    mutations: Mutations,
+) -> Replica<Machine> {
+    #[cfg_attr(not(feature = "mutations"), allow(unused_mut))]
+    let mut replica = Replica::open(spec.replica.clone(), recovered, machine);
+    #[cfg(feature = "mutations")]
+    {
+        if mutations.trusted_gate_off {
+            replica.disable_trusted_gate();
+        }
+        if mutations.old_quorum_off {
+            replica.disable_old_quorum();
+        }
+    }
+    #[cfg(not(feature = "mutations"))]
+    let _ = mutations;
+    replica
 }
 
 /// A copy that has not entered any view since it was placed: it awaits its

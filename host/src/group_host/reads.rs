@@ -112,6 +112,10 @@ impl<D: Disk> GroupHost<D> {
             progress.commit <= progress.commit_max,
             "commit past the max"
         );
+        assert!(
+            progress.membership.epoch <= progress.newest.epoch,
+            "the membership in effect is past the newest known"
+        );
         progress
     }
 

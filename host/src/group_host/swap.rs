@@ -17,6 +17,11 @@ impl<D: Disk> GroupHost<D> {
     /// Moves the partition aside to `.fenced.N` and rebuilds it from the
     /// agreed prefix; the state transfer that completes it follows.
     pub(super) fn quarantine(&mut self, agreed_op: u64, out: &mut Vec<Output>) {
+        assert!(
+            agreed_op < self.replica.commit(),
+            "a quarantine keeps op {agreed_op}, not below the diverged commit {}",
+            self.replica.commit()
+        );
         let Some(partition) = self.partition.take() else {
             return;
         };

@@ -55,6 +55,11 @@ impl<D: Disk> GroupHost<D> {
     /// after it (a `StartStateTransfer` effect, a replica that reopened
     /// awaiting one, or a session that gave up on its source).
     pub(super) fn start_transfer(&mut self, from: u8, op_min: u64, out: &mut Vec<Output>) {
+        assert_eq!(
+            self.replica.status(),
+            Status::AwaitingStateTransfer,
+            "a state transfer for a replica that awaits none"
+        );
         let me = self.replica.config().replica;
         let source = source_after(self.replica.transfer_sources().iter(), me, from);
         tracing::info!(source, op_min, "host: state transfer starts");
@@ -179,6 +184,13 @@ impl<D: Disk> GroupHost<D> {
 
     /// Imports a manifest; the session decides whether it reaches far enough.
     fn begin_import(&mut self, body: &Bytes) -> Result<(), PartitionError> {
+        assert!(
+            self.transfers
+                .incoming
+                .as_ref()
+                .is_some_and(|receiving| receiving.import.is_none()),
+            "a manifest imported outside a session, or twice in one"
+        );
         let import = self.partition_mut().import_begin(body)?;
         let receiving = self
             .transfers
@@ -227,6 +239,13 @@ impl<D: Disk> GroupHost<D> {
         let result = match (&mut receiving.import, frontier_matches) {
             (Some(import), true) => {
                 let chunk = header.chunk.get();
+                // The session accepts only chunks it asked for, and it asks
+                // only for those the import lacks.
+                assert!(
+                    chunk >= 1 && chunk < import.manifest().chunk_count,
+                    "chunk {chunk} outside the manifest's {} chunks",
+                    import.manifest().chunk_count
+                );
                 self.partition_mut().import_chunk(import, chunk, body)
             }
             _ => Ok(()), // an answer from an earlier export: ignore it
@@ -237,6 +256,11 @@ impl<D: Disk> GroupHost<D> {
 
     /// Swaps the staged partition in and tells consensus.
     fn install_transfer(&mut self, out: &mut Vec<Output>) {
+        assert_eq!(
+            self.replica.status(),
+            Status::AwaitingStateTransfer,
+            "installing a state transfer nobody awaits"
+        );
         let Some(receiving) = self.transfers.incoming.take() else {
             return;
         };
@@ -292,6 +316,39 @@ impl<D: Disk> GroupHost<D> {
             }
             Err(failed) => self.after_failed_swap("install the state transfer", failed, out),
         }
+    }
+
+    /// Both ends' own state: a transfer is received only while the replica
+    /// awaits it (or until the next tick notices it retired), its session
+    /// holds its bounds, and the exports kept are bounded and each at its
+    /// own frontier.
+    pub(super) fn assert_transfer_invariants(&self) {
+        if let Some(receiving) = &self.transfers.incoming {
+            assert!(
+                matches!(
+                    self.replica.status(),
+                    Status::AwaitingStateTransfer | Status::Retired
+                ),
+                "receiving a state transfer in status {:?}",
+                self.replica.status()
+            );
+            receiving.session.assert_invariants();
+        }
+        let exports = &self.transfers.exports;
+        assert!(
+            exports.len() <= EXPORTS_KEPT_MAX,
+            "{} exports kept",
+            exports.len()
+        );
+        debug_assert!(
+            exports.iter().enumerate().all(|(index, export)| {
+                exports
+                    .iter()
+                    .skip(index + 1)
+                    .all(|other| other.manifest().frontier_op != export.manifest().frontier_op)
+            }),
+            "two exports kept at one frontier"
+        );
     }
 
     // ----- serving -------------------------------------------------------------
@@ -368,6 +425,12 @@ impl<D: Disk> GroupHost<D> {
             .export(frontier_op, ExportConfig::default(), client_table)
         {
             Ok(export) => {
+                // Later chunks find it by the frontier they were asked at.
+                assert_eq!(
+                    export.manifest().frontier_op,
+                    frontier_op,
+                    "an export taken at another frontier than asked"
+                );
                 if self.transfers.exports.len() >= EXPORTS_KEPT_MAX {
                     self.transfers.exports.pop_front();
                 }
