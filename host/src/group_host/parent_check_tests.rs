@@ -11,37 +11,23 @@
 use std::path::PathBuf;
 
 use crate::group_host::{GroupHost, HostSpec, Output};
-use strand_consensus::epoch::{Membership, SlotSet};
-use strand_consensus::{ClientRequest, Config, Effect, Timeouts};
+use strand_consensus::{ClientRequest, Config, Effect};
+use strand_partition::MemoryDisk;
 use strand_partition::fixtures::produce;
-use strand_partition::{MemoryDisk, PartitionConfig, RetentionPolicy};
 use strand_wire::batch::BatchBuilder;
-use strand_wire::{
-    CommandHeader, ConfirmPolicy, Durability, Msg, Operation, RequestHeader, ResultCode, ViewId,
-};
+use strand_wire::{CommandHeader, Msg, Operation, RequestHeader, ResultCode, ViewId};
 
-/// Replica 0 of `group`, alone in its membership.
+/// Replica 0 of `group`, alone in its membership (the host tests' lone
+/// replica, in a group and directory of its own).
 fn spec(group: u64) -> HostSpec {
+    let lone = super::tests::lone_spec();
     HostSpec {
         replica: Config {
-            cluster: 0,
             group,
-            replica: 0,
-            memberships: vec![Membership::new(
-                0,
-                SlotSet::of(&[0]),
-                ConfirmPolicy::MajorityDurable,
-            )],
-            durability: Durability::Persisted,
-            cursor_durability: Durability::Persisted,
-            timeouts: Timeouts::default(),
-            seed: 7,
+            ..lone.replica
         },
-        confirm: ConfirmPolicy::MajorityDurable,
         dir: PathBuf::from(format!("/memory/group-{group}")),
-        catalog_nodes: None,
-        storage: PartitionConfig::default(),
-        retention: RetentionPolicy::default(),
+        ..lone
     }
 }
 
