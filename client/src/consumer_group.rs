@@ -97,19 +97,14 @@ impl Client {
             .map_err(|error| ClientError::from_body_error("heartbeat reply", error))
     }
 
-    /// `member` leaves `group` (`expired`: the coordinator removes a member
-    /// whose session ran out). Leaving twice is no error.
-    pub async fn leave_consumer_group(
-        &self,
-        group: &str,
-        member: u128,
-        expired: bool,
-    ) -> Result<(), ClientError> {
+    /// `member` leaves `group`. Leaving twice is no error. (A member whose
+    /// session ran out is removed by the cluster itself.)
+    pub async fn leave_consumer_group(&self, group: &str, member: u128) -> Result<(), ClientError> {
         check_name("group", group)?;
         let leave = LeaveConsumerGroup {
             group: group.to_owned(),
             member,
-            expired,
+            expired: false,
         };
         self.replicated(
             METADATA_GROUP,
@@ -452,7 +447,7 @@ impl ConsumerGroupMember {
             other => other,
         };
         self.client
-            .leave_consumer_group(&self.group, self.member, false)
+            .leave_consumer_group(&self.group, self.member)
             .await?;
         committed
     }
@@ -497,7 +492,7 @@ impl ConsumerGroupMember {
         // must not wait for its session to run out.
         let _ = self
             .client
-            .leave_consumer_group(&self.group, self.member, false)
+            .leave_consumer_group(&self.group, self.member)
             .await;
         let revoked = self.partitions();
         self.owned.clear();

@@ -7,9 +7,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use strand_wire::ops::{
-    DropReplica, Empty, EpochStarted, ReassignPartition, Reassigned, TopicInfo,
-};
+use strand_wire::ops::{DropReplica, Empty, ReassignPartition, Reassigned, TopicInfo};
 use strand_wire::{Body, ConfirmPolicy, Operation, REPLICAS_MAX};
 use tokio::sync::oneshot;
 
@@ -225,23 +223,6 @@ impl Client {
             .await?;
         Empty::from_bytes(&reply)
             .map_err(|error| ClientError::from_body_error("drop replica reply", error))?;
-        Ok(())
-    }
-
-    /// Tells the metadata plane that `epoch` started in `group` (a node does
-    /// this for the partitions it leads; idempotent). Until it hears so, the
-    /// metadata plane refuses the partition's next reassignment and keeps
-    /// the nodes that left counted as members.
-    pub async fn report_epoch_started(&self, group: u64, epoch: u32) -> Result<(), ClientError> {
-        if group == METADATA_GROUP {
-            return Err(invalid("group 0 has no reassignments"));
-        }
-        let body = Bytes::from(EpochStarted { group, epoch }.to_vec());
-        let reply = self
-            .replicated(METADATA_GROUP, Operation::EpochStarted, body)
-            .await?;
-        Empty::from_bytes(&reply)
-            .map_err(|error| ClientError::from_body_error("epoch started reply", error))?;
         Ok(())
     }
 

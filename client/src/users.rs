@@ -4,7 +4,6 @@
 //! here and shown once; the cluster keeps only its keyed hash, see
 //! `strand_wire::ops::tokens`) and revoke it.
 
-use argon2::password_hash::{PasswordHasher, SaltString};
 use bytes::Bytes;
 use strand_wire::ops::{
     ChangePermission, CreateToken, CreateUser, DeleteUser, Permission, Quota, QuotaList,
@@ -19,28 +18,15 @@ use crate::query::QueryTarget;
 /// The metadata plane's group.
 const METADATA_GROUP: u64 = 0;
 
-/// Shortest password accepted.
-pub const PASSWORD_LENGTH_MIN: usize = 8;
+pub use strand_credentials::PASSWORD_LENGTH_MIN;
 
 /// An Argon2id hash of `password` in PHC form, with a random salt and the
-/// crate's default cost (19 MiB, 2 passes: OWASP's recommendation).
+/// crate's default cost (19 MiB, 2 passes: OWASP's recommendation); see
+/// `strand_credentials::hash_password`.
 pub fn hash_password(password: &str) -> Result<String, ClientError> {
-    if password.len() < PASSWORD_LENGTH_MIN {
-        return Err(ClientError::InvalidArgument {
-            reason: format!("a password has at least {PASSWORD_LENGTH_MIN} bytes"),
-        });
-    }
-    let salt_bytes: [u8; 16] = rand::random();
-    let salt =
-        SaltString::encode_b64(&salt_bytes).map_err(|error| ClientError::InvalidArgument {
-            reason: format!("salt: {error}"),
-        })?;
-    argon2::Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|hash| hash.to_string())
-        .map_err(|error| ClientError::InvalidArgument {
-            reason: format!("hashing the password: {error}"),
-        })
+    strand_credentials::hash_password(password).map_err(|error| ClientError::InvalidArgument {
+        reason: error.to_string(),
+    })
 }
 
 /// A token made by [`Client::create_token`].
@@ -99,13 +85,11 @@ fn now_ms() -> u64 {
 /// The SHA-256 fingerprint of the first certificate in the PEM file
 /// `path`: how the cluster names a certificate it revokes.
 pub fn certificate_fingerprint_of_file(path: &std::path::Path) -> Result<String, ClientError> {
-    let certs = crate::tls::load_certs(path).map_err(|error| ClientError::InvalidArgument {
-        reason: format!("{}: {error}", path.display()),
-    })?;
-    let first = certs.first().ok_or_else(|| ClientError::InvalidArgument {
-        reason: format!("{} holds no certificate", path.display()),
-    })?;
-    Ok(strand_wire::ops::certificate_fingerprint(first.as_ref()))
+    strand_credentials::certificate_fingerprint_of_file(path).map_err(|error| {
+        ClientError::InvalidArgument {
+            reason: error.to_string(),
+        }
+    })
 }
 
 /// Parses a permission as the command line writes it: `admin`,
@@ -324,29 +308,17 @@ impl Client {
 
 #[cfg(test)]
 mod tests {
-    use argon2::password_hash::{PasswordHash, PasswordVerifier};
     use strand_wire::ops::Right;
 
     use super::*;
 
     #[test]
-    fn a_password_hash_is_argon2id_salted_and_verifies() {
-        let first = hash_password("correct horse").expect("hashed");
-        let second = hash_password("correct horse").expect("hashed");
-        assert!(first.starts_with("$argon2id$"), "{first}");
-        assert_ne!(first, second, "a fresh salt each time");
-        let parsed = PasswordHash::new(&first).expect("PHC");
+    fn a_short_password_is_an_invalid_argument() {
+        let refused = hash_password("short");
         assert!(
-            argon2::Argon2::default()
-                .verify_password(b"correct horse", &parsed)
-                .is_ok()
+            matches!(&refused, Err(ClientError::InvalidArgument { reason }) if reason.contains("8 bytes")),
+            "{refused:?}"
         );
-        assert!(
-            argon2::Argon2::default()
-                .verify_password(b"wrong horse", &parsed)
-                .is_err()
-        );
-        assert!(hash_password("short").is_err());
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! | [`group`] | a group's actor around its `GroupHost`: `spec`, `open`, `output`, `events`, `requests`, `reads`, `parked`, `cursors`, `storage`, `placement`, `status`, `publishing`, `attention`, `log_span` |
 //! | [`net`] | the replica bus and the client port: `peer_queue`, `outbox`, `bus`, `ping`, `liveness`, `frame_writer`, `client_port`, `routing` (by each operation's row of `strand_wire::operation_table`), `local_answers`, `connection`, `tls`, `replies` |
 //! | [`security`] | who calls and what it may do: `caller`, `request_checks`, `auth` (sign-in hardened against hostile clients), `audit`, `quota` |
-//! | [`metadata`] | the metadata plane's node duties: `hosted`, `plane` (its replica's duties, outside the partition actor), `coordinator`, `session_sweep`, `epoch_reports`, `guard` (partition-move checks), `own_client` |
+//! | [`metadata`] | the metadata plane's node duties: `hosted`, `plane` (its replica's duties, outside the partition actor), `coordinator`, `session_sweep`, `epoch_reports`, `guard` (partition-move checks), `proposals` |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
 //! | [`node`] | a node's lifetime (start, host partitions, shut down): `config`, `disk`, `disk_watch`, `limits`, `boot`, `dev_cluster` |
 //!

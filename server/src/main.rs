@@ -104,8 +104,7 @@ fn main() -> ExitCode {
             strand_server::net::tls::generate_user(&dir, &name).map(|(cert, key)| {
                 println!("wrote {} and {}", cert.display(), key.display());
                 // What `strand cert revoke` takes, to revoke it later.
-                if let Ok(fingerprint) =
-                    strand_client::users::certificate_fingerprint_of_file(&cert)
+                if let Ok(fingerprint) = strand_credentials::certificate_fingerprint_of_file(&cert)
                 {
                     println!("SHA-256 fingerprint: {fingerprint}");
                 }

@@ -9,12 +9,12 @@
 //! | [`session_sweep`] | the coordinator's task: expired members removed |
 //! | [`epoch_reports`] | the task that tells the plane a partition's new epoch started |
 //! | [`guard`] | the node's safety checks of partition moves (reassign, drop-replica) before it proposes them |
-//! | [`own_client`] | the node's own client of its cluster, for the duties above |
+//! | [`proposals`] | the node's own proposals to the plane (node calls to its primary), for the duties above |
 
 pub mod coordinator;
 pub mod epoch_reports;
 pub mod guard;
 pub mod hosted;
-pub mod own_client;
 pub mod plane;
+pub mod proposals;
 pub mod session_sweep;

@@ -326,6 +326,12 @@ pub fn replica_frame_rejected() {
     counter!("replica_frames_rejected_total").increment(1);
 }
 
+/// An answer to a node's own call arrived for no call in flight (it timed
+/// out, or answers a previous session).
+pub fn node_call_answer_unmatched() {
+    counter!("node_call_answers_unmatched_total").increment(1);
+}
+
 /// Counts the WAL's I/O on its writer thread.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct WalMetrics;

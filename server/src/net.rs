@@ -12,6 +12,7 @@
 //! | [`frame_writer`] | queued frames written with gathered vectored writes |
 //! | [`client_port`] | client connections: accepted within bounds, read, checked, answered |
 //! | [`routing`] | where each request goes by its operation's route: answered here, to a group's replica, to the metadata plane |
+//! | [`node_calls`] | requests a node makes itself (reports to the metadata plane, a replica's status), to its own groups or over the bus, and their answers |
 //! | [`local_answers`] | what a node answers from its own catalog and status (every `Route::Local` operation) |
 //! | [`connection`] | what one connection may cost (reply bytes, back-pressure) and how many there may be |
 //! | [`tls`] | TLS on the client port, mutual TLS on the bus (a peer is the node its certificate names), a cluster's certificates |
@@ -23,6 +24,7 @@ pub mod connection;
 pub mod frame_writer;
 pub mod liveness;
 pub mod local_answers;
+pub mod node_calls;
 pub mod outbox;
 pub mod peer_queue;
 pub mod ping;

@@ -67,7 +67,7 @@ pub enum NodeError {
     },
     /// The TLS certificates or key could not be loaded.
     #[error("TLS: {0}")]
-    Tls(#[from] strand_client::tls::TlsError),
+    Tls(#[from] strand_credentials::TlsError),
     /// The WAL writer could not start.
     #[error("cannot start the WAL writer: {0}")]
     Wal(String),

@@ -4,7 +4,7 @@
 //!
 //! Everything here is a handle or a snapshot; no consensus decision reads it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -82,7 +82,10 @@ pub struct Shared {
     groups: RwLock<BTreeMap<u64, GroupHandle>>,
     views: RwLock<BTreeMap<u64, GroupView>>,
     catalog: RwLock<Arc<Catalog>>,
-    clients: Mutex<HashMap<u128, ConnectionSender>>,
+    clients: Mutex<HashMap<u128, ReplyRoute>>,
+    /// Per peer: its call sessions routed here, oldest first (see
+    /// [`Shared::route_peer_calls`]).
+    peer_call_sessions: Mutex<BTreeMap<u32, VecDeque<u128>>>,
     peers: BTreeMap<u32, PeerSender>,
     reachable: Mutex<BTreeSet<u32>>,
     stopping: AtomicBool,
@@ -116,6 +119,22 @@ pub struct Shared {
     pub sign_ins: crate::security::auth::defenses::SignIns,
     /// Which user each client id belongs to.
     pub client_owners: crate::security::auth::client_ids::ClientOwners,
+    /// The node's own calls in flight (see [`crate::net::node_calls`]).
+    pub node_calls: crate::net::node_calls::NodeCalls,
+}
+
+/// Call sessions of one peer whose replies are routed back to it at most.
+pub const PEER_CALL_SESSIONS_MAX: usize = 8;
+
+/// Where a client id's replies go.
+#[derive(Clone)]
+pub enum ReplyRoute {
+    /// A client connection (the one it last used).
+    Connection(ConnectionSender),
+    /// Peer node `0`'s calls: back over the replica bus.
+    Peer(u32),
+    /// This node's own calls ([`crate::net::node_calls`]).
+    OwnCalls,
 }
 
 /// A partition's primary saw a new assignment epoch start: the metadata
@@ -146,6 +165,8 @@ impl Shared {
             views: RwLock::new(BTreeMap::new()),
             catalog: RwLock::new(Arc::new(Catalog::new(nodes))),
             clients: Mutex::new(HashMap::new()),
+            peer_call_sessions: Mutex::new(BTreeMap::new()),
+            node_calls: crate::net::node_calls::NodeCalls::default(),
             reachable: Mutex::new(BTreeSet::new()),
             stopping: AtomicBool::new(false),
             catalog_freshness: AtomicU8::new(CatalogFreshness::Loading as u8),
@@ -394,6 +415,15 @@ impl Shared {
             .map(|view| view.status.view)
     }
 
+    /// One group's last published status, if hosted here.
+    pub fn status_of(&self, group: u64) -> Option<GroupStatus> {
+        self.views
+            .read()
+            .expect("views lock")
+            .get(&group)
+            .map(|view| view.status.clone())
+    }
+
     /// Publishes the catalog as of the latest metadata commit.
     pub fn publish_catalog(&self, catalog: Catalog) {
         *self.catalog.write().expect("catalog lock") = Arc::new(catalog);
@@ -434,34 +464,83 @@ impl Shared {
     pub fn route_client(&self, client: u128, sender: &ConnectionSender) {
         let mut clients = self.clients.lock().expect("clients lock");
         match clients.get(&client) {
-            Some(existing) if existing.same_channel(sender) => {}
+            Some(ReplyRoute::Connection(existing)) if existing.same_channel(sender) => {}
             _ => {
-                clients.insert(client, sender.clone());
+                clients.insert(client, ReplyRoute::Connection(sender.clone()));
             }
+        }
+    }
+
+    /// Routes replies for `client`, one of peer `node`'s call sessions,
+    /// back over the bus. A peer keeps a few sessions at a time (one per
+    /// task that proposes, one for its questions); past
+    /// [`PEER_CALL_SESSIONS_MAX`] the peer's oldest route is forgotten, so
+    /// the routes a peer can leave here stay bounded however often its
+    /// sessions renew.
+    pub fn route_peer_calls(&self, client: u128, node: u32) {
+        let mut clients = self.clients.lock().expect("clients lock");
+        if matches!(clients.get(&client), Some(ReplyRoute::Peer(peer)) if *peer == node) {
+            return;
+        }
+        clients.insert(client, ReplyRoute::Peer(node));
+        let mut sessions = self.peer_call_sessions.lock().expect("peer sessions lock");
+        let sessions = sessions.entry(node).or_default();
+        sessions.push_back(client);
+        if sessions.len() > PEER_CALL_SESSIONS_MAX {
+            let oldest = sessions.pop_front().expect("over the bound");
+            if matches!(clients.get(&oldest), Some(ReplyRoute::Peer(peer)) if *peer == node) {
+                clients.remove(&oldest);
+            }
+        }
+    }
+
+    /// Routes replies for `client`, one of this node's call sessions, to
+    /// [`crate::net::node_calls`].
+    pub fn route_own_calls(&self, client: u128) {
+        let mut clients = self.clients.lock().expect("clients lock");
+        if !matches!(clients.get(&client), Some(ReplyRoute::OwnCalls)) {
+            clients.insert(client, ReplyRoute::OwnCalls);
+        }
+    }
+
+    /// Forgets the reply route of `client`, a call session of this node's
+    /// that was renewed.
+    pub fn forget_own_calls(&self, client: u128) {
+        let mut clients = self.clients.lock().expect("clients lock");
+        if matches!(clients.get(&client), Some(ReplyRoute::OwnCalls)) {
+            clients.remove(&client);
         }
     }
 
     /// Forgets every client routed to a closed connection.
     pub fn forget_connection(&self, sender: &ConnectionSender) {
         let mut clients = self.clients.lock().expect("clients lock");
-        clients.retain(|_, existing| !existing.same_channel(sender));
+        clients.retain(|_, route| {
+            !matches!(route, ReplyRoute::Connection(existing) if existing.same_channel(sender))
+        });
     }
 
-    /// Sends a reply frame to `client`'s connection.
+    /// Sends a reply frame to `client`'s connection (or the node call it
+    /// answers).
     pub fn reply(&self, client: u128, frame: Bytes) -> Result<(), Refused> {
-        let sender = self
+        let route = self
             .clients
             .lock()
             .expect("clients lock")
             .get(&client)
             .cloned();
-        let Some(sender) = sender else {
-            return Err(Refused::Gone);
-        };
-        match sender.try_send(frame) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => Err(Refused::Full),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Refused::Gone),
+        match route {
+            None => Err(Refused::Gone),
+            Some(ReplyRoute::Connection(sender)) => match sender.try_send(frame) {
+                Ok(()) => Ok(()),
+                Err(mpsc::error::TrySendError::Full(_)) => Err(Refused::Full),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(Refused::Gone),
+            },
+            Some(ReplyRoute::Peer(node)) => self.send_to_node(node, frame),
+            Some(ReplyRoute::OwnCalls) => {
+                self.node_calls.answered_frame(frame);
+                Ok(())
+            }
         }
     }
 

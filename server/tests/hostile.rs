@@ -6,8 +6,10 @@
 //!   be fetched back is refused with `TooLarge`, by the SDK before sending
 //!   and by the node for a client that sends it anyway.
 //! - A request whose body does not decode as its operation's is refused
-//!   `InvalidRequest` at the door: it is never prepared, so the metadata
-//!   log does not grow by one op.
+//!   `InvalidRequest` at the door, and a node's own report
+//!   (`EpochStarted`, an expired member's removal) is refused
+//!   `PermissionDenied` to any client: neither is prepared, so the
+//!   metadata log does not grow by one op.
 //! - A reader that pipelines large fetches and never reads its socket
 //!   stops being read: the node's memory stays bounded, and a well-behaved
 //!   client keeps producing and fetching meanwhile.
@@ -23,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use strand_client::{ClientError, NewRecord, TopicSpec};
-use strand_wire::ops::{ErrorBody, PRODUCE_BATCH_BYTES_MAX};
+use strand_wire::Body;
+use strand_wire::ops::{EpochStarted, ErrorBody, LeaveConsumerGroup, PRODUCE_BATCH_BYTES_MAX};
 use strand_wire::{
     BatchBuilder, CommandHeader, FrameDecoder, Message, Msg, Operation, RequestHeader, ResultCode,
     Route,
@@ -220,6 +223,33 @@ fn a_body_that_does_not_decode_is_refused_at_the_door_and_never_prepared() {
         }
     }
     assert!(common::metric_sum(node, "requests_refused_invalid_body_total") > 0.0);
+    // The nodes' own reports travel on the replica bus: on the client port
+    // they are refused to everyone, here a plaintext caller the node
+    // cannot tell from a node.
+    let forged: [(Operation, Vec<u8>); 2] = [
+        (
+            Operation::EpochStarted,
+            EpochStarted { group: 1, epoch: 1 }.to_vec(),
+        ),
+        (
+            Operation::LeaveConsumerGroup,
+            LeaveConsumerGroup {
+                group: "readers".into(),
+                member: 7,
+                expired: true,
+            }
+            .to_vec(),
+        ),
+    ];
+    for (index, (operation, body)) in forged.iter().enumerate() {
+        let frame = request_frame(*operation, 0, body, 0x0f09_ed00 + index as u128);
+        let reply = one_reply(&node.client_address, &frame);
+        assert_eq!(
+            reply.header().result(),
+            ResultCode::PermissionDenied,
+            "{operation:?}"
+        );
+    }
     runtime
         .block_on(client.create_stream("still-works"))
         .expect("the metadata plane still serves");

@@ -91,11 +91,16 @@ pub enum Operation {
     SetQuota = 34,
     /// Every user's quota: answered by any node from its catalog. Admin.
     ListQuotas = 35,
+    /// One group's status as the answering node's replica sees it (its
+    /// view, commit, and, on a primary, which replicas are caught up):
+    /// answered by the node itself. A node's partition-move check asks the
+    /// partition's replicas this over the replica bus.
+    GroupStatus = 36,
 }
 
 impl Operation {
     /// Every operation, in wire order.
-    pub const ALL: [Operation; 35] = [
+    pub const ALL: [Operation; 36] = [
         Operation::CreateStream,
         Operation::CreateTopic,
         Operation::Produce,
@@ -131,6 +136,7 @@ impl Operation {
         Operation::RevokeCertificate,
         Operation::SetQuota,
         Operation::ListQuotas,
+        Operation::GroupStatus,
     ];
 
     /// Parses the operation byte; `None` for a byte that names none.

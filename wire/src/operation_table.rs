@@ -243,6 +243,7 @@ const fn table_row(operation: Operation) -> (Route, RightNeeded, Class) {
         Op::RevokeCertificate      => (MetadataReplicated,  Admin,                  ClusterAdmin),
         Op::SetQuota               => (MetadataReplicated,  Admin,                  ClusterAdmin),
         Op::ListQuotas             => (Local,               Admin,                  ClusterAdmin),
+        Op::GroupStatus            => (Local,               SignedIn,               Plain),
     }
 }
 

@@ -340,6 +340,8 @@ proptest! {
     #[test]
     fn cluster_status(node in any::<u32>(), nodes in proptest::collection::vec(node(), 0..5),
                       groups in proptest::collection::vec(group_status(), 0..5)) {
+        round_trip(&GroupStatusRequest { group: u64::from(node) })?;
+        round_trip(&GroupStatusReply { status: groups.first().cloned() })?;
         round_trip(&ClusterStatusReply { node, nodes, groups })?;
     }
 
@@ -443,6 +445,7 @@ proptest! {
     fn random_bodies_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         let _ = CreateTopic::from_bytes(&bytes);
         let _ = ClusterStatusReply::from_bytes(&bytes);
+        let _ = GroupStatusReply::from_bytes(&bytes);
         let _ = MetadataReply::from_bytes(&bytes);
         let _ = AttentionReply::from_bytes(&bytes);
         let _ = CursorEvents::from_bytes(&bytes);

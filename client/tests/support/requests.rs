@@ -45,8 +45,10 @@ impl State {
                     "reconfigure is a group's own operation",
                 )),
             )),
-            // Consumer groups and users are tested against real nodes.
-            Operation::JoinConsumerGroup
+            // Consumer groups, users and one group's status are tested
+            // against real nodes.
+            Operation::GroupStatus
+            | Operation::JoinConsumerGroup
             | Operation::ConsumerHeartbeat
             | Operation::LeaveConsumerGroup
             | Operation::DescribeConsumerGroups
@@ -65,7 +67,7 @@ impl State {
                 0,
                 Err(ErrorBody::message(
                     ResultCode::InvalidRequest,
-                    "the scripted server keeps no consumer groups or users",
+                    "the scripted server keeps no consumer groups, users or group status",
                 )),
             )),
             Operation::CreateStream

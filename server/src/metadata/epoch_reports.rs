@@ -1,21 +1,29 @@
 //! Epoch reports: a partition's primary that saw a new assignment epoch
 //! start asks its node to tell the metadata plane (`EpochStarted`), which
 //! must hear it before another reassignment of the partition may begin.
-//! The node's task sends each report as the plane's client until the
-//! catalog reflects it.
+//! The node's task proposes each report
+//! ([`crate::metadata::proposals`]) until the catalog reflects it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
+use strand_wire::ops::EpochStarted;
+use strand_wire::{Body, Operation};
 use tokio::sync::mpsc;
 
-use crate::metadata::own_client::metadata_client;
+use crate::metadata::proposals::propose;
+use crate::net::node_calls::CallSession;
 use crate::shared::{EpochReport, Shared};
 
-/// Tells the metadata plane, as its client, about every epoch a partition
-/// led here started; retried until it answers (the operation is
+/// How long a report waits before it is proposed again.
+const RETRY_AFTER: Duration = Duration::from_millis(200);
+
+/// Tells the metadata plane about every epoch a partition led here
+/// started; retried until the catalog reflects it (the operation is
 /// idempotent, and a report the catalog already reflects is skipped).
 pub async fn run(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<EpochReport>) {
-    let mut client: Option<strand_client::Client> = None;
+    let mut session = CallSession::new();
     while let Some(report) = reports.recv().await {
         loop {
             let done = shared
@@ -26,20 +34,18 @@ pub async fn run(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<Epoch
             if done || shared.stopping() {
                 break;
             }
-            let attempt = match &client {
-                Some(client) => client
-                    .report_epoch_started(report.group, report.epoch)
-                    .await
-                    .map_err(|error| error.to_string()),
-                None => match metadata_client(&shared).await {
-                    Ok(connected) => {
-                        client = Some(connected);
-                        continue;
-                    }
-                    Err(error) => Err(error.to_string()),
-                },
+            let body = EpochStarted {
+                group: report.group,
+                epoch: report.epoch,
             };
-            match attempt {
+            match propose(
+                &shared,
+                &mut session,
+                Operation::EpochStarted,
+                Bytes::from(body.to_vec()),
+            )
+            .await
+            {
                 Ok(()) => {
                     tracing::info!(
                         group = report.group,
@@ -50,7 +56,7 @@ pub async fn run(shared: Arc<Shared>, mut reports: mpsc::UnboundedReceiver<Epoch
                 }
                 Err(error) => {
                     tracing::debug!(group = report.group, %error, "node: epoch report failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    tokio::time::sleep(RETRY_AFTER).await;
                 }
             }
         }

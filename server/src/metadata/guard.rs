@@ -2,8 +2,8 @@
 //!
 //! A `ReassignPartition` that changes a partition's replica set, and a
 //! `DropReplica`, are checked on the node that receives them against the
-//! partition's primary's status (asked of the cluster through the node's
-//! own client), by the rules of [`strand_host::move_safety`]: a set that would
+//! partition's primary's status (asked of every node by a node call,
+//! [`crate::net::node_calls`]), by the rules of [`strand_host::move_safety`]: a set that would
 //! leave `min(W, W')` or more replicas without every acknowledged record,
 //! or a drop while a member catches up or no primary serves, is refused
 //! with `Refused` and nothing is proposed. A request marked `force` skips
@@ -12,9 +12,13 @@
 
 use std::time::Duration;
 
-use strand_wire::ops::{DropReplica, GroupStatus, ReassignPartition};
-use strand_wire::{Body, Msg, Operation, RequestHeader};
+use bytes::Bytes;
+use strand_wire::ops::{
+    DropReplica, GroupStatus, GroupStatusReply, GroupStatusRequest, ReassignPartition,
+};
+use strand_wire::{Body, Msg, Operation, RequestHeader, ResultCode};
 
+use crate::net::node_calls;
 use crate::shared::Shared;
 
 /// A request the node checks before proposing it.
@@ -103,30 +107,54 @@ pub fn judge(check: &Check, primary: Option<&GroupStatus>) -> Option<String> {
     }
 }
 
-/// How long a node waiting on a peer's status answer waits at most: a
-/// node that is down or stopped must not hold an operator's command for
-/// the SDK's default timeouts.
-const STATUS_REQUEST_TIMEOUT_MS: u64 = 1_000;
-
-/// How long the whole status question may take: the SDK waits this much
-/// longer for a checked operation's answer.
-const STATUS_DEADLINE_MS: u64 = strand_client::safety::NODE_CHECK_MS_MAX;
+/// How long the node waits for the nodes' answers about the partition: a
+/// node that is down or stopped must not hold an operator's command long.
+/// Well within `NODE_CHECK_MS_MAX`, the longer wait the SDK gives a
+/// checked operation.
+const STATUS_TIMEOUT: Duration = Duration::from_millis(1_000);
 
 /// The partition's status as its serving primary reports it; `None` when
-/// no primary answers within [`STATUS_DEADLINE_MS`].
+/// no node answers for one within [`STATUS_TIMEOUT`]. Every node is asked
+/// at once (a node call each): the catalog may not name the nodes that
+/// serve the partition right now (a move in progress).
 async fn primary_status(shared: &Shared, group: u64) -> Option<GroupStatus> {
-    let mut config = crate::metadata::own_client::own_client_config(shared);
-    config.request_timeout_ms = STATUS_REQUEST_TIMEOUT_MS;
-    config.deadline_ms = STATUS_DEADLINE_MS;
-    let asked = async {
-        let client = strand_client::Client::connect(config).await.ok()?;
-        strand_client::safety::primary_status(&client, group).await
-    };
-    let status = tokio::time::timeout(Duration::from_millis(STATUS_DEADLINE_MS), asked).await;
-    if status.is_err() {
-        tracing::warn!(group, "guard: no primary's status within the deadline");
+    const _: () = assert!(STATUS_TIMEOUT.as_millis() < strand_wire::ops::NODE_CHECK_MS_MAX as u128);
+    let deadline = tokio::time::Instant::now() + STATUS_TIMEOUT;
+    let body = Bytes::from(GroupStatusRequest { group }.to_vec());
+    let calls: Vec<_> = shared
+        .config
+        .peers
+        .iter()
+        .filter_map(|peer| {
+            node_calls::ask(shared, peer.id, Operation::GroupStatus, body.clone()).ok()
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for call in calls {
+        let Ok(reply) = call.answer(deadline).await else {
+            continue;
+        };
+        if reply.header().result.get() != ResultCode::Ok as u16 {
+            continue;
+        }
+        if let Ok(GroupStatusReply {
+            status: Some(status),
+        }) = GroupStatusReply::from_bytes(reply.body())
+        {
+            statuses.push(status);
+        }
     }
-    status.ok().flatten()
+    let status = statuses
+        .into_iter()
+        .filter(|status| status.status == "normal" && status.replica == status.primary)
+        .max_by_key(|status| (status.epoch, status.view));
+    if status.is_none() {
+        tracing::warn!(
+            group,
+            "guard: no serving primary's status within the deadline"
+        );
+    }
+    status
 }
 
 #[cfg(test)]

@@ -1,21 +1,27 @@
 //! The coordinator's sweep: while this node's metadata replica serves as
 //! primary, members whose session expired (by the
 //! [`Coordinator`](crate::metadata::coordinator::Coordinator)'s deadlines)
-//! are removed by a replicated `LeaveConsumerGroup { expired }`, proposed
-//! through the node's own client.
+//! are removed by a replicated `LeaveConsumerGroup { expired }`, the node's
+//! own proposal ([`crate::metadata::proposals`]).
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+use strand_wire::ops::LeaveConsumerGroup;
+use strand_wire::{Body, Operation};
+
 use crate::metadata::coordinator::SWEEP_INTERVAL;
+use crate::metadata::proposals::propose;
+use crate::net::node_calls::CallSession;
 use crate::shared::Shared;
 
 /// The node's coordinator task: every [`SWEEP_INTERVAL`], while this node's
 /// metadata replica serves as primary, proposes the removal of members
-/// whose session expired (through the node's own client, retried on the
-/// next sweeps until the catalog no longer holds them).
+/// whose session expired (retried on the next sweeps until the catalog no
+/// longer holds them).
 pub async fn run(shared: Arc<Shared>) {
-    let mut client: Option<strand_client::Client> = None;
+    let mut session = CallSession::new();
     let mut ticker = tokio::time::interval(SWEEP_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -34,15 +40,15 @@ pub async fn run(shared: Arc<Shared>) {
             tracing::info!(%group, member = %format!("{member:032x}"),
                 "coordinator: a member's session expired; removing it");
             crate::metrics::group_member_expired();
-            if client.is_none() {
-                client = crate::metadata::own_client::metadata_client(&shared)
-                    .await
-                    .ok();
-            }
-            let Some(connected) = &client else {
-                continue;
+            let leave = LeaveConsumerGroup {
+                group: group.clone(),
+                member,
+                expired: true,
             };
-            if let Err(error) = connected.leave_consumer_group(&group, member, true).await {
+            let body = Bytes::from(leave.to_vec());
+            if let Err(error) =
+                propose(&shared, &mut session, Operation::LeaveConsumerGroup, body).await
+            {
                 tracing::warn!(%group, %error, "coordinator: removing an expired member failed; retrying");
             }
         }

@@ -20,7 +20,9 @@
 //! names its author and only needs a sender in the group). Any malformed
 //! frame, or a close in the middle of a frame, closes the connection and is
 //! counted; the bus has no error reply. Node-level liveness over the bus is
-//! [`crate::net::liveness`].
+//! [`crate::net::liveness`]; the requests nodes make of each other, and
+//! their answers, travel as `Request` and `Reply` frames
+//! ([`crate::net::node_calls`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -34,6 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics;
 use crate::net::frame_writer::{gather_from_peer_queue, write_frames};
+use crate::net::node_calls;
 use crate::net::peer_queue::PeerReceiver;
 use crate::net::ping::{ping_frame, take_vouching};
 use crate::net::tls::{NodeTls, ReadStream, WriteStream, certificate_names_node, split_plain};
@@ -415,9 +418,10 @@ enum Dispatched {
     ShardBackedUp,
 }
 
-/// Hands one frame to its group's actor. An error closes the connection:
-/// a frame that cannot be right from this peer (another cluster, a client
-/// command, a replica index that belongs to another node). A frame from a
+/// Hands one frame to its group's actor, or a node call's request or
+/// answer to [`node_calls`]. An error closes the connection: a frame that
+/// cannot be right from this peer (another cluster, a request nodes never
+/// ask each other, a replica index that belongs to another node). A frame from a
 /// node that is not a replica of the group here is dropped and counted
 /// instead: peers' catalogs may differ for a moment (a group being placed or
 /// changing its replicas), and the connection carries other groups' traffic.
@@ -430,15 +434,22 @@ fn dispatch(shared: &Shared, node: u32, message: Message) -> Result<Dispatched, 
             return Ok(Dispatched::Taken);
         }
         Message::Pong(_) => return Ok(Dispatched::Taken),
-        Message::Request(_) | Message::Reply(_) => {
-            return Err(format!("{command:?} frames belong on the client port"));
-        }
         _ => {}
     }
     let prefix = *message.prefix();
     if prefix.cluster.get() != shared.config.cluster {
         return Err(format!("frame of cluster {}", prefix.cluster.get()));
     }
+    let message = match message {
+        Message::Request(request) => {
+            return node_calls::serve(shared, node, request).map(|()| Dispatched::Taken);
+        }
+        Message::Reply(reply) => {
+            shared.node_calls.answered(reply);
+            return Ok(Dispatched::Taken);
+        }
+        message => message,
+    };
     let group = prefix.group.get();
     // A prepare is relayed verbatim (repair: any replica holding it serves
     // it), so its replica index names its author, the primary that prepared

@@ -449,7 +449,7 @@ async fn take_request(
             tokio::time::sleep(delay).await;
         }
     }
-    handle(shared, request, sender, peer.caller);
+    handle(shared, request, sender);
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use strand_wire::ops::{
     AttentionEntry, AttentionReason, AttentionReply, ClusterStatusReply, DescribeConsumerGroups,
-    ErrorBody, MetadataReply, MetadataRequest, NodeInfo,
+    ErrorBody, GroupStatusReply, GroupStatusRequest, MetadataReply, MetadataRequest, NodeInfo,
 };
 use strand_wire::{Body, Msg, Operation, RequestHeader, ResultCode, Route};
 
@@ -26,6 +26,7 @@ pub(crate) fn local_answer(shared: &Shared, request: &Msg<RequestHeader>) -> Byt
         Operation::ListUsers => ok(shared.catalog().user_list().to_vec()),
         Operation::ListQuotas => ok(shared.catalog().quota_list().to_vec()),
         Operation::ClusterStatus => ok(cluster_status(shared).to_vec()),
+        Operation::GroupStatus => group_status(shared, request),
         Operation::Attention => ok(attention(shared).to_vec()),
         // The table routes it here and no answer is written for it: a bug
         // in this node, answered as one (the unit test below finds it).
@@ -43,6 +44,23 @@ fn cluster_status(shared: &Shared) -> ClusterStatusReply {
         node: shared.config.node,
         nodes: nodes(shared),
         groups: shared.views().into_iter().map(|view| view.status).collect(),
+    }
+}
+
+/// This node's replica of the group a `GroupStatus` names, if it hosts one.
+fn group_status(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
+    let header = request.header();
+    match GroupStatusRequest::from_bytes(request.body()) {
+        Ok(asked) => {
+            let reply = GroupStatusReply {
+                status: shared.status_of(asked.group),
+            };
+            reply_frame(header, ResultCode::Ok, Bytes::from(reply.to_vec()))
+        }
+        Err(error) => {
+            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
+            error_frame(header, &error)
+        }
     }
 }
 

@@ -15,7 +15,6 @@ use crate::net::local_answers::local_answer;
 use crate::net::replies::{error_frame, reply_frame};
 use crate::refused::Refused;
 use crate::runtime::input::Input;
-use crate::security::caller::Caller;
 use crate::security::request_checks::is_node_only;
 use crate::shared::Shared;
 
@@ -41,12 +40,7 @@ fn within_a_client_frame(header: &RequestHeader, frame: Bytes) -> Bytes {
 
 /// Answers or routes one request, by its operation's route (see
 /// [`strand_wire::operation_table`]).
-pub(crate) fn handle(
-    shared: &Arc<Shared>,
-    request: Msg<RequestHeader>,
-    sender: &ConnectionSender,
-    caller: Caller,
-) {
+pub(crate) fn handle(shared: &Arc<Shared>, request: Msg<RequestHeader>, sender: &ConnectionSender) {
     let header = *request.header();
     let answer = |frame: Bytes| {
         let _ = sender.try_send(within_a_client_frame(&header, frame));
@@ -69,9 +63,12 @@ pub(crate) fn handle(
     }
     let operation = header.operation();
     let info = operation.info();
-    if is_node_only(&request) && !caller.is_node() {
+    // Nodes send these to each other on the replica bus
+    // (`crate::net::node_calls`); on the client port they are refused to
+    // everyone, a node certificate included.
+    if is_node_only(&request) {
         metrics::permission_denied(operation);
-        let message = format!("{operation:?} is accepted only from the cluster's nodes");
+        let message = format!("{operation:?} is sent only by the cluster's nodes, to each other");
         let error = ErrorBody::message(ResultCode::PermissionDenied, message);
         return answer(error_frame(&header, &error));
     }

@@ -22,9 +22,7 @@ use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
-use strand_client::tls::{
-    ClientTls, Connector, TlsError, load_certs, load_key, provider, root_store,
-};
+use strand_credentials::tls::{Connector, TlsError, load_certs, load_key, provider, root_store};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -123,19 +121,9 @@ impl NodeTls {
         Ok(NodeTls {
             client_port: TlsAcceptor::from(Arc::new(server(optional)?)),
             bus: TlsAcceptor::from(Arc::new(server(required)?)),
-            bus_connector: Connector::of_config(Arc::new(dialer)),
+            bus_connector: Connector::of_config(Arc::new(dialer), None),
             files: files.clone(),
         })
-    }
-
-    /// The TLS a node's own client uses: the cluster's CA, and its node
-    /// certificate to present.
-    pub fn own_client(&self) -> ClientTls {
-        ClientTls {
-            ca: self.files.ca.clone(),
-            server_name: None,
-            identity: Some((self.files.cert.clone(), self.files.key.clone())),
-        }
     }
 
     /// Runs the server side of a client-port handshake.
@@ -329,8 +317,7 @@ mod tests {
             &["127.0.0.1".to_owned(), "localhost".to_owned()],
         )
         .expect("generated");
-        let tls = NodeTls::load(&node_files(dir.path(), 1)).expect("loads");
-        assert_eq!(tls.own_client().ca, dir.path().join("ca.pem"));
+        NodeTls::load(&node_files(dir.path(), 1)).expect("loads");
         let cert = load_certs(&dir.path().join("node-2.pem")).expect("cert");
         assert!(certificate_names_node(&cert[0], 2));
         assert!(!certificate_names_node(&cert[0], 1));

@@ -246,7 +246,7 @@ fn admin_password_hash(path: &Path) -> Result<String, String> {
             password
         }
     };
-    strand_client::users::hash_password(&password).map_err(|error| error.to_string())
+    strand_credentials::hash_password(&password).map_err(|error| error.to_string())
 }
 
 /// One node process of the dev cluster.

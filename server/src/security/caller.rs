@@ -1,7 +1,6 @@
 //! Who calls on a client connection, as far as the node can tell from its
 //! TLS handshake: a node of the cluster, a client, or anyone (plaintext).
-//! Node-internal operations are accepted from nodes only, and the audit
-//! log names the caller by it. A connection's [`Peer`] adds what it
+//! The audit log names the caller by it. A connection's [`Peer`] adds what it
 //! presented and where it comes from.
 
 /// Who is at the other end of a client connection, as far as the node knows.
@@ -21,11 +20,6 @@ impl Caller {
     /// node of this cluster.
     pub fn is_node_cert(self) -> bool {
         matches!(self, Caller::Node(_))
-    }
-
-    /// Whether this caller may send node-internal operations.
-    pub fn is_node(self) -> bool {
-        matches!(self, Caller::Node(_) | Caller::Unverified)
     }
 
     /// How the audit log names it.

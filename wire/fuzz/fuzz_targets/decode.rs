@@ -106,6 +106,8 @@ fuzz_target!(|data: &[u8]| {
     body_round_trip::<GetCursorReply>(data);
     body_round_trip::<CursorEvents>(data);
     body_round_trip::<ClusterStatusReply>(data);
+    body_round_trip::<GroupStatusRequest>(data);
+    body_round_trip::<GroupStatusReply>(data);
     body_round_trip::<AttentionReply>(data);
     body_round_trip::<MetadataRequest>(data);
     body_round_trip::<MetadataReply>(data);

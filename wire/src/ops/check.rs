@@ -25,6 +25,7 @@ pub fn check_request(operation: Operation, body: &[u8]) -> Result<(), BodyError>
         | Operation::Attention
         | Operation::ListUsers
         | Operation::ListQuotas => decodes::<Empty>(body),
+        Operation::GroupStatus => decodes::<GroupStatusRequest>(body),
         Operation::AcceptLoss => decodes::<AcceptLoss>(body),
         Operation::Metadata => decodes::<MetadataRequest>(body),
         // Prepared by a group's primary itself: never a client's request.

@@ -10,6 +10,7 @@
 //! | GetCursor | [`GetCursor`] | [`GetCursorReply`] |
 //! | DeleteCursor | [`DeleteCursor`] | [`Empty`] |
 //! | ClusterStatus | [`Empty`] | [`ClusterStatusReply`] |
+//! | GroupStatus | [`GroupStatusRequest`] | [`GroupStatusReply`] |
 //! | Attention | [`Empty`] | [`AttentionReply`] |
 //! | AcceptLoss | [`AcceptLoss`] | [`AcceptLossReply`] |
 //! | Metadata | [`MetadataRequest`] | [`MetadataReply`] |
@@ -74,10 +75,11 @@ pub use fetch::{
     OffsetForTimeReply, PRODUCE_BATCH_BYTES_MAX, ProduceReply, fetch_reply_batch_bytes_max,
 };
 pub use quota::{Quota, QuotaList, SetQuota};
-pub use reassign::{DropReplica, EpochStarted, ReassignPartition, Reassigned};
+pub use reassign::{DropReplica, EpochStarted, NODE_CHECK_MS_MAX, ReassignPartition, Reassigned};
 pub use status::{
     AttentionEntry, AttentionReason, AttentionReply, AttentionStart, ClusterStatusReply,
-    GroupStatus, MetadataReply, MetadataRequest, NodeInfo, PartitionInfo, ReplicaStatus, TopicInfo,
+    GroupStatus, GroupStatusReply, GroupStatusRequest, MetadataReply, MetadataRequest, NodeInfo,
+    PartitionInfo, ReplicaStatus, TopicInfo,
 };
 pub use tokens::{
     CreateToken, RevokeToken, TOKENS_MAX, TOKENS_PER_USER_MAX, TokenInfo, parse_token, token_text,

@@ -13,6 +13,12 @@ use crate::policy::ConfirmPolicy;
 
 use super::status::{read_confirm, write_confirm};
 
+/// The longest a node's safety check of a `ReassignPartition` or
+/// `DropReplica` may take (it asks the nodes for the partition's status
+/// before it proposes the move): a client waits this much longer for such
+/// a request's answer before it suspects the node.
+pub const NODE_CHECK_MS_MAX: u64 = 3_000;
+
 /// Bytes one `(slot, node)` member takes: a `u8` slot and a `u32` node.
 const MEMBER_SIZE: usize = 1 + 4;
 

@@ -166,6 +166,52 @@ impl Body for GroupStatus {
     }
 }
 
+/// The request of `GroupStatus`: one group's status as the answering node's
+/// replica sees it, without the rest of the node's groups (what a node's
+/// partition-move check asks the partition's replicas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupStatusRequest {
+    /// The group asked about.
+    pub group: u64,
+}
+
+impl Body for GroupStatusRequest {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.u64(self.group);
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<GroupStatusRequest, BodyError> {
+        Ok(GroupStatusRequest {
+            group: reader.u64("group")?,
+        })
+    }
+}
+
+/// The reply to `GroupStatus`: the answering node's replica of the group,
+/// or `None` when the node hosts none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatusReply {
+    /// The replica's status, if the node hosts one.
+    pub status: Option<GroupStatus>,
+}
+
+impl Body for GroupStatusReply {
+    fn encode(&self, writer: &mut BodyWriter) {
+        writer.bool(self.status.is_some());
+        if let Some(status) = &self.status {
+            status.encode(writer);
+        }
+    }
+
+    fn decode(reader: &mut BodyReader<'_>) -> Result<GroupStatusReply, BodyError> {
+        let status = match reader.bool("hosted")? {
+            true => Some(GroupStatus::decode(reader)?),
+            false => None,
+        };
+        Ok(GroupStatusReply { status })
+    }
+}
+
 /// The reply to ClusterStatus.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterStatusReply {

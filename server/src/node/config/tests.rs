@@ -153,7 +153,7 @@ fn a_local_cluster_file_keeps_quotes_and_backslashes_in_paths() {
         replica_address: "127.0.0.1:7101".into(),
         client_address: "127.0.0.1:7201".into(),
     }];
-    let hash = strand_client::users::hash_password("a password").expect("hashed");
+    let hash = strand_credentials::hash_password("a password").expect("hashed");
     let text = local_cluster_toml(
         1,
         7,

@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn the_sdks_hash_is_accepted_and_anything_costlier_or_odd_refused() {
-        let sdk = strand_client::users::hash_password("correct horse").expect("hash");
+        let sdk = strand_credentials::hash_password("correct horse").expect("hash");
         assert_eq!(check(&sdk), Ok(()));
         assert!(verify(&sdk, b"correct horse"));
         assert!(!verify(&sdk, b"wrong horse"));

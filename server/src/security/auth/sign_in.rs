@@ -294,7 +294,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_stored_hash_outside_the_fixed_parameters_is_refused_without_computing_it() {
-        let sdk = strand_client::users::hash_password("old password").expect("hash");
+        let sdk = strand_credentials::hash_password("old password").expect("hash");
         let costly = sdk.replacen("m=19456", "m=4194304", 1);
         let shared = node_with_user(costly);
         let address = IpAddr::from([127, 0, 0, 1]);
@@ -314,7 +314,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_throttled_address_is_refused_before_any_check() {
-        let sdk = strand_client::users::hash_password("admin password").expect("hash");
+        let sdk = strand_credentials::hash_password("admin password").expect("hash");
         let shared = node_with_admin_hash(sdk);
         let address = IpAddr::from([10, 0, 0, 9]);
         let now = Instant::now();
