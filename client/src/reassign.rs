@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 
 use crate::client::{Client, invalid, partition_group_of};
 use crate::error::ClientError;
+use crate::query::QueryTarget;
 use crate::routing::METADATA_GROUP;
 
 /// Most reassignments a topic's confirm change has in flight at once: the
@@ -101,6 +102,64 @@ impl Client {
         reassigned_of(group, outcome.await)
     }
 
+    /// What moving `target` onto `nodes` (and `confirm`) would do, without
+    /// doing it: a node runs its safety check (unless `force`) and answers
+    /// with the plan its catalog gives. `Refused` says why the move would be
+    /// refused now; nothing is proposed either way.
+    pub async fn preview_reassign_partition(
+        &self,
+        target: PartitionTarget,
+        nodes: &[u32],
+        confirm: Option<ConfirmPolicy>,
+        force: bool,
+    ) -> Result<Reassigned, ClientError> {
+        if nodes.is_empty() || nodes.len() >= usize::from(REPLICAS_MAX) {
+            return Err(invalid("a partition needs 1 to 15 replicas"));
+        }
+        let group = self.movable_group(&target).await?;
+        let request = ReassignPartition {
+            group,
+            nodes: nodes.to_vec(),
+            confirm,
+            force,
+            dry_run: true,
+        };
+        let reply = self
+            .preview(Operation::ReassignPartition, request.to_vec())
+            .await;
+        reassigned_of(group, Ok(reply))
+    }
+
+    /// Whether dropping `node`'s retired copy of `target` would be accepted
+    /// now, without dropping it (`Refused` or `InvalidRequest` say why not).
+    pub async fn preview_drop_replica(
+        &self,
+        target: PartitionTarget,
+        node: u32,
+        force: bool,
+    ) -> Result<(), ClientError> {
+        let group = self.movable_group(&target).await?;
+        let request = DropReplica {
+            group,
+            node,
+            force,
+            dry_run: true,
+        };
+        let reply = self
+            .preview(Operation::DropReplica, request.to_vec())
+            .await?;
+        Empty::from_bytes(&reply)
+            .map_err(|error| ClientError::from_body_error("drop replica preview", error))?;
+        Ok(())
+    }
+
+    /// A dry run of a move: any node answers it, after its safety check.
+    async fn preview(&self, operation: Operation, body: Vec<u8>) -> Result<Bytes, ClientError> {
+        let wait_ms = crate::safety::node_check_wait_ms(operation);
+        self.query(QueryTarget::AnyNode, operation, Bytes::from(body), wait_ms)
+            .await
+    }
+
     /// Hands a reassignment of `group` to the metadata plane's session now
     /// (so several go out pipelined, in order).
     fn submit_reassignment(
@@ -116,6 +175,7 @@ impl Client {
             nodes: nodes.to_vec(),
             confirm,
             force,
+            dry_run: false,
         };
         let body = Bytes::from(request.to_vec());
         self.submit_replicated(METADATA_GROUP, Operation::ReassignPartition, body)
@@ -217,7 +277,15 @@ impl Client {
         force: bool,
     ) -> Result<(), ClientError> {
         let group = self.movable_group(&target).await?;
-        let body = Bytes::from(DropReplica { group, node, force }.to_vec());
+        let body = Bytes::from(
+            DropReplica {
+                group,
+                node,
+                force,
+                dry_run: false,
+            }
+            .to_vec(),
+        );
         let reply = self
             .replicated(METADATA_GROUP, Operation::DropReplica, body)
             .await?;

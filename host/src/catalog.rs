@@ -607,21 +607,41 @@ impl Catalog {
 
     fn reassign_partition(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
         let request = ReassignPartition::from_bytes(body).map_err(invalid)?;
+        refuse_dry_run(request.dry_run)?;
+        let (reply, next) = self.plan_reassignment(&request)?;
+        let assignment = self.groups.get_mut(&request.group).expect("planned");
+        assignment.begin(next);
+        Ok(Bytes::from(reply.to_vec()))
+    }
+
+    /// What `request` would do to the catalog as it is: the reply the
+    /// metadata plane would give, or its refusal. A node answers a dry run
+    /// with it, and the plane plans the real one with it, so both say the
+    /// same.
+    pub fn preview_reassignment(
+        &self,
+        request: &ReassignPartition,
+    ) -> Result<Reassigned, ErrorBody> {
+        self.plan_reassignment(request).map(|(reply, _)| reply)
+    }
+
+    fn plan_reassignment(
+        &self,
+        request: &ReassignPartition,
+    ) -> Result<(Reassigned, SlotAssignment), ErrorBody> {
         let assignment = self
             .groups
-            .get_mut(&request.group)
+            .get(&request.group)
             .ok_or_else(|| unknown_group(request.group))?;
         let wish = ReassignWish {
-            nodes: request.nodes,
+            nodes: request.nodes.clone(),
             confirm: request.confirm,
         };
         assignment.check_reassignable(&wish)?;
         let current = assignment.slot_assignment();
         let plan = reassign::plan(&current, &wish, &self.nodes)
             .map_err(|error| ErrorBody::message(ResultCode::InvalidRequest, error.to_string()))?;
-        let reply = reassigned(request.group, &current, &plan);
-        assignment.begin(plan.next);
-        Ok(Bytes::from(reply.to_vec()))
+        Ok((reassigned(request.group, &current, &plan), plan.next))
     }
 
     fn epoch_started(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
@@ -636,21 +656,48 @@ impl Catalog {
 
     fn drop_replica(&mut self, body: &[u8]) -> Result<Bytes, ErrorBody> {
         let request = DropReplica::from_bytes(body).map_err(invalid)?;
-        let assignment = self
-            .groups
-            .get_mut(&request.group)
-            .ok_or_else(|| unknown_group(request.group))?;
-        let Ok(index) = assignment.retired.binary_search(&request.node) else {
-            return Err(ErrorBody::message(
-                ResultCode::InvalidRequest,
-                format!(
-                    "node {} holds no retired copy of group {}",
-                    request.node, request.group
-                ),
-            ));
-        };
+        refuse_dry_run(request.dry_run)?;
+        let index = self.retired_index(&request)?;
+        let assignment = self.groups.get_mut(&request.group).expect("checked");
         assignment.retired.remove(index);
         Ok(Bytes::new())
+    }
+
+    /// Whether `request` would drop a retired copy, or why not: what a node
+    /// answers a dry run with.
+    pub fn preview_drop(&self, request: &DropReplica) -> Result<(), ErrorBody> {
+        self.retired_index(request).map(|_| ())
+    }
+
+    fn retired_index(&self, request: &DropReplica) -> Result<usize, ErrorBody> {
+        let assignment = self
+            .groups
+            .get(&request.group)
+            .ok_or_else(|| unknown_group(request.group))?;
+        assignment
+            .retired
+            .binary_search(&request.node)
+            .map_err(|_| {
+                ErrorBody::message(
+                    ResultCode::InvalidRequest,
+                    format!(
+                        "node {} holds no retired copy of group {}",
+                        request.node, request.group
+                    ),
+                )
+            })
+    }
+}
+
+/// A dry run is answered by the node that receives it and never proposed:
+/// one in a prepare is refused, the same on every replica.
+fn refuse_dry_run(dry_run: bool) -> Result<(), ErrorBody> {
+    match dry_run {
+        true => Err(ErrorBody::message(
+            ResultCode::InvalidRequest,
+            "a dry run is answered by the node that receives it, never proposed",
+        )),
+        false => Ok(()),
     }
 }
 

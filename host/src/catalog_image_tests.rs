@@ -42,6 +42,7 @@ fn reassign(catalog: &mut Catalog, group: u64, nodes: &[u32]) {
         nodes: nodes.to_vec(),
         confirm: Some(ConfirmPolicy::MajorityDurable),
         force: false,
+        dry_run: false,
     };
     commit(catalog, Operation::ReassignPartition, &body);
 }
@@ -277,6 +278,7 @@ fn use_everything(mut catalog: Catalog) {
             nodes: vec![nodes[0]],
             confirm: None,
             force: false,
+            dry_run: false,
         };
         apply(
             &mut catalog,

@@ -206,6 +206,7 @@ fn reassign(
         nodes: nodes.to_vec(),
         confirm,
         force: false,
+        dry_run: false,
     };
     apply(
         catalog,
@@ -241,6 +242,7 @@ fn drop_replica(catalog: &mut Catalog, group: u64, node: u32) -> (ResultCode, By
             group,
             node,
             force: false,
+            dry_run: false,
         }
         .to_vec(),
     );
@@ -564,6 +566,7 @@ fn a_deleted_stream_takes_its_topics_and_retired_copies() {
         nodes: vec![1, 3],
         confirm: None,
         force: false,
+        dry_run: false,
     }
     .to_vec();
     assert_eq!(
@@ -800,4 +803,47 @@ fn consumer_groups_join_rebalance_leave_and_follow_their_topic() {
     let (result, _) = catalog.commit(&header(9, Operation::DeleteTopic), Some(&delete));
     assert_eq!(result, ResultCode::Ok);
     assert!(catalog.consumer_group("g").is_none());
+}
+
+#[test]
+fn a_preview_is_the_plan_the_move_gets_and_a_dry_run_is_never_applied() {
+    let mut catalog = cluster_of_five();
+    let wish = ReassignPartition {
+        group: 1,
+        nodes: vec![1, 3, 4],
+        confirm: None,
+        force: false,
+        dry_run: true,
+    };
+    let previewed = catalog.preview_reassignment(&wish).expect("a plan");
+    // A dry run that reached a log anyway changes nothing, on every replica.
+    let (code, _) = apply(
+        &mut catalog,
+        Operation::ReassignPartition,
+        Bytes::from(wish.to_vec()),
+    );
+    assert_eq!(code, ResultCode::InvalidRequest);
+    assert!(catalog.groups[&1].active, "no reassignment began");
+    let moved = reassigned_ok(reassign(&mut catalog, 1, &[1, 3, 4], None));
+    assert_eq!(previewed, moved);
+    // Now the next move waits for epoch 1 to start, and its preview says so.
+    let refused = catalog.preview_reassignment(&wish).expect_err("in progress");
+    assert_eq!(refused.code(), ResultCode::Unavailable);
+
+    let mut retired = with_node_2_retired();
+    let drop = |node| DropReplica {
+        group: 1,
+        node,
+        force: false,
+        dry_run: true,
+    };
+    assert_eq!(retired.preview_drop(&drop(2)), Ok(()));
+    assert!(retired.preview_drop(&drop(3)).is_err(), "a member, not retired");
+    let (code, _) = apply(
+        &mut retired,
+        Operation::DropReplica,
+        Bytes::from(drop(2).to_vec()),
+    );
+    assert_eq!(code, ResultCode::InvalidRequest);
+    assert_eq!(retired.groups[&1].retired, [2], "the dry run dropped nothing");
 }

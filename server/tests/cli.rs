@@ -404,6 +404,34 @@ fn partition_reassign_changes_a_confirm_policy_that_status_then_shows() {
         let status = strand_ok(&cluster, &["status"], b"").await;
         assert!(status.contains("W3/R1"), "{status}");
 
+        // A dry run shows the plan, after the node's safety check, and
+        // changes nothing.
+        let previewed = strand_ok(
+            &cluster,
+            &[
+                "partition",
+                "reassign",
+                "s/t/0",
+                "--replicas",
+                "1,2,3",
+                "--confirm",
+                "majority",
+                "--dry-run",
+            ],
+            b"",
+        )
+        .await;
+        assert!(
+            previewed.contains("W/R       3/1          ->  2/2"),
+            "{previewed}"
+        );
+        assert!(previewed.contains("dry run"), "{previewed}");
+        let status = strand_ok(&cluster, &["status"], b"").await;
+        assert!(
+            status.contains("W3/R1"),
+            "the dry run changed nothing:\n{status}"
+        );
+
         let moved = strand_ok(
             &cluster,
             &[
@@ -458,5 +486,21 @@ fn partition_reassign_changes_a_confirm_policy_that_status_then_shows() {
         .await;
         assert_ne!(member.outcome, Outcome::Success);
         assert!(member.stderr.contains("retired"), "{}", member.stderr);
+        // Its dry run needs no --yes and says the same.
+        let previewed = strand(
+            &cluster,
+            &[
+                "partition",
+                "drop-replica",
+                "s/t/0",
+                "--node",
+                "3",
+                "--dry-run",
+            ],
+            b"",
+        )
+        .await;
+        assert_ne!(previewed.outcome, Outcome::Success);
+        assert!(previewed.stderr.contains("retired"), "{}", previewed.stderr);
     });
 }

@@ -317,6 +317,26 @@ fn a_lost_node_is_replaced_under_load_and_a_second_loss_loses_nothing() {
         matches!(&sdk, Err(strand_client::ClientError::Refused { message }) if message.contains("--force")),
         "{sdk:?}"
     );
+    // A dry run of the same move is refused by the same rule, and the
+    // preview of the safe one is the plan the metadata plane would make.
+    let previewed = runtime.block_on(strand_cli(
+        &nodes,
+        &[
+            "partition",
+            "reassign",
+            "s/t/0",
+            "--replicas",
+            &risky,
+            "--dry-run",
+        ],
+    ));
+    assert_eq!(
+        previewed.0,
+        strand_client::cli::Outcome::Usage,
+        "{}",
+        previewed.1
+    );
+    assert!(previewed.1.contains("--force"), "{}", previewed.1);
     let acked = acked.lock().expect("acks").clone();
     assert!(acked.len() >= more);
     let total = acked.len() * common::BATCH as usize;

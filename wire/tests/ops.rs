@@ -293,11 +293,12 @@ proptest! {
     #[test]
     fn reassignment(group in 1..u64::MAX, nodes in proptest::collection::vec(any::<u32>(), 1..15),
                     confirm in proptest::option::of(confirm()), reply in reassigned(),
-                    epoch in 1..u32::MAX, node in any::<u32>(), force in any::<bool>()) {
-        round_trip(&ReassignPartition { group, nodes, confirm, force })?;
+                    epoch in 1..u32::MAX, node in any::<u32>(), force in any::<bool>(),
+                    dry_run in any::<bool>()) {
+        round_trip(&ReassignPartition { group, nodes, confirm, force, dry_run })?;
         round_trip(&reply)?;
         round_trip(&EpochStarted { group, epoch })?;
-        round_trip(&DropReplica { group, node, force })?;
+        round_trip(&DropReplica { group, node, force, dry_run })?;
     }
 
     #[test]

@@ -188,7 +188,7 @@ fn refuse_unconfirmed(command: &Command) -> Result<(), CliError> {
         }
     }
     if let Command::Partition(PartitionCommand::DropReplica(dropping)) = command {
-        if !dropping.yes {
+        if !dropping.yes && !dropping.dry_run {
             return Err(partition::drop_refusal(dropping));
         }
     }

@@ -67,6 +67,8 @@ pub(crate) struct ReassignView {
     heading: String,
     /// True when the change takes effect with no view change.
     in_place: bool,
+    /// True when nothing was done: the plan a dry run was answered with.
+    dry_run: bool,
     before: EpochView,
     after: EpochView,
     joining: Vec<u32>,
@@ -74,8 +76,9 @@ pub(crate) struct ReassignView {
 }
 
 impl ReassignView {
-    /// The view of an accepted reassignment of `target`.
-    pub(crate) fn new(target: &PartitionTarget, reply: &Reassigned) -> ReassignView {
+    /// The view of an accepted reassignment of `target`, or of the plan a
+    /// dry run was answered with.
+    pub(crate) fn new(target: &PartitionTarget, reply: &Reassigned, dry_run: bool) -> ReassignView {
         let members = |members: &[(u8, u32)]| {
             members
                 .iter()
@@ -91,6 +94,7 @@ impl ReassignView {
             group: reply.group,
             heading,
             in_place: reply.in_place,
+            dry_run,
             before: EpochView {
                 epoch: reply.previous_epoch,
                 replicas: members(&reply.previous_members),
@@ -147,6 +151,12 @@ impl ReassignView {
                 self.after.epoch
             ),
         });
+        if self.dry_run {
+            text.push_str(
+                "dry run: the node's safety check passes now; nothing was changed (run it again \
+                 without --dry-run to move)\n",
+            );
+        }
         text
     }
 }
@@ -159,16 +169,21 @@ pub(crate) async fn reassign(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let doing = format!("reassign {}", args.target);
-    let reply = client
-        .reassign_partition(
-            args.target.clone(),
-            &args.replicas,
-            args.confirm,
-            args.force,
-        )
-        .await
-        .map_err(|error| refused_or(&doing, error))?;
-    let view = ReassignView::new(&args.target, &reply);
+    let (target, replicas) = (args.target.clone(), &args.replicas);
+    let reply = match args.dry_run {
+        true => {
+            client
+                .preview_reassign_partition(target, replicas, args.confirm, args.force)
+                .await
+        }
+        false => {
+            client
+                .reassign_partition(target, replicas, args.confirm, args.force)
+                .await
+        }
+    };
+    let reply = reply.map_err(|error| refused_or(&doing, error))?;
+    let view = ReassignView::new(&args.target, &reply, args.dry_run);
     if json {
         return print_json(out, &view);
     }
@@ -201,23 +216,34 @@ pub(crate) async fn drop_replica(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    if !args.yes {
+    if !args.yes && !args.dry_run {
         return Err(drop_refusal(&args));
     }
     let doing = format!("drop node {}'s copy of {}", args.node, args.target);
-    client
-        .drop_replica(args.target.clone(), args.node, args.force)
-        .await
-        .map_err(|error| refused_or(&doing, error))?;
+    let target = args.target.clone();
+    let outcome = match args.dry_run {
+        true => {
+            client
+                .preview_drop_replica(target, args.node, args.force)
+                .await
+        }
+        false => client.drop_replica(target, args.node, args.force).await,
+    };
+    outcome.map_err(|error| refused_or(&doing, error))?;
     if json {
         let dropped = serde_json::json!({
-            "target": args.target.to_string(), "node": args.node, "dropped": true,
+            "target": args.target.to_string(), "node": args.node,
+            "dropped": !args.dry_run, "dry_run": args.dry_run,
         });
         return print_json(out, &dropped);
     }
+    let done = match args.dry_run {
+        true => "would drop (dry run: nothing was deleted)",
+        false => "dropped",
+    };
     writeln!(
         out,
-        "{}: dropped the retired copy on node {}",
+        "{}: {done} the retired copy on node {}",
         args.target, args.node
     )?;
     Ok(())
@@ -258,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_replacement_prints_both_epochs_and_the_view_change() {
-        let text = ReassignView::new(&shop_orders_0(), &replacement()).text();
+        let text = ReassignView::new(&shop_orders_0(), &replacement(), false).text();
         assert_eq!(
             text,
             "shop/orders/0 (group 4): epoch 0 -> 1\n          \
@@ -286,7 +312,7 @@ mod tests {
             leaving: Vec::new(),
             ..replacement()
         };
-        let text = ReassignView::new(&PartitionTarget::Group(4), &reply).text();
+        let text = ReassignView::new(&PartitionTarget::Group(4), &reply, false).text();
         assert!(text.starts_with("group 4: epoch 0 -> 1\n"), "{text}");
         assert!(text.contains("W/R       3/1          ->  2/2\n"), "{text}");
         assert!(
@@ -304,8 +330,27 @@ mod tests {
     }
 
     #[test]
+    fn a_dry_run_shows_the_plan_and_says_nothing_changed() {
+        let view = ReassignView::new(&shop_orders_0(), &replacement(), true);
+        let text = view.text();
+        assert!(
+            text.contains("replicas  1@0 2@1 3@2  ->  1@0 3@2 4@3\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "dry run: the node's safety check passes now; nothing was changed (run it \
+                 again without --dry-run to move)\n"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&view).expect("serializes");
+        assert_eq!(json["dry_run"], true);
+    }
+
+    #[test]
     fn json_names_slots_and_quorums() {
-        let view = ReassignView::new(&shop_orders_0(), &replacement());
+        let view = ReassignView::new(&shop_orders_0(), &replacement(), false);
         let json = serde_json::to_value(&view).expect("serializes");
         assert_eq!(json["group"], 4);
         assert_eq!(json["in_place"], false);
@@ -322,6 +367,7 @@ mod tests {
             node: 2,
             yes: false,
             force: false,
+            dry_run: false,
         };
         let message = drop_refusal(&args).message();
         assert!(message.contains("deletes the copy of group 4"), "{message}");

@@ -7,14 +7,16 @@
 //! leave `min(W, W')` or more replicas without every acknowledged record,
 //! or a drop while a member catches up or no primary serves, is refused
 //! with `Refused` and nothing is proposed. A request marked `force` skips
-//! the check (and says so in the log). A reassignment onto the same
+//! the check (and says so in the log). A `dry_run` is checked the same way
+//! and then answered by the node itself with the plan its catalog gives
+//! ([`preview`]): the command line's preview of a move. A reassignment onto the same
 //! replicas (a confirm-policy change) has nothing to check here.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use strand_wire::ops::{
-    DropReplica, GroupStatus, GroupStatusReply, GroupStatusRequest, ReassignPartition,
+    DropReplica, ErrorBody, GroupStatus, GroupStatusReply, GroupStatusRequest, ReassignPartition,
 };
 use strand_wire::{Body, Msg, Operation, RequestHeader, ResultCode};
 
@@ -32,8 +34,8 @@ pub enum Check {
 
 impl Check {
     /// The check `request` needs, if any: `None` for other operations, a
-    /// forced request, or a body that does not decode (the metadata plane
-    /// refuses that one itself).
+    /// forced request that is not a dry run, or a body that does not decode
+    /// (the metadata plane refuses that one itself).
     pub fn of(request: &Msg<RequestHeader>) -> Option<Check> {
         let check = match request.header().operation() {
             Operation::ReassignPartition => {
@@ -42,7 +44,7 @@ impl Check {
             Operation::DropReplica => Check::Drop(DropReplica::from_bytes(request.body()).ok()?),
             _ => return None,
         };
-        if check.forced() {
+        if check.forced() && !check.dry_run() {
             tracing::warn!(
                 ?check,
                 "guard: a forced partition move skips the safety check"
@@ -50,6 +52,15 @@ impl Check {
             return None;
         }
         Some(check)
+    }
+
+    /// Whether the request only asks what would happen: the node answers
+    /// it itself, proposing nothing.
+    pub fn dry_run(&self) -> bool {
+        match self {
+            Check::Reassign(request) => request.dry_run,
+            Check::Drop(request) => request.dry_run,
+        }
     }
 
     fn forced(&self) -> bool {
@@ -67,10 +78,34 @@ impl Check {
     }
 }
 
-/// Why the node refuses `check` now, if it does.
+/// Why the node refuses `check` now, if it does (a forced dry run skips
+/// the safety rule, as the forced move would).
 pub async fn refusal(shared: &Shared, check: &Check) -> Option<String> {
+    if check.forced() {
+        return None;
+    }
     let primary = primary_status(shared, check.group()).await;
     judge(check, primary.as_ref())
+}
+
+/// A dry run's answer: what the metadata plane would reply to the move,
+/// planned from this node's catalog (its reply body), or why it would
+/// refuse it.
+pub fn preview(shared: &Shared, check: &Check) -> Result<Bytes, ErrorBody> {
+    assert!(check.dry_run(), "only a dry run is previewed");
+    if shared.catalog_freshness() == crate::shared::CatalogFreshness::Loading {
+        return Err(ErrorBody::message(
+            ResultCode::Unavailable,
+            "this node's catalog is still loading: ask another node",
+        ));
+    }
+    let catalog = shared.catalog();
+    match check {
+        Check::Reassign(request) => catalog
+            .preview_reassignment(request)
+            .map(|reply| Bytes::from(reply.to_vec())),
+        Check::Drop(request) => catalog.preview_drop(request).map(|()| Bytes::new()),
+    }
 }
 
 /// The rule itself, given what the primary reports (`None`: no primary
@@ -172,6 +207,7 @@ mod tests {
             nodes: nodes.to_vec(),
             confirm,
             force: false,
+            dry_run: false,
         })
     }
 
@@ -205,6 +241,7 @@ mod tests {
             group: 1,
             node: 4,
             force: false,
+            dry_run: false,
         });
         assert!(judge(&drop, Some(&status([true, true, false]))).is_some());
         assert!(judge(&drop, None).is_some(), "no primary serves");

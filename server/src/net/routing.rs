@@ -125,7 +125,8 @@ fn to_local_replica(shared: &Shared, request: Msg<RequestHeader>, answer: impl F
 }
 
 /// Proposes a partition move once the node's safety check passes; answers
-/// `Refused` (nothing proposed) when it does not. The check asks the
+/// `Refused` (nothing proposed) when it does not, and a dry run with the
+/// plan the node's catalog gives. The check asks the
 /// cluster, so it runs beside the connection's reading.
 fn check_then_route(
     shared: Arc<Shared>,
@@ -138,14 +139,18 @@ fn check_then_route(
         let answer = |frame: Bytes| {
             let _ = sender.try_send(frame);
         };
-        match crate::metadata::guard::refusal(&shared, &check).await {
-            Some(message) => {
-                metrics::refused_unsafe(header.operation());
-                tracing::warn!(?check, message, "guard: refused a partition move");
-                let error = ErrorBody::message(ResultCode::Refused, message);
-                answer(error_frame(&header, &error));
-            }
-            None => route(&shared, 0, Input::Request(request), &header, answer),
+        if let Some(message) = crate::metadata::guard::refusal(&shared, &check).await {
+            metrics::refused_unsafe(header.operation());
+            tracing::warn!(?check, message, "guard: refused a partition move");
+            let error = ErrorBody::message(ResultCode::Refused, message);
+            return answer(error_frame(&header, &error));
+        }
+        if !check.dry_run() {
+            return route(&shared, 0, Input::Request(request), &header, answer);
+        }
+        match crate::metadata::guard::preview(&shared, &check) {
+            Ok(body) => answer(reply_frame(&header, ResultCode::Ok, body)),
+            Err(error) => answer(error_frame(&header, &error)),
         }
     });
 }

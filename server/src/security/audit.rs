@@ -111,7 +111,7 @@ fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
                 |request| {
                     let nodes: Vec<String> = request.nodes.iter().map(u32::to_string).collect();
                     let target = format!("group {} -> nodes {}", request.group, nodes.join(","));
-                    (target, request.force)
+                    (with_dry_run(target, request.dry_run), request.force)
                 },
             );
         }
@@ -119,10 +119,8 @@ fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
             return DropReplica::from_bytes(body).map_or_else(
                 |error| (format!("undecodable: {error}"), false),
                 |drop| {
-                    (
-                        format!("group {} on node {}", drop.group, drop.node),
-                        drop.force,
-                    )
+                    let target = format!("group {} on node {}", drop.group, drop.node);
+                    (with_dry_run(target, drop.dry_run), drop.force)
                 },
             );
         }
@@ -132,6 +130,14 @@ fn target_of(operation: Operation, body: &[u8]) -> (String, bool) {
         target.unwrap_or_else(|error| format!("undecodable: {error}")),
         false,
     )
+}
+
+/// A move's target, marked when the request was only a dry run.
+fn with_dry_run(target: String, dry_run: bool) -> String {
+    match dry_run {
+        true => format!("{target} (dry run)"),
+        false => target,
+    }
 }
 
 /// The entry of a failed sign-in: `identity` as the attempt named itself,
@@ -305,6 +311,7 @@ mod tests {
             group: 4,
             node: 2,
             force: true,
+            dry_run: false,
         }
         .to_vec();
         let header = request(Operation::DropReplica, &body);

@@ -35,6 +35,11 @@ pub struct ReassignPartition {
     /// Skip the node's safety check (a set that would leave too few copies
     /// holding every acknowledged record is refused without it).
     pub force: bool,
+    /// Only ask: the node that receives it runs its safety check (unless
+    /// `force`) and answers with the plan the metadata plane would make
+    /// from its catalog, proposing nothing. Never in a log: a node answers
+    /// it itself.
+    pub dry_run: bool,
 }
 
 impl Body for ReassignPartition {
@@ -45,7 +50,7 @@ impl Body for ReassignPartition {
         if let Some(confirm) = self.confirm {
             write_confirm(writer, confirm);
         }
-        writer.bool(self.force);
+        write_move_flags(writer, self.force, self.dry_run);
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<ReassignPartition, BodyError> {
@@ -61,11 +66,13 @@ impl Body for ReassignPartition {
             true => Some(read_confirm(reader)?),
             false => None,
         };
+        let (force, dry_run) = read_move_flags(reader)?;
         Ok(ReassignPartition {
             group,
             nodes,
             confirm,
-            force: reader.bool("force")?,
+            force,
+            dry_run,
         })
     }
 }
@@ -203,22 +210,53 @@ pub struct DropReplica {
     /// Skip the node's safety check (a drop while a member still catches
     /// up, or while no primary serves, is refused without it).
     pub force: bool,
+    /// Only ask: the node runs its checks and answers, proposing nothing
+    /// (never in a log).
+    pub dry_run: bool,
 }
 
 impl Body for DropReplica {
     fn encode(&self, writer: &mut BodyWriter) {
         writer.u64(self.group);
         writer.u32(self.node);
-        writer.bool(self.force);
+        write_move_flags(writer, self.force, self.dry_run);
     }
 
     fn decode(reader: &mut BodyReader<'_>) -> Result<DropReplica, BodyError> {
+        let group = read_partition_group(reader)?;
+        let node = reader.u32("node")?;
+        let (force, dry_run) = read_move_flags(reader)?;
         Ok(DropReplica {
-            group: read_partition_group(reader)?,
-            node: reader.u32("node")?,
-            force: reader.bool("force")?,
+            group,
+            node,
+            force,
+            dry_run,
         })
     }
+}
+
+/// A move's flags byte: bit 0 `force`, bit 1 `dry_run`. It was a bool
+/// (`force` alone) before dry runs, so every move in a log decodes as it
+/// did; a node that predates dry runs refuses one as malformed rather than
+/// carrying it out.
+const FORCE: u8 = 1;
+const DRY_RUN: u8 = 2;
+
+fn write_move_flags(writer: &mut BodyWriter, force: bool, dry_run: bool) {
+    let force = if force { FORCE } else { 0 };
+    let dry_run = if dry_run { DRY_RUN } else { 0 };
+    writer.u8(force | dry_run);
+}
+
+fn read_move_flags(reader: &mut BodyReader<'_>) -> Result<(bool, bool), BodyError> {
+    let flags = reader.u8("flags")?;
+    if flags & !(FORCE | DRY_RUN) != 0 {
+        return Err(BodyError::Invalid {
+            field: "flags",
+            reason: "unknown flag bits",
+        });
+    }
+    Ok((flags & FORCE != 0, flags & DRY_RUN != 0))
 }
 
 /// Reads a partition's group id: group 0, the metadata plane, is never moved.
@@ -314,6 +352,7 @@ mod tests {
             nodes: vec![1, 3, 4],
             confirm: Some(ConfirmPolicy::Count(2)),
             force: true,
+            dry_run: false,
         };
         assert_eq!(
             ReassignPartition::from_bytes(&request.to_vec()),
@@ -324,6 +363,7 @@ mod tests {
             nodes: vec![1],
             confirm: None,
             force: false,
+            dry_run: false,
         };
         assert_eq!(ReassignPartition::from_bytes(&keep.to_vec()), Ok(keep));
         assert_eq!(
@@ -339,6 +379,7 @@ mod tests {
             nodes: vec![1, 2],
             confirm: None,
             force: false,
+            dry_run: false,
         };
         let bad = [
             ReassignPartition {
@@ -363,9 +404,9 @@ mod tests {
                 "{request:?}"
             );
         }
-        let mut unknown_presence = good.to_vec();
-        *unknown_presence.last_mut().expect("presence byte") = 2;
-        assert!(ReassignPartition::from_bytes(&unknown_presence).is_err());
+        let mut unknown_flag = good.to_vec();
+        *unknown_flag.last_mut().expect("flags byte") = 4;
+        assert!(ReassignPartition::from_bytes(&unknown_flag).is_err());
     }
 
     #[test]
@@ -423,6 +464,7 @@ mod tests {
             group: 4,
             node: 9,
             force: true,
+            dry_run: false,
         };
         assert_eq!(DropReplica::from_bytes(&dropped.to_vec()), Ok(dropped));
         for bad in [
@@ -435,8 +477,28 @@ mod tests {
             group: 0,
             node: 9,
             force: false,
+            dry_run: false,
         };
         assert!(DropReplica::from_bytes(&metadata_plane.to_vec()).is_err());
+    }
+
+    #[test]
+    fn a_move_in_a_log_decodes_as_before_and_unknown_flags_are_refused() {
+        // `group 4, node 9, force` as a bool: how every drop in a log is.
+        let mut forced = 4u64.to_le_bytes().to_vec();
+        forced.extend_from_slice(&9u32.to_le_bytes());
+        forced.push(1);
+        let decoded = DropReplica::from_bytes(&forced).expect("decodes");
+        assert!(decoded.force && !decoded.dry_run);
+        let dry_run = DropReplica {
+            force: false,
+            dry_run: true,
+            ..decoded
+        };
+        assert_eq!(dry_run.to_vec().last(), Some(&2));
+        assert_eq!(DropReplica::from_bytes(&dry_run.to_vec()), Ok(dry_run));
+        *forced.last_mut().expect("flags") = 4;
+        assert!(DropReplica::from_bytes(&forced).is_err(), "an unknown flag");
     }
 
     #[test]
@@ -446,6 +508,7 @@ mod tests {
             nodes: vec![1, 3],
             confirm: Some(ConfirmPolicy::LocalDurable),
             force: false,
+            dry_run: false,
         }
         .to_vec();
         for length in 0..request.len() {

@@ -49,6 +49,10 @@ pub(crate) struct ReassignArgs {
     /// copy could then lose confirmed records.
     #[arg(long)]
     pub(crate) force: bool,
+    /// Only show what the move would do and whether the node's safety check
+    /// passes now; nothing changes.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 /// `strand partition drop-replica`.
@@ -68,6 +72,10 @@ pub(crate) struct DropReplicaArgs {
     /// member holds yet.
     #[arg(long)]
     pub(crate) force: bool,
+    /// Only check whether the drop would be accepted now (no `--yes`
+    /// needed); nothing is deleted.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 /// Parses a group id or `STREAM/TOPIC/PARTITION`.
