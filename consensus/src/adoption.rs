@@ -501,8 +501,8 @@ impl<S: StateMachine> Replica<S> {
         if let Some(adoption) = &self.adoption {
             if adoption
                 .persisting
-                .is_some_and(|sequence| sequence <= self.persist_completed)
-                && self.view_persisted >= adoption.view
+                .is_some_and(|sequence| self.persistence.is_done(sequence))
+                && self.persistence.view() >= adoption.view
             {
                 self.finish_adoption(effects);
                 return;
@@ -512,7 +512,7 @@ impl<S: StateMachine> Replica<S> {
             self.status,
             Status::ViewChange | Status::AwaitingStateTransfer
         ) && self.adoption.is_none()
-            && self.view_persisted == self.view
+            && self.persistence.view() == self.view
             && !self.view_change.announced;
         if announce {
             self.view_change.announced = true;
@@ -527,7 +527,7 @@ impl<S: StateMachine> Replica<S> {
         assert!(
             adoption
                 .persisting
-                .is_some_and(|sequence| sequence <= self.persist_completed),
+                .is_some_and(|sequence| self.persistence.is_done(sequence)),
             "serving view {} before the persist that settles its log",
             adoption.view
         );

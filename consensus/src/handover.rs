@@ -78,7 +78,7 @@ impl<S: StateMachine> Replica<S> {
         };
         // The preferred replica holds every committed op: only the
         // requests in flight are left to drain.
-        if !self.may_hand_over_to(to) || self.acks[usize::from(to)] < self.commit {
+        if !self.may_hand_over_to(to) || self.progress.ack(to) < self.commit {
             return false;
         }
         self.handover = Some(Drain {
@@ -135,8 +135,7 @@ impl<S: StateMachine> Replica<S> {
             && self.log_epoch() == self.view.epoch
             && self.is_peer(to)
             && self.suspected & (1 << to) == 0
-            && self.reported & (1 << to) != 0
-            && self.repairing & (1 << to) == 0
+            && self.progress.reports_whole(to)
     }
 
     /// The lowest view above the current one, in its epoch, that `slot` leads.

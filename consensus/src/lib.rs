@@ -20,6 +20,8 @@
 //! | `open` | the replica built from what storage recovered, as named steps |
 //! | `observe` | read-only accessors and the replica's invariants, checked after every input |
 //! | `storage` | the persistence order: persists, writes handed to storage, cuts of the log's tail |
+//! | `progress` | a primary's view of its backups' progress in the view: acks, reports, commits, retransmit marks, with its invariants |
+//! | `persistence` | the persistence order's bookkeeping: persists asked, in flight and done, what is on disk, with its invariants |
 //! | `timers` | every timeout of a replica, one sub-state with its invariants |
 //! | [`normal`] | request → prepare → ack → commit, heartbeats |
 //! | [`view_change`] | timeouts, StartViewChange, DoViewChange, the candidate's merge, StartView sent and probed |
@@ -57,6 +59,8 @@ pub mod merge;
 pub mod normal;
 mod observe;
 mod open;
+mod persistence;
+mod progress;
 pub mod quiet;
 pub mod reconfigure;
 pub mod repair;

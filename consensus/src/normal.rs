@@ -8,8 +8,6 @@ use strand_wire::{
     PrepareOkFlags, PrepareOkHeader, ReplyHeader, ResultCode, Route,
 };
 
-use crate::quiet::SlotBits;
-
 use crate::client_table::Lookup;
 use crate::effects::{DropReason, Effect, Effects, Event};
 use crate::journal::{JOURNAL_SLOTS_MAX, SlotState};
@@ -420,7 +418,7 @@ impl<S: StateMachine> Replica<S> {
             // The client table could not learn this op at open; it does now.
             let (result, body) = crate::state_machine::reply_from_header(header);
             self.client_table.recover(header, result, body);
-            self.client_table_persisted = 0; // the next persist writes it
+            self.persistence.client_table_at = 0; // the next persist writes it
         }
         let state = if op >= self.write_next {
             SlotState::Missing
@@ -505,16 +503,9 @@ impl<S: StateMachine> Replica<S> {
         let from = ok.prefix.replica;
         let op = ok.op.get();
         self.cursor_tail_reported(from, ok.cursor_tail.get(), effects);
-        if usize::from(from) < self.backup_commits.len() {
-            let bit: SlotBits = 1 << from;
-            self.reported |= bit;
-            if ok.flags().contains(PrepareOkFlags::REPAIRING) {
-                self.repairing |= bit;
-            } else {
-                self.repairing &= !bit;
-            }
-            let reported = &mut self.backup_commits[usize::from(from)];
-            *reported = (*reported).max(ok.commit.get());
+        if from < strand_wire::REPLICAS_MAX {
+            let repairing = ok.flags().contains(PrepareOkFlags::REPAIRING);
+            self.progress.reported(from, repairing, ok.commit.get());
         }
         if op == 0 {
             return; // an empty log's report: nothing acked
@@ -530,8 +521,7 @@ impl<S: StateMachine> Replica<S> {
             None if op < self.journal.base() && op <= self.commit => {}
             None => return,
         }
-        let acked = &mut self.acks[usize::from(from)];
-        *acked = (*acked).max(op);
+        self.progress.acked(from, op);
         self.try_commit(effects);
         self.continue_handover(effects);
     }
@@ -541,7 +531,8 @@ impl<S: StateMachine> Replica<S> {
         if !self.is_serving_primary() {
             return;
         }
-        self.acks[usize::from(self.config.replica)] = self.stored_through();
+        let stored = self.stored_through();
+        self.progress.stored(self.config.replica, stored);
         let commit_before = self.commit;
         loop {
             let op = self.commit + 1;
@@ -594,7 +585,7 @@ impl<S: StateMachine> Replica<S> {
         let copies = membership
             .slots
             .iter()
-            .filter(|slot| self.acks[usize::from(*slot)] >= op)
+            .filter(|slot| self.progress.ack(*slot) >= op)
             .count();
         copies >= usize::from(membership.rule().write)
     }
@@ -606,7 +597,7 @@ impl<S: StateMachine> Replica<S> {
         if self.status != Status::Normal
             || self.is_primary()
             || !self.trusted
-            || self.view_persisted < self.view
+            || self.persistence.view() < self.view
             || !self
                 .peer_slots(self.view.epoch)
                 .contains(self.config.replica)
@@ -744,11 +735,8 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         for to in self.others().collect::<Vec<_>>() {
-            let slot = usize::from(to);
-            let acked = self.acks[slot];
-            let moved = acked != self.acks_at_retransmit[slot];
-            self.acks_at_retransmit[slot] = acked;
-            if moved {
+            let acked = self.progress.ack(to);
+            if self.progress.ack_moved_since_retransmit(to) {
                 continue;
             }
             for op in (acked.max(self.commit) + 1)..=self.journal.head() {
@@ -765,7 +753,7 @@ impl<S: StateMachine> Replica<S> {
             "prepares retransmitted by a replica that does not serve as primary"
         );
         self.timers.prepare.start();
-        self.acks_at_retransmit = self.acks;
+        self.progress.mark_retransmit();
     }
 
     /// Sends the prepare at `op` to `to`, from memory or from storage.
@@ -822,10 +810,10 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn enter_normal(&mut self, effects: &mut Effects) {
         assert!(self.adoption.is_none(), "serving while adopting a view");
         assert!(
-            self.view_persisted >= self.view,
+            self.persistence.view() >= self.view,
             "serving in view {} before it is persisted ({})",
             self.view,
-            self.view_persisted
+            self.persistence.view()
         );
         self.end_quiet();
         self.status = Status::Normal;
@@ -836,7 +824,7 @@ impl<S: StateMachine> Replica<S> {
         self.timers.warning.stop();
         self.view_change = Default::default();
         self.timers.repair.start();
-        self.acks = [0; strand_wire::REPLICAS_MAX as usize];
+        self.progress.forget_acks();
         self.acked = 0;
         self.acked_repairing = false;
         self.svc_votes = 0;

@@ -164,7 +164,7 @@ impl<S: StateMachine> Replica<S> {
     /// The highest op each replica acked in this view (primary only; index
     /// by slot; slots that are no member read 0).
     pub fn acks(&self) -> &[u64; REPLICAS_MAX as usize] {
-        &self.acks
+        self.progress.acks()
     }
 
     /// Checks the replica's own invariants (views in order, commit below
@@ -182,16 +182,18 @@ impl<S: StateMachine> Replica<S> {
             self.log_view,
             self.view
         );
+        self.persistence.assert_invariants();
+        self.progress.assert_invariants();
         assert!(
-            self.view_persisted <= self.view,
+            self.persistence.view() <= self.view,
             "persisted view {} past view {}",
-            self.view_persisted,
+            self.persistence.view(),
             self.view
         );
         assert!(
-            self.view_persisted <= self.durable.view,
+            self.persistence.view() <= self.durable.view,
             "persisted view {} never asked for (durable view {})",
-            self.view_persisted,
+            self.persistence.view(),
             self.durable.view
         );
         assert!(
@@ -201,20 +203,6 @@ impl<S: StateMachine> Replica<S> {
             self.commit_max
         );
         assert!(self.log_start >= 1, "the log starts at op 1 or later");
-        assert!(
-            self.persist_completed <= self.persist_requested,
-            "persist {} completed before it was asked for ({})",
-            self.persist_completed,
-            self.persist_requested
-        );
-        let mut sequence = self.persist_completed;
-        for (in_flight, ..) in &self.persists_in_flight {
-            assert!(
-                *in_flight > sequence && *in_flight <= self.persist_requested,
-                "persists in flight out of order: {in_flight} after {sequence}"
-            );
-            sequence = *in_flight;
-        }
         assert!(
             self.svc_votes >> REPLICAS_MAX == 0,
             "a view change vote from a slot past the last"
@@ -256,11 +244,11 @@ impl<S: StateMachine> Replica<S> {
         );
         if let Some(deferred) = self.deferred_cut {
             assert!(
-                deferred.gate > self.persist_completed && deferred.gate <= self.persist_requested,
+                self.persistence.is_in_flight(deferred.gate),
                 "a cut waits for persist {} that is not in flight ({}..={})",
                 deferred.gate,
-                self.persist_completed + 1,
-                self.persist_requested
+                self.persistence.completed() + 1,
+                self.persistence.requested()
             );
         }
         debug_assert!(
@@ -283,9 +271,9 @@ impl<S: StateMachine> Replica<S> {
         if self.is_serving_primary() {
             let head = self.journal.head();
             assert!(
-                self.acks.iter().all(|ack| *ack <= head),
+                self.progress.acks().iter().all(|ack| *ack <= head),
                 "an ack above the primary's head {head}: {:?}",
-                self.acks
+                self.progress.acks()
             );
         } else if self.status == Status::Normal {
             assert!(

@@ -6,13 +6,15 @@
 use std::collections::BTreeSet;
 
 use strand_prng::Prng;
-use strand_wire::{REPLICAS_MAX, ViewId};
+use strand_wire::ViewId;
 
 use crate::client_table::restore_client_table;
 use crate::config::Config;
 use crate::cursors::CursorState;
 use crate::epoch::Memberships;
 use crate::journal::{Journal, SlotState};
+use crate::persistence::Persistence;
+use crate::progress::PrimaryProgress;
 use crate::replica::{
     Replica, START_PATIENCE_TIMEOUTS, Status, ViewChangeProgress, learn_from_header,
 };
@@ -87,12 +89,8 @@ impl<S: StateMachine> Replica<S> {
             // A transferred log stays untrusted until a view settles it,
             // whatever the durability policy says of a log read from disk.
             trusted: recovered.trusted && !state.log_unsettled,
-            view_persisted: state.view,
-            commit_persisted: commit,
+            persistence: Persistence::opened(state.view, commit),
             durable: state,
-            persist_requested: 0,
-            persist_completed: 0,
-            persists_in_flight: std::collections::VecDeque::new(),
             faulty_ops: faulty,
             rewriting_below_window: BTreeSet::new(),
             log_start: recovered.log_start.max(1),
@@ -103,10 +101,8 @@ impl<S: StateMachine> Replica<S> {
             appended_from: log_head + 1,
             stored_hint: commit,
             client_table,
-            client_table_persisted: 0,
             cursors: CursorState::new(recovered.cursor_tail),
-            acks: [0; REPLICAS_MAX as usize],
-            acks_at_retransmit: [0; REPLICAS_MAX as usize],
+            progress: PrimaryProgress::default(),
             acked: 0,
             acked_repairing: false,
             view_change: ViewChangeProgress::default(),
@@ -124,9 +120,6 @@ impl<S: StateMachine> Replica<S> {
             higher_view: None,
             abdicated: false,
             quiet: false,
-            reported: 0,
-            repairing: 0,
-            backup_commits: [0; REPLICAS_MAX as usize],
             suspected: 0,
             start_patience: START_PATIENCE_TIMEOUTS,
             timers: Timers::new(&config.timeouts),

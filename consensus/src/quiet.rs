@@ -57,7 +57,7 @@ impl<S: StateMachine> Replica<S> {
             self.suspected |= bit;
             // What it reported before it went may be stale; a report since
             // (the down signal lags) is from the replica that came back.
-            self.reported &= !bit;
+            self.progress.forget_report(slot);
         }
         if !self.is_quiet() || !self.is_peer(slot) {
             return;
@@ -217,7 +217,7 @@ impl<S: StateMachine> Replica<S> {
     /// Primary: whether the backup at `slot` said, in this view, that it
     /// holds and applied everything and repairs nothing.
     pub(crate) fn caught_up(&self, slot: u8) -> bool {
-        self.holds_everything(slot) && self.backup_commits[usize::from(slot)] == self.commit
+        self.holds_everything(slot) && self.progress.backup_commit(slot) == self.commit
     }
 
     /// Primary: whether the backup at `slot` said, in this view, that it
@@ -226,10 +226,8 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn holds_everything(&self, slot: u8) -> bool {
         assert!(slot < REPLICAS_MAX, "slot {slot} out of range");
         let index = usize::from(slot);
-        let bit: SlotBits = 1 << slot;
-        self.reported & bit != 0
-            && self.repairing & bit == 0
-            && self.acks[index] == self.journal.head()
+        self.progress.reports_whole(slot)
+            && self.progress.ack(slot) == self.journal.head()
             && (self.cursors.replica_tails[index] >= self.cursors.durable
                 || self.cursors.replica_tails[index] < self.cursors.log_start)
     }
@@ -300,8 +298,6 @@ impl<S: StateMachine> Replica<S> {
     /// Leaving Normal status (or entering it afresh) ends any quiet.
     pub(crate) fn end_quiet(&mut self) {
         self.quiet = false;
-        self.reported = 0;
-        self.repairing = 0;
-        self.backup_commits = [0; REPLICAS_MAX as usize];
+        self.progress.forget_reports();
     }
 }

@@ -429,7 +429,7 @@ impl<S: StateMachine> Replica<S> {
         // again and hears the same answer.
         if matches!(self.status, Status::AwaitingStateTransfer | Status::Retired)
             || self.deferred_cut.is_some()
-            || !self.persists_in_flight.is_empty()
+            || !self.persistence.idle()
         {
             return;
         }

@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use strand_prng::Prng;
-use strand_wire::{
-    CommandHeader, CommitFlags, Message, Msg, PrepareHeader, REPLICAS_MAX, RequestHeader, ViewId,
-};
+use strand_wire::{CommandHeader, CommitFlags, Message, Msg, PrepareHeader, RequestHeader, ViewId};
 
 use crate::client_table::{ClientTable, restore_client_table_from};
 use crate::config::Config;
@@ -22,6 +20,8 @@ use crate::effects::{DropReason, Effect, Effects, Event, WaitReason};
 use crate::epoch::{Membership, Memberships, SlotSet};
 use crate::journal::{Journal, SlotState};
 use crate::merge::{Canonical, DvcSummary};
+use crate::persistence::Persistence;
+use crate::progress::PrimaryProgress;
 use crate::state::{DurableState, HistoryStart};
 use crate::state_machine::StateMachine;
 use crate::timers::Timers;
@@ -177,14 +177,11 @@ pub struct Replica<S> {
     pub(crate) view: ViewId,
     pub(crate) log_view: ViewId,
     pub(crate) trusted: bool,
-    /// The durable state last asked for, and the sequence numbers of asks.
+    /// The durable state last asked for.
     pub(crate) durable: DurableState,
-    pub(crate) persist_requested: u64,
-    pub(crate) persist_completed: u64,
-    /// Persists in flight: (sequence, view, log view, commit) each carries.
-    pub(crate) persists_in_flight: std::collections::VecDeque<(u64, ViewId, ViewId, u64)>,
-    /// The view known to be on disk (a replica acks nothing in a view before).
-    pub(crate) view_persisted: ViewId,
+    /// Its persists: asked, in flight, done, and what is on disk (a
+    /// replica acks nothing in a view before it is).
+    pub(crate) persistence: Persistence,
 
     pub(crate) journal: Journal,
     /// Ops whose stored entry was found damaged (or was dropped while
@@ -213,17 +210,10 @@ pub struct Replica<S> {
     /// when last looked; lowered by every truncation.
     pub(crate) stored_hint: u64,
     pub(crate) client_table: ClientTable,
-    /// The commit the client table in `durable` was encoded at.
-    pub(crate) client_table_persisted: u64,
     pub(crate) cursors: CursorState,
 
-    /// Primary: the highest op each replica acked in this view.
-    pub(crate) acks: [u64; REPLICAS_MAX as usize],
-    /// Primary: each replica's ack when the prepare timeout last fired (or
-    /// started). A backup whose ack moved since is taking the pipeline in,
-    /// however slowly, and is sent nothing again (see
-    /// `retransmit_prepares`).
-    pub(crate) acks_at_retransmit: [u64; REPLICAS_MAX as usize],
+    /// Primary: each backup's progress in this view.
+    pub(crate) progress: PrimaryProgress,
     /// Backup: the highest op acked to the primary in this view.
     pub(crate) acked: u64,
     /// Backup: whether its latest ack in this view said it was repairing.
@@ -247,7 +237,6 @@ pub struct Replica<S> {
     /// Nonce of this replica's outstanding RequestStartView (0: none).
     pub(crate) probe_nonce: u64,
     pub(crate) probes: u32,
-    pub(crate) commit_persisted: u64,
     /// Replicas (bitset) that voted to leave the current view (StartViewChange).
     pub(crate) svc_votes: u32,
     /// This replica voted to leave the current view.
@@ -261,13 +250,6 @@ pub struct Replica<S> {
     pub(crate) abdicated: bool,
     /// Quiet: idle, its timers stopped ([`crate::quiet`]).
     pub(crate) quiet: bool,
-    /// Primary: backups (bitset) that sent a PrepareOk in this view.
-    pub(crate) reported: crate::quiet::SlotBits,
-    /// Primary: backups (bitset) whose latest PrepareOk said they are
-    /// repairing ([`strand_wire::PrepareOkFlags::REPAIRING`]).
-    pub(crate) repairing: crate::quiet::SlotBits,
-    /// Primary: each backup's commit number, from its PrepareOk.
-    pub(crate) backup_commits: [u64; REPLICAS_MAX as usize],
     /// Peers (bitset) the driver's node-level liveness suspects.
     pub(crate) suspected: crate::quiet::SlotBits,
     /// Primary timeouts a backup may still let pass, since it started,
@@ -434,7 +416,7 @@ impl<S: StateMachine> Replica<S> {
         }
         if self.timers.commit_persist.fired() {
             self.timers.commit_persist.start();
-            if self.commit > self.commit_persisted && self.status == Status::Normal {
+            if self.commit > self.persistence.commit() && self.status == Status::Normal {
                 self.durable.commit = self.commit;
                 self.request_persist(effects);
             }
@@ -529,24 +511,15 @@ impl<S: StateMachine> Replica<S> {
 
     /// Storage persisted the durable state of request `sequence`.
     pub fn on_state_persisted(&mut self, sequence: u64, effects: &mut Effects) {
-        assert!(
-            sequence <= self.persist_requested,
-            "persisted a state never asked for"
-        );
-        if sequence <= self.persist_completed {
+        let done_before = self.persistence.is_done(sequence);
+        let settled = self.persistence.done(sequence);
+        if done_before {
             return;
         }
-        self.persist_completed = sequence;
-        while let Some(&(pending, view, log_view, commit)) = self.persists_in_flight.front() {
-            if pending > sequence {
-                break;
-            }
-            self.persists_in_flight.pop_front();
-            self.view_persisted = self.view_persisted.max(view);
-            self.commit_persisted = self.commit_persisted.max(commit);
+        for persist in settled {
             // The log on disk is settled in the persisted log view, even if the
             // adoption that asked for it was overtaken by a newer view change.
-            self.log_view = self.log_view.max(log_view);
+            self.log_view = self.log_view.max(persist.log_view);
         }
         if let Some(deferred) = self.deferred_cut {
             if deferred.gate <= sequence {
@@ -622,7 +595,7 @@ impl<S: StateMachine> Replica<S> {
         // The install persisted this commit with the log: a later persist
         // must not lower it (below a dropped head, no export names its frontier).
         self.durable.commit = op;
-        self.commit_persisted = op;
+        self.persistence.installed(op);
         self.write_next = op + 1;
         self.appended_from = op + 1;
         self.cursors = CursorState::new(cursor_tail);

@@ -21,8 +21,8 @@ impl<S: StateMachine> Replica<S> {
     /// periodic storage check. Quiet stays quiet.
     pub fn persist_commit_now(&mut self, effects: &mut Effects) {
         if self.status == Status::Normal
-            && self.commit > self.commit_persisted
-            && self.persists_in_flight.is_empty()
+            && self.commit > self.persistence.commit()
+            && self.persistence.idle()
         {
             self.durable.commit = self.commit;
             self.request_persist(effects);
@@ -44,22 +44,20 @@ impl<S: StateMachine> Replica<S> {
             self.durable.view,
             self.view
         );
-        self.persist_requested += 1;
-        self.persists_in_flight.push_back((
-            self.persist_requested,
+        let sequence = self.persistence.ask(
             self.durable.view,
             self.durable.log_view,
             self.durable.commit,
-        ));
-        if self.durable.client_table.is_empty() || self.client_table_persisted != self.commit {
+        );
+        if self.durable.client_table.is_empty() || self.persistence.client_table_at != self.commit {
             self.durable.client_table = Bytes::from(self.client_table.encode());
-            self.client_table_persisted = self.commit;
+            self.persistence.client_table_at = self.commit;
         }
         effects.push(Effect::PersistState {
             state: self.durable.clone(),
-            sequence: self.persist_requested,
+            sequence,
         });
-        self.persist_requested
+        sequence
     }
 
     /// Whether acks wait for durability under this group's policy.

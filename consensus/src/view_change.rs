@@ -53,7 +53,7 @@ impl<S: StateMachine> Replica<S> {
         self.abdicated = false;
         self.handover = None;
         self.start_patience = 0;
-        self.acks = [0; strand_wire::REPLICAS_MAX as usize];
+        self.progress.forget_acks();
         self.timers.heartbeat.stop();
         self.timers.primary.stop();
         self.timers.progress.stop();
@@ -207,7 +207,7 @@ impl<S: StateMachine> Replica<S> {
             }
             return;
         }
-        if self.view_persisted < self.view {
+        if self.persistence.view() < self.view {
             return;
         }
         self.announce_view_change(effects);
@@ -227,7 +227,7 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         assert!(
-            self.view_persisted >= self.view,
+            self.persistence.view() >= self.view,
             "a DoViewChange for view {} before the view is persisted",
             self.view
         );
@@ -452,7 +452,7 @@ impl<S: StateMachine> Replica<S> {
     /// primary of the view acts on it; the others only note why it waits).
     pub(crate) fn try_merge(&mut self, effects: &mut Effects) {
         if self.status != Status::ViewChange
-            || self.view_persisted < self.view
+            || self.persistence.view() < self.view
             || self.view_change.canonical.is_some()
             || self.adoption.is_some()
         {

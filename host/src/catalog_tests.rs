@@ -827,7 +827,9 @@ fn a_preview_is_the_plan_the_move_gets_and_a_dry_run_is_never_applied() {
     let moved = reassigned_ok(reassign(&mut catalog, 1, &[1, 3, 4], None));
     assert_eq!(previewed, moved);
     // Now the next move waits for epoch 1 to start, and its preview says so.
-    let refused = catalog.preview_reassignment(&wish).expect_err("in progress");
+    let refused = catalog
+        .preview_reassignment(&wish)
+        .expect_err("in progress");
     assert_eq!(refused.code(), ResultCode::Unavailable);
 
     let mut retired = with_node_2_retired();
@@ -838,12 +840,19 @@ fn a_preview_is_the_plan_the_move_gets_and_a_dry_run_is_never_applied() {
         dry_run: true,
     };
     assert_eq!(retired.preview_drop(&drop(2)), Ok(()));
-    assert!(retired.preview_drop(&drop(3)).is_err(), "a member, not retired");
+    assert!(
+        retired.preview_drop(&drop(3)).is_err(),
+        "a member, not retired"
+    );
     let (code, _) = apply(
         &mut retired,
         Operation::DropReplica,
         Bytes::from(drop(2).to_vec()),
     );
     assert_eq!(code, ResultCode::InvalidRequest);
-    assert_eq!(retired.groups[&1].retired, [2], "the dry run dropped nothing");
+    assert_eq!(
+        retired.groups[&1].retired,
+        [2],
+        "the dry run dropped nothing"
+    );
 }
