@@ -266,9 +266,8 @@ fn delete_all_but(root: &Path, keep: &Path) {
     thread::sleep(SETTLE_AFTER_DELETE);
 }
 
-fn main() {
-    let settings = settings();
-    let root = tempfile::tempdir_in(&settings.dir).expect("bench dir");
+/// Prints what the bench runs.
+fn print_settings(settings: &Settings) {
     println!(
         "partition bench: {} records x {} B per prepare (~{} KiB), window {}, {:.1} s per case, backend {}",
         RECORDS_PER_BATCH,
@@ -278,6 +277,31 @@ fn main() {
         settings.case_time.as_secs_f64(),
         settings.backend,
     );
+}
+
+/// Prints the append verdict: the median partition / WAL-alone ratio over
+/// the paired rounds against the 0.90 target, and the best of each.
+fn report_appends(ratios: &mut [f64], partition_best: f64, wal_best: f64) {
+    let ratio = partition_best / wal_best;
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    println!(
+        "\nappend: partition / WAL alone, median of {ROUNDS} paired rounds = {median:.3} \
+         (per round: {}); best-of-{ROUNDS} {ratio:.3} ({partition_best:.1} vs {wal_best:.1} MB/s); \
+         target >= 0.90 (on the paired median): {}",
+        ratios
+            .iter()
+            .map(|ratio| format!("{ratio:.3}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        if median >= 0.90 { "met" } else { "MISSED" }
+    );
+}
+
+fn main() {
+    let settings = settings();
+    let root = tempfile::tempdir_in(&settings.dir).expect("bench dir");
+    print_settings(&settings);
     let (mut wal_best, mut partition_best) = (0f64, 0f64);
     let mut ratios = Vec::new();
     // Each round's files are deleted after it (only the newest partition is
@@ -326,20 +350,7 @@ fn main() {
         }
         delete_all_but(root.path(), &dir);
     }
-    let ratio = partition_best / wal_best;
-    ratios.sort_by(f64::total_cmp);
-    let median = ratios[ratios.len() / 2];
-    println!(
-        "\nappend: partition / WAL alone, median of {ROUNDS} paired rounds = {median:.3} \
-         (per round: {}); best-of-{ROUNDS} {ratio:.3} ({partition_best:.1} vs {wal_best:.1} MB/s); \
-         target >= 0.90 (on the paired median): {}",
-        ratios
-            .iter()
-            .map(|ratio| format!("{ratio:.3}"))
-            .collect::<Vec<_>>()
-            .join(" "),
-        if median >= 0.90 { "met" } else { "MISSED" }
-    );
+    report_appends(&mut ratios, partition_best, wal_best);
     let (mut partition, wal) = kept.expect("a round ran");
     let read = sequential_read(&mut partition);
     println!(

@@ -219,7 +219,8 @@ impl Shared {
     pub fn leads_metadata_plane(&self) -> bool {
         let views = self.views.read().expect("views lock");
         views.get(&0).is_some_and(|view| {
-            view.status.primary == view.status.replica && view.status.status == "normal"
+            view.status.primary == view.status.replica
+                && view.status.status == strand_consensus::replica::Status::Normal.name()
         })
     }
 

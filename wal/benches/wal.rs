@@ -257,100 +257,17 @@ fn run_size(settings: &Settings, names: &mut FileNames, size: usize) -> Vec<Case
     let mut cases: Vec<CaseRuns> = Vec::new();
     let (mut raws, mut baselines) = (Vec::new(), Vec::new());
     for rep in 0..settings.repeat {
-        let raw_before = raw_sequential(&names.fresh("raw"), settings.raw_bytes);
-        let baseline_before = baseline(&names.fresh("baseline"), size, settings.case_time);
-        let mut measured = Vec::new();
-        for backend in &settings.backends {
-            for &appenders in &settings.appenders {
-                for files in FILES {
-                    let case_dir = names.fresh(&format!("{backend}-{size}-{appenders}-{files}"));
-                    // Only where a target is judged against raw: the extra
-                    // writes would change the disk's mood for the other cases.
-                    let judged = appenders == 64 && size == 64 * KIB;
-                    let raw_before =
-                        judged.then(|| raw_timed(&names.fresh("raw-adjacent"), settings.case_time));
-                    let run = wal_case(settings, backend, &case_dir, size, appenders, files);
-                    let adjacent = raw_before.map(|before| {
-                        let after = raw_timed(&names.fresh("raw-adjacent"), settings.case_time);
-                        (before, after)
-                    });
-                    measured.push((backend.clone(), appenders, files, run, adjacent));
-                }
-            }
-        }
-        let ideal: Vec<(usize, Measured)> = FILES
-            .iter()
-            .map(|&files| {
-                let case_dir = names.fresh(&format!("ideal-{size}-{files}"));
-                (
-                    files,
-                    ideal_group(&case_dir, size, 64, files, settings.case_time),
-                )
-            })
-            .collect();
-        let baseline_after = baseline(&names.fresh("baseline"), size, settings.case_time);
-        let raw_after = raw_sequential(&names.fresh("raw"), settings.raw_bytes);
-        let raw = raw_before.max(raw_after);
-        let baseline_before_mb = baseline_before.mb_per_s();
-        let baseline_after_mb = baseline_after.mb_per_s();
-        let baseline = if baseline_after_mb > baseline_before_mb {
-            baseline_after
-        } else {
-            baseline_before
-        };
-        println!(
-            "rep {}: raw {raw_before:.0} / {raw_after:.0} MB/s (using {raw:.0}); baseline {baseline_before_mb:.1} / {:.1} MB/s (using {:.1}), {:.0} fsyncs/s, p50 {} us; ideal 64x{} {}",
-            rep + 1,
-            baseline_after_mb,
-            baseline.mb_per_s(),
-            baseline.fsyncs_per_s(),
-            baseline.p50(),
-            size_name(size),
-            ideal
-                .iter()
-                .map(|(files, m)| format!("{files} file(s) {:.1} MB/s", m.mb_per_s()))
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        for (index, (backend, appenders, files, run, adjacent)) in measured.into_iter().enumerate()
-        {
-            if cases.len() <= index {
-                cases.push(CaseRuns {
-                    backend: backend.clone(),
-                    appenders,
-                    files,
-                    runs: Vec::new(),
-                    x_baseline: Vec::new(),
-                    of_raw: Vec::new(),
-                    of_adjacent_raw: Vec::new(),
-                    of_ideal: Vec::new(),
-                });
-            }
-            let case = &mut cases[index];
-            case.x_baseline.push(run.mb_per_s() / baseline.mb_per_s());
-            case.of_raw.push(run.mb_per_s() / raw);
-            let adjacent_note = adjacent.map_or_else(String::new, |(before, after)| {
-                case.of_adjacent_raw.push(run.mb_per_s() / after);
-                format!(
-                    ", {:.0}% sustained raw ({after:.0} MB/s after the case; {before:.0} before)",
-                    100.0 * run.mb_per_s() / after
-                )
-            });
-            if appenders == 64 {
-                let (_, ideal) = ideal.iter().find(|(f, _)| *f == files).expect("ideal");
-                case.of_ideal.push(run.mb_per_s() / ideal.mb_per_s());
-            }
-            println!(
-                "  rep {}: {backend} {appenders} x {} to {files} file(s): {:.1} MB/s, p50 {} us, p99 {} us, {:.1}x baseline, {:.0}% raw{adjacent_note}",
-                rep + 1,
-                size_name(size),
-                run.mb_per_s(),
-                run.p50(),
-                run.p99(),
-                run.mb_per_s() / baseline.mb_per_s(),
-                100.0 * run.mb_per_s() / raw,
-            );
-            case.runs.push(run);
+        let round = measure_round(settings, names, size);
+        let (raw, baseline) = round.references(rep, size);
+        for (index, case) in round.measured.into_iter().enumerate() {
+            let references = References {
+                rep,
+                size,
+                raw,
+                baseline: &baseline,
+                ideal: &round.ideal,
+            };
+            record_case(&mut cases, index, case, &references);
         }
         raws.push(raw);
         baselines.push(baseline);
@@ -358,6 +275,159 @@ fn run_size(settings: &Settings, names: &mut FileNames, size: usize) -> Vec<Case
     }
     print_summary(size, &raws, &baselines, &cases);
     cases
+}
+
+/// One case of a round: backend, appenders, files, what it measured, and
+/// the raw rate right before and after it (judged cases only).
+type MeasuredCase = (String, usize, usize, Measured, Option<(f64, f64)>);
+
+/// One repetition at one size: every case between raw and baseline runs
+/// before and after, and the ideal group per file count.
+struct Round {
+    raw_before: f64,
+    raw_after: f64,
+    baseline_before: Measured,
+    baseline_after: Measured,
+    measured: Vec<MeasuredCase>,
+    ideal: Vec<(usize, Measured)>,
+}
+
+/// What a round's cases are judged against.
+struct References<'round> {
+    rep: usize,
+    size: usize,
+    raw: f64,
+    baseline: &'round Measured,
+    ideal: &'round [(usize, Measured)],
+}
+
+fn measure_round(settings: &Settings, names: &mut FileNames, size: usize) -> Round {
+    let raw_before = raw_sequential(&names.fresh("raw"), settings.raw_bytes);
+    let baseline_before = baseline(&names.fresh("baseline"), size, settings.case_time);
+    let mut measured = Vec::new();
+    for backend in &settings.backends {
+        for &appenders in &settings.appenders {
+            for files in FILES {
+                let case_dir = names.fresh(&format!("{backend}-{size}-{appenders}-{files}"));
+                // Only where a target is judged against raw: the extra
+                // writes would change the disk's mood for the other cases.
+                let judged = appenders == 64 && size == 64 * KIB;
+                let raw_before =
+                    judged.then(|| raw_timed(&names.fresh("raw-adjacent"), settings.case_time));
+                let run = wal_case(settings, backend, &case_dir, size, appenders, files);
+                let adjacent = raw_before.map(|before| {
+                    let after = raw_timed(&names.fresh("raw-adjacent"), settings.case_time);
+                    (before, after)
+                });
+                measured.push((backend.clone(), appenders, files, run, adjacent));
+            }
+        }
+    }
+    let ideal = FILES
+        .iter()
+        .map(|&files| {
+            let case_dir = names.fresh(&format!("ideal-{size}-{files}"));
+            let group = ideal_group(&case_dir, size, 64, files, settings.case_time);
+            (files, group)
+        })
+        .collect();
+    let baseline_after = baseline(&names.fresh("baseline"), size, settings.case_time);
+    let raw_after = raw_sequential(&names.fresh("raw"), settings.raw_bytes);
+    Round {
+        raw_before,
+        raw_after,
+        baseline_before,
+        baseline_after,
+        measured,
+        ideal,
+    }
+}
+
+impl Round {
+    /// The raw rate and the baseline the round's cases are judged against
+    /// (the better of before and after), printed.
+    fn references(&self, rep: usize, size: usize) -> (f64, Measured) {
+        let raw = self.raw_before.max(self.raw_after);
+        let baseline_before_mb = self.baseline_before.mb_per_s();
+        let baseline_after_mb = self.baseline_after.mb_per_s();
+        let baseline = if baseline_after_mb > baseline_before_mb {
+            self.baseline_after.clone()
+        } else {
+            self.baseline_before.clone()
+        };
+        println!(
+            "rep {}: raw {:.0} / {:.0} MB/s (using {raw:.0}); baseline {baseline_before_mb:.1} / {:.1} MB/s (using {:.1}), {:.0} fsyncs/s, p50 {} us; ideal 64x{} {}",
+            rep + 1,
+            self.raw_before,
+            self.raw_after,
+            baseline_after_mb,
+            baseline.mb_per_s(),
+            baseline.fsyncs_per_s(),
+            baseline.p50(),
+            size_name(size),
+            self.ideal
+                .iter()
+                .map(|(files, m)| format!("{files} file(s) {:.1} MB/s", m.mb_per_s()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        (raw, baseline)
+    }
+}
+
+/// Adds one case's run to its repetitions and prints it against the
+/// round's references.
+fn record_case(
+    cases: &mut Vec<CaseRuns>,
+    index: usize,
+    case: MeasuredCase,
+    references: &References<'_>,
+) {
+    let (backend, appenders, files, run, adjacent) = case;
+    let References {
+        rep,
+        size,
+        raw,
+        baseline,
+        ideal,
+    } = *references;
+    if cases.len() <= index {
+        cases.push(CaseRuns {
+            backend: backend.clone(),
+            appenders,
+            files,
+            runs: Vec::new(),
+            x_baseline: Vec::new(),
+            of_raw: Vec::new(),
+            of_adjacent_raw: Vec::new(),
+            of_ideal: Vec::new(),
+        });
+    }
+    let case = &mut cases[index];
+    case.x_baseline.push(run.mb_per_s() / baseline.mb_per_s());
+    case.of_raw.push(run.mb_per_s() / raw);
+    let adjacent_note = adjacent.map_or_else(String::new, |(before, after)| {
+        case.of_adjacent_raw.push(run.mb_per_s() / after);
+        format!(
+            ", {:.0}% sustained raw ({after:.0} MB/s after the case; {before:.0} before)",
+            100.0 * run.mb_per_s() / after
+        )
+    });
+    if appenders == 64 {
+        let (_, ideal) = ideal.iter().find(|(f, _)| *f == files).expect("ideal");
+        case.of_ideal.push(run.mb_per_s() / ideal.mb_per_s());
+    }
+    println!(
+        "  rep {}: {backend} {appenders} x {} to {files} file(s): {:.1} MB/s, p50 {} us, p99 {} us, {:.1}x baseline, {:.0}% raw{adjacent_note}",
+        rep + 1,
+        size_name(size),
+        run.mb_per_s(),
+        run.p50(),
+        run.p99(),
+        run.mb_per_s() / baseline.mb_per_s(),
+        100.0 * run.mb_per_s() / raw,
+    );
+    case.runs.push(run);
 }
 
 /// Sequential 1 MiB writes into a fresh file, then one fdatasync; MB/s over
@@ -473,14 +543,22 @@ fn ideal_group(
 }
 
 /// One WAL case: `appenders` closed loops over `files` files.
-fn wal_case(
+/// A case's WAL: its fsync counter, its files, and one completion
+/// channel per driver thread.
+struct CaseWal {
+    wal: Wal,
+    counter: Arc<SyncCounter>,
+    file_ids: Vec<FileId>,
+    receivers: Vec<mpsc::Receiver<Completion>>,
+}
+
+fn open_case_wal(
     settings: &Settings,
     backend: &str,
     case_dir: &Path,
-    size: usize,
-    appenders: usize,
     files: usize,
-) -> Measured {
+    drivers: usize,
+) -> CaseWal {
     let counter = Arc::new(SyncCounter::default());
     let choice = match backend {
         "std" => BackendChoice::Std,
@@ -496,14 +574,13 @@ fn wal_case(
     })
     .expect("WAL started");
     std::fs::create_dir_all(case_dir).expect("case dir");
-    let drivers = appenders.min(DRIVER_THREADS_MAX);
     let (senders, receivers): (Vec<Sender<Completion>>, Vec<_>) =
         (0..drivers).map(|_| mpsc::channel()).unzip();
     let router = Arc::new(move |completion: Completion| {
         let driver = (completion.user_data >> 32) as usize;
         let _ = senders[driver].send(completion);
     });
-    let file_ids: Vec<FileId> = (0..files)
+    let file_ids = (0..files)
         .map(|index| {
             let path = case_dir.join(format!("{index}.log"));
             wal.open(&path, OpenMode::CreateNew, router.clone())
@@ -511,6 +588,29 @@ fn wal_case(
                 .file
         })
         .collect();
+    CaseWal {
+        wal,
+        counter,
+        file_ids,
+        receivers,
+    }
+}
+
+fn wal_case(
+    settings: &Settings,
+    backend: &str,
+    case_dir: &Path,
+    size: usize,
+    appenders: usize,
+    files: usize,
+) -> Measured {
+    let drivers = appenders.min(DRIVER_THREADS_MAX);
+    let CaseWal {
+        wal,
+        counter,
+        file_ids,
+        receivers,
+    } = open_case_wal(settings, backend, case_dir, files, drivers);
     let payload = Bytes::from(vec![0xa5u8; size]);
     let merged = Arc::new(Mutex::new(histogram()));
     let fsyncs_before = counter.0.load(Ordering::Relaxed);

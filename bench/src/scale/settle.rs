@@ -20,7 +20,8 @@ use strand_client::{AttentionReport, ClusterStatus};
 use crate::prometheus::{self, Sample};
 
 /// The status a replica reports while it serves in its view (the consensus
-/// core's `Status::Normal`, spelled as `server/src/group.rs` reports it).
+/// core's `Status::Normal`, by its `Status::name`, as `ClusterStatus`
+/// reports it).
 pub const STATUS_NORMAL: &str = "normal";
 
 /// The metadata plane's group id.

@@ -20,6 +20,8 @@ use strand_wire::ops::{
 };
 use strand_wire::{Body, Msg, Operation, RequestHeader, ResultCode};
 
+use strand_consensus::replica::Status;
+
 use crate::net::node_calls;
 use crate::shared::Shared;
 
@@ -181,7 +183,7 @@ async fn primary_status(shared: &Shared, group: u64) -> Option<GroupStatus> {
     }
     let status = statuses
         .into_iter()
-        .filter(|status| status.status == "normal" && status.replica == status.primary)
+        .filter(|status| status.status == Status::Normal.name() && status.replica == status.primary)
         .max_by_key(|status| (status.epoch, status.view));
     if status.is_none() {
         tracing::warn!(

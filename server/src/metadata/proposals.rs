@@ -15,6 +15,8 @@ use bytes::Bytes;
 use strand_wire::ops::ErrorBody;
 use strand_wire::{Operation, ResultCode};
 
+use strand_consensus::replica::Status;
+
 use crate::net::node_calls::{self, CallSession};
 use crate::shared::Shared;
 
@@ -63,7 +65,7 @@ pub async fn propose(
 /// does not know a primary that serves).
 pub fn metadata_primary(shared: &Shared) -> Option<u32> {
     let status = shared.status_of(METADATA_GROUP)?;
-    if status.status != "normal" {
+    if status.status != Status::Normal.name() {
         return None;
     }
     shared.with_group(METADATA_GROUP, |handle| handle.node_at(status.primary))?
