@@ -29,7 +29,7 @@ impl<S: StateMachine> Replica<S> {
         let mut memberships = memberships_at_open(&config, &recovered);
         let state = recovered.state.clone();
         assert!(state.log_view <= state.view, "{state:?}");
-        let commit = commit_at_open(&recovered);
+        let commit = recovered.commit_the_log_supports();
         let faulty = faulty_at_open(&recovered);
         let journal = journal_at_open(&recovered, &faulty, commit, &mut memberships);
         let mut machine = machine;
@@ -216,26 +216,6 @@ fn memberships_at_open(config: &Config, recovered: &Recovered) -> Memberships {
         learn_from_header(&mut memberships, header, keep_from);
     }
     memberships
-}
-
-/// The commit number the log supports: ops up to the persisted commit were
-/// applied, as far as the log still holds them readably (the highest
-/// readable op at or below it: a damaged file may have cut or garbled the
-/// rest). Ops retention dropped were committed and applied, whatever is
-/// readable above them.
-fn commit_at_open(recovered: &Recovered) -> u64 {
-    let log_head = recovered.log_head;
-    let last_header = recovered.headers.last().map_or(0, |header| header.op.get());
-    assert!(last_header <= log_head, "a header above the log head");
-    let retained_through = recovered.log_start.saturating_sub(1);
-    recovered
-        .headers
-        .iter()
-        .map(|header| header.op.get())
-        .filter(|op| *op <= recovered.state.commit.min(log_head))
-        .max()
-        .unwrap_or(0)
-        .max(retained_through)
 }
 
 /// The ops found damaged, and those the replica may have acked but no

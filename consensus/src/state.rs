@@ -308,6 +308,26 @@ pub struct Recovered {
 }
 
 impl Recovered {
+    /// The commit number the log supports, which the replica opens at: ops
+    /// up to the persisted commit were applied, as far as the log still
+    /// holds them readably (the highest readable op at or below it: a
+    /// damaged file may have cut or garbled the rest). Ops retention dropped
+    /// were committed and applied, whatever is readable above them. A state
+    /// machine restored from a snapshot must not be ahead of it: the ops
+    /// above it are committed again, after repair.
+    pub fn commit_the_log_supports(&self) -> u64 {
+        let last_header = self.headers.last().map_or(0, |header| header.op.get());
+        assert!(last_header <= self.log_head, "a header above the log head");
+        let retained_through = self.log_start.saturating_sub(1);
+        self.headers
+            .iter()
+            .map(|header| header.op.get())
+            .filter(|op| *op <= self.state.commit.min(self.log_head))
+            .max()
+            .unwrap_or(0)
+            .max(retained_through)
+    }
+
     /// A brand-new, empty replica.
     pub fn fresh() -> Recovered {
         Recovered {

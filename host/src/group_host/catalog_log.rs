@@ -251,6 +251,42 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_metadata_log_that_lost_its_tail_below_the_newer_snapshot_reopens_from_the_older() {
+        let mut host = open(MemoryDisk::new(1));
+        create_streams(&mut host, 1, 60);
+        host.compact_catalog(20).expect("a snapshot");
+        create_streams(&mut host, 61, 100);
+        host.compact_catalog(20).expect("a second snapshot");
+        create_streams(&mut host, 101, 105);
+        let expected = streams_of(&host);
+        let mut disk = host.close().expect("close").disk.expect("the disk");
+        // The newest segment (ops 98 on) lost: the log ends below the
+        // newer snapshot (op 100) and the persisted commit (105).
+        let records = Path::new(DIR).join("records");
+        for name in ["00000000000000000098.log", "00000000000000000098.index"] {
+            disk.storage_mut()
+                .remove(&records.join(name))
+                .expect("removed");
+        }
+        // The lone replica opens at the commit its log supports, and its
+        // catalog from the older snapshot and the log after it, not from
+        // the newer snapshot above that commit (whose ops would then be
+        // committed twice).
+        let mut reopened = open(disk);
+        let commit = reopened.replica.commit();
+        assert!(commit < 100, "the log supports commit {commit}");
+        let mut supported: Vec<String> = (1..=commit)
+            .map(|request| format!("stream-{request}"))
+            .collect();
+        supported.sort();
+        assert_eq!(streams_of(&reopened), supported);
+        assert!(expected.len() > supported.len());
+        // And it goes on committing.
+        create_streams(&mut reopened, 106, 106);
+        assert!(streams_of(&reopened).contains(&"stream-106".to_owned()));
+    }
+
     /// The op of snapshot copy `copy` (0 when unreadable).
     fn snapshot_op_of(disk: &mut MemoryDisk, copy: u8) -> u64 {
         let path = Path::new(DIR).join(format!("machine.snapshot.{copy}"));

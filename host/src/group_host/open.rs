@@ -284,7 +284,8 @@ fn recovered_at_open(
 
 /// The state machine the replica commits into and the op it already
 /// reflects: for the metadata plane, the catalog from its newest usable
-/// snapshot, the commit rewound below a damaged committed op after it; a
+/// snapshot at or below the commit its log supports, the commit rewound
+/// below a damaged committed op after it; a
 /// partition's record log otherwise (from op 0).
 fn machine_at_open<D: Disk>(
     spec: &HostSpec,
@@ -294,13 +295,16 @@ fn machine_at_open<D: Disk>(
     let Some(nodes) = &spec.catalog_nodes else {
         return Ok((Machine::Records(RecordLog::default()), 0));
     };
-    let commit = recovered.state.commit;
+    // The commit the replica will open at, not the one the superblock
+    // holds: a log that lost its tail lowers it, and a catalog snapshot
+    // above it would then be ahead of the ops committed again after repair.
+    let commit = recovered.commit_the_log_supports();
     let (catalog, snapshot_op) = crate::machine::catalog_at_open(nodes.clone(), commit, partition)?;
     crate::machine::rewind_below_damage(recovered, partition, snapshot_op)?;
+    let opens_at = recovered.commit_the_log_supports();
     assert!(
-        snapshot_op <= recovered.state.commit,
-        "the catalog opens at op {snapshot_op}, past the commit {}",
-        recovered.state.commit
+        snapshot_op <= opens_at,
+        "the catalog opens at op {snapshot_op}, past the commit {opens_at} the replica opens at"
     );
     Ok((Machine::catalog_from(catalog), snapshot_op))
 }
