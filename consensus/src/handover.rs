@@ -127,7 +127,7 @@ impl<S: StateMachine> Replica<S> {
     fn may_hand_over_to(&self, to: u8) -> bool {
         self.status == Status::Normal
             && !self.abdicated
-            && !self.suspecting
+            && !self.votes.suspecting()
             && self.target.is_none()
             && self.adoption.is_none()
             && self.deferred_cut.is_none()

@@ -24,6 +24,7 @@
 //! | `persistence` | the persistence order's bookkeeping: persists asked, in flight and done, what is on disk, with its invariants |
 //! | `timers` | every timeout of a replica, one sub-state with its invariants |
 //! | [`normal`] | request → prepare → ack → commit, heartbeats |
+//! | `votes` | leaving a view: the votes to leave it, this replica's own tied to its suspicion; StartView probes |
 //! | [`view_change`] | timeouts, StartViewChange, DoViewChange, the candidate's merge, StartView sent and probed |
 //! | `adoption` | a view's log adopted: a backup's StartView, verification below the view's headers, cuts, the persist after which it serves |
 //! | [`handover`] | a primary gives its role back to the group's preferred primary |
@@ -72,6 +73,7 @@ mod storage;
 pub mod timeout;
 mod timers;
 pub mod view_change;
+mod votes;
 
 pub use config::{Config, Timeouts};
 pub use confirm::{ConfirmPolicy, ConfirmRule, confirm_rule};

@@ -799,9 +799,7 @@ impl<S: StateMachine> Replica<S> {
     /// The view works again (the primary was heard, or commits resumed):
     /// take back this replica's vote to leave it.
     fn withdraw_vote(&mut self) {
-        if self.suspecting {
-            self.suspecting = false;
-            self.svc_votes &= !(1 << self.config.replica);
+        if self.votes.withdraw(self.config.replica) {
             self.timers.view_change_retransmit.stop();
         }
     }
@@ -827,8 +825,7 @@ impl<S: StateMachine> Replica<S> {
         self.progress.forget_acks();
         self.acked = 0;
         self.acked_repairing = false;
-        self.svc_votes = 0;
-        self.suspecting = false;
+        self.votes.clear();
         self.abdicated = false;
         self.timers.progress.stop();
         effects.event(Event::Normal {

@@ -203,10 +203,9 @@ impl<S: StateMachine> Replica<S> {
             self.commit_max
         );
         assert!(self.log_start >= 1, "the log starts at op 1 or later");
-        assert!(
-            self.svc_votes >> REPLICAS_MAX == 0,
-            "a view change vote from a slot past the last"
-        );
+        self.votes
+            .assert_invariants(self.config.replica, self.status == Status::Retired);
+        self.probe.assert_invariants();
         self.assert_log_invariants();
         self.assert_role_invariants();
         self.cursors.assert_invariants();
@@ -281,13 +280,6 @@ impl<S: StateMachine> Replica<S> {
                 "acked {} above the log's head {}",
                 self.acked,
                 self.journal.head()
-            );
-        }
-        if self.status != Status::Retired {
-            let voted = self.svc_votes & (1 << self.config.replica) != 0;
-            assert_eq!(
-                voted, self.suspecting,
-                "this replica's own vote to leave the view and its suspicion disagree"
             );
         }
         assert!(

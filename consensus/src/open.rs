@@ -21,6 +21,7 @@ use crate::replica::{
 use crate::state::{DurableState, Recovered};
 use crate::state_machine::StateMachine;
 use crate::timers::Timers;
+use crate::votes::{LeaveVotes, StartViewProbe};
 
 impl<S: StateMachine> Replica<S> {
     /// Builds a replica from what storage recovered. Call [`Replica::start`] next.
@@ -113,11 +114,8 @@ impl<S: StateMachine> Replica<S> {
             repair_rounds: 0,
             deferred_cut: None,
             handover: None,
-            probe_nonce: 0,
-            probes: 0,
-            svc_votes: 0,
-            suspecting: false,
-            higher_view: None,
+            probe: StartViewProbe::default(),
+            votes: LeaveVotes::default(),
             abdicated: false,
             quiet: false,
             suspected: 0,

@@ -193,7 +193,7 @@ impl<S: StateMachine> Replica<S> {
         let head = self.journal.head();
         let idle = self.is_serving_primary()
             && !self.abdicated
-            && !self.suspecting
+            && !self.votes.suspecting()
             && self.target.is_none()
             && self.adoption.is_none()
             && self.deferred_cut.is_none()
@@ -254,7 +254,7 @@ impl<S: StateMachine> Replica<S> {
     /// followed: this replica holds and applied exactly that.
     pub(crate) fn may_quiesce_backup(&mut self, op: u64, commit: u64) -> bool {
         self.status == Status::Normal
-            && !self.suspecting
+            && !self.votes.suspecting()
             && self.trusted
             && self.deferred_cut.is_none()
             && self.journal.head() == op

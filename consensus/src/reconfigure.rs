@@ -92,7 +92,7 @@ impl<S: StateMachine> Replica<S> {
         self.status = Status::Retired;
         self.adoption = None;
         self.view_change = Default::default();
-        self.suspecting = false;
+        self.votes.retire();
         for timeout in self.timers.all_mut() {
             timeout.stop();
         }

@@ -25,6 +25,7 @@ use crate::progress::PrimaryProgress;
 use crate::state::{DurableState, HistoryStart};
 use crate::state_machine::StateMachine;
 use crate::timers::Timers;
+use crate::votes::{LeaveVotes, StartViewProbe};
 
 /// Primary timeouts a backup lets pass after it starts, before it votes to
 /// leave the view, while its primary's node lives but the primary has not
@@ -234,17 +235,10 @@ pub struct Replica<S> {
     pub(crate) handover: Option<crate::handover::Drain>,
     /// Backup: the highest op the primary of this view is known to have.
     pub(crate) primary_op: u64,
-    /// Nonce of this replica's outstanding RequestStartView (0: none).
-    pub(crate) probe_nonce: u64,
-    pub(crate) probes: u32,
-    /// Replicas (bitset) that voted to leave the current view (StartViewChange).
-    pub(crate) svc_votes: u32,
-    /// This replica voted to leave the current view.
-    pub(crate) suspecting: bool,
-    /// A healthy replica heard of this higher view and asked its primary
-    /// for the StartView; if none comes within a probe period it joins the
-    /// view change (the view may need its DoViewChange to start at all).
-    pub(crate) higher_view: Option<ViewId>,
+    /// Its requests for a StartView (see [`crate::votes`]).
+    pub(crate) probe: StartViewProbe,
+    /// The votes to leave the current view, this replica's own among them.
+    pub(crate) votes: LeaveVotes,
     /// Primary: no ack arrived for too long with prepares in flight, so it
     /// stopped heartbeating to let the backups elect another primary.
     pub(crate) abdicated: bool,
@@ -635,7 +629,7 @@ impl<S: StateMachine> Replica<S> {
         self.wake(effects);
         let candidate = self.status == Status::ViewChange && self.is_primary();
         if self.view_change.canonical.is_some()
-            || (self.status == Status::Normal && !self.suspecting)
+            || (self.status == Status::Normal && !self.votes.suspecting())
         {
             return false;
         }

@@ -48,8 +48,7 @@ impl<S: StateMachine> Replica<S> {
         }
         self.view_change = Default::default();
         self.adoption = None;
-        self.svc_votes = 0;
-        self.suspecting = false;
+        self.votes.clear();
         self.abdicated = false;
         self.handover = None;
         self.start_patience = 0;
@@ -79,8 +78,7 @@ impl<S: StateMachine> Replica<S> {
             view: self.view,
             reason,
         });
-        self.suspecting = true;
-        self.svc_votes |= 1 << self.config.replica;
+        self.votes.vote(self.config.replica);
         let svc: StartViewChangeHeader = self.new_header();
         self.broadcast(
             Message::StartViewChange(Msg::new(svc, Bytes::new())),
@@ -125,7 +123,7 @@ impl<S: StateMachine> Replica<S> {
             .copied()
             .unwrap_or(self.view_membership);
         let members = membership.replica_count();
-        let votes = self.svc_votes & u32::from(membership.slots.bits());
+        let votes = self.votes.among(u32::from(membership.slots.bits()));
         let needed = membership.rule().view_change.max(members / 2 + 1);
         (votes.count_ones(), u32::from(needed))
     }
@@ -168,7 +166,7 @@ impl<S: StateMachine> Replica<S> {
     /// Whether this replica has a working primary (and so ignores calls to
     /// leave for views it has not reached).
     fn healthy(&self) -> bool {
-        self.status == Status::Normal && !self.suspecting && !self.abdicated
+        self.status == Status::Normal && !self.votes.suspecting() && !self.abdicated
     }
 
     /// The view change took too long: vote to leave this view too.
@@ -191,7 +189,7 @@ impl<S: StateMachine> Replica<S> {
     /// Resends what this replica owes (it may have been lost): its vote to
     /// leave the view, and in a view change its DoViewChange.
     pub(crate) fn retransmit_view_change(&mut self, effects: &mut Effects) {
-        if self.suspecting {
+        if self.votes.suspecting() {
             let svc: StartViewChangeHeader = self.new_header();
             self.broadcast(
                 Message::StartViewChange(Msg::new(svc, Bytes::new())),
@@ -202,7 +200,7 @@ impl<S: StateMachine> Replica<S> {
             self.status,
             Status::ViewChange | Status::AwaitingStateTransfer
         ) {
-            if !self.suspecting {
+            if !self.votes.suspecting() {
                 self.timers.view_change_retransmit.stop();
             }
             return;
@@ -269,7 +267,7 @@ impl<S: StateMachine> Replica<S> {
                 // that abdicated, stalled, joins at once: the higher view's
                 // primary may be the very replica that cannot answer,
                 // restarting.)
-                self.higher_view = self.higher_view.max(Some(view));
+                self.probe.heard_of(view);
                 self.request_start_view(self.primary_of(view), effects);
                 return;
             }
@@ -283,7 +281,7 @@ impl<S: StateMachine> Replica<S> {
             }
             self.start_view_change(view, effects);
         }
-        self.svc_votes |= 1 << from;
+        self.votes.heard(from);
         self.check_svc_quorum(effects);
     }
 
@@ -622,15 +620,15 @@ impl<S: StateMachine> Replica<S> {
     /// Enters Recovering: asks every replica for the current view.
     pub(crate) fn start_probing(&mut self, effects: &mut Effects) {
         self.status = Status::Recovering;
-        self.probes = 0;
+        self.probe.restart();
         self.timers.probe.start_jittered(&mut self.prng);
         self.broadcast_probe(effects);
     }
 
     fn broadcast_probe(&mut self, effects: &mut Effects) {
-        self.probe_nonce = self.prng.next_u64() | 1;
+        let nonce = self.probe.next_nonce(&mut self.prng);
         let mut request: RequestStartViewHeader = self.new_header();
-        request.nonce.set(self.probe_nonce);
+        request.nonce.set(nonce);
         self.broadcast(
             Message::RequestStartView(Msg::new(request, Bytes::new())),
             effects,
@@ -644,8 +642,7 @@ impl<S: StateMachine> Replica<S> {
             self.join_unanswered_higher_view(effects);
             return;
         }
-        self.probes += 1;
-        if self.probes >= self.config.timeouts.start_view_probes_max {
+        if self.probe.unanswered() >= self.config.timeouts.start_view_probes_max {
             self.timers.probe.start_jittered(&mut self.prng);
             self.broadcast_probe(effects);
             self.vote_leave_view(LeaveReason::Unanswered, effects);
@@ -659,7 +656,7 @@ impl<S: StateMachine> Replica<S> {
     /// period ago and is still below it: the view has not started, so it
     /// joins the view change there.
     fn join_unanswered_higher_view(&mut self, effects: &mut Effects) {
-        let Some(view) = self.higher_view.take() else {
+        let Some(view) = self.probe.take_higher_view() else {
             return;
         };
         if view <= self.view || self.status != Status::Normal {
@@ -682,9 +679,9 @@ impl<S: StateMachine> Replica<S> {
         if !self.is_peer(to) {
             return;
         }
-        self.probe_nonce = self.prng.next_u64() | 1;
+        let nonce = self.probe.next_nonce(&mut self.prng);
         let mut request: RequestStartViewHeader = self.new_header();
-        request.nonce.set(self.probe_nonce);
+        request.nonce.set(nonce);
         self.send(
             to,
             Message::RequestStartView(Msg::new(request, Bytes::new())),
