@@ -8,6 +8,13 @@
 //! an operation means adding its row here (the match is exhaustive, so the
 //! crate does not compile until the row exists), its body to
 //! [`crate::ops::check_request`], and its handler where its route leads.
+//!
+//! `GroupStatus` (one group's status, which nodes ask each other before a
+//! partition move) was added so: the variant in `operation.rs`; the row
+//! `Op::GroupStatus => (Local, SignedIn, Plain)` here; its bodies
+//! (`GroupStatusRequest`, `GroupStatusReply`) in `ops/status.rs` and their
+//! arm in `check_request`; and the node's answer in its local answers.
+//! Routing, the rights check and the audit log needed no edit.
 
 use crate::operation::Operation;
 use crate::ops::Right;
