@@ -16,7 +16,7 @@
 //! | [`shared`] | the group registry, published status, the catalog as last committed, reply routing, bus queues: handles only |
 //! | [`runtime`] | the shard threads hosting many groups each: `input`, `inbox`, `shards`, `shard`, `storage_retries`, `contain` (a group's panic stops that group alone), `vouch`, `balance` |
 //! | [`group`] | a group's actor around its `GroupHost`: `spec`, `open`, `output`, `events`, `requests`, `reads`, `parked`, `cursors`, `storage`, `placement`, `status`, `publishing`, `attention`, `log_span` |
-//! | [`net`] | the replica bus and the client port: `peer_queue`, `outbox`, `bus`, `ping`, `liveness`, `frame_writer`, `client_port`, `routing` (by each operation's row of `strand_wire::operation_table`), `local_answers`, `connection`, `tls`, `replies` |
+//! | [`net`] | the replica bus and the client port: `peer_queue`, `outbox`, `bus`, `ping`, `liveness`, `frame_writer`, `client_port`, `routing` (by each operation's row of `strand_wire::operation_table`), `local_answers`, `call_table` and `node_calls` (what a node asks the cluster itself, over the bus), `connection`, `tls`, `replies` |
 //! | [`security`] | who calls and what it may do: `caller`, `request_checks`, `auth` (sign-in hardened against hostile clients), `audit`, `quota` |
 //! | [`metadata`] | the metadata plane's node duties: `hosted`, `plane` (its replica's duties, outside the partition actor), `coordinator`, `session_sweep`, `epoch_reports`, `guard` (partition-move checks), `proposals` |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
@@ -31,6 +31,10 @@
 //! circle.
 //!
 //! Invariants that matter most:
+//! - The node is no client of its own cluster: what it asks (its reports to
+//!   the metadata plane, a replica's status before a move) travels as node
+//!   calls, to its own groups' inboxes or over the replica bus; the crate
+//!   does not depend on the SDK.
 //! - Consensus decides; the group's host executes its effects and reports
 //!   completions, in order, per group, on the group's shard.
 //! - Nothing blocks a group on the network: every queue is bounded and a

@@ -12,6 +12,7 @@
 //! | [`frame_writer`] | queued frames written with gathered vectored writes |
 //! | [`client_port`] | client connections: accepted within bounds, read, checked, answered |
 //! | [`routing`] | where each request goes by its operation's route: answered here, to a group's replica, to the metadata plane |
+//! | [`call_table`] | a node's own calls in flight and their sessions (held by the shared state, which routes answers into it) |
 //! | [`node_calls`] | requests a node makes itself (reports to the metadata plane, a replica's status), to its own groups or over the bus, and their answers |
 //! | [`local_answers`] | what a node answers from its own catalog and status (every `Route::Local` operation) |
 //! | [`connection`] | what one connection may cost (reply bytes, back-pressure) and how many there may be |
@@ -19,6 +20,7 @@
 //! | [`replies`] | reply frames the node builds itself; redirects with addresses |
 
 pub mod bus;
+pub mod call_table;
 pub mod client_port;
 pub mod connection;
 pub mod frame_writer;

@@ -120,7 +120,7 @@ pub struct Shared {
     /// Which user each client id belongs to.
     pub client_owners: crate::security::auth::client_ids::ClientOwners,
     /// The node's own calls in flight (see [`crate::net::node_calls`]).
-    pub node_calls: crate::net::node_calls::NodeCalls,
+    pub node_calls: crate::net::call_table::NodeCalls,
 }
 
 /// Call sessions of one peer whose replies are routed back to it at most.
@@ -166,7 +166,7 @@ impl Shared {
             catalog: RwLock::new(Arc::new(Catalog::new(nodes))),
             clients: Mutex::new(HashMap::new()),
             peer_call_sessions: Mutex::new(BTreeMap::new()),
-            node_calls: crate::net::node_calls::NodeCalls::default(),
+            node_calls: crate::net::call_table::NodeCalls::default(),
             reachable: Mutex::new(BTreeSet::new()),
             stopping: AtomicBool::new(false),
             catalog_freshness: AtomicU8::new(CatalogFreshness::Loading as u8),
