@@ -475,7 +475,7 @@ impl<S: StateMachine> Replica<S> {
         // follows that history now.
         self.durable.adopt_history(&history);
         self.durable.view_headers = self.view_headers_for(adoption_headers);
-        if !self.trusted {
+        if !self.trust.is_trusted() {
             // It may have acked any op up to this view's head before its crash.
             self.durable.maybe_acked_op = self.durable.maybe_acked_op.max(adoption_op);
         }
@@ -531,7 +531,7 @@ impl<S: StateMachine> Replica<S> {
             "serving view {} before the persist that settles its log",
             adoption.view
         );
-        if !self.trusted {
+        if !self.trust.is_trusted() {
             // Before its crash this replica may have acked any op above what
             // it recovered, up to this view's head (anything acked above that
             // was dropped by a nack quorum of trusted replicas). Until each
@@ -544,7 +544,7 @@ impl<S: StateMachine> Replica<S> {
                         .get(*op)
                         .is_some_and(|slot| slot.state.stored(true))
             }));
-            self.trusted = true;
+            self.trust.settled();
             effects.event(Event::UntrustedLog { untrusted: false });
         }
         self.log_view = adoption.view;

@@ -134,7 +134,7 @@ impl<S: StateMachine> Replica<S> {
             // A log that holds a `Reconfigure` leads to another epoch's views.
             && self.log_epoch() == self.view.epoch
             && self.is_peer(to)
-            && self.suspected & (1 << to) == 0
+            && !self.quiet.suspects(to)
             && self.progress.reports_whole(to)
     }
 

@@ -24,6 +24,7 @@
 //! | `persistence` | the persistence order's bookkeeping: persists asked, in flight and done, what is on disk, with its invariants |
 //! | `timers` | every timeout of a replica, one sub-state with its invariants |
 //! | [`normal`] | request → prepare → ack → commit, heartbeats |
+//! | `trust` | whether the log is trusted: lost and settled, and its rules against the status |
 //! | `votes` | leaving a view: the votes to leave it, this replica's own tied to its suspicion; StartView probes |
 //! | [`view_change`] | timeouts, StartViewChange, DoViewChange, the candidate's merge, StartView sent and probed |
 //! | `adoption` | a view's log adopted: a backup's StartView, verification below the view's headers, cuts, the persist after which it serves |
@@ -72,6 +73,7 @@ pub mod state_machine;
 mod storage;
 pub mod timeout;
 mod timers;
+mod trust;
 pub mod view_change;
 mod votes;
 

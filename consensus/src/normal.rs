@@ -596,7 +596,7 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn send_ack(&mut self, force: bool, effects: &mut Effects) {
         if self.status != Status::Normal
             || self.is_primary()
-            || !self.trusted
+            || !self.trust.is_trusted()
             || self.persistence.view() < self.view
             || !self
                 .peer_slots(self.view.epoch)

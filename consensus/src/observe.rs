@@ -87,7 +87,7 @@ impl<S: StateMachine> Replica<S> {
 
     /// Whether the log is trusted.
     pub fn trusted(&self) -> bool {
-        self.trusted
+        self.trust.is_trusted()
     }
 
     /// The primary of the current view.
@@ -282,17 +282,9 @@ impl<S: StateMachine> Replica<S> {
                 self.journal.head()
             );
         }
-        assert!(
-            self.status != Status::Normal || self.trusted,
-            "serving on an untrusted log"
-        );
-        if self.status == Status::AwaitingStateTransfer {
-            assert!(!self.trusted, "awaiting a state transfer on a trusted log");
-            assert!(
-                self.durable.log_unsettled,
-                "awaiting a state transfer with the log marked settled"
-            );
-        }
+        self.trust
+            .assert_invariants(self.status, self.durable.log_unsettled);
+        self.quiet.assert_invariants(self.config.replica);
         assert!(
             self.handover.is_none_or(|drain| drain.ticks_left > 0),
             "a handover drain that ran out is still on"

@@ -21,6 +21,7 @@ use crate::replica::{
 use crate::state::{DurableState, Recovered};
 use crate::state_machine::StateMachine;
 use crate::timers::Timers;
+use crate::trust::Trust;
 use crate::votes::{LeaveVotes, StartViewProbe};
 
 impl<S: StateMachine> Replica<S> {
@@ -52,7 +53,7 @@ impl<S: StateMachine> Replica<S> {
         };
         let mut replica = Replica::assemble(config, &recovered, opened, machine);
         if replica.faulty_ops.iter().any(|op| *op > head) {
-            replica.trusted = false;
+            replica.trust.lost();
         }
         replica.place_at_open();
         replica.status_at_open(&recovered);
@@ -89,7 +90,7 @@ impl<S: StateMachine> Replica<S> {
             log_view: state.log_view,
             // A transferred log stays untrusted until a view settles it,
             // whatever the durability policy says of a log read from disk.
-            trusted: recovered.trusted && !state.log_unsettled,
+            trust: Trust::opened(recovered.trusted && !state.log_unsettled),
             persistence: Persistence::opened(state.view, commit),
             durable: state,
             faulty_ops: faulty,
@@ -117,8 +118,7 @@ impl<S: StateMachine> Replica<S> {
             probe: StartViewProbe::default(),
             votes: LeaveVotes::default(),
             abdicated: false,
-            quiet: false,
-            suspected: 0,
+            quiet: Default::default(),
             start_patience: START_PATIENCE_TIMEOUTS,
             timers: Timers::new(&config.timeouts),
             trusted_gate: true,
@@ -166,7 +166,7 @@ impl<S: StateMachine> Replica<S> {
     fn status_at_open(&mut self, recovered: &Recovered) {
         if recovered.awaiting_state_transfer {
             self.status = Status::AwaitingStateTransfer;
-            self.trusted = false;
+            self.trust.lost();
             self.durable.log_unsettled = true;
         } else if recovered.fresh && self.view == ViewId::ZERO {
             self.status = Status::Normal;
@@ -181,7 +181,7 @@ impl<S: StateMachine> Replica<S> {
             // distrust against: a lone replica serves on what it has.
             self.status = Status::Normal;
             self.log_view = self.view;
-            self.trusted = true;
+            self.trust.settled();
         }
         assert!(
             self.status != Status::Normal || self.log_view == self.view || self.alone(),

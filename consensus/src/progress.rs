@@ -43,6 +43,7 @@ impl PrimaryProgress {
 
     /// `slot` acked every op up to `op`.
     pub fn acked(&mut self, slot: u8, op: u64) {
+        assert!(slot < REPLICAS_MAX, "an ack from slot {slot}");
         let ack = &mut self.acks[usize::from(slot)];
         *ack = (*ack).max(op);
     }
@@ -50,6 +51,7 @@ impl PrimaryProgress {
     /// The primary's own slot holds every op up to `op` (it may hold fewer
     /// than it did: a cut lowers it).
     pub fn stored(&mut self, slot: u8, op: u64) {
+        assert!(slot < REPLICAS_MAX, "slot {slot} out of range");
         self.acks[usize::from(slot)] = op;
     }
 

@@ -37,11 +37,61 @@ pub(crate) type SlotBits = u16;
 
 const _: () = assert!(REPLICAS_MAX as u32 <= SlotBits::BITS);
 
+/// Whether the replica is quiet, and which peers the driver's node-level
+/// liveness suspects: the signal a quiet replica listens to instead of
+/// heartbeats (a handover and a recovering replica's choice of view read
+/// it too).
+#[derive(Debug, Default)]
+pub(crate) struct Quiet {
+    /// Idle, its timers stopped.
+    on: bool,
+    /// Peers (bitset) the driver's node-level liveness suspects.
+    suspected: SlotBits,
+}
+
+impl Quiet {
+    /// Whether the replica went quiet (and nothing woke it since).
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// The replica goes quiet.
+    pub fn begin(&mut self) {
+        self.on = true;
+    }
+
+    /// Anything that may need the replica's timers ends its quiet.
+    pub fn end(&mut self) {
+        self.on = false;
+    }
+
+    /// The node-level liveness of the peer at `slot` changed.
+    pub fn peer(&mut self, slot: u8, alive: bool) {
+        assert!(slot < REPLICAS_MAX, "slot {slot} out of range");
+        let bit: SlotBits = 1 << slot;
+        if alive {
+            self.suspected &= !bit;
+        } else {
+            self.suspected |= bit;
+        }
+    }
+
+    /// Whether the driver suspects the peer at `slot`.
+    pub fn suspects(&self, slot: u8) -> bool {
+        slot < REPLICAS_MAX && self.suspected & (1 << slot) != 0
+    }
+
+    /// Its own rule: a replica never suspects itself (its slot is `own`).
+    pub fn assert_invariants(&self, own: u8) {
+        assert!(!self.suspects(own), "replica {own} suspects itself");
+    }
+}
+
 impl<S: StateMachine> Replica<S> {
     /// Whether the replica is quiet: idle, its timers stopped, so that its
     /// ticks do nothing and its driver may stop ticking it.
     pub fn is_quiet(&self) -> bool {
-        self.quiet && self.status == Status::Normal
+        self.quiet.is_on() && self.status == Status::Normal
     }
 
     /// The node-level liveness of the replica at `slot` changed: the driver
@@ -50,11 +100,8 @@ impl<S: StateMachine> Replica<S> {
         if slot >= REPLICAS_MAX || slot == self.config.replica {
             return;
         }
-        let bit: SlotBits = 1 << slot;
-        if alive {
-            self.suspected &= !bit;
-        } else {
-            self.suspected |= bit;
+        self.quiet.peer(slot, alive);
+        if !alive {
             // What it reported before it went may be stale; a report since
             // (the down signal lags) is from the replica that came back.
             self.progress.forget_report(slot);
@@ -97,10 +144,10 @@ impl<S: StateMachine> Replica<S> {
 
     fn wake_heartbeating(&mut self, heartbeat_now: bool, effects: &mut Effects) {
         if !self.is_quiet() {
-            self.quiet = false;
+            self.quiet.end();
             return;
         }
-        self.quiet = false;
+        self.quiet.end();
         self.timers.repair.start();
         // Paused while quiet, it resumes where it stopped (see `quiesce`).
         if !self.timers.commit_persist.ticking() {
@@ -211,7 +258,7 @@ impl<S: StateMachine> Replica<S> {
         // round cost a group woken by each of its ops four frames per op.
         idle && self
             .others()
-            .all(|slot| self.suspected & (1 << slot) != 0 || self.holds_everything(slot))
+            .all(|slot| self.quiet.suspects(slot) || self.holds_everything(slot))
     }
 
     /// Primary: whether the backup at `slot` said, in this view, that it
@@ -255,7 +302,7 @@ impl<S: StateMachine> Replica<S> {
     pub(crate) fn may_quiesce_backup(&mut self, op: u64, commit: u64) -> bool {
         self.status == Status::Normal
             && !self.votes.suspecting()
-            && self.trusted
+            && self.trust.is_trusted()
             && self.deferred_cut.is_none()
             && self.journal.head() == op
             && !self.journal.has_gaps()
@@ -286,7 +333,7 @@ impl<S: StateMachine> Replica<S> {
             self.deferred_cut.is_none(),
             "quiet with a cut waiting for its persist"
         );
-        self.quiet = true;
+        self.quiet.begin();
         self.timers.heartbeat.stop();
         self.timers.primary.stop();
         self.timers.progress.stop();
@@ -297,7 +344,25 @@ impl<S: StateMachine> Replica<S> {
 
     /// Leaving Normal status (or entering it afresh) ends any quiet.
     pub(crate) fn end_quiet(&mut self) {
-        self.quiet = false;
+        self.quiet.end();
         self.progress.forget_reports();
+    }
+}
+
+#[cfg(test)]
+mod quiet_state_tests {
+    use super::*;
+
+    #[test]
+    fn a_suspicion_lasts_until_the_peer_is_heard_again() {
+        let mut quiet = Quiet::default();
+        quiet.begin();
+        quiet.peer(2, false);
+        assert!(quiet.is_on() && quiet.suspects(2) && !quiet.suspects(1));
+        assert!(!quiet.suspects(REPLICAS_MAX), "no such slot");
+        quiet.peer(2, true);
+        quiet.end();
+        assert!(!quiet.is_on() && !quiet.suspects(2));
+        quiet.assert_invariants(0);
     }
 }

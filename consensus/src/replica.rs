@@ -25,6 +25,7 @@ use crate::progress::PrimaryProgress;
 use crate::state::{DurableState, HistoryStart};
 use crate::state_machine::StateMachine;
 use crate::timers::Timers;
+use crate::trust::Trust;
 use crate::votes::{LeaveVotes, StartViewProbe};
 
 /// Primary timeouts a backup lets pass after it starts, before it votes to
@@ -177,7 +178,8 @@ pub struct Replica<S> {
     pub(crate) status: Status,
     pub(crate) view: ViewId,
     pub(crate) log_view: ViewId,
-    pub(crate) trusted: bool,
+    /// Whether its log is trusted (see [`crate::trust`]).
+    pub(crate) trust: Trust,
     /// The durable state last asked for.
     pub(crate) durable: DurableState,
     /// Its persists: asked, in flight, done, and what is on disk (a
@@ -242,10 +244,9 @@ pub struct Replica<S> {
     /// Primary: no ack arrived for too long with prepares in flight, so it
     /// stopped heartbeating to let the backups elect another primary.
     pub(crate) abdicated: bool,
-    /// Quiet: idle, its timers stopped ([`crate::quiet`]).
-    pub(crate) quiet: bool,
-    /// Peers (bitset) the driver's node-level liveness suspects.
-    pub(crate) suspected: crate::quiet::SlotBits,
+    /// Quiet (idle, its timers stopped) and the peers the driver's
+    /// node-level liveness suspects ([`crate::quiet`]).
+    pub(crate) quiet: crate::quiet::Quiet,
     /// Primary timeouts a backup may still let pass, since it started,
     /// without a word from its primary while the primary's node lives (0
     /// once it heard the primary): see [`START_PATIENCE_TIMEOUTS`].
@@ -269,7 +270,7 @@ impl<S: StateMachine> Replica<S> {
     /// syncs them all before the mark).
     pub fn resumable_in_view(&self) -> bool {
         self.status == Status::Normal
-            && self.trusted
+            && self.trust.is_trusted()
             && self.deferred_cut.is_none()
             && self.write_next > self.journal.head()
     }
@@ -278,7 +279,7 @@ impl<S: StateMachine> Replica<S> {
     /// read back must still be whole (storage found no damage since), be
     /// settled in the view, and the replica a member of it.
     pub(crate) fn may_resume_in_view(&self) -> bool {
-        self.trusted
+        self.trust.is_trusted()
             && self.faulty_ops.is_empty()
             && self.log_view == self.view
             && self.view_membership.slots.contains(self.config.replica)
@@ -290,14 +291,13 @@ impl<S: StateMachine> Replica<S> {
     /// opening among thousands of groups, and a view change now would only
     /// churn.
     fn waits_for_primary_to_start(&self) -> bool {
-        let primary_bit: crate::quiet::SlotBits = 1 << self.primary_index();
-        self.start_patience > 0 && self.suspected & primary_bit == 0 && !self.is_primary()
+        self.start_patience > 0 && !self.quiet.suspects(self.primary_index()) && !self.is_primary()
     }
 
     /// Starts the replica's timers and first messages.
     pub fn start(&mut self, effects: &mut Effects) {
         self.timers.commit_persist.start();
-        if !self.trusted {
+        if !self.trust.is_trusted() {
             effects.event(Event::UntrustedLog { untrusted: true });
         }
         match self.status {
@@ -358,7 +358,7 @@ impl<S: StateMachine> Replica<S> {
             return;
         }
         // Quiet ends with Normal status, whichever way it was left.
-        self.quiet = false;
+        self.quiet.end();
         for timeout in self.timers.all_mut() {
             timeout.tick();
         }
@@ -427,7 +427,7 @@ impl<S: StateMachine> Replica<S> {
             return None;
         }
         // Work that runs on every tick, whatever the timers say.
-        if self.quiet || self.repair_due || self.handover.is_some() {
+        if self.quiet.is_on() || self.repair_due || self.handover.is_some() {
             return Some(1);
         }
         self.timers

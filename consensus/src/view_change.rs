@@ -155,7 +155,7 @@ impl<S: StateMachine> Replica<S> {
         }
         let preferred = self.preferred_primary();
         let live = preferred == self.config.replica
-            || (self.is_peer(preferred) && self.suspected & (1 << preferred) == 0);
+            || (self.is_peer(preferred) && !self.quiet.suspects(preferred));
         if live {
             self.lowest_view_led_by(preferred)
         } else {
@@ -304,6 +304,24 @@ impl<S: StateMachine> Replica<S> {
         Msg::new(header, body)
     }
 
+    /// What this replica's DoViewChange says of its log: untrusted, and
+    /// unsettled (a transferred prefix, untrusted too).
+    fn own_log_flags(&self) -> DoViewChangeFlags {
+        let mut flags = if self.trust.is_trusted() {
+            DoViewChangeFlags::empty()
+        } else {
+            DoViewChangeFlags::UNTRUSTED_LOG
+        };
+        if self.durable.log_unsettled {
+            assert!(
+                !self.trust.is_trusted(),
+                "a transferred prefix is untrusted"
+            );
+            flags |= DoViewChangeFlags::LOG_UNSETTLED;
+        }
+        flags
+    }
+
     /// This replica's log as a view change would see it (what its
     /// DoViewChange says): for status output and tests.
     pub fn own_summary(&self) -> DvcSummary {
@@ -353,15 +371,7 @@ impl<S: StateMachine> Replica<S> {
             "{} headers in a DoViewChange",
             headers.len()
         );
-        let mut flags = if self.trusted {
-            DoViewChangeFlags::empty()
-        } else {
-            DoViewChangeFlags::UNTRUSTED_LOG
-        };
-        if self.durable.log_unsettled {
-            assert!(!self.trusted, "a transferred prefix is untrusted");
-            flags |= DoViewChangeFlags::LOG_UNSETTLED;
-        }
+        let flags = self.own_log_flags();
         DvcSummary {
             replica: self.config.replica,
             log_view: self.log_view,
@@ -716,8 +726,7 @@ impl<S: StateMachine> Replica<S> {
         self.status = Status::AwaitingStateTransfer;
         self.adoption = None;
         self.durable.log_unsettled = true;
-        if self.trusted {
-            self.trusted = false;
+        if self.trust.lost() {
             effects.event(Event::UntrustedLog { untrusted: true });
         }
         effects.push(Effect::StartStateTransfer { from, op_min });

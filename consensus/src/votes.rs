@@ -30,6 +30,7 @@ impl LeaveVotes {
 
     /// This replica, at slot `own`, votes to leave the view.
     pub fn vote(&mut self, own: u8) {
+        assert!(own < REPLICAS_MAX, "slot {own} out of range");
         self.suspecting = true;
         self.votes |= 1 << own;
     }
@@ -43,6 +44,7 @@ impl LeaveVotes {
     /// The view works again: this replica, at slot `own`, takes its vote
     /// back. Whether it had voted.
     pub fn withdraw(&mut self, own: u8) -> bool {
+        assert!(own < REPLICAS_MAX, "slot {own} out of range");
         let voted = self.suspecting;
         if voted {
             self.suspecting = false;
