@@ -580,7 +580,7 @@ impl<D: Disk> Partition<D> {
     }
 
     /// The disk (to inject faults into an in-memory one).
-    pub fn disk_mut(&mut self) -> &mut D {
+    pub fn device_mut(&mut self) -> &mut D {
         &mut self.io.disk
     }
 

@@ -71,7 +71,7 @@ fn run_until_crash(
                 let offsets = partition.segment_offsets();
                 let active =
                     segment_path(Path::new(MEMORY_DIR), *offsets.last().expect("a segment"));
-                let storage = partition.disk_mut().storage_mut();
+                let storage = partition.device_mut().storage_mut();
                 storage.fail_next_sync(&active, libc::EIO).expect("inject");
                 acked.sync_failed = true;
             }
@@ -341,5 +341,5 @@ fn a_crash_right_after_a_roll_leaves_no_empty_segment_behind() {
     assert_eq!(recovery.op, 6);
     assert!(recovery.faulty.is_empty());
     assert_eq!(read_all(&mut partition), written);
-    let _ = partition.disk_mut().file_len(Path::new(MEMORY_DIR));
+    let _ = partition.device_mut().file_len(Path::new(MEMORY_DIR));
 }

@@ -193,7 +193,7 @@ fn a_repeated_cut_changes_nothing() {
         cursor_tail: Some(1),
     };
     partition.cut(start).expect("first cut");
-    let before = storage_image(partition.disk_mut());
+    let before = storage_image(partition.device_mut());
     let state = (
         partition.op(),
         partition.cursor_tail(),
@@ -204,7 +204,7 @@ fn a_repeated_cut_changes_nothing() {
         CutOutcome::default()
     );
     assert_eq!(
-        storage_image(partition.disk_mut()),
+        storage_image(partition.device_mut()),
         before,
         "not a byte changed"
     );
@@ -270,7 +270,7 @@ fn after_a_failed_cut_no_superblock_is_written_until_a_reopen() {
     for copy in 0..2 {
         let path = strand_partition::layout::superblock_path(Path::new(MEMORY_DIR), copy);
         partition
-            .disk_mut()
+            .device_mut()
             .storage_mut()
             .fail_next_sync(&path, libc::EIO)
             .expect("inject");
@@ -306,7 +306,7 @@ fn a_cut_after_one_that_failed_half_way_is_refused_not_a_panic() {
     assert!(partition.segment_count() > 2, "several segments");
     let keep = partition.entry_location(11).expect("op 11").path;
     partition
-        .disk_mut()
+        .device_mut()
         .storage_mut()
         .fail_next_read(&keep, libc::EIO)
         .expect("inject");

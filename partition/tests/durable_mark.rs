@@ -85,7 +85,7 @@ fn write_after_mark_fault(
     let (mut partition, _) = open_memory(MemoryDisk::new(seed), small_config());
     append_durable(&mut partition, 2, 2, 100);
     let mark = durable_mark_path(Path::new(MEMORY_DIR), 0);
-    inject(partition.disk_mut().storage_mut(), &mark);
+    inject(partition.device_mut().storage_mut(), &mark);
     let prepare = next_prepare(&partition, 2, 100);
     partition.write_prepare(prepare).expect("queued");
     let mut out = Vec::new();

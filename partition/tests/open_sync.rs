@@ -153,7 +153,7 @@ fn after_a_failed_sync_and_a_crash_the_next_process_makes_what_it_reads_durable(
         append_durable(&mut partition, 3, 1, 50);
         persist_commit(&mut partition, 3, 1);
         partition
-            .disk_mut()
+            .device_mut()
             .storage_mut()
             .fail_next_sync(&segment_path(dir, 0), libc::EIO)
             .expect("inject");
@@ -230,7 +230,7 @@ fn after_a_failed_repair_sync_and_a_crash_the_next_process_makes_what_it_reads_d
         let (mut partition, recovery) = open_memory(disk, small_config());
         assert_eq!(recovery.faulty, vec![op], "seed {seed}");
         partition
-            .disk_mut()
+            .device_mut()
             .storage_mut()
             .fail_next_sync(&location.path, libc::EIO)
             .expect("inject");

@@ -44,7 +44,7 @@ fn quarantine_fences_in_order_keeps_the_copy_and_rebuilds_from_the_agreed_op() {
     let mut out = Vec::new();
     partition.flush(&mut out).expect("flush");
     assert_eq!(
-        next_fenced_number(partition.disk_mut(), &dir).expect("number"),
+        next_fenced_number(partition.device_mut(), &dir).expect("number"),
         0
     );
 
@@ -177,7 +177,7 @@ fn quarantine_and_transfer_work_on_the_in_memory_disk_too() {
     let dir = Path::new(MEMORY_DIR);
     assert!(
         replica
-            .disk_mut()
+            .device_mut()
             .storage()
             .contents(&segment_path(&fenced_path(dir, 0), 0))
             .is_some()
@@ -401,7 +401,7 @@ fn a_power_loss_anywhere_in_a_quarantine_or_a_fence_keeps_the_views() {
                 rebuilt
             } else {
                 partition
-                    .disk_mut()
+                    .device_mut()
                     .lose_power_after(ops, CrashMode::Random);
                 let (rebuilt, _, _) = partition.quarantine(20).expect("quarantine");
                 rebuilt

@@ -228,7 +228,7 @@ fn damage_found_in_the_active_segment_is_rewritten_through_the_wal() {
     let frame_len = (FRAME_HEADER_BYTES + written[0].frame_size()) as u64;
     let body_byte = 2 * frame_len + (FRAME_HEADER_BYTES + HEADER_SIZE + 30) as u64;
     partition
-        .disk_mut()
+        .device_mut()
         .storage_mut()
         .flip_bit(&segment_path(Path::new(MEMORY_DIR), active), body_byte, 5)
         .expect("flip");

@@ -264,7 +264,7 @@ fn a_full_disk_fails_the_append_clearly_and_harms_nothing_before_it() {
         *partition.segment_offsets().last().expect("a segment"),
     );
     partition
-        .disk_mut()
+        .device_mut()
         .storage_mut()
         .fail_next_write(&active, libc::ENOSPC)
         .expect("inject");
@@ -353,7 +353,7 @@ fn a_roll_after_a_failed_write_seals_nothing_and_the_reopen_is_consistent() {
         *partition.segment_offsets().last().expect("a segment"),
     );
     partition
-        .disk_mut()
+        .device_mut()
         .storage_mut()
         .fail_next_write(&active, libc::ENOSPC)
         .expect("inject");
@@ -395,7 +395,7 @@ fn an_open_after_a_failed_superblock_sync_leaves_a_readable_copy_whatever_the_po
         append_durable(&mut partition, 3, 1, 50);
         let copy = superblock_path(Path::new(MEMORY_DIR), 1);
         partition
-            .disk_mut()
+            .device_mut()
             .storage_mut()
             .fail_next_sync(&copy, libc::EIO)
             .expect("inject");
@@ -435,7 +435,7 @@ fn after_a_failed_cursor_sync_the_events_past_the_checkpoint_are_not_trusted() {
         persist_commit(&mut partition, 1, 1);
         let path = strand_partition::layout::cursors_log_path(Path::new(MEMORY_DIR));
         partition
-            .disk_mut()
+            .device_mut()
             .storage_mut()
             .fail_next_sync(&path, libc::EIO)
             .expect("inject");

@@ -285,7 +285,7 @@ fn retention_keeps_what_a_failed_persist_of_a_higher_commit_would_have_let_go() 
     let copy = partition.superblock().copy() ^ 1;
     let path = strand_partition::layout::superblock_path(std::path::Path::new(MEMORY_DIR), copy);
     partition
-        .disk_mut()
+        .device_mut()
         .storage_mut()
         .fail_next_sync(&path, libc::EIO)
         .expect("inject");

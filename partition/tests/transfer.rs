@@ -285,7 +285,7 @@ fn a_swap_interrupted_by_a_crash_is_finished_by_the_next_open() {
         let (mut installed, recovery) = open_file(&wal, &dir, small_config());
         check_installed(&mut installed, &recovery, &mut source, 30);
         assert!(!install_marker_path(&dir).exists() && !replaced_path(&dir).exists());
-        assert!(installed.disk_mut().exists(&dir));
+        assert!(installed.device_mut().exists(&dir));
     }
     wal.shutdown().expect("shutdown");
 }
