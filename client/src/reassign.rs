@@ -94,9 +94,7 @@ impl Client {
         confirm: Option<ConfirmPolicy>,
         force: bool,
     ) -> Result<Reassigned, ClientError> {
-        if nodes.is_empty() || nodes.len() >= usize::from(REPLICAS_MAX) {
-            return Err(invalid("a partition needs 1 to 15 replicas"));
-        }
+        check_replica_count(nodes)?;
         let group = self.movable_group(&target).await?;
         let outcome = self.submit_reassignment(group, nodes, confirm, force);
         reassigned_of(group, outcome.await)
@@ -113,9 +111,7 @@ impl Client {
         confirm: Option<ConfirmPolicy>,
         force: bool,
     ) -> Result<Reassigned, ClientError> {
-        if nodes.is_empty() || nodes.len() >= usize::from(REPLICAS_MAX) {
-            return Err(invalid("a partition needs 1 to 15 replicas"));
-        }
+        check_replica_count(nodes)?;
         let group = self.movable_group(&target).await?;
         let request = ReassignPartition {
             group,
@@ -304,6 +300,14 @@ impl Client {
         }
         Ok(group)
     }
+}
+
+/// A partition's replica set holds 1 to 15 nodes.
+fn check_replica_count(nodes: &[u32]) -> Result<(), ClientError> {
+    if nodes.is_empty() || nodes.len() >= usize::from(REPLICAS_MAX) {
+        return Err(invalid("a partition needs 1 to 15 replicas"));
+    }
+    Ok(())
 }
 
 /// The accepted reassignment of `group` in `outcome`, or why there is none.

@@ -47,6 +47,12 @@ fn cluster_status(shared: &Shared) -> ClusterStatusReply {
     }
 }
 
+/// The answer to a request whose body does not decode.
+fn invalid_body(header: &RequestHeader, error: &strand_wire::error::BodyError) -> Bytes {
+    let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
+    error_frame(header, &error)
+}
+
 /// This node's replica of the group a `GroupStatus` names, if it hosts one.
 fn group_status(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
     let header = request.header();
@@ -57,10 +63,7 @@ fn group_status(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
             };
             reply_frame(header, ResultCode::Ok, Bytes::from(reply.to_vec()))
         }
-        Err(error) => {
-            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
-            error_frame(header, &error)
-        }
+        Err(error) => invalid_body(header, &error),
     }
 }
 
@@ -122,10 +125,7 @@ fn describe_consumer_groups_reply(shared: &Shared, request: &Msg<RequestHeader>)
     let header = request.header();
     let query = match DescribeConsumerGroups::from_bytes(request.body()) {
         Ok(query) => query,
-        Err(error) => {
-            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
-            return error_frame(header, &error);
-        }
+        Err(error) => return invalid_body(header, &error),
     };
     if shared.catalog_freshness() == CatalogFreshness::Loading {
         return error_frame(header, &not_ready(shared, "is still loading its catalog"));
@@ -148,10 +148,7 @@ fn metadata_reply(shared: &Shared, request: &Msg<RequestHeader>) -> Bytes {
     let header = request.header();
     let query = match MetadataRequest::from_bytes(request.body()) {
         Ok(query) => query,
-        Err(error) => {
-            let error = ErrorBody::message(ResultCode::InvalidRequest, error.to_string());
-            return error_frame(header, &error);
-        }
+        Err(error) => return invalid_body(header, &error),
     };
     let freshness = shared.catalog_freshness();
     let catalog = shared.catalog();
