@@ -35,4 +35,5 @@ install_command() {
 
 install_command prometheus server/tests/prometheus.rs
 install_command openssl server/tests/tls.rs
+install_command kcat server/tests/kafka.rs
 exec cargo test --workspace --all-features --locked "$@"

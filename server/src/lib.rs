@@ -18,6 +18,7 @@
 //! | [`group`] | a group's actor around its `GroupHost`: `spec`, `open`, `output`, `events`, `requests`, `reads`, `parked`, `cursors`, `storage`, `placement`, `status`, `publishing`, `attention`, `log_span` |
 //! | [`net`] | the replica bus and the client port: `peer_queue`, `outbox`, `bus`, `ping`, `liveness`, `frame_writer`, `client_port`, `routing` (by each operation's row of `strand_wire::operation_table`), `local_answers`, `call_table` and `node_calls` (what a node asks the cluster itself, over the bus), `connection`, `tls`, `replies` |
 //! | [`security`] | who calls and what it may do: `caller`, `request_checks`, `auth` (sign-in hardened against hostile clients), `audit`, `quota` |
+//! | [`kafka`] | Kafka clients served: `listener` (bounds, TLS, frames, responses in order), `serve` (one request to its API), `link` (the Strand operations a Kafka connection makes, through the client port's checks and routing), `sasl`, `metadata`, `produce`, `fetch`, `offsets` |
 //! | [`metadata`] | the metadata plane's node duties: `hosted`, `plane` (its replica's duties, outside the partition actor), `coordinator`, `session_sweep`, `epoch_reports`, `guard` (partition-move checks), `proposals` |
 //! | [`metrics`] | metric names, the Prometheus endpoint |
 //! | [`node`] | a node's lifetime (start, host partitions, shut down): `config`, `disk`, `disk_watch`, `limits`, `boot`, `dev_cluster` |
@@ -46,6 +47,7 @@
 //! - A clean-shutdown mark is written only for a replica whose log is trusted.
 
 pub mod group;
+pub mod kafka;
 pub mod metadata;
 pub mod metrics;
 pub mod net;

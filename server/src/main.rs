@@ -42,7 +42,7 @@ enum Command {
         #[arg(long, default_value = "strand-dev-data")]
         data: PathBuf,
         /// First port: node `i` listens on `port + i` (replica bus),
-        /// `port + 100 + i` (clients) and `port + 200 + i` (metrics).
+        /// `port + 100 + i` (clients), `port + 200 + i` (metrics) and `port + 300 + i` (Kafka clients).
         #[arg(long, default_value_t = 7100)]
         port: u16,
         /// Serve plaintext: no certificates, no TLS.

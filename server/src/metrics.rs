@@ -316,6 +316,11 @@ pub fn refused_unsafe(operation: strand_wire::Operation) {
     counter!("requests_refused_unsafe_total", "operation" => format!("{operation:?}")).increment(1);
 }
 
+/// A Kafka request was decoded, counted by API.
+pub fn kafka_request(api: strand_kafka::api::ApiKey) {
+    counter!("kafka_requests_total", "api" => format!("{api:?}")).increment(1);
+}
+
 /// A client connection was closed for a bad frame.
 pub fn client_frame_rejected() {
     counter!("client_frames_rejected_total").increment(1);

@@ -154,6 +154,10 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
     let listeners = Listeners {
         bus: bind(&me.replica_address, "replica bus").await?,
         client: bind(&me.client_address, "client port").await?,
+        kafka: match &me.kafka_address {
+            Some(address) => Some(bind(address, "Kafka listener").await?),
+            None => None,
+        },
     };
     if let Some(address) = config.metrics_address {
         metrics::install(address).map_err(NodeError::Metrics)?;
@@ -173,6 +177,7 @@ async fn serve(config: NodeConfig) -> Result<(), NodeError> {
         node = shared.config.node,
         replica_address = %me.replica_address,
         client_address = %me.client_address,
+        kafka_address = me.kafka_address.as_deref().unwrap_or("-"),
         "node: serving"
     );
     let outcome = host_until_signal(&shared, &shards, &wal, hosted, &mut signals).await;
@@ -186,6 +191,8 @@ struct Listeners {
     bus: TcpListener,
     /// The client port's.
     client: TcpListener,
+    /// The Kafka listener's, where the node serves one.
+    kafka: Option<TcpListener>,
 }
 
 /// The node's shared state: its boot counted (before any partition opens:
@@ -232,6 +239,9 @@ fn start_tasks(
     tokio::task::spawn_blocking(crate::security::auth::hash_policy::dummy_hash);
     tokio::spawn(bus::run(Arc::clone(shared), listeners.bus, receivers));
     tokio::spawn(client_port::run(Arc::clone(shared), listeners.client));
+    if let Some(kafka) = listeners.kafka {
+        tokio::spawn(crate::kafka::listener::run(Arc::clone(shared), kafka));
+    }
     tokio::spawn(crate::node::disk_watch::watch(Arc::clone(shared)));
     #[cfg(feature = "fault-injection")]
     tokio::spawn(crate::runtime::contain::watch_injections(Arc::clone(

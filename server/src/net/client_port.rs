@@ -125,7 +125,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
 
 /// Closes a connection over a bound at once (a warning at most once a
 /// second per node, a metric always).
-fn refuse_connection(shared: &Shared, address: std::net::SocketAddr, too_many: TooMany) {
+pub(crate) fn refuse_connection(shared: &Shared, address: std::net::SocketAddr, too_many: TooMany) {
     let reason = match too_many {
         TooMany::Node => "too_many_on_node",
         TooMany::Address => "too_many_from_address",
@@ -148,7 +148,7 @@ fn refuse_connection(shared: &Shared, address: std::net::SocketAddr, too_many: T
 /// Runs the TLS handshake when the port has TLS, and tells who called:
 /// a node, or a client, with the user its certificate names if it
 /// presented a user certificate.
-async fn open(
+pub(crate) async fn open(
     shared: &Shared,
     stream: TcpStream,
 ) -> Result<(ReadStream, WriteStream, Caller, Option<(String, String)>), String> {
@@ -491,7 +491,7 @@ fn refusal(front: &[u8], error: &FrameError) -> Option<Bytes> {
 /// prepare (see [`Shared::produce_congested`]): the producer is slowed by
 /// TCP instead of queueing seconds of work ahead of the peers' frames. Gives
 /// up after [`ADMIT_WAIT_MAX`]; the produce is then answered `Busy`.
-async fn wait_for_room(shared: &Shared, request: &Msg<RequestHeader>) -> Result<(), ()> {
+pub(crate) async fn wait_for_room(shared: &Shared, request: &Msg<RequestHeader>) -> Result<(), ()> {
     let header = request.header();
     if header.operation() != Operation::Produce {
         return Ok(());

@@ -31,10 +31,14 @@
 //! cert = "certs/node-1.pem"             # this node's certificate: names `node-1.strand`
 //! key = "certs/node-1.key"
 //!
+//! [kafka]                               # optional
+//! stream = "default"                    # the stream of Kafka topic names without a dot
+//!
 //! [[peers]]
 //! id = 1
 //! replica_address = "127.0.0.1:7101"
 //! client_address = "127.0.0.1:7201"
+//! kafka_address = "127.0.0.1:9092"      # optional: serve Kafka clients here
 //! ```
 
 use std::net::SocketAddr;
@@ -82,6 +86,34 @@ pub struct PeerConfig {
     pub replica_address: String,
     /// Where its client port listens.
     pub client_address: String,
+    /// Where its Kafka listener listens and is advertised to Kafka
+    /// clients (`None`: the node serves no Kafka listener).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_address: Option<String>,
+}
+
+/// How the node serves Kafka clients (its listener's address is its
+/// `peers` entry's `kafka_address`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// The stream that Kafka topic names without a dot belong to (see
+    /// `strand_kafka::names`).
+    #[serde(default = "kafka_stream_by_default")]
+    pub stream: String,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> KafkaConfig {
+        KafkaConfig {
+            stream: kafka_stream_by_default(),
+        }
+    }
+}
+
+/// The default stream of Kafka topic names: `default`.
+fn kafka_stream_by_default() -> String {
+    "default".to_owned()
 }
 
 /// The certificate files of a node with TLS.
@@ -257,6 +289,8 @@ struct FileConfig {
     auth: AuthConfig,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    kafka: KafkaConfig,
 }
 
 /// `direct_io` unless the file says: on (see [`NodeConfig::direct_io`]).
@@ -326,6 +360,9 @@ pub struct NodeConfig {
     /// counted by the primary that saw the stores: a failover can delay an
     /// expiry by up to this much, never hasten it.
     pub cursor_retention_ms: Option<u64>,
+    /// How Kafka clients are served (the listener runs where this node's
+    /// `peers` entry has a `kafka_address`).
+    pub kafka: KafkaConfig,
     /// Metadata ops committed between two snapshots of the catalog (default
     /// [`METADATA_SNAPSHOT_OPS_DEFAULT`]): each snapshot lets the metadata
     /// log below the one before it go, so the log and the replay at open
@@ -428,6 +465,7 @@ impl NodeConfig {
                 Some(retention_ms) => Some(retention_ms),
             },
             metadata_snapshot_ops: checked_metadata_snapshot_ops(file.metadata_snapshot_ops)?,
+            kafka: checked_kafka(file.kafka)?,
         })
     }
     /// This node's own entry.
@@ -572,10 +610,15 @@ fn validate_peers(peers: &[PeerConfig], node: u32) -> Result<(), ConfigError> {
         });
     }
     for peer in peers {
-        for (field, address) in [
+        let kafka = peer
+            .kafka_address
+            .iter()
+            .map(|address| ("peers.kafka_address", address));
+        let addresses = [
             ("peers.replica_address", &peer.replica_address),
             ("peers.client_address", &peer.client_address),
-        ] {
+        ];
+        for (field, address) in addresses.into_iter().chain(kafka) {
             if address.parse::<SocketAddr>().is_err() {
                 return Err(ConfigError::Invalid {
                     field,
@@ -596,10 +639,15 @@ fn refuse_open_off_loopback(peers: &[PeerConfig], node: u32) -> Result<(), Confi
         .iter()
         .find(|peer| peer.id == node)
         .expect("validated: the node is a peer");
-    for (field, address) in [
+    let kafka = me
+        .kafka_address
+        .iter()
+        .map(|address| ("peers.kafka_address", address));
+    let addresses = [
         ("peers.replica_address", &me.replica_address),
         ("peers.client_address", &me.client_address),
-    ] {
+    ];
+    for (field, address) in addresses.into_iter().chain(kafka) {
         let loopback = address
             .parse::<SocketAddr>()
             .is_ok_and(|address| address.ip().is_loopback());
@@ -615,6 +663,19 @@ fn refuse_open_off_loopback(peers: &[PeerConfig], node: u32) -> Result<(), Confi
         }
     }
     Ok(())
+}
+
+/// `[kafka]`, checked: its stream must be a valid stream name without a
+/// dot (a dot would make its topics' Kafka names split elsewhere).
+fn checked_kafka(kafka: KafkaConfig) -> Result<KafkaConfig, ConfigError> {
+    let valid = strand_wire::codec::validate_name("stream", &kafka.stream).is_ok();
+    if !valid || kafka.stream.contains('.') {
+        return Err(ConfigError::Invalid {
+            field: "kafka.stream",
+            reason: format!("{:?} is not a stream name without a dot", kafka.stream),
+        });
+    }
+    Ok(kafka)
 }
 
 /// Parses `persisted` / `replicated`.

@@ -116,10 +116,11 @@ impl Cluster {
             .spawn()
             .map_err(|error| format!("cannot start node {}: {error}", peer.id))?;
         println!(
-            "node {} (pid {}): clients {}  replicas {}  metrics http://{}/metrics  log {}",
+            "node {} (pid {}): clients {}  kafka {}  replicas {}  metrics http://{}/metrics  log {}",
             peer.id,
             child.id(),
             peer.client_address,
+            peer.kafka_address.as_deref().unwrap_or("-"),
             peer.replica_address,
             metrics,
             log_path.display()
@@ -260,7 +261,7 @@ struct Running {
 }
 
 fn peers(nodes: u32, port: u16) -> Result<Vec<PeerConfig>, String> {
-    if u32::from(port) + 200 + nodes > u32::from(u16::MAX) {
+    if u32::from(port) + 300 + nodes > u32::from(u16::MAX) {
         return Err(format!("--port {port} leaves no room for {nodes} nodes"));
     }
     Ok((1..=nodes)
@@ -268,6 +269,7 @@ fn peers(nodes: u32, port: u16) -> Result<Vec<PeerConfig>, String> {
             id,
             replica_address: format!("127.0.0.1:{}", u32::from(port) + id),
             client_address: format!("127.0.0.1:{}", u32::from(port) + 100 + id),
+            kafka_address: Some(format!("127.0.0.1:{}", u32::from(port) + 300 + id)),
         })
         .collect())
 }

@@ -32,6 +32,8 @@ pub struct Node {
     pub client_address: String,
     /// Its replica-bus port.
     pub replica_address: String,
+    /// Its Kafka listener.
+    pub kafka_address: String,
     /// Its Prometheus endpoint (`host:port`; the path is `/metrics`).
     pub metrics_address: String,
     /// Its configuration file.
@@ -205,23 +207,26 @@ pub fn configure_cluster_routed(
 ) -> Vec<Node> {
     // Held until the proxies (if any) are bound: a proxy's port is never
     // one a node is about to listen on.
-    let held = held_ports(3 * count as usize);
-    let addresses: Vec<[String; 3]> = ports_of(&held)
-        .chunks(3)
-        .map(|ports| [ports[0], ports[1], ports[2]].map(|port| format!("127.0.0.1:{port}")))
+    let held = held_ports(4 * count as usize);
+    let addresses: Vec<[String; 4]> = ports_of(&held)
+        .chunks(4)
+        .map(|ports| {
+            [ports[0], ports[1], ports[2], ports[3]].map(|port| format!("127.0.0.1:{port}"))
+        })
         .collect();
     let replicas: BTreeMap<u32, String> = (1..=count)
-        .zip(addresses.iter().map(|[replica, _, _]| replica.clone()))
+        .zip(addresses.iter().map(|[replica, ..]| replica.clone()))
         .collect();
     let rerouted = dial(&replicas);
     drop(held);
     let peers_seen_by = |me: u32| {
         let mut peers = String::new();
-        for (index, [replica, client, _]) in addresses.iter().enumerate() {
+        for (index, [replica, client, _, kafka]) in addresses.iter().enumerate() {
             let peer = index as u32 + 1;
             let replica = rerouted.get(&(me, peer)).unwrap_or(replica);
             peers.push_str(&format!(
-                "\n[[peers]]\nid = {peer}\nreplica_address = \"{replica}\"\nclient_address = \"{client}\"\n"
+                "\n[[peers]]\nid = {peer}\nreplica_address = \"{replica}\"\nclient_address = \"{client}\"\n\
+                 kafka_address = \"{kafka}\"\n"
             ));
         }
         peers
@@ -229,7 +234,7 @@ pub fn configure_cluster_routed(
     addresses
         .iter()
         .zip(1..=count)
-        .map(|([replica, client, metrics], node)| {
+        .map(|([replica, client, metrics, kafka], node)| {
             let data = dir.join(format!("node-{node}"));
             let config = format!(
                 "node = {node}\ncluster = {CLUSTER}\ndata_dir = {:?}\nmetrics_address = \"{metrics}\"\n\
@@ -244,6 +249,7 @@ pub fn configure_cluster_routed(
                 node,
                 client_address: client.clone(),
                 replica_address: replica.clone(),
+                kafka_address: kafka.clone(),
                 metrics_address: metrics.clone(),
                 config: path,
                 log: dir.join(format!("node-{node}.log")),

@@ -152,6 +152,7 @@ fn a_local_cluster_file_keeps_quotes_and_backslashes_in_paths() {
         id: 1,
         replica_address: "127.0.0.1:7101".into(),
         client_address: "127.0.0.1:7201".into(),
+        kafka_address: Some("127.0.0.1:7301".into()),
     }];
     let hash = strand_credentials::hash_password("a password").expect("hashed");
     let text = local_cluster_toml(

@@ -1,0 +1,108 @@
+//! Kafka's error codes, and the one each Strand result becomes, chosen so
+//! that a Kafka client does what it would do against Kafka: refresh its
+//! metadata after a failover, retry what is retriable, give up on the rest.
+
+use strand_wire::ResultCode;
+
+/// Kafka's error codes this node answers with.
+pub mod code {
+    /// No error.
+    pub const NONE: i16 = 0;
+    /// An unexpected server error (not retriable).
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    /// The offset is outside the partition's retained records.
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    /// A record batch failed its checks.
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    /// No such topic or partition.
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    /// The partition has no leader now (retriable).
+    pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    /// This node does not lead the partition: refresh metadata.
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    /// The request timed out on the node (retriable).
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    /// A batch larger than the node takes.
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    /// A consumer group generation that is not the current one.
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    /// A consumer group member the coordinator does not know.
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// The caller may not use the topic.
+    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    /// The caller may not do this to the cluster.
+    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    /// An API version this node does not serve.
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    /// The topic exists already.
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    /// The request does not decode or makes no sense.
+    pub const INVALID_REQUEST: i16 = 42;
+    /// A policy of the cluster refused it.
+    pub const POLICY_VIOLATION: i16 = 44;
+    /// Transactions are not served.
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    /// A replica's storage failed (retriable).
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// The SASL credentials do not hold.
+    pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+    /// The SASL mechanism is not served.
+    pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+    /// A SASL message out of its turn.
+    pub const ILLEGAL_SASL_STATE: i16 = 34;
+    /// A fetch session this node never opened.
+    pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+    /// The caller's quota is spent (retriable after the throttle time).
+    pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
+}
+
+/// The Kafka error code a Strand result becomes.
+pub fn from_result(result: ResultCode) -> i16 {
+    match result {
+        ResultCode::Ok => code::NONE,
+        ResultCode::NotPrimary | ResultCode::Unavailable => code::NOT_LEADER_OR_FOLLOWER,
+        ResultCode::NotReady => code::LEADER_NOT_AVAILABLE,
+        // The node could not take it now, or the request's number was not
+        // the one its group expected: the client's retry goes through.
+        ResultCode::Busy | ResultCode::OutOfOrder | ResultCode::SessionEvicted => {
+            code::REQUEST_TIMED_OUT
+        }
+        ResultCode::UnknownStream
+        | ResultCode::UnknownTopic
+        | ResultCode::UnknownGroup
+        | ResultCode::Deleted => code::UNKNOWN_TOPIC_OR_PARTITION,
+        ResultCode::AlreadyExists => code::TOPIC_ALREADY_EXISTS,
+        ResultCode::TooLarge => code::MESSAGE_TOO_LARGE,
+        ResultCode::InvalidRequest => code::INVALID_REQUEST,
+        ResultCode::OffsetOutOfRange => code::OFFSET_OUT_OF_RANGE,
+        ResultCode::StorageError | ResultCode::DiskFull => code::KAFKA_STORAGE_ERROR,
+        ResultCode::UnknownMember => code::UNKNOWN_MEMBER_ID,
+        ResultCode::StaleGeneration => code::ILLEGAL_GENERATION,
+        ResultCode::PermissionDenied => code::TOPIC_AUTHORIZATION_FAILED,
+        ResultCode::AuthenticationFailed => code::SASL_AUTHENTICATION_FAILED,
+        ResultCode::Refused | ResultCode::LimitExceeded => code::POLICY_VIOLATION,
+        ResultCode::Throttled => code::THROTTLING_QUOTA_EXCEEDED,
+        ResultCode::Internal => code::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failover_makes_clients_refresh_their_metadata() {
+        assert_eq!(
+            from_result(ResultCode::NotPrimary),
+            code::NOT_LEADER_OR_FOLLOWER
+        );
+        assert_eq!(
+            from_result(ResultCode::Deleted),
+            code::UNKNOWN_TOPIC_OR_PARTITION
+        );
+        assert_eq!(
+            from_result(ResultCode::Throttled),
+            code::THROTTLING_QUOTA_EXCEEDED
+        );
+    }
+}
