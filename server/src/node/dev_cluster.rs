@@ -151,9 +151,22 @@ impl Cluster {
             (!self.insecure).then(|| (self.certs.join("ca.pem"), self.password_file.clone()));
         std::fs::write(&cli_config, cli_toml(&bootstrap, secured.as_ref())?)
             .map_err(|error| format!("cannot write {}: {error}", cli_config.display()))?;
+        let kafka = self
+            .peers
+            .iter()
+            .filter_map(|peer| peer.kafka_address.as_deref());
+        let kafka: Vec<&str> = kafka.collect();
         if self.insecure {
             println!("plaintext (--insecure): no TLS");
+            println!("Kafka clients: kcat -b {} -L", kafka.join(","));
         } else {
+            println!(
+                "Kafka clients: kcat -b {} -X security.protocol=SASL_SSL -X sasl.mechanisms=PLAIN \\\n  \
+                 -X sasl.username=admin -X sasl.password=$(cat {}) -X ssl.ca.location={} -L",
+                kafka.join(","),
+                self.password_file.display(),
+                self.certs.join("ca.pem").display()
+            );
             println!(
                 "TLS and sign-in: the CLI verifies the nodes with the cluster's CA and signs in as admin:\n  \
                  export STRAND_CA={} STRAND_USER=admin STRAND_PASSWORD_FILE={}",
