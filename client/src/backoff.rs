@@ -39,7 +39,9 @@ impl Prng {
         loop {
             let raw = (u128::from(self.next_u64()) << 64) | u128::from(self.next_u64());
             let id = raw ^ self.client_id_salt;
-            if id != 0 {
+            // Never 0, and never a sequenced client's id, whose produces
+            // the group numbers by record (`strand_wire::sequenced`).
+            if id != 0 && !strand_wire::sequenced::is_sequenced_client(id) {
                 return id;
             }
         }

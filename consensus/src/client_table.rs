@@ -30,7 +30,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use bytes::Bytes;
 use strand_wire::codec::{BodyReader, BodyWriter};
 use strand_wire::error::BodyError;
-use strand_wire::{Operation, PrepareHeader, ResultCode};
+use strand_wire::ops::ProduceReply;
+use strand_wire::sequenced::request_span;
+use strand_wire::{Body, Operation, PrepareHeader, ResultCode};
 
 use crate::journal::Journal;
 use crate::state_machine::reply_from_header;
@@ -60,6 +62,25 @@ pub struct StoredReply {
 }
 
 impl StoredReply {
+    /// How many request numbers this request of `client` took (see
+    /// [`strand_wire::sequenced`]): a sequenced client's produce takes one
+    /// per record, read from its reply (a committed produce that did not
+    /// succeed took one).
+    fn span(&self, client: u128) -> u64 {
+        let records = match (self.operation, self.result) {
+            (Operation::Produce, ResultCode::Ok) => {
+                ProduceReply::from_bytes(&self.body).map_or(1, |reply| reply.record_count)
+            }
+            _ => 1,
+        };
+        request_span(client, self.operation, records)
+    }
+
+    /// The number the client's next request takes.
+    fn next(&self, client: u128) -> u64 {
+        self.request + self.span(client)
+    }
+
     /// The reply a committed prepare gave.
     fn of(header: &PrepareHeader, result: ResultCode, body: Bytes) -> StoredReply {
         StoredReply {
@@ -165,18 +186,19 @@ impl ClientTable {
         self.clients.get(&client).map(|entry| entry.last().request)
     }
 
-    /// Classifies `request` from `client`; `in_flight_last` is the highest
-    /// request of this client already in the primary's pipeline, if any.
-    pub fn lookup(&self, client: u128, request: u64, in_flight_last: Option<u64>) -> Lookup {
+    /// Classifies `request` from `client`; `in_flight_next` is the number
+    /// that follows this client's requests already in the primary's
+    /// pipeline, if it has any there.
+    pub fn lookup(&self, client: u128, request: u64, in_flight_next: Option<u64>) -> Lookup {
         assert!(client != 0 && request != 0, "validated requests have ids");
         let Some(entry) = self.clients.get(&client) else {
-            if in_flight_last.is_none() && self.evicted.contains(&client) {
+            if in_flight_next.is_none() && self.evicted.contains(&client) {
                 return Lookup::Evicted;
             }
-            let expected = in_flight_last.map_or(1, |last| last + 1);
+            let expected = in_flight_next.unwrap_or(1);
             return match request {
                 _ if request == expected => Lookup::New,
-                _ if in_flight_last.is_none() => Lookup::Evicted,
+                _ if in_flight_next.is_none() => Lookup::Evicted,
                 _ if request < expected => Lookup::OutOfOrder { expected },
                 _ => Lookup::OutOfOrder { expected },
             };
@@ -193,10 +215,8 @@ impl ClientTable {
                 return Lookup::TooOld { oldest };
             }
         }
-        let expected = in_flight_last
-            .unwrap_or(entry.last().request)
-            .max(entry.last().request)
-            + 1;
+        let committed_next = entry.last().next(client);
+        let expected = in_flight_next.map_or(committed_next, |next| next.max(committed_next));
         if request == expected {
             Lookup::New
         } else {
@@ -529,7 +549,7 @@ mod tests {
         let mut table = ClientTable::new();
         assert_eq!(table.lookup(7, 1, None), Lookup::New);
         assert_eq!(table.lookup(7, 2, None), Lookup::Evicted);
-        assert_eq!(table.lookup(7, 2, Some(1)), Lookup::New);
+        assert_eq!(table.lookup(7, 2, Some(2)), Lookup::New);
         table.commit(
             &committed(1, 7, 1),
             ResultCode::Ok,
@@ -538,7 +558,64 @@ mod tests {
         assert!(matches!(table.lookup(7, 1, None), Lookup::Committed(reply) if reply.body == "r1"));
         assert_eq!(table.lookup(7, 2, None), Lookup::New);
         assert_eq!(table.lookup(7, 3, None), Lookup::OutOfOrder { expected: 2 });
-        assert_eq!(table.lookup(7, 3, Some(2)), Lookup::New);
+        assert_eq!(table.lookup(7, 3, Some(3)), Lookup::New);
+    }
+
+    /// A produce reply for `records` records at `offset_base`.
+    fn produced(offset_base: u64, records: u32) -> Bytes {
+        let reply = ProduceReply {
+            offset_base,
+            record_count: records,
+        };
+        Bytes::from(reply.to_vec())
+    }
+
+    #[test]
+    fn a_sequenced_client_numbers_its_produces_by_record() {
+        let client = strand_wire::sequenced::sequenced_client(9);
+        let mut table = ClientTable::new();
+        assert_eq!(table.lookup(client, 1, None), Lookup::New);
+        // Records 1..=5 in flight: the next batch starts at 6.
+        assert_eq!(table.lookup(client, 6, Some(6)), Lookup::New);
+        assert_eq!(
+            table.lookup(client, 2, Some(6)),
+            Lookup::OutOfOrder { expected: 6 }
+        );
+        table.commit(&committed(1, client, 1), ResultCode::Ok, produced(0, 5));
+        table.commit(&committed(2, client, 6), ResultCode::Ok, produced(5, 3));
+        // A retry of either batch is answered with its own offsets.
+        assert!(
+            matches!(table.lookup(client, 1, None), Lookup::Committed(reply) if reply.body == produced(0, 5))
+        );
+        assert!(
+            matches!(table.lookup(client, 6, None), Lookup::Committed(reply) if reply.body == produced(5, 3))
+        );
+        // A batch starting inside one committed, or past the next, is out of order.
+        assert_eq!(
+            table.lookup(client, 7, None),
+            Lookup::OutOfOrder { expected: 9 }
+        );
+        assert_eq!(
+            table.lookup(client, 10, None),
+            Lookup::OutOfOrder { expected: 9 }
+        );
+        assert_eq!(table.lookup(client, 9, None), Lookup::New);
+        // An ordinary client's produce takes one number, records or not.
+        table.commit(&committed(3, 77, 1), ResultCode::Ok, produced(8, 4));
+        assert_eq!(table.lookup(77, 2, None), Lookup::New);
+        assert_eq!(
+            table.lookup(77, 5, None),
+            Lookup::OutOfOrder { expected: 2 }
+        );
+    }
+
+    #[test]
+    fn a_sequenced_clients_table_reads_back_the_same() {
+        let client = strand_wire::sequenced::sequenced_client(9);
+        let mut table = ClientTable::new();
+        table.commit(&committed(1, client, 1), ResultCode::Ok, produced(0, 5));
+        let decoded = ClientTable::decode(&table.encode()).expect("decodes");
+        assert_eq!(decoded.lookup(client, 6, None), Lookup::New);
     }
 
     #[test]

@@ -38,7 +38,7 @@ impl<S: StateMachine> Replica<S> {
         let number = header.request.get();
         match self
             .client_table
-            .lookup(client, number, self.in_flight_last(client))
+            .lookup(client, number, self.in_flight_next(client))
         {
             Lookup::New => {}
             Lookup::Committed(reply) => {
@@ -94,7 +94,7 @@ impl<S: StateMachine> Replica<S> {
             && self.admit_request(header, record_count).is_ok()
             && matches!(
                 self.client_table
-                    .lookup(client, number, self.in_flight_last(client)),
+                    .lookup(client, number, self.in_flight_next(client)),
                 Lookup::New
             )
     }
@@ -190,13 +190,23 @@ impl<S: StateMachine> Replica<S> {
         });
     }
 
-    /// The highest request of `client` prepared and not yet committed.
-    fn in_flight_last(&self, client: u128) -> Option<u64> {
+    /// The number that follows `client`'s requests prepared and not yet
+    /// committed (each takes its span: one, or a sequenced client's
+    /// produce's records), if it has any in the pipeline.
+    fn in_flight_next(&self, client: u128) -> Option<u64> {
         self.journal
             .slots_from(self.commit + 1)
             .filter_map(|(_, slot)| slot)
             .filter(|slot| slot.header.client.get() == client)
-            .map(|slot| slot.header.request.get())
+            .map(|slot| {
+                let header = &slot.header;
+                let span = strand_wire::sequenced::request_span(
+                    client,
+                    header.operation(),
+                    header.record_count.get(),
+                );
+                header.request.get() + span
+            })
             .max()
     }
 

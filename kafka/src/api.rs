@@ -27,6 +27,8 @@ pub enum ApiKey {
     Metadata = 3,
     /// The mechanisms SASL may use.
     SaslHandshake = 17,
+    /// An idempotent producer's id and epoch.
+    InitProducerId = 22,
     /// The versions this node serves.
     ApiVersions = 18,
     /// One SASL exchange.
@@ -34,13 +36,14 @@ pub enum ApiKey {
 }
 
 /// Every API served, in key order.
-pub const SERVED: [ApiKey; 7] = [
+pub const SERVED: [ApiKey; 8] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
     ApiKey::Metadata,
     ApiKey::SaslHandshake,
     ApiKey::ApiVersions,
+    ApiKey::InitProducerId,
     ApiKey::SaslAuthenticate,
 ];
 
@@ -61,6 +64,7 @@ impl ApiKey {
             ApiKey::Metadata => (0, 12),
             ApiKey::SaslHandshake => (0, 1),
             ApiKey::ApiVersions => (0, 3),
+            ApiKey::InitProducerId => (0, 4),
             ApiKey::SaslAuthenticate => (0, 2),
         }
     }
@@ -74,6 +78,7 @@ impl ApiKey {
             ApiKey::Metadata => 9,
             ApiKey::SaslHandshake => i16::MAX,
             ApiKey::ApiVersions => 3,
+            ApiKey::InitProducerId => 2,
             ApiKey::SaslAuthenticate => 2,
         }
     }

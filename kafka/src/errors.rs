@@ -50,6 +50,11 @@ pub mod code {
     pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
     /// A SASL message out of its turn.
     pub const ILLEGAL_SASL_STATE: i16 = 34;
+    /// A produce whose sequence skips or repeats part of its producer's.
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    /// A producer id (or epoch) the partition does not know: the producer
+    /// asks for a new epoch.
+    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     /// A fetch session this node never opened.
     pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
     /// The caller's quota is spent (retriable after the throttle time).
@@ -83,6 +88,17 @@ pub fn from_result(result: ResultCode) -> i16 {
         ResultCode::Refused | ResultCode::LimitExceeded => code::POLICY_VIOLATION,
         ResultCode::Throttled => code::THROTTLING_QUOTA_EXCEEDED,
         ResultCode::Internal => code::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+/// The Kafka error code a Strand result becomes for an idempotent
+/// producer's batch: a sequence the partition does not expect, or a
+/// producer it has forgotten, are told as Kafka tells them.
+pub fn from_sequenced_result(result: ResultCode) -> i16 {
+    match result {
+        ResultCode::OutOfOrder => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ResultCode::SessionEvicted => code::UNKNOWN_PRODUCER_ID,
+        other => from_result(other),
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strand_client::{Client, NewRecord, ProducerConfig, TopicSpec};
+use strand_kafka::codec::{Reader, Writer};
 use strand_wire::ops::{Permission, Right, Scope};
 
 /// Runs `kcat` with `args` (at most a minute), `stdin` as its input; its
@@ -409,4 +410,210 @@ fn sasl_plain_over_tls_signs_kafka_clients_in_as_strand_users_with_their_rights(
     ];
     let (ok, _, _) = kcat_outcome(&anonymous, &["-L", "-m", "5"], "");
     assert!(!ok, "an anonymous client gets no metadata");
+}
+
+/// A Kafka connection speaking raw frames (the few requests the
+/// idempotence test sends).
+struct RawKafka {
+    stream: TcpStream,
+    correlation: i32,
+}
+
+impl RawKafka {
+    fn connect(address: &str) -> RawKafka {
+        let stream = TcpStream::connect(address).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        RawKafka {
+            stream,
+            correlation: 0,
+        }
+    }
+
+    /// Sends one classic-encoding request and returns its response body.
+    fn call(&mut self, api_key: i16, version: i16, body: &[u8]) -> Bytes {
+        self.correlation += 1;
+        let mut writer = Writer::new(false);
+        writer.i16(api_key);
+        writer.i16(version);
+        writer.i32(self.correlation);
+        writer.nullable_string(Some("raw"));
+        writer.raw(body);
+        self.stream
+            .write_all(&frame(&writer.finish()))
+            .expect("send");
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).expect("a response");
+        let mut payload = vec![0u8; u32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut payload).expect("a response");
+        assert_eq!(payload[..4], self.correlation.to_be_bytes(), "in order");
+        Bytes::from(payload).slice(4..)
+    }
+
+    /// InitProducerId v1: the producer id and epoch.
+    fn init_producer(&mut self) -> (i64, i16) {
+        let mut body = Writer::new(false);
+        body.nullable_string(None);
+        body.i32(60_000);
+        let mut reader = Reader::new(self.call(22, 1, &body.finish()), false);
+        reader.i32("throttle").expect("throttle");
+        assert_eq!(reader.i16("error").expect("error"), 0);
+        (
+            reader.i64("id").expect("id"),
+            reader.i16("epoch").expect("epoch"),
+        )
+    }
+
+    /// Produce v3 of one batch to `topic` partition 0: the error code and
+    /// base offset.
+    fn produce(&mut self, topic: &str, batch: &[u8]) -> (i16, i64) {
+        let mut body = Writer::new(false);
+        body.nullable_string(None);
+        body.i16(-1);
+        body.i32(30_000);
+        body.i32(1);
+        body.string(topic);
+        body.i32(1);
+        body.i32(0);
+        body.bytes(batch);
+        let mut reader = Reader::new(self.call(0, 3, &body.finish()), false);
+        assert_eq!(reader.i32("topics").expect("topics"), 1);
+        reader.string("name").expect("name");
+        assert_eq!(reader.i32("partitions").expect("partitions"), 1);
+        reader.i32("index").expect("index");
+        let error = reader.i16("error").expect("error");
+        (error, reader.i64("offset").expect("offset"))
+    }
+}
+
+/// An idempotent producer's Kafka batch of `values`, uncompressed.
+fn idempotent_batch(producer: (i64, i16), first_sequence: i32, values: &[&str]) -> Vec<u8> {
+    let mut records = Writer::new(true);
+    for (index, value) in values.iter().enumerate() {
+        let mut record = Writer::new(true);
+        record.i8(0);
+        record.varlong(0);
+        record.varint(index as i32);
+        record.varint(-1);
+        record.varint(value.len() as i32);
+        record.raw(value.as_bytes());
+        record.varint(0);
+        let record = record.finish();
+        records.varint(record.len() as i32);
+        records.raw(&record);
+    }
+    let mut tail = Writer::new(false);
+    tail.i16(0);
+    tail.i32(values.len() as i32 - 1);
+    tail.i64(1_700_000_000_000);
+    tail.i64(1_700_000_000_000);
+    tail.i64(producer.0);
+    tail.i16(producer.1);
+    tail.i32(first_sequence);
+    tail.i32(values.len() as i32);
+    tail.raw(&records.finish());
+    let tail = tail.finish();
+    let mut batch = Writer::new(false);
+    batch.i64(0);
+    batch.i32((4 + 1 + 4 + tail.len()) as i32);
+    batch.i32(-1);
+    batch.i8(2);
+    batch.raw(&strand_wire::checksum::checksum(&tail).to_be_bytes());
+    batch.raw(&tail);
+    batch.finish().to_vec()
+}
+
+/// The running node that leads partition 0 of `topic` now, as Kafka
+/// metadata says.
+fn leader_of(nodes: &[common::Node], topic: &str) -> usize {
+    let mut found = None;
+    common::wait_until("a leader for the partition", 60, || {
+        let listing = kcat(&["-b", &brokers(nodes), "-L", "-t", topic], "");
+        found = listing
+            .split("partition 0, leader ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|id| id.trim().parse::<u32>().ok())
+            .and_then(|id| {
+                nodes
+                    .iter()
+                    .position(|node| node.node == id && node.child.is_some())
+            });
+        found.is_some()
+    });
+    found.expect("found")
+}
+
+#[test]
+fn an_idempotent_producers_retries_are_written_once_even_across_a_failover() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut nodes = common::start_cluster(dir.path());
+    let runtime = common::runtime();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let client = runtime.block_on(async {
+        let client = common::connect(common::bootstrap(&nodes), deadline).await;
+        client
+            .create_stream("default")
+            .await
+            .expect("create stream");
+        let mut spec = TopicSpec::new("default", "dedup");
+        spec.partition_count = 1;
+        client.create_topic(spec).await.expect("create topic");
+        drop(
+            common::producer(
+                &client,
+                "default",
+                "dedup",
+                ProducerConfig::default(),
+                deadline,
+            )
+            .await,
+        );
+        client
+    });
+    let leader = leader_of(&nodes, "dedup");
+    let mut kafka = RawKafka::connect(&nodes[leader].kafka_address);
+    let producer = kafka.init_producer();
+    let first = idempotent_batch(producer, 0, &["a", "b", "c"]);
+    let second = idempotent_batch(producer, 3, &["d", "e"]);
+    assert_eq!(kafka.produce("dedup", &first), (0, 0));
+    assert_eq!(
+        kafka.produce("dedup", &first),
+        (0, 0),
+        "a retry gets the first answer"
+    );
+    assert_eq!(kafka.produce("dedup", &second), (0, 3));
+    // Sequences that skip ahead, or start inside a batch written, are out of order.
+    let skipped = idempotent_batch(producer, 10, &["x"]);
+    assert_eq!(kafka.produce("dedup", &skipped).0, 45);
+    let inside = idempotent_batch(producer, 4, &["x"]);
+    assert_eq!(kafka.produce("dedup", &inside).0, 45);
+
+    // The leader dies; the retry of the second batch at the new leader is
+    // answered from the replicated client table, and the next one follows.
+    nodes[leader].kill();
+    let new_leader = leader_of(&nodes, "dedup");
+    let mut kafka = RawKafka::connect(&nodes[new_leader].kafka_address);
+    common::wait_until("the new leader answers the retry", 60, || {
+        kafka.produce("dedup", &second) == (0, 3)
+    });
+    let third = idempotent_batch(producer, 5, &["f"]);
+    assert_eq!(kafka.produce("dedup", &third), (0, 5));
+    let read = runtime.block_on(common::read_partition(
+        &client, "default", "dedup", 0, 6, deadline,
+    ));
+    let values: Vec<&[u8]> = read.iter().map(|(_, _, value)| value.as_slice()).collect();
+    assert_eq!(
+        values,
+        [b"a", b"b", b"c", b"d", b"e", b"f"].map(|value| &value[..])
+    );
+    let fetched = runtime
+        .block_on(client.fetch("default", "dedup", 0, 6, 1 << 20, 0))
+        .expect("fetch");
+    assert!(
+        fetched.records.is_empty(),
+        "nothing written twice: {:?}",
+        fetched.records
+    );
 }

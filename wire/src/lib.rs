@@ -20,6 +20,7 @@
 //! | [`codec`] | the body codec and naming rules |
 //! | [`ops`] | client operation bodies and replies |
 //! | [`batch`] | record batches (zero-copy reads) |
+//! | [`sequenced`] | sequenced clients: produces numbered by record (Kafka's idempotent producers) |
 //! | [`error`] | `FrameError`, `BodyError` |
 //!
 //! Invariants that matter most:
@@ -40,6 +41,7 @@ pub mod operation;
 pub mod operation_table;
 pub mod ops;
 pub mod policy;
+pub mod sequenced;
 
 pub use batch::{BatchBuilder, BatchHeader, Record, RecordBatch};
 pub use codec::Body;

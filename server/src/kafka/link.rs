@@ -153,8 +153,32 @@ impl Link {
     /// `throttle_time_ms`). Replicated operations are numbered and sent in
     /// the order of the calls.
     pub async fn send(&self, group: u64, operation: Operation, body: Bytes) -> (Pending, Duration) {
-        let identity = self.identity.lock().expect("identity lock").clone();
         let request = self.request(group, operation, body);
+        self.submit(group, request).await
+    }
+
+    /// Like [`Link::send`], under the client id and request number given:
+    /// an idempotent producer's batch, whose numbers are its producer's
+    /// sequence (see `strand_wire::sequenced`).
+    pub async fn send_numbered(
+        &self,
+        group: u64,
+        operation: Operation,
+        body: Bytes,
+        (client, number): (u128, u64),
+    ) -> (Pending, Duration) {
+        assert!(
+            client != 0 && number != 0,
+            "a numbered request names its numbers"
+        );
+        let request = self.header(group, operation, client, number);
+        self.submit(group, Msg::new(request, body)).await
+    }
+
+    /// Checks `request` as the client port does, then routes it.
+    async fn submit(&self, group: u64, request: Msg<RequestHeader>) -> (Pending, Duration) {
+        let operation = request.header().operation();
+        let identity = self.identity.lock().expect("identity lock").clone();
         if let Err(error) = strand_wire::ops::check_request(operation, request.body()) {
             let message = format!("the {operation:?} body does not decode: {error}");
             let error = ErrorBody::message(ResultCode::InvalidRequest, message);
@@ -172,11 +196,8 @@ impl Link {
         if delay > Duration::ZERO {
             tokio::time::sleep(delay).await;
         }
-        if operation == Operation::Produce
-            && crate::net::client_port::wait_for_room(&self.shared, &request)
-                .await
-                .is_err()
-        {
+        let room = crate::net::client_port::wait_for_room(&self.shared, &request).await;
+        if room.is_err() {
             let error = ErrorBody::Busy { retry_after_ms: 50 };
             return self.refused(group, &error, delay);
         }
@@ -215,11 +236,16 @@ impl Link {
                 (self.read_client, *next)
             }
         };
+        Msg::new(self.header(group, operation, client, number), body)
+    }
+
+    /// A request header to `group` from `client`, numbered `number`.
+    fn header(&self, group: u64, operation: Operation, client: u128, number: u64) -> RequestHeader {
         let mut header = RequestHeader::new(self.shared.config.cluster, group, ViewId::ZERO, 0);
         header.client.set(client);
         header.request.set(number);
         header.operation = operation as u8;
-        Msg::new(header, body)
+        header
     }
 
     /// A refusal before sending; a replicated operation's number is not

@@ -3,6 +3,11 @@
 //! the order the requests came, and answered once the partition's confirm
 //! rule holds.
 //!
+//! An idempotent producer's batches go as a sequenced client's (its
+//! producer id and epoch), numbered by its own sequence: a retry at any
+//! node is answered from the partition's client table with the offset
+//! the batch got, and a batch out of sequence is refused, as Kafka does.
+//!
 //! `acks=all` (-1) and `acks=1` are answered alike, when the confirm rule
 //! holds: Strand never acknowledges a record it could still lose to a
 //! single failure, so `acks=1` gets the stronger promise. `acks=0` is
@@ -11,11 +16,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use strand_kafka::api::{self, RequestHeader};
-use strand_kafka::errors::{code, from_result};
+use strand_kafka::errors::{code, from_result, from_sequenced_result};
+use strand_kafka::init_producer_id::{
+    self, InitProducerIdRequest, PRODUCER_ID_LIMIT, producer_client_bits,
+};
 use strand_kafka::produce::{PartitionResult, ProduceRequest, encode};
 use strand_kafka::{DecodeError, records};
 use strand_wire::ops::ProduceReply;
+use strand_wire::sequenced::sequenced_client;
 use strand_wire::{Body, Operation, ResultCode};
 
 use crate::kafka::link::{Link, Pending};
@@ -28,10 +38,12 @@ use crate::kafka::serve::Served;
 /// gigabytes.
 pub const INFLATED_BYTES_MAX: usize = 64 * 1024 * 1024;
 
-/// One partition's part of a produce: refused at once, or sent.
+/// One partition's part of a produce: refused at once, or sent (each
+/// batch's answer to come, and whether it went as an idempotent
+/// producer's).
 enum Part {
     Refused(i16, Option<String>),
-    Sent(Vec<Pending>),
+    Sent(Vec<(Pending, bool)>),
 }
 
 /// Sends a Produce's batches, in order, and returns its response to come.
@@ -110,11 +122,56 @@ async fn send(
     for kafka in batches {
         let bytes = kafka.batch.bytes().clone();
         *budget = budget.saturating_sub(bytes.len());
-        let (pending, delay) = link.send(group, Operation::Produce, bytes).await;
+        if kafka.producer_id < 0 {
+            let (pending, delay) = link.send(group, Operation::Produce, bytes).await;
+            throttle = throttle.max(delay);
+            sent.push((pending, false));
+            continue;
+        }
+        let Some(numbers) = sequenced_numbers(&kafka) else {
+            let message = Some(format!(
+                "producer {} is not one this cluster gave out",
+                kafka.producer_id
+            ));
+            return (Part::Refused(code::UNKNOWN_PRODUCER_ID, message), throttle);
+        };
+        let (pending, delay) = link
+            .send_numbered(group, Operation::Produce, bytes, numbers)
+            .await;
         throttle = throttle.max(delay);
-        sent.push(pending);
+        sent.push((pending, true));
     }
     (Part::Sent(sent), throttle)
+}
+
+/// An idempotent producer's batch as a sequenced client's request: the
+/// client is the producer at its epoch, the number its batch's first
+/// sequence plus one (see `strand_wire::sequenced`).
+fn sequenced_numbers(kafka: &records::KafkaBatch) -> Option<(u128, u64)> {
+    let bits = producer_client_bits(kafka.producer_id, kafka.producer_epoch)?;
+    let first = u64::try_from(kafka.base_sequence).ok()?;
+    Some((sequenced_client(bits), first + 1))
+}
+
+/// Answers an InitProducerId: a new producer id at epoch 0, or the next
+/// epoch of the id the producer has (a new id past the last epoch).
+/// Transactional producers are refused.
+pub fn init_producer(header: &RequestHeader, request: &InitProducerIdRequest) -> BytesMut {
+    if request.transactional_id.is_some() {
+        return init_producer_id::encode(
+            header,
+            code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            -1,
+            -1,
+        );
+    }
+    let renewed = producer_client_bits(request.producer_id, request.producer_epoch).is_some()
+        && request.producer_epoch < i16::MAX - 1;
+    let (producer_id, epoch) = match renewed {
+        true => (request.producer_id, request.producer_epoch + 1),
+        false => (rand::random_range(0..PRODUCER_ID_LIMIT), 0),
+    };
+    init_producer_id::encode(header, code::NONE, producer_id, epoch)
 }
 
 /// Waits for every partition's answers: its first batch's offset, or the
@@ -141,13 +198,16 @@ async fn finish(
                     result.message = message;
                 }
                 Part::Sent(sent) => {
-                    for pending in sent {
+                    for (pending, sequenced) in sent {
                         let answer = link.answer(pending, timeout).await;
                         if result.error_code != code::NONE {
                             continue;
                         }
                         if answer.result != ResultCode::Ok {
-                            result.error_code = from_result(answer.result);
+                            result.error_code = match sequenced {
+                                true => from_sequenced_result(answer.result),
+                                false => from_result(answer.result),
+                            };
                             result.message = answer.message();
                             continue;
                         }

@@ -106,6 +106,11 @@ async fn dispatch(
             let task = tokio::spawn(crate::kafka::fetch::serve(link, header, request));
             Ok(Served::Respond(Response::Later(task)))
         }
+        ApiKey::InitProducerId => {
+            let request =
+                strand_kafka::init_producer_id::decode(&header, body).map_err(malformed)?;
+            ready(crate::kafka::produce::init_producer(&header, &request))
+        }
         ApiKey::ListOffsets => {
             let queries = strand_kafka::list_offsets::decode(&header, body).map_err(malformed)?;
             let link = Arc::clone(link);
