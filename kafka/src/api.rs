@@ -25,6 +25,20 @@ pub enum ApiKey {
     ListOffsets = 2,
     /// Brokers, topics, partitions and their leaders.
     Metadata = 3,
+    /// Commits a consumer group's offsets.
+    OffsetCommit = 8,
+    /// Reads a consumer group's offsets.
+    OffsetFetch = 9,
+    /// Which node coordinates a consumer group.
+    FindCoordinator = 10,
+    /// Joins a consumer group (a rebalance).
+    JoinGroup = 11,
+    /// A member's heartbeat in its group.
+    Heartbeat = 12,
+    /// Leaves a consumer group.
+    LeaveGroup = 13,
+    /// Hands out the leader's assignment.
+    SyncGroup = 14,
     /// The mechanisms SASL may use.
     SaslHandshake = 17,
     /// An idempotent producer's id and epoch.
@@ -36,11 +50,18 @@ pub enum ApiKey {
 }
 
 /// Every API served, in key order.
-pub const SERVED: [ApiKey; 8] = [
+pub const SERVED: [ApiKey; 15] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
     ApiKey::Metadata,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::SyncGroup,
     ApiKey::SaslHandshake,
     ApiKey::ApiVersions,
     ApiKey::InitProducerId,
@@ -62,6 +83,13 @@ impl ApiKey {
             ApiKey::Fetch => (4, 12),
             ApiKey::ListOffsets => (1, 7),
             ApiKey::Metadata => (0, 12),
+            ApiKey::OffsetCommit => (2, 8),
+            ApiKey::OffsetFetch => (1, 7),
+            ApiKey::FindCoordinator => (0, 4),
+            ApiKey::JoinGroup => (0, 7),
+            ApiKey::Heartbeat => (0, 4),
+            ApiKey::LeaveGroup => (0, 4),
+            ApiKey::SyncGroup => (0, 5),
             ApiKey::SaslHandshake => (0, 1),
             ApiKey::ApiVersions => (0, 3),
             ApiKey::InitProducerId => (0, 4),
@@ -76,6 +104,13 @@ impl ApiKey {
             ApiKey::Fetch => 12,
             ApiKey::ListOffsets => 6,
             ApiKey::Metadata => 9,
+            ApiKey::OffsetCommit => 8,
+            ApiKey::OffsetFetch => 6,
+            ApiKey::FindCoordinator => 3,
+            ApiKey::JoinGroup => 6,
+            ApiKey::Heartbeat => 4,
+            ApiKey::LeaveGroup => 4,
+            ApiKey::SyncGroup => 4,
             ApiKey::SaslHandshake => i16::MAX,
             ApiKey::ApiVersions => 3,
             ApiKey::InitProducerId => 2,

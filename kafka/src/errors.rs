@@ -28,6 +28,22 @@ pub mod code {
     pub const ILLEGAL_GENERATION: i16 = 22;
     /// A consumer group member the coordinator does not know.
     pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// The coordinator is loading (retriable).
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    /// No coordinator is available now (retriable).
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    /// This node does not coordinate the group: find it again.
+    pub const NOT_COORDINATOR: i16 = 16;
+    /// A group id that is not a valid Strand consumer name.
+    pub const INVALID_GROUP_ID: i16 = 24;
+    /// Members of one group must speak the same protocols.
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    /// A session timeout outside the bounds the node takes.
+    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+    /// The group is rebalancing: rejoin.
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    /// The caller may not use the group.
+    pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
     /// The caller may not use the topic.
     pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     /// The caller may not do this to the cluster.
@@ -57,6 +73,10 @@ pub mod code {
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     /// A fetch session this node never opened.
     pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+    /// A new member must rejoin with the id it was given.
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+    /// The group has as many members as it may.
+    pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
     /// The caller's quota is spent (retriable after the throttle time).
     pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
 }

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | [`codec`] | the primitive encodings (classic and flexible), read within bounds |
 //! | [`api`] | the APIs and versions served; request and response headers and frames |
-//! | [`api_versions`], [`metadata`], [`produce`], [`fetch`], [`list_offsets`], [`init_producer_id`], [`sasl`] | one API each: its request decoded, its response encoded |
+//! | [`api_versions`], [`metadata`], [`produce`], [`fetch`], [`list_offsets`], [`init_producer_id`], [`groups`], [`group_offsets`], [`sasl`] | one API each: its request decoded, its response encoded |
 //! | [`records`] | Kafka record batches (v2) ↔ Strand record batches, decompression within bounds |
 //! | [`names`] | Kafka's flat topic names ↔ Strand's `stream/topic` |
 //! | [`errors`] | Kafka's error codes, and the one each Strand result becomes |
@@ -22,6 +22,8 @@ pub mod codec;
 pub mod error;
 pub mod errors;
 pub mod fetch;
+pub mod group_offsets;
+pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;

@@ -321,6 +321,11 @@ pub fn kafka_request(api: strand_kafka::api::ApiKey) {
     counter!("kafka_requests_total", "api" => format!("{api:?}")).increment(1);
 }
 
+/// Kafka consumer groups this node coordinates.
+pub fn kafka_groups(groups: usize) {
+    gauge!("kafka_groups").set(groups as f64);
+}
+
 /// A client connection was closed for a bad frame.
 pub fn client_frame_rejected() {
     counter!("client_frames_rejected_total").increment(1);

@@ -26,6 +26,7 @@ use strand_wire::{
 use tokio::sync::oneshot;
 use zerocopy::FromBytes;
 
+use crate::kafka::coordinator::Coordinator;
 use crate::net::connection::{ConnectionReceiver, ConnectionSender};
 use crate::security::auth::Identity;
 use crate::security::caller::Caller;
@@ -52,6 +53,15 @@ impl Answer {
         Answer {
             result: error.code(),
             body: Bytes::from(error.to_vec()),
+        }
+    }
+
+    /// A node call's reply.
+    pub fn of_reply(reply: &Msg<ReplyHeader>) -> Answer {
+        Answer {
+            result: ResultCode::from_u16(reply.header().result.get())
+                .unwrap_or(ResultCode::Internal),
+            body: reply.body().clone(),
         }
     }
 
@@ -103,12 +113,18 @@ pub struct Link {
     writes: Mutex<BTreeMap<u64, WriteSession>>,
     read_client: u128,
     next_read: Mutex<u64>,
+    coordinator: Arc<Mutex<Coordinator>>,
 }
 
 impl Link {
     /// A link for a connection from `caller`; replies arrive through
     /// `receiver`, drained by a task of its own until the link is dropped.
-    pub fn new(shared: Arc<Shared>, caller: Caller, ip: std::net::IpAddr) -> Arc<Link> {
+    pub fn new(
+        shared: Arc<Shared>,
+        caller: Caller,
+        ip: std::net::IpAddr,
+        coordinator: Arc<Mutex<Coordinator>>,
+    ) -> Arc<Link> {
         let (sender, receiver) =
             crate::net::connection::reply_queue(crate::net::client_port::CONNECTION_QUEUE_CAPACITY);
         let waiting = Arc::new(Mutex::new(HashMap::new()));
@@ -123,12 +139,18 @@ impl Link {
             writes: Mutex::new(BTreeMap::new()),
             read_client: rand::random(),
             next_read: Mutex::new(0),
+            coordinator,
         })
     }
 
     /// The node's shared state.
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// The node's Kafka group coordinator.
+    pub fn coordinator(&self) -> std::sync::MutexGuard<'_, Coordinator> {
+        self.coordinator.lock().expect("coordinator lock")
     }
 
     /// Where the connection comes from (failed sign-ins are limited per

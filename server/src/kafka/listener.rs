@@ -13,6 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::kafka::coordinator::Coordinator;
 use crate::kafka::link::Link;
 use crate::kafka::serve::{Served, serve};
 use crate::metrics;
@@ -38,8 +39,13 @@ pub enum Response {
     Later(JoinHandle<Option<Bytes>>),
 }
 
+/// How often the group coordinator expires sessions and closes rebalances.
+const SWEEP_INTERVAL: Duration = Duration::from_millis(200);
+
 /// Accepts Kafka connections forever, within the node's bounds on them.
 pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
+    let coordinator = Arc::new(std::sync::Mutex::new(Coordinator::default()));
+    tokio::spawn(sweep(Arc::clone(&coordinator)));
     loop {
         match listener.accept().await {
             Ok((stream, address)) => {
@@ -52,9 +58,10 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
                 };
                 let _ = stream.set_nodelay(true);
                 let shared = Arc::clone(&shared);
+                let coordinator = Arc::clone(&coordinator);
                 tokio::spawn(async move {
                     let _admitted = admitted;
-                    if let Err(reason) = connection(shared, stream).await {
+                    if let Err(reason) = connection(shared, stream, coordinator).await {
                         metrics::client_frame_rejected();
                         tracing::warn!(%address, reason, "kafka: closing the connection");
                     }
@@ -70,10 +77,15 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
 
 /// Serves one connection until the client closes it (Ok) or it must be
 /// closed (Err with the reason).
-async fn connection(shared: Arc<Shared>, stream: TcpStream) -> Result<(), String> {
+async fn connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    coordinator: Arc<std::sync::Mutex<Coordinator>>,
+) -> Result<(), String> {
     let address = stream.peer_addr().map_err(|error| error.to_string())?;
     let (read, write, caller, certificate_user) = open(&shared, stream).await?;
-    let link = Link::new(Arc::clone(&shared), caller, address.ip().to_canonical());
+    let ip = address.ip().to_canonical();
+    let link = Link::new(Arc::clone(&shared), caller, ip, coordinator);
     if let Some((user, fingerprint)) = certificate_user {
         link.signed_in(Identity {
             user,
@@ -86,6 +98,21 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream) -> Result<(), String
     drop(responses);
     let _ = writer.await;
     result
+}
+
+/// Expires group members' sessions and closes rebalances, forever.
+async fn sweep(coordinator: Arc<std::sync::Mutex<Coordinator>>) {
+    let mut interval = tokio::time::interval(SWEEP_INTERVAL);
+    loop {
+        interval.tick().await;
+        let now = std::time::Instant::now();
+        let groups = {
+            let mut coordinator = coordinator.lock().expect("coordinator lock");
+            coordinator.sweep(now);
+            coordinator.len()
+        };
+        metrics::kafka_groups(groups);
+    }
 }
 
 /// Reads and serves frames until the client closes or must be closed.

@@ -106,6 +106,15 @@ async fn dispatch(
             let task = tokio::spawn(crate::kafka::fetch::serve(link, header, request));
             Ok(Served::Respond(Response::Later(task)))
         }
+        ApiKey::FindCoordinator
+        | ApiKey::JoinGroup
+        | ApiKey::SyncGroup
+        | ApiKey::Heartbeat
+        | ApiKey::LeaveGroup
+        | ApiKey::OffsetCommit
+        | ApiKey::OffsetFetch => crate::kafka::groups::serve(link, header.clone(), body)
+            .await
+            .map_err(malformed),
         ApiKey::InitProducerId => {
             let request =
                 strand_kafka::init_producer_id::decode(&header, body).map_err(malformed)?;

@@ -14,7 +14,8 @@
 //! number.
 //!
 //! The bus carries only what nodes ask each other ([`carried_on_bus`]):
-//! node-only reports and `GroupStatus`. The bus proved the peer is a node
+//! node-only reports, `GroupStatus`, and the cursors a Kafka group's
+//! coordinator reads and stores at partitions led elsewhere. The bus proved the peer is a node
 //! of this cluster (its ping; with TLS, its certificate), so these need no
 //! sign-in; anything else a peer sends as a request closes the connection.
 //! A client can send none of the node-only reports: the client port refuses
@@ -56,6 +57,25 @@ pub fn ask(
     assert_eq!(operation.info().route, Route::Local, "{operation:?}");
     let (client, request) = shared.node_calls.next_question();
     start(shared, node, (client, request), 0, operation, body)
+}
+
+/// Asks `node` (this one or a peer) for a partition's cursor, or to store
+/// one, on behalf of a Kafka consumer group whose coordinator is this node
+/// (see [`carried_on_bus`]): the caller has checked the user's rights
+/// already. Not waited for here, like [`ask`].
+pub fn ask_cursor(
+    shared: &Shared,
+    node: u32,
+    group: u64,
+    operation: Operation,
+    body: Bytes,
+) -> Result<PendingCall<'_>, CallError> {
+    assert!(
+        matches!(operation, Operation::GetCursor | Operation::StoreCursor),
+        "{operation:?}"
+    );
+    let (client, request) = shared.node_calls.next_question();
+    start(shared, node, (client, request), group, operation, body)
 }
 
 /// Proposes `operation` to `group` through `node` (this one or a peer)
@@ -148,9 +168,15 @@ fn send(shared: &Shared, node: u32, request: Msg<RequestHeader>) -> Result<(), C
 }
 
 /// Whether nodes ask each other `request` over the bus: a node-only
-/// report, or a replica's status of a group.
+/// report, a replica's status of a group, or a partition's cursor read or
+/// stored for a Kafka consumer group by its coordinator (which checked the
+/// user's rights: the bus proved the caller is a node of the cluster).
 pub fn carried_on_bus(request: &Msg<RequestHeader>) -> bool {
-    is_node_only(request) || request.header().operation() == Operation::GroupStatus
+    is_node_only(request)
+        || matches!(
+            request.header().operation(),
+            Operation::GroupStatus | Operation::GetCursor | Operation::StoreCursor
+        )
 }
 
 /// Serves a call from peer `node`: answers it here, or hands it to its
