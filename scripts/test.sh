@@ -36,4 +36,5 @@ install_command() {
 install_command prometheus server/tests/prometheus.rs
 install_command openssl server/tests/tls.rs
 install_command kcat server/tests/kafka.rs
+scripts/kafka-clients.sh
 exec cargo test --workspace --all-features --locked "$@"

@@ -657,8 +657,11 @@ fn consumed(log: &Path) -> Vec<(u32, u64)> {
         .collect()
 }
 
-#[test]
-fn a_kcat_consumer_group_rebalances_through_joins_a_leave_and_a_kill() {
+/// Three members of one group, made by `member(brokers, log)`, join one
+/// after another, one leaves cleanly (SIGTERM) and one is SIGKILLed while
+/// records are produced: every acknowledged record is consumed, and each
+/// member reads each partition in order.
+fn group_rebalances(member: impl Fn(&str, &Path) -> std::process::Child) {
     const PARTITIONS: u32 = 6;
     let dir = tempfile::tempdir().expect("tempdir");
     let nodes = common::start_cluster(dir.path());
@@ -713,12 +716,12 @@ fn a_kcat_consumer_group_rebalances_through_joins_a_leave_and_a_kill() {
     let logs: Vec<_> = (0..3)
         .map(|index| dir.path().join(format!("member-{index}.log")))
         .collect();
-    let mut members = vec![group_member(&brokers, "workers", "events", &logs[0])];
+    let mut members = vec![member(&brokers, &logs[0])];
     produce(60);
-    members.push(group_member(&brokers, "workers", "events", &logs[1]));
+    members.push(member(&brokers, &logs[1]));
     std::thread::sleep(Duration::from_secs(3));
     produce(60);
-    members.push(group_member(&brokers, "workers", "events", &logs[2]));
+    members.push(member(&brokers, &logs[2]));
     std::thread::sleep(Duration::from_secs(3));
     produce(60);
     // One leaves cleanly (SIGTERM: kcat closes its consumer), one dies.
@@ -795,5 +798,139 @@ fn a_kcat_consumer_group_rebalances_through_joins_a_leave_and_a_kill() {
                 "partition {partition} offset {offset} consumed"
             );
         }
+    }
+}
+
+#[test]
+fn a_kcat_consumer_group_rebalances_through_joins_a_leave_and_a_kill() {
+    group_rebalances(|brokers, log| group_member(brokers, "workers", "events", log));
+}
+
+#[test]
+fn a_java_consumer_group_rebalances_through_joins_a_leave_and_a_kill() {
+    group_rebalances(|brokers, log| {
+        let out = std::fs::File::create(log).expect("member log");
+        let errors = std::fs::File::create(log.with_extension("err")).expect("member stderr");
+        java(&["member", brokers, "events", "workers"])
+            .env("KAFKA_SESSION_TIMEOUT_MS", "6000")
+            .stdout(out)
+            .stderr(errors)
+            .spawn()
+            .expect("java runs")
+    });
+}
+
+/// The Java Kafka client (`KafkaClient.java`, on the class path
+/// `scripts/kafka-clients.sh` resolved) with `args`.
+fn java(args: &[&str]) -> Command {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let classpath_file = root.join("target/kafka-clients/java.classpath");
+    let classpath = std::fs::read_to_string(&classpath_file).expect(
+        "the Java client's class path: run scripts/kafka-clients.sh (scripts/test.sh does)",
+    );
+    let source = root.join("server/tests/kafka_clients/java/KafkaClient.java");
+    let mut command = Command::new("java");
+    command
+        .arg("-cp")
+        .arg(classpath.trim())
+        .arg(source)
+        .args(args);
+    command.stdin(Stdio::null());
+    command
+}
+
+/// Runs the Java client to its end (at most two minutes); its stdout.
+fn java_output(args: &[&str]) -> String {
+    let mut command = java(args);
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("java runs");
+    let output = child.wait_with_output().expect("java ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "java {args:?} failed: {stderr}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_java_client_produces_and_consumes_with_its_defaults() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nodes = common::start_cluster(dir.path());
+    let runtime = common::runtime();
+    let client = orders_topic(&nodes, &runtime);
+    let brokers = brokers(&nodes);
+    // The producer's defaults: idempotence on, acks=all, its own partitioner.
+    let produced = java_output(&["produce", &brokers, "orders", "100"]);
+    let acked: Vec<(u32, u64, String)> = produced
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.strip_prefix("acked ")?.split(' ');
+            Some((
+                fields.next()?.parse().ok()?,
+                fields.next()?.parse().ok()?,
+                fields.next()?.to_owned(),
+            ))
+        })
+        .collect();
+    assert_eq!(acked.len(), 100, "{produced}");
+    // Each acknowledged record is at its offset, once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for partition in 0..3 {
+        let expected: Vec<&(u32, u64, String)> =
+            acked.iter().filter(|(p, _, _)| *p == partition).collect();
+        let read = runtime.block_on(common::read_partition(
+            &client,
+            "default",
+            "orders",
+            partition,
+            expected.len(),
+            deadline,
+        ));
+        for ((_, offset, value), (read_offset, _, read_value)) in expected.iter().zip(&read) {
+            assert_eq!(
+                (offset, value.as_bytes()),
+                (read_offset, read_value.as_slice())
+            );
+        }
+        let after = runtime
+            .block_on(client.fetch(
+                "default",
+                "orders",
+                partition,
+                expected.len() as u64,
+                1 << 20,
+                0,
+            ))
+            .expect("fetch");
+        assert!(
+            after.records.is_empty(),
+            "partition {partition}: nothing written twice"
+        );
+    }
+    // The consumer's defaults, in a group: every record, in order per partition.
+    let consumed = java_output(&["consume", &brokers, "orders", "java-readers", "100"]);
+    let mut last: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    let mut values = std::collections::BTreeSet::new();
+    for line in consumed.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (partition, offset): (u32, u64) = (
+            fields[0].parse().expect("partition"),
+            fields[1].parse().expect("offset"),
+        );
+        if let Some(previous) = last.insert(partition, offset) {
+            assert_eq!(offset, previous + 1, "partition {partition} in order");
+        }
+        values.insert(fields[2].to_owned());
+    }
+    assert_eq!(values.len(), 100);
+    // The group's offsets are the partitions' cursors: a Strand consumer
+    // of the same name starts where the Java group stopped.
+    for partition in 0..3 {
+        let end = acked.iter().filter(|(p, _, _)| *p == partition).count() as u64;
+        let cursor = runtime
+            .block_on(client.get_cursor("default", "orders", partition, "java-readers"))
+            .expect("cursor");
+        assert_eq!(cursor, Some(end), "partition {partition}");
     }
 }
