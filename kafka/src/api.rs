@@ -45,12 +45,26 @@ pub enum ApiKey {
     InitProducerId = 22,
     /// The versions this node serves.
     ApiVersions = 18,
+    /// Creates topics.
+    CreateTopics = 19,
+    /// Deletes topics.
+    DeleteTopics = 20,
+    /// Describes topics' configs.
+    DescribeConfigs = 32,
+    /// Replaces topics' configs.
+    AlterConfigs = 33,
     /// One SASL exchange.
     SaslAuthenticate = 36,
+    /// Adds partitions to topics.
+    CreatePartitions = 37,
+    /// Sets or deletes some of topics' configs.
+    IncrementalAlterConfigs = 44,
+    /// The brokers and the controller.
+    DescribeCluster = 60,
 }
 
 /// Every API served, in key order.
-pub const SERVED: [ApiKey; 15] = [
+pub const SERVED: [ApiKey; 22] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
@@ -64,8 +78,15 @@ pub const SERVED: [ApiKey; 15] = [
     ApiKey::SyncGroup,
     ApiKey::SaslHandshake,
     ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
     ApiKey::InitProducerId,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
     ApiKey::SaslAuthenticate,
+    ApiKey::CreatePartitions,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeCluster,
 ];
 
 impl ApiKey {
@@ -94,6 +115,13 @@ impl ApiKey {
             ApiKey::ApiVersions => (0, 3),
             ApiKey::InitProducerId => (0, 4),
             ApiKey::SaslAuthenticate => (0, 2),
+            ApiKey::CreateTopics => (2, 7),
+            ApiKey::DeleteTopics => (1, 5),
+            ApiKey::DescribeConfigs => (1, 4),
+            ApiKey::AlterConfigs => (0, 2),
+            ApiKey::CreatePartitions => (0, 3),
+            ApiKey::IncrementalAlterConfigs => (0, 1),
+            ApiKey::DescribeCluster => (0, 1),
         }
     }
 
@@ -115,6 +143,13 @@ impl ApiKey {
             ApiKey::ApiVersions => 3,
             ApiKey::InitProducerId => 2,
             ApiKey::SaslAuthenticate => 2,
+            ApiKey::CreateTopics => 5,
+            ApiKey::DeleteTopics => 4,
+            ApiKey::DescribeConfigs => 4,
+            ApiKey::AlterConfigs => 2,
+            ApiKey::CreatePartitions => 2,
+            ApiKey::IncrementalAlterConfigs => 1,
+            ApiKey::DescribeCluster => 0,
         }
     }
 

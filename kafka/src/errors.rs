@@ -52,6 +52,16 @@ pub mod code {
     pub const UNSUPPORTED_VERSION: i16 = 35;
     /// The topic exists already.
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    /// A partition count that is not allowed.
+    pub const INVALID_PARTITIONS: i16 = 37;
+    /// A replication factor that is not allowed.
+    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    /// Replica assignments are the cluster's to make.
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    /// A config this node does not take.
+    pub const INVALID_CONFIG: i16 = 40;
+    /// This node is not the controller: refresh metadata.
+    pub const NOT_CONTROLLER: i16 = 41;
     /// The request does not decode or makes no sense.
     pub const INVALID_REQUEST: i16 = 42;
     /// A policy of the cluster refused it.

@@ -10,12 +10,13 @@
 //! |---|---|
 //! | [`codec`] | the primitive encodings (classic and flexible), read within bounds |
 //! | [`api`] | the APIs and versions served; request and response headers and frames |
-//! | [`api_versions`], [`metadata`], [`produce`], [`fetch`], [`list_offsets`], [`init_producer_id`], [`groups`], [`group_offsets`], [`sasl`] | one API each: its request decoded, its response encoded |
+//! | [`api_versions`], [`metadata`], [`produce`], [`fetch`], [`list_offsets`], [`init_producer_id`], [`groups`], [`group_offsets`], [`admin`], [`sasl`] | one API each: its request decoded, its response encoded |
 //! | [`records`] | Kafka record batches (v2) ↔ Strand record batches, decompression within bounds |
 //! | [`names`] | Kafka's flat topic names ↔ Strand's `stream/topic` |
 //! | [`errors`] | Kafka's error codes, and the one each Strand result becomes |
 //! | [`error`] | `DecodeError` |
 
+pub mod admin;
 pub mod api;
 pub mod api_versions;
 pub mod codec;

@@ -12,9 +12,11 @@
 //! | [`produce`] | Kafka batches to Strand produces, answered when the confirm rule holds |
 //! | [`fetch`] | Strand fetches to Kafka batches, long polls across partitions |
 //! | [`offsets`] | earliest, latest and by-time offsets |
+//! | [`admin`] | CreateTopics, DeleteTopics, CreatePartitions, configs, DescribeCluster as metadata operations on the plane's primary (the controller Kafka clients see) |
 //! | [`coordinator`] | the classic consumer group protocol's memberships, generations and rebalances, in memory on the metadata plane's primary |
 //! | [`groups`] | FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and the groups' offsets as cursors |
 
+pub mod admin;
 pub mod coordinator;
 pub mod fetch;
 pub mod groups;

@@ -326,3 +326,29 @@ fn kafkajs_produces_and_consumes_with_its_defaults() {
 fn franz_go_produces_and_consumes_with_its_defaults() {
     produces_and_consumes_with_its_defaults("franz-go");
 }
+
+#[test]
+fn the_java_admin_client_creates_describes_alters_grows_and_deletes_a_topic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nodes = common::start_cluster(dir.path());
+    let runtime = common::runtime();
+    runtime.block_on(common::connect(
+        common::bootstrap(&nodes),
+        Instant::now() + Duration::from_secs(60),
+    ));
+    // `payments.audit` is stream `payments`, topic `audit`: the stream is
+    // created with it.
+    let output = library_output("java", &["admin", &brokers(&nodes), "payments.audit"]);
+    let expected = [
+        "created payments.audit",
+        "partitions 4",
+        "retention.ms 3600000",
+        "min.insync.replicas 2",
+        "altered retention.ms 7200000",
+        "grown partitions 6",
+        "nodes 3",
+        "again TopicExistsException",
+        "deleted true",
+    ];
+    assert_eq!(output.lines().collect::<Vec<_>>(), expected, "{output}");
+}

@@ -26,10 +26,16 @@ pub fn answer(link: &Arc<Link>, header: &RequestHeader, request: &MetadataReques
     let response = MetadataResponse {
         brokers: brokers(shared),
         cluster_id: format!("strand-{}", shared.config.cluster),
-        controller_id: shared.config.node as i32,
+        controller_id: controller_id(shared),
         topics,
     };
     encode(header, &response)
+}
+
+/// The node Kafka clients send admin requests to: the one leading the
+/// metadata plane (this one while none is known).
+pub fn controller_id(shared: &Shared) -> i32 {
+    crate::metadata::proposals::metadata_primary(shared).unwrap_or(shared.config.node) as i32
 }
 
 /// Every node with a Kafka listener.

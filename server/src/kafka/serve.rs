@@ -91,6 +91,22 @@ async fn dispatch(
     if !link.may_proceed() {
         return Err(format!("{:?} before signing in", header.api));
     }
+    serve_signed_in(link, header, body).await
+}
+
+/// Hands a request of a signed-in connection (or of a cluster without
+/// sign-in) to its API's module.
+async fn serve_signed_in(
+    link: &Arc<Link>,
+    header: RequestHeader,
+    body: &mut Reader,
+) -> Result<Served, String> {
+    let malformed = |error: DecodeError| format!("a {:?} request: {error}", header.api);
+    let ready = |body| {
+        Ok(Served::Respond(Response::Ready(api::response_frame(
+            &header, body,
+        ))))
+    };
     match header.api {
         ApiKey::Metadata => {
             let request = strand_kafka::metadata::decode(&header, body).map_err(malformed)?;
@@ -113,6 +129,15 @@ async fn dispatch(
         | ApiKey::LeaveGroup
         | ApiKey::OffsetCommit
         | ApiKey::OffsetFetch => crate::kafka::groups::serve(link, header.clone(), body)
+            .await
+            .map_err(malformed),
+        ApiKey::CreateTopics
+        | ApiKey::DeleteTopics
+        | ApiKey::CreatePartitions
+        | ApiKey::DescribeConfigs
+        | ApiKey::AlterConfigs
+        | ApiKey::IncrementalAlterConfigs
+        | ApiKey::DescribeCluster => crate::kafka::admin::serve(link, header.clone(), body)
             .await
             .map_err(malformed),
         ApiKey::InitProducerId => {

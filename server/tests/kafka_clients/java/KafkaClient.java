@@ -6,11 +6,24 @@
 //                                                 <count> records, committing as it goes
 //   member   <bootstrap> <topic> <group>          a group member that prints as it consumes,
 //                                                 forever (until killed)
+//   admin    <bootstrap> <topic>                  creates, describes, alters, grows and deletes
+//                                                 the topic with the admin client, printing
+//                                                 "<what> <value>" lines
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.Future;
 import java.util.ArrayList;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.common.config.ConfigResource;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -39,8 +52,54 @@ public class KafkaClient {
             case "produce" -> produce(properties, args[2], Integer.parseInt(args[3]));
             case "consume" -> consume(properties, args[2], args[3], Integer.parseInt(args[4]));
             case "member" -> consume(properties, args[2], args[3], Integer.MAX_VALUE);
+            case "admin" -> admin(properties, args[2]);
             default -> throw new IllegalArgumentException(args[0]);
         }
+    }
+
+    static void admin(Properties properties, String topic) throws Exception {
+        try (Admin admin = Admin.create(properties)) {
+            NewTopic created = new NewTopic(topic, 4, (short) 3).configs(Map.of("retention.ms", "3600000"));
+            admin.createTopics(List.of(created)).all().get();
+            System.out.println("created " + topic);
+            System.out.println("partitions " + partitions(admin, topic, 4));
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+            System.out.println("retention.ms " + config.get("retention.ms").value());
+            System.out.println("min.insync.replicas " + config.get("min.insync.replicas").value());
+            AlterConfigOp longer = new AlterConfigOp(new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(longer))).all().get();
+            config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+            System.out.println("altered retention.ms " + config.get("retention.ms").value());
+            admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(6))).all().get();
+            System.out.println("grown partitions " + partitions(admin, topic, 6));
+            System.out.println("nodes " + admin.describeCluster().nodes().get().size());
+            try {
+                admin.createTopics(List.of(new NewTopic(topic, 1, (short) 3))).all().get();
+            } catch (ExecutionException exists) {
+                System.out.println("again " + exists.getCause().getClass().getSimpleName());
+            }
+            admin.deleteTopics(List.of(topic)).all().get();
+            System.out.println("deleted " + !admin.listTopics().names().get().contains(topic));
+        }
+    }
+
+    // A broker may not know a topic created (or grown) a moment ago, as
+    // with Kafka's own brokers: ask again for a while, until it shows
+    // `expected` partitions.
+    static int partitions(Admin admin, String topic, int expected) throws Exception {
+        int seen = -1;
+        for (int attempt = 0; attempt < 50 && seen != expected; attempt++) {
+            try {
+                seen = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+            } catch (ExecutionException unknown) {
+                seen = -1;
+            }
+            if (seen != expected) {
+                Thread.sleep(100);
+            }
+        }
+        return seen;
     }
 
     static void produce(Properties properties, String topic, int count) throws Exception {
