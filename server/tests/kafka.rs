@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::kafka::{brokers, kcat, orders_topic};
+use common::kafka::{brokers, kcat, leader_of, orders_topic};
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -460,27 +460,6 @@ fn idempotent_batch(producer: (i64, i16), first_sequence: i32, values: &[&str]) 
     batch.raw(&strand_wire::checksum::checksum(&tail).to_be_bytes());
     batch.raw(&tail);
     batch.finish().to_vec()
-}
-
-/// The running node that leads partition 0 of `topic` now, as Kafka
-/// metadata says.
-fn leader_of(nodes: &[common::Node], topic: &str) -> usize {
-    let mut found = None;
-    common::wait_until("a leader for the partition", 60, || {
-        let listing = kcat(&["-b", &brokers(nodes), "-L", "-t", topic], "");
-        found = listing
-            .split("partition 0, leader ")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|id| id.trim().parse::<u32>().ok())
-            .and_then(|id| {
-                nodes
-                    .iter()
-                    .position(|node| node.node == id && node.child.is_some())
-            });
-        found.is_some()
-    });
-    found.expect("found")
 }
 
 #[test]

@@ -138,3 +138,24 @@ pub fn library_output(name: &str, args: &[&str]) -> String {
     assert!(output.status.success(), "{name} {args:?} failed: {stderr}");
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// The running node that leads partition 0 of `topic` now, as Kafka
+/// metadata says.
+pub fn leader_of(nodes: &[super::Node], topic: &str) -> usize {
+    let mut found = None;
+    super::wait_until("a leader for the partition", 60, || {
+        let listing = kcat(&["-b", &brokers(nodes), "-L", "-t", topic], "");
+        found = listing
+            .split("partition 0, leader ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|id| id.trim().parse::<u32>().ok())
+            .and_then(|id| {
+                nodes
+                    .iter()
+                    .position(|node| node.node == id && node.child.is_some())
+            });
+        found.is_some()
+    });
+    found.expect("found")
+}

@@ -6,6 +6,9 @@
 //                                                 <count> records, committing as it goes
 //   member   <bootstrap> <topic> <group>          a group member that prints as it consumes,
 //                                                 forever (until killed)
+//   through  <bootstrap> <topic> <count>          produces one record a millisecond or so,
+//                                                 printing "acked <partition> <offset> <value> <ms>"
+//                                                 as each is acknowledged (the failover test)
 //   admin    <bootstrap> <topic>                  creates, describes, alters, grows and deletes
 //                                                 the topic with the admin client, printing
 //                                                 "<what> <value>" lines
@@ -53,6 +56,7 @@ public class KafkaClient {
             case "consume" -> consume(properties, args[2], args[3], Integer.parseInt(args[4]));
             case "member" -> consume(properties, args[2], args[3], Integer.MAX_VALUE);
             case "admin" -> admin(properties, args[2]);
+            case "through" -> produceThrough(properties, args[2], Integer.parseInt(args[3]));
             default -> throw new IllegalArgumentException(args[0]);
         }
     }
@@ -100,6 +104,27 @@ public class KafkaClient {
             }
         }
         return seen;
+    }
+
+    static void produceThrough(Properties properties, String topic, int count) throws Exception {
+        properties.put("key.serializer", StringSerializer.class.getName());
+        properties.put("value.serializer", StringSerializer.class.getName());
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(properties)) {
+            for (int index = 0; index < count; index++) {
+                String value = "java-" + index;
+                producer.send(new ProducerRecord<>(topic, null, value), (acked, error) -> {
+                    if (error != null) {
+                        System.out.println("failed " + value + " " + error);
+                    } else {
+                        System.out.println("acked " + acked.partition() + " " + acked.offset() + " " + value
+                            + " " + System.currentTimeMillis());
+                    }
+                    System.out.flush();
+                });
+                Thread.sleep(1);
+            }
+            producer.flush();
+        }
     }
 
     static void produce(Properties properties, String topic, int count) throws Exception {

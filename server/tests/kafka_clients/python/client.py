@@ -3,6 +3,10 @@ aside), driven by server/tests/kafka.rs.
 
     client.py <library> produce <bootstrap> <topic> <count>
         prints "acked <partition> <offset> <value>" for each record
+    client.py confluent-kafka through <bootstrap> <topic> <count>
+        produces one record a millisecond or so with the idempotent producer,
+        printing "acked <partition> <offset> <value> <ms>" as each is
+        acknowledged (the failover test)
     client.py <library> consume <bootstrap> <topic> <group> <count>
         prints "<partition> <offset> <value>" until <count> records, committing
 
@@ -68,6 +72,29 @@ def produce_confluent(bootstrap, topic, count):
         print("acked %d %d cf-%d" % (partition, offset, index))
 
 
+def produce_through_confluent(bootstrap, topic, count):
+    import time
+
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+
+    def delivered(error, message):
+        value = message.value().decode()
+        if error is not None:
+            print("failed %s %s" % (value, error))
+        else:
+            now_ms = int(time.time() * 1000)
+            print("acked %d %d %s %d" % (message.partition(), message.offset(), value, now_ms))
+        sys.stdout.flush()
+
+    for index in range(count):
+        producer.produce(topic, value=b"cf-%d" % index, on_delivery=delivered)
+        producer.poll(0)
+        time.sleep(0.001)
+    producer.flush(120)
+
+
 def consume_confluent(bootstrap, topic, group, count):
     from confluent_kafka import Consumer
 
@@ -97,6 +124,9 @@ def main():
             bootstrap, topic, sys.argv[5], int(sys.argv[6])
         ),
         ("confluent-kafka", "produce"): lambda: produce_confluent(bootstrap, topic, int(sys.argv[5])),
+        ("confluent-kafka", "through"): lambda: produce_through_confluent(
+            bootstrap, topic, int(sys.argv[5])
+        ),
         ("confluent-kafka", "consume"): lambda: consume_confluent(
             bootstrap, topic, sys.argv[5], int(sys.argv[6])
         ),
