@@ -39,10 +39,16 @@ pub enum ApiKey {
     LeaveGroup = 13,
     /// Hands out the leader's assignment.
     SyncGroup = 14,
+    /// Describes consumer groups.
+    DescribeGroups = 15,
+    /// Lists consumer groups.
+    ListGroups = 16,
     /// The mechanisms SASL may use.
     SaslHandshake = 17,
     /// An idempotent producer's id and epoch.
     InitProducerId = 22,
+    /// Where a leader epoch ends (a consumer's check for a truncated log).
+    OffsetForLeaderEpoch = 23,
     /// The versions this node serves.
     ApiVersions = 18,
     /// Creates topics.
@@ -57,6 +63,8 @@ pub enum ApiKey {
     SaslAuthenticate = 36,
     /// Adds partitions to topics.
     CreatePartitions = 37,
+    /// Deletes consumer groups.
+    DeleteGroups = 42,
     /// Sets or deletes some of topics' configs.
     IncrementalAlterConfigs = 44,
     /// The brokers and the controller.
@@ -64,7 +72,7 @@ pub enum ApiKey {
 }
 
 /// Every API served, in key order.
-pub const SERVED: [ApiKey; 22] = [
+pub const SERVED: [ApiKey; 26] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
@@ -76,15 +84,19 @@ pub const SERVED: [ApiKey; 22] = [
     ApiKey::Heartbeat,
     ApiKey::LeaveGroup,
     ApiKey::SyncGroup,
+    ApiKey::DescribeGroups,
+    ApiKey::ListGroups,
     ApiKey::SaslHandshake,
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::InitProducerId,
+    ApiKey::OffsetForLeaderEpoch,
     ApiKey::DescribeConfigs,
     ApiKey::AlterConfigs,
     ApiKey::SaslAuthenticate,
     ApiKey::CreatePartitions,
+    ApiKey::DeleteGroups,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeCluster,
 ];
@@ -122,6 +134,10 @@ impl ApiKey {
             ApiKey::CreatePartitions => (0, 3),
             ApiKey::IncrementalAlterConfigs => (0, 1),
             ApiKey::DescribeCluster => (0, 1),
+            ApiKey::DescribeGroups => (0, 5),
+            ApiKey::ListGroups => (0, 4),
+            ApiKey::OffsetForLeaderEpoch => (2, 4),
+            ApiKey::DeleteGroups => (0, 2),
         }
     }
 
@@ -150,6 +166,10 @@ impl ApiKey {
             ApiKey::CreatePartitions => 2,
             ApiKey::IncrementalAlterConfigs => 1,
             ApiKey::DescribeCluster => 0,
+            ApiKey::DescribeGroups => 5,
+            ApiKey::ListGroups => 3,
+            ApiKey::OffsetForLeaderEpoch => 4,
+            ApiKey::DeleteGroups => 2,
         }
     }
 

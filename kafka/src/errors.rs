@@ -83,6 +83,8 @@ pub mod code {
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     /// A fetch session this node never opened.
     pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+    /// A group with members cannot be deleted.
+    pub const NON_EMPTY_GROUP: i16 = 68;
     /// A new member must rejoin with the id it was given.
     pub const MEMBER_ID_REQUIRED: i16 = 79;
     /// The group has as many members as it may.

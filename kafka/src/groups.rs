@@ -337,3 +337,129 @@ pub fn encode_leave_group(
     writer.tagged_fields();
     writer.finish()
 }
+
+/// Reads a ListGroups body: the states asked for (empty: every one).
+pub fn decode_list_groups(
+    header: &RequestHeader,
+    body: &mut Reader,
+) -> Result<Vec<String>, DecodeError> {
+    let states = match header.version >= 4 {
+        true => body.array("states filter", |state| state.string("state"))?,
+        false => Vec::new(),
+    };
+    body.tagged_fields()?;
+    Ok(states)
+}
+
+/// One group as ListGroups lists it: id, protocol type, state.
+pub type Listed = (String, String, String);
+
+/// Encodes a ListGroups response body.
+pub fn encode_list_groups(header: &RequestHeader, groups: &[Listed]) -> BytesMut {
+    let mut writer = Writer::new(header.flexible());
+    if header.version >= 1 {
+        writer.i32(0);
+    }
+    writer.i16(0);
+    writer.array(groups, |writer, (group, protocol_type, state)| {
+        writer.string(group);
+        writer.string(protocol_type);
+        if header.version >= 4 {
+            writer.string(state);
+        }
+        writer.tagged_fields();
+    });
+    writer.tagged_fields();
+    writer.finish()
+}
+
+/// Reads a DescribeGroups (or DeleteGroups) body: the group ids.
+pub fn decode_group_names(
+    header: &RequestHeader,
+    body: &mut Reader,
+    describe: bool,
+) -> Result<Vec<String>, DecodeError> {
+    let groups = body.array("groups", |group| group.string("group id"))?;
+    if describe && header.version >= 3 {
+        body.bool("include authorized operations")?;
+    }
+    body.tagged_fields()?;
+    Ok(groups)
+}
+
+/// One member as DescribeGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedMember {
+    /// Its member id.
+    pub member_id: String,
+    /// Its static instance id.
+    pub instance: Option<String>,
+    /// Its metadata for the group's protocol.
+    pub metadata: Bytes,
+    /// Its assignment.
+    pub assignment: Bytes,
+}
+
+/// One group as DescribeGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DescribedGroup {
+    /// Kafka error code (0: none).
+    pub error_code: i16,
+    /// The group id.
+    pub group_id: String,
+    /// Its state (`Empty`, `PreparingRebalance`, `CompletingRebalance`,
+    /// `Stable`, `Dead`).
+    pub state: String,
+    /// Its protocol type.
+    pub protocol_type: String,
+    /// The assignor chosen.
+    pub protocol: String,
+    /// Its members.
+    pub members: Vec<DescribedMember>,
+}
+
+/// Encodes a DescribeGroups response body.
+pub fn encode_describe_groups(header: &RequestHeader, groups: &[DescribedGroup]) -> BytesMut {
+    let version = header.version;
+    let mut writer = Writer::new(header.flexible());
+    if version >= 1 {
+        writer.i32(0);
+    }
+    writer.array(groups, |writer, group| {
+        writer.i16(group.error_code);
+        writer.string(&group.group_id);
+        writer.string(&group.state);
+        writer.string(&group.protocol_type);
+        writer.string(&group.protocol);
+        writer.array(&group.members, |writer, member| {
+            writer.string(&member.member_id);
+            if version >= 4 {
+                writer.nullable_string(member.instance.as_deref());
+            }
+            writer.string("");
+            writer.string("");
+            writer.bytes(&member.metadata);
+            writer.bytes(&member.assignment);
+            writer.tagged_fields();
+        });
+        if version >= 3 {
+            writer.i32(i32::MIN);
+        }
+        writer.tagged_fields();
+    });
+    writer.tagged_fields();
+    writer.finish()
+}
+
+/// Encodes a DeleteGroups response body: each group's error.
+pub fn encode_delete_groups(header: &RequestHeader, groups: &[(String, i16)]) -> BytesMut {
+    let mut writer = Writer::new(header.flexible());
+    writer.i32(0);
+    writer.array(groups, |writer, (group, error_code)| {
+        writer.string(group);
+        writer.i16(*error_code);
+        writer.tagged_fields();
+    });
+    writer.tagged_fields();
+    writer.finish()
+}

@@ -93,3 +93,54 @@ pub fn encode(header: &RequestHeader, topics: &[(String, Vec<OffsetFound>)]) -> 
     writer.tagged_fields();
     writer.finish()
 }
+
+/// A topic and its partitions, each with the leader epoch asked about.
+pub type EpochQuery = (String, Vec<(i32, i32)>);
+
+/// Reads an OffsetForLeaderEpoch body (v2 to v4): each topic's partitions
+/// and the leader epoch asked about.
+pub fn decode_leader_epochs(
+    header: &RequestHeader,
+    body: &mut Reader,
+) -> Result<Vec<EpochQuery>, DecodeError> {
+    if header.version >= 3 {
+        body.i32("replica id")?;
+    }
+    let topics = body.array("topics", |topic| {
+        let name = topic.string("topic")?;
+        let partitions = topic.array("partitions", |partition| {
+            let index = partition.i32("partition")?;
+            partition.i32("current leader epoch")?;
+            let epoch = partition.i32("leader epoch")?;
+            partition.tagged_fields()?;
+            Ok((index, epoch))
+        })?;
+        topic.tagged_fields()?;
+        Ok((name, partitions))
+    })?;
+    body.tagged_fields()?;
+    Ok(topics)
+}
+
+/// Encodes an OffsetForLeaderEpoch response body: for each partition, its
+/// error, the epoch answered and the end offset of it.
+pub fn encode_leader_epochs(
+    header: &RequestHeader,
+    topics: &[(String, Vec<OffsetFound>)],
+) -> BytesMut {
+    let mut writer = Writer::new(header.flexible());
+    writer.i32(0);
+    writer.array(topics, |writer, (name, partitions)| {
+        writer.string(name);
+        writer.array(partitions, |writer, found| {
+            writer.i16(found.error_code);
+            writer.i32(found.partition);
+            writer.i32(found.leader_epoch);
+            writer.i64(found.offset);
+            writer.tagged_fields();
+        });
+        writer.tagged_fields();
+    });
+    writer.tagged_fields();
+    writer.finish()
+}

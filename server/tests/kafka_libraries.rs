@@ -352,3 +352,20 @@ fn the_java_admin_client_creates_describes_alters_grows_and_deletes_a_topic() {
     ];
     assert_eq!(output.lines().collect::<Vec<_>>(), expected, "{output}");
 }
+
+#[test]
+fn the_java_admin_client_lists_describes_and_deletes_a_consumer_group() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nodes = common::start_cluster(dir.path());
+    let runtime = common::runtime();
+    let _client = orders_topic(&nodes, &runtime);
+    let output = library_output("java", &["groups", &brokers(&nodes), "orders", "watched"]);
+    let expected = [
+        "listed true",
+        "state Stable",
+        "members 1",
+        "assigned 3",
+        "deleted true",
+    ];
+    assert_eq!(output.lines().collect::<Vec<_>>(), expected, "{output}");
+}

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strand_kafka::errors::code;
-use strand_kafka::groups::{JoinGroup, Joined};
+use strand_kafka::groups::{DescribedGroup, DescribedMember, JoinGroup, Joined, Listed};
 use tokio::sync::oneshot;
 
 /// Groups one coordinator keeps at most.
@@ -41,6 +41,18 @@ enum Phase {
     Syncing,
     /// Every member has its assignment.
     Stable,
+}
+
+impl Phase {
+    /// The state's name as Kafka's group APIs say it.
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Empty => "Empty",
+            Phase::Joining { .. } => "PreparingRebalance",
+            Phase::Syncing => "CompletingRebalance",
+            Phase::Stable => "Stable",
+        }
+    }
 }
 
 /// One member of a group.
@@ -449,6 +461,68 @@ impl Coordinator {
         }
         self.groups
             .retain(|_, group| !(group.phase == Phase::Empty && group.pending.is_empty()));
+    }
+
+    /// Every group coordinated here (in one of `states`, when given): id,
+    /// protocol type, state.
+    pub fn list(&self, states: &[String]) -> Vec<Listed> {
+        self.groups
+            .iter()
+            .map(|(id, group)| {
+                let protocol_type = group.protocol_type.clone().unwrap_or_default();
+                (id.clone(), protocol_type, group.phase.name().to_owned())
+            })
+            .filter(|(_, _, state)| {
+                states.is_empty() || states.iter().any(|wanted| wanted == state)
+            })
+            .collect()
+    }
+
+    /// One group: its state, protocol and members (`Dead` when unknown).
+    pub fn describe(&self, group_id: &str) -> DescribedGroup {
+        let Some(group) = self.groups.get(group_id) else {
+            return DescribedGroup {
+                group_id: group_id.to_owned(),
+                state: "Dead".to_owned(),
+                ..DescribedGroup::default()
+            };
+        };
+        let protocol = group.protocol.clone().unwrap_or_default();
+        let members = group
+            .members
+            .iter()
+            .map(|(id, member)| DescribedMember {
+                member_id: id.clone(),
+                instance: member.instance.clone(),
+                metadata: member
+                    .protocols
+                    .iter()
+                    .find(|(name, _)| *name == protocol)
+                    .map(|(_, metadata)| metadata.clone())
+                    .unwrap_or_default(),
+                assignment: member.assignment.clone(),
+            })
+            .collect();
+        DescribedGroup {
+            error_code: code::NONE,
+            group_id: group_id.to_owned(),
+            state: group.phase.name().to_owned(),
+            protocol_type: group.protocol_type.clone().unwrap_or_default(),
+            protocol,
+            members,
+        }
+    }
+
+    /// Deletes a group that has no members (`NON_EMPTY_GROUP` otherwise).
+    /// Its offsets stay in the partitions' cursors.
+    pub fn delete(&mut self, group_id: &str) -> i16 {
+        match self.groups.get(group_id) {
+            Some(group) if !group.members.is_empty() => code::NON_EMPTY_GROUP,
+            _ => {
+                self.groups.remove(group_id);
+                code::NONE
+            }
+        }
     }
 
     /// How many groups are coordinated here.

@@ -82,6 +82,31 @@ pub async fn serve(
             };
             ready(messages::encode_leave_group(&header, error_code, &members))
         }
+        ApiKey::ListGroups => {
+            let states = messages::decode_list_groups(&header, body)?;
+            let listed = match link.shared().leads_metadata_plane() {
+                true => link.coordinator().list(&states),
+                false => Vec::new(),
+            };
+            ready(messages::encode_list_groups(&header, &listed))
+        }
+        ApiKey::DescribeGroups => {
+            let names = messages::decode_group_names(&header, body, true)?;
+            let described: Vec<_> = names.iter().map(|group| describe(link, group)).collect();
+            ready(messages::encode_describe_groups(&header, &described))
+        }
+        ApiKey::DeleteGroups => {
+            let names = messages::decode_group_names(&header, body, false)?;
+            let deleted: Vec<(String, i16)> = names
+                .into_iter()
+                .map(|group| {
+                    let error_code = coordinates(link, &group)
+                        .unwrap_or_else(|| link.coordinator().delete(&group));
+                    (group, error_code)
+                })
+                .collect();
+            ready(messages::encode_delete_groups(&header, &deleted))
+        }
         ApiKey::OffsetCommit => {
             let commit = group_offsets::decode_commit(&header, body)?;
             let link = Arc::clone(link);
@@ -98,6 +123,18 @@ pub async fn serve(
         }
         other => unreachable!("{other:?} is not a group API"),
     })
+}
+
+/// One group as DescribeGroups shows it (`NOT_COORDINATOR` elsewhere).
+fn describe(link: &Link, group: &str) -> messages::DescribedGroup {
+    match coordinates(link, group) {
+        Some(refused) => messages::DescribedGroup {
+            error_code: refused,
+            group_id: group.to_owned(),
+            ..messages::DescribedGroup::default()
+        },
+        None => link.coordinator().describe(group),
+    }
 }
 
 /// The coordinator of each key: the node leading the metadata plane.

@@ -38,6 +38,32 @@ pub async fn serve(
     Some(api::response_frame(&header, encode(&header, &topics)))
 }
 
+/// Serves an OffsetForLeaderEpoch: each partition's current view as the
+/// epoch and its high watermark as where that epoch ends. A consumer asks
+/// this to learn whether the log it read was cut below its position; a
+/// Strand partition never cuts a committed record, and a consumer reads
+/// only committed ones, so the answer never sends it back.
+pub async fn leader_epochs(
+    link: Arc<Link>,
+    header: RequestHeader,
+    queries: Vec<strand_kafka::list_offsets::EpochQuery>,
+) -> Option<Bytes> {
+    let mut topics = Vec::with_capacity(queries.len());
+    for (name, partitions) in queries {
+        let mut found = Vec::with_capacity(partitions.len());
+        for (partition, _epoch) in partitions {
+            let query = OffsetQuery {
+                partition,
+                timestamp: LATEST,
+            };
+            found.push(look_up(&link, &name, query).await);
+        }
+        topics.push((name, found));
+    }
+    let body = strand_kafka::list_offsets::encode_leader_epochs(&header, &topics);
+    Some(api::response_frame(&header, body))
+}
+
 /// One partition's offset for its query.
 async fn look_up(link: &Link, name: &str, query: OffsetQuery) -> OffsetFound {
     let mut found = OffsetFound {

@@ -128,7 +128,10 @@ async fn serve_signed_in(
         | ApiKey::Heartbeat
         | ApiKey::LeaveGroup
         | ApiKey::OffsetCommit
-        | ApiKey::OffsetFetch => crate::kafka::groups::serve(link, header.clone(), body)
+        | ApiKey::OffsetFetch
+        | ApiKey::ListGroups
+        | ApiKey::DescribeGroups
+        | ApiKey::DeleteGroups => crate::kafka::groups::serve(link, header.clone(), body)
             .await
             .map_err(malformed),
         ApiKey::CreateTopics
@@ -144,6 +147,13 @@ async fn serve_signed_in(
             let request =
                 strand_kafka::init_producer_id::decode(&header, body).map_err(malformed)?;
             ready(crate::kafka::produce::init_producer(&header, &request))
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            let queries = strand_kafka::list_offsets::decode_leader_epochs(&header, body)
+                .map_err(malformed)?;
+            let link = Arc::clone(link);
+            let task = tokio::spawn(crate::kafka::offsets::leader_epochs(link, header, queries));
+            Ok(Served::Respond(Response::Later(task)))
         }
         ApiKey::ListOffsets => {
             let queries = strand_kafka::list_offsets::decode(&header, body).map_err(malformed)?;

@@ -9,6 +9,9 @@
 //   through  <bootstrap> <topic> <count>          produces one record a millisecond or so,
 //                                                 printing "acked <partition> <offset> <value> <ms>"
 //                                                 as each is acknowledged (the failover test)
+//   groups   <bootstrap> <topic> <group>          a member joins; the admin client lists and
+//                                                 describes the group, the member leaves, the
+//                                                 group is deleted ("<what> <value>" lines)
 //   admin    <bootstrap> <topic>                  creates, describes, alters, grows and deletes
 //                                                 the topic with the admin client, printing
 //                                                 "<what> <value>" lines
@@ -56,6 +59,7 @@ public class KafkaClient {
             case "consume" -> consume(properties, args[2], args[3], Integer.parseInt(args[4]));
             case "member" -> consume(properties, args[2], args[3], Integer.MAX_VALUE);
             case "admin" -> admin(properties, args[2]);
+            case "groups" -> groups(properties, args[2], args[3]);
             case "through" -> produceThrough(properties, args[2], Integer.parseInt(args[3]));
             default -> throw new IllegalArgumentException(args[0]);
         }
@@ -85,6 +89,31 @@ public class KafkaClient {
             }
             admin.deleteTopics(List.of(topic)).all().get();
             System.out.println("deleted " + !admin.listTopics().names().get().contains(topic));
+        }
+    }
+
+    static void groups(Properties properties, String topic, String group) throws Exception {
+        Properties consumerProperties = new Properties();
+        consumerProperties.putAll(properties);
+        consumerProperties.put("key.deserializer", StringDeserializer.class.getName());
+        consumerProperties.put("value.deserializer", StringDeserializer.class.getName());
+        consumerProperties.put("group.id", group);
+        try (Admin admin = Admin.create(properties)) {
+            try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(consumerProperties)) {
+                consumer.subscribe(List.of(topic));
+                while (consumer.assignment().isEmpty()) {
+                    consumer.poll(Duration.ofMillis(100));
+                }
+                boolean listed = admin.listConsumerGroups().all().get().stream()
+                    .anyMatch(listing -> listing.groupId().equals(group));
+                System.out.println("listed " + listed);
+                var description = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+                System.out.println("state " + description.groupState());
+                System.out.println("members " + description.members().size());
+                System.out.println("assigned " + description.members().iterator().next().assignment().topicPartitions().size());
+            }
+            admin.deleteConsumerGroups(List.of(group)).all().get();
+            System.out.println("deleted true");
         }
     }
 
