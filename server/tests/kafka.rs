@@ -156,6 +156,70 @@ fn kcat_and_the_sdk_read_each_others_records() {
         .count();
     assert_eq!(from_kcat, 100);
 
+    // `strand produce` writes with a key, a header and its own time; kcat
+    // reads them as written, and `strand consume` reads what kcat wrote.
+    let cluster = common::bootstrap(&nodes).join(",");
+    let before_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    let args = [
+        "produce",
+        "default/orders",
+        "--partition",
+        "1",
+        "--key-sep",
+        "=",
+        "--header",
+        "from=cli",
+    ];
+    let produced = runtime.block_on(common::strand(&cluster, &args, b"ck0=cv0\nck1=cv1\n"));
+    assert_eq!(
+        produced.outcome,
+        strand_client::cli::Outcome::Success,
+        "{}",
+        produced.stderr
+    );
+    let args = [
+        "-b", &brokers, "-C", "-t", "orders", "-p", "1", "-e", "-f", FORMAT,
+    ];
+    let from_cli = parse(&kcat(&args, ""));
+    assert_eq!(from_cli.len(), 2, "{from_cli:?}");
+    for (index, record) in from_cli.iter().enumerate() {
+        assert_eq!(
+            (record.offset, record.key.as_str()),
+            (index as u64, format!("ck{index}").as_str())
+        );
+        assert_eq!(
+            (record.value.as_str(), record.headers.as_str()),
+            (format!("cv{index}").as_str(), "from=cli")
+        );
+        assert!(
+            record.timestamp_ms >= before_ms,
+            "stamped when sent: {record:?}"
+        );
+    }
+    let args = [
+        "consume",
+        "default/orders",
+        "--partition",
+        "0",
+        "--from",
+        "earliest",
+        "--count",
+        "2",
+        "--key-sep",
+        "=",
+    ];
+    let consumed = runtime.block_on(common::strand(&cluster, &args, b""));
+    assert_eq!(
+        consumed.outcome,
+        strand_client::cli::Outcome::Success,
+        "{}",
+        consumed.stderr
+    );
+    assert_eq!(consumed.stdout, "0\tnone-k0=none-v0\n1\tnone-k1=none-v1\n");
+
     // Offsets by query: earliest, latest, and by time.
     let offsets = kcat(
         &[
@@ -171,6 +235,7 @@ fn kcat_and_the_sdk_read_each_others_records() {
     );
     assert!(offsets.contains("orders [0] offset 0"), "{offsets}");
     assert!(offsets.contains("orders [2] offset 10"), "{offsets}");
+    assert!(kcat(&["-b", &brokers, "-Q", "-t", "orders:1:-1"], "").contains("orders [1] offset 2"));
 }
 
 /// A Kafka request frame: size, then `payload`.

@@ -271,7 +271,7 @@ pub(crate) async fn run(
         sent: 0,
     };
     let sent = match args.count {
-        Some(count) => send_generated(&producer, args.partition, count, args.size, &mut sink).await,
+        Some(count) => send_generated(&producer, &args, count, &mut sink).await,
         None => send_lines(&producer, &args, stdin, &mut sink).await,
     };
     // Whatever was sent is counted, even when input failed. After a failed
@@ -394,8 +394,8 @@ enum Finished {
 async fn send(
     producer: &crate::Producer,
     partition: Option<u32>,
-    key: Bytes,
-    value: Bytes,
+    (key, value): (Bytes, Bytes),
+    headers: &[(String, Bytes)],
     sink: &mut Sink,
 ) -> Result<Finished, CliError> {
     if sink.failed.load(Ordering::SeqCst) {
@@ -403,8 +403,10 @@ async fn send(
     }
     let bytes = (key.len() + value.len()) as u64;
     let partition = partition.unwrap_or_else(|| producer.partition_of(&key));
+    let mut record = crate::NewRecord::new(key, value);
+    record.headers = headers.to_vec();
     let delivery = producer
-        .send(partition, key, value)
+        .send_record(partition, record)
         .await
         .map_err(|error| CliError::client("produce", error))?;
     sink.sent += 1;
@@ -423,6 +425,7 @@ async fn send_lines(
 ) -> Result<Finished, CliError> {
     let mut line = Vec::new();
     let mut line_number = 0u64;
+    let headers = record_headers(args);
     loop {
         line.clear();
         let limit = LINE_BYTES_MAX as u64 + 1;
@@ -445,10 +448,18 @@ async fn send_lines(
                 line_number - 1
             ))
         })?;
-        if send(producer, args.partition, record.0, record.1, sink).await? == Finished::Stopped {
+        if send(producer, args.partition, record, &headers, sink).await? == Finished::Stopped {
             return Ok(Finished::Stopped);
         }
     }
+}
+
+/// The headers `--header` gives every record.
+fn record_headers(args: &ProduceArgs) -> Vec<(String, Bytes)> {
+    args.headers
+        .iter()
+        .map(|(name, value)| (name.clone(), Bytes::from(value.clone())))
+        .collect()
 }
 
 /// A stdin line (newline included, if any) as (key, value): the line end is
@@ -471,14 +482,15 @@ pub(crate) fn split_line(line: &[u8], key_sep: Option<&str>) -> Option<(Bytes, B
 
 async fn send_generated(
     producer: &crate::Producer,
-    partition: Option<u32>,
+    args: &ProduceArgs,
     count: u64,
-    size: usize,
     sink: &mut Sink,
 ) -> Result<Finished, CliError> {
+    let headers = record_headers(args);
     for index in 0..count {
-        let value = generated_value(index, size);
-        if send(producer, partition, Bytes::new(), value, sink).await? == Finished::Stopped {
+        let value = generated_value(index, args.size);
+        let record = (Bytes::new(), value);
+        if send(producer, args.partition, record, &headers, sink).await? == Finished::Stopped {
             return Ok(Finished::Stopped);
         }
     }

@@ -21,12 +21,25 @@ pub(crate) struct ProduceArgs {
     /// without SEP is a value with an empty key).
     #[arg(long, value_name = "SEP", conflicts_with = "count")]
     pub(crate) key_sep: Option<String>,
+    /// A header every record carries, as NAME=VALUE (repeatable; Kafka
+    /// consumers read them as the record's headers).
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_header)]
+    pub(crate) headers: Vec<(String, String)>,
     /// Generate this many records instead of reading stdin.
     #[arg(long)]
     pub(crate) count: Option<u64>,
     /// Bytes per generated record value.
     #[arg(long, default_value_t = 100, requires = "count", value_parser = parse_record_size)]
     pub(crate) size: usize,
+}
+
+/// Parses a record header, `NAME=VALUE` (split at the first `=`; the name
+/// is not empty).
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("expected NAME=VALUE, got {text:?}")),
+    }
 }
 
 /// Parses a generated record's size, bounded by [`GENERATED_RECORD_BYTES_MAX`].
