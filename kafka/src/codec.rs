@@ -231,6 +231,20 @@ impl Reader {
     }
 }
 
+/// `value`, cut to the most bytes a classic string holds, at a character
+/// boundary.
+fn within_classic_string(value: &str) -> &str {
+    let max = i16::MAX as usize;
+    if value.len() <= max {
+        return value;
+    }
+    let mut end = max;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    &value[..end]
+}
+
 /// Writes Kafka primitives into one response body.
 #[derive(Debug)]
 pub struct Writer {
@@ -335,7 +349,11 @@ impl Writer {
             (false, None) if classic_i16 => self.i16(-1),
             (false, None) => self.i32(-1),
             (false, Some(length)) if classic_i16 => {
-                self.i16(i16::try_from(length).expect("a string shorter than 32 KiB"));
+                assert!(
+                    length <= i16::MAX as usize,
+                    "strings are cut to fit (`string`)"
+                );
+                self.i16(length as i16);
             }
             (false, Some(length)) => {
                 self.i32(i32::try_from(length).expect("a field shorter than 2 GiB"));
@@ -343,8 +361,15 @@ impl Writer {
         }
     }
 
-    /// A `STRING`.
+    /// A `STRING`. In the classic encoding a string holds at most
+    /// [`i16::MAX`] bytes: a longer one (a name a client sent in a
+    /// flexible request, echoed in a classic response) is cut at the last
+    /// character boundary within it, never a panic.
     pub fn string(&mut self, value: &str) {
+        let value = match self.flexible {
+            true => value,
+            false => within_classic_string(value),
+        };
         self.length(Some(value.len()), true);
         self.out.put_slice(value.as_bytes());
     }
@@ -451,6 +476,20 @@ mod tests {
             assert_eq!(read.tagged_fields(), Ok(()));
             assert_eq!(read.remaining(), 0);
         }
+    }
+
+    #[test]
+    fn a_string_too_long_for_the_classic_encoding_is_cut_not_a_panic() {
+        let long = "é".repeat(20_000);
+        let mut writer = Writer::new(false);
+        writer.string(&long);
+        let mut read = Reader::new(writer.finish().freeze(), false);
+        let text = read.string("s").expect("a whole string");
+        assert_eq!(text.len(), 32_766, "cut at a character boundary");
+        let mut writer = Writer::new(true);
+        writer.string(&long);
+        let mut read = Reader::new(writer.finish().freeze(), true);
+        assert_eq!(read.string("s").expect("whole").len(), 40_000);
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub const GROUPS_MAX: usize = 10_000;
 pub const MEMBERS_MAX: usize = 1_000;
 /// Member ids handed out (`MEMBER_ID_REQUIRED`) and not yet joined with.
 pub const PENDING_MAX: usize = 1_000;
+/// Characters of a client's name a member id keeps.
+pub const MEMBER_NAME_CHARS_MAX: usize = 64;
 /// Shortest and longest session timeout taken.
 pub const SESSION_TIMEOUT_MS: (i32, i32) = (1_000, 1_800_000);
 
@@ -113,7 +115,10 @@ impl Group {
     fn new_member_id(&mut self, client_id: &str) -> String {
         self.next_member += 1;
         let salt: u64 = rand::random();
-        format!("{client_id}-{}-{salt:016x}", self.next_member)
+        // The client's name, cut short: a member id is echoed in every
+        // answer to the group, and a client picks its own name.
+        let name: String = client_id.chars().take(MEMBER_NAME_CHARS_MAX).collect();
+        format!("{name}-{}-{salt:016x}", self.next_member)
     }
 
     /// Starts (or keeps) gathering joins; the deadline is the longest

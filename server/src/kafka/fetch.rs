@@ -23,6 +23,15 @@ use crate::kafka::metadata::{group_of, leader_epoch};
 /// How long a read that does not wait may take before it counts as lost.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Record bytes one Fetch answer gathers before it reads no more
+/// partitions (the rest are answered empty, as Kafka does with a full
+/// response): whatever the client's `max_bytes`, one fetch cannot make the
+/// node hold more than this and one wave of reads.
+pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Partitions read (or long-polled) at once.
+pub const READS_AT_ONCE: usize = 16;
+
 /// One partition of the request and what it gave.
 struct Slot {
     topic: usize,
@@ -120,33 +129,66 @@ fn slots(link: &Link, request: &FetchRequest) -> Vec<Slot> {
     slots
 }
 
-/// Reads every readable partition at once, without waiting for records.
+/// Reads the readable partitions, [`READS_AT_ONCE`] at a time, until the
+/// answer holds [`FETCH_RESPONSE_BYTES_MAX`]; the partitions not read then
+/// are answered empty.
 async fn read(link: &Link, slots: &mut [Slot], wait_ms: u32) {
-    let mut pending = Vec::new();
-    for (index, slot) in slots.iter().enumerate() {
-        let Ok(group) = slot.group else { continue };
-        let body = fetch_body(slot, wait_ms);
-        let (sent, _) = link.send(group, Operation::Fetch, body).await;
-        pending.push((index, sent));
-    }
-    for (index, sent) in pending {
-        let answer = link.answer(sent, READ_TIMEOUT).await;
-        let slot = &mut slots[index];
-        let epoch = slot
-            .group
-            .map_or(0, |group| leader_epoch(link.shared(), group));
-        slot.fetched = Some(fetched(slot.partition, &answer, epoch));
+    let readable: Vec<usize> = (0..slots.len())
+        .filter(|index| slots[*index].group.is_ok())
+        .collect();
+    let mut gathered = 0usize;
+    for wave in readable.chunks(READS_AT_ONCE) {
+        if gathered >= FETCH_RESPONSE_BYTES_MAX {
+            for index in wave {
+                let slot = &mut slots[*index];
+                slot.fetched = Some(unread(slot));
+            }
+            continue;
+        }
+        let mut pending = Vec::with_capacity(wave.len());
+        for index in wave {
+            let slot = &slots[*index];
+            let group = slot.group.expect("readable");
+            let (sent, _) = link
+                .send(group, Operation::Fetch, fetch_body(slot, wait_ms))
+                .await;
+            pending.push((*index, sent));
+        }
+        for (index, sent) in pending {
+            let answer = link.answer(sent, READ_TIMEOUT).await;
+            let slot = &mut slots[index];
+            let epoch = slot
+                .group
+                .map_or(0, |group| leader_epoch(link.shared(), group));
+            let fetched = fetched(slot.partition, &answer, epoch);
+            gathered += fetched.records.len();
+            slot.fetched = Some(fetched);
+        }
     }
 }
 
-/// Long-polls every partition that may wait; answers with the first that
-/// gets records, or with what there is when the wait is over.
+/// A partition left unread because the answer is full: no records, no
+/// error; the client asks again from the same offset.
+fn unread(slot: &Slot) -> FetchedPartition {
+    FetchedPartition {
+        partition: slot.partition,
+        error_code: code::NONE,
+        high_watermark: slot.offset,
+        log_start_offset: -1,
+        records: Bytes::new(),
+    }
+}
+
+/// Long-polls the partitions that may wait (the first [`READS_AT_ONCE`]:
+/// the others are read again by the client's next fetch); answers with the
+/// first that gets records, or with what there is when the wait is over.
 async fn long_poll(link: &Arc<Link>, slots: &mut [Slot], wait_ms: u32) {
     let (answered, mut answers) = mpsc::channel(slots.len().max(1));
     let mut waiting = 0usize;
+    let waiting_max = READS_AT_ONCE;
     for (index, slot) in slots.iter().enumerate() {
         let Ok(group) = slot.group else { continue };
-        if !slot.may_wait() {
+        if !slot.may_wait() || waiting >= waiting_max {
             continue;
         }
         let (sent, _) = link
