@@ -17,7 +17,7 @@ use crate::kafka::coordinator::Coordinator;
 use crate::kafka::link::Link;
 use crate::kafka::serve::{Served, serve};
 use crate::metrics;
-use crate::net::client_port::{SIGN_IN_FRAME_SIZE_MAX, open, refuse_connection};
+use crate::net::client_port::{SIGN_IN_FRAME_SIZE_MAX, accept_within_bounds, open};
 use crate::net::tls::{ReadStream, WriteStream};
 use crate::security::auth::{Identity, Proof};
 use crate::shared::Shared;
@@ -47,31 +47,16 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     let coordinator = Arc::new(std::sync::Mutex::new(Coordinator::default()));
     tokio::spawn(sweep(Arc::clone(&coordinator)));
     loop {
-        match listener.accept().await {
-            Ok((stream, address)) => {
-                let admitted = match shared.connections.admit(address.ip()) {
-                    Ok(admitted) => admitted,
-                    Err(too_many) => {
-                        refuse_connection(&shared, address, too_many);
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let shared = Arc::clone(&shared);
-                let coordinator = Arc::clone(&coordinator);
-                tokio::spawn(async move {
-                    let _admitted = admitted;
-                    if let Err(reason) = connection(shared, stream, coordinator).await {
-                        metrics::client_frame_rejected();
-                        tracing::warn!(%address, reason, "kafka: closing the connection");
-                    }
-                });
+        let (stream, address, admitted) = accept_within_bounds(&shared, &listener, "kafka").await;
+        let shared = Arc::clone(&shared);
+        let coordinator = Arc::clone(&coordinator);
+        tokio::spawn(async move {
+            let _admitted = admitted;
+            if let Err(reason) = connection(shared, stream, coordinator).await {
+                metrics::client_frame_rejected();
+                tracing::warn!(%address, reason, "kafka: closing the connection");
             }
-            Err(error) => {
-                tracing::warn!(%error, "kafka: accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
+        });
     }
 }
 

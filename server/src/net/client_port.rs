@@ -71,56 +71,81 @@ pub const CLIENT_FRAME_SIZE_MAX: u32 = 8 * 1024 * 1024;
 /// client must not make the node hold megabytes.
 pub const SIGN_IN_FRAME_SIZE_MAX: u32 = 64 * 1024;
 
-/// Accepts client connections forever, within the node's bounds on them.
-pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
+/// The next connection `listener` takes within the node's bounds on
+/// connections (one over them is closed at once and counted), with its
+/// place among them; Nagle off. An accept that fails is logged as `what`'s
+/// and retried.
+pub(crate) async fn accept_within_bounds(
+    shared: &Shared,
+    listener: &TcpListener,
+    what: &'static str,
+) -> (
+    TcpStream,
+    std::net::SocketAddr,
+    crate::net::connection::Admitted,
+) {
     loop {
         match listener.accept().await {
-            Ok((stream, address)) => {
-                let admitted = match shared.connections.admit(address.ip()) {
-                    Ok(admitted) => admitted,
-                    Err(too_many) => {
-                        refuse_connection(&shared, address, too_many);
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let _admitted = admitted;
-                    let (read, write, caller, certificate_user) = match open(&shared, stream).await
-                    {
-                        Ok(opened) => opened,
-                        Err(reason) => {
-                            metrics::client_frame_rejected();
-                            tracing::warn!(%address, reason, "client: refused a connection");
-                            return;
-                        }
-                    };
-                    let (sender, receiver) =
-                        crate::net::connection::reply_queue(CONNECTION_QUEUE_CAPACITY);
-                    let peer = Peer {
-                        caller,
-                        certificate_user,
-                        source: address.to_string(),
-                        ip: address.ip().to_canonical(),
-                        audit: crate::security::audit::Pending::default(),
-                    };
-                    let audit = shared.audit.clone().map(|log| (log, peer.audit.clone()));
-                    sender.set_user(peer.certificate_user.clone().map(|(user, _)| user));
-                    tokio::spawn(write_replies(Arc::clone(&shared), write, receiver, audit));
-                    if let Err(reason) = read_requests(&shared, read, &sender, &peer).await {
-                        metrics::client_frame_rejected();
-                        tracing::warn!(%address, reason, "client: closing the connection");
-                    }
-                    shared.forget_connection(&sender);
-                });
-            }
+            Ok((stream, address)) => match shared.connections.admit(address.ip()) {
+                Ok(admitted) => {
+                    let _ = stream.set_nodelay(true);
+                    return (stream, address, admitted);
+                }
+                Err(too_many) => refuse_connection(shared, address, too_many),
+            },
             Err(error) => {
-                tracing::warn!(%error, "client: accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                tracing::warn!(%error, what, "accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
     }
+}
+
+/// Accepts client connections forever, within the node's bounds on them.
+pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let (stream, address, admitted) = accept_within_bounds(&shared, &listener, "client").await;
+        tokio::spawn(serve_connection(
+            Arc::clone(&shared),
+            stream,
+            address,
+            admitted,
+        ));
+    }
+}
+
+/// One client connection, from its handshake to its close.
+async fn serve_connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    address: std::net::SocketAddr,
+    admitted: crate::net::connection::Admitted,
+) {
+    let _admitted = admitted;
+    let (read, write, caller, certificate_user) = match open(&shared, stream).await {
+        Ok(opened) => opened,
+        Err(reason) => {
+            metrics::client_frame_rejected();
+            tracing::warn!(%address, reason, "client: refused a connection");
+            return;
+        }
+    };
+    let (sender, receiver) = crate::net::connection::reply_queue(CONNECTION_QUEUE_CAPACITY);
+    let peer = Peer {
+        caller,
+        certificate_user,
+        source: address.to_string(),
+        ip: address.ip().to_canonical(),
+        audit: crate::security::audit::Pending::default(),
+    };
+    let audit = shared.audit.clone().map(|log| (log, peer.audit.clone()));
+    sender.set_user(peer.certificate_user.clone().map(|(user, _)| user));
+    tokio::spawn(write_replies(Arc::clone(&shared), write, receiver, audit));
+    if let Err(reason) = read_requests(&shared, read, &sender, &peer).await {
+        metrics::client_frame_rejected();
+        tracing::warn!(%address, reason, "client: closing the connection");
+    }
+    shared.forget_connection(&sender);
 }
 
 /// Closes a connection over a bound at once (a warning at most once a
